@@ -1,0 +1,93 @@
+// Conveyor's configuration: the TOML file (contract.md) plus the environment.
+#pragma once
+
+#include <conveyor/rate_limit.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace conveyor {
+
+struct StorageConfig {
+  // A plugin name found in plugin_dir (libconveyor-NAME.so) or a path to a .so.
+  std::string plugin = "sqlite";
+  // Empty: the plugins installed with conveyor (<exe>/../lib/conveyor/plugins).
+  std::string plugin_dir;
+  // [storage.options], handed to the plugin as text, in file order.
+  std::vector<std::pair<std::string, std::string>> options;
+};
+
+struct EngineConfig {
+  bool rate_limit_enabled = true;      // the kill switch
+  double rate_limit_rate_per_sec = 0;  // global default; 0 = none
+  uint32_t rate_limit_burst = 0;       // 0 = ceil(rate)
+  uint32_t max_workers = 10;           // per queue, unless [queues.NAME] says otherwise
+  uint32_t worker_threads = 256;       // cap on handler threads, all queues together
+  uint32_t claim_batch_max = 100;      // most jobs claimed in one storage call
+  uint32_t poll_interval_ms = 1000;    // idle queue re-check and queue discovery
+  uint32_t lease_ms = 30000;           // lease length; running jobs heartbeat at 1/3
+  uint32_t rescue_interval_ms = 5000;  // how often expired leases are rescued
+  uint32_t max_attempts = 25;          // default for enqueued jobs
+  uint32_t retry_backoff_base_ms = 1000;     // first retry delay, doubling
+  uint32_t retry_backoff_max_ms = 3600000;   // cap on the retry delay
+  uint32_t shutdown_timeout_ms = 10000;      // running jobs' grace on stop
+  uint32_t retention_s = 86400;        // keep completed/failed/cancelled jobs
+
+  // The global default limit, if rate_limit_rate_per_sec > 0.
+  std::optional<RateLimit> default_limit() const;
+};
+
+struct QueueConfig {
+  std::optional<uint32_t> max_workers;
+  std::optional<RateLimit> rate_limit;  // burst already resolved (0 -> ceil(rate))
+};
+
+struct ServerConfig {
+  std::string listen;  // "host:port"; empty: no admin server
+};
+
+struct Config {
+  std::string source;  // the file it came from, or "<defaults>"
+  StorageConfig storage;
+  EngineConfig engine;
+  std::map<std::string, QueueConfig> queues;
+  ServerConfig server;
+
+  // max_workers of queue: [queues.NAME] or the engine default.
+  uint32_t max_workers_for(std::string_view queue) const;
+};
+
+// A config problem: what() reads "FILE:LINE: KEY: what is wrong (what to do)",
+// or names the environment variable.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Reads an environment variable; returns nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
+EnvLookup process_env();
+
+// Parses TOML text; source_name is used in messages. Applies env overrides
+// (CONVEYOR_RATE_LIMIT_ENABLED, _RATE_PER_SEC, _BURST, CONVEYOR_STORAGE_PLUGIN,
+// CONVEYOR_SERVER_LISTEN). Throws ConfigError.
+Config parse_config(std::string_view toml_text, std::string_view source_name,
+                    const EnvLookup& env = process_env());
+
+// Reads and parses a file. Throws ConfigError (also when it cannot be read).
+Config load_config_file(const std::filesystem::path& path, const EnvLookup& env = process_env());
+
+// The config file to use: explicit (from --config) if given, else
+// $CONVEYOR_CONFIG, else config/conveyor.toml.
+std::filesystem::path resolve_config_path(const std::optional<std::string>& explicit_path,
+                                          const EnvLookup& env = process_env());
+
+}  // namespace conveyor

@@ -1,0 +1,44 @@
+// Validation shared by every surface (config, CLI, API, embedding): one code
+// path, so the same bad input gets the same message everywhere.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace conveyor {
+
+// Bad input from a user. field() names what to fix ("queue", "rate", ...);
+// what() is a whole sentence that says what is wrong and what is allowed.
+class ValidationError : public std::invalid_argument {
+ public:
+  ValidationError(std::string field, const std::string& message)
+      : std::invalid_argument(message), field_(std::move(field)) {}
+  const std::string& field() const noexcept { return field_; }
+
+ private:
+  std::string field_;
+};
+
+// Queue names: [A-Za-z0-9][A-Za-z0-9._:-]{0,127}. Throws ValidationError.
+void validate_queue_name(std::string_view name);
+bool is_valid_queue_name(std::string_view name) noexcept;
+
+// A job kind: 1..128 printable ASCII characters, no spaces. Throws.
+void validate_job_kind(std::string_view kind);
+
+// rate: > 0 and finite. Throws ValidationError("rate", ...).
+void validate_rate(double rate_per_sec);
+
+// burst as given by a user: a whole number >= 1 (or >= 0 where 0 means auto)
+// and <= UINT32_MAX. Throws ValidationError("burst", ...).
+void validate_burst(int64_t burst, bool zero_means_auto);
+
+// ceil(rate), at least 1, at most UINT32_MAX: the burst used when none is given.
+uint32_t auto_burst(double rate_per_sec);
+
+// The largest payload a job may carry.
+inline constexpr size_t kMaxPayloadBytes = 1024 * 1024;
+
+}  // namespace conveyor

@@ -1,0 +1,385 @@
+// conveyor/storage_plugin.hpp: a header-only C++ helper for writing storage
+// plugins (the hourglass pattern). A plugin author writes a C++ class and
+// exports it with CONVEYOR_EXPORT_STORAGE_PLUGIN; the adapter below turns
+// every call into the C ABI of storage_plugin.h and every exception into a
+// status code, so no exception ever crosses the boundary.
+//
+// The class Impl must provide (errors are thrown as conveyor::sdk::Error;
+// any other exception becomes CONVEYOR_E_INTERNAL):
+//
+//   static std::unique_ptr<Impl> open(const Options& options);
+//   void migrate();
+//   void enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids);
+//   uint32_t claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
+//                  int64_t now_us, int64_t lease_expires_us, const JobSink& sink);
+//   void complete(std::span<const conveyor_lease> leases, int64_t now_us,
+//                 std::span<conveyor_status> results);
+//   void fail(conveyor_lease lease, std::string_view error_text,
+//             int64_t retry_at_us, int64_t now_us);       // LEASE_LOST: throw
+//   void extend_leases(std::span<const conveyor_lease> leases, int64_t expires_us,
+//                      std::span<conveyor_status> results);
+//   void release(std::span<const conveyor_lease> leases, int64_t now_us,
+//                std::span<conveyor_status> results);
+//   uint32_t rescue_expired(int64_t now_us, uint32_t max_jobs);
+//   void cancel(int64_t job_id, int64_t now_us);             // NOT_FOUND: throw
+//   void set_queue_paused(std::string_view queue, bool paused, int64_t now_us);
+//   void queue_stats(int64_t now_us, const QueueStatsSink& sink);
+//   void get_job(int64_t job_id, int64_t now_us, const JobSink& sink);  // NOT_FOUND: throw
+//   uint64_t purge_finished(int64_t finalized_before_us, uint32_t max_jobs);
+//   void set_rate_limit(std::string_view queue, double rate, uint32_t burst, int64_t now_us);
+//   void delete_rate_limit(std::string_view queue);          // NOT_FOUND: throw
+//   void list_rate_limits(const RateLimitSink& sink);
+//   int64_t change_marker();
+// and optionally (advertise CONVEYOR_CAP_NOTIFY when present):
+//   void wait_for_notification(int64_t timeout_us, const NotifySink& sink);
+//
+// Threading is as the C header says: every method but the destructor may be
+// called concurrently.
+#ifndef CONVEYOR_STORAGE_PLUGIN_HPP
+#define CONVEYOR_STORAGE_PLUGIN_HPP
+
+#include <conveyor/storage_plugin.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace conveyor::sdk {
+
+// A failure with a status code; the adapter hands code and message to the host.
+class Error : public std::runtime_error {
+ public:
+  Error(conveyor_status code, const std::string& message)
+      : std::runtime_error(message), code_(code) {}
+  conveyor_status code() const noexcept { return code_; }
+
+ private:
+  conveyor_status code_;
+};
+
+inline conveyor_str str(std::string_view s) noexcept {
+  return conveyor_str{s.data(), s.size()};
+}
+inline std::string_view view(conveyor_str s) noexcept {
+  return s.len == 0 ? std::string_view{} : std::string_view{s.data, s.len};
+}
+
+// The [storage.options] key/values, with checks a plugin wants on open.
+class Options {
+ public:
+  Options(const conveyor_option* options, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      entries_.emplace_back(std::string(view(options[i].key)),
+                            std::string(view(options[i].value)));
+  }
+  // The value of key, or fallback when absent.
+  std::string get(std::string_view key, std::string_view fallback = {}) const {
+    for (const auto& [k, v] : entries_)
+      if (k == key) return v;
+    return std::string(fallback);
+  }
+  bool has(std::string_view key) const {
+    for (const auto& [k, v] : entries_)
+      if (k == key) return true;
+    return false;
+  }
+  // Throws CONVEYOR_E_INVALID naming the first key not in known.
+  void require_known(std::initializer_list<std::string_view> known) const {
+    for (const auto& [k, v] : entries_) {
+      bool ok = false;
+      for (auto name : known) ok = ok || name == k;
+      if (!ok) {
+        std::string list;
+        for (auto name : known) list += (list.empty() ? "" : ", ") + std::string(name);
+        throw Error(CONVEYOR_E_INVALID, "unknown storage option '" + k +
+                                            "' (known: " + list + ")");
+      }
+    }
+  }
+  const std::vector<std::pair<std::string, std::string>>& entries() const {
+    return entries_;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> entries_;
+};
+
+// A borrowed C callback plus its context, callable from C++.
+template <typename T, typename Fn>
+class Sink {
+ public:
+  Sink(Fn fn, void* ctx) : fn_(fn), ctx_(ctx) {}
+  void operator()(const T& value) const { fn_(ctx_, &value); }
+
+ private:
+  Fn fn_;
+  void* ctx_;
+};
+using JobSink = Sink<conveyor_job, conveyor_job_fn>;
+using QueueStatsSink = Sink<conveyor_queue_stats, conveyor_queue_stats_fn>;
+using RateLimitSink = Sink<conveyor_rate_limit, conveyor_rate_limit_fn>;
+
+class NotifySink {
+ public:
+  NotifySink(conveyor_notify_fn fn, void* ctx) : fn_(fn), ctx_(ctx) {}
+  void operator()(int32_t kind, std::string_view queue) const {
+    fn_(ctx_, kind, str(queue));
+  }
+
+ private:
+  conveyor_notify_fn fn_;
+  void* ctx_;
+};
+
+namespace detail {
+
+inline void set_error(conveyor_error* err, conveyor_status code,
+                      const char* message) noexcept {
+  if (err == nullptr) return;
+  err->code = code;
+  std::snprintf(err->message, sizeof err->message, "%s", message);
+}
+
+// Runs body; turns every exception into a status and an error message.
+template <typename Body>
+conveyor_status guarded(conveyor_error* err, Body&& body) noexcept {
+  try {
+    body();
+    return CONVEYOR_OK;
+  } catch (const Error& e) {
+    set_error(err, e.code(), e.what());
+    return e.code();
+  } catch (const std::bad_alloc&) {
+    set_error(err, CONVEYOR_E_INTERNAL, "out of memory");
+  } catch (const std::exception& e) {
+    set_error(err, CONVEYOR_E_INTERNAL, e.what());
+  } catch (...) {
+    set_error(err, CONVEYOR_E_INTERNAL, "unknown exception in storage plugin");
+  }
+  return CONVEYOR_E_INTERNAL;
+}
+
+template <typename Impl>
+struct Adapter {
+  static Impl* self(conveyor_storage* s) { return reinterpret_cast<Impl*>(s); }
+
+  static conveyor_status open(const conveyor_option* options, size_t n,
+                              conveyor_storage** out, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (out == nullptr) throw Error(CONVEYOR_E_INVALID, "out is NULL");
+      std::unique_ptr<Impl> impl = Impl::open(Options(options, n));
+      *out = reinterpret_cast<conveyor_storage*>(impl.release());
+    });
+  }
+  static void close(conveyor_storage* s) {
+    try {
+      delete self(s);
+    } catch (...) {
+      // A destructor that throws must not escape; nothing more to do.
+    }
+  }
+  static conveyor_status migrate(conveyor_storage* s, conveyor_error* err) {
+    return guarded(err, [&] { self(s)->migrate(); });
+  }
+  static conveyor_status enqueue(conveyor_storage* s, const conveyor_new_job* jobs,
+                                 size_t n, int64_t* ids, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (n == 0) return;
+      if (jobs == nullptr || ids == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "jobs or out_ids is NULL");
+      self(s)->enqueue(std::span(jobs, n), std::span(ids, n));
+    });
+  }
+  static conveyor_status claim(conveyor_storage* s, conveyor_str queue,
+                               uint32_t max_jobs, int64_t token, int64_t now,
+                               int64_t expires, conveyor_job_fn fn, void* ctx,
+                               uint32_t* out_claimed, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (fn == nullptr || out_claimed == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "on_job or out_claimed is NULL");
+      if (token == 0) throw Error(CONVEYOR_E_INVALID, "lease_token must be non-zero");
+      *out_claimed = self(s)->claim(view(queue), max_jobs, token, now, expires,
+                                    JobSink(fn, ctx));
+    });
+  }
+  static conveyor_status complete(conveyor_storage* s, const conveyor_lease* leases,
+                                  size_t n, int64_t now, conveyor_status* results,
+                                  conveyor_error* err) {
+    return guarded(err, [&] {
+      if (n == 0) return;
+      if (leases == nullptr || results == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "leases or results is NULL");
+      self(s)->complete(std::span(leases, n), now, std::span(results, n));
+    });
+  }
+  static conveyor_status fail(conveyor_storage* s, conveyor_lease lease,
+                              conveyor_str error_text, int64_t retry_at,
+                              int64_t now, conveyor_error* err) {
+    return guarded(err, [&] {
+      self(s)->fail(lease, view(error_text), retry_at, now);
+    });
+  }
+  static conveyor_status extend_leases(conveyor_storage* s,
+                                       const conveyor_lease* leases, size_t n,
+                                       int64_t expires, conveyor_status* results,
+                                       conveyor_error* err) {
+    return guarded(err, [&] {
+      if (n == 0) return;
+      if (leases == nullptr || results == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "leases or results is NULL");
+      self(s)->extend_leases(std::span(leases, n), expires, std::span(results, n));
+    });
+  }
+  static conveyor_status release(conveyor_storage* s, const conveyor_lease* leases,
+                                 size_t n, int64_t now, conveyor_status* results,
+                                 conveyor_error* err) {
+    return guarded(err, [&] {
+      if (n == 0) return;
+      if (leases == nullptr || results == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "leases or results is NULL");
+      self(s)->release(std::span(leases, n), now, std::span(results, n));
+    });
+  }
+  static conveyor_status rescue_expired(conveyor_storage* s, int64_t now,
+                                        uint32_t max_jobs, uint32_t* out,
+                                        conveyor_error* err) {
+    return guarded(err, [&] {
+      if (out == nullptr) throw Error(CONVEYOR_E_INVALID, "out_rescued is NULL");
+      *out = self(s)->rescue_expired(now, max_jobs);
+    });
+  }
+  static conveyor_status cancel(conveyor_storage* s, int64_t id, int64_t now,
+                                conveyor_error* err) {
+    return guarded(err, [&] { self(s)->cancel(id, now); });
+  }
+  static conveyor_status set_queue_paused(conveyor_storage* s, conveyor_str queue,
+                                          int32_t paused, int64_t now,
+                                          conveyor_error* err) {
+    return guarded(err, [&] { self(s)->set_queue_paused(view(queue), paused != 0, now); });
+  }
+  static conveyor_status queue_stats(conveyor_storage* s, int64_t now,
+                                     conveyor_queue_stats_fn fn, void* ctx,
+                                     conveyor_error* err) {
+    return guarded(err, [&] {
+      if (fn == nullptr) throw Error(CONVEYOR_E_INVALID, "on_stats is NULL");
+      self(s)->queue_stats(now, QueueStatsSink(fn, ctx));
+    });
+  }
+  static conveyor_status get_job(conveyor_storage* s, int64_t id, int64_t now,
+                                 conveyor_job_fn fn, void* ctx, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (fn == nullptr) throw Error(CONVEYOR_E_INVALID, "on_job is NULL");
+      self(s)->get_job(id, now, JobSink(fn, ctx));
+    });
+  }
+  static conveyor_status purge_finished(conveyor_storage* s, int64_t before,
+                                        uint32_t max_jobs, uint64_t* out,
+                                        conveyor_error* err) {
+    return guarded(err, [&] {
+      if (out == nullptr) throw Error(CONVEYOR_E_INVALID, "out_deleted is NULL");
+      *out = self(s)->purge_finished(before, max_jobs);
+    });
+  }
+  static conveyor_status set_rate_limit(conveyor_storage* s, conveyor_str queue,
+                                        double rate, uint32_t burst, int64_t now,
+                                        conveyor_error* err) {
+    return guarded(err, [&] {
+      if (!(rate > 0) || rate > 1e300)
+        throw Error(CONVEYOR_E_INVALID, "rate_per_sec must be > 0 and finite");
+      if (burst < 1) throw Error(CONVEYOR_E_INVALID, "burst must be >= 1");
+      self(s)->set_rate_limit(view(queue), rate, burst, now);
+    });
+  }
+  static conveyor_status delete_rate_limit(conveyor_storage* s, conveyor_str queue,
+                                           conveyor_error* err) {
+    return guarded(err, [&] { self(s)->delete_rate_limit(view(queue)); });
+  }
+  static conveyor_status list_rate_limits(conveyor_storage* s,
+                                          conveyor_rate_limit_fn fn, void* ctx,
+                                          conveyor_error* err) {
+    return guarded(err, [&] {
+      if (fn == nullptr) throw Error(CONVEYOR_E_INVALID, "on_limit is NULL");
+      self(s)->list_rate_limits(RateLimitSink(fn, ctx));
+    });
+  }
+  static conveyor_status change_marker(conveyor_storage* s, int64_t* out,
+                                       conveyor_error* err) {
+    return guarded(err, [&] {
+      if (out == nullptr) throw Error(CONVEYOR_E_INVALID, "out_marker is NULL");
+      *out = self(s)->change_marker();
+    });
+  }
+  static conveyor_status wait_for_notification(conveyor_storage* s, int64_t timeout,
+                                               conveyor_notify_fn fn, void* ctx,
+                                               conveyor_error* err) {
+    return guarded(err, [&] {
+      if (fn == nullptr) throw Error(CONVEYOR_E_INVALID, "on_notify is NULL");
+      self(s)->wait_for_notification(timeout, NotifySink(fn, ctx));
+    });
+  }
+
+  static constexpr bool has_notify =
+      requires(Impl & i, const NotifySink& sink) { i.wait_for_notification(0, sink); };
+
+  static const conveyor_storage_plugin* table(const char* name, const char* version,
+                                              uint32_t kind, uint64_t caps) {
+    static const conveyor_storage_plugin t = {
+        sizeof(conveyor_storage_plugin),
+        CONVEYOR_ABI_MAJOR,
+        CONVEYOR_ABI_MINOR,
+        0,
+        name,
+        version,
+        kind,
+        0,
+        has_notify ? (caps | CONVEYOR_CAP_NOTIFY) : (caps & ~CONVEYOR_CAP_NOTIFY),
+        &Adapter::open,
+        &Adapter::close,
+        &Adapter::migrate,
+        &Adapter::enqueue,
+        &Adapter::claim,
+        &Adapter::complete,
+        &Adapter::fail,
+        &Adapter::extend_leases,
+        &Adapter::release,
+        &Adapter::rescue_expired,
+        &Adapter::cancel,
+        &Adapter::set_queue_paused,
+        &Adapter::queue_stats,
+        &Adapter::get_job,
+        &Adapter::purge_finished,
+        &Adapter::set_rate_limit,
+        &Adapter::delete_rate_limit,
+        &Adapter::list_rate_limits,
+        &Adapter::change_marker,
+        has_notify ? &Adapter::wait_for_notification : nullptr,
+    };
+    return &t;
+  }
+};
+
+}  // namespace detail
+}  // namespace conveyor::sdk
+
+// Exports the C entry point for the plugin class IMPL. NAME and VERSION are
+// string literals; KIND is CONVEYOR_KIND_*; CAPS is a CONVEYOR_CAP_* mask
+// (CONVEYOR_CAP_NOTIFY is set automatically when IMPL has
+// wait_for_notification).
+#define CONVEYOR_EXPORT_STORAGE_PLUGIN(IMPL, NAME, VERSION, KIND, CAPS)        \
+  extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin*             \
+  conveyor_storage_plugin_entry(uint32_t host_abi_major,                       \
+                                uint32_t /*host_abi_minor*/) {                 \
+    if (host_abi_major != CONVEYOR_ABI_MAJOR) return nullptr;                  \
+    return ::conveyor::sdk::detail::Adapter<IMPL>::table(NAME, VERSION, KIND,  \
+                                                         CAPS);                \
+  }
+
+#endif  // CONVEYOR_STORAGE_PLUGIN_HPP
