@@ -108,6 +108,8 @@ class Storage {
   bool cancel(int64_t job_id, int64_t now_us);
   void set_queue_paused(std::string_view queue, bool paused, int64_t now_us);
   std::vector<QueueStats> queue_stats(int64_t now_us);
+  // Known queues and whether each is paused (cheap; for discovery).
+  std::vector<std::pair<std::string, bool>> list_queues();
   std::optional<Job> get_job(int64_t job_id, int64_t now_us);
   uint64_t purge_finished(int64_t finalized_before_us, uint32_t max_jobs);
   void set_rate_limit(std::string_view queue, const RateLimit& limit, int64_t now_us);

@@ -241,6 +241,7 @@ typedef void (*conveyor_queue_stats_fn)(void* ctx,
 typedef void (*conveyor_rate_limit_fn)(void* ctx,
                                        const conveyor_rate_limit* limit);
 typedef void (*conveyor_notify_fn)(void* ctx, int32_t kind, conveyor_str queue);
+typedef void (*conveyor_queue_fn)(void* ctx, conveyor_str queue, int32_t paused);
 
 /* The function table. Members up to and including wait_for_notification form
  * version 1.0; every slot of 1.0 is required except wait_for_notification. */
@@ -350,6 +351,13 @@ typedef struct conveyor_storage_plugin {
   conveyor_status (*queue_stats)(conveyor_storage* storage, int64_t now_us,
                                  conveyor_queue_stats_fn on_stats, void* ctx,
                                  conveyor_error* err);
+
+  /* Reports every queue the storage knows (enqueued into at least once, or
+   * paused), with its paused flag, in name order. Must be cheap (the host
+   * calls it about once a second to discover new queues): no scan of jobs. A
+   * queue with no jobs left may still be listed. */
+  conveyor_status (*list_queues)(conveyor_storage* storage, conveyor_queue_fn on_queue,
+                                 void* ctx, conveyor_error* err);
 
   /* Reports one job through on_job. CONVEYOR_E_NOT_FOUND if it does not
    * exist (or was purged). */

@@ -24,6 +24,7 @@
 //   void cancel(int64_t job_id, int64_t now_us);             // NOT_FOUND: throw
 //   void set_queue_paused(std::string_view queue, bool paused, int64_t now_us);
 //   void queue_stats(int64_t now_us, const QueueStatsSink& sink);
+//   void list_queues(const QueueSink& sink);   // sink(name, paused)
 //   void get_job(int64_t job_id, int64_t now_us, const JobSink& sink);  // NOT_FOUND: throw
 //   uint64_t purge_finished(int64_t finalized_before_us, uint32_t max_jobs);
 //   void set_rate_limit(std::string_view queue, double rate, uint32_t burst, int64_t now_us);
@@ -126,6 +127,18 @@ class Sink {
 using JobSink = Sink<conveyor_job, conveyor_job_fn>;
 using QueueStatsSink = Sink<conveyor_queue_stats, conveyor_queue_stats_fn>;
 using RateLimitSink = Sink<conveyor_rate_limit, conveyor_rate_limit_fn>;
+
+class QueueSink {
+ public:
+  QueueSink(conveyor_queue_fn fn, void* ctx) : fn_(fn), ctx_(ctx) {}
+  void operator()(std::string_view queue, bool paused) const {
+    fn_(ctx_, str(queue), paused ? 1 : 0);
+  }
+
+ private:
+  conveyor_queue_fn fn_;
+  void* ctx_;
+};
 
 class NotifySink {
  public:
@@ -273,6 +286,13 @@ struct Adapter {
       self(s)->queue_stats(now, QueueStatsSink(fn, ctx));
     });
   }
+  static conveyor_status list_queues(conveyor_storage* s, conveyor_queue_fn fn, void* ctx,
+                                     conveyor_error* err) {
+    return guarded(err, [&] {
+      if (fn == nullptr) throw Error(CONVEYOR_E_INVALID, "on_queue is NULL");
+      self(s)->list_queues(QueueSink(fn, ctx));
+    });
+  }
   static conveyor_status get_job(conveyor_storage* s, int64_t id, int64_t now,
                                  conveyor_job_fn fn, void* ctx, conveyor_error* err) {
     return guarded(err, [&] {
@@ -354,6 +374,7 @@ struct Adapter {
         &Adapter::cancel,
         &Adapter::set_queue_paused,
         &Adapter::queue_stats,
+        &Adapter::list_queues,
         &Adapter::get_job,
         &Adapter::purge_finished,
         &Adapter::set_rate_limit,
