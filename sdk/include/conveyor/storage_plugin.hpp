@@ -349,6 +349,18 @@ struct Adapter {
   static constexpr bool has_notify =
       requires(Impl & i, const NotifySink& sink) { i.wait_for_notification(0, sink); };
 
+  // The notify slot, or NULL; if constexpr keeps the adapter of a plugin
+  // without wait_for_notification from being instantiated at all.
+  static constexpr auto notify_slot() {
+    using Slot = conveyor_status (*)(conveyor_storage*, int64_t, conveyor_notify_fn, void*,
+                                     conveyor_error*);
+    if constexpr (has_notify) {
+      return static_cast<Slot>(&Adapter::wait_for_notification);
+    } else {
+      return static_cast<Slot>(nullptr);
+    }
+  }
+
   static const conveyor_storage_plugin* table(const char* name, const char* version,
                                               uint32_t kind, uint64_t caps) {
     static const conveyor_storage_plugin t = {
@@ -381,7 +393,7 @@ struct Adapter {
         &Adapter::delete_rate_limit,
         &Adapter::list_rate_limits,
         &Adapter::change_marker,
-        has_notify ? &Adapter::wait_for_notification : nullptr,
+        notify_slot(),
     };
     return &t;
   }

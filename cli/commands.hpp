@@ -1,0 +1,47 @@
+// The `conveyor` subcommands. Each returns the process exit code and throws
+// for errors, which main() maps to exit codes and one-line messages.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace conveyor::cli {
+
+struct GlobalOptions {
+  std::optional<std::string> config_path;  // --config
+  bool json = false;                       // --json
+};
+
+struct EnqueueArgs {
+  std::string queue;
+  std::string kind;
+  std::string payload = "{}";
+  int64_t count = 1;
+  int32_t priority = 0;
+  double delay_s = 0;
+  std::optional<int32_t> max_attempts;
+};
+
+int serve(const GlobalOptions& g);
+int enqueue(const GlobalOptions& g, const EnqueueArgs& a);
+int ratelimit_set(const GlobalOptions& g, const std::string& queue, double rate,
+                  std::optional<int64_t> burst);
+int ratelimit_ls(const GlobalOptions& g);
+int ratelimit_rm(const GlobalOptions& g, const std::string& queue);
+int queues(const GlobalOptions& g);
+int plugin_info(const GlobalOptions& g, const std::string& plugin);
+
+// A failure that is the user's to fix (exit code 2).
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// A requested thing that does not exist (exit code 1).
+class NotFound : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace conveyor::cli

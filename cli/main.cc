@@ -1,0 +1,128 @@
+// conveyor: the command line. Parses arguments with CLI11 and runs a command.
+// Exit codes (contract.md): 0 success; 1 runtime failure; 2 usage or
+// validation error. Errors are one line on stderr starting with "conveyor:".
+#include "commands.hpp"
+
+#include <conveyor/config.hpp>
+#include <conveyor/plugin_loader.hpp>
+#include <conveyor/storage.hpp>
+#include <conveyor/validation.hpp>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <iostream>
+
+namespace {
+
+int fail(int code, const std::string& message) {
+  std::string line = message;
+  for (char& c : line)
+    if (c == '\n') c = ' ';
+  std::cerr << "conveyor: " << line << "\n";
+  return code;
+}
+
+void setup_logging(bool serving) {
+  auto logger = spdlog::stderr_color_mt("conveyor");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  spdlog::level::level_enum level = serving ? spdlog::level::info : spdlog::level::warn;
+  if (const char* env = std::getenv("CONVEYOR_LOG_LEVEL")) level = spdlog::level::from_str(env);
+  spdlog::set_level(level);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace conveyor::cli;
+  CLI::App app{"Conveyor: a durable background-job queue with per-queue rate limits", "conveyor"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "conveyor 0.1.0");
+
+  GlobalOptions g;
+  std::string config_path;
+  std::string server_url;
+  app.add_option("--config", config_path, "config file (default: $CONVEYOR_CONFIG or config/conveyor.toml)");
+  app.add_option("--server", server_url, "talk to a running server's admin API instead of storage");
+  app.add_flag("--json", g.json, "machine-readable output");
+
+  auto* serve_cmd = app.add_subcommand("serve", "run the engine and its workers until Ctrl-C");
+
+  EnqueueArgs ea;
+  int64_t count = 1;
+  auto* enqueue_cmd = app.add_subcommand("enqueue", "add jobs to a queue");
+  enqueue_cmd->add_option("queue", ea.queue, "queue name")->required();
+  enqueue_cmd->add_option("kind", ea.kind, "job kind (built-in: noop, sleep)")->required();
+  enqueue_cmd->add_option("--payload", ea.payload, "JSON payload (default {})");
+  enqueue_cmd->add_option("--count", count, "how many identical jobs (default 1)");
+  enqueue_cmd->add_option("--priority", ea.priority, "lower runs first (default 0)");
+  enqueue_cmd->add_option("--delay", ea.delay_s, "seconds before the jobs may run (default 0)");
+  auto* max_attempts_opt = enqueue_cmd->add_option("--max-attempts", ea.max_attempts, "attempts before failing (default [engine] max_attempts)");
+  (void)max_attempts_opt;
+
+  auto* rl = app.add_subcommand("ratelimit", "per-queue rate-limit overrides");
+  rl->require_subcommand(1);
+  std::string rl_queue;
+  double rate = 0;
+  std::optional<int64_t> burst;
+  auto* rl_set = rl->add_subcommand("set", "set a queue's override (durable, seen by every process)");
+  rl_set->add_option("queue", rl_queue, "queue name")->required();
+  rl_set->add_option("--rate", rate, "jobs started per second, > 0")->required();
+  rl_set->add_option("--burst", burst, "largest instantaneous spike, >= 1 (default ceil(rate))");
+  auto* rl_ls = rl->add_subcommand("ls", "list overrides, the default and the kill switch");
+  auto* rl_rm = rl->add_subcommand("rm", "remove a queue's override (back to its config or default)");
+  rl_rm->add_option("queue", rl_queue, "queue name")->required();
+
+  auto* queues_cmd = app.add_subcommand("queues", "per-queue counts, limit and its source");
+
+  std::string plugin;
+  auto* plugin_cmd = app.add_subcommand("plugin", "storage plugins");
+  plugin_cmd->require_subcommand(1);
+  auto* plugin_info_cmd = plugin_cmd->add_subcommand("info", "what a plugin is and why it loads or not");
+  plugin_info_cmd->add_option("plugin", plugin, "plugin name or path to a .so")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(2, std::string(e.what()) + " (see conveyor --help)");
+  }
+  if (!config_path.empty()) g.config_path = config_path;
+  ea.count = count;
+  setup_logging(serve_cmd->parsed());
+
+  try {
+    if (!server_url.empty())
+      throw UsageError("--server: this build talks to storage directly; the admin API client is not available yet");
+    if (serve_cmd->parsed()) return serve(g);
+    if (enqueue_cmd->parsed()) return enqueue(g, ea);
+    if (rl_set->parsed()) return ratelimit_set(g, rl_queue, rate, burst);
+    if (rl_ls->parsed()) return ratelimit_ls(g);
+    if (rl_rm->parsed()) return ratelimit_rm(g, rl_queue);
+    if (queues_cmd->parsed()) return queues(g);
+    if (plugin_info_cmd->parsed()) return plugin_info(g, plugin);
+    return fail(2, "no command given (see conveyor --help)");
+  } catch (const conveyor::ValidationError& e) {
+    return fail(2, e.what());
+  } catch (const conveyor::ConfigError& e) {
+    return fail(2, e.what());
+  } catch (const UsageError& e) {
+    return fail(2, e.what());
+  } catch (const conveyor::PluginLoadError& e) {
+    return fail(1, e.what());
+  } catch (const conveyor::StorageError& e) {
+    return fail(1, e.what());
+  } catch (const NotFound& e) {
+    return fail(1, e.what());
+  } catch (const std::exception& e) {
+    return fail(1, e.what());
+  }
+}

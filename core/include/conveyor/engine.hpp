@@ -1,0 +1,118 @@
+// Engine: Conveyor in a process. It opens the configured storage plugin,
+// works every queue that has jobs (one dispatcher thread for all of them),
+// runs handlers on a bounded pool, retries failures with exponential backoff
+// and jitter, heartbeats leases, rescues jobs of dead workers, purges old
+// finished jobs, and follows rate-limit overrides made by any process.
+//
+//   conveyor::Engine engine(conveyor::load_config_file("conveyor.toml"));
+//   engine.register_handler("email", [](const conveyor::Job& job) { send(job.payload); });
+//   engine.start();
+//   engine.enqueue("email", "email", R"({"to":"a@b.c"})");
+//   ...
+//   engine.stop();
+//
+// Handlers signal failure by throwing: a std::exception is a failed attempt
+// (retried while attempts remain), conveyor::PermanentError fails the job at
+// once. Handlers run on pool threads, possibly many at a time.
+//
+// Thread-safety: every public method may be called from any thread, except
+// that start() and stop() must not race each other.
+#pragma once
+
+#include <conveyor/clock.hpp>
+#include <conveyor/config.hpp>
+#include <conveyor/limit_resolver.hpp>
+#include <conveyor/metrics.hpp>
+#include <conveyor/queue_report.hpp>
+#include <conveyor/storage.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conveyor {
+
+// Thrown by a handler to fail its job without further retries.
+class PermanentError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+using Handler = std::function<void(const Job& job)>;
+
+struct EnqueueOptions {
+  int32_t priority = 0;                     // lower runs first
+  std::optional<int32_t> max_attempts;      // default: [engine] max_attempts
+  std::chrono::microseconds delay{0};       // run no earlier than now + delay
+};
+
+class Engine {
+ public:
+  // Loads the plugin, opens and migrates storage. Throws PluginLoadError,
+  // StorageError. The clock is borrowed and must outlive the engine.
+  explicit Engine(Config config, const Clock& clock = SystemClock::instance());
+  // Stops (as stop()) and waits for every handler to return.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Registers (or replaces) the handler for a job kind. Jobs of a kind with no
+  // handler fail their attempt with an error that says so.
+  void register_handler(std::string kind, Handler handler);
+
+  // Enqueues one job; returns its id. Validates queue, kind and payload size
+  // (ValidationError). Throws StorageError.
+  int64_t enqueue(std::string_view queue, std::string_view kind, std::string_view payload = "{}",
+                  const EnqueueOptions& options = {});
+  // Enqueues many atomically. run_at_us 0 means now; max_attempts 0 means the default.
+  std::vector<int64_t> enqueue_batch(std::vector<NewJob> jobs);
+
+  // Starts dispatching. Queues are discovered from storage within
+  // poll_interval_ms; queues in [queues.*] and local enqueues start at once.
+  void start();
+  // Graceful stop: claims stop at once; running handlers get
+  // shutdown_timeout_ms to finish; leases of jobs still running then are
+  // released so another process can run them (at-least-once). Returns the
+  // number of jobs released that way. Idempotent.
+  uint32_t stop();
+  bool running() const;
+
+  // Durable overrides, applied by this engine at once and by other processes
+  // within a second. Validated (ValidationError).
+  void set_rate_limit(std::string_view queue, const RateLimit& limit);
+  bool delete_rate_limit(std::string_view queue);
+  // Pause/resume a queue durably (claims stop in every process).
+  void set_queue_paused(std::string_view queue, bool paused);
+
+  std::vector<QueueReport> queues();
+  std::optional<Job> get_job(int64_t id);
+
+  const Config& config() const;
+  Storage& storage();
+  const LimitResolver& limits() const;
+  Metrics& metrics();
+  // Worker threads started so far (bounded by [engine] worker_threads).
+  uint32_t worker_threads() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Registers the stand-alone server's kinds: "noop" (succeeds at once) and
+// "sleep" (payload {"ms": N}, 0 <= N <= 3,600,000).
+void register_builtin_handlers(Engine& engine);
+
+// The retry delay before attempt+1 after attempt failed: base * 2^(attempt-1),
+// capped, with +-20% jitter (u in [0,1) picks the jitter; deterministic for tests).
+std::chrono::milliseconds retry_backoff(int32_t attempt, std::chrono::milliseconds base,
+                                        std::chrono::milliseconds cap, double u);
+
+}  // namespace conveyor

@@ -1,0 +1,53 @@
+// LimitResolver: a queue's effective rate limit, by the precedence of
+// contract.md (first match wins, layers replace, never stack):
+//   1. rate_limit_enabled = false      -> unlimited, source "disabled"
+//   2. the queue's durable override    -> source "override"
+//   3. [queues.NAME] rate_limit        -> source "queue-config"
+//   4. the global default              -> source "default"
+//   5. nothing                         -> unlimited, source "none"
+//
+// Thread-safe: resolve() may run on any thread while set_overrides() swaps in
+// a new snapshot. generation() changes whenever an answer may have changed,
+// so a dispatcher re-resolves only then (an atomic load per poll otherwise).
+#pragma once
+
+#include <conveyor/config.hpp>
+#include <conveyor/rate_limit.hpp>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conveyor {
+
+class LimitResolver {
+ public:
+  LimitResolver(const EngineConfig& engine, const std::map<std::string, QueueConfig>& queues);
+
+  EffectiveLimit resolve(std::string_view queue) const;
+
+  // Replaces the overrides snapshot (as read from storage).
+  void set_overrides(std::vector<RateLimitOverride> overrides);
+  std::vector<RateLimitOverride> overrides() const;
+
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+  bool enabled() const { return enabled_; }
+  // The global default, if any (shown even when disabled).
+  const std::optional<RateLimit>& default_limit() const { return default_; }
+
+ private:
+  using OverrideMap = std::map<std::string, RateLimitOverride, std::less<>>;
+
+  bool enabled_;
+  std::optional<RateLimit> default_;
+  std::map<std::string, RateLimit, std::less<>> static_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const OverrideMap> overrides_;  // guarded by mu_
+  std::atomic<uint64_t> generation_{1};
+};
+
+}  // namespace conveyor

@@ -1,0 +1,66 @@
+// Per-queue counters and latency histograms, kept by the engine and read by
+// the CLI, the admin API and /metrics. Counters are atomics: incrementing one
+// never blocks the dispatcher.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conveyor {
+
+// A cumulative histogram with fixed bucket bounds (seconds), Prometheus-style.
+class Histogram {
+ public:
+  static constexpr std::array<double, 14> kBounds = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05,
+                                                     0.1,    0.25,  0.5,   1,     2.5,  5,     10};
+  void observe(double seconds);
+  struct Snapshot {
+    std::array<uint64_t, kBounds.size() + 1> buckets{};  // non-cumulative; last is +Inf
+    uint64_t count = 0;
+    double sum = 0;
+  };
+  Snapshot snapshot() const;
+
+ private:
+  std::array<std::atomic<uint64_t>, kBounds.size() + 1> buckets_{};
+  std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> sum_ns_{0};
+};
+
+struct QueueCounters {
+  std::atomic<uint64_t> enqueued{0};
+  std::atomic<uint64_t> dispatched{0};
+  std::atomic<uint64_t> completed{0};
+  std::atomic<uint64_t> failed{0};     // ended failed (attempts exhausted or permanent)
+  std::atomic<uint64_t> retried{0};    // failed attempts scheduled for a retry
+  std::atomic<uint64_t> throttled{0};  // dispatch deferred on an exhausted limit
+  Histogram pickup_latency;            // ready (run_at) -> claimed
+  Histogram duration;                  // handler start -> end
+};
+
+struct QueueCountersSnapshot {
+  std::string queue;
+  uint64_t enqueued = 0, dispatched = 0, completed = 0, failed = 0, retried = 0, throttled = 0;
+  Histogram::Snapshot pickup_latency;
+  Histogram::Snapshot duration;
+};
+
+// Thread-safe. References returned by queue() stay valid for the Metrics' life.
+class Metrics {
+ public:
+  QueueCounters& queue(std::string_view name);
+  std::vector<QueueCountersSnapshot> snapshot() const;  // by queue name
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::unique_ptr<QueueCounters>, std::less<>> queues_;
+};
+
+}  // namespace conveyor

@@ -1,0 +1,216 @@
+#include "dispatcher.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <random>
+
+namespace conveyor {
+namespace {
+
+int64_t fresh_lease_token() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  int64_t token = 0;
+  while (token == 0) token = static_cast<int64_t>(rng());
+  return token;
+}
+
+constexpr std::chrono::milliseconds kMaxErrorBackoff{5000};
+
+}  // namespace
+
+Dispatcher::Dispatcher(Storage& storage, const LimitResolver& limits, const Clock& clock,
+                       Metrics& metrics, Options options, Execute execute)
+    : storage_(storage),
+      limits_(limits),
+      clock_(clock),
+      metrics_(metrics),
+      options_(options),
+      execute_(std::move(execute)) {}
+
+void Dispatcher::add_queue(const std::string& name, uint32_t max_workers) {
+  std::lock_guard lock(mu_);
+  if (runners_.count(name)) return;
+  auto runner = std::make_unique<QueueRunner>(name, std::max<uint32_t>(1, max_workers),
+                                              metrics_.queue(name));
+  woken_.push_back(runner.get());
+  runners_.emplace(name, std::move(runner));
+  interrupted_ = true;
+  cv_.notify_one();
+}
+
+bool Dispatcher::has_queue(std::string_view name) const {
+  std::lock_guard lock(mu_);
+  return runners_.find(name) != runners_.end();
+}
+
+void Dispatcher::wake(std::string_view name) {
+  std::lock_guard lock(mu_);
+  auto it = runners_.find(name);
+  if (it == runners_.end()) return;
+  woken_.push_back(it->second.get());
+  interrupted_ = true;
+  cv_.notify_one();
+}
+
+void Dispatcher::wake_all() {
+  std::lock_guard lock(mu_);
+  for (auto& [name, r] : runners_) woken_.push_back(r.get());
+  interrupted_ = true;
+  cv_.notify_one();
+}
+
+void Dispatcher::job_finished(QueueRunner& runner) {
+  runner.in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  total_in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+  bool wake_runner = runner.parked.exchange(false, std::memory_order_acq_rel);
+  std::lock_guard lock(mu_);
+  if (wake_runner) woken_.push_back(&runner);
+  if (!waiting_global_.empty()) {
+    woken_.insert(woken_.end(), waiting_global_.begin(), waiting_global_.end());
+    waiting_global_.clear();
+    wake_runner = true;
+  }
+  if (wake_runner) {
+    interrupted_ = true;
+    cv_.notify_one();
+  }
+}
+
+void Dispatcher::interrupt() {
+  std::lock_guard lock(mu_);
+  interrupted_ = true;
+  cv_.notify_one();
+}
+
+void Dispatcher::schedule(QueueRunner& r, SteadyTime due) {
+  if (r.scheduled) timers_.erase({r.due, &r});
+  r.due = due;
+  r.scheduled = true;
+  timers_.insert({due, &r});
+}
+
+SteadyTime Dispatcher::run_due(SteadyTime now) {
+  std::vector<QueueRunner*> due;
+  {
+    std::lock_guard lock(mu_);
+    for (QueueRunner* r : woken_) schedule(*r, now);
+    woken_.clear();
+    interrupted_ = false;
+    while (!timers_.empty() && timers_.begin()->first <= now) {
+      QueueRunner* r = timers_.begin()->second;
+      timers_.erase(timers_.begin());
+      r->scheduled = false;
+      due.push_back(r);
+    }
+  }
+  for (QueueRunner* r : due) poll(*r, now);
+  std::lock_guard lock(mu_);
+  if (!woken_.empty()) return now;
+  return timers_.empty() ? SteadyTime::max() : timers_.begin()->first;
+}
+
+void Dispatcher::park(QueueRunner& r) {
+  r.parked.store(true, std::memory_order_release);
+  // A job may have finished between the permit check and parking: re-check
+  // so its wake-up is not lost.
+  if (r.in_flight.load(std::memory_order_acquire) < r.max_workers &&
+      r.parked.exchange(false, std::memory_order_acq_rel)) {
+    std::lock_guard lock(mu_);
+    woken_.push_back(&r);
+  }
+}
+
+void Dispatcher::refresh_limit(QueueRunner& r, SteadyTime now) {
+  r.limit_generation = limits_.generation();
+  EffectiveLimit next = limits_.resolve(r.name);
+  if (next == r.limit) return;
+  if (!next.limit) {
+    r.bucket.reset();
+  } else if (r.bucket) {
+    r.bucket->reconfigure(*next.limit, now);
+  } else {
+    r.bucket.emplace(*next.limit, now);
+  }
+  r.limit = std::move(next);
+}
+
+void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
+  if (r.limit_generation != limits_.generation()) refresh_limit(r, now);
+
+  const uint32_t in_flight = r.in_flight.load(std::memory_order_acquire);
+  const uint32_t total = total_in_flight_.load(std::memory_order_acquire);
+  const uint32_t queue_free = in_flight >= r.max_workers ? 0 : r.max_workers - in_flight;
+  const uint32_t global_free = total >= options_.max_in_flight ? 0 : options_.max_in_flight - total;
+  if (queue_free == 0) {
+    park(r);
+    return;
+  }
+  if (global_free == 0) {
+    std::lock_guard lock(mu_);
+    waiting_global_.push_back(&r);
+    return;
+  }
+  uint32_t batch = std::min({queue_free, global_free, options_.claim_batch_max});
+  if (r.bucket) {
+    batch = r.bucket->take(batch, now);
+    if (batch == 0) {
+      r.counters.throttled.fetch_add(1, std::memory_order_relaxed);
+      std::lock_guard lock(mu_);
+      schedule(r, now + r.bucket->time_until_next(now));
+      return;
+    }
+  }
+
+  std::vector<Job> jobs;
+  const int64_t wall = clock_.wall_now_us();
+  try {
+    jobs = storage_.claim(r.name, batch, fresh_lease_token(), wall,
+                          wall + std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count());
+    r.error_backoff = std::chrono::milliseconds(0);
+  } catch (const std::exception& e) {
+    if (r.bucket) r.bucket->refund(batch);
+    r.error_backoff = std::min(kMaxErrorBackoff, std::max(std::chrono::milliseconds(50), r.error_backoff * 2));
+    spdlog::warn("queue {}: claim failed, retrying in {} ms: {}", r.name, r.error_backoff.count(), e.what());
+    std::lock_guard lock(mu_);
+    schedule(r, now + r.error_backoff);
+    return;
+  }
+  const auto claimed = static_cast<uint32_t>(jobs.size());
+  if (r.bucket) r.bucket->refund(batch - claimed);
+
+  r.in_flight.fetch_add(claimed, std::memory_order_acq_rel);
+  total_in_flight_.fetch_add(claimed, std::memory_order_acq_rel);
+  r.counters.dispatched.fetch_add(claimed, std::memory_order_relaxed);
+  for (Job& job : jobs) {
+    r.counters.pickup_latency.observe(static_cast<double>(std::max<int64_t>(0, wall - job.run_at_us)) / 1e6);
+    execute_(r, std::move(job));
+  }
+  // A full batch means more may be ready: come back at once. Otherwise the
+  // queue is drained (or paused) until new work wakes it or the poll interval.
+  std::lock_guard lock(mu_);
+  schedule(r, claimed == batch ? now : now + options_.poll_interval);
+}
+
+void Dispatcher::run(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    SteadyTime next = run_due(clock_.steady_now());
+    std::unique_lock lock(mu_);
+    if (interrupted_ || stop.stop_requested()) continue;
+    if (next == SteadyTime::max()) {
+      cv_.wait(lock, [&] { return interrupted_ || stop.stop_requested(); });
+    } else {
+      cv_.wait_until(lock, next, [&] { return interrupted_ || stop.stop_requested(); });
+    }
+  }
+}
+
+std::vector<RunnerView> Dispatcher::runners() const {
+  std::lock_guard lock(mu_);
+  std::vector<RunnerView> out;
+  for (const auto& [name, r] : runners_)
+    out.push_back({name, r->in_flight.load(), r->max_workers});
+  return out;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,119 @@
+// Dispatcher: one thread polls every queue, each when it is due, so an idle
+// queue costs a timer entry and an occasional claim, not a thread.
+//
+// A poll of one queue (contract.md, "Rate-limit semantics"):
+//   permits = min(max_workers - in flight, engine-wide free slots)
+//   batch   = min(permits, claim_batch_max)
+//   limited queue: batch = bucket.take(batch); 0 -> count a throttle and
+//                  come back exactly when the next token is due
+//   jobs    = storage.claim(batch); bucket.refund(batch - jobs)
+// A queue with no limit never touches a bucket: its cost is one atomic load
+// (the resolver's generation) per poll.
+#pragma once
+
+#include <conveyor/clock.hpp>
+#include <conveyor/limit_resolver.hpp>
+#include <conveyor/metrics.hpp>
+#include <conveyor/storage.hpp>
+#include <conveyor/token_bucket.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace conveyor {
+
+// One queue's dispatch state. Fields marked (D) belong to the dispatcher
+// thread; in_flight is shared with the workers.
+struct QueueRunner {
+  QueueRunner(std::string n, uint32_t workers, QueueCounters& c)
+      : name(std::move(n)), max_workers(workers), counters(c) {}
+  const std::string name;
+  const uint32_t max_workers;
+  QueueCounters& counters;
+  std::atomic<uint32_t> in_flight{0};   // claimed and not yet finished
+  std::atomic<bool> parked{false};      // waiting for a permit (no timer)
+  std::optional<TokenBucket> bucket;    // (D) present iff limited
+  EffectiveLimit limit;                 // (D)
+  uint64_t limit_generation = 0;        // (D) resolver generation of limit
+  SteadyTime due{};                     // (D) when it is next polled
+  bool scheduled = false;               // (D) present in the timer set
+  std::chrono::milliseconds error_backoff{0};  // (D)
+};
+
+// What a queue's runner looks like from outside the dispatcher thread.
+struct RunnerView {
+  std::string queue;
+  uint32_t in_flight = 0;
+  uint32_t max_workers = 0;
+};
+
+class Dispatcher {
+ public:
+  struct Options {
+    uint32_t claim_batch_max = 100;
+    std::chrono::milliseconds poll_interval{1000};
+    std::chrono::milliseconds lease{30000};
+    uint32_t max_in_flight = 256;  // engine-wide: the worker thread cap
+  };
+  // Receives each claimed job; must not block on the job's execution.
+  using Execute = std::function<void(QueueRunner&, Job&&)>;
+
+  Dispatcher(Storage& storage, const LimitResolver& limits, const Clock& clock, Metrics& metrics,
+             Options options, Execute execute);
+
+  // Adds a queue (no-op if known) and makes it due now. Thread-safe.
+  void add_queue(const std::string& name, uint32_t max_workers);
+  bool has_queue(std::string_view name) const;
+  // Makes a known queue due now (new jobs, a changed limit). Thread-safe.
+  void wake(std::string_view name);
+  // Makes every queue due now. Thread-safe.
+  void wake_all();
+  // A worker finished a job of runner: frees its permit. Thread-safe.
+  void job_finished(QueueRunner& runner);
+
+  // Polls every queue due at or before now; returns when the next is due
+  // (SteadyTime::max() when none is). Dispatcher thread (or a test) only.
+  SteadyTime run_due(SteadyTime now);
+  // The thread body: run_due in a loop until stop is requested, waiting on
+  // the real clock in between.
+  void run(std::stop_token stop);
+  // Interrupts run()'s wait so it sees a stop request promptly.
+  void interrupt();
+
+  uint32_t total_in_flight() const { return total_in_flight_.load(); }
+  std::vector<RunnerView> runners() const;
+
+ private:
+  void poll(QueueRunner& r, SteadyTime now);
+  void refresh_limit(QueueRunner& r, SteadyTime now);
+  void schedule(QueueRunner& r, SteadyTime due);  // mu_ held
+  void park(QueueRunner& r);
+
+  Storage& storage_;
+  const LimitResolver& limits_;
+  const Clock& clock_;
+  Metrics& metrics_;
+  const Options options_;
+  const Execute execute_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::unique_ptr<QueueRunner>, std::less<>> runners_;  // mu_
+  std::set<std::pair<SteadyTime, QueueRunner*>> timers_;                       // mu_
+  std::vector<QueueRunner*> woken_;                                            // mu_
+  std::vector<QueueRunner*> waiting_global_;                                   // mu_
+  bool interrupted_ = false;                                                   // mu_
+  std::atomic<uint32_t> total_in_flight_{0};
+};
+
+}  // namespace conveyor

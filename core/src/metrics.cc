@@ -1,0 +1,51 @@
+#include <conveyor/metrics.hpp>
+
+#include <algorithm>
+
+namespace conveyor {
+
+void Histogram::observe(double seconds) {
+  if (!(seconds >= 0)) seconds = 0;
+  size_t i = std::lower_bound(kBounds.begin(), kBounds.end(), seconds) - kBounds.begin();
+  buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  sum_ns_.fetch_add(static_cast<uint64_t>(seconds * 1e9), std::memory_order_relaxed);
+}
+
+Histogram::Snapshot Histogram::snapshot() const {
+  Snapshot s;
+  for (size_t i = 0; i < buckets_.size(); ++i) s.buckets[i] = buckets_[i].load(std::memory_order_relaxed);
+  s.count = count_.load(std::memory_order_relaxed);
+  s.sum = static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9;
+  return s;
+}
+
+QueueCounters& Metrics::queue(std::string_view name) {
+  std::lock_guard lock(mu_);
+  auto it = queues_.find(name);
+  if (it == queues_.end())
+    it = queues_.emplace(std::string(name), std::make_unique<QueueCounters>()).first;
+  return *it->second;
+}
+
+std::vector<QueueCountersSnapshot> Metrics::snapshot() const {
+  std::lock_guard lock(mu_);
+  std::vector<QueueCountersSnapshot> out;
+  out.reserve(queues_.size());
+  for (const auto& [name, c] : queues_) {
+    QueueCountersSnapshot s;
+    s.queue = name;
+    s.enqueued = c->enqueued.load(std::memory_order_relaxed);
+    s.dispatched = c->dispatched.load(std::memory_order_relaxed);
+    s.completed = c->completed.load(std::memory_order_relaxed);
+    s.failed = c->failed.load(std::memory_order_relaxed);
+    s.retried = c->retried.load(std::memory_order_relaxed);
+    s.throttled = c->throttled.load(std::memory_order_relaxed);
+    s.pickup_latency = c->pickup_latency.snapshot();
+    s.duration = c->duration.snapshot();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace conveyor

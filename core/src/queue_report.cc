@@ -1,0 +1,35 @@
+#include <conveyor/queue_report.hpp>
+
+#include <map>
+
+namespace conveyor {
+
+std::vector<QueueReport> build_queue_reports(Storage& storage, const LimitResolver& limits,
+                                             const std::map<std::string, QueueConfig>& configured,
+                                             const Metrics* metrics, int64_t now_us) {
+  std::map<std::string, QueueReport> by_name;
+  for (QueueStats& s : storage.queue_stats(now_us)) {
+    std::string name = s.queue;
+    by_name[name].stats = std::move(s);
+  }
+  auto ensure = [&](const std::string& name) {
+    auto& r = by_name[name];
+    if (r.stats.queue.empty()) r.stats.queue = name;
+  };
+  for (const auto& [name, q] : configured) ensure(name);
+  for (const auto& o : limits.overrides()) ensure(o.queue);
+  if (metrics) {
+    for (const auto& m : metrics->snapshot()) {
+      if (auto it = by_name.find(m.queue); it != by_name.end()) it->second.throttled = m.throttled;
+    }
+  }
+  std::vector<QueueReport> out;
+  out.reserve(by_name.size());
+  for (auto& [name, r] : by_name) {
+    r.limit = limits.resolve(name);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace conveyor

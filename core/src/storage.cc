@@ -1,0 +1,316 @@
+#include <conveyor/config.hpp>
+#include <conveyor/storage.hpp>
+
+#include <fmt/format.h>
+
+namespace conveyor {
+namespace {
+
+conveyor_str cstr(std::string_view s) { return conveyor_str{s.data(), s.size()}; }
+std::string to_std(conveyor_str s) { return s.len == 0 ? std::string() : std::string(s.data, s.len); }
+
+JobState state_from_c(int32_t s) {
+  switch (s) {
+    case CONVEYOR_JOB_AVAILABLE: return JobState::kAvailable;
+    case CONVEYOR_JOB_SCHEDULED: return JobState::kScheduled;
+    case CONVEYOR_JOB_RUNNING: return JobState::kRunning;
+    case CONVEYOR_JOB_COMPLETED: return JobState::kCompleted;
+    case CONVEYOR_JOB_FAILED: return JobState::kFailed;
+    case CONVEYOR_JOB_CANCELLED: return JobState::kCancelled;
+    default: throw StorageError(CONVEYOR_E_INTERNAL, fmt::format("plugin reported unknown job state {}", s));
+  }
+}
+
+// Copies a plugin-owned job into a Job, reading only the fields the plugin's
+// struct_size covers (older plugins have smaller structs).
+Job job_from_c(const conveyor_job& c) {
+  Job j;
+  j.id = c.id;
+  j.state = state_from_c(c.state);
+  j.queue = to_std(c.queue);
+  j.kind = to_std(c.kind);
+  j.payload = to_std(c.payload);
+  j.priority = c.priority;
+  j.attempt = c.attempt;
+  j.max_attempts = c.max_attempts;
+  j.run_at_us = c.run_at_us;
+  j.created_at_us = c.created_at_us;
+  j.finalized_at_us = c.finalized_at_us;
+  j.lease_token = c.lease_token;
+  j.lease_expires_us = c.lease_expires_us;
+  j.last_error = to_std(c.last_error);
+  return j;
+}
+
+void collect_job(void* ctx, const conveyor_job* job) {
+  static_cast<std::vector<Job>*>(ctx)->push_back(job_from_c(*job));
+}
+
+}  // namespace
+
+const char* to_string(JobState state) noexcept {
+  switch (state) {
+    case JobState::kAvailable: return "available";
+    case JobState::kScheduled: return "scheduled";
+    case JobState::kRunning: return "running";
+    case JobState::kCompleted: return "completed";
+    case JobState::kFailed: return "failed";
+    case JobState::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+Storage::Storage(std::shared_ptr<const Plugin> plugin, conveyor_storage* handle)
+    : plugin_(std::move(plugin)), t_(&plugin_->table()), handle_(handle) {}
+
+Storage::~Storage() { t_->close(handle_); }
+
+std::shared_ptr<Storage> Storage::open(
+    std::shared_ptr<const Plugin> plugin,
+    const std::vector<std::pair<std::string, std::string>>& options) {
+  std::vector<conveyor_option> c_options;
+  c_options.reserve(options.size());
+  for (const auto& [k, v] : options) c_options.push_back({cstr(k), cstr(v)});
+  conveyor_error err{};
+  conveyor_storage* handle = nullptr;
+  const auto& t = plugin->table();
+  conveyor_status st = t.open(c_options.data(), c_options.size(), &handle, &err);
+  if (st != CONVEYOR_OK || handle == nullptr) {
+    throw StorageError(st == CONVEYOR_OK ? CONVEYOR_E_INTERNAL : st,
+                       fmt::format("storage plugin '{}' could not open: {}", plugin->info().name,
+                                   st == CONVEYOR_OK ? "it returned no handle" : err.message));
+  }
+  std::shared_ptr<Storage> storage(new Storage(std::move(plugin), handle));
+  err = {};
+  st = t.migrate(handle, &err);
+  if (st != CONVEYOR_OK) storage->throw_error("migrate", st, err);
+  return storage;
+}
+
+void Storage::throw_error(const char* op, conveyor_status status, const conveyor_error& err) const {
+  throw StorageError(status, fmt::format("storage plugin '{}': {} failed: {}", plugin_->info().name,
+                                         op, err.message[0] ? err.message : "no message"));
+}
+
+std::vector<int64_t> Storage::enqueue(std::span<const NewJob> jobs, int64_t now_us) {
+  std::vector<conveyor_new_job> c(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const NewJob& j = jobs[i];
+    c[i] = conveyor_new_job{cstr(j.queue), cstr(j.kind),   cstr(j.payload),
+                            j.priority,    j.max_attempts, j.run_at_us == 0 ? now_us : j.run_at_us};
+  }
+  std::vector<int64_t> ids(jobs.size());
+  conveyor_error err{};
+  if (auto st = t_->enqueue(handle_, c.data(), c.size(), ids.data(), &err); st != CONVEYOR_OK)
+    throw_error("enqueue", st, err);
+  return ids;
+}
+
+std::vector<Job> Storage::claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
+                                int64_t now_us, int64_t lease_expires_us) {
+  std::vector<Job> jobs;
+  jobs.reserve(max_jobs);
+  uint32_t claimed = 0;
+  conveyor_error err{};
+  if (auto st = t_->claim(handle_, cstr(queue), max_jobs, lease_token, now_us, lease_expires_us,
+                          &collect_job, &jobs, &claimed, &err);
+      st != CONVEYOR_OK)
+    throw_error("claim", st, err);
+  if (claimed != jobs.size() || claimed > max_jobs)
+    throw StorageError(CONVEYOR_E_INTERNAL,
+                       fmt::format("storage plugin '{}': claim reported {} jobs but delivered {}",
+                                   plugin_->info().name, claimed, jobs.size()));
+  return jobs;
+}
+
+namespace {
+template <typename Call>
+std::vector<conveyor_status> per_lease(const Storage& s, std::span<const conveyor_lease> leases,
+                                       Call&& call) {
+  std::vector<conveyor_status> results(leases.size(), CONVEYOR_OK);
+  if (leases.empty()) return results;
+  conveyor_error err{};
+  if (auto st = call(results.data(), &err); st != CONVEYOR_OK) {
+    (void)s;
+    throw StorageError(st, err.message);
+  }
+  return results;
+}
+}  // namespace
+
+std::vector<conveyor_status> Storage::complete(std::span<const conveyor_lease> leases,
+                                               int64_t now_us) {
+  try {
+    return per_lease(*this, leases, [&](conveyor_status* r, conveyor_error* e) {
+      return t_->complete(handle_, leases.data(), leases.size(), now_us, r, e);
+    });
+  } catch (const StorageError& e) {
+    throw StorageError(e.code(), fmt::format("storage plugin '{}': complete failed: {}",
+                                             plugin_->info().name, e.what()));
+  }
+}
+
+conveyor_status Storage::fail(conveyor_lease lease, std::string_view error_text,
+                              int64_t retry_at_us, int64_t now_us) {
+  conveyor_error err{};
+  auto st = t_->fail(handle_, lease, cstr(error_text), retry_at_us, now_us, &err);
+  if (st == CONVEYOR_OK || st == CONVEYOR_E_LEASE_LOST) return st;
+  throw_error("fail", st, err);
+}
+
+std::vector<conveyor_status> Storage::extend_leases(std::span<const conveyor_lease> leases,
+                                                    int64_t lease_expires_us) {
+  try {
+    return per_lease(*this, leases, [&](conveyor_status* r, conveyor_error* e) {
+      return t_->extend_leases(handle_, leases.data(), leases.size(), lease_expires_us, r, e);
+    });
+  } catch (const StorageError& e) {
+    throw StorageError(e.code(), fmt::format("storage plugin '{}': extend_leases failed: {}",
+                                             plugin_->info().name, e.what()));
+  }
+}
+
+std::vector<conveyor_status> Storage::release(std::span<const conveyor_lease> leases,
+                                              int64_t now_us) {
+  try {
+    return per_lease(*this, leases, [&](conveyor_status* r, conveyor_error* e) {
+      return t_->release(handle_, leases.data(), leases.size(), now_us, r, e);
+    });
+  } catch (const StorageError& e) {
+    throw StorageError(e.code(), fmt::format("storage plugin '{}': release failed: {}",
+                                             plugin_->info().name, e.what()));
+  }
+}
+
+uint32_t Storage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
+  uint32_t n = 0;
+  conveyor_error err{};
+  if (auto st = t_->rescue_expired(handle_, now_us, max_jobs, &n, &err); st != CONVEYOR_OK)
+    throw_error("rescue_expired", st, err);
+  return n;
+}
+
+bool Storage::cancel(int64_t job_id, int64_t now_us) {
+  conveyor_error err{};
+  auto st = t_->cancel(handle_, job_id, now_us, &err);
+  if (st == CONVEYOR_E_NOT_FOUND) return false;
+  if (st != CONVEYOR_OK) throw_error("cancel", st, err);
+  return true;
+}
+
+void Storage::set_queue_paused(std::string_view queue, bool paused, int64_t now_us) {
+  conveyor_error err{};
+  if (auto st = t_->set_queue_paused(handle_, cstr(queue), paused ? 1 : 0, now_us, &err);
+      st != CONVEYOR_OK)
+    throw_error(paused ? "pause" : "resume", st, err);
+}
+
+std::vector<QueueStats> Storage::queue_stats(int64_t now_us) {
+  std::vector<QueueStats> out;
+  conveyor_error err{};
+  auto on_stats = [](void* ctx, const conveyor_queue_stats* s) {
+    QueueStats q;
+    q.queue = to_std(s->queue);
+    q.paused = s->paused != 0;
+    q.pending = s->pending;
+    q.scheduled = s->scheduled;
+    q.running = s->running;
+    q.completed = s->completed;
+    q.failed = s->failed;
+    q.cancelled = s->cancelled;
+    static_cast<std::vector<QueueStats>*>(ctx)->push_back(std::move(q));
+  };
+  if (auto st = t_->queue_stats(handle_, now_us, on_stats, &out, &err); st != CONVEYOR_OK)
+    throw_error("queue_stats", st, err);
+  return out;
+}
+
+std::vector<std::pair<std::string, bool>> Storage::list_queues() {
+  std::vector<std::pair<std::string, bool>> out;
+  conveyor_error err{};
+  auto on_queue = [](void* ctx, conveyor_str queue, int32_t paused) {
+    static_cast<std::vector<std::pair<std::string, bool>>*>(ctx)->emplace_back(to_std(queue),
+                                                                               paused != 0);
+  };
+  if (auto st = t_->list_queues(handle_, on_queue, &out, &err); st != CONVEYOR_OK)
+    throw_error("list_queues", st, err);
+  return out;
+}
+
+std::optional<Job> Storage::get_job(int64_t job_id, int64_t now_us) {
+  std::vector<Job> jobs;
+  conveyor_error err{};
+  auto st = t_->get_job(handle_, job_id, now_us, &collect_job, &jobs, &err);
+  if (st == CONVEYOR_E_NOT_FOUND) return std::nullopt;
+  if (st != CONVEYOR_OK) throw_error("get_job", st, err);
+  if (jobs.size() != 1)
+    throw StorageError(CONVEYOR_E_INTERNAL, "get_job delivered " + std::to_string(jobs.size()) + " jobs");
+  return std::move(jobs.front());
+}
+
+uint64_t Storage::purge_finished(int64_t finalized_before_us, uint32_t max_jobs) {
+  uint64_t n = 0;
+  conveyor_error err{};
+  if (auto st = t_->purge_finished(handle_, finalized_before_us, max_jobs, &n, &err);
+      st != CONVEYOR_OK)
+    throw_error("purge_finished", st, err);
+  return n;
+}
+
+void Storage::set_rate_limit(std::string_view queue, const RateLimit& limit, int64_t now_us) {
+  conveyor_error err{};
+  if (auto st = t_->set_rate_limit(handle_, cstr(queue), limit.rate_per_sec, limit.burst, now_us, &err);
+      st != CONVEYOR_OK)
+    throw_error("set_rate_limit", st, err);
+}
+
+bool Storage::delete_rate_limit(std::string_view queue) {
+  conveyor_error err{};
+  auto st = t_->delete_rate_limit(handle_, cstr(queue), &err);
+  if (st == CONVEYOR_E_NOT_FOUND) return false;
+  if (st != CONVEYOR_OK) throw_error("delete_rate_limit", st, err);
+  return true;
+}
+
+std::vector<RateLimitOverride> Storage::list_rate_limits() {
+  std::vector<RateLimitOverride> out;
+  conveyor_error err{};
+  auto on_limit = [](void* ctx, const conveyor_rate_limit* l) {
+    static_cast<std::vector<RateLimitOverride>*>(ctx)->push_back(
+        RateLimitOverride{to_std(l->queue), RateLimit{l->rate_per_sec, l->burst}, l->updated_at_us});
+  };
+  if (auto st = t_->list_rate_limits(handle_, on_limit, &out, &err); st != CONVEYOR_OK)
+    throw_error("list_rate_limits", st, err);
+  return out;
+}
+
+int64_t Storage::change_marker() {
+  int64_t marker = 0;
+  conveyor_error err{};
+  if (auto st = t_->change_marker(handle_, &marker, &err); st != CONVEYOR_OK)
+    throw_error("change_marker", st, err);
+  return marker;
+}
+
+void Storage::wait_for_notification(
+    int64_t timeout_us, const std::function<void(int32_t kind, std::string_view queue)>& fn) {
+  if (t_->wait_for_notification == nullptr)
+    throw StorageError(CONVEYOR_E_UNSUPPORTED, "storage plugin '" + plugin_->info().name +
+                                                   "' does not support notifications");
+  conveyor_error err{};
+  auto on_notify = [](void* ctx, int32_t kind, conveyor_str queue) {
+    const auto& f = *static_cast<const std::function<void(int32_t, std::string_view)>*>(ctx);
+    f(kind, queue.len == 0 ? std::string_view{} : std::string_view(queue.data, queue.len));
+  };
+  if (auto st = t_->wait_for_notification(handle_, timeout_us, on_notify,
+                                          const_cast<void*>(static_cast<const void*>(&fn)), &err);
+      st != CONVEYOR_OK)
+    throw_error("wait_for_notification", st, err);
+}
+
+std::shared_ptr<Storage> open_storage(const StorageConfig& config) {
+  auto path = resolve_plugin_path(config.plugin, config.plugin_dir);
+  return Storage::open(load_plugin(path), config.options);
+}
+
+}  // namespace conveyor

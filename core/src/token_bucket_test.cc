@@ -1,0 +1,120 @@
+#include <conveyor/token_bucket.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace conveyor {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::nanoseconds;
+
+SteadyTime at(int64_t ns) { return SteadyTime(nanoseconds(ns)); }
+
+TEST(TokenBucket, StartsFullAtBurst) {
+  TokenBucket b(RateLimit{50, 10}, at(0));
+  EXPECT_EQ(b.available(at(0)), 10u);
+  EXPECT_EQ(b.take(100, at(0)), 10u);
+  EXPECT_EQ(b.available(at(0)), 0u);
+}
+
+TEST(TokenBucket, RefillsContinuouslyAtRate) {
+  TokenBucket b(RateLimit{50, 10}, at(0));
+  b.take(10, at(0));
+  EXPECT_EQ(b.available(at(19'999'999)), 0u);  // one token every 20 ms
+  EXPECT_EQ(b.available(at(20'000'000)), 1u);
+  EXPECT_EQ(b.available(at(100'000'000)), 5u);
+  EXPECT_EQ(b.available(at(10'000'000'000)), 10u);  // capped at burst
+}
+
+TEST(TokenBucket, TimeUntilNextIsExactlyTheNextTokenDue) {
+  TokenBucket b(RateLimit{50, 10}, at(0));
+  b.take(10, at(0));
+  EXPECT_EQ(b.time_until_next(at(0)), nanoseconds(20'000'000));
+  EXPECT_EQ(b.time_until_next(at(5'000'000)), nanoseconds(15'000'000));
+  EXPECT_EQ(b.time_until_next(at(20'000'000)), nanoseconds(0));
+}
+
+TEST(TokenBucket, RefundGivesBackUnusedTokensButNeverBeyondBurst) {
+  TokenBucket b(RateLimit{10, 5}, at(0));
+  EXPECT_EQ(b.take(5, at(0)), 5u);
+  b.refund(3);  // claimed only 2 of 5
+  EXPECT_EQ(b.available(at(0)), 3u);
+  b.refund(100);
+  EXPECT_EQ(b.available(at(0)), 5u);
+}
+
+TEST(TokenBucket, FractionalRateRoundsTokenCostUp) {
+  TokenBucket b(RateLimit{3, 1}, at(0));
+  EXPECT_EQ(b.token_ns(), 333'333'334);
+  b.take(1, at(0));
+  EXPECT_EQ(b.available(at(333'333'333)), 0u);
+  EXPECT_EQ(b.available(at(333'333'334)), 1u);
+}
+
+TEST(TokenBucket, ReconfigureKeepsHeldTokensUpToNewBurst) {
+  TokenBucket b(RateLimit{100, 50}, at(0));
+  b.take(10, at(0));  // 40 held
+  b.reconfigure(RateLimit{10, 20}, at(0));
+  EXPECT_EQ(b.available(at(0)), 20u);
+  b.reconfigure(RateLimit{1000, 500}, at(0));
+  EXPECT_EQ(b.available(at(0)), 20u);  // no free refill on reconfigure
+}
+
+TEST(TokenBucket, ClockGoingBackwardsRefillsNothing) {
+  TokenBucket b(RateLimit{10, 1}, at(1'000'000'000));
+  b.take(1, at(1'000'000'000));
+  EXPECT_EQ(b.available(at(0)), 0u);
+  EXPECT_EQ(b.available(at(1'100'000'000)), 1u);
+}
+
+// The conformance property of contract.md: starting from a full bucket, for
+// any sequence of takes, the tokens taken in [0, t] never exceed
+// burst + rate * t. Checked for many random schedules and limits.
+TEST(TokenBucket, NeverExceedsBurstPlusRateTimesT) {
+  std::mt19937_64 rng(12345);
+  const std::vector<RateLimit> limits = {{50, 10},  {5000, 500}, {0.5, 1},     {3, 1},
+                                         {7.3, 2},  {1e6, 1},    {123.456, 7}, {1, 4000}};
+  for (const RateLimit& limit : limits) {
+    for (int trial = 0; trial < 20; ++trial) {
+      TokenBucket b(limit, at(0));
+      int64_t now = 0;
+      uint64_t taken = 0;
+      const int64_t max_step = static_cast<int64_t>(3e9 / limit.rate_per_sec) + 1;
+      for (int i = 0; i < 5000; ++i) {
+        now += std::uniform_int_distribution<int64_t>(0, max_step)(rng);
+        uint32_t want = std::uniform_int_distribution<uint32_t>(0, limit.burst + 3)(rng);
+        uint32_t got = b.take(want, at(now));
+        // Sometimes hand part back, as the dispatcher does after a short claim.
+        uint32_t unused = got == 0 ? 0 : std::uniform_int_distribution<uint32_t>(0, got)(rng) / 2;
+        b.refund(unused);
+        taken += got - unused;
+        const double bound = limit.burst + limit.rate_per_sec * (static_cast<double>(now) / 1e9);
+        ASSERT_LE(static_cast<double>(taken), bound)
+            << "rate " << limit.rate_per_sec << " burst " << limit.burst << " at t=" << now << "ns";
+      }
+    }
+  }
+}
+
+// A drained bucket settles at the configured rate: over 10 simulated seconds
+// a greedy taker gets burst + rate * 10 tokens, give or take one.
+TEST(TokenBucket, GreedyTakerAchievesTheRate) {
+  for (RateLimit limit : {RateLimit{50, 10}, RateLimit{5000, 500}}) {
+    TokenBucket b(limit, at(0));
+    uint64_t taken = 0;
+    int64_t now = 0;
+    while (now <= 10'000'000'000) {
+      taken += b.take(UINT32_MAX, at(now));
+      now += b.time_until_next(at(now)).count();
+    }
+    const double expected = limit.burst + limit.rate_per_sec * 10;
+    EXPECT_NEAR(static_cast<double>(taken), expected, 1.0) << limit.rate_per_sec;
+  }
+}
+
+}  // namespace
+}  // namespace conveyor
