@@ -57,7 +57,7 @@ struct Engine::Impl {
         clock(clk),
         storage(open_storage(config.storage)),
         limits(config.engine, config.queues),
-        pool(config.engine.worker_threads) {
+        pool(std::make_unique<WorkerPool>(config.engine.worker_threads)) {
     dispatcher = std::make_unique<Dispatcher>(
         *storage, limits, clock, metrics,
         Dispatcher::Options{config.engine.claim_batch_max, milliseconds(config.engine.poll_interval_ms),
@@ -67,6 +67,9 @@ struct Engine::Impl {
                                             [this](const conveyor_lease& l) { settled(l); });
     refresh_overrides();
   }
+  // Handlers still running call into the completer and dispatcher: join the
+  // pool before anything it uses is destroyed.
+  ~Impl() { pool.reset(); }
 
   // ---- job execution (worker threads) ----
   void execute(QueueRunner& r, Job&& job) {
@@ -74,7 +77,7 @@ struct Engine::Impl {
       std::lock_guard lock(running_mu);
       running.emplace(job.id, job.lease_token);
     }
-    pool.submit([this, &r, job = std::move(job)]() { run_job(r, job); });
+    pool->submit([this, &r, job = std::move(job)]() { run_job(r, job); });
   }
 
   void run_job(QueueRunner& r, const Job& job) {
@@ -231,7 +234,7 @@ struct Engine::Impl {
   std::shared_ptr<Storage> storage;
   LimitResolver limits;
   Metrics metrics;
-  WorkerPool pool;
+  std::unique_ptr<WorkerPool> pool;
   std::unique_ptr<Dispatcher> dispatcher;
   std::unique_ptr<Completer> completer;
 
@@ -397,6 +400,6 @@ const Config& Engine::config() const { return impl_->config; }
 Storage& Engine::storage() { return *impl_->storage; }
 const LimitResolver& Engine::limits() const { return impl_->limits; }
 Metrics& Engine::metrics() { return impl_->metrics; }
-uint32_t Engine::worker_threads() const { return impl_->pool.threads(); }
+uint32_t Engine::worker_threads() const { return impl_->pool->threads(); }
 
 }  // namespace conveyor

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <conveyor/rate_limit.hpp>
+#include <conveyor/validation.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -51,11 +52,25 @@ struct QueueConfig {
 };
 
 struct ServerConfig {
-  std::string listen;  // "host:port"; empty: no admin server
+  std::string listen;                  // "host:port"; empty: no admin server
+  std::string admin_token;             // Bearer token for the admin API; empty: none
+  bool allow_unauthenticated = false;  // serve the API without a token
+  bool read_only = false;              // refuse calls that change state
+  uint32_t max_body_bytes = 1048576;   // largest request body accepted (>= 1024)
 };
 
+// "host:port" split up. host may be a name, an IPv4 address or "[IPv6]"
+// (brackets kept off here); port is 1-65535.
+struct ListenAddress {
+  std::string host;
+  uint16_t port = 0;
+};
+
+// Parses "host:port". Throws ValidationError("listen", ...) saying the form.
+ListenAddress parse_listen_address(std::string_view listen);
+
 struct Config {
-  std::string source;  // the file it came from, or "<defaults>"
+  std::string source = "<defaults>";  // the file it came from, or "<defaults>"
   StorageConfig storage;
   EngineConfig engine;
   std::map<std::string, QueueConfig> queues;
@@ -78,7 +93,8 @@ EnvLookup process_env();
 
 // Parses TOML text; source_name is used in messages. Applies env overrides
 // (CONVEYOR_RATE_LIMIT_ENABLED, _RATE_PER_SEC, _BURST, CONVEYOR_STORAGE_PLUGIN,
-// CONVEYOR_SERVER_LISTEN). Throws ConfigError.
+// CONVEYOR_SERVER_LISTEN, CONVEYOR_ADMIN_TOKEN); a variable set to "" counts
+// as unset. Throws ConfigError.
 Config parse_config(std::string_view toml_text, std::string_view source_name,
                     const EnvLookup& env = process_env());
 

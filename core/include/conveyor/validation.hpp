@@ -38,6 +38,13 @@ void validate_burst(int64_t burst, bool zero_means_auto);
 // ceil(rate), at least 1, at most UINT32_MAX: the burst used when none is given.
 uint32_t auto_burst(double rate_per_sec);
 
+// Text in double quotes, safe to print: quotes, backslashes, control and
+// non-ASCII bytes escaped (\" \\ \xHH), cut after max_bytes input bytes with "...".
+std::string quote_for_message(std::string_view text, size_t max_bytes = 64);
+
+// A double as the shortest text that reads back the same ("0.5", "10", "nan", "inf").
+std::string format_number(double value);
+
 // The largest payload a job may carry.
 inline constexpr size_t kMaxPayloadBytes = 1024 * 1024;
 

@@ -1,0 +1,550 @@
+// Config loading (config.hpp): strict TOML reading, then environment overrides.
+// Every error names the file, the line and the dotted key, and says what is
+// allowed, because a typo in a config file should cost seconds, not an outage.
+#include <conveyor/config.hpp>
+#include <conveyor/validation.hpp>
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace conveyor {
+namespace {
+
+constexpr int64_t kU32Max = std::numeric_limits<uint32_t>::max();
+constexpr int64_t kMinBodyBytes = 1024;
+constexpr const char* kDefaultConfigPath = "config/conveyor.toml";
+
+// ---- listen addresses -------------------------------------------------------
+
+bool is_host_char(char c, bool bracketed) {
+  const bool alnum = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+  if (alnum || c == '.' || c == '-' || c == '_') return true;
+  return bracketed && (c == ':' || c == '%');  // IPv6 and its zone id
+}
+
+// The host part without brackets, or nullopt when it is malformed.
+std::optional<std::string> parse_host(std::string_view host) {
+  const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  if (bracketed) host = host.substr(1, host.size() - 2);
+  if (host.empty()) return std::nullopt;
+  for (char c : host) {
+    if (!is_host_char(c, bracketed)) return std::nullopt;
+  }
+  return std::string(host);
+}
+
+std::optional<uint16_t> parse_port(std::string_view port) {
+  if (port.empty() || port.size() > 5) return std::nullopt;
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (ec != std::errc() || end != port.data() + port.size()) return std::nullopt;
+  if (value < 1 || value > 65535) return std::nullopt;
+  return static_cast<uint16_t>(value);
+}
+
+std::optional<ListenAddress> try_parse_listen(std::string_view listen) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  auto host = parse_host(listen.substr(0, colon));
+  auto port = parse_port(listen.substr(colon + 1));
+  if (!host || !port) return std::nullopt;
+  return ListenAddress{std::move(*host), *port};
+}
+
+// "must be ..." for a bad listen value: shared by the file, env and API paths.
+std::string listen_problem(std::string_view listen) {
+  return "must be \"host:port\" with a port from 1 to 65535 (e.g. \"127.0.0.1:8080\"), got " +
+         quote_for_message(listen);
+}
+
+// ---- value text -------------------------------------------------------------
+
+// A TOML float as text that still reads as a float: 2.0 stays "2.0", not "2".
+std::string float_text(double value) {
+  std::string text = format_number(value);
+  if (text.find_first_not_of("-0123456789") == std::string::npos) text += ".0";
+  return text;
+}
+
+// What the user wrote, for "got ..." in messages.
+std::string describe(const toml::node& node) {
+  if (const auto* s = node.as_string()) return quote_for_message(s->get());
+  if (const auto* i = node.as_integer()) return std::to_string(i->get());
+  if (const auto* f = node.as_floating_point()) return float_text(f->get());
+  if (const auto* b = node.as_boolean()) return b->get() ? "true" : "false";
+  if (node.is_table()) return "a table";
+  if (node.is_array()) return "an array";
+  return "a date/time";
+}
+
+std::string integer_rule(int64_t min, int64_t max) {
+  if (max == kU32Max) return "an integer >= " + std::to_string(min);
+  return "an integer from " + std::to_string(min) + " to " + std::to_string(max);
+}
+
+bool is_bare_key(std::string_view key) {
+  if (key.empty()) return false;
+  return std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+}
+
+// The dotted key as TOML would spell it: queues."email:send".max_workers.
+std::string key_path(std::string_view parent, std::string_view key) {
+  const bool plain = is_bare_key(key) && key.size() <= 64;  // long keys are cut when quoted
+  std::string part = plain ? std::string(key) : quote_for_message(key);
+  if (parent.empty()) return part;
+  return std::string(parent) + "." + part;
+}
+
+// toml::table is ordered by key; errors and storage options follow the file.
+std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const toml::table& t) {
+  std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+  for (const auto& [key, node] : t) entries.emplace_back(&key, &node);
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    const auto& pa = a.first->source().begin;
+    const auto& pb = b.first->source().begin;
+    return pa.line != pb.line ? pa.line < pb.line : pa.column < pb.column;
+  });
+  return entries;
+}
+
+// Edit distance, for "did you mean" on unknown keys.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// ---- the reader -------------------------------------------------------------
+
+// One key being read: its value, dotted path and where it was written.
+struct Field {
+  const toml::node& node;
+  std::string path;
+  uint32_t key_line;
+};
+
+struct KeyHandler {
+  std::string_view name;
+  std::function<void(const Field&)> read;
+};
+
+struct U32Key {
+  std::string_view name;
+  uint32_t EngineConfig::*member;
+  int64_t min;
+  int64_t max;
+};
+
+// The plain integer keys of [engine] and their allowed ranges.
+constexpr U32Key kEngineU32Keys[] = {
+    {"rate_limit_burst", &EngineConfig::rate_limit_burst, 0, kU32Max},
+    {"max_workers", &EngineConfig::max_workers, 1, kU32Max},
+    {"worker_threads", &EngineConfig::worker_threads, 1, kU32Max},
+    {"claim_batch_max", &EngineConfig::claim_batch_max, 1, 10000},
+    {"poll_interval_ms", &EngineConfig::poll_interval_ms, 1, kU32Max},
+    {"lease_ms", &EngineConfig::lease_ms, 100, kU32Max},
+    {"rescue_interval_ms", &EngineConfig::rescue_interval_ms, 1, kU32Max},
+    {"max_attempts", &EngineConfig::max_attempts, 1, kU32Max},
+    {"retry_backoff_base_ms", &EngineConfig::retry_backoff_base_ms, 1, kU32Max},
+    {"retry_backoff_max_ms", &EngineConfig::retry_backoff_max_ms, 1, kU32Max},
+    {"shutdown_timeout_ms", &EngineConfig::shutdown_timeout_ms, 0, kU32Max},
+    {"retention_s", &EngineConfig::retention_s, 0, kU32Max},
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view source) : source_(source) {}
+
+  void read_root(const toml::table& root, Config& config) const;
+
+ private:
+  [[noreturn]] void fail_at(uint32_t line, const std::string& path,
+                            const std::string& problem) const {
+    throw ConfigError(source_ + ":" + std::to_string(line) + ": " + path + ": " + problem);
+  }
+  [[noreturn]] void fail(const Field& f, const std::string& problem) const {
+    const uint32_t line = f.node.source().begin.line;
+    fail_at(line != 0 ? line : f.key_line, f.path, problem);
+  }
+  [[noreturn]] void fail_type(const Field& f, const std::string& rule) const {
+    fail(f, "must be " + rule + ", got " + describe(f.node));
+  }
+
+  void walk(const toml::table& table, const std::string& path,
+            const std::vector<KeyHandler>& keys) const;
+  [[noreturn]] void fail_unknown(const Field& f, const std::string& section,
+                                 const std::vector<KeyHandler>& keys) const;
+
+  bool read_bool(const Field& f) const;
+  double read_number(const Field& f, bool allow_zero) const;
+  uint32_t read_u32(const Field& f, int64_t min, int64_t max = kU32Max) const;
+  std::string read_string(const Field& f, bool allow_empty) const;
+  const toml::table& read_table(const Field& f) const;
+
+  void read_storage(const Field& f, StorageConfig& storage) const;
+  void read_storage_options(const Field& f, StorageConfig& storage) const;
+  void read_engine(const Field& f, EngineConfig& engine) const;
+  void check_backoff(const toml::table& table, const std::string& path,
+                     const EngineConfig& engine) const;
+  void read_queues(const Field& f, std::map<std::string, QueueConfig>& queues) const;
+  QueueConfig read_queue(const Field& f) const;
+  RateLimit read_queue_rate_limit(const Field& f) const;
+  void read_server(const Field& f, ServerConfig& server) const;
+
+  std::string source_;
+};
+
+void Reader::walk(const toml::table& table, const std::string& path,
+                  const std::vector<KeyHandler>& keys) const {
+  for (const auto& [key, node] : in_file_order(table)) {
+    const Field f{*node, key_path(path, key->str()), key->source().begin.line};
+    const auto handler = std::find_if(keys.begin(), keys.end(),
+                                      [&](const KeyHandler& k) { return k.name == key->str(); });
+    if (handler == keys.end()) fail_unknown(f, path, keys);
+    handler->read(f);
+  }
+}
+
+void Reader::fail_unknown(const Field& f, const std::string& section,
+                          const std::vector<KeyHandler>& keys) const {
+  std::string known;
+  std::string_view closest;
+  size_t best = 3;  // suggest only near misses (a typo or two)
+  const std::string typed = f.path.substr(section.empty() ? 0 : section.size() + 1);
+  for (const auto& k : keys) {
+    known += (known.empty() ? "" : ", ") + std::string(k.name);
+    const size_t distance = edit_distance(typed, k.name);
+    if (distance < best) {
+      best = distance;
+      closest = k.name;
+    }
+  }
+  const std::string where = section.empty() ? "at the top level" : "in [" + section + "]";
+  std::string problem = "unknown key (known keys " + where + ": " + known + ")";
+  if (!closest.empty()) problem += "; did you mean " + std::string(closest) + "?";
+  fail_at(f.key_line, f.path, problem);
+}
+
+bool Reader::read_bool(const Field& f) const {
+  const auto* value = f.node.as_boolean();
+  if (value == nullptr) fail_type(f, "true or false");
+  return value->get();
+}
+
+double Reader::read_number(const Field& f, bool allow_zero) const {
+  const std::string rule = allow_zero ? "a number >= 0" : "a number > 0";
+  std::optional<double> value;  // integers are fine where a number is wanted
+  if (const auto* d = f.node.as_floating_point()) value = d->get();
+  if (const auto* i = f.node.as_integer()) value = static_cast<double>(i->get());
+  if (!value) fail_type(f, rule);
+  if (!std::isfinite(*value)) fail_type(f, "a finite " + rule.substr(2));
+  if (*value < 0 || (*value == 0 && !allow_zero)) fail_type(f, rule);
+  return *value;
+}
+
+uint32_t Reader::read_u32(const Field& f, int64_t min, int64_t max) const {
+  const auto* value = f.node.as_integer();
+  if (value == nullptr || value->get() < min || value->get() > max) {
+    fail_type(f, integer_rule(min, max));
+  }
+  return static_cast<uint32_t>(value->get());
+}
+
+std::string Reader::read_string(const Field& f, bool allow_empty) const {
+  const auto* value = f.node.as_string();
+  if (value == nullptr) fail_type(f, allow_empty ? "a string" : "a non-empty string");
+  if (value->get().empty() && !allow_empty) fail_type(f, "a non-empty string");
+  return value->get();
+}
+
+const toml::table& Reader::read_table(const Field& f) const {
+  const auto* table = f.node.as_table();
+  if (table == nullptr) fail_type(f, "a table ([" + f.path + "] or { ... })");
+  return *table;
+}
+
+void Reader::read_root(const toml::table& root, Config& config) const {
+  walk(root, "",
+       {{"storage", [&](const Field& f) { read_storage(f, config.storage); }},
+        {"engine", [&](const Field& f) { read_engine(f, config.engine); }},
+        {"queues", [&](const Field& f) { read_queues(f, config.queues); }},
+        {"server", [&](const Field& f) { read_server(f, config.server); }}});
+}
+
+void Reader::read_storage(const Field& f, StorageConfig& storage) const {
+  walk(read_table(f), f.path,
+       {{"plugin", [&](const Field& k) { storage.plugin = read_string(k, false); }},
+        {"plugin_dir", [&](const Field& k) { storage.plugin_dir = read_string(k, true); }},
+        {"options", [&](const Field& k) { read_storage_options(k, storage); }}});
+}
+
+// Plugins take options as text; scalars are spelled the way TOML spells them.
+void Reader::read_storage_options(const Field& f, StorageConfig& storage) const {
+  storage.options.clear();
+  for (const auto& [key, node] : in_file_order(read_table(f))) {
+    const Field option{*node, key_path(f.path, key->str()), key->source().begin.line};
+    std::string text;
+    if (const auto* s = node->as_string()) {
+      text = s->get();
+    } else if (node->is_integer() || node->is_floating_point() || node->is_boolean()) {
+      text = describe(*node);
+    } else {
+      fail_type(option, "a string, integer, float or boolean (no nested tables or arrays)");
+    }
+    storage.options.emplace_back(key->str(), std::move(text));
+  }
+}
+
+void Reader::read_engine(const Field& f, EngineConfig& engine) const {
+  std::vector<KeyHandler> keys = {
+      {"rate_limit_enabled", [&](const Field& k) { engine.rate_limit_enabled = read_bool(k); }},
+      {"rate_limit_rate_per_sec",
+       [&](const Field& k) { engine.rate_limit_rate_per_sec = read_number(k, true); }},
+  };
+  for (const U32Key& u : kEngineU32Keys) {
+    keys.push_back({u.name, [&](const Field& k) { engine.*u.member = read_u32(k, u.min, u.max); }});
+  }
+  const toml::table& table = read_table(f);
+  walk(table, f.path, keys);
+  check_backoff(table, f.path, engine);
+}
+
+// The first retry delay cannot exceed the cap; blame whichever key was written.
+void Reader::check_backoff(const toml::table& table, const std::string& path,
+                           const EngineConfig& engine) const {
+  if (engine.retry_backoff_base_ms <= engine.retry_backoff_max_ms) return;
+  const std::string base = std::to_string(engine.retry_backoff_base_ms);
+  const std::string max = std::to_string(engine.retry_backoff_max_ms);
+  if (const toml::node* node = table.get("retry_backoff_base_ms")) {
+    fail_at(node->source().begin.line, path + ".retry_backoff_base_ms",
+            "must be <= " + path + ".retry_backoff_max_ms (" + max + "), got " + base);
+  }
+  const toml::node* node = table.get("retry_backoff_max_ms");
+  fail_at(node->source().begin.line, path + ".retry_backoff_max_ms",
+          "must be >= " + path + ".retry_backoff_base_ms (" + base + "), got " + max);
+}
+
+void Reader::read_queues(const Field& f, std::map<std::string, QueueConfig>& queues) const {
+  for (const auto& [key, node] : in_file_order(read_table(f))) {
+    const Field queue{*node, key_path(f.path, key->str()), key->source().begin.line};
+    try {
+      validate_queue_name(key->str());
+    } catch (const ValidationError& e) {
+      fail_at(queue.key_line, queue.path, e.what());
+    }
+    queues[std::string(key->str())] = read_queue(queue);
+  }
+}
+
+QueueConfig Reader::read_queue(const Field& f) const {
+  QueueConfig queue;
+  walk(read_table(f), f.path,
+       {{"max_workers", [&](const Field& k) { queue.max_workers = read_u32(k, 1); }},
+        {"rate_limit", [&](const Field& k) { queue.rate_limit = read_queue_rate_limit(k); }}});
+  return queue;
+}
+
+RateLimit Reader::read_queue_rate_limit(const Field& f) const {
+  std::optional<double> rate;
+  uint32_t burst = 0;
+  const toml::table& table = read_table(f);
+  walk(table, f.path,
+       {{"rate", [&](const Field& k) { rate = read_number(k, false); }},
+        {"burst", [&](const Field& k) { burst = read_u32(k, 0); }}});
+  if (!rate) {
+    fail(f, "missing rate (write rate_limit = { rate = 10.0, burst = 0 }; burst 0 = ceil(rate))");
+  }
+  return make_rate_limit(*rate, burst);
+}
+
+void Reader::read_server(const Field& f, ServerConfig& server) const {
+  const auto read_listen = [&](const Field& k) {
+    server.listen = read_string(k, true);
+    if (!try_parse_listen(server.listen)) fail(k, listen_problem(server.listen));
+  };
+  walk(read_table(f), f.path,
+       {{"listen", read_listen},
+        {"admin_token", [&](const Field& k) { server.admin_token = read_string(k, false); }},
+        {"allow_unauthenticated",
+         [&](const Field& k) { server.allow_unauthenticated = read_bool(k); }},
+        {"read_only", [&](const Field& k) { server.read_only = read_bool(k); }},
+        {"max_body_bytes",
+         [&](const Field& k) { server.max_body_bytes = read_u32(k, kMinBodyBytes); }}});
+}
+
+// ---- environment overrides --------------------------------------------------
+
+[[noreturn]] void fail_env(const char* name, const std::string& problem) {
+  throw ConfigError(std::string("environment variable ") + name + ": " + problem);
+}
+
+// The value of name, or nullopt when unset or set to "".
+std::optional<std::string> env_value(const EnvLookup& env, const char* name) {
+  std::optional<std::string> value = env(name);
+  if (value && value->empty()) return std::nullopt;
+  return value;
+}
+
+bool parse_env_bool(const char* name, const std::string& value) {
+  std::string lower = value;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "true" || lower == "1" || lower == "yes") return true;
+  if (lower == "false" || lower == "0" || lower == "no") return false;
+  fail_env(name, "must be true, false, 1, 0, yes or no, got " + quote_for_message(value));
+}
+
+double parse_env_rate(const char* name, const std::string& value) {
+  double rate = 0;
+  const char* end = value.data() + value.size();
+  const auto [ptr, ec] = std::from_chars(value.data(), end, rate);
+  if (ec != std::errc() || ptr != end || !std::isfinite(rate) || rate < 0) {
+    fail_env(name, "must be a finite number >= 0, got " + quote_for_message(value));
+  }
+  return rate;
+}
+
+uint32_t parse_env_u32(const char* name, const std::string& value) {
+  uint32_t number = 0;
+  const char* end = value.data() + value.size();
+  const auto [ptr, ec] = std::from_chars(value.data(), end, number);
+  if (ec != std::errc() || ptr != end) {
+    fail_env(name, "must be a whole number from 0 to 4294967295, got " + quote_for_message(value));
+  }
+  return number;
+}
+
+void apply_env(Config& config, const EnvLookup& env) {
+  if (auto v = env_value(env, "CONVEYOR_RATE_LIMIT_ENABLED")) {
+    config.engine.rate_limit_enabled = parse_env_bool("CONVEYOR_RATE_LIMIT_ENABLED", *v);
+  }
+  if (auto v = env_value(env, "CONVEYOR_RATE_LIMIT_RATE_PER_SEC")) {
+    config.engine.rate_limit_rate_per_sec = parse_env_rate("CONVEYOR_RATE_LIMIT_RATE_PER_SEC", *v);
+  }
+  if (auto v = env_value(env, "CONVEYOR_RATE_LIMIT_BURST")) {
+    config.engine.rate_limit_burst = parse_env_u32("CONVEYOR_RATE_LIMIT_BURST", *v);
+  }
+  if (auto v = env_value(env, "CONVEYOR_STORAGE_PLUGIN")) config.storage.plugin = *v;
+  if (auto v = env_value(env, "CONVEYOR_SERVER_LISTEN")) {
+    if (!try_parse_listen(*v)) fail_env("CONVEYOR_SERVER_LISTEN", listen_problem(*v));
+    config.server.listen = *v;
+  }
+  if (auto v = env_value(env, "CONVEYOR_ADMIN_TOKEN")) config.server.admin_token = *v;
+}
+
+// toml++ descriptions may quote the offending text, newlines included; errors
+// are printed as one line.
+std::string one_line(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// ---- files ------------------------------------------------------------------
+
+[[noreturn]] void fail_read(const std::filesystem::path& path, const std::string& reason) {
+  throw ConfigError("cannot read config file " + path.string() + ": " + reason +
+                    " (pass --config FILE or set CONVEYOR_CONFIG)");
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail_read(path, "it is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail_read(path, std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail_read(path, std::strerror(errno));
+  return std::move(text).str();
+}
+
+}  // namespace
+
+ListenAddress parse_listen_address(std::string_view listen) {
+  auto address = try_parse_listen(listen);
+  if (!address) throw ValidationError("listen", "listen " + listen_problem(listen));
+  return std::move(*address);
+}
+
+std::optional<RateLimit> EngineConfig::default_limit() const {
+  if (rate_limit_rate_per_sec == 0) return std::nullopt;
+  return make_rate_limit(rate_limit_rate_per_sec, rate_limit_burst);
+}
+
+uint32_t Config::max_workers_for(std::string_view queue) const {
+  const auto it = queues.find(std::string(queue));
+  if (it != queues.end() && it->second.max_workers) return *it->second.max_workers;
+  return engine.max_workers;
+}
+
+EnvLookup process_env() {
+  return [](const char* name) -> std::optional<std::string> {
+    const char* value = std::getenv(name);
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+Config parse_config(std::string_view toml_text, std::string_view source_name,
+                    const EnvLookup& env) {
+  const std::string source(source_name);
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source);
+  } catch (const toml::parse_error& e) {
+    const auto& at = e.source().begin;
+    throw ConfigError(source + ":" + std::to_string(at.line) + ":" + std::to_string(at.column) +
+                      ": invalid TOML: " + one_line(e.description()));
+  }
+  Config config;
+  config.source = source;
+  Reader(source).read_root(root, config);
+  apply_env(config, env);
+  return config;
+}
+
+Config load_config_file(const std::filesystem::path& path, const EnvLookup& env) {
+  return parse_config(read_file(path), path.string(), env);
+}
+
+std::filesystem::path resolve_config_path(const std::optional<std::string>& explicit_path,
+                                          const EnvLookup& env) {
+  if (explicit_path && !explicit_path->empty()) return *explicit_path;
+  if (auto from_env = env_value(env, "CONVEYOR_CONFIG")) return *from_env;
+  return kDefaultConfigPath;
+}
+
+}  // namespace conveyor

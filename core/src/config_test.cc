@@ -1,0 +1,656 @@
+// The config file and environment overrides (config.hpp): what is accepted,
+// and that every rejection names the file, line and key.
+#include <conveyor/config.hpp>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+namespace conveyor {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+// A fake environment, so tests never read or change the real one.
+EnvLookup fake_env(Env vars = {}) {
+  return [vars = std::move(vars)](const char* name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+Config parse(std::string_view text, Env env = {}) {
+  return parse_config(text, "test.toml", fake_env(std::move(env)));
+}
+
+// The ConfigError message for text, or "" when it parses.
+std::string config_error(std::string_view text, Env env = {}) {
+  try {
+    parse(text, std::move(env));
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+constexpr const char* kEngineKeys =
+    "rate_limit_enabled, rate_limit_rate_per_sec, rate_limit_burst, max_workers, "
+    "worker_threads, claim_batch_max, poll_interval_ms, lease_ms, rescue_interval_ms, "
+    "max_attempts, retry_backoff_base_ms, retry_backoff_max_ms, shutdown_timeout_ms, "
+    "retention_s";
+
+TEST(Config, ParsesEveryKey) {
+  const Config c = parse(R"(
+[storage]
+plugin = "postgres"
+plugin_dir = "/opt/conveyor/plugins"
+[storage.options]
+dsn = "postgresql://localhost/jobs"
+
+[engine]
+rate_limit_enabled = false
+rate_limit_rate_per_sec = 2.5
+rate_limit_burst = 7
+max_workers = 4
+worker_threads = 64
+claim_batch_max = 50
+poll_interval_ms = 250
+lease_ms = 10000
+rescue_interval_ms = 2000
+max_attempts = 3
+retry_backoff_base_ms = 500
+retry_backoff_max_ms = 60000
+shutdown_timeout_ms = 0
+retention_s = 3600
+
+[queues.email]
+max_workers = 50
+rate_limit = { rate = 10.0, burst = 20 }
+
+[queues."email:send"]
+rate_limit = { rate = 3 }
+
+[server]
+listen = "0.0.0.0:9090"
+admin_token = "s3cret"
+allow_unauthenticated = false
+read_only = true
+max_body_bytes = 2048
+)");
+  EXPECT_EQ(c.source, "test.toml");
+  EXPECT_EQ(c.storage.plugin, "postgres");
+  EXPECT_EQ(c.storage.plugin_dir, "/opt/conveyor/plugins");
+  ASSERT_EQ(c.storage.options.size(), 1u);
+  EXPECT_EQ(c.storage.options[0],
+            std::make_pair(std::string("dsn"), std::string("postgresql://localhost/jobs")));
+  const EngineConfig& e = c.engine;
+  EXPECT_FALSE(e.rate_limit_enabled);
+  EXPECT_EQ(e.rate_limit_rate_per_sec, 2.5);
+  EXPECT_EQ(e.rate_limit_burst, 7u);
+  EXPECT_EQ(e.max_workers, 4u);
+  EXPECT_EQ(e.worker_threads, 64u);
+  EXPECT_EQ(e.claim_batch_max, 50u);
+  EXPECT_EQ(e.poll_interval_ms, 250u);
+  EXPECT_EQ(e.lease_ms, 10000u);
+  EXPECT_EQ(e.rescue_interval_ms, 2000u);
+  EXPECT_EQ(e.max_attempts, 3u);
+  EXPECT_EQ(e.retry_backoff_base_ms, 500u);
+  EXPECT_EQ(e.retry_backoff_max_ms, 60000u);
+  EXPECT_EQ(e.shutdown_timeout_ms, 0u);
+  EXPECT_EQ(e.retention_s, 3600u);
+  ASSERT_EQ(c.queues.size(), 2u);
+  EXPECT_EQ(c.queues.at("email").max_workers, 50u);
+  EXPECT_EQ(c.queues.at("email").rate_limit, (RateLimit{10.0, 20}));
+  EXPECT_EQ(c.queues.at("email:send").max_workers, std::nullopt);
+  EXPECT_EQ(c.queues.at("email:send").rate_limit, (RateLimit{3.0, 3}));
+  EXPECT_EQ(c.server.listen, "0.0.0.0:9090");
+  EXPECT_EQ(c.server.admin_token, "s3cret");
+  EXPECT_FALSE(c.server.allow_unauthenticated);
+  EXPECT_TRUE(c.server.read_only);
+  EXPECT_EQ(c.server.max_body_bytes, 2048u);
+}
+
+TEST(Config, DefaultsWhenSectionsAreAbsent) {
+  const Config c = parse("");
+  const Config d;  // the struct defaults are the documented defaults
+  EXPECT_EQ(c.source, "test.toml");
+  EXPECT_EQ(d.source, "<defaults>");
+  EXPECT_EQ(c.storage.plugin, "sqlite");
+  EXPECT_EQ(c.storage.plugin_dir, "");
+  EXPECT_TRUE(c.storage.options.empty());
+  EXPECT_TRUE(c.engine.rate_limit_enabled);
+  EXPECT_EQ(c.engine.rate_limit_rate_per_sec, 0);
+  EXPECT_EQ(c.engine.rate_limit_burst, 0u);
+  EXPECT_EQ(c.engine.max_workers, d.engine.max_workers);
+  EXPECT_EQ(c.engine.claim_batch_max, d.engine.claim_batch_max);
+  EXPECT_EQ(c.engine.retry_backoff_max_ms, d.engine.retry_backoff_max_ms);
+  EXPECT_TRUE(c.queues.empty());
+  EXPECT_EQ(c.server.listen, "");
+  EXPECT_EQ(c.server.admin_token, "");
+  EXPECT_FALSE(c.server.allow_unauthenticated);
+  EXPECT_FALSE(c.server.read_only);
+  EXPECT_EQ(c.server.max_body_bytes, 1048576u);
+  EXPECT_EQ(c.engine.default_limit(), std::nullopt);
+}
+
+TEST(Config, EmptySectionsKeepDefaults) {
+  const Config c = parse("[storage]\n[engine]\n[queues]\n[server]\n");
+  EXPECT_EQ(c.storage.plugin, "sqlite");
+  EXPECT_EQ(c.engine.max_workers, 10u);
+  EXPECT_TRUE(c.queues.empty());
+  EXPECT_EQ(c.server.listen, "");
+}
+
+TEST(Config, TheShippedDefaultConfigParses) {
+  const auto path = std::filesystem::path(CONVEYOR_TEST_SOURCE_DIR) / "config" / "conveyor.toml";
+  const Config c = load_config_file(path, fake_env());
+  EXPECT_EQ(c.source, path.string());
+  EXPECT_EQ(c.storage.plugin, "sqlite");
+  ASSERT_EQ(c.storage.options.size(), 1u);
+  EXPECT_EQ(c.storage.options[0].first, "path");
+  EXPECT_EQ(c.storage.options[0].second, "data/conveyor.db");
+  EXPECT_TRUE(c.engine.rate_limit_enabled);
+  EXPECT_EQ(c.engine.rate_limit_rate_per_sec, 0);
+  EXPECT_EQ(c.engine.rate_limit_burst, 0u);
+  EXPECT_TRUE(c.queues.empty());
+  EXPECT_EQ(c.server.listen, "127.0.0.1:8080");
+  EXPECT_TRUE(c.server.allow_unauthenticated);
+  EXPECT_EQ(c.server.admin_token, "");
+}
+
+TEST(Config, ContractExampleParses) {
+  const Config c = parse(R"(
+[storage]
+plugin = "sqlite"
+[storage.options]
+path = "data/conveyor.db"
+
+[engine]
+rate_limit_enabled = true
+rate_limit_rate_per_sec = 0
+rate_limit_burst = 0
+
+[queues.email]
+max_workers = 50
+rate_limit = { rate = 10.0, burst = 0 }
+
+[server]
+listen = "127.0.0.1:8080"
+)");
+  EXPECT_EQ(c.queues.at("email").rate_limit, (RateLimit{10.0, 10}));
+  EXPECT_EQ(c.max_workers_for("email"), 50u);
+  EXPECT_EQ(c.max_workers_for("other"), 10u);
+}
+
+// ---- unknown keys -----------------------------------------------------------
+
+TEST(ConfigUnknownKey, AtTheTopLevel) {
+  EXPECT_EQ(config_error("[engnie]\n"),
+            "test.toml:1: engnie: unknown key (known keys at the top level: storage, engine, "
+            "queues, server); did you mean engine?");
+  EXPECT_EQ(config_error("\nverbose = true\n"),
+            "test.toml:2: verbose: unknown key (known keys at the top level: storage, engine, "
+            "queues, server)");
+}
+
+TEST(ConfigUnknownKey, InEngine) {
+  EXPECT_EQ(config_error("[engine]\nrate_limit_burst = 1\nrate_limt_enabled = true\n"),
+            std::string("test.toml:3: engine.rate_limt_enabled: unknown key (known keys in "
+                        "[engine]: ") +
+                kEngineKeys + "); did you mean rate_limit_enabled?");
+}
+
+TEST(ConfigUnknownKey, InStorage) {
+  EXPECT_EQ(config_error("[storage]\nplugins = \"sqlite\"\n"),
+            "test.toml:2: storage.plugins: unknown key (known keys in [storage]: plugin, "
+            "plugin_dir, options); did you mean plugin?");
+}
+
+TEST(ConfigUnknownKey, InAQueue) {
+  EXPECT_EQ(config_error("[queues.email]\nmax_worker = 5\n"),
+            "test.toml:2: queues.email.max_worker: unknown key (known keys in [queues.email]: "
+            "max_workers, rate_limit); did you mean max_workers?");
+}
+
+TEST(ConfigUnknownKey, InAQueueRateLimit) {
+  EXPECT_EQ(config_error("[queues.\"a:b\"]\nrate_limit = { rate = 1, brust = 2 }\n"),
+            "test.toml:2: queues.\"a:b\".rate_limit.brust: unknown key (known keys in "
+            "[queues.\"a:b\".rate_limit]: rate, burst); did you mean burst?");
+}
+
+TEST(ConfigUnknownKey, InServer) {
+  EXPECT_EQ(config_error("[server]\nlisten = \"127.0.0.1:1\"\nport = 8080\n"),
+            "test.toml:3: server.port: unknown key (known keys in [server]: listen, admin_token, "
+            "allow_unauthenticated, read_only, max_body_bytes)");
+}
+
+TEST(ConfigUnknownKey, FirstInFileOrderIsReported) {
+  // toml++ keeps keys sorted; the message must follow the file instead.
+  EXPECT_EQ(config_error("[engine]\nzzz = 1\naaa = 2\n").substr(0, 27),
+            "test.toml:2: engine.zzz: un");
+}
+
+// ---- wrong types ------------------------------------------------------------
+
+TEST(ConfigWrongType, Booleans) {
+  EXPECT_EQ(config_error("[engine]\nrate_limit_enabled = \"yes\"\n"),
+            "test.toml:2: engine.rate_limit_enabled: must be true or false, got \"yes\"");
+  EXPECT_EQ(config_error("[server]\nread_only = 1\n"),
+            "test.toml:2: server.read_only: must be true or false, got 1");
+}
+
+TEST(ConfigWrongType, FloatWhereIntegerExpected) {
+  EXPECT_EQ(config_error("[engine]\nmax_workers = 2.0\n"),
+            "test.toml:2: engine.max_workers: must be an integer >= 1, got 2.0");
+  EXPECT_EQ(config_error("[queues.q]\nrate_limit = { rate = 1, burst = 2.5 }\n"),
+            "test.toml:2: queues.q.rate_limit.burst: must be an integer >= 0, got 2.5");
+}
+
+TEST(ConfigWrongType, IntegerWhereFloatExpectedIsFine) {
+  EXPECT_EQ(parse("[engine]\nrate_limit_rate_per_sec = 5\n").engine.rate_limit_rate_per_sec, 5.0);
+}
+
+TEST(ConfigWrongType, StringsNumbersAndTables) {
+  EXPECT_EQ(config_error("[engine]\nrate_limit_rate_per_sec = \"10\"\n"),
+            "test.toml:2: engine.rate_limit_rate_per_sec: must be a number >= 0, got \"10\"");
+  EXPECT_EQ(config_error("[storage]\nplugin = 5\n"),
+            "test.toml:2: storage.plugin: must be a non-empty string, got 5");
+  EXPECT_EQ(config_error("[server]\nlisten = 8080\n"),
+            "test.toml:2: server.listen: must be a string, got 8080");
+  EXPECT_EQ(config_error("engine = 5\n"),
+            "test.toml:1: engine: must be a table ([engine] or { ... }), got 5");
+  EXPECT_EQ(config_error("[queues]\nemail = [1]\n"),
+            "test.toml:2: queues.email: must be a table ([queues.email] or { ... }), got an "
+            "array");
+  EXPECT_EQ(config_error("[queues.email]\nrate_limit = 10\n"),
+            "test.toml:2: queues.email.rate_limit: must be a table ([queues.email.rate_limit] or "
+            "{ ... }), got 10");
+  EXPECT_EQ(config_error("[engine]\nmax_workers = 1979-05-27\n"),
+            "test.toml:2: engine.max_workers: must be an integer >= 1, got a date/time");
+}
+
+TEST(ConfigWrongType, EmptyStringsWhereANameIsNeeded) {
+  EXPECT_EQ(config_error("[storage]\nplugin = \"\"\n"),
+            "test.toml:2: storage.plugin: must be a non-empty string, got \"\"");
+  EXPECT_EQ(config_error("[server]\nadmin_token = \"\"\n"),
+            "test.toml:2: server.admin_token: must be a non-empty string, got \"\"");
+}
+
+// ---- out of range -----------------------------------------------------------
+
+TEST(ConfigRange, GlobalRate) {
+  EXPECT_EQ(config_error("[engine]\nrate_limit_rate_per_sec = -1\n"),
+            "test.toml:2: engine.rate_limit_rate_per_sec: must be a number >= 0, got -1");
+  EXPECT_EQ(config_error("[engine]\nrate_limit_rate_per_sec = nan\n"),
+            "test.toml:2: engine.rate_limit_rate_per_sec: must be a finite number >= 0, got nan");
+  EXPECT_EQ(config_error("[engine]\nrate_limit_rate_per_sec = inf\n"),
+            "test.toml:2: engine.rate_limit_rate_per_sec: must be a finite number >= 0, got inf");
+}
+
+TEST(ConfigRange, IntegerBounds) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"rate_limit_burst = -1", "engine.rate_limit_burst: must be an integer >= 0, got -1"},
+      {"rate_limit_burst = 4294967296",
+       "engine.rate_limit_burst: must be an integer >= 0, got 4294967296"},
+      {"max_workers = 0", "engine.max_workers: must be an integer >= 1, got 0"},
+      {"worker_threads = 0", "engine.worker_threads: must be an integer >= 1, got 0"},
+      {"claim_batch_max = 0", "engine.claim_batch_max: must be an integer from 1 to 10000, got 0"},
+      {"claim_batch_max = 10001",
+       "engine.claim_batch_max: must be an integer from 1 to 10000, got 10001"},
+      {"poll_interval_ms = 0", "engine.poll_interval_ms: must be an integer >= 1, got 0"},
+      {"lease_ms = 99", "engine.lease_ms: must be an integer >= 100, got 99"},
+      {"rescue_interval_ms = 0", "engine.rescue_interval_ms: must be an integer >= 1, got 0"},
+      {"max_attempts = 0", "engine.max_attempts: must be an integer >= 1, got 0"},
+      {"retry_backoff_base_ms = 0", "engine.retry_backoff_base_ms: must be an integer >= 1, got 0"},
+      {"shutdown_timeout_ms = -5", "engine.shutdown_timeout_ms: must be an integer >= 0, got -5"},
+      {"retention_s = 5000000000", "engine.retention_s: must be an integer >= 0, got 5000000000"},
+  };
+  for (const auto& [line, message] : cases) {
+    EXPECT_EQ(config_error(std::string("[engine]\n") + line + "\n"),
+              std::string("test.toml:2: ") + message);
+  }
+  EXPECT_EQ(parse("[engine]\nrate_limit_burst = 4294967295\n").engine.rate_limit_burst,
+            4294967295u);
+}
+
+TEST(ConfigRange, BackoffBaseMustNotExceedTheCap) {
+  EXPECT_EQ(config_error("[engine]\nretry_backoff_base_ms = 5000\nretry_backoff_max_ms = 4000\n"),
+            "test.toml:2: engine.retry_backoff_base_ms: must be <= engine.retry_backoff_max_ms "
+            "(4000), got 5000");
+  EXPECT_EQ(config_error("[engine]\n\nretry_backoff_max_ms = 500\n"),
+            "test.toml:3: engine.retry_backoff_max_ms: must be >= engine.retry_backoff_base_ms "
+            "(1000), got 500");
+}
+
+TEST(ConfigRange, QueueSettings) {
+  EXPECT_EQ(config_error("[queues.q]\nmax_workers = 0\n"),
+            "test.toml:2: queues.q.max_workers: must be an integer >= 1, got 0");
+  EXPECT_EQ(config_error("[queues.q]\nrate_limit = { rate = 0 }\n"),
+            "test.toml:2: queues.q.rate_limit.rate: must be a number > 0, got 0");
+  EXPECT_EQ(config_error("[queues.q]\nrate_limit = { rate = -2.5 }\n"),
+            "test.toml:2: queues.q.rate_limit.rate: must be a number > 0, got -2.5");
+  EXPECT_EQ(config_error("[queues.q]\nrate_limit = { rate = nan }\n"),
+            "test.toml:2: queues.q.rate_limit.rate: must be a finite number > 0, got nan");
+  EXPECT_EQ(config_error("[queues.q]\nrate_limit = { burst = 2 }\n"),
+            "test.toml:2: queues.q.rate_limit: missing rate (write rate_limit = { rate = 10.0, "
+            "burst = 0 }; burst 0 = ceil(rate))");
+}
+
+TEST(ConfigRange, ServerSettings) {
+  EXPECT_EQ(config_error("[server]\nmax_body_bytes = 1023\n"),
+            "test.toml:2: server.max_body_bytes: must be an integer >= 1024, got 1023");
+  EXPECT_EQ(parse("[server]\nmax_body_bytes = 1024\n").server.max_body_bytes, 1024u);
+}
+
+TEST(ConfigRange, ListenMustBeHostPort) {
+  for (const char* bad : {"8080", ":8080", "localhost", "localhost:", "localhost:0",
+                          "localhost:65536", "localhost:80a", "local host:80", "::1:80", ""}) {
+    EXPECT_EQ(config_error(std::string("[server]\nlisten = \"") + bad + "\"\n"),
+              std::string("test.toml:2: server.listen: must be \"host:port\" with a port from 1 "
+                          "to 65535 (e.g. \"127.0.0.1:8080\"), got \"") +
+                  bad + "\"")
+        << bad;
+  }
+}
+
+// ---- queues -----------------------------------------------------------------
+
+TEST(ConfigQueues, BurstZeroOrAbsentMeansCeilRate) {
+  const Config c = parse(R"(
+[queues.a]
+rate_limit = { rate = 10.2, burst = 0 }
+[queues.b]
+rate_limit = { rate = 0.5 }
+[queues.c.rate_limit]
+rate = 7
+burst = 2
+)");
+  EXPECT_EQ(c.queues.at("a").rate_limit, (RateLimit{10.2, 11}));
+  EXPECT_EQ(c.queues.at("b").rate_limit, (RateLimit{0.5, 1}));
+  EXPECT_EQ(c.queues.at("c").rate_limit, (RateLimit{7, 2}));
+}
+
+TEST(ConfigQueues, NamesAreValidated) {
+  EXPECT_EQ(config_error("\n[queues.\"x'); DROP TABLE jobs;--\"]\nmax_workers = 1\n"),
+            "test.toml:2: queues.\"x'); DROP TABLE jobs;--\": invalid queue name \"x'); DROP "
+            "TABLE jobs;--\": use 1-128 characters from A-Z a-z 0-9 . _ : - starting with a "
+            "letter or digit");
+  EXPECT_NE(config_error("[queues.\"-lead\"]\n"), "");
+  EXPECT_NE(config_error("[queues.\"has space\"]\n"), "");
+  EXPECT_NE(config_error("[queues.\"\xc3\xa9\"]\n"), "");
+  EXPECT_EQ(parse("[queues.\"email.send\"]\n[queues.\"a:b-c_d\"]\n").queues.size(), 2u);
+}
+
+TEST(ConfigQueues, LongNamesAreCutInTheKey) {
+  const std::string name(129, 'q');
+  const std::string message = config_error("[queues." + name + "]\n");
+  const std::string expected_start =
+      "test.toml:1: queues.\"" + std::string(64, 'q') + "\"...: invalid queue name";
+  EXPECT_EQ(message.rfind(expected_start, 0), 0u) << message;
+  EXPECT_EQ(parse("[queues." + std::string(128, 'q') + "]\n").queues.size(), 1u);
+}
+
+TEST(ConfigQueues, MaxWorkersFor) {
+  const Config c = parse("[engine]\nmax_workers = 3\n[queues.a]\nmax_workers = 8\n[queues.b]\n");
+  EXPECT_EQ(c.max_workers_for("a"), 8u);
+  EXPECT_EQ(c.max_workers_for("b"), 3u);
+  EXPECT_EQ(c.max_workers_for("unknown"), 3u);
+}
+
+// ---- storage options --------------------------------------------------------
+
+TEST(ConfigStorage, OptionsBecomeTextInFileOrder) {
+  const Config c = parse(R"([storage.options]
+zeta = 1
+alpha = "x y"
+flag = true
+off = false
+ratio = 2.5
+whole = 3.0
+negative = -42
+)");
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"zeta", "1"},    {"alpha", "x y"}, {"flag", "true"},   {"off", "false"},
+      {"ratio", "2.5"}, {"whole", "3.0"}, {"negative", "-42"}};
+  EXPECT_EQ(c.storage.options, expected);
+}
+
+TEST(ConfigStorage, NestedOptionsAreErrors) {
+  EXPECT_EQ(config_error("[storage.options]\npath = \"x\"\npool = { size = 4 }\n"),
+            "test.toml:3: storage.options.pool: must be a string, integer, float or boolean (no "
+            "nested tables or arrays), got a table");
+  EXPECT_EQ(config_error("[storage.options]\nhosts = [\"a\", \"b\"]\n"),
+            "test.toml:2: storage.options.hosts: must be a string, integer, float or boolean (no "
+            "nested tables or arrays), got an array");
+  EXPECT_EQ(config_error("[storage]\noptions = \"path=x\"\n"),
+            "test.toml:2: storage.options: must be a table ([storage.options] or { ... }), got "
+            "\"path=x\"");
+}
+
+// ---- lines and syntax -------------------------------------------------------
+
+TEST(ConfigLines, ErrorOnLineSevenSaysSeven) {
+  const std::string text =
+      "# comment\n"
+      "[storage]\n"
+      "plugin = \"sqlite\"\n"
+      "\n"
+      "[engine]\n"
+      "rate_limit_enabled = true\n"
+      "rate_limit_rate_per_sec = -1\n";
+  try {
+    parse_config(text, "config/conveyor.toml", fake_env());
+    FAIL() << "no throw";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "config/conveyor.toml:7: engine.rate_limit_rate_per_sec: must be a number >= 0, "
+                 "got -1");
+  }
+}
+
+TEST(ConfigLines, InlineTableValuesAndLaterSections) {
+  const std::string text =
+      "[engine]\n"
+      "max_workers = 2\n"
+      "[queues.a]\n"
+      "max_workers = 1\n"
+      "[queues.b]\n"
+      "rate_limit = { rate = 1 }\n"
+      "\n"
+      "[server]\n"
+      "listen = \"nope\"\n";
+  EXPECT_EQ(config_error(text).substr(0, 27), "test.toml:9: server.listen:");
+}
+
+TEST(ConfigSyntax, ReportsLineColumnAndDescription) {
+  const std::string message = config_error("[engine]\nmax_workers = = 3\n");
+  EXPECT_EQ(message.rfind("test.toml:2:", 0), 0u) << message;
+  EXPECT_NE(message.find("invalid TOML: "), std::string::npos) << message;
+}
+
+TEST(ConfigSyntax, MessageIsOneLine) {
+  // toml++ quotes the bad text including its newline; errors print as one line.
+  const std::string message = config_error("[engine]\nrate_limit_enabled = tru\n");
+  EXPECT_EQ(message.rfind("test.toml:2:", 0), 0u) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
+TEST(ConfigSyntax, DuplicateKeysAreSyntaxErrors) {
+  const std::string message = config_error("[engine]\nmax_workers = 1\nmax_workers = 2\n");
+  EXPECT_EQ(message.rfind("test.toml:3:", 0), 0u) << message;
+}
+
+// ---- environment ------------------------------------------------------------
+
+TEST(ConfigEnv, OverridesTheFile) {
+  const Config c = parse(
+      "[engine]\nrate_limit_enabled = true\nrate_limit_rate_per_sec = 1\n"
+      "[server]\nlisten = \"127.0.0.1:8080\"\nadmin_token = \"from-file\"\n",
+      {{"CONVEYOR_RATE_LIMIT_ENABLED", "no"},
+       {"CONVEYOR_RATE_LIMIT_RATE_PER_SEC", "12.5"},
+       {"CONVEYOR_RATE_LIMIT_BURST", "30"},
+       {"CONVEYOR_STORAGE_PLUGIN", "/opt/libconveyor-pg.so"},
+       {"CONVEYOR_SERVER_LISTEN", "[::1]:9000"},
+       {"CONVEYOR_ADMIN_TOKEN", "from-env"}});
+  EXPECT_FALSE(c.engine.rate_limit_enabled);
+  EXPECT_EQ(c.engine.rate_limit_rate_per_sec, 12.5);
+  EXPECT_EQ(c.engine.rate_limit_burst, 30u);
+  EXPECT_EQ(c.storage.plugin, "/opt/libconveyor-pg.so");
+  EXPECT_EQ(c.server.listen, "[::1]:9000");
+  EXPECT_EQ(c.server.admin_token, "from-env");
+  EXPECT_EQ(c.engine.default_limit(), (RateLimit{12.5, 30}));
+}
+
+TEST(ConfigEnv, BooleanSpellings) {
+  for (const char* yes : {"true", "1", "yes", "TRUE", "Yes"}) {
+    const Config c =
+        parse("[engine]\nrate_limit_enabled = false\n", {{"CONVEYOR_RATE_LIMIT_ENABLED", yes}});
+    EXPECT_TRUE(c.engine.rate_limit_enabled) << yes;
+  }
+  for (const char* no : {"false", "0", "no", "False"}) {
+    EXPECT_FALSE(parse("", {{"CONVEYOR_RATE_LIMIT_ENABLED", no}}).engine.rate_limit_enabled) << no;
+  }
+}
+
+TEST(ConfigEnv, EmptyValuesCountAsUnset) {
+  const Config c = parse("[server]\nlisten = \"127.0.0.1:8080\"\n",
+                         {{"CONVEYOR_SERVER_LISTEN", ""}, {"CONVEYOR_RATE_LIMIT_BURST", ""}});
+  EXPECT_EQ(c.server.listen, "127.0.0.1:8080");
+  EXPECT_EQ(c.engine.rate_limit_burst, 0u);
+}
+
+TEST(ConfigEnv, InvalidValuesNameTheVariable) {
+  EXPECT_EQ(config_error("", {{"CONVEYOR_RATE_LIMIT_ENABLED", "maybe"}}),
+            "environment variable CONVEYOR_RATE_LIMIT_ENABLED: must be true, false, 1, 0, yes or "
+            "no, got \"maybe\"");
+  for (const char* bad : {"-1", "abc", "nan", "inf", "1.5x", " 2"}) {
+    EXPECT_EQ(config_error("", {{"CONVEYOR_RATE_LIMIT_RATE_PER_SEC", bad}}),
+              std::string("environment variable CONVEYOR_RATE_LIMIT_RATE_PER_SEC: must be a "
+                          "finite number >= 0, got \"") +
+                  bad + "\"")
+        << bad;
+  }
+  for (const char* bad : {"-1", "1.5", "4294967296", "ten"}) {
+    EXPECT_EQ(config_error("", {{"CONVEYOR_RATE_LIMIT_BURST", bad}}),
+              std::string("environment variable CONVEYOR_RATE_LIMIT_BURST: must be a whole "
+                          "number from 0 to 4294967295, got \"") +
+                  bad + "\"")
+        << bad;
+  }
+  EXPECT_EQ(config_error("", {{"CONVEYOR_SERVER_LISTEN", "8080"}}),
+            "environment variable CONVEYOR_SERVER_LISTEN: must be \"host:port\" with a port from "
+            "1 to 65535 (e.g. \"127.0.0.1:8080\"), got \"8080\"");
+}
+
+TEST(ConfigEnv, ZeroRateClearsTheDefaultLimit) {
+  const Config c =
+      parse("[engine]\nrate_limit_rate_per_sec = 4\n", {{"CONVEYOR_RATE_LIMIT_RATE_PER_SEC", "0"}});
+  EXPECT_EQ(c.engine.default_limit(), std::nullopt);
+}
+
+// ---- default limit, listen, paths, files ------------------------------------
+
+TEST(EngineConfig, DefaultLimit) {
+  EngineConfig e;
+  EXPECT_EQ(e.default_limit(), std::nullopt);
+  e.rate_limit_rate_per_sec = 10.2;
+  EXPECT_EQ(e.default_limit(), (RateLimit{10.2, 11}));
+  e.rate_limit_burst = 4;
+  EXPECT_EQ(e.default_limit(), (RateLimit{10.2, 4}));
+  e.rate_limit_enabled = false;  // the kill switch is the resolver's business
+  EXPECT_EQ(e.default_limit(), (RateLimit{10.2, 4}));
+}
+
+TEST(ListenAddress, ParsesHostAndPort) {
+  const ListenAddress v4 = parse_listen_address("127.0.0.1:8080");
+  EXPECT_EQ(v4.host, "127.0.0.1");
+  EXPECT_EQ(v4.port, 8080);
+  const ListenAddress name = parse_listen_address("localhost:1");
+  EXPECT_EQ(name.host, "localhost");
+  EXPECT_EQ(name.port, 1);
+  const ListenAddress v6 = parse_listen_address("[::1]:65535");
+  EXPECT_EQ(v6.host, "::1");
+  EXPECT_EQ(v6.port, 65535);
+  try {
+    parse_listen_address("nope");
+    FAIL() << "no throw";
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(e.field(), "listen");
+    EXPECT_STREQ(e.what(),
+                 "listen must be \"host:port\" with a port from 1 to 65535 (e.g. "
+                 "\"127.0.0.1:8080\"), got \"nope\"");
+  }
+}
+
+TEST(ResolveConfigPath, ExplicitThenEnvThenDefault) {
+  EXPECT_EQ(resolve_config_path("my.toml", fake_env({{"CONVEYOR_CONFIG", "env.toml"}})), "my.toml");
+  EXPECT_EQ(resolve_config_path(std::nullopt, fake_env({{"CONVEYOR_CONFIG", "env.toml"}})),
+            "env.toml");
+  EXPECT_EQ(resolve_config_path(std::nullopt, fake_env()), "config/conveyor.toml");
+  EXPECT_EQ(resolve_config_path(std::nullopt, fake_env({{"CONVEYOR_CONFIG", ""}})),
+            "config/conveyor.toml");
+}
+
+class ConfigFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = std::filesystem::temp_directory_path() /
+           ("conveyor_config_test_" + std::to_string(::getpid()) + "_" + test);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path write(const std::string& name, const std::string& text) {
+    const auto path = dir_ / name;
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(ConfigFile, LoadsAndNamesTheFileInErrors) {
+  const auto good = write("good.toml", "[engine]\nmax_workers = 7\n");
+  EXPECT_EQ(load_config_file(good, fake_env()).engine.max_workers, 7u);
+  const auto bad = write("bad.toml", "[engine]\n\nmax_workers = 0\n");
+  try {
+    load_config_file(bad, fake_env());
+    FAIL() << "no throw";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              bad.string() + ":3: engine.max_workers: must be an integer >= 1, got 0");
+  }
+}
+
+TEST_F(ConfigFile, MissingFileSaysHowToPointElsewhere) {
+  const auto missing = dir_ / "missing.toml";
+  try {
+    load_config_file(missing, fake_env());
+    FAIL() << "no throw";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cannot read config file " + missing.string() +
+                  ": No such file or directory (pass --config FILE or set CONVEYOR_CONFIG)");
+  }
+}
+
+TEST_F(ConfigFile, DirectoryIsNotAConfigFile) {
+  try {
+    load_config_file(dir_, fake_env());
+    FAIL() << "no throw";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot read config file " + dir_.string() +
+                                         ": it is a directory (pass --config FILE or set "
+                                         "CONVEYOR_CONFIG)");
+  }
+}
+
+}  // namespace
+}  // namespace conveyor

@@ -1,0 +1,30 @@
+// RateLimit construction and LimitSource names (rate_limit.hpp).
+#include <conveyor/rate_limit.hpp>
+#include <conveyor/validation.hpp>
+
+namespace conveyor {
+
+RateLimit make_rate_limit(double rate_per_sec, int64_t burst) {
+  validate_rate(rate_per_sec);
+  validate_burst(burst, /*zero_means_auto=*/true);
+  const uint32_t resolved = burst == 0 ? auto_burst(rate_per_sec) : static_cast<uint32_t>(burst);
+  return RateLimit{rate_per_sec, resolved};
+}
+
+const char* to_string(LimitSource source) noexcept {
+  switch (source) {
+    case LimitSource::kDisabled:
+      return "disabled";
+    case LimitSource::kOverride:
+      return "override";
+    case LimitSource::kQueueConfig:
+      return "queue-config";
+    case LimitSource::kDefault:
+      return "default";
+    case LimitSource::kNone:
+      return "none";
+  }
+  return "none";
+}
+
+}  // namespace conveyor

@@ -1,0 +1,112 @@
+// Input checks shared by config, CLI, API and embedders (validation.hpp).
+#include <conveyor/validation.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace conveyor {
+namespace {
+
+constexpr size_t kMaxQueueNameLength = 128;
+constexpr size_t kMaxJobKindLength = 128;
+constexpr int64_t kMaxBurst = std::numeric_limits<uint32_t>::max();
+
+bool is_ascii_alnum(char c) noexcept {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+bool is_queue_name_char(char c) noexcept {
+  return is_ascii_alnum(c) || c == '.' || c == '_' || c == ':' || c == '-';
+}
+
+// Printable ASCII without the space: what a job kind may contain.
+bool is_job_kind_char(char c) noexcept { return c > ' ' && c <= '~'; }
+
+void append_escaped(std::string& out, char c) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const auto byte = static_cast<unsigned char>(c);
+  if (c == '"' || c == '\\') {
+    out += '\\';
+    out += c;
+  } else if (byte < 0x20 || byte >= 0x7f) {
+    out += "\\x";
+    out += kHex[byte >> 4];
+    out += kHex[byte & 0xf];
+  } else {
+    out += c;
+  }
+}
+
+// A name too long to show whole is cut; its length says how far off it is.
+std::string describe_long(std::string_view text, size_t limit) {
+  std::string shown = quote_for_message(text);
+  if (text.size() > limit) shown += " (" + std::to_string(text.size()) + " characters)";
+  return shown;
+}
+
+}  // namespace
+
+std::string quote_for_message(std::string_view text, size_t max_bytes) {
+  std::string out = "\"";
+  const std::string_view shown = text.substr(0, max_bytes);
+  for (char c : shown) append_escaped(out, c);
+  out += '"';
+  if (shown.size() < text.size()) out += "...";
+  return out;
+}
+
+std::string format_number(double value) {
+  char buf[64];
+  const auto result = std::to_chars(buf, buf + sizeof buf, value);
+  return std::string(buf, result.ptr);
+}
+
+bool is_valid_queue_name(std::string_view name) noexcept {
+  if (name.empty() || name.size() > kMaxQueueNameLength) return false;
+  if (!is_ascii_alnum(name.front())) return false;
+  for (char c : name) {
+    if (!is_queue_name_char(c)) return false;
+  }
+  return true;
+}
+
+void validate_queue_name(std::string_view name) {
+  if (is_valid_queue_name(name)) return;
+  throw ValidationError("queue", "invalid queue name " + describe_long(name, kMaxQueueNameLength) +
+                                     ": use 1-128 characters from A-Z a-z 0-9 . _ : - starting "
+                                     "with a letter or digit");
+}
+
+void validate_job_kind(std::string_view kind) {
+  bool ok = !kind.empty() && kind.size() <= kMaxJobKindLength;
+  for (char c : kind) ok = ok && is_job_kind_char(c);
+  if (ok) return;
+  throw ValidationError("kind", "invalid job kind " + describe_long(kind, kMaxJobKindLength) +
+                                    ": use 1-128 printable ASCII characters without spaces");
+}
+
+void validate_rate(double rate_per_sec) {
+  if (std::isfinite(rate_per_sec) && rate_per_sec > 0) return;
+  throw ValidationError(
+      "rate", "rate must be a finite number greater than 0, got " + format_number(rate_per_sec));
+}
+
+void validate_burst(int64_t burst, bool zero_means_auto) {
+  const int64_t min = zero_means_auto ? 0 : 1;
+  if (burst >= min && burst <= kMaxBurst) return;
+  std::string message = "burst must be a whole number from " + std::to_string(min) + " to " +
+                        std::to_string(kMaxBurst);
+  if (zero_means_auto) message += " (0 means ceil(rate))";
+  throw ValidationError("burst", message + ", got " + std::to_string(burst));
+}
+
+uint32_t auto_burst(double rate_per_sec) {
+  // Written so NaN and anything <= 1 land on 1, and huge rates do not overflow.
+  if (!(rate_per_sec > 1)) return 1;
+  if (rate_per_sec >= static_cast<double>(kMaxBurst)) return static_cast<uint32_t>(kMaxBurst);
+  return static_cast<uint32_t>(std::ceil(rate_per_sec));
+}
+
+}  // namespace conveyor
