@@ -93,6 +93,19 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // CLI11 says "A subcommand is required" for a mistyped command: name it.
+    for (int i = 1; i < argc; ++i) {
+      std::string arg = argv[i];
+      if (arg == "--config" || arg == "--server") {
+        ++i;
+        continue;
+      }
+      if (arg.rfind("-", 0) == 0) continue;
+      if (app.get_subcommands([&](CLI::App* sub) { return sub->get_name() == arg; }).empty())
+        return fail(2, "unknown command '" + arg +
+                           "' (commands: serve, enqueue, ratelimit, queues, plugin; see conveyor --help)");
+      break;
+    }
     return fail(2, std::string(e.what()) + " (see conveyor --help)");
   }
   if (!config_path.empty()) g.config_path = config_path;

@@ -184,7 +184,11 @@ struct Engine::Impl {
     const auto& e = config.engine;
     Periodic overrides{milliseconds(250)}, discovery{milliseconds(e.poll_interval_ms)},
         beat{milliseconds(std::max<uint32_t>(e.lease_ms / 3, 10))},
-        rescue_tick{milliseconds(e.rescue_interval_ms)}, purge_tick{milliseconds(60'000)};
+        rescue_tick{milliseconds(e.rescue_interval_ms)},
+        // Purge often enough that nothing outlives retention by much more
+        // than a quarter of it, and at least once a minute.
+        purge_tick{std::clamp(milliseconds(int64_t(e.retention_s) * 250), milliseconds(100),
+                              milliseconds(60'000))};
     while (!stop.stop_requested()) {
       const SteadyTime now = std::chrono::steady_clock::now();
       auto guarded = [&](const char* what, auto&& fn) {

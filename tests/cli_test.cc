@@ -1,0 +1,178 @@
+// The conveyor command as a real process: outputs of contract.md, exit codes
+// (0 ok, 1 runtime, 2 usage/validation), one-line errors, and `serve` with a
+// graceful Ctrl-C and a restart that keeps jobs and overrides.
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <fstream>
+
+namespace conveyor {
+namespace {
+
+using nlohmann::json;
+using test::run_conveyor;
+using test::TempDir;
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override { config_ = test::write_sqlite_config(dir_, extra_); }
+  test::CommandResult run(std::vector<std::string> args, std::vector<std::string> env = {}) {
+    args.insert(args.begin(), {"--config", config_.string()});
+    return run_conveyor(args, env);
+  }
+  // Errors are exactly one line on stderr, starting with "conveyor: ".
+  static void expect_one_line_error(const test::CommandResult& r, int code, const std::string& part) {
+    EXPECT_EQ(r.exit_code, code) << r.err;
+    EXPECT_EQ(r.err.rfind("conveyor: ", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(part), std::string::npos) << "expected '" << part << "' in: " << r.err;
+  }
+
+  TempDir dir_;
+  std::string extra_;
+  std::filesystem::path config_;
+};
+
+TEST_F(Cli, EnqueueThenQueuesJson) {
+  auto r = run({"enqueue", "email", "noop", "--count", "5"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "enqueued 5 jobs on queue email (ids 1..5)\n");
+  r = run({"enqueue", "email:send", "sleep", "--payload", R"({"ms": 5})", "--delay", "3600"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run({"--json", "queues"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["queue"], "email");
+  EXPECT_EQ(j[0]["pending"], 5);
+  EXPECT_EQ(j[0]["limit"]["source"], "none");
+  EXPECT_TRUE(j[0]["limit"]["rate"].is_null());
+  EXPECT_EQ(j[1]["queue"], "email:send");
+  EXPECT_EQ(j[1]["scheduled"], 1);
+  for (const char* key : {"running", "completed", "failed"}) EXPECT_EQ(j[0][key], 0) << key;
+}
+
+TEST_F(Cli, RateLimitSetLsRm) {
+  auto r = run({"ratelimit", "set", "email", "--rate", "50", "--burst", "10"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "queue email limited to 50/s (burst 10)\n");
+  r = run({"ratelimit", "set", "sms", "--rate", "2.5"});
+  EXPECT_EQ(r.out, "queue sms limited to 2.5/s (burst 3)\n");  // burst ceil(rate)
+  r = run({"--json", "ratelimit", "ls"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["enabled"], true);
+  EXPECT_TRUE(j["default"]["rate"].is_null());
+  ASSERT_EQ(j["overrides"].size(), 2u);
+  EXPECT_EQ(j["overrides"][0]["queue"], "email");
+  EXPECT_EQ(j["overrides"][0]["rate"], 50.0);
+  EXPECT_EQ(j["overrides"][0]["burst"], 10);
+  EXPECT_TRUE(j["overrides"][0]["updated_at"].is_string());
+  r = run({"ratelimit", "ls"});
+  EXPECT_NE(r.out.find("QUEUE"), std::string::npos);
+  EXPECT_NE(r.out.find("rate limiting: enabled"), std::string::npos);
+  r = run({"--json", "queues"});
+  j = json::parse(r.out);
+  EXPECT_EQ(j[0]["queue"], "email");
+  EXPECT_EQ(j[0]["limit"]["source"], "override");
+  EXPECT_EQ(j[0]["limit"]["rate"], 50.0);
+  r = run({"ratelimit", "rm", "email"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "queue email rate limit cleared\n");
+  expect_one_line_error(run({"ratelimit", "rm", "email"}), 1, "queue email has no rate-limit override");
+}
+
+TEST_F(Cli, ValidationErrorsExitTwoAndStoreNothing) {
+  expect_one_line_error(run({"ratelimit", "set", "email", "--rate", "0"}), 2, "rate");
+  expect_one_line_error(run({"ratelimit", "set", "email", "--rate", "-3"}), 2, "rate");
+  expect_one_line_error(run({"ratelimit", "set", "email", "--rate", "nan"}), 2, "rate");
+  expect_one_line_error(run({"ratelimit", "set", "email", "--rate", "inf"}), 2, "rate");
+  expect_one_line_error(run({"ratelimit", "set", "email", "--rate", "5", "--burst", "0"}), 2, "burst");
+  expect_one_line_error(run({"ratelimit", "set", "x'); DROP TABLE jobs;--", "--rate", "5"}), 2,
+                        "queue name");
+  expect_one_line_error(run({"enqueue", "bad queue", "noop"}), 2, "queue name");
+  expect_one_line_error(run({"enqueue", "q", "noop", "--payload", "{not json"}), 2, "JSON");
+  expect_one_line_error(run({"enqueue", "q", "noop", "--count", "0"}), 2, "--count");
+  expect_one_line_error(run({"frobnicate"}), 2, "frobnicate");
+  expect_one_line_error(run({"ratelimit", "set", "email"}), 2, "--rate");
+  auto r = run({"--json", "ratelimit", "ls"});
+  EXPECT_TRUE(json::parse(r.out)["overrides"].empty());
+  r = run({"--json", "queues"});
+  EXPECT_TRUE(json::parse(r.out).empty());
+}
+
+TEST_F(Cli, BadConfigNamesFileLineAndKey) {
+  std::ofstream(config_, std::ios::app) << "[engine]\nrate_limt_enabled = true\n";
+  auto r = run({"queues"});
+  expect_one_line_error(r, 2, config_.string() + ":7");
+  EXPECT_NE(r.err.find("rate_limt_enabled"), std::string::npos);
+  auto missing = run_conveyor({"--config", (dir_ / "nope.toml").string(), "queues"});
+  expect_one_line_error(missing, 2, "nope.toml");
+}
+
+TEST_F(Cli, EnvironmentOverridesTheFile) {
+  auto r = run({"--json", "ratelimit", "ls"},
+               {"CONVEYOR_RATE_LIMIT_RATE_PER_SEC=20", "CONVEYOR_RATE_LIMIT_ENABLED=false"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["enabled"], false);
+  EXPECT_EQ(j["default"]["rate"], 20.0);
+  EXPECT_EQ(j["default"]["burst"], 20);
+  expect_one_line_error(run({"queues"}, {"CONVEYOR_RATE_LIMIT_RATE_PER_SEC=fast"}), 2,
+                        "CONVEYOR_RATE_LIMIT_RATE_PER_SEC");
+}
+
+TEST_F(Cli, UnknownPluginIsARuntimeErrorThatListsWhatExists) {
+  auto r = run({"queues"}, {"CONVEYOR_STORAGE_PLUGIN=nope"});
+  expect_one_line_error(r, 1, "storage plugin 'nope' not found");
+  EXPECT_NE(r.err.find("sqlite"), std::string::npos);
+}
+
+TEST_F(Cli, PluginInfoDescribesThePlugin) {
+  auto r = run({"plugin", "info", std::string(CONVEYOR_TEST_PLUGIN_DIR) + "/libconveyor-sqlite.so"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("name:          sqlite"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kind:          canonical"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ABI version:   1.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("durable"), std::string::npos) << r.out;
+  r = run({"--json", "plugin", "info", std::string(CONVEYOR_TEST_PLUGIN_DIR) + "/libconveyor-sqlite.so"});
+  EXPECT_EQ(json::parse(r.out)["kind"], "canonical");
+  expect_one_line_error(run({"plugin", "info", "/etc/hostname"}), 1, "/etc/hostname");
+}
+
+// serve drains what the CLI enqueues, stops cleanly on Ctrl-C, and a restart
+// finds the override and every job that was still pending.
+TEST_F(Cli, ServeDrainsStopsOnSigintAndKeepsStateAcrossRestart) {
+  std::ofstream(config_, std::ios::app) << "[engine]\npoll_interval_ms = 50\n";
+  ASSERT_EQ(run({"enqueue", "bulk", "noop", "--count", "300"}).exit_code, 0);
+  ASSERT_EQ(run({"ratelimit", "set", "slow", "--rate", "1", "--burst", "1"}).exit_code, 0);
+  ASSERT_EQ(run({"enqueue", "slow", "noop", "--count", "50"}).exit_code, 0);
+  {
+    test::Process serve({"--config", config_.string(), "serve"});
+    auto completed = [&](const std::string& queue) -> int64_t {
+      auto r = run({"--json", "queues"});
+      if (r.exit_code != 0) return -1;
+      for (const auto& q : json::parse(r.out))
+        if (q["queue"] == queue) return q["completed"].get<int64_t>();
+      return -1;
+    };
+    ASSERT_TRUE(test::wait_until([&] { return completed("bulk") == 300; })) << serve.stderr_text();
+    serve.signal(SIGINT);
+    EXPECT_EQ(serve.wait(), 0) << serve.stderr_text();
+    EXPECT_NE(serve.stderr_text().find("engine stopped"), std::string::npos) << serve.stderr_text();
+  }
+  auto r = run({"--json", "queues"});
+  json j = json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[1]["queue"], "slow");
+  EXPECT_EQ(j[1]["running"], 0);  // nothing left leased
+  EXPECT_EQ(j[1]["pending"].get<int>() + j[1]["completed"].get<int>(), 50);
+  EXPECT_GT(j[1]["pending"].get<int>(), 40);  // 1/s: only a few ran
+  EXPECT_EQ(j[1]["limit"]["source"], "override");
+}
+
+}  // namespace
+}  // namespace conveyor
