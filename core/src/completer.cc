@@ -42,7 +42,7 @@ bool Completer::record(std::vector<Outcome>& batch) {
         o.counters->completed.fetch_add(1, std::memory_order_relaxed);
       } else {
         spdlog::info("queue {}: job {} finished after its lease was lost; result discarded",
-                     o.queue, o.lease.job_id);
+                     *o.queue, o.lease.job_id);
       }
       o.succeeded = false;
       o.retry_at_us = -2;  // recorded: skip below
@@ -55,7 +55,7 @@ bool Completer::record(std::vector<Outcome>& batch) {
             .fetch_add(1, std::memory_order_relaxed);
       } else {
         spdlog::info("queue {}: job {} failed after its lease was lost; result discarded",
-                     o.queue, o.lease.job_id);
+                     *o.queue, o.lease.job_id);
       }
       o.retry_at_us = -2;
     }

@@ -22,7 +22,7 @@ namespace conveyor {
 struct Outcome {
   conveyor_lease lease{};
   QueueCounters* counters = nullptr;
-  std::string queue;
+  const std::string* queue = nullptr;  // the runner's name; lives as long as the engine
   bool succeeded = false;
   int64_t retry_at_us = -1;  // failures: >= 0 retry then, < 0 final
   std::string error;

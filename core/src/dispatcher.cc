@@ -62,13 +62,16 @@ void Dispatcher::wake_all() {
 
 void Dispatcher::job_finished(QueueRunner& runner) {
   runner.in_flight.fetch_sub(1, std::memory_order_acq_rel);
-  total_in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+  total_in_flight_.fetch_sub(1);  // seq_cst: Engine::stop() reads it after a store
   bool wake_runner = runner.parked.exchange(false, std::memory_order_acq_rel);
+  const bool wake_global = has_global_waiters_.load(std::memory_order_acquire);
+  if (!wake_runner && !wake_global) return;  // the common case: no lock
   std::lock_guard lock(mu_);
   if (wake_runner) woken_.push_back(&runner);
   if (!waiting_global_.empty()) {
     woken_.insert(woken_.end(), waiting_global_.begin(), waiting_global_.end());
     waiting_global_.clear();
+    has_global_waiters_.store(false, std::memory_order_release);
     wake_runner = true;
   }
   if (wake_runner) {
@@ -149,9 +152,20 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   if (global_free == 0) {
     std::lock_guard lock(mu_);
     waiting_global_.push_back(&r);
+    has_global_waiters_.store(true, std::memory_order_release);
     return;
   }
   uint32_t batch = std::min({queue_free, global_free, options_.claim_batch_max});
+  // Busy queue, few permits back: give other jobs a moment to finish so the
+  // claim is a batch. Bounded: the next poll claims whatever is free.
+  const uint32_t full_batch = std::min(r.max_workers, options_.claim_batch_max);
+  if (in_flight > 0 && batch < full_batch / 2 && !r.coalescing && options_.coalesce.count() > 0) {
+    r.coalescing = true;
+    std::lock_guard lock(mu_);
+    schedule(r, now + options_.coalesce);
+    return;
+  }
+  r.coalescing = false;
   if (r.bucket) {
     batch = r.bucket->take(batch, now);
     if (batch == 0) {
@@ -182,10 +196,9 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   r.in_flight.fetch_add(claimed, std::memory_order_acq_rel);
   total_in_flight_.fetch_add(claimed, std::memory_order_acq_rel);
   r.counters.dispatched.fetch_add(claimed, std::memory_order_relaxed);
-  for (Job& job : jobs) {
+  for (const Job& job : jobs)
     r.counters.pickup_latency.observe(static_cast<double>(std::max<int64_t>(0, wall - job.run_at_us)) / 1e6);
-    execute_(r, std::move(job));
-  }
+  if (claimed > 0) execute_(r, std::move(jobs));
   // A full batch means more may be ready: come back at once. Otherwise the
   // queue is drained (or paused) until new work wakes it or the poll interval.
   std::lock_guard lock(mu_);

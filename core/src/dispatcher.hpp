@@ -48,6 +48,7 @@ struct QueueRunner {
   SteadyTime due{};                     // (D) when it is next polled
   bool scheduled = false;               // (D) present in the timer set
   std::chrono::milliseconds error_backoff{0};  // (D)
+  bool coalescing = false;              // (D) waiting briefly for more permits
 };
 
 // What a queue's runner looks like from outside the dispatcher thread.
@@ -64,9 +65,12 @@ class Dispatcher {
     std::chrono::milliseconds poll_interval{1000};
     std::chrono::milliseconds lease{30000};
     uint32_t max_in_flight = 256;  // engine-wide: the worker thread cap
+    // When a busy queue gets a permit back, wait this long for more to free
+    // up before claiming, so fast jobs are claimed in batches, not one by one.
+    std::chrono::microseconds coalesce{1000};
   };
-  // Receives each claimed job; must not block on the job's execution.
-  using Execute = std::function<void(QueueRunner&, Job&&)>;
+  // Receives each claimed batch; must not block on the jobs' execution.
+  using Execute = std::function<void(QueueRunner&, std::vector<Job>&&)>;
 
   Dispatcher(Storage& storage, const LimitResolver& limits, const Clock& clock, Metrics& metrics,
              Options options, Execute execute);
@@ -112,6 +116,7 @@ class Dispatcher {
   std::set<std::pair<SteadyTime, QueueRunner*>> timers_;                       // mu_
   std::vector<QueueRunner*> woken_;                                            // mu_
   std::vector<QueueRunner*> waiting_global_;                                   // mu_
+  std::atomic<bool> has_global_waiters_{false};
   bool interrupted_ = false;                                                   // mu_
   std::atomic<uint32_t> total_in_flight_{0};
 };

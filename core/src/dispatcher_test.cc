@@ -38,9 +38,9 @@ class DispatcherTest : public ::testing::Test {
     resolver_ = std::make_unique<LimitResolver>(engine, std::map<std::string, QueueConfig>{});
     dispatcher_ = std::make_unique<Dispatcher>(
         *storage_, *resolver_, clock_, metrics_, options,
-        [this](QueueRunner& r, Job&& job) {
+        [this](QueueRunner& r, std::vector<Job>&& jobs) {
           runner_ = &r;
-          claimed_.push_back(std::move(job));
+          for (Job& j : jobs) claimed_.push_back(std::move(j));
         });
   }
 
@@ -80,8 +80,14 @@ TEST_F(DispatcherTest, UnlimitedQueueClaimsUpToFreePermitsThenParks) {
   EXPECT_EQ(dispatcher_->run_due(clock_.steady_now()), SteadyTime::max());
   EXPECT_EQ(claimed_.size(), 20u);
   dispatcher_->job_finished(*runner_);
+  // One permit back on a busy queue: it waits the coalescing window for more.
+  SteadyTime next = dispatcher_->run_due(clock_.steady_now());
+  EXPECT_EQ(claimed_.size(), 20u);
+  EXPECT_EQ(next - clock_.steady_now(), std::chrono::microseconds(1000));
+  dispatcher_->job_finished(*runner_);
+  clock_.advance(std::chrono::microseconds(1000));
   dispatcher_->run_due(clock_.steady_now());
-  EXPECT_EQ(claimed_.size(), 21u);
+  EXPECT_EQ(claimed_.size(), 22u);  // both freed permits, in one claim
 }
 
 TEST_F(DispatcherTest, BatchIsCappedByClaimBatchMax) {

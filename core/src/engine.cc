@@ -62,7 +62,7 @@ struct Engine::Impl {
         *storage, limits, clock, metrics,
         Dispatcher::Options{config.engine.claim_batch_max, milliseconds(config.engine.poll_interval_ms),
                             milliseconds(config.engine.lease_ms), config.engine.worker_threads},
-        [this](QueueRunner& r, Job&& job) { execute(r, std::move(job)); });
+        [this](QueueRunner& r, std::vector<Job>&& jobs) { execute(r, std::move(jobs)); });
     completer = std::make_unique<Completer>(*storage, clock,
                                             [this](const conveyor_lease& l) { settled(l); });
     refresh_overrides();
@@ -72,19 +72,22 @@ struct Engine::Impl {
   ~Impl() { pool.reset(); }
 
   // ---- job execution (worker threads) ----
-  void execute(QueueRunner& r, Job&& job) {
+  void execute(QueueRunner& r, std::vector<Job>&& jobs) {
     {
       std::lock_guard lock(running_mu);
-      running.emplace(job.id, job.lease_token);
+      for (const Job& job : jobs) running.emplace(job.id, job.lease_token);
     }
-    pool->submit([this, &r, job = std::move(job)]() { run_job(r, job); });
+    std::vector<WorkerPool::Task> tasks;
+    tasks.reserve(jobs.size());
+    for (Job& job : jobs) tasks.emplace_back([this, &r, job = std::move(job)]() { run_job(r, job); });
+    pool->submit(std::move(tasks));
   }
 
   void run_job(QueueRunner& r, const Job& job) {
     Outcome o;
     o.lease = job.lease();
     o.counters = &r.counters;
-    o.queue = job.queue;
+    o.queue = &r.name;
     const auto started = clock.steady_now();
     try {
       Handler handler;
@@ -108,10 +111,10 @@ struct Engine::Impl {
         std::chrono::duration<double>(clock.steady_now() - started).count());
     completer->push(std::move(o));
     dispatcher->job_finished(r);
-    {
-      std::lock_guard lock(idle_mu);
+    if (stopping.load()) {  // seq_cst: pairs with stop()'s store, then load
+      std::lock_guard lock(idle_mu);  // stop() waits for in-flight jobs
+      idle_cv.notify_all();
     }
-    idle_cv.notify_all();
   }
 
   int64_t retry_at(const Job& job) const {
@@ -248,6 +251,7 @@ struct Engine::Impl {
   std::mutex running_mu;
   std::unordered_multimap<int64_t, int64_t> running;  // job id -> lease token
 
+  std::atomic<bool> stopping{false};
   std::mutex idle_mu;
   std::condition_variable idle_cv;
   std::mutex maintenance_mu;
@@ -341,6 +345,7 @@ uint32_t Engine::stop() {
   i.dispatcher_thread.join();
   i.notify_thread = {};
   // 2. Let running handlers finish within the timeout.
+  i.stopping.store(true);
   const auto deadline = std::chrono::steady_clock::now() + milliseconds(i.config.engine.shutdown_timeout_ms);
   {
     std::unique_lock idle(i.idle_mu);

@@ -1,0 +1,375 @@
+// The storage-plugin loader: resolves a plugin name to a file, maps it with
+// Boost.DLL, runs the version handshake of storage_plugin.h and keeps a
+// host-side copy of the function table. Every refusal is a PluginLoadError
+// that names the file, the reason and what to do about it.
+#include <conveyor/plugin_loader.hpp>
+
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <iterator>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+namespace conveyor {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kPluginPrefix = "libconveyor-";
+constexpr std::string_view kPluginSuffix = ".so";
+
+// One slot of the function table the host knows, by name and offset, so the
+// checks below can report slots by name without repeating the struct.
+struct Slot {
+  const char* name;
+  std::size_t offset;
+};
+
+#define CONVEYOR_SLOT(member) Slot{#member, offsetof(conveyor_storage_plugin, member)}
+// Every 1.0 slot except wait_for_notification is required (storage_plugin.h).
+constexpr Slot kRequiredSlots[] = {
+    CONVEYOR_SLOT(open),           CONVEYOR_SLOT(close),
+    CONVEYOR_SLOT(migrate),        CONVEYOR_SLOT(enqueue),
+    CONVEYOR_SLOT(claim),          CONVEYOR_SLOT(complete),
+    CONVEYOR_SLOT(fail),           CONVEYOR_SLOT(extend_leases),
+    CONVEYOR_SLOT(release),        CONVEYOR_SLOT(rescue_expired),
+    CONVEYOR_SLOT(cancel),         CONVEYOR_SLOT(set_queue_paused),
+    CONVEYOR_SLOT(queue_stats),    CONVEYOR_SLOT(list_queues),
+    CONVEYOR_SLOT(get_job),        CONVEYOR_SLOT(purge_finished),
+    CONVEYOR_SLOT(set_rate_limit), CONVEYOR_SLOT(delete_rate_limit),
+    CONVEYOR_SLOT(list_rate_limits), CONVEYOR_SLOT(change_marker),
+};
+// Optional slots: wait_for_notification, then every slot appended after 1.0
+// (each new minor adds its slots here).
+constexpr Slot kOptionalSlots[] = {
+    CONVEYOR_SLOT(wait_for_notification),
+};
+#undef CONVEYOR_SLOT
+
+// Every function-pointer slot after the header fields is listed exactly once
+// above: a slot added to storage_plugin.h but not here fails the build.
+static_assert(std::size(kRequiredSlots) + std::size(kOptionalSlots) ==
+                  (sizeof(conveyor_storage_plugin) - offsetof(conveyor_storage_plugin, open)) /
+                      sizeof(void (*)()),
+              "conveyor_storage_plugin gained or lost a slot: update kRequiredSlots / "
+              "kOptionalSlots");
+
+// Reads a slot of the host's table copy as an untyped value: only its
+// NULL-ness matters here. memcpy avoids type-punning through the struct.
+bool slot_is_null(const conveyor_storage_plugin& table, const Slot& slot) {
+  void (*fn)() = nullptr;
+  static_assert(sizeof fn == sizeof table.open, "function pointers differ in size");
+  std::memcpy(&fn, reinterpret_cast<const unsigned char*>(&table) + slot.offset, sizeof fn);
+  return fn == nullptr;
+}
+
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += sep;
+    out += item;
+  }
+  return out;
+}
+
+[[noreturn]] void refuse(const fs::path& path, const std::string& reason) {
+  throw PluginLoadError("cannot load storage plugin " + path.string() + ": " + reason);
+}
+
+// True when the file starts with the ELF magic. Used only to word the error
+// when dlopen fails: "not a shared library" versus "cannot be loaded" (e.g. a
+// missing dependency or an unresolved symbol in a real library).
+bool looks_like_elf(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  if (!in.read(magic, sizeof magic)) return false;
+  return magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F';
+}
+
+// Boost's message is "boost::dll::shared_library::load() failed (dlerror
+// system message: TEXT): <errno text>"; TEXT is what a user can act on.
+std::string dlerror_text(const std::exception& e) {
+  std::string what = e.what();
+  constexpr std::string_view marker = "(dlerror system message: ";
+  auto begin = what.find(marker);
+  auto end = what.rfind("): ");
+  if (begin == std::string::npos || end == std::string::npos || end < begin) return what;
+  begin += marker.size();
+  return what.substr(begin, end - begin);
+}
+
+bool is_simple_name(std::string_view name) {
+  if (name.empty()) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-';
+  });
+}
+
+// Plugin names found in dir (files libconveyor-NAME.so), sorted.
+std::vector<std::string> available_plugins(const fs::path& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string file = it->path().filename().string();
+    if (file.size() <= kPluginPrefix.size() + kPluginSuffix.size()) continue;
+    if (file.compare(0, kPluginPrefix.size(), kPluginPrefix) != 0) continue;
+    if (file.compare(file.size() - kPluginSuffix.size(), kPluginSuffix.size(), kPluginSuffix) != 0)
+      continue;
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec)) continue;  // follows symlinks
+    names.push_back(file.substr(kPluginPrefix.size(),
+                                file.size() - kPluginPrefix.size() - kPluginSuffix.size()));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+class LoadedPlugin final : public Plugin {
+ public:
+  LoadedPlugin(std::shared_ptr<boost::dll::shared_library> library,
+               const conveyor_storage_plugin& table, PluginInfo info)
+      : library_(std::move(library)), table_(table), info_(std::move(info)) {}
+
+  const conveyor_storage_plugin& table() const override { return table_; }
+  const PluginInfo& info() const override { return info_; }
+
+ private:
+  // Keeps the library mapped: table_'s function pointers point into it, so
+  // it must outlive every user of this Plugin (they hold it by shared_ptr).
+  std::shared_ptr<boost::dll::shared_library> library_;
+  conveyor_storage_plugin table_;  // the host's copy, sized as the host knows it
+  PluginInfo info_;
+};
+
+}  // namespace
+
+std::string kind_name(uint32_t kind) {
+  switch (kind) {
+    case CONVEYOR_KIND_CANONICAL:
+      return "canonical";
+    case CONVEYOR_KIND_QUEUE_STORAGE:
+      return "queue-storage";
+    default:
+      return "unknown(" + std::to_string(kind) + ")";
+  }
+}
+
+std::string capability_names(uint64_t capabilities) {
+  static constexpr std::pair<uint64_t, const char*> kNames[] = {
+      {CONVEYOR_CAP_DURABLE, "durable"},
+      {CONVEYOR_CAP_MULTI_PROCESS, "multi-process"},
+      {CONVEYOR_CAP_MULTI_HOST, "multi-host"},
+      {CONVEYOR_CAP_NOTIFY, "notify"},
+  };
+  std::vector<std::string> names;
+  for (int bit = 0; bit < 64; ++bit) {
+    const uint64_t mask = uint64_t{1} << bit;
+    if ((capabilities & mask) == 0) continue;
+    const char* name = nullptr;
+    for (const auto& [cap, cap_name] : kNames)
+      if (cap == mask) name = cap_name;
+    // A bit from a newer minor this host does not know: shown, not dropped.
+    names.push_back(name != nullptr ? std::string(name) : "bit" + std::to_string(bit));
+  }
+  return names.empty() ? "none" : join(names, ",");
+}
+
+// CONVEYOR_PLUGIN_DIR, when set and non-empty, replaces the default: it lets a
+// relocated install, a package or a test point at its plugins without editing
+// the config file. An explicit [storage] plugin_dir still wins (it is passed
+// to resolve_plugin_path and this function is not consulted).
+std::filesystem::path default_plugin_dir() {
+  if (const char* env = std::getenv("CONVEYOR_PLUGIN_DIR"); env != nullptr && *env != '\0')
+    return fs::path(env).lexically_normal();
+  std::error_code ec;
+  fs::path exe = boost::dll::program_location(ec);  // /proc/self/exe
+  if (ec || exe.empty())
+    throw PluginLoadError(
+        "cannot find the default storage plugin directory: the running executable's path is "
+        "unknown (" + ec.message() + "); set [storage] plugin_dir or CONVEYOR_PLUGIN_DIR");
+  // Same relative layout in the build tree and in an install (CMakeLists.txt).
+  return (exe.parent_path() / ".." / "lib" / "conveyor" / "plugins").lexically_normal();
+}
+
+std::filesystem::path resolve_plugin_path(std::string_view plugin, std::string_view plugin_dir) {
+  if (plugin.empty())
+    throw PluginLoadError(
+        "no storage plugin configured; set [storage] plugin to a plugin name (e.g. sqlite) or "
+        "to a path to a .so");
+  const bool is_path =
+      plugin.find('/') != std::string_view::npos ||
+      (plugin.size() >= kPluginSuffix.size() &&
+       plugin.substr(plugin.size() - kPluginSuffix.size()) == kPluginSuffix);
+  // A path is used as given, relative to the working directory; load_plugin
+  // reports a missing file.
+  if (is_path) return fs::path(plugin);
+
+  if (!is_simple_name(plugin))
+    throw PluginLoadError("storage plugin name '" + std::string(plugin) +
+                          "' is not valid (letters, digits, '_' and '-' only); set [storage] "
+                          "plugin to a plugin name (e.g. sqlite) or to a path to a .so");
+
+  const fs::path dir = plugin_dir.empty() ? default_plugin_dir() : fs::path(plugin_dir);
+  fs::path candidate =
+      dir / (std::string(kPluginPrefix) + std::string(plugin) + std::string(kPluginSuffix));
+  std::error_code ec;
+  if (fs::exists(candidate, ec)) return candidate;
+
+  std::string where;
+  if (!fs::is_directory(dir, ec)) {
+    where = "the directory does not exist; set [storage] plugin_dir or CONVEYOR_PLUGIN_DIR to "
+            "the plugin directory, or [storage] plugin to a path to a .so";
+  } else {
+    const std::vector<std::string> names = available_plugins(dir);
+    where = names.empty() ? "no plugins there; set [storage] plugin_dir or CONVEYOR_PLUGIN_DIR "
+                            "to the plugin directory, or [storage] plugin to a path to a .so"
+                          : "available: " + join(names, ", ") +
+                                "; set [storage] plugin to one of these or to a path to a .so";
+  }
+  throw PluginLoadError("storage plugin '" + std::string(plugin) + "' not found in " +
+                        dir.string() + " (" + where + ")");
+}
+
+std::shared_ptr<const Plugin> load_plugin(const std::filesystem::path& requested) {
+  // Resolve symlinks and relative parts first: the file we check is the file
+  // we load, and info().path names it unambiguously.
+  std::error_code ec;
+  const fs::path path = fs::canonical(requested, ec);
+  if (ec) {
+    if (ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory)
+      refuse(requested,
+             "file not found; set [storage] plugin to a plugin name found in [storage] "
+             "plugin_dir or to the path of an existing .so");
+    refuse(requested, "cannot access the file (" + ec.message() + ")");
+  }
+  if (!fs::is_regular_file(path, ec))
+    refuse(path, "not a regular file; set [storage] plugin to the path of a .so");
+
+  // The executable itself is not a plugin; Boost.DLL would quietly hand out
+  // the program's own symbols for it.
+  std::error_code exe_ec;
+  const fs::path exe = boost::dll::program_location(exe_ec);
+  if (!exe_ec && fs::equivalent(path, exe, exe_ec))
+    refuse(path, "this is the running executable, not a storage plugin");
+
+  // rtld_now: an unresolved symbol fails here, not in the middle of a job.
+  // rtld_local: plugins' symbols cannot clash with each other or the host.
+  // No append_decorations: the path is already resolved.
+  auto library = std::make_shared<boost::dll::shared_library>();
+  try {
+    library->load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    if (!looks_like_elf(path))
+      refuse(path, "not a shared library (" + dlerror_text(e) +
+                       "); set [storage] plugin to a storage plugin .so built for this platform");
+    refuse(path, "the shared library cannot be loaded (" + dlerror_text(e) +
+                     "); check that it was built for this platform and that its dependencies "
+                     "are installed");
+  } catch (...) {
+    // A static initializer in the plugin threw something that is not a
+    // std::exception; the library is not usable either way.
+    refuse(path, "the library's initialisation threw an exception while loading");
+  }
+
+  if (!library->has(CONVEYOR_PLUGIN_ENTRY_SYMBOL))
+    refuse(path, "the library does not export " CONVEYOR_PLUGIN_ENTRY_SYMBOL
+                 "; build it with CONVEYOR_EXPORT_STORAGE_PLUGIN or export the function from "
+                 "storage_plugin.h (with CONVEYOR_PLUGIN_EXPORT, extern \"C\")");
+  // get<Signature> yields a reference to the function itself (get of a
+  // pointer type would read the code as if it were a pointer variable).
+  using EntrySignature = std::remove_pointer_t<conveyor_plugin_entry_fn>;
+  conveyor_plugin_entry_fn entry = &library->get<EntrySignature>(CONVEYOR_PLUGIN_ENTRY_SYMBOL);
+
+  const conveyor_storage_plugin* plugin_table = nullptr;
+  try {
+    // The entry is C and must not throw, but a non-conforming C++ plugin
+    // might: refuse it rather than let the exception escape into the host.
+    plugin_table = entry(CONVEYOR_ABI_MAJOR, CONVEYOR_ABI_MINOR);
+  } catch (const std::exception& e) {
+    refuse(path, std::string(CONVEYOR_PLUGIN_ENTRY_SYMBOL) + " threw an exception (" + e.what() +
+                     "); a plugin must not let exceptions cross the C ABI");
+  } catch (...) {
+    refuse(path, std::string(CONVEYOR_PLUGIN_ENTRY_SYMBOL) +
+                     " threw an exception; a plugin must not let exceptions cross the C ABI");
+  }
+
+  const std::string host_abi =
+      std::to_string(CONVEYOR_ABI_MAJOR) + "." + std::to_string(CONVEYOR_ABI_MINOR);
+  if (plugin_table == nullptr)
+    refuse(path, std::string(CONVEYOR_PLUGIN_ENTRY_SYMBOL) +
+                     " returned NULL: the plugin does not support ABI major " +
+                     std::to_string(CONVEYOR_ABI_MAJOR) + " (this conveyor speaks " + host_abi +
+                     "); use a plugin built for this conveyor version");
+
+  // The header fields (struct_size, abi_major, abi_minor) sit at the same
+  // offsets in every version, so they can be read before the size check.
+  const uint32_t struct_size = plugin_table->struct_size;
+  const uint32_t abi_major = plugin_table->abi_major;
+  const uint32_t abi_minor = plugin_table->abi_minor;
+  if (abi_major != CONVEYOR_ABI_MAJOR)
+    refuse(path, "plugin speaks ABI " + std::to_string(abi_major) + "." +
+                     std::to_string(abi_minor) + ", this conveyor speaks " + host_abi +
+                     "; use a plugin built for ABI major " + std::to_string(CONVEYOR_ABI_MAJOR));
+  if (struct_size < CONVEYOR_PLUGIN_V1_0_SIZE)
+    refuse(path, "function table is " + std::to_string(struct_size) + " bytes, at least " +
+                     std::to_string(CONVEYOR_PLUGIN_V1_0_SIZE) +
+                     " required (ABI 1.0); rebuild the plugin against storage_plugin.h");
+
+  // The host's copy: zeroed, then the prefix both sides know. Slots the
+  // plugin is too old for stay NULL; slots from a newer minor are not copied.
+  const std::size_t copied = std::min<std::size_t>(struct_size, sizeof(conveyor_storage_plugin));
+  conveyor_storage_plugin table;
+  std::memset(&table, 0, sizeof table);
+  std::memcpy(&table, plugin_table, copied);
+  // The copy's struct_size says how much of the copy came from the plugin, so
+  // code that trusts table().struct_size never reads past the host's struct;
+  // info().struct_size keeps what the plugin reported.
+  table.struct_size = static_cast<uint32_t>(copied);
+
+  if (table.name == nullptr || table.name[0] == '\0')
+    refuse(path, "the function table has no name; set name in the plugin's table");
+  if (table.version == nullptr || table.version[0] == '\0')
+    refuse(path, "the function table has no version; set version in the plugin's table");
+  if (table.kind != CONVEYOR_KIND_CANONICAL && table.kind != CONVEYOR_KIND_QUEUE_STORAGE)
+    refuse(path, "unknown plugin kind " + std::to_string(table.kind) +
+                     " (this conveyor knows " + std::to_string(CONVEYOR_KIND_CANONICAL) +
+                     " = canonical and " + std::to_string(CONVEYOR_KIND_QUEUE_STORAGE) +
+                     " = queue-storage); set kind to a CONVEYOR_KIND_* value");
+
+  std::vector<std::string> missing;
+  for (const Slot& slot : kRequiredSlots)
+    if (slot_is_null(table, slot)) missing.emplace_back(slot.name);
+  if (!missing.empty())
+    refuse(path, std::string(missing.size() == 1 ? "required slot " : "required slots ") +
+                     join(missing, ", ") + (missing.size() == 1 ? " is" : " are") +
+                     " NULL; every ABI 1.0 slot but wait_for_notification must be implemented "
+                     "(return CONVEYOR_E_UNSUPPORTED from what the plugin cannot do)");
+  if ((table.capabilities & CONVEYOR_CAP_NOTIFY) != 0 && table.wait_for_notification == nullptr)
+    refuse(path, "the plugin advertises the notify capability but wait_for_notification is NULL; "
+                 "implement it or drop CONVEYOR_CAP_NOTIFY");
+
+  PluginInfo info;
+  info.path = path;
+  info.name = table.name;
+  info.version = table.version;
+  info.kind = table.kind;
+  info.capabilities = table.capabilities;
+  info.abi_major = abi_major;
+  info.abi_minor = abi_minor;
+  info.struct_size = struct_size;
+  for (const Slot& slot : kOptionalSlots)
+    if (slot_is_null(table, slot)) info.optional_slots_missing.emplace_back(slot.name);
+
+  return std::make_shared<const LoadedPlugin>(std::move(library), table, std::move(info));
+}
+
+}  // namespace conveyor

@@ -1,0 +1,20 @@
+/* A complete table with a kind this host does not know: refused. */
+#include <conveyor/storage_plugin.h>
+
+#include "stub_slots.h"
+
+static const conveyor_storage_plugin table = {
+    .struct_size = sizeof(conveyor_storage_plugin),
+    .abi_major = CONVEYOR_ABI_MAJOR,
+    .abi_minor = CONVEYOR_ABI_MINOR,
+    .name = "unknown_kind",
+    .version = "0.0.1",
+    .kind = 99,
+    STUB_SLOTS_1_0_REQUIRED,
+};
+
+CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storage_plugin_entry(
+    uint32_t host_abi_major, uint32_t host_abi_minor) {
+  (void)host_abi_minor;
+  return host_abi_major == CONVEYOR_ABI_MAJOR ? &table : NULL;
+}
