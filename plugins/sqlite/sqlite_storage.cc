@@ -1,0 +1,1007 @@
+#include "sqlite_storage.hpp"
+
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Exception.h>
+#include <SQLiteCpp/Statement.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <filesystem>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+namespace conveyor::sqlite {
+namespace {
+
+using sdk::Error;
+
+// Job states as stored. They equal the CONVEYOR_JOB_* values; SCHEDULED is
+// never stored (it is AVAILABLE with run_at in the future).
+constexpr int kAvailable = CONVEYOR_JOB_AVAILABLE;
+constexpr int kRunning = CONVEYOR_JOB_RUNNING;
+static_assert(CONVEYOR_JOB_AVAILABLE == 1 && CONVEYOR_JOB_RUNNING == 3 &&
+                  CONVEYOR_JOB_COMPLETED == 4 && CONVEYOR_JOB_FAILED == 5 &&
+                  CONVEYOR_JOB_CANCELLED == 6,
+              "the SQL below spells the state numbers out (final states are "
+              "state >= 4, non-final ones state < 4)");
+
+constexpr const char* kLeaseExpiredError = "lease expired: worker presumed dead";
+
+// Upper bound on how many times a transaction is retried after
+// SQLITE_BUSY/SQLITE_LOCKED (the other bound is busy_timeout_ms).
+constexpr int kMaxBusyAttempts = 12;
+// Idle reader connections kept for reuse.
+constexpr size_t kMaxIdleReaders = 8;
+
+// The schema, one entry per version step: kMigrations[i] upgrades from
+// version i to i + 1. Never edit a released step; append a new one.
+constexpr const char* kMigrations[] = {
+    // 0 -> 1
+    R"sql(
+CREATE TABLE jobs (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,  -- ids are never reused
+  queue         TEXT    NOT NULL,
+  kind          TEXT    NOT NULL,
+  payload       BLOB    NOT NULL,
+  priority      INTEGER NOT NULL,
+  state         INTEGER NOT NULL,  -- 1 available, 3 running, 4 completed, 5 failed, 6 cancelled
+  attempt       INTEGER NOT NULL DEFAULT 0,
+  max_attempts  INTEGER NOT NULL,
+  run_at        INTEGER NOT NULL,
+  created_at    INTEGER NOT NULL,
+  finalized_at  INTEGER NOT NULL DEFAULT 0,
+  lease_token   INTEGER NOT NULL DEFAULT 0,
+  lease_expires INTEGER NOT NULL DEFAULT 0,
+  last_error    TEXT    NOT NULL DEFAULT ''
+);
+CREATE INDEX jobs_claim ON jobs (queue, priority, run_at, id) WHERE state = 1;
+CREATE INDEX jobs_lease ON jobs (lease_expires) WHERE state = 3;
+-- Final states are exactly state >= 4. Spelled as a comparison, not as
+-- IN (4, 5, 6): an IN list in a partial-index predicate is evaluated through
+-- an ephemeral b-tree on every UPDATE of a row, which made each UPDATE 4-5x
+-- slower.
+CREATE INDEX jobs_final ON jobs (finalized_at) WHERE state >= 4;
+-- Every queue ever enqueued into or paused (list_queues reads only this).
+CREATE TABLE queues (
+  name   TEXT    PRIMARY KEY,
+  paused INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE TABLE rate_limits (
+  queue      TEXT    PRIMARY KEY,
+  rate       REAL    NOT NULL,
+  burst      INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE meta (
+  key   TEXT    PRIMARY KEY,
+  value INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO meta (key, value) VALUES ('change_marker', 0);
+)sql",
+};
+static_assert(std::size(kMigrations) == kSchemaVersion,
+              "one migration step per schema version");
+
+// Cached statements, by index into kSql.
+enum Stmt : int {
+  kBegin,
+  kCommit,
+  kUserVersion,
+  kInsertJob,
+  kQueuePaused,
+  kAnyReady,
+  kClaim,
+  kComplete,
+  kFailRetry,
+  kFailFinal,
+  kExtend,
+  kRelease,
+  kRescue,
+  kCancel,
+  kUpsertQueue,
+  kBumpMarker,
+  kQueueStats,
+  kListQueues,
+  kRegisterQueue,
+  kGetJob,
+  kPurge,
+  kUpsertRateLimit,
+  kDeleteRateLimit,
+  kListRateLimits,
+  kGetMarker,
+  kStmtCount
+};
+
+constexpr std::array<const char*, kStmtCount> kSql = {
+    /* kBegin */ "BEGIN IMMEDIATE",
+    /* kCommit */ "COMMIT",
+    /* kUserVersion */ "PRAGMA user_version",
+    /* kInsertJob */
+    "INSERT INTO jobs (queue, kind, payload, priority, state, attempt, max_attempts,"
+    " run_at, created_at) VALUES (?1, ?2, ?3, ?4, 1, 0, ?5, ?6, ?7)",
+    /* kQueuePaused */ "SELECT paused FROM queues WHERE name = ?1",
+    /* kAnyReady */
+    "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND state = 1 AND run_at <= ?2)"
+    " AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND paused <> 0)",
+    /* kClaim */
+    "UPDATE jobs SET state = 3, attempt = attempt + 1, lease_token = ?1,"
+    " lease_expires = ?2"
+    " WHERE id IN (SELECT id FROM jobs WHERE queue = ?3 AND state = 1 AND run_at <= ?4"
+    " ORDER BY priority, run_at, id LIMIT ?5)"
+    " RETURNING id, kind, payload, priority, attempt, max_attempts, run_at,"
+    " created_at, last_error",
+    /* kComplete */
+    "UPDATE jobs SET state = 4, finalized_at = ?1, lease_token = 0, lease_expires = 0"
+    " WHERE id = ?2 AND state = 3 AND lease_token = ?3",
+    /* kFailRetry */
+    "UPDATE jobs SET state = 1, run_at = ?1, last_error = ?2, lease_token = 0,"
+    " lease_expires = 0 WHERE id = ?3 AND state = 3 AND lease_token = ?4",
+    /* kFailFinal */
+    "UPDATE jobs SET state = 5, finalized_at = ?1, last_error = ?2, lease_token = 0,"
+    " lease_expires = 0 WHERE id = ?3 AND state = 3 AND lease_token = ?4",
+    /* kExtend */
+    "UPDATE jobs SET lease_expires = ?1 WHERE id = ?2 AND state = 3 AND lease_token = ?3",
+    /* kRelease */
+    "UPDATE jobs SET state = 1, run_at = ?1, attempt = MAX(attempt - 1, 0),"
+    " lease_token = 0, lease_expires = 0"
+    " WHERE id = ?2 AND state = 3 AND lease_token = ?3",
+    /* kRescue */
+    "UPDATE jobs SET"
+    " state = CASE WHEN attempt < max_attempts THEN 1 ELSE 5 END,"
+    " run_at = CASE WHEN attempt < max_attempts THEN ?1 ELSE run_at END,"
+    " finalized_at = CASE WHEN attempt < max_attempts THEN 0 ELSE ?1 END,"
+    " lease_token = 0, lease_expires = 0, last_error = ?2"
+    " WHERE id IN (SELECT id FROM jobs WHERE state = 3 AND lease_expires < ?1"
+    " ORDER BY lease_expires, id LIMIT ?3)",
+    /* kCancel */
+    "UPDATE jobs SET state = 6, finalized_at = ?1, lease_token = 0, lease_expires = 0"
+    " WHERE id = ?2 AND state < 4",  // not final: available or running
+    /* kUpsertQueue */
+    "INSERT INTO queues (name, paused) VALUES (?1, ?2)"
+    " ON CONFLICT (name) DO UPDATE SET paused = excluded.paused",
+    /* kBumpMarker */
+    "INSERT INTO meta (key, value) VALUES ('change_marker', 1)"
+    " ON CONFLICT (key) DO UPDATE SET value = value + 1",
+    /* kQueueStats */
+    "SELECT name, MAX(paused), SUM(pending), SUM(scheduled), SUM(running),"
+    " SUM(completed), SUM(failed), SUM(cancelled) FROM ("
+    " SELECT queue AS name, 0 AS paused, (state = 1 AND run_at <= ?1) AS pending,"
+    " (state = 1 AND run_at > ?1) AS scheduled, (state = 3) AS running,"
+    " (state = 4) AS completed, (state = 5) AS failed, (state = 6) AS cancelled"
+    " FROM jobs"
+    " UNION ALL SELECT name, 1, 0, 0, 0, 0, 0, 0 FROM queues WHERE paused <> 0"
+    ") GROUP BY name ORDER BY name",
+    /* kListQueues */ "SELECT name, paused FROM queues ORDER BY name",
+    /* kRegisterQueue */
+    "INSERT INTO queues (name, paused) VALUES (?1, 0) ON CONFLICT (name) DO NOTHING",
+    /* kGetJob */
+    "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
+    " created_at, finalized_at, lease_token, lease_expires, last_error"
+    " FROM jobs WHERE id = ?1",
+    /* kPurge */
+    "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state >= 4"
+    " AND finalized_at < ?1 ORDER BY finalized_at, id LIMIT ?2)",
+    /* kUpsertRateLimit */
+    "INSERT INTO rate_limits (queue, rate, burst, updated_at) VALUES (?1, ?2, ?3, ?4)"
+    " ON CONFLICT (queue) DO UPDATE SET rate = excluded.rate, burst = excluded.burst,"
+    " updated_at = excluded.updated_at",
+    /* kDeleteRateLimit */ "DELETE FROM rate_limits WHERE queue = ?1",
+    /* kListRateLimits */
+    "SELECT queue, rate, burst, updated_at FROM rate_limits ORDER BY queue",
+    /* kGetMarker */ "SELECT value FROM meta WHERE key = 'change_marker'",
+};
+
+// A missing comma above would silently merge two entries and shift the rest.
+static_assert(
+    [] {
+      for (const char* sql : kSql)
+        if (sql == nullptr) return false;
+      return true;
+    }(),
+    "every Stmt needs its SQL in kSql");
+
+std::string os_error(int err) { return std::generic_category().message(err); }
+
+bool is_busy(int code) {
+  int primary = code & 0xff;
+  return primary == SQLITE_BUSY || primary == SQLITE_LOCKED;
+}
+
+// Maps a SQLite failure to a conveyor status.
+conveyor_status status_for(int code) {
+  if (code < 0) return CONVEYOR_E_INTERNAL;
+  switch (code & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PROTOCOL:
+    case SQLITE_READONLY:
+    case SQLITE_NOLFS:
+    case SQLITE_NOMEM:
+      return CONVEYOR_E_UNAVAILABLE;
+    case SQLITE_NOTADB:
+      return CONVEYOR_E_INVALID;
+    default:
+      return CONVEYOR_E_INTERNAL;
+  }
+}
+
+Error translate(const SQLite::Exception& e, const char* op, const std::string& path,
+                sqlite3* db = nullptr) {
+  std::string msg = std::string("sqlite ") + op + " on '" + path + "': " + e.what();
+  int code = e.getErrorCode();
+  if (code >= 0) {
+    msg += " (sqlite code " + std::to_string(e.getExtendedErrorCode()) + ")";
+    int primary = code & 0xff;
+    if (db != nullptr && (primary == SQLITE_CANTOPEN || primary == SQLITE_IOERR)) {
+      int sys = sqlite3_system_errno(db);
+      if (sys != 0) msg += ": " + os_error(sys);
+    }
+  }
+  return Error(status_for(code), msg);
+}
+
+// Binds text with its length; the SQLite copy (SQLITE_TRANSIENT) keeps it
+// independent of the caller's buffer.
+void bind_text(SQLite::Statement& st, int index, std::string_view s) {
+  st.bind(index, std::string(s));
+}
+
+// Binds bytes without copying: the caller's buffer outlives the statement's
+// execution (the statement is reset before the ABI call returns).
+void bind_blob(SQLite::Statement& st, int index, std::string_view s) {
+  if (s.size() > static_cast<size_t>(INT_MAX))
+    throw Error(CONVEYOR_E_INVALID, "payload too large for sqlite");
+  st.bindNoCopy(index, s.data() != nullptr ? static_cast<const void*>(s.data())
+                                           : static_cast<const void*>(""),
+                static_cast<int>(s.size()));
+}
+
+std::string column_text(const SQLite::Statement& st, int index) {
+  SQLite::Column c = st.getColumn(index);
+  const char* p = c.getText();
+  int n = c.getBytes();
+  return std::string(p, static_cast<size_t>(n));
+}
+
+std::string column_blob(const SQLite::Statement& st, int index) {
+  SQLite::Column c = st.getColumn(index);
+  const void* p = c.getBlob();
+  int n = c.getBytes();
+  if (p == nullptr || n <= 0) return std::string();
+  return std::string(static_cast<const char*>(p), static_cast<size_t>(n));
+}
+
+// Resets a statement (and drops its bindings) when the scope ends, so no
+// statement keeps a transaction or a borrowed buffer alive.
+class Use {
+ public:
+  explicit Use(SQLite::Statement& st) : st_(st) {}
+  ~Use() {
+    st_.tryReset();
+    try {
+      st_.clearBindings();
+    } catch (...) {
+    }
+  }
+  Use(const Use&) = delete;
+  Use& operator=(const Use&) = delete;
+
+ private:
+  SQLite::Statement& st_;
+};
+
+// A job copied out of a row, so callbacks run after the transaction ends.
+struct OwnedJob {
+  int64_t id = 0;
+  int32_t state = 0;
+  std::string queue;
+  std::string kind;
+  std::string payload;
+  int32_t priority = 0;
+  int32_t attempt = 0;
+  int32_t max_attempts = 0;
+  int64_t run_at = 0;
+  int64_t created_at = 0;
+  int64_t finalized_at = 0;
+  int64_t lease_token = 0;
+  int64_t lease_expires = 0;
+  std::string last_error;
+
+  conveyor_job view() const {
+    conveyor_job j{};
+    j.struct_size = sizeof(conveyor_job);
+    j.state = state;
+    j.id = id;
+    j.queue = sdk::str(queue);
+    j.kind = sdk::str(kind);
+    j.payload = sdk::str(payload);
+    j.priority = priority;
+    j.attempt = attempt;
+    j.max_attempts = max_attempts;
+    j.reserved0 = 0;
+    j.run_at_us = run_at;
+    j.created_at_us = created_at;
+    j.finalized_at_us = finalized_at;
+    j.lease_token = lease_token;
+    j.lease_expires_us = lease_expires;
+    j.last_error = sdk::str(last_error);
+    return j;
+  }
+};
+
+void require_queue(std::string_view queue, const char* op) {
+  if (queue.empty())
+    throw Error(CONVEYOR_E_INVALID, std::string(op) + ": queue name is empty");
+}
+
+int64_t wall_clock_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string upper(std::string s) {
+  for (char& c : s)
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  return s;
+}
+
+// Creates the parent directories and checks that the file can be opened for
+// writing, so the error names the path and the OS reason.
+void prepare_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  fs::path parent = p.parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+    if (ec)
+      throw Error(CONVEYOR_E_UNAVAILABLE, "sqlite: cannot create directory '" +
+                                              parent.string() + "' for database '" +
+                                              path + "': " + ec.message());
+  }
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    int err = errno;
+    throw Error(CONVEYOR_E_UNAVAILABLE,
+                "sqlite: cannot open database file '" + path + "' for reading and writing: " +
+                    os_error(err));
+  }
+  ::close(fd);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+struct Conn {
+  SQLite::Database db;
+  std::array<std::unique_ptr<SQLite::Statement>, kStmtCount> stmts;
+
+  Conn(const std::string& path, int flags, int busy_timeout_ms)
+      : db(path, flags, busy_timeout_ms) {}
+
+  SQLite::Statement& get(int which) {
+    auto& slot = stmts[static_cast<size_t>(which)];
+    if (!slot) slot = std::make_unique<SQLite::Statement>(db, kSql[static_cast<size_t>(which)]);
+    return *slot;
+  }
+
+  void rollback_quietly() noexcept {
+    sqlite3* h = db.getHandle();
+    if (h != nullptr && sqlite3_get_autocommit(h) == 0)
+      sqlite3_exec(h, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+};
+
+Config parse_config(const sdk::Options& options) {
+  options.require_known({"path", "busy_timeout_ms", "synchronous"});
+  Config cfg;
+  if (!options.has("path") || options.get("path").empty())
+    throw Error(CONVEYOR_E_INVALID,
+                "storage option 'path' is required (the SQLite database file)");
+  cfg.path = options.get("path");
+  if (cfg.path == ":memory:" || cfg.path.rfind("file:", 0) == 0)
+    throw Error(CONVEYOR_E_INVALID,
+                "storage option 'path' must name a database file (several processes share "
+                "it), not an in-memory database or a 'file:' URI: '" + cfg.path + "'");
+  if (cfg.path.find('\0') != std::string::npos)
+    throw Error(CONVEYOR_E_INVALID, "storage option 'path' contains a NUL byte");
+  if (options.has("busy_timeout_ms")) {
+    std::string v = options.get("busy_timeout_ms");
+    long long ms = -1;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), ms);
+    if (ec != std::errc() || end != v.data() + v.size() || ms < 0 || ms > INT_MAX)
+      throw Error(CONVEYOR_E_INVALID, "storage option 'busy_timeout_ms' must be an integer in "
+                                      "[0, 2147483647], got '" + v + "'");
+    cfg.busy_timeout_ms = static_cast<int>(ms);
+  }
+  if (options.has("synchronous")) {
+    std::string v = upper(options.get("synchronous"));
+    if (v != "NORMAL" && v != "FULL" && v != "OFF")
+      throw Error(CONVEYOR_E_INVALID,
+                  "storage option 'synchronous' must be NORMAL, FULL or OFF, got '" +
+                      options.get("synchronous") + "'");
+    cfg.synchronous = v;
+  }
+  return cfg;
+}
+
+SqliteStorage::SqliteStorage(Config config) : config_(std::move(config)) {}
+SqliteStorage::~SqliteStorage() = default;
+
+std::unique_ptr<SqliteStorage> SqliteStorage::open(const sdk::Options& options) {
+  Config cfg = parse_config(options);
+  prepare_path(cfg.path);
+  std::unique_ptr<SqliteStorage> s(new SqliteStorage(std::move(cfg)));
+  s->writer_ = s->open_conn(/*writer=*/true);
+  return s;
+}
+
+std::unique_ptr<Conn> SqliteStorage::open_conn(bool writer) {
+  std::unique_ptr<Conn> c;
+  try {
+    // NOMUTEX: a connection is only ever used by one thread at a time (the
+    // writer under writer_mu_, readers leased from the pool).
+    c = std::make_unique<Conn>(config_.path, SQLite::OPEN_READWRITE | SQLite::OPEN_NOMUTEX,
+                               config_.busy_timeout_ms);
+  } catch (const SQLite::Exception& e) {
+    throw translate(e, "open", config_.path);
+  }
+  if (writer) {
+    with_busy_retry("open", [&] {
+      try {
+        SQLite::Statement mode(c->db, "PRAGMA journal_mode = WAL");
+        std::string got = mode.executeStep() ? upper(mode.getColumn(0).getString()) : "";
+        if (got != "WAL")
+          throw Error(CONVEYOR_E_UNAVAILABLE, "sqlite: cannot switch '" + config_.path +
+                                                  "' to WAL mode (journal_mode is '" + got +
+                                                  "'); is it on a network file system?");
+        // The value was checked against a fixed list in parse_config.
+        c->db.exec("PRAGMA synchronous = " + config_.synchronous);
+      } catch (const SQLite::Exception& e) {
+        if (is_busy(e.getErrorCode())) throw;
+        throw translate(e, "open", config_.path, c->db.getHandle());
+      }
+    });
+  }
+  return c;
+}
+
+template <typename Fn>
+void SqliteStorage::with_busy_retry(const char* op, Fn&& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  auto backoff = std::chrono::microseconds(500);
+  for (int attempt = 1;; ++attempt) {
+    try {
+      fn();
+      return;
+    } catch (const SQLite::Exception& e) {
+      if (!is_busy(e.getErrorCode())) throw translate(e, op, config_.path);
+      auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - start);
+      if (attempt >= kMaxBusyAttempts || elapsed.count() >= config_.busy_timeout_ms)
+        throw Error(CONVEYOR_E_UNAVAILABLE,
+                    std::string("sqlite ") + op + " on '" + config_.path +
+                        "': database is busy (locked by another connection or process) after " +
+                        std::to_string(attempt) + " attempt(s) over " +
+                        std::to_string(elapsed.count()) + " ms: " + e.what());
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::microseconds(50'000));
+    }
+  }
+}
+
+template <typename Fn>
+void SqliteStorage::write_txn(const char* op, Fn&& fn) {
+  std::lock_guard<std::mutex> lock(writer_mu_);
+  Conn& c = *writer_;
+  with_busy_retry(op, [&] {
+    try {
+      {
+        SQLite::Statement& begin = c.get(kBegin);
+        Use u(begin);
+        begin.exec();
+      }
+      fn(c);
+      SQLite::Statement& commit = c.get(kCommit);
+      Use u(commit);
+      commit.exec();
+    } catch (...) {
+      c.rollback_quietly();
+      throw;
+    }
+  });
+}
+
+std::unique_ptr<Conn> SqliteStorage::acquire_reader() {
+  {
+    std::lock_guard<std::mutex> lock(readers_mu_);
+    if (!idle_readers_.empty()) {
+      std::unique_ptr<Conn> c = std::move(idle_readers_.back());
+      idle_readers_.pop_back();
+      return c;
+    }
+  }
+  return open_conn(/*writer=*/false);
+}
+
+void SqliteStorage::return_reader(std::unique_ptr<Conn> conn) noexcept {
+  std::unique_ptr<Conn> drop;  // destroyed outside the lock
+  {
+    std::lock_guard<std::mutex> lock(readers_mu_);
+    if (idle_readers_.size() < kMaxIdleReaders) {
+      try {
+        idle_readers_.push_back(std::move(conn));
+      } catch (...) {
+        drop = std::move(conn);
+      }
+    } else {
+      drop = std::move(conn);
+    }
+  }
+}
+
+class ReaderLease {
+ public:
+  explicit ReaderLease(SqliteStorage& s) : s_(s), c_(s.acquire_reader()) {}
+  ~ReaderLease() { s_.return_reader(std::move(c_)); }
+  ReaderLease(const ReaderLease&) = delete;
+  ReaderLease& operator=(const ReaderLease&) = delete;
+  Conn& conn() { return *c_; }
+
+ private:
+  SqliteStorage& s_;
+  std::unique_ptr<Conn> c_;
+};
+
+template <typename Fn>
+void SqliteStorage::read(const char* op, Fn&& fn) {
+  ReaderLease lease(*this);
+  with_busy_retry(op, [&] { fn(lease.conn()); });
+}
+
+// ---------------------------------------------------------------------------
+
+void SqliteStorage::migrate() {
+  write_txn("migrate", [&](Conn& c) {
+    int version = 0;
+    {
+      SQLite::Statement& st = c.get(kUserVersion);
+      Use u(st);
+      if (st.executeStep()) version = st.getColumn(0).getInt();
+    }
+    if (version > kSchemaVersion)
+      throw Error(CONVEYOR_E_INVALID,
+                  "sqlite database '" + config_.path + "' has schema version " +
+                      std::to_string(version) + ", newer than version " +
+                      std::to_string(kSchemaVersion) +
+                      " that this plugin (sqlite 0.1.0) knows; upgrade Conveyor");
+    if (version < 0)
+      throw Error(CONVEYOR_E_INVALID, "sqlite database '" + config_.path +
+                                          "' has an invalid schema version " +
+                                          std::to_string(version));
+    for (int v = version; v < kSchemaVersion; ++v) c.db.exec(kMigrations[v]);
+    if (version != kSchemaVersion)
+      c.db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+  });
+}
+
+void SqliteStorage::enqueue(std::span<const conveyor_new_job> jobs,
+                            std::span<int64_t> out_ids) {
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const conveyor_new_job& j = jobs[i];
+    const std::string where = "enqueue: job " + std::to_string(i) + ": ";
+    if (sdk::view(j.queue).empty()) throw Error(CONVEYOR_E_INVALID, where + "queue is empty");
+    if (sdk::view(j.kind).empty()) throw Error(CONVEYOR_E_INVALID, where + "kind is empty");
+    if (j.max_attempts < 1)
+      throw Error(CONVEYOR_E_INVALID,
+                  where + "max_attempts must be >= 1, got " + std::to_string(j.max_attempts));
+    if ((j.payload.data == nullptr && j.payload.len != 0) ||
+        (j.queue.data == nullptr && j.queue.len != 0) ||
+        (j.kind.data == nullptr && j.kind.len != 0))
+      throw Error(CONVEYOR_E_INVALID, where + "NULL string with non-zero length");
+    if (j.payload.len > static_cast<size_t>(INT_MAX))
+      throw Error(CONVEYOR_E_INVALID, where + "payload larger than 2 GiB");
+  }
+  // The distinct queues of the batch, registered for list_queues.
+  std::vector<std::string_view> queues;
+  for (const conveyor_new_job& j : jobs) {
+    std::string_view q = sdk::view(j.queue);
+    if (queues.empty() || queues.back() != q) queues.push_back(q);
+  }
+  std::sort(queues.begin(), queues.end());
+  queues.erase(std::unique(queues.begin(), queues.end()), queues.end());
+  const int64_t created = wall_clock_us();
+  std::vector<int64_t> ids(jobs.size());
+  write_txn("enqueue", [&](Conn& c) {
+    {
+      SQLite::Statement& reg = c.get(kRegisterQueue);
+      for (std::string_view q : queues) {
+        Use u(reg);
+        bind_text(reg, 1, q);
+        reg.exec();
+      }
+    }
+    SQLite::Statement& st = c.get(kInsertJob);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const conveyor_new_job& j = jobs[i];
+      Use u(st);
+      bind_text(st, 1, sdk::view(j.queue));
+      bind_text(st, 2, sdk::view(j.kind));
+      bind_blob(st, 3, sdk::view(j.payload));
+      st.bind(4, j.priority);
+      st.bind(5, j.max_attempts);
+      st.bind(6, static_cast<int64_t>(j.run_at_us));
+      st.bind(7, static_cast<int64_t>(created));
+      st.exec();
+      ids[i] = c.db.getLastInsertRowid();
+    }
+  });
+  std::copy(ids.begin(), ids.end(), out_ids.begin());
+}
+
+uint32_t SqliteStorage::claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
+                              int64_t now_us, int64_t lease_expires_us,
+                              const sdk::JobSink& sink) {
+  require_queue(queue, "claim");
+  if (max_jobs == 0) return 0;
+  // Idle polling must not take the write lock (a CLI or another server may
+  // want it): look on a reader first. Returning 0 when that snapshot shows
+  // nothing ready is what a claim at that instant would have returned; the
+  // write transaction below re-checks everything.
+  bool any_ready = false;
+  read("claim", [&](Conn& c) {
+    SQLite::Statement& st = c.get(kAnyReady);
+    Use u(st);
+    bind_text(st, 1, queue);
+    st.bind(2, static_cast<int64_t>(now_us));
+    any_ready = st.executeStep() && st.getColumn(0).getInt() != 0;
+  });
+  if (!any_ready) return 0;
+  std::vector<OwnedJob> claimed;
+  write_txn("claim", [&](Conn& c) {
+    claimed.clear();
+    {
+      SQLite::Statement& paused = c.get(kQueuePaused);
+      Use u(paused);
+      bind_text(paused, 1, queue);
+      if (paused.executeStep() && paused.getColumn(0).getInt64() != 0) return;
+    }
+    SQLite::Statement& st = c.get(kClaim);
+    Use u(st);
+    st.bind(1, static_cast<int64_t>(lease_token));
+    st.bind(2, static_cast<int64_t>(lease_expires_us));
+    bind_text(st, 3, queue);
+    st.bind(4, static_cast<int64_t>(now_us));
+    st.bind(5, static_cast<int64_t>(max_jobs));
+    claimed.reserve(std::min<uint32_t>(max_jobs, 1024));
+    while (st.executeStep()) {
+      OwnedJob& j = claimed.emplace_back();
+      j.id = st.getColumn(0).getInt64();
+      j.kind = column_text(st, 1);
+      j.payload = column_blob(st, 2);
+      j.priority = st.getColumn(3).getInt();
+      j.attempt = st.getColumn(4).getInt();
+      j.max_attempts = st.getColumn(5).getInt();
+      j.run_at = st.getColumn(6).getInt64();
+      j.created_at = st.getColumn(7).getInt64();
+      j.last_error = column_text(st, 8);
+    }
+  });
+  // RETURNING does not promise an order: report in claim order.
+  std::sort(claimed.begin(), claimed.end(), [](const OwnedJob& a, const OwnedJob& b) {
+    if (a.priority != b.priority) return a.priority < b.priority;
+    if (a.run_at != b.run_at) return a.run_at < b.run_at;
+    return a.id < b.id;
+  });
+  for (OwnedJob& j : claimed) {
+    j.state = CONVEYOR_JOB_RUNNING;
+    j.queue.assign(queue);
+    j.lease_token = lease_token;
+    j.lease_expires = lease_expires_us;
+    j.finalized_at = 0;
+    conveyor_job v = j.view();
+    sink(v);
+  }
+  return static_cast<uint32_t>(claimed.size());
+}
+
+template <typename Bind>
+void SqliteStorage::per_lease(const char* op, int stmt, std::span<const conveyor_lease> leases,
+                              std::span<conveyor_status> results, Bind&& bind) {
+  std::vector<conveyor_status> out(leases.size(), CONVEYOR_E_LEASE_LOST);
+  write_txn(op, [&](Conn& c) {
+    SQLite::Statement& st = c.get(stmt);
+    for (size_t i = 0; i < leases.size(); ++i) {
+      Use u(st);
+      bind(st, leases[i]);
+      out[i] = st.exec() > 0 ? CONVEYOR_OK : CONVEYOR_E_LEASE_LOST;
+    }
+  });
+  std::copy(out.begin(), out.end(), results.begin());
+}
+
+void SqliteStorage::complete(std::span<const conveyor_lease> leases, int64_t now_us,
+                             std::span<conveyor_status> results) {
+  per_lease("complete", kComplete, leases, results,
+            [&](SQLite::Statement& st, const conveyor_lease& l) {
+              st.bind(1, static_cast<int64_t>(now_us));
+              st.bind(2, static_cast<int64_t>(l.job_id));
+              st.bind(3, static_cast<int64_t>(l.lease_token));
+            });
+}
+
+void SqliteStorage::extend_leases(std::span<const conveyor_lease> leases,
+                                  int64_t lease_expires_us,
+                                  std::span<conveyor_status> results) {
+  per_lease("extend_leases", kExtend, leases, results,
+            [&](SQLite::Statement& st, const conveyor_lease& l) {
+              st.bind(1, static_cast<int64_t>(lease_expires_us));
+              st.bind(2, static_cast<int64_t>(l.job_id));
+              st.bind(3, static_cast<int64_t>(l.lease_token));
+            });
+}
+
+void SqliteStorage::release(std::span<const conveyor_lease> leases, int64_t now_us,
+                            std::span<conveyor_status> results) {
+  per_lease("release", kRelease, leases, results,
+            [&](SQLite::Statement& st, const conveyor_lease& l) {
+              st.bind(1, static_cast<int64_t>(now_us));
+              st.bind(2, static_cast<int64_t>(l.job_id));
+              st.bind(3, static_cast<int64_t>(l.lease_token));
+            });
+}
+
+void SqliteStorage::fail(conveyor_lease lease, std::string_view error_text,
+                         int64_t retry_at_us, int64_t now_us) {
+  int changed = 0;
+  write_txn("fail", [&](Conn& c) {
+    const bool retry = retry_at_us >= 0;
+    SQLite::Statement& st = c.get(retry ? kFailRetry : kFailFinal);
+    Use u(st);
+    st.bind(1, static_cast<int64_t>(retry ? retry_at_us : now_us));
+    bind_text(st, 2, error_text);
+    st.bind(3, static_cast<int64_t>(lease.job_id));
+    st.bind(4, static_cast<int64_t>(lease.lease_token));
+    changed = st.exec();
+  });
+  if (changed == 0)
+    throw Error(CONVEYOR_E_LEASE_LOST, "fail: job " + std::to_string(lease.job_id) +
+                                           " is not running under lease token " +
+                                           std::to_string(lease.lease_token));
+}
+
+uint32_t SqliteStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
+  if (max_jobs == 0) return 0;
+  int changed = 0;
+  write_txn("rescue_expired", [&](Conn& c) {
+    SQLite::Statement& st = c.get(kRescue);
+    Use u(st);
+    st.bind(1, static_cast<int64_t>(now_us));
+    bind_text(st, 2, kLeaseExpiredError);
+    st.bind(3, static_cast<int64_t>(max_jobs));
+    changed = st.exec();
+  });
+  return static_cast<uint32_t>(changed);
+}
+
+void SqliteStorage::cancel(int64_t job_id, int64_t now_us) {
+  int changed = 0;
+  write_txn("cancel", [&](Conn& c) {
+    SQLite::Statement& st = c.get(kCancel);
+    Use u(st);
+    st.bind(1, static_cast<int64_t>(now_us));
+    st.bind(2, static_cast<int64_t>(job_id));
+    changed = st.exec();
+  });
+  if (changed == 0)
+    throw Error(CONVEYOR_E_NOT_FOUND, "cancel: job " + std::to_string(job_id) +
+                                          " does not exist or is already final");
+}
+
+void SqliteStorage::set_queue_paused(std::string_view queue, bool paused, int64_t /*now_us*/) {
+  require_queue(queue, "set_queue_paused");
+  write_txn("set_queue_paused", [&](Conn& c) {
+    {
+      SQLite::Statement& st = c.get(kUpsertQueue);
+      Use u(st);
+      bind_text(st, 1, queue);
+      st.bind(2, paused ? 1 : 0);
+      st.exec();
+    }
+    SQLite::Statement& bump = c.get(kBumpMarker);
+    Use u(bump);
+    bump.exec();
+  });
+}
+
+void SqliteStorage::queue_stats(int64_t now_us, const sdk::QueueStatsSink& sink) {
+  struct Row {
+    std::string name;
+    int32_t paused;
+    int64_t counts[6];
+  };
+  std::vector<Row> rows;
+  read("queue_stats", [&](Conn& c) {
+    rows.clear();
+    SQLite::Statement& st = c.get(kQueueStats);
+    Use u(st);
+    st.bind(1, static_cast<int64_t>(now_us));
+    while (st.executeStep()) {
+      Row& r = rows.emplace_back();
+      r.name = column_text(st, 0);
+      r.paused = st.getColumn(1).getInt64() != 0 ? 1 : 0;
+      for (int i = 0; i < 6; ++i) r.counts[i] = st.getColumn(2 + i).getInt64();
+    }
+  });
+  for (const Row& r : rows) {
+    conveyor_queue_stats s{};
+    s.struct_size = sizeof(conveyor_queue_stats);
+    s.paused = r.paused;
+    s.queue = sdk::str(r.name);
+    s.pending = r.counts[0];
+    s.scheduled = r.counts[1];
+    s.running = r.counts[2];
+    s.completed = r.counts[3];
+    s.failed = r.counts[4];
+    s.cancelled = r.counts[5];
+    sink(s);
+  }
+}
+
+void SqliteStorage::list_queues(const sdk::QueueSink& sink) {
+  std::vector<std::pair<std::string, bool>> rows;
+  read("list_queues", [&](Conn& c) {
+    rows.clear();
+    SQLite::Statement& st = c.get(kListQueues);
+    Use u(st);
+    while (st.executeStep()) rows.emplace_back(column_text(st, 0), st.getColumn(1).getInt64() != 0);
+  });
+  for (const auto& [name, paused] : rows) sink(name, paused);
+}
+
+void SqliteStorage::get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& sink) {
+  bool found = false;
+  OwnedJob j;
+  read("get_job", [&](Conn& c) {
+    SQLite::Statement& st = c.get(kGetJob);
+    Use u(st);
+    st.bind(1, static_cast<int64_t>(job_id));
+    found = st.executeStep();
+    if (!found) return;
+    j.id = st.getColumn(0).getInt64();
+    j.queue = column_text(st, 1);
+    j.kind = column_text(st, 2);
+    j.payload = column_blob(st, 3);
+    j.priority = st.getColumn(4).getInt();
+    j.state = st.getColumn(5).getInt();
+    j.attempt = st.getColumn(6).getInt();
+    j.max_attempts = st.getColumn(7).getInt();
+    j.run_at = st.getColumn(8).getInt64();
+    j.created_at = st.getColumn(9).getInt64();
+    j.finalized_at = st.getColumn(10).getInt64();
+    j.lease_token = st.getColumn(11).getInt64();
+    j.lease_expires = st.getColumn(12).getInt64();
+    j.last_error = column_text(st, 13);
+  });
+  if (!found)
+    throw Error(CONVEYOR_E_NOT_FOUND, "get_job: job " + std::to_string(job_id) + " not found");
+  if (j.state == kAvailable && j.run_at > now_us) j.state = CONVEYOR_JOB_SCHEDULED;
+  if (j.state != kRunning) {
+    j.lease_token = 0;
+    j.lease_expires = 0;
+  }
+  conveyor_job v = j.view();
+  sink(v);
+}
+
+uint64_t SqliteStorage::purge_finished(int64_t finalized_before_us, uint32_t max_jobs) {
+  if (max_jobs == 0) return 0;
+  int changed = 0;
+  write_txn("purge_finished", [&](Conn& c) {
+    SQLite::Statement& st = c.get(kPurge);
+    Use u(st);
+    st.bind(1, static_cast<int64_t>(finalized_before_us));
+    st.bind(2, static_cast<int64_t>(max_jobs));
+    changed = st.exec();
+  });
+  return static_cast<uint64_t>(changed);
+}
+
+void SqliteStorage::set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst,
+                                   int64_t now_us) {
+  require_queue(queue, "set_rate_limit");
+  if (!(rate_per_sec > 0) || !std::isfinite(rate_per_sec))
+    throw Error(CONVEYOR_E_INVALID, "set_rate_limit: rate_per_sec must be > 0 and finite");
+  if (burst < 1) throw Error(CONVEYOR_E_INVALID, "set_rate_limit: burst must be >= 1");
+  write_txn("set_rate_limit", [&](Conn& c) {
+    {
+      SQLite::Statement& st = c.get(kUpsertRateLimit);
+      Use u(st);
+      bind_text(st, 1, queue);
+      st.bind(2, rate_per_sec);
+      st.bind(3, static_cast<int64_t>(burst));
+      st.bind(4, static_cast<int64_t>(now_us));
+      st.exec();
+    }
+    SQLite::Statement& bump = c.get(kBumpMarker);
+    Use u(bump);
+    bump.exec();
+  });
+}
+
+void SqliteStorage::delete_rate_limit(std::string_view queue) {
+  require_queue(queue, "delete_rate_limit");
+  int changed = 0;
+  write_txn("delete_rate_limit", [&](Conn& c) {
+    {
+      SQLite::Statement& st = c.get(kDeleteRateLimit);
+      Use u(st);
+      bind_text(st, 1, queue);
+      changed = st.exec();
+    }
+    if (changed == 0) return;
+    SQLite::Statement& bump = c.get(kBumpMarker);
+    Use u(bump);
+    bump.exec();
+  });
+  if (changed == 0)
+    throw Error(CONVEYOR_E_NOT_FOUND, "delete_rate_limit: queue '" + std::string(queue) +
+                                          "' has no rate-limit override");
+}
+
+void SqliteStorage::list_rate_limits(const sdk::RateLimitSink& sink) {
+  struct Row {
+    std::string queue;
+    double rate;
+    int64_t burst;
+    int64_t updated_at;
+  };
+  std::vector<Row> rows;
+  read("list_rate_limits", [&](Conn& c) {
+    rows.clear();
+    SQLite::Statement& st = c.get(kListRateLimits);
+    Use u(st);
+    while (st.executeStep())
+      rows.push_back(Row{column_text(st, 0), st.getColumn(1).getDouble(),
+                         st.getColumn(2).getInt64(), st.getColumn(3).getInt64()});
+  });
+  for (const Row& r : rows) {
+    conveyor_rate_limit l{};
+    l.struct_size = sizeof(conveyor_rate_limit);
+    l.burst = static_cast<uint32_t>(std::clamp<int64_t>(r.burst, 1, UINT32_MAX));
+    l.queue = sdk::str(r.queue);
+    l.rate_per_sec = r.rate;
+    l.updated_at_us = r.updated_at;
+    sink(l);
+  }
+}
+
+int64_t SqliteStorage::change_marker() {
+  int64_t marker = 0;
+  read("change_marker", [&](Conn& c) {
+    SQLite::Statement& st = c.get(kGetMarker);
+    Use u(st);
+    marker = st.executeStep() ? st.getColumn(0).getInt64() : 0;
+  });
+  return marker;
+}
+
+}  // namespace conveyor::sqlite
+
+CONVEYOR_EXPORT_STORAGE_PLUGIN(conveyor::sqlite::SqliteStorage, "sqlite", "0.1.0",
+                               CONVEYOR_KIND_CANONICAL,
+                               CONVEYOR_CAP_DURABLE | CONVEYOR_CAP_MULTI_PROCESS)

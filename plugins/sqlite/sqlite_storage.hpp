@@ -1,0 +1,120 @@
+// The "sqlite" storage plugin: a canonical (one mutable row per job) backend
+// on one SQLite file in WAL mode, safe for several threads and several
+// processes (a CLI next to a running server).
+//
+// Design:
+//   * One writer connection guarded by a mutex. Every write is a single
+//     BEGIN IMMEDIATE transaction, so claimers in any thread or process are
+//     serialised by SQLite's write lock and never see the same job.
+//   * A small pool of reader connections for queue_stats, list_queues,
+//     get_job, list_rate_limits and change_marker; in WAL mode they never block the
+//     writer and see only committed data.
+//   * Prepared statements are cached per connection and reused.
+//   * SQLITE_BUSY / SQLITE_LOCKED: SQLite's busy handler waits up to
+//     busy_timeout_ms; a transaction that still fails (or fails without the
+//     handler being consulted) is retried with a short backoff, bounded by
+//     busy_timeout_ms and a fixed number of attempts, then reported as
+//     CONVEYOR_E_UNAVAILABLE.
+//   * Callbacks run only after the transaction committed and after the
+//     connection was released, from buffered copies of the rows.
+#ifndef CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
+#define CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
+
+#include <conveyor/storage_plugin.h>
+#include <conveyor/storage_plugin.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin*
+conveyor_storage_plugin_entry(uint32_t host_abi_major, uint32_t host_abi_minor);
+
+namespace conveyor::sqlite {
+
+// The schema version this build creates and understands (PRAGMA user_version).
+inline constexpr int kSchemaVersion = 1;
+
+struct Config {
+  std::string path;
+  int busy_timeout_ms = 5000;
+  std::string synchronous = "NORMAL";  // NORMAL, FULL or OFF (validated)
+};
+
+// Parses and validates [storage.options]; throws sdk::Error(CONVEYOR_E_INVALID).
+Config parse_config(const sdk::Options& options);
+
+struct Conn;  // one SQLite connection plus its cached statements
+
+class SqliteStorage {
+ public:
+  static std::unique_ptr<SqliteStorage> open(const sdk::Options& options);
+  ~SqliteStorage();
+  SqliteStorage(const SqliteStorage&) = delete;
+  SqliteStorage& operator=(const SqliteStorage&) = delete;
+
+  void migrate();
+  void enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids);
+  uint32_t claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
+                 int64_t now_us, int64_t lease_expires_us, const sdk::JobSink& sink);
+  void complete(std::span<const conveyor_lease> leases, int64_t now_us,
+                std::span<conveyor_status> results);
+  void fail(conveyor_lease lease, std::string_view error_text, int64_t retry_at_us,
+            int64_t now_us);
+  void extend_leases(std::span<const conveyor_lease> leases, int64_t lease_expires_us,
+                     std::span<conveyor_status> results);
+  void release(std::span<const conveyor_lease> leases, int64_t now_us,
+               std::span<conveyor_status> results);
+  uint32_t rescue_expired(int64_t now_us, uint32_t max_jobs);
+  void cancel(int64_t job_id, int64_t now_us);
+  void set_queue_paused(std::string_view queue, bool paused, int64_t now_us);
+  void queue_stats(int64_t now_us, const sdk::QueueStatsSink& sink);
+  void list_queues(const sdk::QueueSink& sink);
+  void get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& sink);
+  uint64_t purge_finished(int64_t finalized_before_us, uint32_t max_jobs);
+  void set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst,
+                      int64_t now_us);
+  void delete_rate_limit(std::string_view queue);
+  void list_rate_limits(const sdk::RateLimitSink& sink);
+  int64_t change_marker();
+
+ private:
+  explicit SqliteStorage(Config config);
+
+  std::unique_ptr<Conn> open_conn(bool writer);
+
+  // Runs fn(conn) inside BEGIN IMMEDIATE ... COMMIT on the writer connection,
+  // retrying the whole transaction on SQLITE_BUSY/SQLITE_LOCKED. fn must be
+  // safe to run again from scratch (it resets whatever it collects).
+  template <typename Fn>
+  void write_txn(const char* op, Fn&& fn);
+  // Runs fn(conn) on a pooled reader connection, with the same busy retry.
+  template <typename Fn>
+  void read(const char* op, Fn&& fn);
+  template <typename Fn>
+  void with_busy_retry(const char* op, Fn&& fn);
+
+  // Applies one lease-guarded UPDATE per lease inside one transaction.
+  template <typename Bind>
+  void per_lease(const char* op, int stmt, std::span<const conveyor_lease> leases,
+                 std::span<conveyor_status> results, Bind&& bind);
+
+  std::unique_ptr<Conn> acquire_reader();
+  void return_reader(std::unique_ptr<Conn> conn) noexcept;
+
+  Config config_;
+  std::mutex writer_mu_;
+  std::unique_ptr<Conn> writer_;
+  std::mutex readers_mu_;
+  std::vector<std::unique_ptr<Conn>> idle_readers_;
+
+  friend class ReaderLease;
+};
+
+}  // namespace conveyor::sqlite
+
+#endif  // CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
