@@ -10,10 +10,17 @@ Completer::Completer(Storage& storage, const Clock& clock,
                      std::function<void(const conveyor_lease&)> settled)
     : storage_(storage), clock_(clock), settled_(std::move(settled)) {}
 
+namespace {
+// Group commit: one storage transaction per batch of outcomes, not per job.
+// The first outcome starts a short linger; a full batch ends it early.
+constexpr size_t kGroupSize = 256;
+constexpr auto kLinger = std::chrono::microseconds(1000);
+}  // namespace
+
 void Completer::push(Outcome outcome) {
   std::lock_guard lock(mu_);
   pending_.push_back(std::move(outcome));
-  if (pending_.size() == 1) cv_.notify_one();
+  if (pending_.size() == 1 || pending_.size() == kGroupSize) cv_.notify_one();
 }
 
 size_t Completer::pending() const {
@@ -88,6 +95,9 @@ void Completer::run(std::stop_token stop) {
         cv_.wait_for(lock, backoff, [&] { return finishing_ || stop.stop_requested(); });
       } else if (batch.empty()) {
         cv_.wait(lock, ready);
+        cv_.wait_for(lock, kLinger, [&] {
+          return pending_.size() >= kGroupSize || finishing_ || stop.stop_requested();
+        });
       }
       for (auto& o : pending_) batch.push_back(std::move(o));
       pending_.clear();
