@@ -223,15 +223,24 @@ struct Adapter {
                                     JobSink(fn, ctx));
     });
   }
-  static conveyor_status complete(conveyor_storage* s, const conveyor_lease* leases,
-                                  size_t n, int64_t now, conveyor_status* results,
-                                  conveyor_error* err) {
+  // The shape shared by complete, extend_leases and release: a batch of
+  // leases in, one status per lease out.
+  template <typename Call>
+  static conveyor_status lease_batch(const conveyor_lease* leases, size_t n,
+                                     conveyor_status* results, conveyor_error* err,
+                                     Call&& call) {
     return guarded(err, [&] {
       if (n == 0) return;
       if (leases == nullptr || results == nullptr)
         throw Error(CONVEYOR_E_INVALID, "leases or results is NULL");
-      self(s)->complete(std::span(leases, n), now, std::span(results, n));
+      call(std::span(leases, n), std::span(results, n));
     });
+  }
+  static conveyor_status complete(conveyor_storage* s, const conveyor_lease* leases,
+                                  size_t n, int64_t now, conveyor_status* results,
+                                  conveyor_error* err) {
+    return lease_batch(leases, n, results, err,
+                       [&](auto l, auto r) { self(s)->complete(l, now, r); });
   }
   static conveyor_status fail(conveyor_storage* s, conveyor_lease lease,
                               conveyor_str error_text, int64_t retry_at,
@@ -244,22 +253,14 @@ struct Adapter {
                                        const conveyor_lease* leases, size_t n,
                                        int64_t expires, conveyor_status* results,
                                        conveyor_error* err) {
-    return guarded(err, [&] {
-      if (n == 0) return;
-      if (leases == nullptr || results == nullptr)
-        throw Error(CONVEYOR_E_INVALID, "leases or results is NULL");
-      self(s)->extend_leases(std::span(leases, n), expires, std::span(results, n));
-    });
+    return lease_batch(leases, n, results, err,
+                       [&](auto l, auto r) { self(s)->extend_leases(l, expires, r); });
   }
   static conveyor_status release(conveyor_storage* s, const conveyor_lease* leases,
                                  size_t n, int64_t now, conveyor_status* results,
                                  conveyor_error* err) {
-    return guarded(err, [&] {
-      if (n == 0) return;
-      if (leases == nullptr || results == nullptr)
-        throw Error(CONVEYOR_E_INVALID, "leases or results is NULL");
-      self(s)->release(std::span(leases, n), now, std::span(results, n));
-    });
+    return lease_batch(leases, n, results, err,
+                       [&](auto l, auto r) { self(s)->release(l, now, r); });
   }
   static conveyor_status rescue_expired(conveyor_storage* s, int64_t now,
                                         uint32_t max_jobs, uint32_t* out,

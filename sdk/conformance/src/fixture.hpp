@@ -1,0 +1,55 @@
+// The fixture of every conformance test: the plugin under test (loaded once
+// through the production loader) and a fresh storage per test (the user's
+// options with their placeholders expanded for this test).
+#pragma once
+
+#include "fresh_storage.hpp"
+#include "handle.hpp"
+
+#include <conveyor/plugin_loader.hpp>
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+namespace conveyor::conformance {
+
+// The CONVEYOR_CAP_* bit's name, e.g. "multi-process (CONVEYOR_CAP_MULTI_PROCESS)".
+std::string capability_label(uint64_t capability);
+
+class ConformanceTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  const PluginInfo& info() const { return plugin_->info(); }
+  const conveyor_storage_plugin& table() const { return plugin_->table(); }
+  bool has(uint64_t capability) const { return (info().capabilities & capability) != 0; }
+  const OptionList& options() const { return storage_->options(); }
+
+  // Opens a handle on this test's storage and (by default) migrates it. The
+  // first handle of a test also checks that the storage starts empty. Throws
+  // CallFailed when open or migrate fails.
+  std::unique_ptr<Handle> open(bool migrate = true);
+  // open's raw outcome with options() + extra; *out as the plugin left it.
+  Status open_raw(const OptionList& extra, conveyor_storage** out);
+
+  std::shared_ptr<const Plugin> plugin_;
+  std::unique_ptr<FreshStorage> storage_;
+
+ private:
+  int opened_ = 0;
+};
+
+}  // namespace conveyor::conformance
+
+// Skips the test, saying which capability it needs, unless the plugin
+// advertises it. Tests are chosen by capabilities, never by plugin name.
+#define CONFORMANCE_REQUIRE(capability)                                                       \
+  do {                                                                                        \
+    if (!has(capability))                                                                     \
+      GTEST_SKIP() << "needs capability "                                                     \
+                   << ::conveyor::conformance::capability_label(capability)                    \
+                   << ", which the plugin does not advertise";                                \
+  } while (0)

@@ -1,0 +1,140 @@
+// One open storage handle of the plugin under test, driven through its C
+// function table. Every call checks the conventions every function shares
+// (storage_plugin.h "Conventions for every function"): a known status code;
+// on failure err->code equal to the status and a non-empty, NUL-terminated
+// message; callbacks only during the call; reported structs well formed. A
+// broken convention is a test failure (ADD_FAILURE, safe from any thread).
+//
+// Two flavours of each operation:
+//   Status claim(..., &out)  the raw outcome, for tests that expect errors;
+//   claim_jobs(...)          must succeed: throws CallFailed otherwise, which
+//                            GoogleTest reports as the test's failure.
+#pragma once
+
+#include "reported.hpp"
+
+#include <conveyor/plugin_loader.hpp>
+#include <conveyor/storage_plugin.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conveyor::conformance {
+
+// The suite's clock: every now_us it passes is near kT0 (2100-01-01), far from
+// the wall clock, so a plugin that reads its own clock where the header says
+// to use now_us is caught.
+inline constexpr int64_t kT0 = 4'102'444'800'000'000;
+inline constexpr int64_t kSecond = 1'000'000;
+inline constexpr int64_t kLease = 30 * kSecond;
+
+struct Status {
+  std::string op;
+  conveyor_status code = CONVEYOR_OK;
+  std::string message;
+  bool ok() const { return code == CONVEYOR_OK; }
+};
+// "claim returned CONVEYOR_E_INVALID (1): <message>"
+std::ostream& operator<<(std::ostream& out, const Status& status);
+
+// A call that had to succeed did not.
+class CallFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct JobSpec {
+  std::string queue = "default";
+  std::string kind = "conformance.job";
+  std::string payload = "{}";
+  int32_t priority = 0;
+  int32_t max_attempts = 3;
+  int64_t run_at_us = kT0;
+};
+
+// A fresh non-zero lease token per call (tokens are the host's to pick).
+int64_t next_lease_token();
+
+class Handle {
+ public:
+  Handle(std::shared_ptr<const Plugin> plugin, conveyor_storage* storage);
+  ~Handle();  // close
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+
+  conveyor_storage* raw() const { return storage_; }
+  const conveyor_storage_plugin& table() const { return *table_; }
+
+  // ---- raw outcomes ----
+  Status migrate();
+  Status enqueue(const std::vector<JobSpec>& jobs, std::vector<int64_t>* ids);
+  Status claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+               int64_t lease_expires_us, std::vector<JobCopy>* jobs);
+  Status complete(const std::vector<conveyor_lease>& leases, int64_t now_us,
+                  std::vector<conveyor_status>* results);
+  Status fail(conveyor_lease lease, std::string_view error_text, int64_t retry_at_us,
+              int64_t now_us);
+  Status extend_leases(const std::vector<conveyor_lease>& leases, int64_t lease_expires_us,
+                       std::vector<conveyor_status>* results);
+  Status release(const std::vector<conveyor_lease>& leases, int64_t now_us,
+                 std::vector<conveyor_status>* results);
+  Status rescue_expired(int64_t now_us, uint32_t max_jobs, uint32_t* rescued);
+  Status cancel(int64_t job_id, int64_t now_us);
+  Status set_queue_paused(std::string_view queue, bool paused, int64_t now_us);
+  Status queue_stats(int64_t now_us, std::vector<StatsCopy>* stats);
+  Status list_queues(std::vector<QueueCopy>* queues);
+  Status get_job(int64_t job_id, int64_t now_us, std::optional<JobCopy>* job);
+  Status purge_finished(int64_t finalized_before_us, uint32_t max_jobs, uint64_t* deleted);
+  Status set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst,
+                        int64_t now_us);
+  Status delete_rate_limit(std::string_view queue);
+  Status list_rate_limits(std::vector<LimitCopy>* limits);
+  Status change_marker(int64_t* marker);
+  Status wait_for_notification(int64_t timeout_us, std::vector<NotificationCopy>* notes);
+
+  // ---- must succeed (throw CallFailed) ----
+  int64_t add(const JobSpec& job);
+  std::vector<int64_t> add_all(const std::vector<JobSpec>& jobs);
+  // Claims with a fresh token and a lease of kLease from now_us.
+  std::vector<JobCopy> claim_jobs(std::string_view queue, uint32_t max_jobs, int64_t now_us);
+  JobCopy claim_one(std::string_view queue, int64_t now_us);  // exactly one job
+  JobCopy job(int64_t job_id, int64_t now_us);
+  std::vector<conveyor_status> complete_all(const std::vector<conveyor_lease>& leases,
+                                            int64_t now_us);
+  void complete_one(conveyor_lease lease, int64_t now_us);  // must be CONVEYOR_OK
+  uint32_t rescue(int64_t now_us, uint32_t max_jobs);
+  void pause(std::string_view queue, bool paused, int64_t now_us);
+  std::vector<StatsCopy> stats(int64_t now_us);
+  std::optional<StatsCopy> stats_of(std::string_view queue, int64_t now_us);
+  std::vector<QueueCopy> queues();
+  std::vector<LimitCopy> limits();
+  int64_t marker();
+  uint64_t purge(int64_t finalized_before_us, uint32_t max_jobs);
+
+ private:
+  // Checks the shared conventions and turns the outcome into a Status.
+  Status finish(const char* op, conveyor_status code, const conveyor_error& err,
+                struct CallContext* ctx);
+
+  std::shared_ptr<const Plugin> plugin_;
+  const conveyor_storage_plugin* table_;
+  conveyor_storage* storage_;
+};
+
+// Throws CallFailed describing status unless it is CONVEYOR_OK.
+void require_ok(const Status& status);
+
+// A conveyor_error filled with a byte pattern, so an error the plugin did not
+// write (or did not NUL-terminate) is visible.
+conveyor_error poisoned_error();
+// Checks a failed call's err (storage_plugin.h "Status" and "Errors"); returns
+// a description of what is wrong, or "" when all is well.
+std::string check_error(conveyor_status code, const conveyor_error& err);
+
+}  // namespace conveyor::conformance
