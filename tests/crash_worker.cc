@@ -1,0 +1,49 @@
+// A worker process for the crash tests: the engine with a "record" job kind
+// that appends "<job id> <pid>" to a file before running the job (one
+// O_APPEND write, so lines from several processes never interleave), then
+// sleeps the payload's "ms". Runs until SIGTERM/SIGINT (graceful stop), or
+// until killed.
+//   crash_worker CONFIG RECORD_FILE
+#include <conveyor/engine.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s CONFIG RECORD_FILE\n", argv[0]);
+    return 2;
+  }
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const int fd = ::open(argv[2], O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) {
+    std::perror("open record file");
+    return 1;
+  }
+  conveyor::Engine engine(conveyor::load_config_file(argv[1]));
+  engine.register_handler("record", [fd](const conveyor::Job& job) {
+    const std::string line = std::to_string(job.id) + " " + std::to_string(::getpid()) + "\n";
+    if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      throw std::runtime_error("cannot write the record file");
+    const int ms = nlohmann::json::parse(job.payload).value("ms", 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  });
+  engine.start();
+  int sig = 0;
+  sigwait(&signals, &sig);
+  engine.stop();
+  ::close(fd);
+  return 0;
+}
