@@ -15,6 +15,13 @@ packages=(
 )
 if [[ "${CONVEYOR_DEPS_TEST:-0}" == 1 ]]; then
   packages+=(clang clang-format)
+  packages+=(libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes for scripts/fuzz.sh
+  # The dashboard's browser test: Debian's chromium, driven by playwright-core from npm.
+  packages+=(chromium)
+  # Node.js may come from elsewhere (NodeSource's nodejs bundles npm, and Debian's npm
+  # conflicts with it): add Debian's only for a command that is missing.
+  command -v node >/dev/null || packages+=(nodejs)
+  command -v npm >/dev/null || packages+=(npm)
 fi
 
 missing=()

@@ -32,4 +32,6 @@ run_suite build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DCONVEYOR_SANITIZE=ON -DCONVEYOR_BUILD_BENCHMARKS=OFF
 )
-echo "conveyor: all tests passed (regular and sanitizer builds)"
+# Fuzz the parsers for a bounded time (replays kept regression inputs first).
+FUZZ_SECONDS=${FUZZ_SECONDS:-60} bash scripts/fuzz.sh
+echo "conveyor: all tests passed (regular and sanitizer builds, fuzzing)"

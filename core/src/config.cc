@@ -223,8 +223,9 @@ void Reader::walk(const toml::table& table, const std::string& path,
                   const std::vector<KeyHandler>& keys) const {
   for (const auto& [key, node] : in_file_order(table)) {
     const Field f{*node, key_path(path, key->str()), key->source().begin.line};
+    const std::string_view name = key->str();  // clang 14 cannot capture a structured binding
     const auto handler = std::find_if(keys.begin(), keys.end(),
-                                      [&](const KeyHandler& k) { return k.name == key->str(); });
+                                      [&](const KeyHandler& k) { return k.name == name; });
     if (handler == keys.end()) fail_unknown(f, path, keys);
     handler->read(f);
   }
