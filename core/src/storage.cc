@@ -21,9 +21,21 @@ JobState state_from_c(int32_t s) {
   }
 }
 
-// Copies a plugin-owned job into a Job, reading only the fields the plugin's
-// struct_size covers (older plugins have smaller structs).
+// Output structs may grow at their end in later minors (storage_plugin.h,
+// rule 5); every 1.0 field must be there. Fields added later will be read only
+// when struct_size covers them.
+template <typename T>
+void require_v1_size(uint32_t struct_size, const char* what) {
+  if (struct_size < sizeof(T))
+    throw StorageError(CONVEYOR_E_INTERNAL,
+                       fmt::format("plugin reported a {} of {} bytes; ABI 1.0 needs {} (set "
+                                   "struct_size = sizeof({}))",
+                                   what, struct_size, sizeof(T), what));
+}
+
+// Copies a plugin-owned job into a Job.
 Job job_from_c(const conveyor_job& c) {
+  require_v1_size<conveyor_job>(c.struct_size, "conveyor_job");
   Job j;
   j.id = c.id;
   j.state = state_from_c(c.state);
@@ -42,8 +54,33 @@ Job job_from_c(const conveyor_job& c) {
   return j;
 }
 
+// What a callback gathers. Callbacks run inside plugin code, possibly C, so
+// nothing may be thrown through them: a failure is kept here and thrown by
+// the caller once the plugin call has returned.
+template <typename T>
+struct Collected {
+  std::vector<T> items;
+  std::string error;
+
+  template <typename Fn>
+  void add(Fn&& make) noexcept {
+    if (!error.empty()) return;
+    try {
+      items.push_back(make());
+    } catch (const std::exception& e) {
+      error = e.what();
+    } catch (...) {
+      error = "unknown error while copying a plugin's result";
+    }
+  }
+  std::vector<T> take() {
+    if (!error.empty()) throw StorageError(CONVEYOR_E_INTERNAL, error);
+    return std::move(items);
+  }
+};
+
 void collect_job(void* ctx, const conveyor_job* job) {
-  static_cast<std::vector<Job>*>(ctx)->push_back(job_from_c(*job));
+  static_cast<Collected<Job>*>(ctx)->add([&] { return job_from_c(*job); });
 }
 
 }  // namespace
@@ -108,14 +145,15 @@ std::vector<int64_t> Storage::enqueue(std::span<const NewJob> jobs, int64_t now_
 
 std::vector<Job> Storage::claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
                                 int64_t now_us, int64_t lease_expires_us) {
-  std::vector<Job> jobs;
-  jobs.reserve(max_jobs);
+  Collected<Job> collected;
+  collected.items.reserve(max_jobs);
   uint32_t claimed = 0;
   conveyor_error err{};
   if (auto st = t_->claim(handle_, cstr(queue), max_jobs, lease_token, now_us, lease_expires_us,
-                          &collect_job, &jobs, &claimed, &err);
+                          &collect_job, &collected, &claimed, &err);
       st != CONVEYOR_OK)
     throw_error("claim", st, err);
+  std::vector<Job> jobs = collected.take();
   if (claimed != jobs.size() || claimed > max_jobs)
     throw StorageError(CONVEYOR_E_INTERNAL,
                        fmt::format("storage plugin '{}': claim reported {} jobs but delivered {}",
@@ -206,43 +244,47 @@ void Storage::set_queue_paused(std::string_view queue, bool paused, int64_t now_
 }
 
 std::vector<QueueStats> Storage::queue_stats(int64_t now_us) {
-  std::vector<QueueStats> out;
+  Collected<QueueStats> out;
   conveyor_error err{};
   auto on_stats = [](void* ctx, const conveyor_queue_stats* s) {
-    QueueStats q;
-    q.queue = to_std(s->queue);
-    q.paused = s->paused != 0;
-    q.pending = s->pending;
-    q.scheduled = s->scheduled;
-    q.running = s->running;
-    q.completed = s->completed;
-    q.failed = s->failed;
-    q.cancelled = s->cancelled;
-    static_cast<std::vector<QueueStats>*>(ctx)->push_back(std::move(q));
+    static_cast<Collected<QueueStats>*>(ctx)->add([&] {
+      require_v1_size<conveyor_queue_stats>(s->struct_size, "conveyor_queue_stats");
+      QueueStats q;
+      q.queue = to_std(s->queue);
+      q.paused = s->paused != 0;
+      q.pending = s->pending;
+      q.scheduled = s->scheduled;
+      q.running = s->running;
+      q.completed = s->completed;
+      q.failed = s->failed;
+      q.cancelled = s->cancelled;
+      return q;
+    });
   };
   if (auto st = t_->queue_stats(handle_, now_us, on_stats, &out, &err); st != CONVEYOR_OK)
     throw_error("queue_stats", st, err);
-  return out;
+  return out.take();
 }
 
 std::vector<std::pair<std::string, bool>> Storage::list_queues() {
-  std::vector<std::pair<std::string, bool>> out;
+  Collected<std::pair<std::string, bool>> out;
   conveyor_error err{};
   auto on_queue = [](void* ctx, conveyor_str queue, int32_t paused) {
-    static_cast<std::vector<std::pair<std::string, bool>>*>(ctx)->emplace_back(to_std(queue),
-                                                                               paused != 0);
+    static_cast<Collected<std::pair<std::string, bool>>*>(ctx)->add(
+        [&] { return std::make_pair(to_std(queue), paused != 0); });
   };
   if (auto st = t_->list_queues(handle_, on_queue, &out, &err); st != CONVEYOR_OK)
     throw_error("list_queues", st, err);
-  return out;
+  return out.take();
 }
 
 std::optional<Job> Storage::get_job(int64_t job_id, int64_t now_us) {
-  std::vector<Job> jobs;
+  Collected<Job> collected;
   conveyor_error err{};
-  auto st = t_->get_job(handle_, job_id, now_us, &collect_job, &jobs, &err);
+  auto st = t_->get_job(handle_, job_id, now_us, &collect_job, &collected, &err);
   if (st == CONVEYOR_E_NOT_FOUND) return std::nullopt;
   if (st != CONVEYOR_OK) throw_error("get_job", st, err);
+  std::vector<Job> jobs = collected.take();
   if (jobs.size() != 1)
     throw StorageError(CONVEYOR_E_INTERNAL, "get_job delivered " + std::to_string(jobs.size()) + " jobs");
   return std::move(jobs.front());
@@ -273,15 +315,18 @@ bool Storage::delete_rate_limit(std::string_view queue) {
 }
 
 std::vector<RateLimitOverride> Storage::list_rate_limits() {
-  std::vector<RateLimitOverride> out;
+  Collected<RateLimitOverride> out;
   conveyor_error err{};
   auto on_limit = [](void* ctx, const conveyor_rate_limit* l) {
-    static_cast<std::vector<RateLimitOverride>*>(ctx)->push_back(
-        RateLimitOverride{to_std(l->queue), RateLimit{l->rate_per_sec, l->burst}, l->updated_at_us});
+    static_cast<Collected<RateLimitOverride>*>(ctx)->add([&] {
+      require_v1_size<conveyor_rate_limit>(l->struct_size, "conveyor_rate_limit");
+      return RateLimitOverride{to_std(l->queue), RateLimit{l->rate_per_sec, l->burst},
+                               l->updated_at_us};
+    });
   };
   if (auto st = t_->list_rate_limits(handle_, on_limit, &out, &err); st != CONVEYOR_OK)
     throw_error("list_rate_limits", st, err);
-  return out;
+  return out.take();
 }
 
 int64_t Storage::change_marker() {
@@ -298,14 +343,21 @@ void Storage::wait_for_notification(
     throw StorageError(CONVEYOR_E_UNSUPPORTED, "storage plugin '" + plugin_->info().name +
                                                    "' does not support notifications");
   conveyor_error err{};
-  auto on_notify = [](void* ctx, int32_t kind, conveyor_str queue) {
-    const auto& f = *static_cast<const std::function<void(int32_t, std::string_view)>*>(ctx);
-    f(kind, queue.len == 0 ? std::string_view{} : std::string_view(queue.data, queue.len));
+  struct Ctx {
+    const std::function<void(int32_t, std::string_view)>& fn;
+    Collected<int> failure;  // only its error is used
+  } ctx{fn, {}};
+  auto on_notify = [](void* c, int32_t kind, conveyor_str queue) {
+    auto& x = *static_cast<Ctx*>(c);
+    x.failure.add([&] {
+      x.fn(kind, queue.len == 0 ? std::string_view{} : std::string_view(queue.data, queue.len));
+      return 0;
+    });
   };
-  if (auto st = t_->wait_for_notification(handle_, timeout_us, on_notify,
-                                          const_cast<void*>(static_cast<const void*>(&fn)), &err);
+  if (auto st = t_->wait_for_notification(handle_, timeout_us, on_notify, &ctx, &err);
       st != CONVEYOR_OK)
     throw_error("wait_for_notification", st, err);
+  ctx.failure.take();
 }
 
 std::shared_ptr<Storage> open_storage(const StorageConfig& config) {
