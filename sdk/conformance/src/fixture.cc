@@ -4,7 +4,9 @@
 
 #include <conveyor/conformance/suite.hpp>
 
+#include <cstring>
 #include <mutex>
+#include <sstream>
 
 namespace conveyor::conformance {
 namespace {
@@ -35,12 +37,31 @@ conveyor_str cstr(std::string_view s) { return conveyor_str{s.data(), s.size()};
 
 std::string capability_label(uint64_t capability) {
   switch (capability) {
-    case CONVEYOR_CAP_DURABLE: return "durable (CONVEYOR_CAP_DURABLE)";
-    case CONVEYOR_CAP_MULTI_PROCESS: return "multi-process (CONVEYOR_CAP_MULTI_PROCESS)";
-    case CONVEYOR_CAP_MULTI_HOST: return "multi-host (CONVEYOR_CAP_MULTI_HOST)";
-    case CONVEYOR_CAP_NOTIFY: return "notify (CONVEYOR_CAP_NOTIFY)";
-    default: return capability_names(capability);
+    case CONVEYOR_CAP_DURABLE:
+      return "durable (CONVEYOR_CAP_DURABLE)";
+    case CONVEYOR_CAP_MULTI_PROCESS:
+      return "multi-process (CONVEYOR_CAP_MULTI_PROCESS)";
+    case CONVEYOR_CAP_MULTI_HOST:
+      return "multi-host (CONVEYOR_CAP_MULTI_HOST)";
+    case CONVEYOR_CAP_NOTIFY:
+      return "notify (CONVEYOR_CAP_NOTIFY)";
+    default:
+      return capability_names(capability);
   }
+}
+
+::testing::AssertionResult status_is(const char* actual_expr, const char*, conveyor_status actual,
+                                     conveyor_status expected) {
+  if (actual == expected) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << actual_expr << " is " << status_name(actual) << ", expected " << status_name(expected);
+}
+
+::testing::AssertionResult state_is(const char* actual_expr, const char*, int32_t actual,
+                                    int32_t expected) {
+  if (actual == expected) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << actual_expr << " is " << state_name(actual) << ", expected " << state_name(expected);
 }
 
 void ConformanceTest::SetUp() {
@@ -87,14 +108,15 @@ std::unique_ptr<Handle> ConformanceTest::open(bool migrate) {
     throw CallFailed("open with " + storage_->describe() + " returned " + status_name(s.code) +
                      ": \"" + s.message + "\"");
   if (raw == nullptr)
-    throw CallFailed("open returned CONVEYOR_OK but left *out NULL (storage_plugin.h: "
-                     "\"Success: *out is a new handle\")");
+    throw CallFailed(
+        "open returned CONVEYOR_OK but left *out NULL (storage_plugin.h: "
+        "\"Success: *out is a new handle\")");
   auto handle = std::make_unique<Handle>(plugin_, raw);
   if (!migrate) return handle;
   Status m = handle->migrate();
   if (!m.ok()) {
     std::ostringstream msg;
-    msg << m << " on a fresh storage (" << storage_->describe() << ")";
+    msg << m << " on fresh storage opened with " << storage_->describe();
     throw CallFailed(msg.str());
   }
   if (opened_++ == 0) {
@@ -104,8 +126,7 @@ std::unique_ptr<Handle> ConformanceTest::open(bool migrate) {
     std::vector<LimitCopy> limits = handle->limits();
     if (!queues.empty() || !limits.empty())
       throw CallFailed("the storage opened with " + storage_->describe() + " is not empty (" +
-                       std::to_string(queues.size()) + " queues, " +
-                       std::to_string(limits.size()) +
+                       std::to_string(queues.size()) + " queues, " + std::to_string(limits.size()) +
                        " rate limits): every test needs fresh storage; use @tmp, @tmpdir or "
                        "@unique in an option (see conveyor-conformance --help)");
   }

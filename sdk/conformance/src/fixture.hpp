@@ -18,6 +18,13 @@ namespace conveyor::conformance {
 // The CONVEYOR_CAP_* bit's name, e.g. "multi-process (CONVEYOR_CAP_MULTI_PROCESS)".
 std::string capability_label(uint64_t capability);
 
+// Comparisons that name the codes: "r[0] is CONVEYOR_OK (0), expected
+// CONVEYOR_E_LEASE_LOST (3)". Use through EXPECT_STATUS / EXPECT_STATE.
+::testing::AssertionResult status_is(const char* actual_expr, const char* expected_expr,
+                                     conveyor_status actual, conveyor_status expected);
+::testing::AssertionResult state_is(const char* actual_expr, const char* expected_expr,
+                                    int32_t actual, int32_t expected);
+
 class ConformanceTest : public ::testing::Test {
  protected:
   void SetUp() override;
@@ -44,12 +51,18 @@ class ConformanceTest : public ::testing::Test {
 
 }  // namespace conveyor::conformance
 
+#define EXPECT_STATUS(actual, expected) \
+  EXPECT_PRED_FORMAT2(::conveyor::conformance::status_is, actual, expected)
+#define ASSERT_STATUS(actual, expected) \
+  ASSERT_PRED_FORMAT2(::conveyor::conformance::status_is, actual, expected)
+#define EXPECT_STATE(actual, expected) \
+  EXPECT_PRED_FORMAT2(::conveyor::conformance::state_is, actual, expected)
+
 // Skips the test, saying which capability it needs, unless the plugin
 // advertises it. Tests are chosen by capabilities, never by plugin name.
-#define CONFORMANCE_REQUIRE(capability)                                                       \
-  do {                                                                                        \
-    if (!has(capability))                                                                     \
-      GTEST_SKIP() << "needs capability "                                                     \
-                   << ::conveyor::conformance::capability_label(capability)                    \
-                   << ", which the plugin does not advertise";                                \
+#define CONFORMANCE_REQUIRE(capability)                                                            \
+  do {                                                                                             \
+    if (!has(capability))                                                                          \
+      GTEST_SKIP() << "needs capability " << ::conveyor::conformance::capability_label(capability) \
+                   << ", which the plugin does not advertise";                                     \
   } while (0)

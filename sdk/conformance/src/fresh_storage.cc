@@ -66,7 +66,8 @@ std::string unique_identifier() {
 FreshStorage::FreshStorage(const OptionList& templates) {
   if (uses(templates, kTmpPlaceholder)) dir_ = make_temp_dir();  // also covers @tmpdir
   const std::string unique = unique_identifier();
-  for (const auto& [key, value] : templates) options_.emplace_back(key, expand(value, dir_, unique));
+  for (const auto& [key, value] : templates)
+    options_.emplace_back(key, expand(value, dir_, unique));
 }
 
 FreshStorage::~FreshStorage() {
@@ -76,7 +77,7 @@ FreshStorage::~FreshStorage() {
 }
 
 std::string FreshStorage::describe() const {
-  if (options_.empty()) return "(no options)";
+  if (options_.empty()) return "no options";
   std::string out;
   for (const auto& [key, value] : options_) {
     if (!out.empty()) out += ", ";

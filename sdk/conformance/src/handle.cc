@@ -71,8 +71,8 @@ conveyor_error poisoned_error() {
 std::string check_error(conveyor_status code, const conveyor_error& err) {
   std::string problems;
   if (err.code != code)
-    problems += "err->code is " + (err.code == kUnwritten ? std::string("not written")
-                                                           : status_name(err.code)) +
+    problems += "err->code is " +
+                (err.code == kUnwritten ? std::string("not written") : status_name(err.code)) +
                 ", not the returned status (conveyor_error: \"The plugin sets code and message "
                 "on failure\"); ";
   const void* nul = std::memchr(err.message, '\0', sizeof err.message);
@@ -108,8 +108,8 @@ Status Handle::finish(const char* op, conveyor_status code, const conveyor_error
                   << "storage_plugin.h";
   if (code != CONVEYOR_OK) {
     const void* nul = std::memchr(err.message, '\0', sizeof err.message);
-    s.message = nul != nullptr ? std::string(err.message)
-                               : std::string(err.message, sizeof err.message);
+    s.message =
+        nul != nullptr ? std::string(err.message) : std::string(err.message, sizeof err.message);
     if (std::string problems = check_error(code, err); !problems.empty())
       ADD_FAILURE() << op << " returned " << status_name(code) << " but " << problems;
   }
@@ -133,8 +133,8 @@ Status Handle::enqueue(const std::vector<JobSpec>& jobs, std::vector<int64_t>* i
   return s;
 }
 
-Status Handle::claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
-                     int64_t now_us, int64_t lease_expires_us, std::vector<JobCopy>* jobs) {
+Status Handle::claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                     int64_t lease_expires_us, std::vector<JobCopy>* jobs) {
   CallContext& ctx = new_call_context("claim");
   uint32_t claimed = 0xDEADBEEF;
   conveyor_error err = poisoned_error();
@@ -156,11 +156,11 @@ Status Handle::complete(const std::vector<conveyor_lease>& leases, int64_t now_u
                         std::vector<conveyor_status>* results) {
   std::vector<conveyor_status> out(leases.size(), kUnwritten);
   conveyor_error err = poisoned_error();
-  Status s = finish("complete",
-                    table_->complete(storage_, leases.empty() ? nullptr : leases.data(),
-                                     leases.size(), now_us, out.empty() ? nullptr : out.data(),
-                                     &err),
-                    err, nullptr);
+  Status s =
+      finish("complete",
+             table_->complete(storage_, leases.empty() ? nullptr : leases.data(), leases.size(),
+                              now_us, out.empty() ? nullptr : out.data(), &err),
+             err, nullptr);
   check_results("complete", s, out);
   if (results != nullptr) *results = std::move(out);
   return s;
@@ -169,20 +169,19 @@ Status Handle::complete(const std::vector<conveyor_lease>& leases, int64_t now_u
 Status Handle::fail(conveyor_lease lease, std::string_view error_text, int64_t retry_at_us,
                     int64_t now_us) {
   conveyor_error err = poisoned_error();
-  return finish("fail",
-                table_->fail(storage_, lease, cstr(error_text), retry_at_us, now_us, &err), err,
-                nullptr);
+  return finish("fail", table_->fail(storage_, lease, cstr(error_text), retry_at_us, now_us, &err),
+                err, nullptr);
 }
 
 Status Handle::extend_leases(const std::vector<conveyor_lease>& leases, int64_t lease_expires_us,
                              std::vector<conveyor_status>* results) {
   std::vector<conveyor_status> out(leases.size(), kUnwritten);
   conveyor_error err = poisoned_error();
-  Status s = finish("extend_leases",
-                    table_->extend_leases(storage_, leases.empty() ? nullptr : leases.data(),
-                                          leases.size(), lease_expires_us,
-                                          out.empty() ? nullptr : out.data(), &err),
-                    err, nullptr);
+  Status s = finish(
+      "extend_leases",
+      table_->extend_leases(storage_, leases.empty() ? nullptr : leases.data(), leases.size(),
+                            lease_expires_us, out.empty() ? nullptr : out.data(), &err),
+      err, nullptr);
   check_results("extend_leases", s, out);
   if (results != nullptr) *results = std::move(out);
   return s;
@@ -192,11 +191,11 @@ Status Handle::release(const std::vector<conveyor_lease>& leases, int64_t now_us
                        std::vector<conveyor_status>* results) {
   std::vector<conveyor_status> out(leases.size(), kUnwritten);
   conveyor_error err = poisoned_error();
-  Status s = finish("release",
-                    table_->release(storage_, leases.empty() ? nullptr : leases.data(),
-                                    leases.size(), now_us, out.empty() ? nullptr : out.data(),
-                                    &err),
-                    err, nullptr);
+  Status s =
+      finish("release",
+             table_->release(storage_, leases.empty() ? nullptr : leases.data(), leases.size(),
+                             now_us, out.empty() ? nullptr : out.data(), &err),
+             err, nullptr);
   check_results("release", s, out);
   if (results != nullptr) *results = std::move(out);
   return s;
@@ -219,16 +218,16 @@ Status Handle::cancel(int64_t job_id, int64_t now_us) {
 Status Handle::set_queue_paused(std::string_view queue, bool paused, int64_t now_us) {
   conveyor_error err = poisoned_error();
   return finish("set_queue_paused",
-                table_->set_queue_paused(storage_, cstr(queue), paused ? 1 : 0, now_us, &err),
-                err, nullptr);
+                table_->set_queue_paused(storage_, cstr(queue), paused ? 1 : 0, now_us, &err), err,
+                nullptr);
 }
 
 Status Handle::queue_stats(int64_t now_us, std::vector<StatsCopy>* stats) {
   CallContext& ctx = new_call_context("queue_stats");
   conveyor_error err = poisoned_error();
-  Status s = finish(
-      "queue_stats",
-      table_->queue_stats(storage_, now_us, &CallContext::on_stats, &ctx, &err), err, &ctx);
+  Status s =
+      finish("queue_stats",
+             table_->queue_stats(storage_, now_us, &CallContext::on_stats, &ctx, &err), err, &ctx);
   std::lock_guard lock(ctx.mu);
   if (stats != nullptr) *stats = std::move(ctx.stats);
   ctx.stats.clear();
@@ -249,9 +248,9 @@ Status Handle::list_queues(std::vector<QueueCopy>* queues) {
 Status Handle::get_job(int64_t job_id, int64_t now_us, std::optional<JobCopy>* job) {
   CallContext& ctx = new_call_context("get_job");
   conveyor_error err = poisoned_error();
-  Status s = finish("get_job",
-                    table_->get_job(storage_, job_id, now_us, &CallContext::on_job, &ctx, &err),
-                    err, &ctx);
+  Status s =
+      finish("get_job", table_->get_job(storage_, job_id, now_us, &CallContext::on_job, &ctx, &err),
+             err, &ctx);
   std::lock_guard lock(ctx.mu);
   if (s.ok() && ctx.jobs.size() != 1)
     ADD_FAILURE() << "get_job(" << job_id << ") returned CONVEYOR_OK but called on_job "
@@ -294,9 +293,9 @@ Status Handle::delete_rate_limit(std::string_view queue) {
 Status Handle::list_rate_limits(std::vector<LimitCopy>* limits) {
   CallContext& ctx = new_call_context("list_rate_limits");
   conveyor_error err = poisoned_error();
-  Status s = finish("list_rate_limits",
-                    table_->list_rate_limits(storage_, &CallContext::on_limit, &ctx, &err), err,
-                    &ctx);
+  Status s =
+      finish("list_rate_limits",
+             table_->list_rate_limits(storage_, &CallContext::on_limit, &ctx, &err), err, &ctx);
   std::lock_guard lock(ctx.mu);
   if (limits != nullptr) *limits = std::move(ctx.limits);
   ctx.limits.clear();
@@ -316,10 +315,10 @@ Status Handle::wait_for_notification(int64_t timeout_us, std::vector<Notificatio
     throw CallFailed("wait_for_notification is NULL in the plugin's table");
   CallContext& ctx = new_call_context("wait_for_notification");
   conveyor_error err = poisoned_error();
-  Status s = finish("wait_for_notification",
-                    table_->wait_for_notification(storage_, timeout_us, &CallContext::on_notify,
-                                                  &ctx, &err),
-                    err, &ctx);
+  Status s = finish(
+      "wait_for_notification",
+      table_->wait_for_notification(storage_, timeout_us, &CallContext::on_notify, &ctx, &err), err,
+      &ctx);
   std::lock_guard lock(ctx.mu);
   if (ctx.callbacks_off_caller_thread > 0)
     ADD_FAILURE() << "wait_for_notification called on_notify " << ctx.callbacks_off_caller_thread
@@ -340,8 +339,7 @@ std::vector<int64_t> Handle::add_all(const std::vector<JobSpec>& jobs) {
   return ids;
 }
 
-std::vector<JobCopy> Handle::claim_jobs(std::string_view queue, uint32_t max_jobs,
-                                        int64_t now_us) {
+std::vector<JobCopy> Handle::claim_jobs(std::string_view queue, uint32_t max_jobs, int64_t now_us) {
   std::vector<JobCopy> jobs;
   require_ok(claim(queue, max_jobs, next_lease_token(), now_us, now_us + kLease, &jobs));
   return jobs;
@@ -372,8 +370,10 @@ std::vector<conveyor_status> Handle::complete_all(const std::vector<conveyor_lea
 void Handle::complete_one(conveyor_lease lease, int64_t now_us) {
   std::vector<conveyor_status> r = complete_all({lease}, now_us);
   if (r.at(0) != CONVEYOR_OK)
-    throw CallFailed("complete of job " + std::to_string(lease.job_id) + " under its current "
-                     "lease gave " + status_name(r[0]) + " where CONVEYOR_OK was required");
+    throw CallFailed("complete of job " + std::to_string(lease.job_id) +
+                     " under its current "
+                     "lease gave " +
+                     status_name(r[0]) + " where CONVEYOR_OK was required");
 }
 
 uint32_t Handle::rescue(int64_t now_us, uint32_t max_jobs) {

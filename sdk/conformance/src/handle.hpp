@@ -13,8 +13,8 @@
 
 #include "reported.hpp"
 
-#include <conveyor/plugin_loader.hpp>
 #include <conveyor/storage_plugin.h>
+#include <conveyor/plugin_loader.hpp>
 
 #include <cstdint>
 #include <memory>

@@ -61,7 +61,7 @@ std::string state_name(int32_t state) {
 
 std::string status_name(int32_t status) {
   static constexpr const char* kNames[] = {
-      "CONVEYOR_OK",          "CONVEYOR_E_INVALID",     "CONVEYOR_E_NOT_FOUND",
+      "CONVEYOR_OK",           "CONVEYOR_E_INVALID",     "CONVEYOR_E_NOT_FOUND",
       "CONVEYOR_E_LEASE_LOST", "CONVEYOR_E_UNAVAILABLE", "CONVEYOR_E_INTERNAL",
       "CONVEYOR_E_UNSUPPORTED"};
   std::string name = status >= 0 && status <= 6 ? kNames[status] : "unknown status";
@@ -96,7 +96,8 @@ JobCopy copy_job(const conveyor_job* reported, std::vector<std::string>& problem
   if (c.state < CONVEYOR_JOB_AVAILABLE || c.state > CONVEYOR_JOB_CANCELLED)
     problems.push_back(who + ": state is not a CONVEYOR_JOB_* value");
   if (c.id <= 0)
-    problems.push_back(who + ": id must be > 0 (storage_plugin.h: \"unique within the storage, > 0\")");
+    problems.push_back(who +
+                       ": id must be > 0 (storage_plugin.h: \"unique within the storage, > 0\")");
   if (c.reserved0 != 0)
     problems.push_back(who + ": reserved0 is " + std::to_string(c.reserved0) +
                        " (storage_plugin.h: \"reserved0; /* zero */\")");
@@ -165,8 +166,8 @@ QueueCopy copy_queue(conveyor_str queue, int32_t paused, std::vector<std::string
   c.paused = paused;
   if (c.queue.empty()) problems.push_back("list_queues reported a queue with an empty name");
   if (paused != 0 && paused != 1)
-    problems.push_back("list_queues: queue '" + c.queue + "' has paused = " +
-                       std::to_string(paused) + ", expected 0 or 1");
+    problems.push_back("list_queues: queue '" + c.queue +
+                       "' has paused = " + std::to_string(paused) + ", expected 0 or 1");
   return c;
 }
 

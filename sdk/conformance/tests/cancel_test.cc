@@ -12,7 +12,7 @@ TEST_F(Cancel, AvailableJob) {
   Status s = h->cancel(id, kT0 + kSecond);
   ASSERT_TRUE(s.ok()) << s;
   JobCopy j = h->job(id, kT0 + kSecond);
-  EXPECT_EQ(j.state, CONVEYOR_JOB_CANCELLED) << state_name(j.state);
+  EXPECT_STATE(j.state, CONVEYOR_JOB_CANCELLED);
   EXPECT_EQ(j.finalized_at_us, kT0 + kSecond) << "finalized_at_us must be cancel's now_us";
   EXPECT_TRUE(h->claim_jobs("default", 10, kT0 + kSecond).empty()) << "a CANCELLED job was claimed";
 }
@@ -21,7 +21,7 @@ TEST_F(Cancel, ScheduledJob) {
   auto h = open();
   const int64_t id = h->add(JobSpec{.run_at_us = kT0 + 60 * kSecond});
   ASSERT_TRUE(h->cancel(id, kT0).ok());
-  EXPECT_EQ(h->job(id, kT0).state, CONVEYOR_JOB_CANCELLED);
+  EXPECT_STATE(h->job(id, kT0).state, CONVEYOR_JOB_CANCELLED);
   EXPECT_TRUE(h->claim_jobs("default", 10, kT0 + 120 * kSecond).empty())
       << "a cancelled scheduled job became claimable at its run_at";
 }
@@ -32,12 +32,12 @@ TEST_F(Cancel, RunningJobVoidsItsLease) {
   JobCopy running = h->claim_one("default", kT0);
   ASSERT_TRUE(h->cancel(id, kT0 + 1).ok());
   JobCopy j = h->job(id, kT0 + 1);
-  EXPECT_EQ(j.state, CONVEYOR_JOB_CANCELLED) << state_name(j.state);
+  EXPECT_STATE(j.state, CONVEYOR_JOB_CANCELLED);
   std::vector<conveyor_status> r = h->complete_all({running.lease()}, kT0 + 2);
-  EXPECT_EQ(r.at(0), CONVEYOR_E_LEASE_LOST)
-      << status_name(r.at(0)) << " (storage_plugin.h cancel: \"a RUNNING job's lease is voided, "
+  EXPECT_STATUS(r.at(0), CONVEYOR_E_LEASE_LOST)
+      << " (storage_plugin.h cancel: \"a RUNNING job's lease is voided, "
       << "so its worker's completion returns LEASE_LOST\")";
-  EXPECT_EQ(h->job(id, kT0 + 2).state, CONVEYOR_JOB_CANCELLED)
+  EXPECT_STATE(h->job(id, kT0 + 2).state, CONVEYOR_JOB_CANCELLED)
       << "the worker's completion overwrote the cancellation";
 }
 
@@ -47,14 +47,14 @@ TEST_F(Cancel, RunningJobsWorkerCannotFailExtendOrReleaseIt) {
   JobCopy running = h->claim_one("default", kT0);
   ASSERT_TRUE(h->cancel(id, kT0 + 1).ok());
   Status f = h->fail(running.lease(), "late", kT0 + 5, kT0 + 2);
-  EXPECT_EQ(f.code, CONVEYOR_E_LEASE_LOST) << f;
+  EXPECT_STATUS(f.code, CONVEYOR_E_LEASE_LOST) << f;
   std::vector<conveyor_status> r;
   ASSERT_TRUE(h->extend_leases({running.lease()}, kT0 + 10 * kLease, &r).ok());
-  EXPECT_EQ(r.at(0), CONVEYOR_E_LEASE_LOST) << "extend: " << status_name(r.at(0));
+  EXPECT_STATUS(r.at(0), CONVEYOR_E_LEASE_LOST) << "extend_leases of the cancelled job's lease";
   ASSERT_TRUE(h->release({running.lease()}, kT0 + 3, &r).ok());
-  EXPECT_EQ(r.at(0), CONVEYOR_E_LEASE_LOST) << "release: " << status_name(r.at(0));
+  EXPECT_STATUS(r.at(0), CONVEYOR_E_LEASE_LOST) << "release of the cancelled job's lease";
   JobCopy j = h->job(id, kT0 + 3);
-  EXPECT_EQ(j.state, CONVEYOR_JOB_CANCELLED) << state_name(j.state);
+  EXPECT_STATE(j.state, CONVEYOR_JOB_CANCELLED);
   EXPECT_EQ(h->rescue(kT0 + 100 * kLease, 10), 0u) << "a cancelled job's lease was rescued";
 }
 
@@ -69,7 +69,7 @@ TEST_F(Cancel, FinalJobIsNotFound) {
   for (int64_t id : {completed, failed, cancelled}) {
     JobCopy before = h->job(id, kT0 + 2);
     Status s = h->cancel(id, kT0 + 2);
-    EXPECT_EQ(s.code, CONVEYOR_E_NOT_FOUND)
+    EXPECT_STATUS(s.code, CONVEYOR_E_NOT_FOUND)
         << "job in " << state_name(before.state) << ": " << s
         << " (storage_plugin.h cancel: \"CONVEYOR_E_NOT_FOUND when ... it is already COMPLETED, "
         << "FAILED or CANCELLED\")";
@@ -83,8 +83,8 @@ TEST_F(Cancel, UnknownIdIsNotFound) {
   auto h = open();
   const int64_t id = h->add(JobSpec{});
   Status s = h->cancel(id + 1000, kT0);
-  EXPECT_EQ(s.code, CONVEYOR_E_NOT_FOUND) << s;
-  EXPECT_EQ(h->job(id, kT0).state, CONVEYOR_JOB_AVAILABLE);
+  EXPECT_STATUS(s.code, CONVEYOR_E_NOT_FOUND) << s;
+  EXPECT_STATE(h->job(id, kT0).state, CONVEYOR_JOB_AVAILABLE);
 }
 
 }  // namespace

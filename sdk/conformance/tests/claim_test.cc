@@ -72,7 +72,7 @@ TEST_F(Claim, MaxJobsZeroClaimsNothing) {
   Status s = h->claim("default", 0, next_lease_token(), kT0, kT0 + kLease, &jobs);
   EXPECT_TRUE(s.ok() || s.code == CONVEYOR_E_INVALID) << s;
   EXPECT_TRUE(jobs.empty()) << "claim with max_jobs 0 claimed " << jobs.size() << " job(s)";
-  EXPECT_EQ(h->job(id, kT0).state, CONVEYOR_JOB_AVAILABLE);
+  EXPECT_STATE(h->job(id, kT0).state, CONVEYOR_JOB_AVAILABLE);
 }
 
 TEST_F(Claim, EmptyOrUnknownQueueClaimsNothing) {
@@ -102,7 +102,7 @@ TEST_F(Claim, ScheduledJobIsNotClaimableBeforeRunAt) {
   EXPECT_TRUE(h->claim_jobs("default", 10, run_at - 1).empty())
       << "a job was claimed 1 microsecond before its run_at (storage_plugin.h claim: \"run_at "
          "<= now_us\"; conveyor_new_job: \"not claimable before this time\")";
-  EXPECT_EQ(h->job(id, run_at - 1).state, CONVEYOR_JOB_SCHEDULED);
+  EXPECT_STATE(h->job(id, run_at - 1).state, CONVEYOR_JOB_SCHEDULED);
 }
 
 TEST_F(Claim, ScheduledJobIsClaimableAtRunAt) {
@@ -128,8 +128,11 @@ TEST_F(Claim, UsesTheHostsNowNotAClock) {
 
 TEST_F(Claim, MarksRunningWithAttemptAndLease) {
   auto h = open();
-  const int64_t id = h->add(JobSpec{.kind = "work", .payload = "{\"x\":1}", .priority = 7,
-                                    .max_attempts = 4, .run_at_us = kT0 - 5});
+  const int64_t id = h->add(JobSpec{.kind = "work",
+                                    .payload = "{\"x\":1}",
+                                    .priority = 7,
+                                    .max_attempts = 4,
+                                    .run_at_us = kT0 - 5});
   const int64_t token = next_lease_token();
   const int64_t expires = kT0 + 42 * kSecond;
   std::vector<JobCopy> got;
@@ -138,7 +141,7 @@ TEST_F(Claim, MarksRunningWithAttemptAndLease) {
   ASSERT_EQ(got.size(), 1u);
   for (const JobCopy& j : {got[0], h->job(id, kT0)}) {
     EXPECT_EQ(j.id, id);
-    EXPECT_EQ(j.state, CONVEYOR_JOB_RUNNING) << state_name(j.state);
+    EXPECT_STATE(j.state, CONVEYOR_JOB_RUNNING);
     EXPECT_EQ(j.attempt, 1) << "storage_plugin.h claim: \"attempt + 1\"";
     EXPECT_EQ(j.lease_token, token) << "the lease token must be the one the host passed";
     EXPECT_EQ(j.lease_expires_us, expires);

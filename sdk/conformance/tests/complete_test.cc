@@ -14,7 +14,7 @@ TEST_F(Complete, MarksCompletedWithFinalizedAt) {
   const int64_t done_at = kT0 + 3 * kSecond;
   h->complete_one(running.lease(), done_at);
   JobCopy j = h->job(id, done_at);
-  EXPECT_EQ(j.state, CONVEYOR_JOB_COMPLETED) << state_name(j.state);
+  EXPECT_STATE(j.state, CONVEYOR_JOB_COMPLETED);
   EXPECT_EQ(j.finalized_at_us, done_at)
       << "finalized_at_us must be the now_us passed to complete (storage_plugin.h Time: use the "
          "host's now_us instead of a clock of its own)";
@@ -29,12 +29,14 @@ TEST_F(Complete, WrongTokenIsLeaseLostAndChangesNothing) {
   JobCopy running = h->claim_one("default", kT0);
   std::vector<conveyor_status> r;
   Status s = h->complete({conveyor_lease{id, running.lease_token + 1}}, kT0 + 1, &r);
-  ASSERT_TRUE(s.ok()) << s << " (per-lease outcomes belong in results; storage_plugin.h: \"The "
-                              "function's own status is an error only when nothing could be "
-                              "applied\")";
-  EXPECT_EQ(r.at(0), CONVEYOR_E_LEASE_LOST) << status_name(r.at(0));
+  ASSERT_TRUE(s.ok()) << s
+                      << " (per-lease outcomes belong in results; storage_plugin.h: \"The "
+                         "function's own status is an error only when nothing could be "
+                         "applied\")";
+  EXPECT_STATUS(r.at(0), CONVEYOR_E_LEASE_LOST);
   JobCopy j = h->job(id, kT0 + 1);
-  EXPECT_EQ(j.state, CONVEYOR_JOB_RUNNING) << "a completion under the wrong token changed the job";
+  EXPECT_STATE(j.state, CONVEYOR_JOB_RUNNING)
+      << "a completion under the wrong token changed the job";
   EXPECT_EQ(j.lease_token, running.lease_token);
   EXPECT_EQ(j.lease_expires_us, running.lease_expires_us);
   EXPECT_EQ(j.attempt, 1);
@@ -47,19 +49,19 @@ TEST_F(Complete, BatchReportsEachLease) {
   ASSERT_EQ(running.size(), 3u);
   h->complete_one(running[2].lease(), kT0 + 1);  // already completed below
   std::vector<conveyor_lease> leases = {
-      running[0].lease(),                                  // current: OK
+      running[0].lease(),                                          // current: OK
       conveyor_lease{running[1].id, running[1].lease_token + 99},  // wrong token
-      conveyor_lease{ids.back() + 1000, running[0].lease_token},  // no such job
-      running[2].lease(),                                  // no longer RUNNING
+      conveyor_lease{ids.back() + 1000, running[0].lease_token},   // no such job
+      running[2].lease(),                                          // no longer RUNNING
   };
   std::vector<conveyor_status> r = h->complete_all(leases, kT0 + 2);
   ASSERT_EQ(r.size(), 4u);
-  EXPECT_EQ(r[0], CONVEYOR_OK) << status_name(r[0]);
-  EXPECT_EQ(r[1], CONVEYOR_E_LEASE_LOST) << "wrong token: " << status_name(r[1]);
-  EXPECT_EQ(r[2], CONVEYOR_E_LEASE_LOST) << "unknown job: " << status_name(r[2]);
-  EXPECT_EQ(r[3], CONVEYOR_E_LEASE_LOST) << "already completed: " << status_name(r[3]);
-  EXPECT_EQ(h->job(running[0].id, kT0 + 2).state, CONVEYOR_JOB_COMPLETED);
-  EXPECT_EQ(h->job(running[1].id, kT0 + 2).state, CONVEYOR_JOB_RUNNING);
+  EXPECT_STATUS(r[0], CONVEYOR_OK);
+  EXPECT_STATUS(r[1], CONVEYOR_E_LEASE_LOST) << "the lease with a wrong token";
+  EXPECT_STATUS(r[2], CONVEYOR_E_LEASE_LOST) << "the lease of a job that does not exist";
+  EXPECT_STATUS(r[3], CONVEYOR_E_LEASE_LOST) << "the lease of a job already completed";
+  EXPECT_STATE(h->job(running[0].id, kT0 + 2).state, CONVEYOR_JOB_COMPLETED);
+  EXPECT_STATE(h->job(running[1].id, kT0 + 2).state, CONVEYOR_JOB_RUNNING);
   EXPECT_EQ(h->job(running[2].id, kT0 + 2).finalized_at_us, kT0 + 1)
       << "completing a COMPLETED job again changed its finalized_at_us";
 }
@@ -68,7 +70,7 @@ TEST_F(Complete, EmptyBatchIsANoOp) {
   auto h = open();
   conveyor_error err = poisoned_error();
   const conveyor_status code = table().complete(h->raw(), nullptr, 0, kT0, nullptr, &err);
-  EXPECT_EQ(code, CONVEYOR_OK) << status_name(code) << ": " << err.message;
+  EXPECT_STATUS(code, CONVEYOR_OK) << ": " << err.message;
 }
 
 TEST_F(Fail, WithRetryAtSchedulesTheJobUntilThen) {
@@ -80,8 +82,8 @@ TEST_F(Fail, WithRetryAtSchedulesTheJobUntilThen) {
   Status s = h->fail(running.lease(), "boom: upstream said 503", retry_at, failed_at);
   ASSERT_TRUE(s.ok()) << s;
   JobCopy j = h->job(id, failed_at);
-  EXPECT_EQ(j.state, CONVEYOR_JOB_SCHEDULED)
-      << state_name(j.state) << " (storage_plugin.h: \"fail(lease, retry_at >= 0) -> AVAILABLE "
+  EXPECT_STATE(j.state, CONVEYOR_JOB_SCHEDULED)
+      << " (storage_plugin.h: \"fail(lease, retry_at >= 0) -> AVAILABLE "
       << "at retry_at (SCHEDULED until due)\")";
   EXPECT_EQ(j.run_at_us, retry_at);
   EXPECT_EQ(j.last_error, "boom: upstream said 503")
@@ -93,7 +95,8 @@ TEST_F(Fail, WithRetryAtSchedulesTheJobUntilThen) {
   JobCopy again = h->claim_one("default", retry_at);
   EXPECT_EQ(again.id, id);
   EXPECT_EQ(again.attempt, 2) << "the second claim is the second attempt";
-  EXPECT_EQ(again.last_error, "boom: upstream said 503") << "last_error is kept while it runs again";
+  EXPECT_EQ(again.last_error, "boom: upstream said 503")
+      << "last_error is kept while it runs again";
 }
 
 TEST_F(Fail, WithRetryAtInThePastIsAvailableAtOnce) {
@@ -101,7 +104,7 @@ TEST_F(Fail, WithRetryAtInThePastIsAvailableAtOnce) {
   const int64_t id = h->add(JobSpec{});
   JobCopy running = h->claim_one("default", kT0);
   ASSERT_TRUE(h->fail(running.lease(), "again", kT0, kT0 + kSecond).ok());
-  EXPECT_EQ(h->job(id, kT0 + kSecond).state, CONVEYOR_JOB_AVAILABLE);
+  EXPECT_STATE(h->job(id, kT0 + kSecond).state, CONVEYOR_JOB_AVAILABLE);
   EXPECT_EQ(h->claim_one("default", kT0 + kSecond).attempt, 2);
 }
 
@@ -113,8 +116,8 @@ TEST_F(Fail, WithNegativeRetryAtIsFinal) {
   Status s = h->fail(running.lease(), "permanent: bad address", -1, failed_at);
   ASSERT_TRUE(s.ok()) << s;
   JobCopy j = h->job(id, failed_at);
-  EXPECT_EQ(j.state, CONVEYOR_JOB_FAILED)
-      << state_name(j.state) << " (storage_plugin.h: \"fail(lease, retry_at < 0) -> FAILED\", "
+  EXPECT_STATE(j.state, CONVEYOR_JOB_FAILED)
+      << " (storage_plugin.h: \"fail(lease, retry_at < 0) -> FAILED\", "
       << "even with attempts left)";
   EXPECT_EQ(j.finalized_at_us, failed_at);
   EXPECT_EQ(j.last_error, "permanent: bad address");
@@ -127,10 +130,10 @@ TEST_F(Fail, WrongTokenIsLeaseLostAndChangesNothing) {
   const int64_t id = h->add(JobSpec{});
   JobCopy running = h->claim_one("default", kT0);
   Status s = h->fail(conveyor_lease{id, running.lease_token + 1}, "x", -1, kT0 + 1);
-  EXPECT_EQ(s.code, CONVEYOR_E_LEASE_LOST)
+  EXPECT_STATUS(s.code, CONVEYOR_E_LEASE_LOST)
       << s << " (storage_plugin.h fail: \"CONVEYOR_E_LEASE_LOST when the lease is not current\")";
   JobCopy j = h->job(id, kT0 + 1);
-  EXPECT_EQ(j.state, CONVEYOR_JOB_RUNNING);
+  EXPECT_STATE(j.state, CONVEYOR_JOB_RUNNING);
   EXPECT_EQ(j.lease_token, running.lease_token);
   EXPECT_EQ(j.last_error, "") << "a rejected fail stored its error text";
 }
@@ -139,7 +142,8 @@ TEST_F(Fail, ErrorTextRoundTripsExactly) {
   auto h = open();
   const int64_t id = h->add(JobSpec{});
   JobCopy running = h->claim_one("default", kT0);
-  const std::string text = "Fehler: Zeitüberschreitung — 超时 \"quoted\" 'single' \\ 100%\nline 2\t";
+  const std::string text =
+      "Fehler: Zeitüberschreitung — 超时 \"quoted\" 'single' \\ 100%\nline 2\t";
   ASSERT_TRUE(h->fail(running.lease(), text, kT0 + kSecond, kT0).ok());
   EXPECT_EQ(h->job(id, kT0).last_error, text);
 }
@@ -152,9 +156,9 @@ TEST_F(Fail, EmptyErrorTextWithNullDataIsAccepted) {
   // conveyor_str: "data may be NULL only when len is 0".
   const conveyor_status code =
       table().fail(h->raw(), running.lease(), conveyor_str{nullptr, 0}, -1, kT0 + 1, &err);
-  ASSERT_EQ(code, CONVEYOR_OK) << status_name(code) << ": " << err.message;
+  ASSERT_STATUS(code, CONVEYOR_OK) << ": " << err.message;
   JobCopy j = h->job(id, kT0 + 1);
-  EXPECT_EQ(j.state, CONVEYOR_JOB_FAILED);
+  EXPECT_STATE(j.state, CONVEYOR_JOB_FAILED);
   EXPECT_EQ(j.last_error, "");
 }
 

@@ -36,8 +36,8 @@ TEST_F(Enqueue, ReturnsPositiveDistinctIncreasingIds) {
 
 TEST_F(Enqueue, IdsNameTheJobsInOrder) {
   auto h = open();
-  std::vector<int64_t> ids = h->add_all({JobSpec{.kind = "first"}, JobSpec{.kind = "second"},
-                                         JobSpec{.kind = "third"}});
+  std::vector<int64_t> ids =
+      h->add_all({JobSpec{.kind = "first"}, JobSpec{.kind = "second"}, JobSpec{.kind = "third"}});
   ASSERT_EQ(ids.size(), 3u);
   EXPECT_EQ(h->job(ids[0], kT0).kind, "first");
   EXPECT_EQ(h->job(ids[1], kT0).kind, "second");
@@ -50,23 +50,23 @@ TEST_F(Enqueue, NewJobIsAvailableOrScheduledByRunAt) {
   const int64_t ready = h->add(JobSpec{.run_at_us = kT0});
   const int64_t later = h->add(JobSpec{.run_at_us = kT0 + kSecond});
   JobCopy r = h->job(ready, kT0);
-  EXPECT_EQ(r.state, CONVEYOR_JOB_AVAILABLE) << state_name(r.state);
+  EXPECT_STATE(r.state, CONVEYOR_JOB_AVAILABLE);
   EXPECT_EQ(r.attempt, 0) << "no attempt has started";
   JobCopy l = h->job(later, kT0);
-  EXPECT_EQ(l.state, CONVEYOR_JOB_SCHEDULED)
-      << state_name(l.state) << " (storage_plugin.h: \"run_at in the future: reported as "
+  EXPECT_STATE(l.state, CONVEYOR_JOB_SCHEDULED)
+      << " (storage_plugin.h: \"run_at in the future: reported as "
       << "SCHEDULED\"; the future is judged by the now_us passed to get_job)";
-  EXPECT_EQ(h->job(later, kT0 + kSecond).state, CONVEYOR_JOB_AVAILABLE)
+  EXPECT_STATE(h->job(later, kT0 + kSecond).state, CONVEYOR_JOB_AVAILABLE)
       << "at now_us == run_at_us the job is ready";
 }
 
 TEST_F(Enqueue, EmptyKindRejectsTheWholeBatch) {
   auto h = open();
   std::vector<int64_t> ids;
-  Status s = h->enqueue({JobSpec{.queue = "batch"}, JobSpec{.queue = "batch", .kind = ""},
-                         JobSpec{.queue = "batch"}},
-                        &ids);
-  EXPECT_EQ(s.code, CONVEYOR_E_INVALID)
+  Status s = h->enqueue(
+      {JobSpec{.queue = "batch"}, JobSpec{.queue = "batch", .kind = ""}, JobSpec{.queue = "batch"}},
+      &ids);
+  EXPECT_STATUS(s.code, CONVEYOR_E_INVALID)
       << s << " (storage_plugin.h conveyor_new_job.kind: \"non-empty\")";
   expect_nothing_stored(*h, "batch");
 }
@@ -77,7 +77,7 @@ TEST_F(Enqueue, ZeroMaxAttemptsRejectsTheWholeBatch) {
   Status s = h->enqueue({JobSpec{.queue = "batch"}, JobSpec{.queue = "batch", .max_attempts = 0},
                          JobSpec{.queue = "batch"}},
                         &ids);
-  EXPECT_EQ(s.code, CONVEYOR_E_INVALID)
+  EXPECT_STATUS(s.code, CONVEYOR_E_INVALID)
       << s << " (storage_plugin.h conveyor_new_job.max_attempts: \">= 1\")";
   expect_nothing_stored(*h, "batch");
 }
@@ -88,7 +88,7 @@ TEST_F(Enqueue, NegativeMaxAttemptsRejectsTheWholeBatch) {
   Status s = h->enqueue({JobSpec{.queue = "batch"}, JobSpec{.queue = "batch"},
                          JobSpec{.queue = "batch", .max_attempts = -1}},
                         &ids);
-  EXPECT_EQ(s.code, CONVEYOR_E_INVALID)
+  EXPECT_STATUS(s.code, CONVEYOR_E_INVALID)
       << s << " (storage_plugin.h conveyor_new_job.max_attempts: \">= 1\")";
   expect_nothing_stored(*h, "batch");
 }
@@ -96,7 +96,7 @@ TEST_F(Enqueue, NegativeMaxAttemptsRejectsTheWholeBatch) {
 TEST_F(Enqueue, StorageStaysUsableAfterARejectedBatch) {
   auto h = open();
   Status bad = h->enqueue({JobSpec{.queue = "batch", .kind = ""}}, nullptr);
-  ASSERT_EQ(bad.code, CONVEYOR_E_INVALID) << bad;
+  ASSERT_STATUS(bad.code, CONVEYOR_E_INVALID) << bad;
   const int64_t id = h->add(JobSpec{.queue = "batch"});
   EXPECT_EQ(h->claim_one("batch", kT0).id, id);
 }
@@ -106,7 +106,7 @@ TEST_F(Enqueue, EmptyBatchIsANoOp) {
   conveyor_error err = poisoned_error();
   // storage_plugin.h enqueue: "n == 0 is a no-op" (so the arrays may be NULL).
   const conveyor_status code = table().enqueue(h->raw(), nullptr, 0, nullptr, &err);
-  EXPECT_EQ(code, CONVEYOR_OK) << status_name(code) << ": " << err.message;
+  EXPECT_STATUS(code, CONVEYOR_OK) << ": " << err.message;
   EXPECT_TRUE(h->queues().empty()) << "an empty batch created a queue";
 }
 

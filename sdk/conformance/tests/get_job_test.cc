@@ -20,7 +20,7 @@ TEST_F(GetJob, FieldsRoundTrip) {
   const int64_t id = h->add(spec);
   JobCopy j = h->job(id, kT0);
   EXPECT_EQ(j.id, id);
-  EXPECT_EQ(j.state, CONVEYOR_JOB_AVAILABLE) << state_name(j.state);
+  EXPECT_STATE(j.state, CONVEYOR_JOB_AVAILABLE);
   EXPECT_EQ(j.queue, spec.queue);
   EXPECT_EQ(j.kind, spec.kind);
   EXPECT_EQ(j.payload.size(), payload.size()) << "payload length changed (a NUL byte cut it?)";
@@ -53,14 +53,14 @@ TEST_F(GetJob, PayloadOfEveryByteValueRoundTrips) {
 
 TEST_F(GetJob, EmptyPayloadWithNullDataRoundTrips) {
   auto h = open();
-  conveyor_new_job job{conveyor_str{"default", 7}, conveyor_str{"k", 1}, conveyor_str{nullptr, 0},
-                       0, 1, kT0};
+  conveyor_new_job job{
+      conveyor_str{"default", 7}, conveyor_str{"k", 1}, conveyor_str{nullptr, 0}, 0, 1, kT0};
   int64_t id = 0;
   conveyor_error err = poisoned_error();
   const conveyor_status code = table().enqueue(h->raw(), &job, 1, &id, &err);
-  ASSERT_EQ(code, CONVEYOR_OK) << status_name(code) << ": " << err.message
-                               << " (conveyor_str: \"data may be NULL only when len is 0\"; "
-                                  "payload \"may be empty\")";
+  ASSERT_STATUS(code, CONVEYOR_OK) << ": " << err.message
+                                   << " (conveyor_str: \"data may be NULL only when len is 0\"; "
+                                      "payload \"may be empty\")";
   EXPECT_EQ(h->job(id, kT0).payload, "");
 }
 
@@ -85,7 +85,7 @@ TEST_F(GetJob, UnknownIdIsNotFound) {
   const int64_t id = h->add(JobSpec{});
   std::optional<JobCopy> j;
   Status s = h->get_job(id + 1000, kT0, &j);
-  EXPECT_EQ(s.code, CONVEYOR_E_NOT_FOUND) << s;
+  EXPECT_STATUS(s.code, CONVEYOR_E_NOT_FOUND) << s;
   for (int64_t bad : {int64_t{0}, int64_t{-1}}) {
     Status b = h->get_job(bad, kT0, &j);
     EXPECT_TRUE(b.code == CONVEYOR_E_NOT_FOUND || b.code == CONVEYOR_E_INVALID)
@@ -101,7 +101,8 @@ TEST_F(GetJob, ReportsTheLeaseOfARunningJobOnly) {
   EXPECT_EQ(during.lease_token, running.lease_token);
   h->complete_one(running.lease(), kT0 + 1);
   JobCopy after = h->job(id, kT0 + 1);
-  EXPECT_EQ(after.lease_token, 0) << "storage_plugin.h conveyor_job.lease_token: \"0 unless RUNNING\"";
+  EXPECT_EQ(after.lease_token, 0)
+      << "storage_plugin.h conveyor_job.lease_token: \"0 unless RUNNING\"";
   EXPECT_EQ(after.lease_expires_us, 0);
 }
 

@@ -19,11 +19,11 @@ TEST_F(ExtendLeases, MovesTheExpiry) {
   std::vector<conveyor_status> r;
   Status s = h->extend_leases({running.lease()}, later, &r);
   ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(r.at(0), CONVEYOR_OK) << status_name(r.at(0));
+  EXPECT_STATUS(r.at(0), CONVEYOR_OK);
   JobCopy j = h->job(id, kT0 + 1);
   EXPECT_EQ(j.lease_expires_us, later);
   EXPECT_EQ(j.lease_token, running.lease_token) << "extending must keep the token";
-  EXPECT_EQ(j.state, CONVEYOR_JOB_RUNNING);
+  EXPECT_STATE(j.state, CONVEYOR_JOB_RUNNING);
   EXPECT_EQ(h->rescue(kT0 + 2 * kLease, 100), 0u)
       << "a lease extended past now_us was rescued as expired";
 }
@@ -38,8 +38,8 @@ TEST_F(ExtendLeases, ReportsEachLease) {
       {running[0].lease(), conveyor_lease{running[1].id, running[1].lease_token + 1}},
       kT0 + 5 * kLease, &r);
   ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(r.at(0), CONVEYOR_OK) << status_name(r.at(0));
-  EXPECT_EQ(r.at(1), CONVEYOR_E_LEASE_LOST) << status_name(r.at(1));
+  EXPECT_STATUS(r.at(0), CONVEYOR_OK);
+  EXPECT_STATUS(r.at(1), CONVEYOR_E_LEASE_LOST);
   EXPECT_EQ(h->job(running[1].id, kT0).lease_expires_us, running[1].lease_expires_us)
       << "a heartbeat under the wrong token moved the expiry";
 }
@@ -53,9 +53,9 @@ TEST_F(Release, ReturnsTheJobWithTheAttemptRestored) {
   std::vector<conveyor_status> r;
   Status s = h->release({running.lease()}, released_at, &r);
   ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(r.at(0), CONVEYOR_OK) << status_name(r.at(0));
+  EXPECT_STATUS(r.at(0), CONVEYOR_OK);
   JobCopy j = h->job(id, released_at);
-  EXPECT_EQ(j.state, CONVEYOR_JOB_AVAILABLE) << state_name(j.state);
+  EXPECT_STATE(j.state, CONVEYOR_JOB_AVAILABLE);
   EXPECT_EQ(j.attempt, 0) << "storage_plugin.h release: \"attempt - 1, so the attempt is not "
                              "spent\"";
   EXPECT_EQ(j.run_at_us, released_at) << "storage_plugin.h release: \"AVAILABLE at now_us\"";
@@ -72,9 +72,9 @@ TEST_F(Release, WrongTokenIsLeaseLost) {
   std::vector<conveyor_status> r;
   Status s = h->release({conveyor_lease{id, running.lease_token + 1}}, kT0 + 1, &r);
   ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(r.at(0), CONVEYOR_E_LEASE_LOST) << status_name(r.at(0));
+  EXPECT_STATUS(r.at(0), CONVEYOR_E_LEASE_LOST);
   JobCopy j = h->job(id, kT0 + 1);
-  EXPECT_EQ(j.state, CONVEYOR_JOB_RUNNING);
+  EXPECT_STATE(j.state, CONVEYOR_JOB_RUNNING);
   EXPECT_EQ(j.attempt, 1) << "a release under the wrong token gave the attempt back";
 }
 
@@ -93,12 +93,12 @@ TEST_F(Rescue, RescuesOnlyExpiredLeases) {
   EXPECT_EQ(h->rescue(kT0 + 10 * kSecond + 1, 100), 1u);
   const int64_t rescued_at = kT0 + 10 * kSecond + 1;
   JobCopy e = h->job(early, rescued_at);
-  EXPECT_EQ(e.state, CONVEYOR_JOB_AVAILABLE) << state_name(e.state);
+  EXPECT_STATE(e.state, CONVEYOR_JOB_AVAILABLE);
   EXPECT_EQ(e.run_at_us, rescued_at) << "storage_plugin.h rescue_expired: \"AVAILABLE at now_us\"";
   EXPECT_EQ(e.lease_token, 0);
   EXPECT_FALSE(e.last_error.empty())
       << "storage_plugin.h rescue_expired: \"last_error says the lease expired\"";
-  EXPECT_EQ(h->job(late, rescued_at).state, CONVEYOR_JOB_RUNNING)
+  EXPECT_STATE(h->job(late, rescued_at).state, CONVEYOR_JOB_RUNNING)
       << "a lease that had not expired was rescued";
 }
 
@@ -117,7 +117,8 @@ TEST_F(Rescue, RespectsMaxJobs) {
   h->add_all(std::vector<JobSpec>(5));
   ASSERT_EQ(h->claim_jobs("default", 5, kT0).size(), 5u);
   const int64_t after = kT0 + kLease + 1;
-  EXPECT_EQ(h->rescue(after, 2), 2u) << "storage_plugin.h rescue_expired: \"Rescues up to max_jobs\"";
+  EXPECT_EQ(h->rescue(after, 2), 2u)
+      << "storage_plugin.h rescue_expired: \"Rescues up to max_jobs\"";
   EXPECT_EQ(h->rescue(after, 2), 2u);
   EXPECT_EQ(h->rescue(after, 2), 1u);
   EXPECT_EQ(h->rescue(after, 2), 0u);
@@ -131,8 +132,8 @@ TEST_F(Rescue, ExhaustedAttemptsBecomeFailed) {
   const int64_t after = kT0 + kLease + 1;
   ASSERT_EQ(h->rescue(after, 10), 1u);
   JobCopy j = h->job(id, after);
-  EXPECT_EQ(j.state, CONVEYOR_JOB_FAILED)
-      << state_name(j.state) << " (storage_plugin.h rescue_expired: with no attempts left "
+  EXPECT_STATE(j.state, CONVEYOR_JOB_FAILED)
+      << " (storage_plugin.h rescue_expired: with no attempts left "
       << "(attempt == max_attempts) the job becomes FAILED)";
   EXPECT_EQ(j.finalized_at_us, after);
   EXPECT_FALSE(j.last_error.empty());
@@ -146,9 +147,9 @@ TEST_F(Rescue, LeavesOtherStatesAlone) {
   const int64_t done = h->add(JobSpec{.queue = "done"});
   h->complete_one(h->claim_one("done", kT0).lease(), kT0 + 1);
   EXPECT_EQ(h->rescue(kT0 + 100 * kLease, 100), 0u) << "only RUNNING jobs have leases to rescue";
-  EXPECT_EQ(h->job(available, kT0).state, CONVEYOR_JOB_AVAILABLE);
-  EXPECT_EQ(h->job(scheduled, kT0).state, CONVEYOR_JOB_SCHEDULED);
-  EXPECT_EQ(h->job(done, kT0).state, CONVEYOR_JOB_COMPLETED);
+  EXPECT_STATE(h->job(available, kT0).state, CONVEYOR_JOB_AVAILABLE);
+  EXPECT_STATE(h->job(scheduled, kT0).state, CONVEYOR_JOB_SCHEDULED);
+  EXPECT_STATE(h->job(done, kT0).state, CONVEYOR_JOB_COMPLETED);
 }
 
 // The stale-worker story of storage_plugin.h: worker A's lease expires, the
@@ -174,12 +175,12 @@ StaleStory stale_story(Handle& h) {
 // B's claim must be exactly as B left it.
 void expect_fresh_intact(Handle& h, const StaleStory& s) {
   JobCopy j = h.job(s.id, s.now);
-  EXPECT_EQ(j.state, CONVEYOR_JOB_RUNNING) << state_name(j.state);
+  EXPECT_STATE(j.state, CONVEYOR_JOB_RUNNING);
   EXPECT_EQ(j.lease_token, s.fresh.lease_token);
   EXPECT_EQ(j.lease_expires_us, s.fresh.lease_expires_us);
   EXPECT_EQ(j.attempt, 2);
   // And B still owns it.
-  EXPECT_EQ(h.complete_all({s.fresh.lease()}, s.now + 1).at(0), CONVEYOR_OK)
+  EXPECT_STATUS(h.complete_all({s.fresh.lease()}, s.now + 1).at(0), CONVEYOR_OK)
       << "the new claimant could not complete its own lease";
 }
 
@@ -192,7 +193,7 @@ TEST_F(LeaseGuard, StaleWorkerCannotComplete) {
   StaleStory s = stale_story(*h);
   std::vector<conveyor_status> r;
   ASSERT_TRUE(h->complete({s.stale.lease()}, s.now, &r).ok());
-  EXPECT_EQ(r.at(0), CONVEYOR_E_LEASE_LOST) << status_name(r.at(0)) << kGuard;
+  EXPECT_STATUS(r.at(0), CONVEYOR_E_LEASE_LOST) << kGuard;
   expect_fresh_intact(*h, s);
 }
 
@@ -200,7 +201,7 @@ TEST_F(LeaseGuard, StaleWorkerCannotFail) {
   auto h = open();
   StaleStory s = stale_story(*h);
   Status st = h->fail(s.stale.lease(), "stale", -1, s.now);
-  EXPECT_EQ(st.code, CONVEYOR_E_LEASE_LOST) << st << kGuard;
+  EXPECT_STATUS(st.code, CONVEYOR_E_LEASE_LOST) << st << kGuard;
   expect_fresh_intact(*h, s);
 }
 
@@ -209,7 +210,7 @@ TEST_F(LeaseGuard, StaleWorkerCannotExtend) {
   StaleStory s = stale_story(*h);
   std::vector<conveyor_status> r;
   ASSERT_TRUE(h->extend_leases({s.stale.lease()}, s.now + 100 * kLease, &r).ok());
-  EXPECT_EQ(r.at(0), CONVEYOR_E_LEASE_LOST) << status_name(r.at(0)) << kGuard;
+  EXPECT_STATUS(r.at(0), CONVEYOR_E_LEASE_LOST) << kGuard;
   expect_fresh_intact(*h, s);
 }
 
@@ -218,7 +219,7 @@ TEST_F(LeaseGuard, StaleWorkerCannotRelease) {
   StaleStory s = stale_story(*h);
   std::vector<conveyor_status> r;
   ASSERT_TRUE(h->release({s.stale.lease()}, s.now, &r).ok());
-  EXPECT_EQ(r.at(0), CONVEYOR_E_LEASE_LOST) << status_name(r.at(0)) << kGuard;
+  EXPECT_STATUS(r.at(0), CONVEYOR_E_LEASE_LOST) << kGuard;
   expect_fresh_intact(*h, s);
 }
 
@@ -229,10 +230,10 @@ TEST_F(LeaseGuard, ExpiredButUnrescuedLeaseStillCompletes) {
   const int64_t id = h->add(JobSpec{});
   JobCopy running = h->claim_one("default", kT0);
   std::vector<conveyor_status> r = h->complete_all({running.lease()}, kT0 + 10 * kLease);
-  EXPECT_EQ(r.at(0), CONVEYOR_OK)
-      << status_name(r.at(0)) << " (storage_plugin.h: a mutation applies \"only when the job is "
+  EXPECT_STATUS(r.at(0), CONVEYOR_OK)
+      << " (storage_plugin.h: a mutation applies \"only when the job is "
       << "RUNNING under that very token\", which it still is)";
-  EXPECT_EQ(h->job(id, kT0 + 10 * kLease).state, CONVEYOR_JOB_COMPLETED);
+  EXPECT_STATE(h->job(id, kT0 + 10 * kLease).state, CONVEYOR_JOB_COMPLETED);
 }
 
 }  // namespace

@@ -30,14 +30,14 @@ TEST_F(Purge, DeletesOnlyFinalJobsFinalizedBeforeTheCutoff) {
   for (int64_t id : {completed, failed, cancelled}) {
     std::optional<JobCopy> j;
     Status s = h->get_job(id, cutoff, &j);
-    EXPECT_EQ(s.code, CONVEYOR_E_NOT_FOUND) << "purged job " << id << ": " << s;
+    EXPECT_STATUS(s.code, CONVEYOR_E_NOT_FOUND) << "purged job " << id << ": " << s;
   }
-  EXPECT_EQ(h->job(at_cutoff, cutoff).state, CONVEYOR_JOB_COMPLETED)
+  EXPECT_STATE(h->job(at_cutoff, cutoff).state, CONVEYOR_JOB_COMPLETED)
       << "a job finalized exactly at the cutoff was purged (\"before\" is strict)";
-  EXPECT_EQ(h->job(after_cutoff, cutoff).state, CONVEYOR_JOB_COMPLETED);
-  EXPECT_EQ(h->job(available, cutoff).state, CONVEYOR_JOB_AVAILABLE);
-  EXPECT_EQ(h->job(scheduled, cutoff).state, CONVEYOR_JOB_SCHEDULED);
-  EXPECT_EQ(h->job(running, cutoff).state, CONVEYOR_JOB_RUNNING);
+  EXPECT_STATE(h->job(after_cutoff, cutoff).state, CONVEYOR_JOB_COMPLETED);
+  EXPECT_STATE(h->job(available, cutoff).state, CONVEYOR_JOB_AVAILABLE);
+  EXPECT_STATE(h->job(scheduled, cutoff).state, CONVEYOR_JOB_SCHEDULED);
+  EXPECT_STATE(h->job(running, cutoff).state, CONVEYOR_JOB_RUNNING);
   EXPECT_EQ(h->purge(cutoff, 100), 0u) << "nothing else is old enough";
   // The counts follow.
   EXPECT_EQ(h->stats_of("c", cutoff).value_or(StatsCopy{}).completed, 0);

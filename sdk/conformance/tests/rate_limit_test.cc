@@ -64,7 +64,8 @@ TEST_F(RateLimits, ListIsInQueueNameOrder) {
 
 TEST_F(RateLimits, DeleteRemovesOnlyThatOverride) {
   auto h = open();
-  for (const char* q : {"alpha", "bravo", "charlie"}) ASSERT_TRUE(h->set_rate_limit(q, 1, 1, kT0).ok());
+  for (const char* q : {"alpha", "bravo", "charlie"})
+    ASSERT_TRUE(h->set_rate_limit(q, 1, 1, kT0).ok());
   Status s = h->delete_rate_limit("bravo");
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(queues_of(h->limits()), "alpha,charlie");
@@ -73,13 +74,13 @@ TEST_F(RateLimits, DeleteRemovesOnlyThatOverride) {
 TEST_F(RateLimits, DeleteMissingIsNotFound) {
   auto h = open();
   Status never = h->delete_rate_limit("never");
-  EXPECT_EQ(never.code, CONVEYOR_E_NOT_FOUND)
+  EXPECT_STATUS(never.code, CONVEYOR_E_NOT_FOUND)
       << never << " (storage_plugin.h delete_rate_limit: \"CONVEYOR_E_NOT_FOUND when the queue "
       << "has none\")";
   ASSERT_TRUE(h->set_rate_limit("once", 1, 1, kT0).ok());
   ASSERT_TRUE(h->delete_rate_limit("once").ok());
   Status twice = h->delete_rate_limit("once");
-  EXPECT_EQ(twice.code, CONVEYOR_E_NOT_FOUND) << "deleting again: " << twice;
+  EXPECT_STATUS(twice.code, CONVEYOR_E_NOT_FOUND) << "deleting again: " << twice;
 }
 
 TEST_F(RateLimits, OverrideNeedsNoJobs) {
@@ -91,7 +92,7 @@ TEST_F(RateLimits, OverrideNeedsNoJobs) {
 // Each invalid value must be refused and leave nothing behind.
 void expect_rejected(Handle& h, double rate, uint32_t burst, const char* what) {
   Status s = h.set_rate_limit("email", rate, burst, kT0);
-  EXPECT_EQ(s.code, CONVEYOR_E_INVALID)
+  EXPECT_STATUS(s.code, CONVEYOR_E_INVALID)
       << what << ": " << s << " (storage_plugin.h set_rate_limit: \"rate_per_sec > 0 and finite, "
       << "burst >= 1, else CONVEYOR_E_INVALID\")";
   EXPECT_TRUE(h.limits().empty()) << what << " was stored";
@@ -126,7 +127,7 @@ TEST_F(RateLimits, RejectedReplacementKeepsTheOldOverride) {
   auto h = open();
   ASSERT_TRUE(h->set_rate_limit("email", 3, 3, kT0).ok());
   Status s = h->set_rate_limit("email", 0, 3, kT0 + 1);
-  EXPECT_EQ(s.code, CONVEYOR_E_INVALID) << s;
+  EXPECT_STATUS(s.code, CONVEYOR_E_INVALID) << s;
   std::vector<LimitCopy> l = h->limits();
   ASSERT_EQ(l.size(), 1u);
   EXPECT_EQ(l[0].rate_per_sec, 3) << "an invalid replacement changed the stored override";

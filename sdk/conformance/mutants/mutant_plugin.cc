@@ -1,0 +1,391 @@
+// A plugin that wraps a real one and breaks one behaviour on purpose: the
+// suite's own test. Run under conveyor-conformance with --option mutant=NAME,
+// the test that guards NAME's behaviour must fail (CTest checks it, see
+// ../CMakeLists.txt); with mutant=none everything passes through untouched.
+//
+// The wrapped plugin is the file named by the environment variable
+// CONVEYOR_MUTANT_INNER, loaded when the entry point is first called. The
+// mutant option is removed before the inner open sees the options.
+#include <conveyor/storage_plugin.h>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+const conveyor_storage_plugin* inner = nullptr;  // set once by the entry point
+
+struct Mutant {
+  conveyor_storage* storage = nullptr;
+  std::string bug;  // "none" or one of the names below
+  bool is(std::string_view name) const { return bug == name; }
+};
+
+Mutant* self(conveyor_storage* s) { return reinterpret_cast<Mutant*>(s); }
+conveyor_storage* in(conveyor_storage* s) { return self(s)->storage; }
+
+void set_error(conveyor_error* err, conveyor_status code, const char* message) {
+  if (err == nullptr) return;
+  err->code = code;
+  std::snprintf(err->message, sizeof err->message, "%s", message);
+}
+
+constexpr const char* kBugs[] = {
+    "none",               // pass everything through
+    "ignore_lease",       // complete: any token completes a RUNNING job
+    "worst_first",        // claim: the lowest-priority jobs first
+    "claim_early",        // claim: jobs become ready 1 s before run_at
+    "rescue_inclusive",   // rescue_expired: also leases expiring exactly at now
+    "cancel_final_ok",    // cancel: a final job "cancels" fine
+    "static_marker",      // change_marker: never changes
+    "accept_nan",         // set_rate_limit: NaN stored as 1/s
+    "payload_cstr",       // enqueue: payload cut at its first NUL byte
+    "late_callback",      // get_job: calls the previous call's callback again
+    "empty_message",      // every error without a message
+    "crash_on_null",      // claim: calls a NULL on_job
+    "hang_on_purge",      // purge_finished: never returns
+    "duplicate_claim",    // claim: every 50th claim also reports an earlier job
+    "small_struct",       // get_job: struct_size smaller than conveyor_job
+    "retry_now",          // fail: retry_at ignored, retried at once
+    "purge_inclusive",    // purge_finished: also jobs finalized at the cutoff
+    "pause_ignored",      // set_queue_paused: does nothing
+    "unknown_option_ok",  // open: ignores unknown options
+};
+
+bool known_bug(std::string_view name) {
+  for (const char* b : kBugs)
+    if (name == b) return true;
+  return false;
+}
+
+conveyor_status m_open(const conveyor_option* options, size_t n, conveyor_storage** out,
+                       conveyor_error* err) {
+  std::string bug = "none";
+  std::vector<conveyor_option> pass;
+  for (size_t i = 0; i < n; ++i) {
+    std::string_view key(options[i].key.data, options[i].key.len);
+    if (key == "mutant") {
+      bug.assign(options[i].value.data, options[i].value.len);
+      continue;
+    }
+    pass.push_back(options[i]);
+  }
+  if (!known_bug(bug)) {
+    set_error(err, CONVEYOR_E_INVALID, ("unknown mutant '" + bug + "'").c_str());
+    return CONVEYOR_E_INVALID;
+  }
+  if (bug == "unknown_option_ok") {
+    std::vector<conveyor_option> known;
+    for (const conveyor_option& o : pass)
+      if (std::string_view(o.key.data, o.key.len).find("no_such") == std::string_view::npos)
+        known.push_back(o);
+    pass = known;
+  }
+  if (out == nullptr) return inner->open(pass.data(), pass.size(), out, err);
+  conveyor_storage* s = nullptr;
+  conveyor_status st = inner->open(pass.data(), pass.size(), &s, err);
+  if (st != CONVEYOR_OK) return st;
+  auto* m = new (std::nothrow) Mutant{s, bug};
+  if (m == nullptr) {
+    inner->close(s);
+    set_error(err, CONVEYOR_E_INTERNAL, "out of memory");
+    return CONVEYOR_E_INTERNAL;
+  }
+  *out = reinterpret_cast<conveyor_storage*>(m);
+  return CONVEYOR_OK;
+}
+
+void m_close(conveyor_storage* s) {
+  if (s == nullptr) return;
+  inner->close(in(s));
+  delete self(s);
+}
+
+// Applies empty_message to a failing status.
+conveyor_status out_status(conveyor_storage* s, conveyor_status st, conveyor_error* err) {
+  if (st != CONVEYOR_OK && err != nullptr && self(s)->is("empty_message")) err->message[0] = '\0';
+  return st;
+}
+
+conveyor_status m_migrate(conveyor_storage* s, conveyor_error* err) {
+  return out_status(s, inner->migrate(in(s), err), err);
+}
+
+conveyor_status m_enqueue(conveyor_storage* s, const conveyor_new_job* jobs, size_t n, int64_t* ids,
+                          conveyor_error* err) {
+  if (self(s)->is("payload_cstr") && jobs != nullptr) {
+    std::vector<conveyor_new_job> cut(jobs, jobs + n);
+    for (conveyor_new_job& j : cut)
+      if (j.payload.data != nullptr) j.payload.len = strnlen(j.payload.data, j.payload.len);
+    return inner->enqueue(in(s), cut.data(), n, ids, err);
+  }
+  return out_status(s, inner->enqueue(in(s), jobs, n, ids, err), err);
+}
+
+// Jobs reported by an inner call; only their numbers are used (their
+// strings die with the callback).
+struct Collected {
+  std::vector<conveyor_job> jobs;
+};
+void collect(void* ctx, const conveyor_job* j) {
+  auto* c = static_cast<Collected*>(ctx);
+  conveyor_job copy = *j;
+  c->jobs.push_back(copy);
+}
+
+std::mutex dup_mu;
+std::string dup_queue;
+conveyor_job dup_job{};  // the job duplicate_claim reports again (strings: empty)
+std::atomic<int> claim_count{0};
+
+conveyor_status m_claim(conveyor_storage* s, conveyor_str queue, uint32_t max_jobs, int64_t token,
+                        int64_t now, int64_t expires, conveyor_job_fn on_job, void* ctx,
+                        uint32_t* out_claimed, conveyor_error* err) {
+  Mutant& m = *self(s);
+  if (m.is("crash_on_null") && on_job == nullptr) {
+    conveyor_job j{};
+    on_job(ctx, &j);  // the bug: a NULL callback called
+  }
+  if (m.is("claim_early")) now += 1'000'000;
+  if (m.is("worst_first") && max_jobs > 0 && on_job != nullptr && out_claimed != nullptr) {
+    // Claim everything ready, keep the last max_jobs in claim order, give the rest back.
+    Collected all;
+    uint32_t n = 0;
+    conveyor_status st =
+        inner->claim(in(s), queue, 1000, token, now, expires, collect, &all, &n, err);
+    if (st != CONVEYOR_OK) return st;
+    const size_t keep = std::min<size_t>(max_jobs, all.jobs.size());
+    std::vector<conveyor_lease> back;
+    for (size_t i = 0; i + keep < all.jobs.size(); ++i)
+      back.push_back({all.jobs[i].id, all.jobs[i].lease_token});
+    std::vector<conveyor_status> r(back.size());
+    if (!back.empty()) inner->release(in(s), back.data(), back.size(), now, r.data(), err);
+    // The kept ones are reported from a fresh read (the copies' strings are gone).
+    *out_claimed = 0;
+    for (size_t i = all.jobs.size() - keep; i < all.jobs.size(); ++i) {
+      inner->get_job(in(s), all.jobs[i].id, now, on_job, ctx, err);
+      ++*out_claimed;
+    }
+    return CONVEYOR_OK;
+  }
+  if (m.is("duplicate_claim") && on_job != nullptr && out_claimed != nullptr) {
+    struct Tee {
+      conveyor_job_fn fn;
+      void* ctx;
+    } tee{on_job, ctx};
+    auto forward = [](void* c, const conveyor_job* j) {
+      auto* t = static_cast<Tee*>(c);
+      {
+        std::lock_guard lock(dup_mu);
+        dup_job = *j;
+        dup_job.queue = dup_job.kind = dup_job.payload = dup_job.last_error = conveyor_str{"", 0};
+      }
+      t->fn(t->ctx, j);
+    };
+    conveyor_status st =
+        inner->claim(in(s), queue, max_jobs, token, now, expires, forward, &tee, out_claimed, err);
+    if (st == CONVEYOR_OK && *out_claimed > 0 && ++claim_count % 50 == 0) {
+      std::lock_guard lock(dup_mu);
+      conveyor_job again = dup_job;
+      again.queue = queue;
+      on_job(ctx, &again);
+      ++*out_claimed;
+    }
+    return st;
+  }
+  return out_status(
+      s, inner->claim(in(s), queue, max_jobs, token, now, expires, on_job, ctx, out_claimed, err),
+      err);
+}
+
+conveyor_status m_complete(conveyor_storage* s, const conveyor_lease* leases, size_t n, int64_t now,
+                           conveyor_status* results, conveyor_error* err) {
+  if (self(s)->is("ignore_lease") && leases != nullptr) {
+    // Look up each job's current token and use it, whatever the caller said.
+    std::vector<conveyor_lease> fixed(leases, leases + n);
+    for (conveyor_lease& l : fixed) {
+      Collected c;
+      if (inner->get_job(in(s), l.job_id, now, collect, &c, nullptr) == CONVEYOR_OK &&
+          !c.jobs.empty() && c.jobs[0].state == CONVEYOR_JOB_RUNNING)
+        l.lease_token = c.jobs[0].lease_token;
+    }
+    return inner->complete(in(s), fixed.data(), n, now, results, err);
+  }
+  return out_status(s, inner->complete(in(s), leases, n, now, results, err), err);
+}
+
+conveyor_status m_fail(conveyor_storage* s, conveyor_lease lease, conveyor_str text,
+                       int64_t retry_at, int64_t now, conveyor_error* err) {
+  if (self(s)->is("retry_now") && retry_at >= 0) retry_at = now;
+  return out_status(s, inner->fail(in(s), lease, text, retry_at, now, err), err);
+}
+
+conveyor_status m_extend(conveyor_storage* s, const conveyor_lease* leases, size_t n,
+                         int64_t expires, conveyor_status* results, conveyor_error* err) {
+  return out_status(s, inner->extend_leases(in(s), leases, n, expires, results, err), err);
+}
+
+conveyor_status m_release(conveyor_storage* s, const conveyor_lease* leases, size_t n, int64_t now,
+                          conveyor_status* results, conveyor_error* err) {
+  return out_status(s, inner->release(in(s), leases, n, now, results, err), err);
+}
+
+conveyor_status m_rescue(conveyor_storage* s, int64_t now, uint32_t max_jobs, uint32_t* out,
+                         conveyor_error* err) {
+  if (self(s)->is("rescue_inclusive")) now += 1;
+  return out_status(s, inner->rescue_expired(in(s), now, max_jobs, out, err), err);
+}
+
+conveyor_status m_cancel(conveyor_storage* s, int64_t id, int64_t now, conveyor_error* err) {
+  conveyor_status st = inner->cancel(in(s), id, now, err);
+  if (self(s)->is("cancel_final_ok") && st == CONVEYOR_E_NOT_FOUND) {
+    Collected c;
+    if (inner->get_job(in(s), id, now, collect, &c, nullptr) == CONVEYOR_OK) return CONVEYOR_OK;
+  }
+  return out_status(s, st, err);
+}
+
+conveyor_status m_pause(conveyor_storage* s, conveyor_str queue, int32_t paused, int64_t now,
+                        conveyor_error* err) {
+  if (self(s)->is("pause_ignored")) return CONVEYOR_OK;
+  return out_status(s, inner->set_queue_paused(in(s), queue, paused, now, err), err);
+}
+
+conveyor_status m_stats(conveyor_storage* s, int64_t now, conveyor_queue_stats_fn fn, void* ctx,
+                        conveyor_error* err) {
+  return out_status(s, inner->queue_stats(in(s), now, fn, ctx, err), err);
+}
+
+conveyor_status m_list_queues(conveyor_storage* s, conveyor_queue_fn fn, void* ctx,
+                              conveyor_error* err) {
+  return out_status(s, inner->list_queues(in(s), fn, ctx, err), err);
+}
+
+std::mutex late_mu;
+conveyor_job_fn late_fn = nullptr;
+void* late_ctx = nullptr;
+
+conveyor_status m_get_job(conveyor_storage* s, int64_t id, int64_t now, conveyor_job_fn fn,
+                          void* ctx, conveyor_error* err) {
+  Mutant& m = *self(s);
+  if (m.is("late_callback")) {
+    std::lock_guard lock(late_mu);
+    if (late_fn != nullptr) {
+      conveyor_job stale{};
+      stale.struct_size = sizeof stale;
+      stale.state = CONVEYOR_JOB_AVAILABLE;
+      stale.id = id;
+      late_fn(late_ctx, &stale);  // the previous call's callback, after it returned
+    }
+    late_fn = fn;
+    late_ctx = ctx;
+  }
+  if (m.is("small_struct") && fn != nullptr) {
+    struct Shrink {
+      conveyor_job_fn fn;
+      void* ctx;
+    } sh{fn, ctx};
+    return inner->get_job(
+        in(s), id, now,
+        [](void* c, const conveyor_job* j) {
+          auto* x = static_cast<Shrink*>(c);
+          conveyor_job copy = *j;
+          copy.struct_size = 8;
+          x->fn(x->ctx, &copy);
+        },
+        &sh, err);
+  }
+  return out_status(s, inner->get_job(in(s), id, now, fn, ctx, err), err);
+}
+
+conveyor_status m_purge(conveyor_storage* s, int64_t before, uint32_t max_jobs, uint64_t* out,
+                        conveyor_error* err) {
+  if (self(s)->is("hang_on_purge"))
+    for (;;) ::pause();
+  if (self(s)->is("purge_inclusive")) before += 1;
+  return out_status(s, inner->purge_finished(in(s), before, max_jobs, out, err), err);
+}
+
+conveyor_status m_set_rate(conveyor_storage* s, conveyor_str queue, double rate, uint32_t burst,
+                           int64_t now, conveyor_error* err) {
+  if (self(s)->is("accept_nan") && std::isnan(rate)) rate = 1.0;
+  return out_status(s, inner->set_rate_limit(in(s), queue, rate, burst, now, err), err);
+}
+
+conveyor_status m_delete_rate(conveyor_storage* s, conveyor_str queue, conveyor_error* err) {
+  return out_status(s, inner->delete_rate_limit(in(s), queue, err), err);
+}
+
+conveyor_status m_list_rates(conveyor_storage* s, conveyor_rate_limit_fn fn, void* ctx,
+                             conveyor_error* err) {
+  return out_status(s, inner->list_rate_limits(in(s), fn, ctx, err), err);
+}
+
+conveyor_status m_marker(conveyor_storage* s, int64_t* out, conveyor_error* err) {
+  if (self(s)->is("static_marker") && out != nullptr) {
+    *out = 7;
+    return CONVEYOR_OK;
+  }
+  return out_status(s, inner->change_marker(in(s), out, err), err);
+}
+
+conveyor_storage_plugin table;
+
+}  // namespace
+
+extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storage_plugin_entry(
+    uint32_t host_abi_major, uint32_t host_abi_minor) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    const char* path = std::getenv("CONVEYOR_MUTANT_INNER");
+    if (path == nullptr) return;
+    void* lib = ::dlopen(path, RTLD_NOW | RTLD_LOCAL);  // kept for the process's life
+    if (lib == nullptr) return;
+    auto entry =
+        reinterpret_cast<conveyor_plugin_entry_fn>(::dlsym(lib, CONVEYOR_PLUGIN_ENTRY_SYMBOL));
+    if (entry == nullptr) return;
+    inner = entry(host_abi_major, host_abi_minor);
+    if (inner == nullptr) return;
+    table = conveyor_storage_plugin{sizeof(conveyor_storage_plugin),
+                                    CONVEYOR_ABI_MAJOR,
+                                    CONVEYOR_ABI_MINOR,
+                                    0,
+                                    "mutant",
+                                    "0.0.0",
+                                    inner->kind,
+                                    0,
+                                    inner->capabilities & ~CONVEYOR_CAP_NOTIFY,
+                                    m_open,
+                                    m_close,
+                                    m_migrate,
+                                    m_enqueue,
+                                    m_claim,
+                                    m_complete,
+                                    m_fail,
+                                    m_extend,
+                                    m_release,
+                                    m_rescue,
+                                    m_cancel,
+                                    m_pause,
+                                    m_stats,
+                                    m_list_queues,
+                                    m_get_job,
+                                    m_purge,
+                                    m_set_rate,
+                                    m_delete_rate,
+                                    m_list_rates,
+                                    m_marker,
+                                    nullptr};
+  });
+  return inner == nullptr ? nullptr : &table;
+}

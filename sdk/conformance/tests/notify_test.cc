@@ -1,0 +1,134 @@
+// CONVEYOR_CAP_NOTIFY: wait_for_notification wakes waiters "without polling".
+#include "fixture.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace conveyor::conformance {
+namespace {
+
+class Notify : public ConformanceTest {};
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kBound = std::chrono::seconds(20);  // generous: a notification takes milliseconds
+constexpr int64_t kWaitUs = 100'000;
+
+// Waits on `waiter` (on its own thread, as the host does) until a
+// notification matching `match` arrives, re-running `trigger` every 250 ms:
+// when a plugin starts listening is its own business, so one early trigger
+// may fall before the first wait. Returns whether the notification came
+// within kBound.
+bool notified(Handle& waiter, const std::function<bool(const NotificationCopy&)>& match,
+              const std::function<void()>& trigger, std::string* seen) {
+  std::atomic<bool> got{false};
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::thread t([&] {
+    while (!stop.load() && !got.load()) {
+      std::vector<NotificationCopy> notes;
+      Status s = waiter.wait_for_notification(kWaitUs, &notes);
+      if (!s.ok() && s.code != CONVEYOR_E_UNAVAILABLE) {
+        ADD_FAILURE() << s;
+        return;
+      }
+      std::lock_guard lock(mu);
+      for (const NotificationCopy& n : notes) {
+        *seen += "(kind " + std::to_string(n.kind) + ", queue '" + n.queue + "') ";
+        if (match(n)) got.store(true);
+      }
+    }
+  });
+  const auto deadline = Clock::now() + kBound;
+  while (!got.load() && Clock::now() < deadline) {
+    try {
+      trigger();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+      break;
+    }
+    for (int i = 0; i < 50 && !got.load(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  stop.store(true);
+  t.join();
+  return got.load();
+}
+
+TEST_F(Notify, WaitReturnsOkAfterTheTimeout) {
+  CONFORMANCE_REQUIRE(CONVEYOR_CAP_NOTIFY);
+  auto h = open();
+  const auto start = Clock::now();
+  std::vector<NotificationCopy> notes;
+  Status s = h->wait_for_notification(200'000, &notes);
+  const auto elapsed = Clock::now() - start;
+  EXPECT_TRUE(s.ok()) << s << " (storage_plugin.h: \"Returns CONVEYOR_OK on timeout too\")";
+  EXPECT_LT(elapsed, std::chrono::seconds(10)) << "a 200 ms wait took far longer";
+  if (notes.empty()) {
+    EXPECT_GE(elapsed, std::chrono::milliseconds(150))
+        << "with nothing to report the wait returned after "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()
+        << " ms instead of blocking for its 200 ms timeout (storage_plugin.h: \"Blocks until at "
+           "least one notification arrives or timeout_us passes\")";
+  }
+}
+
+TEST_F(Notify, EnqueueWakesAWaiter) {
+  CONFORMANCE_REQUIRE(CONVEYOR_CAP_NOTIFY);
+  auto waiter = open();
+  // The change comes from another handle when the storage allows several (as
+  // another process would), else from the waiter's own handle.
+  std::unique_ptr<Handle> other = has(CONVEYOR_CAP_MULTI_PROCESS) ? open() : nullptr;
+  Handle& changer = other ? *other : *waiter;
+  std::string seen;
+  EXPECT_TRUE(notified(
+      *waiter,
+      [](const NotificationCopy& n) { return n.kind == CONVEYOR_NOTIFY_JOBS && n.queue == "wake"; },
+      [&] { changer.add(JobSpec{.queue = "wake"}); }, &seen))
+      << "no CONVEYOR_NOTIFY_JOBS for queue 'wake' within " << kBound.count()
+      << " s of enqueueing ready jobs" << (other ? " on another handle" : "")
+      << "; seen: " << (seen.empty() ? "nothing" : seen);
+}
+
+TEST_F(Notify, RateLimitChangeWakesAWaiter) {
+  CONFORMANCE_REQUIRE(CONVEYOR_CAP_NOTIFY);
+  auto waiter = open();
+  // The change comes from another handle when the storage allows several (as
+  // another process would), else from the waiter's own handle.
+  std::unique_ptr<Handle> other = has(CONVEYOR_CAP_MULTI_PROCESS) ? open() : nullptr;
+  Handle& changer = other ? *other : *waiter;
+  std::string seen;
+  int i = 0;
+  EXPECT_TRUE(notified(
+      *waiter,
+      [](const NotificationCopy& n) {
+        return n.kind == CONVEYOR_NOTIFY_RATE_LIMITS && (n.queue.empty() || n.queue == "email");
+      },
+      [&] { require_ok(changer.set_rate_limit("email", 1 + i++, 1, kT0)); }, &seen))
+      << "no CONVEYOR_NOTIFY_RATE_LIMITS within " << kBound.count()
+      << " s of setting an override; seen: " << (seen.empty() ? "nothing" : seen);
+}
+
+TEST_F(Notify, PauseWakesAWaiter) {
+  CONFORMANCE_REQUIRE(CONVEYOR_CAP_NOTIFY);
+  auto waiter = open();
+  // The change comes from another handle when the storage allows several (as
+  // another process would), else from the waiter's own handle.
+  std::unique_ptr<Handle> other = has(CONVEYOR_CAP_MULTI_PROCESS) ? open() : nullptr;
+  Handle& changer = other ? *other : *waiter;
+  std::string seen;
+  bool paused = false;
+  EXPECT_TRUE(notified(
+      *waiter,
+      [](const NotificationCopy& n) {
+        return n.kind == CONVEYOR_NOTIFY_QUEUE_STATE && n.queue == "held";
+      },
+      [&] { changer.pause("held", paused = !paused, kT0); }, &seen))
+      << "no CONVEYOR_NOTIFY_QUEUE_STATE for queue 'held' within " << kBound.count()
+      << " s of pausing it; seen: " << (seen.empty() ? "nothing" : seen);
+}
+
+}  // namespace
+}  // namespace conveyor::conformance
