@@ -1,0 +1,109 @@
+#include "bench_engine.hpp"
+#include "sample_stats.hpp"
+#include "workloads.hpp"
+
+#include <thread>
+
+namespace conveyor::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kWarmUp = std::chrono::milliseconds(500);  // not measured
+
+LatencyResult measure(Backend& backend, const BenchOptions& options, Progress& progress,
+                      bool separate_producer) {
+  const std::string workload = separate_producer ? "latency-separate" : "latency";
+  WorkloadScope scope(backend, workload);
+  Config config = backend.workload_config(workload);
+  const std::string queue = backend.queue(workload);
+  Engine engine(config);
+
+  const double rate = options.latency_rate;
+  const auto interval =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / rate));
+  const auto warm_up_jobs =
+      static_cast<uint64_t>(rate * std::chrono::duration<double>(kWarmUp).count());
+  const auto measured_jobs = static_cast<uint64_t>(rate * options.latency_seconds);
+  TimestampLog latency_us(measured_jobs + 16);
+  std::atomic<int64_t> measure_from_us{INT64_MAX};
+  std::atomic<uint64_t> ran{0};
+  engine.register_handler("bench-probe", [&](const Job& job) {
+    const int64_t now = wall_us();
+    if (job.run_at_us >= measure_from_us.load(std::memory_order_relaxed))
+      latency_us.record(now - job.run_at_us);
+    ran.fetch_add(1, std::memory_order_relaxed);
+  });
+
+  // The separate producer has a storage handle of its own: the engine hears
+  // of its jobs only through storage. Its first job makes the queue known, so
+  // the engine's start finds it.
+  std::shared_ptr<Storage> producer;
+  auto produce = [&] {
+    if (!producer) {
+      engine.enqueue(queue, "bench-probe");
+      return;
+    }
+    const int64_t now = wall_us();
+    std::vector<NewJob> job = make_jobs(queue, "bench-probe", 1);
+    job[0].max_attempts = static_cast<int32_t>(config.engine.max_attempts);
+    job[0].run_at_us = now;
+    producer->enqueue(job, now);
+  };
+  if (separate_producer) {
+    producer = open_storage(config.storage);
+    produce();
+  }
+  engine.start();
+
+  const uint64_t registering = separate_producer ? 1 : 0;  // the job sent before start()
+  const uint64_t total = registering + warm_up_jobs + measured_jobs;
+  uint64_t sent = registering;
+  auto next = Clock::now();
+  auto last_report = next;
+  while (sent < total) {
+    if (sent == registering + warm_up_jobs) measure_from_us.store(wall_us());
+    std::this_thread::sleep_until(next);
+    produce();
+    ++sent;
+    next += interval;
+    if (Clock::now() - last_report >= std::chrono::seconds(2)) {
+      last_report = Clock::now();
+      progress.line("{} producer: {}/{} jobs offered at {:.0f}/s",
+                    separate_producer ? "separate" : "in-process", sent, total, rate);
+    }
+  }
+  // Every job runs; a backend that only polls needs up to poll_interval_ms.
+  wait_for([&] { return ran.load() >= total; },
+           std::chrono::milliseconds(10'000 + 3 * config.engine.poll_interval_ms));
+  engine.stop();
+
+  const std::vector<int64_t> us = latency_us.sorted();
+  std::vector<double> ms(us.size());
+  for (size_t i = 0; i < us.size(); ++i) ms[i] = static_cast<double>(us[i]) / 1000.0;
+  LatencyResult r;
+  r.producer = separate_producer ? "separate" : "in-process";
+  r.offered_per_sec = rate;
+  r.seconds = options.latency_seconds;
+  r.samples = ms.size();
+  r.p50_ms = percentile(ms, 50);
+  r.p95_ms = percentile(ms, 95);
+  r.p99_ms = percentile(ms, 99);
+  r.max_ms = ms.empty() ? 0 : ms.back();
+  if (ran.load() < total)
+    throw std::runtime_error(
+        fmt::format("{} producer: only {} of {} jobs ran", r.producer, ran.load(), total));
+  progress.line(
+      "{} producer at {:.0f}/s: pickup p50 {:.3f} ms, p95 {:.3f} ms, p99 {:.3f} ms "
+      "({} samples)",
+      r.producer, rate, r.p50_ms, r.p95_ms, r.p99_ms, r.samples);
+  return r;
+}
+
+}  // namespace
+
+std::vector<LatencyResult> run_latency(Backend& backend, const BenchOptions& options,
+                                       Progress& progress) {
+  return {measure(backend, options, progress, false), measure(backend, options, progress, true)};
+}
+
+}  // namespace conveyor::bench

@@ -1,0 +1,131 @@
+#include "report.hpp"
+
+namespace conveyor::bench {
+namespace {
+
+using nlohmann::json;
+
+json reference_json(const ReferenceResult& r) {
+  return {{"name", r.name},
+          {"description", r.description},
+          {"clients", r.clients},
+          {"batch", r.batch},
+          {"jobs", r.jobs},
+          {"runs_jobs_per_sec", r.runs_jobs_per_sec},
+          {"median_jobs_per_sec", r.median_jobs_per_sec}};
+}
+
+json backend_json(const BackendResult& b) {
+  json j = {{"label", b.label},
+            {"source", b.source},
+            {"plugin",
+             {{"name", b.plugin_name},
+              {"version", b.plugin_version},
+              {"kind", b.plugin_kind},
+              {"path", b.plugin_path},
+              {"capabilities", b.capabilities}}},
+            {"storage_per_workload", b.isolation},
+            {"errors", b.errors}};
+  if (b.enqueue)
+    j["enqueue_single"] = {{"jobs", b.enqueue->single_jobs},
+                           {"seconds", b.enqueue->single_seconds},
+                           {"jobs_per_sec", b.enqueue->single_jobs_per_sec}};
+  if (b.drain) {
+    json runs = json::array();
+    for (const DrainRun& r : b.drain->runs) {
+      runs.push_back({{"jobs", r.jobs},
+                      {"enqueue_seconds", r.enqueue_seconds},
+                      {"enqueue_jobs_per_sec", r.enqueue_jobs_per_sec},
+                      {"drain_seconds", r.seconds},
+                      {"drain_jobs_per_sec", r.jobs_per_sec},
+                      {"cpu_cores_busy", r.cpu_cores}});
+      if (r.server_cpu_cores) runs.back()["database_server_cores_busy"] = *r.server_cpu_cores;
+    }
+    j["enqueue_batched"] = {{"batch", b.drain->enqueue_batch},
+                            {"median_jobs_per_sec", b.drain->median_enqueue_jobs_per_sec}};
+    j["drain"] = {{"max_workers", b.drain->workers},
+                  {"claim_batch_max", b.drain->claim_batch},
+                  {"runs", runs},
+                  {"median_jobs_per_sec", b.drain->median_jobs_per_sec}};
+    if (b.drain->postgres)
+      j["postgres_cost"] = {{"wal_bytes_per_job", b.drain->postgres->wal_bytes_per_job},
+                            {"dead_tuples_made_per_job", b.drain->postgres->dead_tuples_per_job},
+                            {"dead_tuples_peak_sampled", b.drain->postgres->dead_tuples_peak},
+                            {"dead_tuples_after_drain", b.drain->postgres->dead_tuples_after}};
+  }
+  if (!b.references.empty()) {
+    json refs = json::array();
+    for (const ReferenceResult& r : b.references) refs.push_back(reference_json(r));
+    j["references"] = refs;
+    if (b.engine_to_reference() > 0) j["engine_to_reference"] = b.engine_to_reference();
+  }
+  if (!b.latency.empty()) {
+    json lat = json::array();
+    for (const LatencyResult& l : b.latency)
+      lat.push_back({{"producer", l.producer},
+                     {"offered_per_sec", l.offered_per_sec},
+                     {"seconds", l.seconds},
+                     {"samples", l.samples},
+                     {"p50_ms", l.p50_ms},
+                     {"p95_ms", l.p95_ms},
+                     {"p99_ms", l.p99_ms},
+                     {"max_ms", l.max_ms}});
+    j["pickup_latency"] = lat;
+  }
+  if (!b.rate.empty()) {
+    json rate = json::array();
+    for (const RateResult& r : b.rate)
+      rate.push_back({{"rate", r.rate},
+                      {"burst", r.burst},
+                      {"window_s", r.window_s},
+                      {"started", r.started},
+                      {"achieved_per_sec", r.achieved_per_sec},
+                      {"error_pct", r.error_pct},
+                      {"overall_per_sec", r.overall_per_sec},
+                      {"worst_excess", r.worst_excess},
+                      {"first_start_ms", r.first_start_ms},
+                      {"within_bound", r.worst_excess <= 0}});
+    j["rate_accuracy"] = rate;
+  }
+  if (b.idle)
+    j["idle_queues"] = {{"queues", b.idle->queues},
+                        {"seconds", b.idle->seconds},
+                        {"cpu_pct_of_one_core", b.idle->cpu_pct_of_core},
+                        {"threads_before_engine", b.idle->threads_before},
+                        {"threads", b.idle->threads},
+                        {"handler_threads", b.idle->worker_threads},
+                        {"handler_thread_cap", b.idle->worker_thread_cap}};
+  if (b.idle && b.idle->server_cpu_pct_of_core)
+    j["idle_queues"]["database_server_cpu_pct_of_one_core"] = *b.idle->server_cpu_pct_of_core;
+  return j;
+}
+
+}  // namespace
+
+json to_json(const BenchReport& r) {
+  json backends = json::array();
+  for (const BackendResult& b : r.backends) backends.push_back(backend_json(b));
+  return {{"tool", "conveyor-bench"},
+          {"mode", r.mode},
+          {"started_at", r.started_at},
+          {"machine",
+           {{"cpu", r.machine.cpu},
+            {"cores", r.machine.cores},
+            {"kernel", r.machine.kernel},
+            {"memory_bytes", r.machine.memory_bytes}}},
+          {"settings",
+           {{"max_workers", r.workers},
+            {"claim_batch_max", r.claim_batch},
+            {"enqueue_batch", r.enqueue_batch},
+            {"drain_jobs", r.drain_jobs},
+            {"repeat", r.repeat},
+            {"latency_offered_per_sec", r.latency_rate},
+            {"latency_seconds", r.latency_seconds},
+            {"rate_seconds", r.rate_seconds},
+            {"idle_queues", r.idle_queues},
+            {"idle_seconds", r.idle_seconds}}},
+          {"rate_invariant_held", r.rate_invariant_held()},
+          {"backends", backends}};
+}
+
+}  // namespace conveyor::bench

@@ -1,0 +1,232 @@
+#include "format_util.hpp"
+#include "report.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace conveyor::bench {
+namespace {
+
+struct Row {
+  std::string name;
+  std::vector<std::string> cells;  // one per backend; "" = not measured
+};
+
+class Table {
+ public:
+  explicit Table(const BenchReport& r) : report_(r) {}
+  // Adds a row unless no backend has a value for it.
+  template <typename Fn>
+  void row(const std::string& name, Fn&& cell) {
+    Row row{name, {}};
+    bool any = false;
+    for (const BackendResult& b : report_.backends) {
+      row.cells.push_back(cell(b));
+      any = any || !row.cells.back().empty();
+    }
+    if (any) rows_.push_back(std::move(row));
+  }
+  std::string render() const {
+    size_t name_w = 0;
+    for (const Row& r : rows_) name_w = std::max(name_w, r.name.size());
+    std::vector<size_t> col_w;
+    for (const BackendResult& b : report_.backends) col_w.push_back(b.label.size());
+    for (const Row& r : rows_)
+      for (size_t i = 0; i < r.cells.size(); ++i) col_w[i] = std::max(col_w[i], r.cells[i].size());
+    std::string out = fmt::format("{:<{}}", "", name_w);
+    for (size_t i = 0; i < col_w.size(); ++i)
+      out += fmt::format("  {:>{}}", report_.backends[i].label, col_w[i]);
+    out += "\n";
+    for (const Row& r : rows_) {
+      out += fmt::format("{:<{}}", r.name, name_w);
+      for (size_t i = 0; i < r.cells.size(); ++i)
+        out += fmt::format("  {:>{}}", r.cells[i].empty() ? "-" : r.cells[i], col_w[i]);
+      out += "\n";
+    }
+    return out;
+  }
+
+ private:
+  const BenchReport& report_;
+  std::vector<Row> rows_;
+};
+
+const LatencyResult* latency(const BackendResult& b, const std::string& producer) {
+  for (const LatencyResult& l : b.latency)
+    if (l.producer == producer) return &l;
+  return nullptr;
+}
+
+const RateResult* rate(const BackendResult& b, double limit) {
+  for (const RateResult& r : b.rate)
+    if (r.rate == limit) return &r;
+  return nullptr;
+}
+
+std::string pass(bool ok) { return ok ? "PASS" : "MISS"; }
+
+}  // namespace
+
+std::string render_table(const BenchReport& report) {
+  Table t(report);
+  t.row("plugin", [](const BackendResult& b) {
+    return b.plugin_version.empty() ? b.plugin_name : b.plugin_name + " " + b.plugin_version;
+  });
+  t.row("kind", [](const BackendResult& b) { return b.plugin_kind; });
+  t.row("enqueue, 1 job per call (jobs/s)", [](const BackendResult& b) {
+    return b.enqueue ? grouped(b.enqueue->single_jobs_per_sec) : "";
+  });
+  t.row(fmt::format("enqueue, batches of {} (jobs/s)", report.enqueue_batch),
+        [](const BackendResult& b) {
+          return b.drain ? grouped(b.drain->median_enqueue_jobs_per_sec) : "";
+        });
+  t.row(
+      fmt::format("drain {} noop, {} workers, batch {} (jobs/s)",
+                  grouped(double(report.drain_jobs)), report.workers, report.claim_batch),
+      [](const BackendResult& b) { return b.drain ? grouped(b.drain->median_jobs_per_sec) : ""; });
+  t.row("  drain runs (jobs/s)", [](const BackendResult& b) {
+    if (!b.drain || b.drain->runs.size() < 2) return std::string();
+    std::string s;
+    for (const DrainRun& r : b.drain->runs) s += (s.empty() ? "" : " ") + grouped(r.jobs_per_sec);
+    return s;
+  });
+  t.row("  drain CPU, cores busy (+ database server)", [](const BackendResult& b) {
+    if (!b.drain || b.drain->runs.empty()) return std::string();
+    const DrainRun& r = b.drain->runs.back();
+    return r.server_cpu_cores ? fmt::format("{:.2f} + {:.2f}", r.cpu_cores, *r.server_cpu_cores)
+                              : fmt::format("{:.2f}", r.cpu_cores);
+  });
+  t.row("bare SQL claim only, 1 client (jobs/s)", [](const BackendResult& b) {
+    const ReferenceResult* r = b.reference("sqlite-claim");
+    return r ? grouped(r->median_jobs_per_sec) : "";
+  });
+  t.row("bare SQL claim + complete (jobs/s)", [](const BackendResult& b) {
+    const ReferenceResult* r = b.reference("sqlite-claim-complete");
+    if (!r) r = b.reference("postgres-claim-complete");
+    return r ? fmt::format("{} ({} client{})", grouped(r->median_jobs_per_sec), r->clients,
+                           r->clients == 1 ? "" : "s")
+             : "";
+  });
+  t.row("engine drain / bare claim + complete", [](const BackendResult& b) {
+    const double x = b.engine_to_reference();
+    return x > 0 ? fmt::format("{:.0f}%", x * 100) : "";
+  });
+  t.row("engine drain / bare claim only", [](const BackendResult& b) {
+    const ReferenceResult* r = b.reference("sqlite-claim");
+    if (!r || !b.drain || r->median_jobs_per_sec <= 0) return std::string();
+    return fmt::format("{:.0f}%", b.drain->median_jobs_per_sec / r->median_jobs_per_sec * 100);
+  });
+  for (const char* producer : {"in-process", "separate"}) {
+    t.row(fmt::format("pickup p50/p95/p99 ms, {} producer @{}/s", producer,
+                      grouped(report.latency_rate)),
+          [&](const BackendResult& b) {
+            const LatencyResult* l = latency(b, producer);
+            return l ? fmt::format("{} / {} / {}", ms(l->p50_ms), ms(l->p95_ms), ms(l->p99_ms))
+                     : "";
+          });
+  }
+  for (double limit : {50.0, 5000.0}) {
+    t.row(fmt::format("rate {}/s: achieved/s (error)", grouped(limit)),
+          [&](const BackendResult& b) {
+            const RateResult* r = rate(b, limit);
+            return r ? fmt::format("{:.2f} ({:+.2f}%)", r->achieved_per_sec, r->error_pct) : "";
+          });
+    t.row(fmt::format("rate {}/s: worst excess over burst+rate*t", grouped(limit)),
+          [&](const BackendResult& b) {
+            const RateResult* r = rate(b, limit);
+            return r ? fmt::format("{:.2f} {}", r->worst_excess,
+                                   r->worst_excess > 0 ? "FAIL" : "ok")
+                     : "";
+          });
+  }
+  t.row(fmt::format("{} idle queues: CPU, % of one core", grouped(report.idle_queues)),
+        [](const BackendResult& b) {
+          if (!b.idle) return std::string();
+          return b.idle->server_cpu_pct_of_core
+                     ? fmt::format("{:.2f}% + server {:.2f}%", b.idle->cpu_pct_of_core,
+                                   *b.idle->server_cpu_pct_of_core)
+                     : fmt::format("{:.2f}%", b.idle->cpu_pct_of_core);
+        });
+  t.row(fmt::format("{} idle queues: threads (handler threads/cap)", grouped(report.idle_queues)),
+        [](const BackendResult& b) {
+          return b.idle ? fmt::format("{} ({}/{})", b.idle->threads, b.idle->worker_threads,
+                                      b.idle->worker_thread_cap)
+                        : "";
+        });
+  t.row("PostgreSQL: WAL bytes per job", [](const BackendResult& b) {
+    return b.drain && b.drain->postgres ? grouped(b.drain->postgres->wal_bytes_per_job) : "";
+  });
+  t.row("PostgreSQL: dead tuples made per job", [](const BackendResult& b) {
+    return b.drain && b.drain->postgres
+               ? fmt::format("{:.2f}", b.drain->postgres->dead_tuples_per_job)
+               : "";
+  });
+  t.row("PostgreSQL: dead tuples peak / after drain", [](const BackendResult& b) {
+    return b.drain && b.drain->postgres
+               ? fmt::format("{} / {}", grouped(double(b.drain->postgres->dead_tuples_peak)),
+                             grouped(double(b.drain->postgres->dead_tuples_after)))
+               : "";
+  });
+  t.row("errors", [](const BackendResult& b) {
+    return b.errors.empty() ? std::string() : std::to_string(b.errors.size());
+  });
+  std::string out = t.render();
+  for (const BackendResult& b : report.backends)
+    for (const std::string& e : b.errors) out += fmt::format("error: {}: {}\n", b.label, e);
+  return out;
+}
+
+std::string render_targets(const BenchReport& report) {
+  std::string out;
+  auto line = [&](const std::string& what, const std::string& value, bool ok) {
+    out += fmt::format("  {:<62} {:>22}  {}\n", what, value, pass(ok));
+  };
+  const BackendResult* canonical_pg = nullptr;
+  for (const BackendResult& b : report.backends) {
+    const bool pg = b.plugin_name.find("postgres") != std::string::npos;
+    if (b.plugin_name == "sqlite" && b.drain)
+      line(fmt::format("{}: SQLite drain >= 150,000 jobs/s", b.label),
+           grouped(b.drain->median_jobs_per_sec) + " jobs/s",
+           b.drain->median_jobs_per_sec >= 150'000);
+    if (pg && b.plugin_kind == "canonical" && b.engine_to_reference() > 0) {
+      canonical_pg = &b;
+      line(fmt::format("{}: PostgreSQL canonical drain >= 80% of bare SQL", b.label),
+           fmt::format("{:.0f}%", b.engine_to_reference() * 100), b.engine_to_reference() >= 0.8);
+    }
+    if (pg)
+      for (const LatencyResult& l : b.latency)
+        line(fmt::format("{}: pickup p50 <= 2 ms, p99 <= 10 ms ({} producer)", b.label, l.producer),
+             fmt::format("{} / {} ms", ms(l.p50_ms), ms(l.p99_ms)),
+             l.p50_ms <= 2 && l.p99_ms <= 10);
+    for (const RateResult& r : b.rate) {
+      line(
+          fmt::format("{}: {}/s burst {}: achieved within 0.5%", b.label, grouped(r.rate), r.burst),
+          fmt::format("{:+.3f}%", r.error_pct),
+          std::abs(r.error_pct) <= 0.5 && r.started > r.burst);
+      line(fmt::format("{}: {}/s burst {}: never above burst + rate*t", b.label, grouped(r.rate),
+                       r.burst),
+           fmt::format("excess {:.2f}", r.worst_excess), r.worst_excess <= 0);
+    }
+    if (b.idle) {
+      line(fmt::format("{}: {} idle queues < 2% of one core", b.label, grouped(b.idle->queues)),
+           fmt::format("{:.2f}%", b.idle->cpu_pct_of_core), b.idle->cpu_pct_of_core < 2);
+      if (b.idle->server_cpu_pct_of_core) {
+        const double total = b.idle->cpu_pct_of_core + *b.idle->server_cpu_pct_of_core;
+        line(fmt::format("{}: ... counting the database server too", b.label),
+             fmt::format("{:.2f}%", total), total < 2);
+      }
+    }
+  }
+  if (canonical_pg)
+    for (const BackendResult& b : report.backends)
+      if (b.plugin_kind == "queue-storage" && b.drain && canonical_pg->drain)
+        line(fmt::format("{}: queue-storage drain >= canonical ({})", b.label, canonical_pg->label),
+             fmt::format("{:.0f}%", b.drain->median_jobs_per_sec /
+                                        canonical_pg->drain->median_jobs_per_sec * 100),
+             b.drain->median_jobs_per_sec >= canonical_pg->drain->median_jobs_per_sec);
+  if (out.empty()) return "";
+  return "Targets (targets.md) measured in this run:\n" + out +
+         "  (limiter cost on an unlimited queue: see build/bin/conveyor_microbench)\n";
+}
+
+}  // namespace conveyor::bench

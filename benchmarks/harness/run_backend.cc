@@ -1,0 +1,88 @@
+#include "run_backend.hpp"
+
+#include "postgres_probe.hpp"
+#include "workloads.hpp"
+
+#include <cctype>
+
+namespace conveyor::bench {
+namespace {
+
+template <typename Fn>
+void attempt(BackendResult& result, Progress& progress, const std::string& workload, Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    // One line per error: drivers' messages often span several.
+    std::string message = e.what();
+    while (!message.empty() && std::isspace(static_cast<unsigned char>(message.back())))
+      message.pop_back();
+    for (char& c : message)
+      if (c == '\n' || c == '\t') c = ' ';
+    result.errors.push_back(workload + ": " + message);
+    progress.line("{} FAILED: {}", workload, message);
+  }
+}
+
+}  // namespace
+
+BackendResult run_backend(Backend& backend, const BenchOptions& options, Progress& progress) {
+  BackendResult r = backend.describe();
+  auto scope = [&](const std::string& w) { progress.set_scope(backend.label() + " " + w); };
+  progress.set_scope(backend.label());
+  progress.line("{} {} ({}), {}; storage: {}", r.plugin_name, r.plugin_version, r.plugin_kind,
+                r.plugin_path, r.isolation);
+
+  if (options.runs("enqueue")) {
+    scope("enqueue");
+    attempt(r, progress, "enqueue", [&] { r.enqueue = run_enqueue(backend, options, progress); });
+  }
+  if (options.runs("drain")) {
+    scope("drain");
+    attempt(r, progress, "drain", [&] { r.drain = run_drain(backend, options, progress); });
+  }
+  if (options.runs("reference")) {
+    scope("reference");
+    if (backend.is_sqlite()) {
+      attempt(r, progress, "reference", [&] {
+        r.references = run_sqlite_reference(backend.scratch_file("reference"),
+                                            backend.option("synchronous").value_or("NORMAL"),
+                                            options, progress);
+      });
+    } else if (backend.is_postgres()) {
+      attempt(r, progress, "reference", [&] {
+        r.references.push_back(run_postgres_reference(*backend.dsn(), options, progress));
+      });
+    }
+  }
+  if (options.runs("latency")) {
+    scope("latency");
+    attempt(r, progress, "latency", [&] { r.latency = run_latency(backend, options, progress); });
+  }
+  if (options.runs("rate")) {
+    scope("rate");
+    attempt(r, progress, "rate", [&] { r.rate = run_rate_accuracy(backend, options, progress); });
+  }
+  if (options.runs("idle")) {
+    scope("idle");
+    attempt(r, progress, "idle", [&] { r.idle = run_idle_queues(backend, options, progress); });
+  }
+  progress.set_scope("");
+  return r;
+}
+
+BackendResult run_postgres_reference_only(const std::string& dsn, const BenchOptions& options,
+                                          Progress& progress) {
+  BackendResult r;
+  r.label = "postgres bare SQL";
+  r.source = describe_dsn(dsn);
+  r.plugin_name = "(none: bare SQL)";
+  r.isolation = "schema conveyor_bench_ref";
+  progress.set_scope("postgres reference");
+  attempt(r, progress, "reference",
+          [&] { r.references.push_back(run_postgres_reference(dsn, options, progress)); });
+  progress.set_scope("");
+  return r;
+}
+
+}  // namespace conveyor::bench

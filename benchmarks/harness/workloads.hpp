@@ -1,0 +1,59 @@
+// The workloads conveyor-bench runs on every backend, each on storage of its
+// own (see Backend). Each throws on failure; the caller records the error and
+// goes on with the next workload.
+#pragma once
+
+#include "backend.hpp"
+#include "bench_options.hpp"
+#include "progress.hpp"
+#include "results.hpp"
+
+#include <vector>
+
+namespace conveyor::bench {
+
+// Deletes a workload's scratch storage when it goes out of scope: declare it
+// before the Engine, so the engine (and its connections) are gone first.
+class WorkloadScope {
+ public:
+  WorkloadScope(Backend& backend, std::string workload)
+      : backend_(backend), workload_(std::move(workload)) {}
+  ~WorkloadScope() { backend_.finish_workload(workload_); }
+  WorkloadScope(const WorkloadScope&) = delete;
+  WorkloadScope& operator=(const WorkloadScope&) = delete;
+
+ private:
+  Backend& backend_;
+  std::string workload_;
+};
+
+// 1. Enqueue throughput, one job per call (batched enqueue is timed by the drain).
+EnqueueResult run_enqueue(Backend& backend, const BenchOptions& options, Progress& progress);
+
+// 2. Enqueue N noop jobs in batches, then drain them (claim + execute +
+// complete) with no limit; repeated, median reported. PostgreSQL: WAL and
+// dead tuples per job.
+DrainResult run_drain(Backend& backend, const BenchOptions& options, Progress& progress);
+
+// 3. Pickup latency (enqueue -> handler start) at a steady offered load below
+// saturation, with the producer in the engine's process and with a separate
+// producer (its own storage handle: the engine learns of the jobs from
+// storage notifications, or by polling when the backend has none).
+std::vector<LatencyResult> run_latency(Backend& backend, const BenchOptions& options,
+                                       Progress& progress);
+
+// 4. Rate accuracy: 50/s burst 10 and 5,000/s burst 500 on a deep backlog.
+std::vector<RateResult> run_rate_accuracy(Backend& backend, const BenchOptions& options,
+                                          Progress& progress);
+
+// 5. Many configured queues, idle: CPU and threads.
+IdleResult run_idle_queues(Backend& backend, const BenchOptions& options, Progress& progress);
+
+// Bare SQL on this machine, no engine (see reference.hpp for what each loop is).
+std::vector<ReferenceResult> run_sqlite_reference(const std::filesystem::path& db,
+                                                  const std::string& synchronous,
+                                                  const BenchOptions& options, Progress& progress);
+ReferenceResult run_postgres_reference(const std::string& dsn, const BenchOptions& options,
+                                       Progress& progress);
+
+}  // namespace conveyor::bench
