@@ -61,7 +61,15 @@ void Dispatcher::wake_all() {
 }
 
 void Dispatcher::job_finished(QueueRunner& runner) {
-  runner.in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  const uint32_t in_flight = runner.in_flight.fetch_sub(1, std::memory_order_acq_rel) - 1;
+  uint32_t wake_below = runner.wake_below.load(std::memory_order_acquire);
+  if (wake_below != 0 && in_flight < wake_below &&
+      runner.wake_below.compare_exchange_strong(wake_below, 0, std::memory_order_acq_rel)) {
+    std::lock_guard lock(mu_);
+    woken_.push_back(&runner);
+    interrupted_ = true;
+    cv_.notify_one();
+  }
   total_in_flight_.fetch_sub(1);  // seq_cst: Engine::stop() reads it after a store
   bool wake_runner = runner.parked.exchange(false, std::memory_order_acq_rel);
   const bool wake_global = has_global_waiters_.load(std::memory_order_acquire);
@@ -161,11 +169,15 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   const uint32_t full_batch = std::min(r.max_workers, options_.claim_batch_max);
   if (in_flight > 0 && batch < full_batch / 2 && !r.coalescing && options_.coalesce.count() > 0) {
     r.coalescing = true;
+    // Fast jobs free a full batch long before the timer: wake then. (A wake
+    // missed in the race with this store only falls back to the timer.)
+    r.wake_below.store(r.max_workers - full_batch + 1, std::memory_order_release);
     std::lock_guard lock(mu_);
     schedule(r, now + options_.coalesce);
     return;
   }
   r.coalescing = false;
+  r.wake_below.store(0, std::memory_order_release);
   if (r.bucket) {
     batch = r.bucket->take(batch, now);
     if (batch == 0) {

@@ -49,6 +49,9 @@ struct QueueRunner {
   bool scheduled = false;               // (D) present in the timer set
   std::chrono::milliseconds error_backoff{0};  // (D)
   bool coalescing = false;              // (D) waiting briefly for more permits
+  // While coalescing: wake as soon as in_flight drops below this (0: off),
+  // i.e. when a full batch of permits is free, instead of at the timer.
+  std::atomic<uint32_t> wake_below{0};
 };
 
 // What a queue's runner looks like from outside the dispatcher thread.

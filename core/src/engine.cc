@@ -161,10 +161,16 @@ struct Engine::Impl {
     if (leases.empty()) return;
     const int64_t expires = clock.wall_now_us() + int64_t(config.engine.lease_ms) * 1000;
     auto results = storage->extend_leases(leases, expires);
-    for (size_t i = 0; i < results.size(); ++i)
-      if (results[i] != CONVEYOR_OK)
-        spdlog::warn("job {}: lease lost while running (cancelled or rescued elsewhere)",
-                     leases[i].job_id);
+    std::lock_guard lock(running_mu);
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (results[i] == CONVEYOR_OK) continue;
+      // A job that finished since the snapshot was settled: not a lost lease.
+      auto range = running.equal_range(leases[i].job_id);
+      for (auto it = range.first; it != range.second; ++it)
+        if (it->second == leases[i].lease_token)
+          spdlog::warn("job {}: lease lost while running (cancelled or rescued elsewhere)",
+                       leases[i].job_id);
+    }
   }
 
   void rescue() {
