@@ -1,20 +1,20 @@
 #include "commands.hpp"
 
-#include "table.hpp"
+#include "backend.hpp"
+#include "output.hpp"
 
+#include <conveyor/admin_server.hpp>
 #include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
 #include <conveyor/plugin_loader.hpp>
 #include <conveyor/validation.hpp>
 
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <csignal>
-#include <cmath>
 #include <iostream>
 #include <pthread.h>
 
@@ -25,26 +25,16 @@ using nlohmann::json;
 
 Config load(const GlobalOptions& g) { return load_config_file(resolve_config_path(g.config_path)); }
 
-std::string iso8601(int64_t us) {
-  std::time_t secs = static_cast<std::time_t>(us / 1'000'000);
-  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(secs));
-}
-
-// "50", "2.5", "0.333333"
-std::string rate_text(double rate) { return fmt::format("{}", rate); }
-
-json limit_json(const EffectiveLimit& l) {
-  return json{{"rate", l.limit ? json(l.limit->rate_per_sec) : json(nullptr)},
-              {"burst", l.limit ? json(l.limit->burst) : json(nullptr)},
-              {"source", to_string(l.source)}};
-}
-
 void print(const json& j) { std::cout << j.dump(2) << "\n"; }
 
 }  // namespace
 
 int serve(const GlobalOptions& g) {
+  if (g.server_url) throw UsageError("--server does not apply to serve (serve runs the server)");
   Config config = load(g);
+  const bool with_server = !config.server.listen.empty();
+  // Refuse an unsafe [server] before anything starts.
+  if (with_server) check_server_security(config.server);
   // Block the stop signals in every thread; this thread waits for them.
   sigset_t signals;
   sigemptyset(&signals);
@@ -54,19 +44,26 @@ int serve(const GlobalOptions& g) {
 
   Engine engine(config);
   register_builtin_handlers(engine);
+  std::unique_ptr<AdminServer> server;
+  if (with_server) {
+    server = std::make_unique<AdminServer>(engine, config.server);
+#ifdef CONVEYOR_WITH_DASHBOARD
+    server->set_static_files(dashboard_file);
+#endif
+    server->start();  // binds first: a taken port fails before any job runs
+  }
   engine.start();
   std::string where;
   for (const auto& [k, v] : config.storage.options)
     if (k == "path") where = " at " + v;
   spdlog::info("conveyor serving: storage '{}'{}, config {}; Ctrl-C to stop", config.storage.plugin,
                where, config.source);
-  if (!config.server.listen.empty())
-    spdlog::warn("[server] listen = {} is set, but this build has no admin server yet",
-                 config.server.listen);
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("received {}, stopping: no new claims, waiting up to {} ms for running jobs",
                sig == SIGINT ? "SIGINT" : "SIGTERM", config.engine.shutdown_timeout_ms);
+  // No API calls into an engine that is stopping.
+  if (server) server->stop();
   uint32_t released = engine.stop();
   if (released > 0) {
     // Handlers still running own pool threads we cannot join; their leases
@@ -79,45 +76,12 @@ int serve(const GlobalOptions& g) {
 }
 
 int enqueue(const GlobalOptions& g, const EnqueueArgs& a) {
-  validate_queue_name(a.queue);
-  validate_job_kind(a.kind);
-  if (!json::accept(a.payload))
-    throw ValidationError("payload", "--payload is not valid JSON: " + a.payload.substr(0, 80));
+  validate_job_request(a.job);
   if (a.count < 1 || a.count > 10'000'000)
     throw ValidationError("count", fmt::format("--count must be between 1 and 10000000, got {}", a.count));
-  if (!(a.delay_s >= 0) || !std::isfinite(a.delay_s) || a.delay_s > 365.0 * 86400)
-    throw ValidationError("delay", "--delay must be a number of seconds between 0 and 31536000");
-  if (a.max_attempts && *a.max_attempts < 1)
-    throw ValidationError("max_attempts", "--max-attempts must be >= 1");
-
-  Engine engine(load(g));
-  const int64_t now = SystemClock::instance().wall_now_us();
-  const int64_t run_at = now + static_cast<int64_t>(std::llround(a.delay_s * 1e6));
-  constexpr int64_t kBatch = 5000;
-  int64_t first = 0, last = 0;
-  for (int64_t done = 0; done < a.count;) {
-    const int64_t n = std::min(kBatch, a.count - done);
-    std::vector<NewJob> jobs(static_cast<size_t>(n));
-    for (auto& j : jobs) {
-      j.queue = a.queue;
-      j.kind = a.kind;
-      j.payload = a.payload;
-      j.priority = a.priority;
-      j.max_attempts = a.max_attempts.value_or(0);
-      j.run_at_us = run_at;
-    }
-    auto ids = engine.enqueue_batch(std::move(jobs));
-    if (done == 0) first = ids.front();
-    last = ids.back();
-    done += n;
-  }
-  if (g.json) {
-    print(json{{"queue", a.queue}, {"kind", a.kind}, {"count", a.count}, {"first_id", first}, {"last_id", last}});
-  } else if (a.count == 1) {
-    std::cout << fmt::format("enqueued job {} on queue {}\n", first, a.queue);
-  } else {
-    std::cout << fmt::format("enqueued {} jobs on queue {} (ids {}..{})\n", a.count, a.queue, first, last);
-  }
+  auto backend = open_backend(g);
+  const auto [first, last] = backend->enqueue(a.job, a.count);
+  print_enqueued(g, a.job.queue, a.job.kind, a.count, first, last);
   return 0;
 }
 
@@ -127,119 +91,88 @@ int ratelimit_set(const GlobalOptions& g, const std::string& queue, double rate,
   validate_rate(rate);
   if (burst) validate_burst(*burst, false);
   const RateLimit limit = make_rate_limit(rate, burst.value_or(0));
-  Engine engine(load(g));
-  engine.set_rate_limit(queue, limit);
-  if (g.json) {
-    print(json{{"queue", queue}, {"rate", limit.rate_per_sec}, {"burst", limit.burst}});
-  } else {
-    std::cout << fmt::format("queue {} limited to {}/s (burst {})\n", queue,
-                             rate_text(limit.rate_per_sec), limit.burst);
-  }
+  open_backend(g)->set_rate_limit(queue, limit);
+  print_rate_limit_set(g, queue, limit);
   return 0;
 }
 
 int ratelimit_ls(const GlobalOptions& g) {
-  Engine engine(load(g));
-  const LimitResolver& limits = engine.limits();
-  const auto overrides = limits.overrides();
-  const auto& def = limits.default_limit();
-  if (g.json) {
-    json list = json::array();
-    for (const auto& o : overrides)
-      list.push_back(json{{"queue", o.queue},
-                          {"rate", o.limit.rate_per_sec},
-                          {"burst", o.limit.burst},
-                          {"updated_at", iso8601(o.updated_at_us)}});
-    print(json{{"enabled", limits.enabled()},
-               {"default", json{{"rate", def ? json(def->rate_per_sec) : json(nullptr)},
-                                {"burst", def ? json(def->burst) : json(nullptr)}}},
-               {"overrides", list}});
-    return 0;
-  }
-  Table t({"QUEUE", "RATE", "BURST", "UPDATED"});
-  for (const auto& o : overrides)
-    t.add({o.queue, rate_text(o.limit.rate_per_sec), std::to_string(o.limit.burst), iso8601(o.updated_at_us)});
-  if (overrides.empty()) std::cout << "no per-queue overrides\n";
-  else std::cout << t.render();
-  std::cout << fmt::format("default: {}\n", def ? fmt::format("{}/s (burst {})", rate_text(def->rate_per_sec), def->burst)
-                                                : std::string("none (queues without a limit are unlimited)"));
-  std::cout << fmt::format("rate limiting: {}\n", limits.enabled() ? "enabled" : "DISABLED (rate_limit_enabled = false: every limit is ignored)");
+  print_rate_limits(g, open_backend(g)->rate_limits());
   return 0;
 }
 
 int ratelimit_rm(const GlobalOptions& g, const std::string& queue) {
   validate_queue_name(queue);
-  Engine engine(load(g));
-  if (!engine.delete_rate_limit(queue))
+  if (!open_backend(g)->delete_rate_limit(queue))
     throw NotFound(fmt::format("queue {} has no rate-limit override (see: conveyor ratelimit ls)", queue));
-  if (g.json) print(json{{"queue", queue}, {"cleared", true}});
-  else std::cout << fmt::format("queue {} rate limit cleared\n", queue);
+  print_rate_limit_cleared(g, queue);
   return 0;
 }
 
 int queues(const GlobalOptions& g) {
-  Engine engine(load(g));
-  const auto reports = engine.queues();
-  if (g.json) {
-    json list = json::array();
-    for (const auto& r : reports)
-      list.push_back(json{{"queue", r.stats.queue},
-                          {"paused", r.stats.paused},
-                          {"pending", r.stats.pending},
-                          {"scheduled", r.stats.scheduled},
-                          {"running", r.stats.running},
-                          {"completed", r.stats.completed},
-                          {"failed", r.stats.failed},
-                          {"cancelled", r.stats.cancelled},
-                          {"limit", limit_json(r.limit)}});
-    print(list);
-    return 0;
-  }
-  if (reports.empty()) {
-    std::cout << "no queues yet (enqueue a job: conveyor enqueue QUEUE noop)\n";
-    return 0;
-  }
-  Table t({"QUEUE", "PENDING", "SCHEDULED", "RUNNING", "COMPLETED", "FAILED", "LIMIT", "SOURCE"});
-  for (const auto& r : reports) {
-    const auto& s = r.stats;
-    std::string limit = r.limit.limit ? fmt::format("{}/s burst {}", rate_text(r.limit.limit->rate_per_sec),
-                                                    r.limit.limit->burst)
-                                      : "unlimited";
-    t.add({s.queue + (s.paused ? " (paused)" : ""), std::to_string(s.pending), std::to_string(s.scheduled),
-           std::to_string(s.running), std::to_string(s.completed), std::to_string(s.failed), limit,
-           to_string(r.limit.source)});
-  }
-  std::cout << t.render();
+  print_queues(g, open_backend(g)->queues());
   return 0;
 }
 
 int plugin_info(const GlobalOptions& g, const std::string& plugin) {
+  if (g.server_url)
+    throw UsageError("--server does not apply to plugin info (it inspects a plugin file here)");
   std::string dir;
   if (g.config_path || std::getenv("CONVEYOR_CONFIG")) dir = load(g).storage.plugin_dir;
   const auto path = resolve_plugin_path(plugin, dir);
-  const auto loaded = load_plugin(path);
-  const PluginInfo& i = loaded->info();
+  // Everything the loader learned, also when it refuses the library: what an
+  // author needs to see why (then the refusal itself, on stderr, exit 1).
+  const PluginDiagnosis d = diagnose_plugin(path);
+  const std::string host_abi = fmt::format("{}.{}", CONVEYOR_ABI_MAJOR, CONVEYOR_ABI_MINOR);
+  const std::string entry_status = d.entry_found      ? "found"
+                                   : d.library_loaded ? "NOT FOUND"
+                                   : d.file_found     ? "not checked: the library did not load"
+                                                      : "not checked: no such file";
   if (g.json) {
-    print(json{{"name", i.name},
-               {"kind", kind_name(i.kind)},
-               {"version", i.version},
-               {"abi_version", fmt::format("{}.{}", i.abi_major, i.abi_minor)},
-               {"host_abi_version", fmt::format("{}.{}", CONVEYOR_ABI_MAJOR, CONVEYOR_ABI_MINOR)},
-               {"capabilities", capability_names(i.capabilities)},
-               {"path", i.path.string()},
-               {"entry_symbol", CONVEYOR_PLUGIN_ENTRY_SYMBOL},
-               {"table_size", i.struct_size},
-               {"optional_slots_missing", i.optional_slots_missing}});
-    return 0;
+    json j{{"path", d.path.string()},
+           {"loads", d.error.empty()},
+           {"entry_symbol", CONVEYOR_PLUGIN_ENTRY_SYMBOL},
+           {"entry_symbol_found", d.entry_found},
+           {"host_abi_version", host_abi},
+           {"required_slots_missing", d.required_slots_missing},
+           {"optional_slots_missing", d.optional_slots_missing}};
+    if (d.table_returned) {
+      j["abi_version"] = fmt::format("{}.{}", d.abi_major, d.abi_minor);
+      j["table_size"] = d.struct_size;
+    }
+    if (d.table_read) {
+      j["name"] = d.name;
+      j["kind"] = kind_name(d.kind);
+      j["version"] = d.version;
+      j["capabilities"] = capability_names(d.capabilities);
+    }
+    if (!d.error.empty()) j["error"] = d.error;
+    print(j);
+  } else {
+    if (d.table_read)
+      std::cout << fmt::format("name:          {}\nkind:          {}\nversion:       {}\n", d.name,
+                               kind_name(d.kind), d.version);
+    if (d.table_returned)
+      std::cout << fmt::format("ABI version:   {}.{} (host speaks {})\n", d.abi_major,
+                               d.abi_minor, host_abi);
+    if (d.table_read)
+      std::cout << fmt::format("capabilities:  {}\n", capability_names(d.capabilities));
+    std::cout << fmt::format("path:          {}\nentry symbol:  {} ({})\n", d.path.string(),
+                             CONVEYOR_PLUGIN_ENTRY_SYMBOL, entry_status);
+    if (d.table_returned)
+      std::cout << fmt::format("table size:    {} bytes{}\n", d.struct_size,
+                               d.struct_size < CONVEYOR_PLUGIN_V1_0_SIZE
+                                   ? fmt::format(" (ABI 1.0 needs at least {})",
+                                                 CONVEYOR_PLUGIN_V1_0_SIZE)
+                                   : "");
+    if (!d.required_slots_missing.empty())
+      std::cout << fmt::format("required slots missing: {}\n",
+                               fmt::join(d.required_slots_missing, ", "));
+    if (!d.optional_slots_missing.empty())
+      std::cout << fmt::format("optional slots not provided: {}\n",
+                               fmt::join(d.optional_slots_missing, ", "));
   }
-  std::cout << fmt::format(
-      "name:          {}\nkind:          {}\nversion:       {}\nABI version:   {}.{} (host speaks {}.{})\n"
-      "capabilities:  {}\npath:          {}\nentry symbol:  {} (found)\ntable size:    {} bytes\n",
-      i.name, kind_name(i.kind), i.version, i.abi_major, i.abi_minor, CONVEYOR_ABI_MAJOR,
-      CONVEYOR_ABI_MINOR, capability_names(i.capabilities), i.path.string(),
-      CONVEYOR_PLUGIN_ENTRY_SYMBOL, i.struct_size);
-  if (!i.optional_slots_missing.empty())
-    std::cout << fmt::format("optional slots not provided: {}\n", fmt::join(i.optional_slots_missing, ", "));
+  if (!d.error.empty()) throw PluginLoadError(d.error);
   return 0;
 }
 

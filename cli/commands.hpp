@@ -2,6 +2,8 @@
 // for errors, which main() maps to exit codes and one-line messages.
 #pragma once
 
+#include <conveyor/job_request.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -11,17 +13,13 @@ namespace conveyor::cli {
 
 struct GlobalOptions {
   std::optional<std::string> config_path;  // --config
+  std::optional<std::string> server_url;   // --server: use the API, not storage
   bool json = false;                       // --json
 };
 
 struct EnqueueArgs {
-  std::string queue;
-  std::string kind;
-  std::string payload = "{}";
+  JobRequest job;
   int64_t count = 1;
-  int32_t priority = 0;
-  double delay_s = 0;
-  std::optional<int32_t> max_attempts;
 };
 
 int serve(const GlobalOptions& g);

@@ -3,14 +3,16 @@
 // validation error. Errors are one line on stderr starting with "conveyor:".
 #include "commands.hpp"
 
+#include <conveyor/admin_server.hpp>
+#include <conveyor/api_error.hpp>
 #include <conveyor/config.hpp>
 #include <conveyor/plugin_loader.hpp>
 #include <conveyor/storage.hpp>
 #include <conveyor/validation.hpp>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdlib>
 #include <iostream>
@@ -45,8 +47,11 @@ int main(int argc, char** argv) {
   GlobalOptions g;
   std::string config_path;
   std::string server_url;
-  app.add_option("--config", config_path, "config file (default: $CONVEYOR_CONFIG or config/conveyor.toml)");
-  app.add_option("--server", server_url, "talk to a running server's admin API instead of storage");
+  app.add_option("--config", config_path,
+                 "config file (default: $CONVEYOR_CONFIG or config/conveyor.toml)");
+  app.add_option("--server", server_url,
+                 "a running server's URL (http://HOST:PORT): enqueue, ratelimit and queues use its "
+                 "API instead of storage; token from $CONVEYOR_ADMIN_TOKEN");
   app.add_flag("--json", g.json, "machine-readable output");
 
   auto* serve_cmd = app.add_subcommand("serve", "run the engine and its workers until Ctrl-C");
@@ -54,26 +59,28 @@ int main(int argc, char** argv) {
   EnqueueArgs ea;
   int64_t count = 1;
   auto* enqueue_cmd = app.add_subcommand("enqueue", "add jobs to a queue");
-  enqueue_cmd->add_option("queue", ea.queue, "queue name")->required();
-  enqueue_cmd->add_option("kind", ea.kind, "job kind (built-in: noop, sleep)")->required();
-  enqueue_cmd->add_option("--payload", ea.payload, "JSON payload (default {})");
+  enqueue_cmd->add_option("queue", ea.job.queue, "queue name")->required();
+  enqueue_cmd->add_option("kind", ea.job.kind, "job kind (built-in: noop, sleep)")->required();
+  enqueue_cmd->add_option("--payload", ea.job.payload, "JSON payload (default {})");
   enqueue_cmd->add_option("--count", count, "how many identical jobs (default 1)");
-  enqueue_cmd->add_option("--priority", ea.priority, "lower runs first (default 0)");
-  enqueue_cmd->add_option("--delay", ea.delay_s, "seconds before the jobs may run (default 0)");
-  auto* max_attempts_opt = enqueue_cmd->add_option("--max-attempts", ea.max_attempts, "attempts before failing (default [engine] max_attempts)");
-  (void)max_attempts_opt;
+  enqueue_cmd->add_option("--priority", ea.job.priority, "lower runs first (default 0)");
+  enqueue_cmd->add_option("--delay", ea.job.delay_s, "seconds before the jobs may run (default 0)");
+  enqueue_cmd->add_option("--max-attempts", ea.job.max_attempts,
+                          "attempts before failing (default [engine] max_attempts)");
 
   auto* rl = app.add_subcommand("ratelimit", "per-queue rate-limit overrides");
   rl->require_subcommand(1);
   std::string rl_queue;
   double rate = 0;
   std::optional<int64_t> burst;
-  auto* rl_set = rl->add_subcommand("set", "set a queue's override (durable, seen by every process)");
+  auto* rl_set =
+      rl->add_subcommand("set", "set a queue's override (durable, seen by every process)");
   rl_set->add_option("queue", rl_queue, "queue name")->required();
   rl_set->add_option("--rate", rate, "jobs started per second, > 0")->required();
   rl_set->add_option("--burst", burst, "largest instantaneous spike, >= 1 (default ceil(rate))");
   auto* rl_ls = rl->add_subcommand("ls", "list overrides, the default and the kill switch");
-  auto* rl_rm = rl->add_subcommand("rm", "remove a queue's override (back to its config or default)");
+  auto* rl_rm =
+      rl->add_subcommand("rm", "remove a queue's override (back to its config or default)");
   rl_rm->add_option("queue", rl_queue, "queue name")->required();
 
   auto* queues_cmd = app.add_subcommand("queues", "per-queue counts, limit and its source");
@@ -81,7 +88,8 @@ int main(int argc, char** argv) {
   std::string plugin;
   auto* plugin_cmd = app.add_subcommand("plugin", "storage plugins");
   plugin_cmd->require_subcommand(1);
-  auto* plugin_info_cmd = plugin_cmd->add_subcommand("info", "what a plugin is and why it loads or not");
+  auto* plugin_info_cmd =
+      plugin_cmd->add_subcommand("info", "what a plugin is and why it loads or not");
   plugin_info_cmd->add_option("plugin", plugin, "plugin name or path to a .so")->required();
 
   try {
@@ -102,19 +110,19 @@ int main(int argc, char** argv) {
       }
       if (arg.rfind("-", 0) == 0) continue;
       if (app.get_subcommands([&](CLI::App* sub) { return sub->get_name() == arg; }).empty())
-        return fail(2, "unknown command '" + arg +
-                           "' (commands: serve, enqueue, ratelimit, queues, plugin; see conveyor --help)");
+        return fail(
+            2, "unknown command '" + arg +
+                   "' (commands: serve, enqueue, ratelimit, queues, plugin; see conveyor --help)");
       break;
     }
     return fail(2, std::string(e.what()) + " (see conveyor --help)");
   }
   if (!config_path.empty()) g.config_path = config_path;
+  if (!server_url.empty()) g.server_url = server_url;
   ea.count = count;
   setup_logging(serve_cmd->parsed());
 
   try {
-    if (!server_url.empty())
-      throw UsageError("--server: this build talks to storage directly; the admin API client is not available yet");
     if (serve_cmd->parsed()) return serve(g);
     if (enqueue_cmd->parsed()) return enqueue(g, ea);
     if (rl_set->parsed()) return ratelimit_set(g, rl_queue, rate, burst);
@@ -129,6 +137,11 @@ int main(int argc, char** argv) {
     return fail(2, e.what());
   } catch (const UsageError& e) {
     return fail(2, e.what());
+  } catch (const conveyor::ApiError& e) {
+    // The server's own words; its validation errors are the user's to fix.
+    return fail(e.code() == conveyor::ApiCode::kInvalidArgument ? 2 : 1, e.what());
+  } catch (const conveyor::ServerStartError& e) {
+    return fail(1, e.what());
   } catch (const conveyor::PluginLoadError& e) {
     return fail(1, e.what());
   } catch (const conveyor::StorageError& e) {

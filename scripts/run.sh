@@ -11,4 +11,5 @@ echo "conveyor: built build/bin/conveyor; in another terminal try:"
 echo "  build/bin/conveyor enqueue email noop --count 2000"
 echo "  build/bin/conveyor ratelimit set email --rate 50 --burst 10"
 echo "  build/bin/conveyor queues"
+echo "  dashboard and API: http://127.0.0.1:8080/"
 exec build/bin/conveyor --config config/conveyor.toml serve

@@ -239,7 +239,11 @@ std::filesystem::path resolve_plugin_path(std::string_view plugin, std::string_v
                         dir.string() + " (" + where + ")");
 }
 
-std::shared_ptr<const Plugin> load_plugin(const std::filesystem::path& requested) {
+namespace {
+
+// load_plugin's steps, recording in d what each one found before it refuses.
+std::shared_ptr<const Plugin> load_recording(const fs::path& requested, PluginDiagnosis& d) {
+  d.path = requested;
   // Resolve symlinks and relative parts first: the file we check is the file
   // we load, and info().path names it unambiguously.
   std::error_code ec;
@@ -251,6 +255,8 @@ std::shared_ptr<const Plugin> load_plugin(const std::filesystem::path& requested
              "plugin_dir or to the path of an existing .so");
     refuse(requested, "cannot access the file (" + ec.message() + ")");
   }
+  d.path = path;
+  d.file_found = true;
   if (!fs::is_regular_file(path, ec))
     refuse(path, "not a regular file; set [storage] plugin to the path of a .so");
 
@@ -280,10 +286,12 @@ std::shared_ptr<const Plugin> load_plugin(const std::filesystem::path& requested
     refuse(path, "the library's initialisation threw an exception while loading");
   }
 
+  d.library_loaded = true;
   if (!library->has(CONVEYOR_PLUGIN_ENTRY_SYMBOL))
     refuse(path, "the library does not export " CONVEYOR_PLUGIN_ENTRY_SYMBOL
                  "; build it with CONVEYOR_EXPORT_STORAGE_PLUGIN or export the function from "
                  "storage_plugin.h (with CONVEYOR_PLUGIN_EXPORT, extern \"C\")");
+  d.entry_found = true;
   // get<Signature> yields a reference to the function itself (get of a
   // pointer type would read the code as if it were a pointer variable).
   using EntrySignature = std::remove_pointer_t<conveyor_plugin_entry_fn>;
@@ -315,6 +323,10 @@ std::shared_ptr<const Plugin> load_plugin(const std::filesystem::path& requested
   const uint32_t struct_size = plugin_table->struct_size;
   const uint32_t abi_major = plugin_table->abi_major;
   const uint32_t abi_minor = plugin_table->abi_minor;
+  d.table_returned = true;
+  d.struct_size = struct_size;
+  d.abi_major = abi_major;
+  d.abi_minor = abi_minor;
   if (abi_major != CONVEYOR_ABI_MAJOR)
     refuse(path, "plugin speaks ABI " + std::to_string(abi_major) + "." +
                      std::to_string(abi_minor) + ", this conveyor speaks " + host_abi +
@@ -335,6 +347,17 @@ std::shared_ptr<const Plugin> load_plugin(const std::filesystem::path& requested
   // info().struct_size keeps what the plugin reported.
   table.struct_size = static_cast<uint32_t>(copied);
 
+  // Everything the table says, recorded before any of it is judged.
+  d.table_read = true;
+  if (table.name != nullptr) d.name = table.name;
+  if (table.version != nullptr) d.version = table.version;
+  d.kind = table.kind;
+  d.capabilities = table.capabilities;
+  for (const Slot& slot : kRequiredSlots)
+    if (slot_is_null(table, slot)) d.required_slots_missing.emplace_back(slot.name);
+  for (const Slot& slot : kOptionalSlots)
+    if (slot_is_null(table, slot)) d.optional_slots_missing.emplace_back(slot.name);
+
   if (table.name == nullptr || table.name[0] == '\0')
     refuse(path, "the function table has no name; set name in the plugin's table");
   if (table.version == nullptr || table.version[0] == '\0')
@@ -345,9 +368,7 @@ std::shared_ptr<const Plugin> load_plugin(const std::filesystem::path& requested
                      " = canonical and " + std::to_string(CONVEYOR_KIND_QUEUE_STORAGE) +
                      " = queue-storage); set kind to a CONVEYOR_KIND_* value");
 
-  std::vector<std::string> missing;
-  for (const Slot& slot : kRequiredSlots)
-    if (slot_is_null(table, slot)) missing.emplace_back(slot.name);
+  const std::vector<std::string>& missing = d.required_slots_missing;
   if (!missing.empty())
     refuse(path, std::string(missing.size() == 1 ? "required slot " : "required slots ") +
                      join(missing, ", ") + (missing.size() == 1 ? " is" : " are") +
@@ -366,10 +387,26 @@ std::shared_ptr<const Plugin> load_plugin(const std::filesystem::path& requested
   info.abi_major = abi_major;
   info.abi_minor = abi_minor;
   info.struct_size = struct_size;
-  for (const Slot& slot : kOptionalSlots)
-    if (slot_is_null(table, slot)) info.optional_slots_missing.emplace_back(slot.name);
+  info.optional_slots_missing = d.optional_slots_missing;
 
   return std::make_shared<const LoadedPlugin>(std::move(library), table, std::move(info));
+}
+
+}  // namespace
+
+std::shared_ptr<const Plugin> load_plugin(const std::filesystem::path& path) {
+  PluginDiagnosis ignored;
+  return load_recording(path, ignored);
+}
+
+PluginDiagnosis diagnose_plugin(const std::filesystem::path& path) {
+  PluginDiagnosis d;
+  try {
+    load_recording(path, d);  // the library is unloaded again when this returns
+  } catch (const PluginLoadError& e) {
+    d.error = e.what();
+  }
+  return d;
 }
 
 }  // namespace conveyor

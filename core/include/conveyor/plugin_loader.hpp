@@ -66,4 +66,29 @@ std::filesystem::path resolve_plugin_path(std::string_view plugin, std::string_v
 // slot NULL. Thread-safe.
 std::shared_ptr<const Plugin> load_plugin(const std::filesystem::path& path);
 
+// Everything the loader learned about a plugin file, as far as it got, for
+// `conveyor plugin info` to show an author why a load fails. Fields past the
+// step that failed keep their defaults.
+struct PluginDiagnosis {
+  std::filesystem::path path;  // resolved (canonical) once the file is found
+  bool file_found = false;
+  bool library_loaded = false;  // dlopen succeeded
+  bool entry_found = false;     // CONVEYOR_PLUGIN_ENTRY_SYMBOL exported
+  bool table_returned = false;  // the entry returned a table: abi_* and struct_size are set
+  bool table_read = false;      // major and size accepted: name to capabilities are set
+  uint32_t abi_major = 0;
+  uint32_t abi_minor = 0;
+  uint32_t struct_size = 0;  // as the plugin reported it
+  std::string name;
+  std::string version;
+  uint32_t kind = 0;
+  uint64_t capabilities = 0;
+  std::vector<std::string> required_slots_missing;  // a load fails when not empty
+  std::vector<std::string> optional_slots_missing;
+  std::string error;  // what load_plugin throws; empty when the plugin loads
+};
+
+// Runs every step of load_plugin and reports instead of throwing.
+PluginDiagnosis diagnose_plugin(const std::filesystem::path& path);
+
 }  // namespace conveyor

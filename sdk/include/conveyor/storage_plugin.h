@@ -21,20 +21,39 @@
  * required slot is NULL.
  *
  * Rules that keep old plugins working on new hosts, and new plugins on old
- * hosts (the table only ever grows at its end):
- *   1. Fields are appended at the end of conveyor_storage_plugin, never
- *      inserted, reordered, removed or retyped. A function's signature never
- *      changes; a changed operation gets a new slot (e.g. enqueue_v2).
- *   2. Each append bumps CONVEYOR_ABI_MINOR and documents the minor that
- *      introduced the slot. Slots added after 1.0 are optional: a host reads
- *      a slot only when struct_size covers it and it is non-NULL.
- *   3. A plugin sets struct_size = sizeof(conveyor_storage_plugin) as it was
- *      compiled. A host that knows a smaller table reads only its prefix, so a
- *      plugin built for a newer minor loads with the functions the host knows.
- *   4. Breaking changes bump CONVEYOR_ABI_MAJOR; hosts refuse other majors.
- *   5. Output structs the plugin fills (conveyor_job, ...) begin with
- *      struct_size and grow at their end under the same rules; the host
- *      reads a field only when struct_size covers it.
+ * hosts. tests/abi holds a frozen copy of the 1.0 header and checks every
+ * 1.0 offset, size, signature and constant against this file.
+ *   1. Append only. New slots go at the end of conveyor_storage_plugin, after
+ *      the last one; nothing is ever inserted, reordered, removed, resized or
+ *      retyped. A function's signature never changes (not a parameter's
+ *      type, width or constness, not the return type): a changed operation
+ *      gets a new slot (e.g. enqueue_v2) and the old slot keeps its meaning.
+ *   2. Each append bumps CONVEYOR_ABI_MINOR, and the new slot's comment names
+ *      the minor that introduced it. Every slot added after 1.0 is optional.
+ *   3. struct_size checks. A plugin sets struct_size =
+ *      sizeof(conveyor_storage_plugin) as it was compiled. The host copies
+ *      min(struct_size, its own sizeof) bytes of the table and zero-fills the
+ *      rest, and calls a slot only when struct_size covers the whole slot
+ *      (offsetof + sizeof <= struct_size) and the slot is non-NULL. So an
+ *      older plugin on a newer host simply lacks the newer slots, and a
+ *      plugin built for a newer minor loads on an older host with the
+ *      functions that host knows (the host never reads past its own table).
+ *      The entry receives the host's minor: a plugin returns the same table
+ *      to every host of its major and need not look at the minor.
+ *   4. Breaking changes bump CONVEYOR_ABI_MAJOR. A host refuses a plugin of
+ *      another major (its entry may return NULL, or a table whose abi_major
+ *      differs), with an error naming the versions both sides speak.
+ *   5. Output structs the plugin fills (conveyor_job, conveyor_queue_stats,
+ *      conveyor_rate_limit) begin with struct_size (sizeof as the plugin was
+ *      built), grow only at their end under rules 1 and 2, and the host reads
+ *      a field only when struct_size covers it.
+ *   6. Structs without struct_size (conveyor_str, conveyor_option,
+ *      conveyor_new_job, conveyor_lease, conveyor_error) never change: a new
+ *      input comes as a new slot taking a new struct.
+ *   7. Constants are never renumbered or reused: new status codes, kinds,
+ *      capabilities, job states and notification kinds take new values.
+ *      Reserved fields are zero in 1.0 and may gain a meaning only in a new
+ *      minor, where zero keeps the 1.0 behaviour.
  *
  * ---------------------------------------------------------------------------
  * Conventions for every function

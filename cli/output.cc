@@ -1,0 +1,137 @@
+// The commands' output (output.hpp).
+#include "output.hpp"
+
+#include "table.hpp"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <ctime>
+#include <iostream>
+
+namespace conveyor::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string iso8601(int64_t us) {
+  std::time_t secs = static_cast<std::time_t>(us / 1'000'000);
+  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(secs));
+}
+
+// "50", "2.5", "0.333333"
+std::string rate_text(double rate) { return fmt::format("{}", rate); }
+
+json limit_json(const EffectiveLimit& l) {
+  return json{{"rate", l.limit ? json(l.limit->rate_per_sec) : json(nullptr)},
+              {"burst", l.limit ? json(l.limit->burst) : json(nullptr)},
+              {"source", to_string(l.source)}};
+}
+
+void print(const json& j) { std::cout << j.dump(2) << "\n"; }
+
+}  // namespace
+
+void print_enqueued(const GlobalOptions& g, const std::string& queue, const std::string& kind,
+                    int64_t count, int64_t first_id, int64_t last_id) {
+  if (g.json) {
+    print(json{{"queue", queue},
+               {"kind", kind},
+               {"count", count},
+               {"first_id", first_id},
+               {"last_id", last_id}});
+  } else if (count == 1) {
+    std::cout << fmt::format("enqueued job {} on queue {}\n", first_id, queue);
+  } else {
+    std::cout << fmt::format("enqueued {} jobs on queue {} (ids {}..{})\n", count, queue, first_id,
+                             last_id);
+  }
+}
+
+void print_rate_limit_set(const GlobalOptions& g, const std::string& queue,
+                          const RateLimit& limit) {
+  if (g.json) {
+    print(json{{"queue", queue}, {"rate", limit.rate_per_sec}, {"burst", limit.burst}});
+  } else {
+    std::cout << fmt::format("queue {} limited to {}/s (burst {})\n", queue,
+                             rate_text(limit.rate_per_sec), limit.burst);
+  }
+}
+
+void print_rate_limits(const GlobalOptions& g, const api::RateLimitListing& listing) {
+  const auto& overrides = listing.overrides;
+  const auto& def = listing.default_limit;
+  if (g.json) {
+    json list = json::array();
+    for (const auto& o : overrides)
+      list.push_back(json{{"queue", o.queue},
+                          {"rate", o.limit.rate_per_sec},
+                          {"burst", o.limit.burst},
+                          {"updated_at", iso8601(o.updated_at_us)}});
+    print(json{{"enabled", listing.enabled},
+               {"default", json{{"rate", def ? json(def->rate_per_sec) : json(nullptr)},
+                                {"burst", def ? json(def->burst) : json(nullptr)}}},
+               {"overrides", list}});
+    return;
+  }
+  Table t({"QUEUE", "RATE", "BURST", "UPDATED"});
+  for (const auto& o : overrides)
+    t.add({o.queue, rate_text(o.limit.rate_per_sec), std::to_string(o.limit.burst),
+           iso8601(o.updated_at_us)});
+  if (overrides.empty())
+    std::cout << "no per-queue overrides\n";
+  else
+    std::cout << t.render();
+  std::cout << fmt::format(
+      "default: {}\n",
+      def ? fmt::format("{}/s (burst {})", rate_text(def->rate_per_sec), def->burst)
+          : std::string("none (queues without a limit are unlimited)"));
+  std::cout << fmt::format("rate limiting: {}\n",
+                           listing.enabled
+                               ? "enabled"
+                               : "DISABLED (rate_limit_enabled = false: every limit is ignored)");
+}
+
+void print_rate_limit_cleared(const GlobalOptions& g, const std::string& queue) {
+  if (g.json)
+    print(json{{"queue", queue}, {"cleared", true}});
+  else
+    std::cout << fmt::format("queue {} rate limit cleared\n", queue);
+}
+
+void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& reports) {
+  if (g.json) {
+    json list = json::array();
+    for (const auto& r : reports)
+      list.push_back(json{{"queue", r.stats.queue},
+                          {"paused", r.stats.paused},
+                          {"pending", r.stats.pending},
+                          {"scheduled", r.stats.scheduled},
+                          {"running", r.stats.running},
+                          {"completed", r.stats.completed},
+                          {"failed", r.stats.failed},
+                          {"cancelled", r.stats.cancelled},
+                          {"limit", limit_json(r.limit)}});
+    print(list);
+    return;
+  }
+  if (reports.empty()) {
+    std::cout << "no queues yet (enqueue a job: conveyor enqueue QUEUE noop)\n";
+    return;
+  }
+  Table t({"QUEUE", "PENDING", "SCHEDULED", "RUNNING", "COMPLETED", "FAILED", "LIMIT", "SOURCE"});
+  for (const auto& r : reports) {
+    const auto& s = r.stats;
+    std::string limit = r.limit.limit
+                            ? fmt::format("{}/s burst {}", rate_text(r.limit.limit->rate_per_sec),
+                                          r.limit.limit->burst)
+                            : "unlimited";
+    t.add({s.queue + (s.paused ? " (paused)" : ""), std::to_string(s.pending),
+           std::to_string(s.scheduled), std::to_string(s.running), std::to_string(s.completed),
+           std::to_string(s.failed), limit, to_string(r.limit.source)});
+  }
+  std::cout << t.render();
+}
+
+}  // namespace conveyor::cli

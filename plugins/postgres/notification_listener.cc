@@ -1,0 +1,145 @@
+#include "notification_listener.hpp"
+
+#include "pg_errors.hpp"
+
+#include <pqxx/notification>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+namespace conveyor::postgres {
+namespace {
+
+constexpr size_t kMaxIdentifier = 63;
+
+std::string bounded_channel(const std::string& prefix, const std::string& schema) {
+  std::string name = prefix + schema;
+  if (name.size() <= kMaxIdentifier) return name;
+  // Too long: keep a readable start and make it unique with a hash (FNV-1a).
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : schema) h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  for (int i = 15; i >= 0; --i, h >>= 4) hex[i] = "0123456789abcdef"[h & 0xF];
+  hex[16] = '\0';
+  return prefix + schema.substr(0, kMaxIdentifier - prefix.size() - 17) + "_" + hex;
+}
+
+}  // namespace
+
+NotifyChannels channels_for_schema(const std::string& schema) {
+  return NotifyChannels{bounded_channel("conveyor_jobs_", schema),
+                        bounded_channel("conveyor_ctl_", schema)};
+}
+
+// Collects what libpqxx delivers on one channel; the listener translates it
+// after the wait, outside libpqxx's callback.
+class NotificationListener::Receiver : public pqxx::notification_receiver {
+ public:
+  Receiver(pqxx::connection_base& c, const std::string& channel,
+           std::vector<std::pair<std::string, std::string>>& out)
+      : pqxx::notification_receiver(c, channel), out_(out) {}
+  void operator()(const std::string& payload, int /*backend_pid*/) override {
+    out_.emplace_back(channel(), payload);
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>>& out_;
+};
+
+NotificationListener::NotificationListener(std::string conninfo, std::string target,
+                                           NotifyChannels channels,
+                                           std::function<std::vector<std::string>()> known_queues)
+    : conninfo_(std::move(conninfo)),
+      target_(std::move(target)),
+      channels_(std::move(channels)),
+      known_queues_(std::move(known_queues)) {}
+
+NotificationListener::~NotificationListener() { drop(); }
+
+void NotificationListener::drop() noexcept {
+  receivers_.clear();  // before the connection they belong to
+  conn_.reset();
+}
+
+void NotificationListener::connect() {
+  try {
+    conn_ = open_connection(conninfo_, target_);
+    // LISTEN first, then the catch-up: nothing sent in between is missed.
+    receivers_.push_back(std::make_unique<Receiver>(conn_->conn, channels_.jobs, received_));
+    receivers_.push_back(std::make_unique<Receiver>(conn_->conn, channels_.control, received_));
+    if (!conn_->conn.is_open()) throw pqxx::broken_connection("connection lost during LISTEN");
+  } catch (const sdk::Error& e) {
+    drop();
+    backoff_.failed(e.what());
+    throw;
+  } catch (...) {
+    Failure f = classify_current_exception(false);
+    drop();
+    const std::string msg = "cannot LISTEN on PostgreSQL at " + target_ + ": " + f.message;
+    backoff_.failed(msg);
+    throw sdk::Error(CONVEYOR_E_UNAVAILABLE, msg);
+  }
+  backoff_.succeeded();
+  catch_up_ = true;
+}
+
+void NotificationListener::wait(int64_t timeout_us, const sdk::NotifySink& sink) {
+  std::lock_guard lock(mu_);
+  timeout_us = std::max<int64_t>(timeout_us, 0);
+  if (!conn_) {
+    if (auto left = backoff_.remaining(); left.count() > 0) {
+      std::this_thread::sleep_for(
+          std::min<std::chrono::microseconds>(left, std::chrono::microseconds(timeout_us)));
+      return;
+    }
+    connect();
+  }
+
+  std::vector<std::string> woken;
+  bool limits_changed = false;
+  if (catch_up_) {
+    try {
+      woken = known_queues_();
+      limits_changed = true;
+      catch_up_ = false;
+    } catch (...) {
+      // The pool is failing too; the engine's polling covers this while the
+      // catch-up is retried on the next wait.
+    }
+  }
+
+  received_.clear();
+  try {
+    if (!conn_->conn.is_open()) throw pqxx::broken_connection("listen connection closed");
+    if (limits_changed) {
+      conn_->conn.get_notifs();  // report at once; do not wait
+    } else {
+      conn_->conn.await_notification(static_cast<long>(timeout_us / 1'000'000),
+                                     static_cast<long>(timeout_us % 1'000'000));
+    }
+    if (!conn_->conn.is_open()) throw pqxx::broken_connection("listen connection closed");
+  } catch (...) {
+    Failure f = classify_current_exception(false);
+    drop();
+    throw sdk::Error(CONVEYOR_E_UNAVAILABLE, "lost the LISTEN connection to PostgreSQL at " +
+                                                 target_ + ": " + f.message +
+                                                 " (reconnecting on the next wait)");
+  }
+
+  if (limits_changed) sink(CONVEYOR_NOTIFY_RATE_LIMITS, {});
+  for (const std::string& q : woken) sink(CONVEYOR_NOTIFY_JOBS, q);
+  for (const auto& [channel, payload] : received_) {
+    std::string_view p = payload;
+    if (channel == channels_.jobs) {
+      sink(CONVEYOR_NOTIFY_JOBS, p);
+    } else if (p.substr(0, kLimitsPrefix.size()) == kLimitsPrefix) {
+      sink(CONVEYOR_NOTIFY_RATE_LIMITS, p.substr(kLimitsPrefix.size()));
+    } else if (p.substr(0, kQueueStatePrefix.size()) == kQueueStatePrefix) {
+      sink(CONVEYOR_NOTIFY_QUEUE_STATE, p.substr(kQueueStatePrefix.size()));
+    }
+  }
+  received_.clear();
+}
+
+}  // namespace conveyor::postgres

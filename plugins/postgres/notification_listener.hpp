@@ -1,0 +1,75 @@
+// The LISTEN side of LISTEN/NOTIFY: one dedicated connection that waits for
+// notifications on the plugin's two channels and turns them into
+// conveyor_notify_fn calls.
+//
+//   jobs channel     payload: queue name          -> CONVEYOR_NOTIFY_JOBS
+//   control channel  payload: "limits:" + queue   -> CONVEYOR_NOTIFY_RATE_LIMITS
+//                    payload: "state:" + queue    -> CONVEYOR_NOTIFY_QUEUE_STATE
+//
+// Notifications sent while the connection was down are lost, so after every
+// (re)connect the listener reports a catch-up: overrides changed, and new jobs
+// in every known queue. A dead connection is reopened with backoff.
+#ifndef CONVEYOR_PLUGINS_POSTGRES_NOTIFICATION_LISTENER_HPP
+#define CONVEYOR_PLUGINS_POSTGRES_NOTIFICATION_LISTENER_HPP
+
+#include "pg_connect.hpp"
+
+#include <conveyor/storage_plugin.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace conveyor::postgres {
+
+// Channel names for a schema, bounded to PostgreSQL's 63-byte identifiers.
+struct NotifyChannels {
+  std::string jobs;
+  std::string control;
+};
+NotifyChannels channels_for_schema(const std::string& schema);
+
+inline constexpr std::string_view kLimitsPrefix = "limits:";
+inline constexpr std::string_view kQueueStatePrefix = "state:";
+
+class NotificationListener {
+ public:
+  // known_queues lists the queues to wake after a reconnect (may throw).
+  NotificationListener(std::string conninfo, std::string target, NotifyChannels channels,
+                       std::function<std::vector<std::string>()> known_queues);
+  ~NotificationListener();
+  NotificationListener(const NotificationListener&) = delete;
+  NotificationListener& operator=(const NotificationListener&) = delete;
+
+  // Waits up to timeout_us for notifications and reports them through sink.
+  // Returns normally on timeout. Throws sdk::Error(CONVEYOR_E_UNAVAILABLE)
+  // when the connection cannot be (re)opened; while in backoff after such a
+  // failure it just waits out the timeout.
+  void wait(int64_t timeout_us, const sdk::NotifySink& sink);
+
+ private:
+  class Receiver;
+  void connect();
+  void drop() noexcept;
+
+  const std::string conninfo_;
+  const std::string target_;
+  const NotifyChannels channels_;
+  const std::function<std::vector<std::string>()> known_queues_;
+  ReconnectBackoff backoff_;
+
+  std::mutex mu_;  // one waiter at a time
+  std::unique_ptr<PgConnection> conn_;
+  std::vector<std::unique_ptr<Receiver>> receivers_;           // destroyed before conn_
+  std::vector<std::pair<std::string, std::string>> received_;  // (channel, payload)
+  bool catch_up_ = false;                                      // report a catch-up on the next wait
+};
+
+}  // namespace conveyor::postgres
+
+#endif  // CONVEYOR_PLUGINS_POSTGRES_NOTIFICATION_LISTENER_HPP

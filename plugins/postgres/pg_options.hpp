@@ -1,0 +1,36 @@
+// The postgres plugin's [storage.options], parsed and checked (the keys are
+// documented at the top of postgres_storage.cc).
+#ifndef CONVEYOR_PLUGINS_POSTGRES_PG_OPTIONS_HPP
+#define CONVEYOR_PLUGINS_POSTGRES_PG_OPTIONS_HPP
+
+#include <conveyor/storage_plugin.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace conveyor::postgres {
+
+struct PgOptions {
+  // A libpq key=value connection string: the user's dsn (URI or key=value)
+  // plus the defaults the plugin adds when the dsn leaves them out.
+  std::string conninfo;
+  // "host:port/dbname as user" for messages; never contains the password.
+  std::string target;
+  std::string schema = "conveyor";
+  uint32_t pool_size = 8;
+  uint32_t connect_timeout_s = 5;
+};
+
+// Throws sdk::Error(CONVEYOR_E_INVALID) naming the option and what is allowed.
+PgOptions parse_options(const sdk::Options& options);
+
+// [a-z_][a-z0-9_]{0,62}, not starting with "pg_" (reserved by PostgreSQL).
+bool is_valid_schema_name(std::string_view name) noexcept;
+
+// A validated identifier in double quotes, ready to put into SQL text.
+std::string quote_identifier(std::string_view name);
+
+}  // namespace conveyor::postgres
+
+#endif  // CONVEYOR_PLUGINS_POSTGRES_PG_OPTIONS_HPP

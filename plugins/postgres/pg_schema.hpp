@@ -1,0 +1,54 @@
+// The plugin's tables in their own schema: versioned migrations applied under
+// an advisory lock (N processes starting at once migrate once), and the SQL of
+// every prepared statement.
+#ifndef CONVEYOR_PLUGINS_POSTGRES_PG_SCHEMA_HPP
+#define CONVEYOR_PLUGINS_POSTGRES_PG_SCHEMA_HPP
+
+#include <pqxx/connection>
+
+#include <string>
+
+namespace conveyor::postgres {
+
+// The schema version this build creates and understands.
+inline constexpr int kSchemaVersion = 1;
+
+// Creates or upgrades the schema named schema (validated) to kSchemaVersion.
+// Throws sdk::Error(CONVEYOR_E_INVALID) naming both versions when the schema
+// is newer than this plugin; libpqxx exceptions otherwise.
+void migrate_schema(pqxx::connection& conn, const std::string& schema);
+
+// Names of the prepared statements (register_statements defines them).
+namespace stmt {
+inline constexpr const char* kEnqueue = "conveyor_enqueue";
+inline constexpr const char* kClaim = "conveyor_claim";
+inline constexpr const char* kComplete = "conveyor_complete";
+inline constexpr const char* kExtend = "conveyor_extend";
+inline constexpr const char* kRelease = "conveyor_release";
+inline constexpr const char* kReleaseOrphans = "conveyor_release_orphans";
+inline constexpr const char* kFailRetry = "conveyor_fail_retry";
+inline constexpr const char* kFailFinal = "conveyor_fail_final";
+inline constexpr const char* kRescue = "conveyor_rescue";
+inline constexpr const char* kCancel = "conveyor_cancel";
+inline constexpr const char* kSetPaused = "conveyor_set_paused";
+inline constexpr const char* kQueueStats = "conveyor_queue_stats";
+inline constexpr const char* kListQueues = "conveyor_list_queues";
+inline constexpr const char* kGetJob = "conveyor_get_job";
+inline constexpr const char* kPurge = "conveyor_purge";
+inline constexpr const char* kSetRateLimit = "conveyor_set_rate_limit";
+inline constexpr const char* kDeleteRateLimit = "conveyor_delete_rate_limit";
+inline constexpr const char* kListRateLimits = "conveyor_list_rate_limits";
+inline constexpr const char* kChangeMarker = "conveyor_change_marker";
+}  // namespace stmt
+
+// Defines every statement above on conn, for the tables of schema. libpqxx
+// prepares each on the server at its first use on that connection.
+void register_statements(pqxx::connection& conn, const std::string& schema);
+
+// The SQL of one statement above for schema (tests inspect its plans).
+// Throws std::out_of_range for an unknown name.
+std::string statement_sql(const std::string& name, const std::string& schema);
+
+}  // namespace conveyor::postgres
+
+#endif  // CONVEYOR_PLUGINS_POSTGRES_PG_SCHEMA_HPP

@@ -1,0 +1,485 @@
+// memory.cc: a complete Conveyor storage plugin in C++20 that keeps
+// everything in memory, written against the helper header
+// <conveyor/storage_plugin.hpp>. The helper turns this class into the C
+// function table of <conveyor/storage_plugin.h> and every exception into a
+// status code, so nothing but C crosses the boundary.
+//
+// The same plugin as sdk/examples/memory_c/memory.c, in C++: not durable;
+// handles opened with the same "name" option in one process share one store,
+// freed with its last handle; one mutex per store. Read it next to
+// docs/writing-a-storage-plugin.md.
+//
+// Options ([storage.options] in the Conveyor config):
+//   name = "..."   which in-process store to open (default "default").
+#include <conveyor/storage_plugin.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace memory_plugin {
+namespace {
+
+using conveyor::sdk::Error;
+using conveyor::sdk::JobSink;
+using conveyor::sdk::NotifySink;
+using conveyor::sdk::Options;
+using conveyor::sdk::QueueSink;
+using conveyor::sdk::QueueStatsSink;
+using conveyor::sdk::RateLimitSink;
+using conveyor::sdk::str;
+using conveyor::sdk::view;
+
+bool is_final(int32_t state) {
+  return state == CONVEYOR_JOB_COMPLETED || state == CONVEYOR_JOB_FAILED ||
+         state == CONVEYOR_JOB_CANCELLED;
+}
+
+// The only clock read here: for created_at_us (enqueue has no now_us). Every
+// comparison of times uses the host's now_us (storage_plugin.h: Time).
+int64_t wall_clock_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Claim order inside a queue: priority, run_at, id, lowest first.
+using ClaimKey = std::tuple<int32_t, int64_t, int64_t>;
+
+struct Queue {
+  std::string name;
+  bool paused = false;
+  std::set<ClaimKey> available;  // AVAILABLE jobs, ready or not yet due
+  int64_t count[7] = {};         // retained jobs per stored state (CONVEYOR_JOB_*)
+};
+
+// Stored states are AVAILABLE, RUNNING, COMPLETED, FAILED and CANCELLED;
+// SCHEDULED is AVAILABLE with run_at after the host's now_us.
+struct Job {
+  int64_t id = 0;
+  int32_t state = 0;
+  Queue* queue = nullptr;  // map nodes never move
+  std::string kind, payload, last_error;
+  int32_t priority = 0, attempt = 0, max_attempts = 1;
+  int64_t run_at_us = 0, created_at_us = 0, finalized_at_us = 0;
+  int64_t lease_token = 0, lease_expires_us = 0;
+
+  ClaimKey key() const { return {priority, run_at_us, id}; }
+};
+
+struct Limit {
+  double rate_per_sec;
+  uint32_t burst;
+  int64_t updated_at_us;
+};
+
+class MemoryStorage;
+
+// One in-memory storage, shared by every handle opened with its name.
+struct Store {
+  std::mutex mu;  // guards everything below, and every handle's notes
+  std::condition_variable noted;
+  int64_t next_id = 1;
+  int64_t marker = 0;
+  std::map<int64_t, Job> jobs;                       // retained jobs by id
+  std::map<std::string, Queue, std::less<>> queues;  // name order
+  std::map<std::string, Limit, std::less<>> limits;  // queue-name order
+  std::vector<MemoryStorage*> handles;               // open handles, for notifications
+
+  Queue& queue(std::string_view name) {
+    auto it = queues.find(name);
+    if (it == queues.end()) {
+      it = queues.emplace(std::string(name), Queue{}).first;
+      it->second.name = name;
+    }
+    return it->second;
+  }
+
+  // The state machine: every change of state goes through set_state, so the
+  // per-queue AVAILABLE sets and counts always agree with the jobs.
+  void set_state(Job& j, int32_t state) {
+    leave_state(j);
+    enter_state(j, state);
+  }
+  void leave_state(Job& j) {
+    if (j.state == CONVEYOR_JOB_AVAILABLE) j.queue->available.erase(j.key());
+    j.queue->count[j.state]--;
+  }
+  void enter_state(Job& j, int32_t state) {
+    j.state = state;
+    j.queue->count[state]++;
+    if (state == CONVEYOR_JOB_AVAILABLE) j.queue->available.insert(j.key());
+  }
+  void make_available(Job& j, int64_t run_at_us) {
+    leave_state(j);  // before run_at changes: it is part of the claim key
+    j.run_at_us = run_at_us;
+    j.lease_token = j.lease_expires_us = 0;
+    enter_state(j, CONVEYOR_JOB_AVAILABLE);
+  }
+  void make_running(Job& j, int64_t token, int64_t expires_us) {
+    set_state(j, CONVEYOR_JOB_RUNNING);
+    j.attempt += 1;
+    j.lease_token = token;
+    j.lease_expires_us = expires_us;
+  }
+  void make_final(Job& j, int32_t state, int64_t now_us) {
+    set_state(j, state);
+    j.finalized_at_us = now_us;
+    j.lease_token = j.lease_expires_us = 0;
+  }
+
+  // The job a lease names, or nullptr unless it is RUNNING under that token.
+  Job* find_lease(conveyor_lease lease) {
+    auto it = jobs.find(lease.job_id);
+    if (it == jobs.end() || it->second.state != CONVEYOR_JOB_RUNNING ||
+        it->second.lease_token != lease.lease_token)
+      return nullptr;
+    return &it->second;
+  }
+
+  void notify(int32_t kind, std::string_view queue);  // below MemoryStorage
+};
+
+// Hands a job to the host; the struct and its strings stay valid for the
+// whole callback (storage_plugin.h: Strings).
+void report(const Job& j, int64_t now_us, const JobSink& sink) {
+  conveyor_job out{};
+  out.struct_size = sizeof out;
+  out.state =
+      j.state == CONVEYOR_JOB_AVAILABLE && j.run_at_us > now_us ? CONVEYOR_JOB_SCHEDULED : j.state;
+  out.id = j.id;
+  out.queue = str(j.queue->name);
+  out.kind = str(j.kind);
+  out.payload = str(j.payload);
+  out.priority = j.priority;
+  out.attempt = j.attempt;
+  out.max_attempts = j.max_attempts;
+  out.run_at_us = j.run_at_us;
+  out.created_at_us = j.created_at_us;
+  out.finalized_at_us = j.finalized_at_us;
+  out.lease_token = j.lease_token;
+  out.lease_expires_us = j.lease_expires_us;
+  out.last_error = str(j.last_error);
+  sink(out);
+}
+
+// The store of this name, created on first use and freed with its last
+// handle (so every conformance test starts from an empty store).
+std::shared_ptr<Store> store_named(const std::string& name) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<Store>> stores;
+  std::lock_guard lock(mu);
+  std::weak_ptr<Store>& entry = stores[name];
+  std::shared_ptr<Store> store = entry.lock();
+  if (!store) entry = store = std::make_shared<Store>();
+  return store;
+}
+
+// One open handle: the class CONVEYOR_EXPORT_STORAGE_PLUGIN adapts. Every
+// method but the destructor may run concurrently (storage_plugin.h:
+// Threading); each takes the store's mutex.
+class MemoryStorage {
+ public:
+  static std::unique_ptr<MemoryStorage> open(const Options& options) {
+    options.require_known({"name"});  // a typo in [storage.options] is an error
+    return std::make_unique<MemoryStorage>(store_named(options.get("name", "default")));
+  }
+
+  explicit MemoryStorage(std::shared_ptr<Store> store) : store_(std::move(store)) {
+    std::lock_guard lock(store_->mu);
+    store_->handles.push_back(this);
+  }
+  ~MemoryStorage() {
+    std::lock_guard lock(store_->mu);
+    std::erase(store_->handles, this);
+  }
+  MemoryStorage(const MemoryStorage&) = delete;
+  MemoryStorage& operator=(const MemoryStorage&) = delete;
+
+  void migrate() {}  // memory has no schema
+
+  void enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids) {
+    // Check the whole batch before storing any of it: all or none.
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const std::string at = "job " + std::to_string(i) + " of the batch: ";
+      if (jobs[i].queue.len == 0) throw Error(CONVEYOR_E_INVALID, at + "empty queue name");
+      if (jobs[i].kind.len == 0) throw Error(CONVEYOR_E_INVALID, at + "empty kind");
+      if (jobs[i].max_attempts < 1)
+        throw Error(
+            CONVEYOR_E_INVALID,
+            at + "max_attempts is " + std::to_string(jobs[i].max_attempts) + ", must be >= 1");
+    }
+    // Copy everything before taking the lock.
+    const int64_t created_at_us = wall_clock_us();
+    std::vector<Job> batch(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      batch[i].kind = view(jobs[i].kind);
+      batch[i].payload = view(jobs[i].payload);
+      batch[i].priority = jobs[i].priority;
+      batch[i].max_attempts = jobs[i].max_attempts;
+      batch[i].run_at_us = jobs[i].run_at_us;
+      batch[i].created_at_us = created_at_us;
+    }
+    std::lock_guard lock(store_->mu);
+    // Below, only a failed allocation could throw, leaving part of the batch
+    // stored; a backend with transactions makes the batch one transaction.
+    for (size_t i = 0; i < batch.size(); ++i) {
+      batch[i].id = store_->next_id++;
+      batch[i].queue = &store_->queue(view(jobs[i].queue));
+      Job& stored = store_->jobs.emplace(batch[i].id, std::move(batch[i])).first->second;
+      store_->enter_state(stored, CONVEYOR_JOB_AVAILABLE);
+      out_ids[i] = stored.id;
+      store_->notify(CONVEYOR_NOTIFY_JOBS, stored.queue->name);
+    }
+  }
+
+  uint32_t claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                 int64_t lease_expires_us, const JobSink& sink) {
+    std::lock_guard lock(store_->mu);
+    auto q = store_->queues.find(queue);
+    if (q == store_->queues.end() || q->second.paused) return 0;  // nothing ready is success
+    // The set is in claim order; jobs not yet due are skipped, not taken.
+    std::vector<int64_t> ids;
+    for (const auto& [priority, run_at_us, id] : q->second.available) {
+      if (ids.size() == max_jobs) break;
+      if (run_at_us <= now_us) ids.push_back(id);
+    }
+    for (int64_t id : ids) store_->make_running(store_->jobs.at(id), lease_token, lease_expires_us);
+    // Report once every claim is made; callbacks never call back into this
+    // handle, so holding the lock is safe.
+    for (int64_t id : ids) report(store_->jobs.at(id), now_us, sink);
+    return static_cast<uint32_t>(ids.size());
+  }
+
+  void complete(std::span<const conveyor_lease> leases, int64_t now_us,
+                std::span<conveyor_status> results) {
+    std::lock_guard lock(store_->mu);
+    for (size_t i = 0; i < leases.size(); ++i) {
+      Job* j = store_->find_lease(leases[i]);
+      results[i] = j != nullptr ? CONVEYOR_OK : CONVEYOR_E_LEASE_LOST;
+      if (j != nullptr) store_->make_final(*j, CONVEYOR_JOB_COMPLETED, now_us);
+    }
+  }
+
+  void fail(conveyor_lease lease, std::string_view error_text, int64_t retry_at_us,
+            int64_t now_us) {
+    std::lock_guard lock(store_->mu);
+    Job* j = store_->find_lease(lease);
+    if (j == nullptr)
+      throw Error(CONVEYOR_E_LEASE_LOST,
+                  "job " + std::to_string(lease.job_id) + " is not running under lease " +
+                      std::to_string(lease.lease_token) +
+                      " (expired and claimed again, cancelled, or finished)");
+    j->last_error = error_text;
+    if (retry_at_us >= 0) {
+      store_->make_available(*j, retry_at_us);  // the attempt stays spent
+      store_->notify(CONVEYOR_NOTIFY_JOBS, j->queue->name);
+    } else {
+      store_->make_final(*j, CONVEYOR_JOB_FAILED, now_us);
+    }
+  }
+
+  void extend_leases(std::span<const conveyor_lease> leases, int64_t lease_expires_us,
+                     std::span<conveyor_status> results) {
+    std::lock_guard lock(store_->mu);
+    for (size_t i = 0; i < leases.size(); ++i) {
+      Job* j = store_->find_lease(leases[i]);
+      results[i] = j != nullptr ? CONVEYOR_OK : CONVEYOR_E_LEASE_LOST;
+      if (j != nullptr) j->lease_expires_us = lease_expires_us;
+    }
+  }
+
+  void release(std::span<const conveyor_lease> leases, int64_t now_us,
+               std::span<conveyor_status> results) {
+    std::lock_guard lock(store_->mu);
+    for (size_t i = 0; i < leases.size(); ++i) {
+      Job* j = store_->find_lease(leases[i]);
+      results[i] = j != nullptr ? CONVEYOR_OK : CONVEYOR_E_LEASE_LOST;
+      if (j == nullptr) continue;
+      store_->make_available(*j, now_us);
+      j->attempt -= 1;  // given back unrun: the attempt is not spent
+      store_->notify(CONVEYOR_NOTIFY_JOBS, j->queue->name);
+    }
+  }
+
+  uint32_t rescue_expired(int64_t now_us, uint32_t max_jobs) {
+    std::lock_guard lock(store_->mu);
+    uint32_t rescued = 0;
+    for (auto& [id, j] : store_->jobs) {
+      if (rescued == max_jobs) break;
+      if (j.state != CONVEYOR_JOB_RUNNING || j.lease_expires_us >= now_us) continue;
+      j.last_error = "lease expired: the worker stopped heartbeating (presumed dead)";
+      if (j.attempt < j.max_attempts) {
+        store_->make_available(j, now_us);
+        store_->notify(CONVEYOR_NOTIFY_JOBS, j.queue->name);
+      } else {
+        store_->make_final(j, CONVEYOR_JOB_FAILED, now_us);
+      }
+      ++rescued;
+    }
+    return rescued;
+  }
+
+  void cancel(int64_t job_id, int64_t now_us) {
+    std::lock_guard lock(store_->mu);
+    auto it = store_->jobs.find(job_id);
+    if (it == store_->jobs.end() || is_final(it->second.state))
+      throw Error(CONVEYOR_E_NOT_FOUND,
+                  "no job " + std::to_string(job_id) + " that can be cancelled (" +
+                      (it == store_->jobs.end() ? "no such job" : "already finished") + ")");
+    // A RUNNING job's lease is voided with it: its worker gets LEASE_LOST.
+    store_->make_final(it->second, CONVEYOR_JOB_CANCELLED, now_us);
+  }
+
+  void set_queue_paused(std::string_view queue, bool paused, int64_t /*now_us*/) {
+    if (queue.empty()) throw Error(CONVEYOR_E_INVALID, "empty queue name");
+    std::lock_guard lock(store_->mu);
+    store_->queue(queue).paused = paused;  // a queue with no jobs may be paused
+    store_->marker++;
+    store_->notify(CONVEYOR_NOTIFY_QUEUE_STATE, queue);
+  }
+
+  void queue_stats(int64_t now_us, const QueueStatsSink& sink) {
+    std::lock_guard lock(store_->mu);
+    for (const auto& [name, q] : store_->queues) {
+      const int64_t* c = q.count;
+      const int64_t retained = c[CONVEYOR_JOB_AVAILABLE] + c[CONVEYOR_JOB_RUNNING] +
+                               c[CONVEYOR_JOB_COMPLETED] + c[CONVEYOR_JOB_FAILED] +
+                               c[CONVEYOR_JOB_CANCELLED];
+      if (retained == 0 && !q.paused) continue;  // "retained jobs or is paused"
+      conveyor_queue_stats out{};
+      out.struct_size = sizeof out;
+      out.paused = q.paused ? 1 : 0;
+      out.queue = str(name);
+      for (const auto& [priority, run_at_us, id] : q.available)
+        if (run_at_us > now_us) ++out.scheduled;
+      out.pending = c[CONVEYOR_JOB_AVAILABLE] - out.scheduled;
+      out.running = c[CONVEYOR_JOB_RUNNING];
+      out.completed = c[CONVEYOR_JOB_COMPLETED];
+      out.failed = c[CONVEYOR_JOB_FAILED];
+      out.cancelled = c[CONVEYOR_JOB_CANCELLED];
+      sink(out);
+    }
+  }
+
+  void list_queues(const QueueSink& sink) {
+    std::lock_guard lock(store_->mu);
+    for (const auto& [name, q] : store_->queues) sink(name, q.paused);  // no job is looked at
+  }
+
+  void get_job(int64_t job_id, int64_t now_us, const JobSink& sink) {
+    std::lock_guard lock(store_->mu);
+    auto it = store_->jobs.find(job_id);
+    if (it == store_->jobs.end())
+      throw Error(CONVEYOR_E_NOT_FOUND,
+                  "no job " + std::to_string(job_id) + " (never enqueued, or purged)");
+    report(it->second, now_us, sink);
+  }
+
+  uint64_t purge_finished(int64_t finalized_before_us, uint32_t max_jobs) {
+    std::lock_guard lock(store_->mu);
+    uint64_t deleted = 0;
+    for (auto it = store_->jobs.begin(); it != store_->jobs.end() && deleted < max_jobs;) {
+      Job& j = it->second;
+      if (is_final(j.state) && j.finalized_at_us < finalized_before_us) {
+        j.queue->count[j.state]--;
+        it = store_->jobs.erase(it);
+        ++deleted;
+      } else {
+        ++it;
+      }
+    }
+    return deleted;
+  }
+
+  void set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst, int64_t now_us) {
+    // The helper has already refused a rate that is not > 0 and finite, and
+    // burst 0 (CONVEYOR_E_INVALID).
+    if (queue.empty()) throw Error(CONVEYOR_E_INVALID, "empty queue name");
+    std::lock_guard lock(store_->mu);
+    store_->limits.insert_or_assign(std::string(queue), Limit{rate_per_sec, burst, now_us});
+    store_->marker++;
+    store_->notify(CONVEYOR_NOTIFY_RATE_LIMITS, queue);
+  }
+
+  void delete_rate_limit(std::string_view queue) {
+    std::lock_guard lock(store_->mu);
+    auto it = store_->limits.find(queue);
+    if (it == store_->limits.end())
+      throw Error(CONVEYOR_E_NOT_FOUND,
+                  "queue " + std::string(queue) + " has no rate-limit override");
+    store_->limits.erase(it);
+    store_->marker++;
+    store_->notify(CONVEYOR_NOTIFY_RATE_LIMITS, queue);
+  }
+
+  void list_rate_limits(const RateLimitSink& sink) {
+    std::lock_guard lock(store_->mu);
+    for (const auto& [queue, limit] : store_->limits) {
+      conveyor_rate_limit out{};
+      out.struct_size = sizeof out;
+      out.burst = limit.burst;
+      out.queue = str(queue);
+      out.rate_per_sec = limit.rate_per_sec;
+      out.updated_at_us = limit.updated_at_us;
+      sink(out);
+    }
+  }
+
+  int64_t change_marker() {
+    std::lock_guard lock(store_->mu);
+    return store_->marker;
+  }
+
+  // Present, so the helper sets CONVEYOR_CAP_NOTIFY and fills the optional
+  // slot. Blocks until this handle has a note or the timeout passes.
+  void wait_for_notification(int64_t timeout_us, const NotifySink& sink) {
+    std::vector<std::pair<int32_t, std::string>> taken;
+    {
+      std::unique_lock lock(store_->mu);
+      const auto timeout = std::chrono::microseconds(std::clamp<int64_t>(
+          timeout_us, 0, int64_t{3600} * 1'000'000));  // steady clock: no wall-clock jumps
+      store_->noted.wait_for(lock, timeout, [&] { return !notes_.empty(); });
+      taken.swap(notes_);
+    }
+    for (const auto& [kind, queue] : taken) sink(kind, queue);  // without the lock
+  }
+
+ private:
+  friend struct Store;
+
+  std::shared_ptr<Store> store_;
+  // Pending notifications, one per (kind, queue); guarded by store_->mu.
+  std::vector<std::pair<int32_t, std::string>> notes_;
+};
+
+// Queues a note on every open handle of the store (deduplicated, so a handle
+// that never waits holds at most three per queue) and wakes the waiters.
+// Called with mu held.
+void Store::notify(int32_t kind, std::string_view queue) {
+  for (MemoryStorage* h : handles) {
+    bool seen = false;
+    for (const auto& [k, q] : h->notes_) seen = seen || (k == kind && q == queue);
+    if (!seen) h->notes_.emplace_back(kind, std::string(queue));
+  }
+  noted.notify_all();
+}
+
+}  // namespace
+}  // namespace memory_plugin
+
+// The one exported symbol, conveyor_storage_plugin_entry: the helper builds
+// the table (sizeof as compiled, this header's ABI version) and returns NULL
+// to a host of another major.
+CONVEYOR_EXPORT_STORAGE_PLUGIN(memory_plugin::MemoryStorage, "memory_cpp", "1.0.0",
+                               CONVEYOR_KIND_CANONICAL, 0)

@@ -1,0 +1,35 @@
+// A job as a user asks for it, from CLI flags or an API NewJob message, and
+// its validation: one code path, so the same bad input gets the same message
+// from `conveyor enqueue`, from `conveyor --server ... enqueue` and from the API.
+#pragma once
+
+#include <conveyor/storage.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace conveyor {
+
+struct JobRequest {
+  std::string queue;
+  std::string kind;
+  std::string payload = "{}";           // JSON text
+  int32_t priority = 0;                 // lower runs first
+  std::optional<int32_t> max_attempts;  // unset: [engine] max_attempts
+  double delay_s = 0;                   // run no earlier than now + delay
+};
+
+// The longest delay accepted: one year.
+inline constexpr double kMaxDelaySeconds = 365.0 * 86400;
+
+// Throws ValidationError naming the field: "queue", "kind", "payload"
+// (valid JSON, at most kMaxPayloadBytes), "max_attempts" (>= 1) or "delay"
+// (0 to kMaxDelaySeconds).
+void validate_job_request(const JobRequest& job);
+
+// What storage takes: run_at = now + delay; max_attempts 0 means the engine's
+// default. Call validate_job_request first.
+NewJob to_new_job(const JobRequest& job, int64_t now_us);
+
+}  // namespace conveyor

@@ -1,0 +1,167 @@
+// AdminClient against an AdminServer in this process, over real HTTP on
+// loopback: every typed call, server-side validation reaching the caller as
+// invalid_argument, and a port that is taken.
+#include <conveyor/admin_client.hpp>
+#include <conveyor/admin_server.hpp>
+#include <conveyor/engine.hpp>
+#include <conveyor/validation.hpp>
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+
+namespace conveyor {
+namespace {
+
+uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+class AdminClientTest : public ::testing::Test {
+ protected:
+  AdminClientTest() {
+    std::random_device rd;
+    dir_ = std::filesystem::temp_directory_path() /
+           ("conveyor-client-" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(dir_);
+    Config c;
+    c.storage.plugin = "sqlite";
+    c.storage.plugin_dir = CONVEYOR_TEST_PLUGIN_DIR;
+    c.storage.options = {{"path", (dir_ / "db.sqlite").string()}};
+    engine_ = std::make_unique<Engine>(c);
+  }
+  ~AdminClientTest() override {
+    server_.reset();
+    engine_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  void serve(const std::string& token) {
+    ServerConfig s;
+    s.admin_token = token;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      s.listen = "127.0.0.1:" + std::to_string(free_port());
+      server_ = std::make_unique<AdminServer>(*engine_, s);
+      try {
+        server_->start();
+        url_ = "http://" + s.listen;
+        return;
+      } catch (const ServerStartError&) {
+      }
+    }
+    FAIL() << "no free port";
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<AdminServer> server_;
+  std::string url_;
+};
+
+TEST_F(AdminClientTest, EveryTypedCall) {
+  serve("tok");
+  AdminClient client(url_ + "/", "tok");
+  EXPECT_EQ(client.url(), url_);
+
+  const RateLimitOverride o = client.set_rate_limit("email", RateLimit{50, 10});
+  EXPECT_EQ(o.queue, "email");
+  EXPECT_EQ(o.limit, (RateLimit{50, 10}));
+  EXPECT_GT(o.updated_at_us, 0);
+
+  api::RateLimitListing l = client.list_rate_limits();
+  EXPECT_TRUE(l.enabled);
+  EXPECT_FALSE(l.default_limit);
+  ASSERT_EQ(l.overrides.size(), 1u);
+  EXPECT_EQ(l.overrides[0].updated_at_us, o.updated_at_us);
+
+  JobRequest job;
+  job.queue = "email";
+  job.kind = "noop";
+  job.delay_s = 3600;
+  const auto ids = client.enqueue_batch({job, job});
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[1], ids[0] + 1);
+  const auto got = client.get_job(ids[0]);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->queue, "email");
+  EXPECT_EQ(got->state, JobState::kScheduled);
+  EXPECT_FALSE(client.get_job(ids[1] + 100));
+
+  client.set_queue_paused("email", true);
+  auto queues = client.list_queues();
+  ASSERT_EQ(queues.size(), 1u);
+  EXPECT_TRUE(queues[0].stats.paused);
+  EXPECT_EQ(queues[0].stats.scheduled, 2);
+  EXPECT_EQ(queues[0].limit, (EffectiveLimit{RateLimit{50, 10}, LimitSource::kOverride}));
+  client.set_queue_paused("email", false);
+  EXPECT_FALSE(client.list_queues()[0].stats.paused);
+
+  EXPECT_TRUE(client.delete_rate_limit("email"));
+  EXPECT_FALSE(client.delete_rate_limit("email"));
+}
+
+TEST_F(AdminClientTest, ServerErrorsKeepTheirCodeAndMessage) {
+  serve("tok");
+  AdminClient client(url_, "tok");
+  try {
+    client.set_rate_limit("email", RateLimit{0, 1});  // the client does not validate
+    FAIL() << "no error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code(), ApiCode::kInvalidArgument);
+    EXPECT_EQ(std::string(e.what()).rfind("ratePerSec: rate must be", 0), 0u) << e.what();
+  }
+  AdminClient wrong(url_, "nope");
+  try {
+    wrong.list_queues();
+    FAIL() << "no error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code(), ApiCode::kUnauthenticated);
+    EXPECT_STREQ(e.what(), "wrong admin token");
+  }
+}
+
+TEST_F(AdminClientTest, UnreachableAndMalformedUrls) {
+  AdminClient client("http://127.0.0.1:" + std::to_string(free_port()), "");
+  try {
+    client.list_queues();
+    FAIL() << "no error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code(), ApiCode::kUnavailable);
+    EXPECT_NE(std::string(e.what()).find("cannot reach conveyor server at http://127.0.0.1:"),
+              std::string::npos);
+  }
+  for (const char* bad : {"127.0.0.1:8080", "http://host:8080/path", "ftp://host", ""})
+    EXPECT_THROW(AdminClient(bad, ""), ValidationError) << bad;
+  EXPECT_NO_THROW(AdminClient("https://[::1]:8443", ""));
+}
+
+TEST_F(AdminClientTest, ATakenPortFailsToStartNamingTheAddress) {
+  serve("tok");
+  ServerConfig s;
+  s.listen = url_.substr(7);  // "127.0.0.1:PORT"
+  s.admin_token = "tok";
+  AdminServer second(*engine_, s);
+  try {
+    second.start();
+    FAIL() << "two servers on one port";
+  } catch (const ServerStartError& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot listen on " + s.listen + ": Address already in use");
+  }
+}
+
+}  // namespace
+}  // namespace conveyor

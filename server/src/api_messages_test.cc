@@ -1,0 +1,172 @@
+// The conveyor.v1 messages in JSON: what the server writes reads back the
+// same through the client's parser, in either spelling.
+#include <conveyor/api_messages.hpp>
+#include <conveyor/validation.hpp>
+
+#include <gtest/gtest.h>
+
+namespace conveyor::api {
+namespace {
+
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const ValidationError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ValidationError";
+  return {};
+}
+
+TEST(Rfc3339, FormatsUtcWithMicrosecondsWhenThereAreAny) {
+  EXPECT_EQ(rfc3339(1'700'000'000'000'000), "2023-11-14T22:13:20Z");
+  EXPECT_EQ(rfc3339(1'700'000'000'123'456), "2023-11-14T22:13:20.123456Z");
+  EXPECT_EQ(rfc3339(0), "");
+}
+
+TEST(Rfc3339, ParsesFractionsAndOffsets) {
+  EXPECT_EQ(parse_rfc3339("2023-11-14T22:13:20Z", "t"), 1'700'000'000'000'000);
+  EXPECT_EQ(parse_rfc3339("2023-11-14T22:13:20.123456Z", "t"), 1'700'000'000'123'456);
+  EXPECT_EQ(parse_rfc3339("2023-11-14T22:13:20.5Z", "t"), 1'700'000'000'500'000);
+  EXPECT_EQ(parse_rfc3339("2023-11-15T00:13:20+02:00", "t"), 1'700'000'000'000'000);
+  EXPECT_EQ(parse_rfc3339("", "t"), 0);
+  EXPECT_EQ(error_of([] { parse_rfc3339("yesterday", "updatedAt"); }),
+            "updatedAt: must be an RFC 3339 time like \"2024-05-01T12:00:00Z\", got \"yesterday\"");
+  EXPECT_FALSE(error_of([] { parse_rfc3339("2023-13-14T22:13:20Z", "t"); }).empty());
+}
+
+TEST(ApiMessages, OverrideRoundTripsInLowerCamelCase) {
+  const RateLimitOverride o{"email:send", {2.5, 3}, 1'700'000'000'000'000};
+  const json j = override_json(o);
+  EXPECT_EQ(j, json::parse(R"({"queue":"email:send","ratePerSec":2.5,"burst":3,
+                               "updatedAt":"2023-11-14T22:13:20Z"})"));
+  const RateLimitOverride back = parse_override(j);
+  EXPECT_EQ(back.queue, o.queue);
+  EXPECT_EQ(back.limit, o.limit);
+  EXPECT_EQ(back.updated_at_us, o.updated_at_us);
+  // The .proto spelling reads the same.
+  const auto snake = parse_override(json::parse(
+      R"({"queue":"q","rate_per_sec":1,"burst":"2","updated_at":"2023-11-14T22:13:20Z"})"));
+  EXPECT_EQ(snake.limit, (RateLimit{1, 2}));
+}
+
+TEST(ApiMessages, ListingOmitsAnUnsetDefault) {
+  RateLimitListing l{false, std::nullopt, {{"a", {1, 1}, 0}}};
+  json j = listing_json(l);
+  EXPECT_FALSE(j.contains("defaultLimit"));
+  EXPECT_EQ(j["enabled"], false);
+  RateLimitListing back = parse_listing(j);
+  EXPECT_FALSE(back.enabled);
+  EXPECT_FALSE(back.default_limit);
+  ASSERT_EQ(back.overrides.size(), 1u);
+  l.default_limit = RateLimit{10, 10};
+  j = listing_json(l);
+  EXPECT_EQ(j["defaultLimit"], json::parse(R"({"ratePerSec":10.0,"burst":10})"));
+  EXPECT_EQ(parse_listing(j).default_limit, (RateLimit{10, 10}));
+}
+
+TEST(ApiMessages, QueueInfoWritesInt64AsStringsAndOmitsAnUnlimitedRate) {
+  QueueReport r;
+  r.stats = QueueStats{"bulk", true, 5, 4, 3, 2, 1, 7};
+  r.limit = EffectiveLimit{std::nullopt, LimitSource::kNone};
+  r.throttled = 9;
+  json j = queue_info_json(r, 11);
+  EXPECT_EQ(j, json::parse(R"({"queue":"bulk","paused":true,"pending":"5","scheduled":"4",
+      "running":"3","completed":"2","failed":"1","cancelled":"7","limit":{"source":"none"},
+      "throttled":"9","dispatched":"11"})"));
+  QueueReport back = parse_queue_info(j);
+  EXPECT_EQ(back.stats.queue, "bulk");
+  EXPECT_TRUE(back.stats.paused);
+  EXPECT_EQ(back.stats.pending, 5);
+  EXPECT_EQ(back.stats.cancelled, 7);
+  EXPECT_EQ(back.throttled, 9u);
+  EXPECT_EQ(back.limit, r.limit);
+
+  r.limit = EffectiveLimit{RateLimit{50, 10}, LimitSource::kOverride};
+  j = queue_info_json(r, 0);
+  EXPECT_EQ(j["limit"], json::parse(R"({"ratePerSec":50.0,"burst":10,"source":"override"})"));
+  EXPECT_EQ(parse_queue_info(j).limit, r.limit);
+  j["limit"]["source"] = "sideways";
+  EXPECT_EQ(error_of([&] { parse_queue_info(j, "queues[0]."); }),
+            "queues[0].limit.source: unknown limit source \"sideways\" (known: override, "
+            "queue-config, default, none, disabled)");
+}
+
+TEST(ApiMessages, JobRoundTrips) {
+  Job job;
+  job.id = 42;
+  job.state = JobState::kFailed;
+  job.queue = "email";
+  job.kind = "noop";
+  job.payload = R"({"to":"a@b.c"})";
+  job.priority = -3;
+  job.attempt = 2;
+  job.max_attempts = 2;
+  job.run_at_us = 1'700'000'000'000'001;
+  job.created_at_us = 1'700'000'000'000'000;
+  job.finalized_at_us = 1'700'000'001'000'000;
+  job.last_error = "boom";
+  const json j = job_json(job);
+  EXPECT_EQ(j["id"], "42");
+  EXPECT_EQ(j["state"], "failed");
+  EXPECT_EQ(j["maxAttempts"], 2);
+  EXPECT_EQ(j["runAt"], "2023-11-14T22:13:20.000001Z");
+  const Job back = parse_job(j);
+  EXPECT_EQ(back.id, 42);
+  EXPECT_EQ(back.state, JobState::kFailed);
+  EXPECT_EQ(back.payload, job.payload);
+  EXPECT_EQ(back.priority, -3);
+  EXPECT_EQ(back.run_at_us, job.run_at_us);
+  EXPECT_EQ(back.finalized_at_us, job.finalized_at_us);
+  EXPECT_EQ(back.last_error, "boom");
+  job.finalized_at_us = 0;
+  EXPECT_EQ(job_json(job)["finalizedAt"], "");
+}
+
+TEST(ApiMessages, NewJobDefaultsAndValidation) {
+  JobRequest r = parse_new_job(json::parse(R"({"queue":"q","kind":"noop"})"), "job.");
+  EXPECT_EQ(r.payload, "{}");
+  EXPECT_FALSE(r.max_attempts);
+  EXPECT_EQ(r.delay_s, 0);
+  r = parse_new_job(json::parse(R"({"queue":"q","kind":"noop","max_attempts":"3",
+                                    "delay_seconds":1.5,"priority":-1,"payload":"[1]"})"));
+  EXPECT_EQ(r.max_attempts, 3);
+  EXPECT_EQ(r.delay_s, 1.5);
+  EXPECT_EQ(r.priority, -1);
+  EXPECT_EQ(parse_new_job(new_job_json(r)).max_attempts, 3);
+
+  EXPECT_EQ(error_of([] {
+              parse_new_job(json::parse(R"({"queue":"q","kind":"noop","payload":"{x"})"),
+                            "jobs[2].");
+            }),
+            "jobs[2].payload: payload is not valid JSON: \"{x\"");
+  EXPECT_EQ(error_of([] {
+              parse_new_job(json::parse(R"({"queue":"q","kind":"noop","maxAttempts":0})"), "job.");
+            }),
+            "job.maxAttempts: max_attempts must be >= 1, got 0");
+  EXPECT_EQ(error_of([] {
+              parse_new_job(json::parse(R"({"queue":"q","kind":"noop","delaySeconds":-1})"),
+                            "job.");
+            }),
+            "job.delaySeconds: delay must be a number of seconds from 0 to 31536000, got -1");
+  EXPECT_EQ(error_of([] {
+              parse_new_job(json::parse(R"({"queue":"q","kind":"noop","priority":3000000000})"),
+                            "job.");
+            }),
+            "job.priority: must be a whole number from -2147483648 to 2147483647, got 3000000000");
+  const std::string kind_error =
+      error_of([] { parse_new_job(json::parse(R"({"queue":"q","kind":""})"), "job."); });
+  EXPECT_EQ(kind_error.rfind("job.kind: invalid job kind \"\"", 0), 0u) << kind_error;
+}
+
+TEST(ApiMessages, CoreFieldNamesMapToApiFieldNames) {
+  EXPECT_EQ(api_field_name("rate"), "ratePerSec");
+  EXPECT_EQ(api_field_name("max_attempts"), "maxAttempts");
+  EXPECT_EQ(api_field_name("delay"), "delaySeconds");
+  EXPECT_EQ(api_field_name("queue"), "queue");
+  EXPECT_EQ(api_field_name("burst"), "burst");
+}
+
+}  // namespace
+}  // namespace conveyor::api

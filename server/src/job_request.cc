@@ -1,0 +1,41 @@
+// Job request validation shared by the CLI and the API (job_request.hpp).
+#include <conveyor/job_request.hpp>
+#include <conveyor/validation.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+namespace conveyor {
+
+void validate_job_request(const JobRequest& job) {
+  validate_queue_name(job.queue);
+  validate_job_kind(job.kind);
+  if (job.payload.size() > kMaxPayloadBytes)
+    throw ValidationError("payload", fmt::format("payload is {} bytes; the limit is {} bytes",
+                                                 job.payload.size(), kMaxPayloadBytes));
+  if (!nlohmann::json::accept(job.payload))
+    throw ValidationError("payload",
+                          "payload is not valid JSON: " + quote_for_message(job.payload, 80));
+  if (job.max_attempts && *job.max_attempts < 1)
+    throw ValidationError("max_attempts",
+                          fmt::format("max_attempts must be >= 1, got {}", *job.max_attempts));
+  if (!(job.delay_s >= 0 && job.delay_s <= kMaxDelaySeconds))
+    throw ValidationError("delay",
+                          fmt::format("delay must be a number of seconds from 0 to {}, got {}",
+                                      kMaxDelaySeconds, format_number(job.delay_s)));
+}
+
+NewJob to_new_job(const JobRequest& job, int64_t now_us) {
+  NewJob out;
+  out.queue = job.queue;
+  out.kind = job.kind;
+  out.payload = job.payload;
+  out.priority = job.priority;
+  out.max_attempts = job.max_attempts.value_or(0);
+  out.run_at_us = now_us + static_cast<int64_t>(std::llround(job.delay_s * 1e6));
+  return out;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,72 @@
+// Job requests: one validation for the CLI and the API.
+#include <conveyor/job_request.hpp>
+#include <conveyor/validation.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace conveyor {
+namespace {
+
+std::string field_of(const JobRequest& r) {
+  try {
+    validate_job_request(r);
+  } catch (const ValidationError& e) {
+    return e.field();
+  }
+  return "";
+}
+
+JobRequest ok() {
+  JobRequest r;
+  r.queue = "email";
+  r.kind = "noop";
+  return r;
+}
+
+TEST(JobRequest, ValidRequestsPass) {
+  EXPECT_EQ(field_of(ok()), "");
+  JobRequest r = ok();
+  r.payload = R"({"ms": 5})";
+  r.max_attempts = 1;
+  r.delay_s = kMaxDelaySeconds;
+  EXPECT_EQ(field_of(r), "");
+}
+
+TEST(JobRequest, EachBadFieldIsNamed) {
+  JobRequest r = ok();
+  r.queue = "bad queue";
+  EXPECT_EQ(field_of(r), "queue");
+  r = ok();
+  r.kind = "has space";
+  EXPECT_EQ(field_of(r), "kind");
+  r = ok();
+  r.payload = "{not json";
+  EXPECT_EQ(field_of(r), "payload");
+  r = ok();
+  r.payload = std::string(kMaxPayloadBytes + 1, ' ');
+  EXPECT_EQ(field_of(r), "payload");
+  r = ok();
+  r.max_attempts = 0;
+  EXPECT_EQ(field_of(r), "max_attempts");
+  for (double bad : {-1.0, kMaxDelaySeconds + 1, std::nan(""), HUGE_VAL}) {
+    r = ok();
+    r.delay_s = bad;
+    EXPECT_EQ(field_of(r), "delay") << bad;
+  }
+}
+
+TEST(JobRequest, ToNewJobSchedulesByDelay) {
+  JobRequest r = ok();
+  r.delay_s = 1.5;
+  r.priority = 4;
+  const NewJob j = to_new_job(r, 1'000'000);
+  EXPECT_EQ(j.run_at_us, 2'500'000);
+  EXPECT_EQ(j.priority, 4);
+  EXPECT_EQ(j.max_attempts, 0);  // the engine's default
+  EXPECT_EQ(j.payload, "{}");
+}
+
+}  // namespace
+}  // namespace conveyor

@@ -1,0 +1,426 @@
+/*
+ * conveyor/storage_plugin.h: the stable C ABI between the Conveyor core (the
+ * host) and a storage backend (the plugin).
+ *
+ * This header is the specification. It is plain C99 and compiles as C and as
+ * C++. Nothing but C crosses it: no exceptions, no C++ types, no bool.
+ *
+ * ---------------------------------------------------------------------------
+ * Loading and the version handshake
+ * ---------------------------------------------------------------------------
+ * A plugin is a shared library that exports one function,
+ * CONVEYOR_PLUGIN_ENTRY_SYMBOL, of type conveyor_plugin_entry_fn. The host
+ * calls it with the ABI version the host speaks. The plugin returns a pointer
+ * to a constant, statically allocated function table (conveyor_storage_plugin)
+ * or NULL when it cannot serve that major version. The table stays valid for
+ * as long as the library is loaded; the host never frees or writes it.
+ *
+ * The host refuses a plugin (with an error naming the file and the reason)
+ * when: the entry symbol is missing; the entry returns NULL; abi_major differs
+ * from the host's; struct_size is smaller than CONVEYOR_PLUGIN_V1_0_SIZE; a
+ * required slot is NULL.
+ *
+ * Rules that keep old plugins working on new hosts, and new plugins on old
+ * hosts (the table only ever grows at its end):
+ *   1. Fields are appended at the end of conveyor_storage_plugin, never
+ *      inserted, reordered, removed or retyped. A function's signature never
+ *      changes; a changed operation gets a new slot (e.g. enqueue_v2).
+ *   2. Each append bumps CONVEYOR_ABI_MINOR and documents the minor that
+ *      introduced the slot. Slots added after 1.0 are optional: a host reads
+ *      a slot only when struct_size covers it and it is non-NULL.
+ *   3. A plugin sets struct_size = sizeof(conveyor_storage_plugin) as it was
+ *      compiled. A host that knows a smaller table reads only its prefix, so a
+ *      plugin built for a newer minor loads with the functions the host knows.
+ *   4. Breaking changes bump CONVEYOR_ABI_MAJOR; hosts refuse other majors.
+ *   5. Output structs the plugin fills (conveyor_job, ...) begin with
+ *      struct_size and grow at their end under the same rules; the host
+ *      reads a field only when struct_size covers it.
+ *
+ * ---------------------------------------------------------------------------
+ * Conventions for every function
+ * ---------------------------------------------------------------------------
+ * Status:    every function returns a conveyor_status: CONVEYOR_OK or an
+ *            error code below. On error the plugin writes a NUL-terminated
+ *            message into the caller's conveyor_error (when err is non-NULL)
+ *            and leaves every out-parameter unspecified.
+ * Errors:    conveyor_error is owned by the caller; the plugin writes at most
+ *            CONVEYOR_ERROR_MESSAGE_MAX bytes including the NUL, truncating.
+ * Strings:   conveyor_str is a (pointer, length) pair, not NUL-terminated,
+ *            UTF-8. Inputs are owned by the caller and valid only during the
+ *            call: a plugin that keeps one copies it. Strings a plugin hands to
+ *            a callback are owned by the plugin and valid only during that
+ *            callback: the host copies what it keeps.
+ * Memory:    whatever the plugin allocates, the plugin frees; whatever the
+ *            host allocates, the host frees. No pointer changes owner.
+ * Time:      int64_t microseconds since the Unix epoch (UTC). Every function
+ *            that compares times takes the host's now_us and uses it instead
+ *            of a clock of its own, so hosts can test with a fake clock.
+ * Threading: after open returns, every function on one handle may be called
+ *            concurrently from any number of host threads. The plugin
+ *            serialises or pools internally. close is the exception: the host
+ *            calls it once, after every other call on the handle returned.
+ * Failure:   a plugin must never let a C++ exception, longjmp or signal escape
+ *            a call; it catches everything and returns CONVEYOR_E_INTERNAL.
+ *            Transient trouble (busy database, lost connection) is
+ *            CONVEYOR_E_UNAVAILABLE: the host retries later with backoff.
+ *
+ * ---------------------------------------------------------------------------
+ * The life of a job as the host drives it
+ * ---------------------------------------------------------------------------
+ *   enqueue ─> AVAILABLE (run_at in the future: reported as SCHEDULED)
+ *   claim   ─> RUNNING, attempt += 1, lease (token, expiry) set
+ *   complete(lease)              ─> COMPLETED
+ *   fail(lease, retry_at >= 0)   ─> AVAILABLE at retry_at (SCHEDULED until due)
+ *   fail(lease, retry_at <  0)   ─> FAILED
+ *   release(lease)               ─> AVAILABLE now, attempt -= 1 (not spent)
+ *   rescue_expired (lease expired) ─> AVAILABLE now (attempts left)
+ *                                     or FAILED (attempts exhausted)
+ *   cancel                       ─> CANCELLED (any non-final state)
+ *   purge_finished               ─> COMPLETED/FAILED/CANCELLED rows deleted
+ * Every mutation of a RUNNING job names its lease (job id + lease token). A
+ * plugin applies it only when the job is RUNNING under that very token, so a
+ * worker whose lease expired and whose job was claimed again cannot complete,
+ * fail, extend or release the new claimant's lease.
+ */
+#ifndef CONVEYOR_STORAGE_PLUGIN_H
+#define CONVEYOR_STORAGE_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI version this header describes. */
+#define CONVEYOR_ABI_MAJOR 1
+#define CONVEYOR_ABI_MINOR 0
+
+/* The one symbol a plugin exports. */
+#define CONVEYOR_PLUGIN_ENTRY_SYMBOL "conveyor_storage_plugin_entry"
+
+#if defined(_WIN32)
+#define CONVEYOR_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define CONVEYOR_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ---- status codes (int32_t, never an enum: its size is not portable) ---- */
+typedef int32_t conveyor_status;
+#define CONVEYOR_OK 0
+/* An argument is invalid (bad name, n too large, unknown option). Not retried. */
+#define CONVEYOR_E_INVALID 1
+/* The job, queue or override named does not exist (or is already final). */
+#define CONVEYOR_E_NOT_FOUND 2
+/* The job is not RUNNING under the lease given: someone else owns it now. */
+#define CONVEYOR_E_LEASE_LOST 3
+/* Transient: storage busy or unreachable. The host retries with backoff. */
+#define CONVEYOR_E_UNAVAILABLE 4
+/* A bug or an unexpected failure inside the plugin. */
+#define CONVEYOR_E_INTERNAL 5
+/* The operation is not supported by this plugin (an optional slot). */
+#define CONVEYOR_E_UNSUPPORTED 6
+
+/* ---- plugin kinds (storage-engines.md) ---- */
+#define CONVEYOR_KIND_CANONICAL 1     /* one mutable row per job */
+#define CONVEYOR_KIND_QUEUE_STORAGE 2 /* append-only ring, TRUNCATE */
+
+/* ---- capabilities: advertised, never guessed from names ---- */
+/* Data survives close and process exit. */
+#define CONVEYOR_CAP_DURABLE ((uint64_t)1 << 0)
+/* Several processes may open the same storage at once, safely. */
+#define CONVEYOR_CAP_MULTI_PROCESS ((uint64_t)1 << 1)
+/* Several hosts may share the storage over a network. */
+#define CONVEYOR_CAP_MULTI_HOST ((uint64_t)1 << 2)
+/* wait_for_notification is implemented: new jobs and override changes made
+ * by any process wake waiters without polling. */
+#define CONVEYOR_CAP_NOTIFY ((uint64_t)1 << 3)
+
+/* ---- job states as reported by get_job ---- */
+#define CONVEYOR_JOB_AVAILABLE 1 /* ready now */
+#define CONVEYOR_JOB_SCHEDULED 2 /* waiting for run_at (delayed or backoff) */
+#define CONVEYOR_JOB_RUNNING 3
+#define CONVEYOR_JOB_COMPLETED 4
+#define CONVEYOR_JOB_FAILED 5
+#define CONVEYOR_JOB_CANCELLED 6
+
+/* Notification kinds passed to conveyor_notify_fn. */
+#define CONVEYOR_NOTIFY_JOBS 1        /* queue has new ready jobs */
+#define CONVEYOR_NOTIFY_RATE_LIMITS 2 /* overrides changed; queue may be empty */
+#define CONVEYOR_NOTIFY_QUEUE_STATE 3 /* queue paused or resumed */
+
+#define CONVEYOR_ERROR_MESSAGE_MAX 1024
+
+/* Caller-owned error object. The plugin sets code and message on failure. */
+typedef struct conveyor_error {
+  conveyor_status code;
+  char message[CONVEYOR_ERROR_MESSAGE_MAX];
+} conveyor_error;
+
+/* A borrowed UTF-8 string: data need not be NUL-terminated. data may be NULL
+ * only when len is 0. */
+typedef struct conveyor_str {
+  const char* data;
+  size_t len;
+} conveyor_str;
+
+/* One [storage.options] entry, both sides as text (TOML integers and booleans
+ * are converted to their TOML spelling by the host). */
+typedef struct conveyor_option {
+  conveyor_str key;
+  conveyor_str value;
+} conveyor_option;
+
+/* Opaque storage handle: created by open, destroyed by close. */
+typedef struct conveyor_storage conveyor_storage;
+
+/* A job to enqueue. Input only: owned by the caller. */
+typedef struct conveyor_new_job {
+  conveyor_str queue;   /* a valid queue name (the host validates it) */
+  conveyor_str kind;    /* the handler name, non-empty */
+  conveyor_str payload; /* opaque bytes (JSON by convention), may be empty */
+  int32_t priority;     /* lower runs first; equal priority runs by run_at, id */
+  int32_t max_attempts; /* >= 1 */
+  int64_t run_at_us;    /* not claimable before this time */
+} conveyor_new_job;
+
+/* A job as the plugin reports it. Owned by the plugin, valid only during the
+ * callback that receives it. */
+typedef struct conveyor_job {
+  uint32_t struct_size; /* sizeof(conveyor_job) as the plugin was built */
+  int32_t state;        /* CONVEYOR_JOB_* */
+  int64_t id;           /* unique within the storage, > 0 */
+  conveyor_str queue;
+  conveyor_str kind;
+  conveyor_str payload;
+  int32_t priority;
+  int32_t attempt;      /* attempts started so far (1 during the first run) */
+  int32_t max_attempts;
+  int32_t reserved0;    /* zero */
+  int64_t run_at_us;
+  int64_t created_at_us;
+  int64_t finalized_at_us;  /* 0 unless COMPLETED, FAILED or CANCELLED */
+  int64_t lease_token;      /* 0 unless RUNNING */
+  int64_t lease_expires_us; /* 0 unless RUNNING */
+  conveyor_str last_error;  /* the latest failure's text, may be empty */
+} conveyor_job;
+
+/* Names a lease: the host passes these to mutate RUNNING jobs. */
+typedef struct conveyor_lease {
+  int64_t job_id;
+  int64_t lease_token;
+} conveyor_lease;
+
+/* Per-queue counts. Owned by the plugin, valid only during the callback. */
+typedef struct conveyor_queue_stats {
+  uint32_t struct_size; /* sizeof(conveyor_queue_stats) as built */
+  int32_t paused;       /* 1 paused, 0 not */
+  conveyor_str queue;
+  int64_t pending;   /* AVAILABLE and run_at <= now */
+  int64_t scheduled; /* AVAILABLE and run_at > now */
+  int64_t running;
+  int64_t completed; /* retained, not yet purged */
+  int64_t failed;    /* retained, not yet purged */
+  int64_t cancelled; /* retained, not yet purged */
+} conveyor_queue_stats;
+
+/* A durable per-queue rate-limit override. Owned by the plugin. */
+typedef struct conveyor_rate_limit {
+  uint32_t struct_size; /* sizeof(conveyor_rate_limit) as built */
+  uint32_t burst;       /* >= 1 */
+  conveyor_str queue;
+  double rate_per_sec;  /* > 0 and finite */
+  int64_t updated_at_us;
+} conveyor_rate_limit;
+
+/* Callbacks. ctx is the host's, passed back untouched. A callback never
+ * fails and never calls back into the same handle. */
+typedef void (*conveyor_job_fn)(void* ctx, const conveyor_job* job);
+typedef void (*conveyor_queue_stats_fn)(void* ctx,
+                                        const conveyor_queue_stats* stats);
+typedef void (*conveyor_rate_limit_fn)(void* ctx,
+                                       const conveyor_rate_limit* limit);
+typedef void (*conveyor_notify_fn)(void* ctx, int32_t kind, conveyor_str queue);
+typedef void (*conveyor_queue_fn)(void* ctx, conveyor_str queue, int32_t paused);
+
+/* The function table. Members up to and including wait_for_notification form
+ * version 1.0; every slot of 1.0 is required except wait_for_notification. */
+typedef struct conveyor_storage_plugin {
+  uint32_t struct_size; /* sizeof(conveyor_storage_plugin) as built */
+  uint32_t abi_major;   /* CONVEYOR_ABI_MAJOR as built */
+  uint32_t abi_minor;   /* CONVEYOR_ABI_MINOR as built */
+  uint32_t reserved0;   /* zero */
+  const char* name;     /* e.g. "sqlite"; static, plugin-owned */
+  const char* version;  /* the plugin's own version, e.g. "0.1.0"; static */
+  uint32_t kind;        /* CONVEYOR_KIND_* */
+  uint32_t reserved1;   /* zero */
+  uint64_t capabilities; /* CONVEYOR_CAP_* */
+
+  /* Opens storage with the [storage.options] key/values (options[0..n)).
+   * Unknown keys are CONVEYOR_E_INVALID naming the key. Does not create or
+   * change the schema: the host calls migrate next.
+   * Success: *out is a new handle owned by the host until close.
+   * Failure: *out untouched; unreachable storage is CONVEYOR_E_UNAVAILABLE. */
+  conveyor_status (*open)(const conveyor_option* options, size_t n_options,
+                          conveyor_storage** out, conveyor_error* err);
+
+  /* Releases the handle and everything it owns. Never fails. Called once,
+   * after every other call on the handle has returned. NULL is a no-op. */
+  void (*close)(conveyor_storage* storage);
+
+  /* Creates or upgrades the schema to the version this plugin needs.
+   * Idempotent, and safe when several processes call it at once (exactly one
+   * applies each step). A schema newer than the plugin knows is
+   * CONVEYOR_E_INVALID with both versions in the message. */
+  conveyor_status (*migrate)(conveyor_storage* storage, conveyor_error* err);
+
+  /* Enqueues jobs[0..n) atomically: all or none. out_ids (caller-owned,
+   * n elements) receives the new ids in order. n == 0 is a no-op. */
+  conveyor_status (*enqueue)(conveyor_storage* storage,
+                             const conveyor_new_job* jobs, size_t n,
+                             int64_t* out_ids, conveyor_error* err);
+
+  /* Claims up to max_jobs ready jobs of one queue: AVAILABLE, run_at <= now_us,
+   * queue not paused, in order of priority, run_at, id. Each becomes RUNNING
+   * with attempt + 1 and the lease (lease_token, lease_expires_us); the host
+   * picks a fresh non-zero lease_token per call. Two concurrent claims (any
+   * thread, any process) never return the same job. on_job is called once per
+   * claimed job, after the claim is durable. *out_claimed = number claimed
+   * (0 is success: nothing ready). */
+  conveyor_status (*claim)(conveyor_storage* storage, conveyor_str queue,
+                           uint32_t max_jobs, int64_t lease_token,
+                           int64_t now_us, int64_t lease_expires_us,
+                           conveyor_job_fn on_job, void* ctx,
+                           uint32_t* out_claimed, conveyor_error* err);
+
+  /* Completes leases[0..n) in one go. results (caller-owned, n elements)
+   * receives per lease CONVEYOR_OK or CONVEYOR_E_LEASE_LOST (the job is not
+   * RUNNING under that token; nothing changed for it). The function's own
+   * status is an error only when nothing could be applied. */
+  conveyor_status (*complete)(conveyor_storage* storage,
+                              const conveyor_lease* leases, size_t n,
+                              int64_t now_us, conveyor_status* results,
+                              conveyor_error* err);
+
+  /* Records a failed attempt of a RUNNING job. retry_at_us >= 0: the job
+   * becomes AVAILABLE at retry_at_us. retry_at_us < 0: the job becomes FAILED.
+   * error_text is stored as last_error. CONVEYOR_E_LEASE_LOST when the lease
+   * is not current (nothing changed). */
+  conveyor_status (*fail)(conveyor_storage* storage, conveyor_lease lease,
+                          conveyor_str error_text, int64_t retry_at_us,
+                          int64_t now_us, conveyor_error* err);
+
+  /* Heartbeat: sets lease_expires_us on each current lease. results as for
+   * complete. */
+  conveyor_status (*extend_leases)(conveyor_storage* storage,
+                                   const conveyor_lease* leases, size_t n,
+                                   int64_t lease_expires_us,
+                                   conveyor_status* results,
+                                   conveyor_error* err);
+
+  /* Gives leases back unrun (shutdown): each current lease's job becomes
+   * AVAILABLE at now_us with attempt - 1, so the attempt is not spent.
+   * results as for complete. */
+  conveyor_status (*release)(conveyor_storage* storage,
+                             const conveyor_lease* leases, size_t n,
+                             int64_t now_us, conveyor_status* results,
+                             conveyor_error* err);
+
+  /* Rescues up to max_jobs RUNNING jobs whose lease_expires_us < now_us (their
+   * worker is presumed dead): with attempts left (attempt < max_attempts)
+   * they become AVAILABLE at now_us, otherwise FAILED; last_error says the
+   * lease expired. *out_rescued = number changed. */
+  conveyor_status (*rescue_expired)(conveyor_storage* storage, int64_t now_us,
+                                    uint32_t max_jobs, uint32_t* out_rescued,
+                                    conveyor_error* err);
+
+  /* Cancels a job that is not final (a RUNNING job's lease is voided, so its
+   * worker's completion returns LEASE_LOST). CONVEYOR_E_NOT_FOUND when no such
+   * job exists or it is already COMPLETED, FAILED or CANCELLED. */
+  conveyor_status (*cancel)(conveyor_storage* storage, int64_t job_id,
+                            int64_t now_us, conveyor_error* err);
+
+  /* Pauses (paused = 1) or resumes (0) a queue durably: a paused queue's
+   * claims return nothing. Pausing a queue with no jobs is allowed. */
+  conveyor_status (*set_queue_paused)(conveyor_storage* storage,
+                                      conveyor_str queue, int32_t paused,
+                                      int64_t now_us, conveyor_error* err);
+
+  /* Reports every queue that has retained jobs or is paused: one on_stats
+   * call per queue, in name order, counts as of now_us. */
+  conveyor_status (*queue_stats)(conveyor_storage* storage, int64_t now_us,
+                                 conveyor_queue_stats_fn on_stats, void* ctx,
+                                 conveyor_error* err);
+
+  /* Reports every queue the storage knows (enqueued into at least once, or
+   * paused), with its paused flag, in name order. Must be cheap (the host
+   * calls it about once a second to discover new queues): no scan of jobs. A
+   * queue with no jobs left may still be listed. */
+  conveyor_status (*list_queues)(conveyor_storage* storage, conveyor_queue_fn on_queue,
+                                 void* ctx, conveyor_error* err);
+
+  /* Reports one job through on_job. CONVEYOR_E_NOT_FOUND if it does not
+   * exist (or was purged). */
+  conveyor_status (*get_job)(conveyor_storage* storage, int64_t job_id,
+                             int64_t now_us, conveyor_job_fn on_job, void* ctx,
+                             conveyor_error* err);
+
+  /* Deletes up to max_jobs COMPLETED, FAILED or CANCELLED jobs finalized
+   * before finalized_before_us. *out_deleted = number deleted. */
+  conveyor_status (*purge_finished)(conveyor_storage* storage,
+                                    int64_t finalized_before_us,
+                                    uint32_t max_jobs, uint64_t* out_deleted,
+                                    conveyor_error* err);
+
+  /* Sets (creates or replaces) a queue's durable rate-limit override and
+   * advances the change marker. rate_per_sec > 0 and finite, burst >= 1,
+   * else CONVEYOR_E_INVALID. */
+  conveyor_status (*set_rate_limit)(conveyor_storage* storage,
+                                    conveyor_str queue, double rate_per_sec,
+                                    uint32_t burst, int64_t now_us,
+                                    conveyor_error* err);
+
+  /* Deletes a queue's override and advances the change marker.
+   * CONVEYOR_E_NOT_FOUND when the queue has none. */
+  conveyor_status (*delete_rate_limit)(conveyor_storage* storage,
+                                       conveyor_str queue, conveyor_error* err);
+
+  /* Reports every override through on_limit, in queue-name order. */
+  conveyor_status (*list_rate_limits)(conveyor_storage* storage,
+                                      conveyor_rate_limit_fn on_limit,
+                                      void* ctx, conveyor_error* err);
+
+  /* The change marker: a number that changes (it need not increase by one)
+   * whenever any process sets or deletes an override or pauses or resumes a
+   * queue. Cheap enough to call several times a second. */
+  conveyor_status (*change_marker)(conveyor_storage* storage,
+                                   int64_t* out_marker, conveyor_error* err);
+
+  /* Optional (may be NULL; required with CONVEYOR_CAP_NOTIFY). Blocks until
+   * at least one notification arrives or timeout_us passes, calling on_notify
+   * for each on the calling thread. Returns CONVEYOR_OK on timeout too. The
+   * host calls it from one dedicated thread, with timeouts short enough to
+   * shut down promptly. */
+  conveyor_status (*wait_for_notification)(conveyor_storage* storage,
+                                           int64_t timeout_us,
+                                           conveyor_notify_fn on_notify,
+                                           void* ctx, conveyor_error* err);
+  /* ---- end of version 1.0. Append new slots below this line only. ---- */
+} conveyor_storage_plugin;
+
+/* The size of a 1.0 table: the least struct_size a host accepts. */
+#define CONVEYOR_PLUGIN_V1_0_SIZE                                   \
+  (offsetof(conveyor_storage_plugin, wait_for_notification) +       \
+   sizeof(((conveyor_storage_plugin*)0)->wait_for_notification))
+
+/* The entry point every plugin exports under CONVEYOR_PLUGIN_ENTRY_SYMBOL.
+ * Returns the plugin's table (static, never freed) or NULL when the plugin
+ * cannot serve host_abi_major. Must not allocate per call or fail otherwise. */
+typedef const conveyor_storage_plugin* (*conveyor_plugin_entry_fn)(
+    uint32_t host_abi_major, uint32_t host_abi_minor);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CONVEYOR_STORAGE_PLUGIN_H */

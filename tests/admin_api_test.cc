@@ -1,0 +1,714 @@
+// The admin and task API over real HTTP against a real `conveyor serve`:
+// every method, every validation error, auth on and off, read-only mode,
+// malformed and oversized requests, and /metrics as strict Prometheus text.
+// The client is a few lines of POSIX sockets so that malformed requests can
+// be sent exactly as written.
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace conveyor {
+namespace {
+
+using nlohmann::json;
+
+// ---- a minimal HTTP/1.1 client ---------------------------------------------
+
+struct HttpResponse {
+  int status = 0;                              // 0: no answer
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+  json json_body() const { return json::parse(body); }
+  std::string header(const std::string& name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? "" : it->second;
+  }
+};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Sends raw bytes to 127.0.0.1:port and reads the answer until the server
+// closes (requests say "Connection: close").
+HttpResponse send_raw(uint16_t port, const std::string& raw) {
+  HttpResponse out;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return out;
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return out;
+  }
+  size_t sent = 0;
+  while (sent < raw.size()) {
+    ssize_t n = ::send(fd, raw.data() + sent, raw.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;  // the server may answer (413) before reading it all
+    sent += static_cast<size_t>(n);
+  }
+  std::string data;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    data.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  const size_t head_end = data.find("\r\n\r\n");
+  if (head_end == std::string::npos) return out;
+  std::istringstream head(data.substr(0, head_end));
+  std::string line;
+  std::getline(head, line);
+  if (line.rfind("HTTP/1.1 ", 0) != 0) return out;
+  out.status = std::stoi(line.substr(9, 3));
+  while (std::getline(head, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string value = line.substr(colon + 1);
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    out.headers[lower(line.substr(0, colon))] = value;
+  }
+  out.body = data.substr(head_end + 4);
+  if (lower(out.header("transfer-encoding")) == "chunked") {
+    std::string decoded;
+    size_t pos = 0;
+    for (;;) {
+      const size_t eol = out.body.find("\r\n", pos);
+      if (eol == std::string::npos) break;
+      const size_t size = std::stoul(out.body.substr(pos, eol - pos), nullptr, 16);
+      if (size == 0) break;
+      decoded += out.body.substr(eol + 2, size);
+      pos = eol + 2 + size + 2;
+    }
+    out.body = decoded;
+  }
+  return out;
+}
+
+std::string request(const std::string& method, const std::string& path,
+                    const std::vector<std::string>& headers, const std::string& body) {
+  std::string raw = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+  for (const auto& h : headers) raw += h + "\r\n";
+  if (method == "POST") raw += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  return raw + "\r\n" + body;
+}
+
+// ---- a running server ---------------------------------------------------------
+
+uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// `conveyor serve` with a [server] section on a free loopback port.
+class Server {
+ public:
+  Server(const test::TempDir& dir, const std::string& server_keys,
+         std::vector<std::string> env = {},
+         const std::string& engine_keys = "poll_interval_ms = 50\n") {
+    for (int attempt = 0; attempt < 3 && !ready_; ++attempt) {
+      port_ = free_port();
+      const auto config = test::write_sqlite_config(
+          dir, "[engine]\n" + engine_keys + "[server]\nlisten = \"127.0.0.1:" +
+                   std::to_string(port_) + "\"\n" + server_keys);
+      process_ = std::make_unique<test::Process>(
+          std::vector<std::string>{"--config", config.string(), "serve"}, env);
+      ready_ = test::wait_until([&] {
+                 if (process_->wait(std::chrono::milliseconds(20)) >= 0) return true;  // exited
+                 return send_raw(port_, request("GET", "/metrics", {}, "")).status != 0;
+               }) &&
+               process_->wait(std::chrono::milliseconds(20)) < 0;
+    }
+  }
+  bool ready() const { return ready_; }
+  uint16_t port() const { return port_; }
+  test::Process& process() { return *process_; }
+
+  HttpResponse post(const std::string& path, const std::string& body,
+                    std::vector<std::string> headers = {"Content-Type: application/json"}) {
+    return send_raw(port_, request("POST", path, headers, body));
+  }
+  HttpResponse call(const std::string& method, const json& body,
+                    std::vector<std::string> extra = {}) {
+    extra.push_back("Content-Type: application/json");
+    return post(api_path(method), body.dump(), extra);
+  }
+  HttpResponse get(const std::string& path, std::vector<std::string> headers = {}) {
+    return send_raw(port_, request("GET", path, headers, ""));
+  }
+  static std::string api_path(const std::string& method) {
+    const bool task = method == "Enqueue" || method == "EnqueueBatch" || method == "GetJob";
+    return std::string("/conveyor.v1.") + (task ? "TaskService/" : "AdminService/") + method;
+  }
+
+ private:
+  uint16_t port_ = 0;
+  bool ready_ = false;
+  std::unique_ptr<test::Process> process_;
+};
+
+// A Connect error: HTTP status, JSON body with code and message.
+void expect_error(const HttpResponse& r, int status, const std::string& code,
+                  const std::string& message_part) {
+  EXPECT_EQ(r.status, status) << r.body;
+  EXPECT_EQ(r.header("content-type"), "application/json") << r.body;
+  json j = json::parse(r.body, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.body;
+  EXPECT_EQ(j["code"], code) << r.body;
+  EXPECT_NE(j.value("message", "").find(message_part), std::string::npos)
+      << "expected '" << message_part << "' in: " << r.body;
+}
+
+constexpr const char* kOpen = "allow_unauthenticated = true\n";
+
+// ---- every method -------------------------------------------------------------
+
+TEST(AdminApi, EveryMethodOverHttp) {
+  test::TempDir dir;
+  Server s(dir, kOpen);
+  ASSERT_TRUE(s.ready()) << s.process().stderr_text();
+
+  auto r = s.call("SetQueueRateLimit", {{"queue", "email"}, {"ratePerSec", 50}, {"burst", 10}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("content-type"), "application/json");
+  EXPECT_EQ(r.json_body()["override"]["queue"], "email");
+  EXPECT_EQ(r.json_body()["override"]["burst"], 10);
+  // The .proto field names and string numbers work too.
+  r = s.call("SetQueueRateLimit",
+             {{"queue", "sms"}, {"rate_per_sec", "2.5"}, {"burst", "3"}, {"unknownField", 1}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json_body()["override"]["ratePerSec"], 2.5);
+
+  r = s.call("ListRateLimits", json::object());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = r.json_body();
+  EXPECT_EQ(j["enabled"], true);
+  EXPECT_FALSE(j.contains("defaultLimit"));
+  ASSERT_EQ(j["overrides"].size(), 2u);
+  EXPECT_EQ(j["overrides"][0]["queue"], "email");
+  EXPECT_TRUE(std::regex_match(j["overrides"][0]["updatedAt"].get<std::string>(),
+                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z)")));
+
+  r = s.call("Enqueue", {{"job",
+                          {{"queue", "later"},
+                           {"kind", "noop"},
+                           {"payload", R"({"a":1})"},
+                           {"delaySeconds", 3600},
+                           {"maxAttempts", 2},
+                           {"priority", 5}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string id = r.json_body()["id"];  // int64 as a JSON string
+  r = s.call("GetJob", {{"id", id}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = r.json_body()["job"];
+  EXPECT_EQ(j["id"], id);
+  EXPECT_EQ(j["queue"], "later");
+  EXPECT_EQ(j["state"], "scheduled");
+  EXPECT_EQ(j["payload"], R"({"a":1})");
+  EXPECT_EQ(j["maxAttempts"], 2);
+  EXPECT_EQ(j["priority"], 5);
+  EXPECT_EQ(j["finalizedAt"], "");
+
+  r = s.call(
+      "EnqueueBatch",
+      {{"jobs", {{{"queue", "now"}, {"kind", "noop"}}, {{"queue", "now"}, {"kind", "noop"}}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json_body()["ids"].size(), 2u);
+  const std::string done_id = r.json_body()["ids"][1];
+  // The engine runs them: GetJob sees the job completed.
+  ASSERT_TRUE(test::wait_until([&] {
+    auto g = s.call("GetJob", {{"id", done_id}});
+    return g.status == 200 && g.json_body()["job"]["state"] == "completed";
+  }));
+
+  r = s.call("PauseQueue", {{"queue", "later"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "{}");
+  r = s.call("ListQueues", json::object());
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::map<std::string, json> queues;
+  const json listed = r.json_body();
+  for (const auto& q : listed["queues"]) queues[q["queue"]] = q;
+  ASSERT_EQ(queues.size(), 4u) << r.body;  // email, later, now, sms
+  EXPECT_EQ(queues["later"]["paused"], true);
+  EXPECT_EQ(queues["later"]["scheduled"], "1");
+  EXPECT_EQ(queues["now"]["completed"], "2");
+  EXPECT_EQ(queues["now"]["dispatched"], "2");
+  EXPECT_EQ(queues["now"]["limit"], json::parse(R"({"source":"none"})"));
+  EXPECT_EQ(queues["email"]["limit"],
+            json::parse(R"({"ratePerSec":50.0,"burst":10,"source":"override"})"));
+  r = s.call("ResumeQueue", {{"queue", "later"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json relisted = s.call("ListQueues", json::object()).json_body();
+  for (const auto& q : relisted["queues"]) {
+    if (q["queue"] == "later") {
+      EXPECT_EQ(q["paused"], false);
+    }
+  }
+
+  r = s.call("DeleteQueueRateLimit", {{"queue", "email"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  expect_error(s.call("DeleteQueueRateLimit", {{"queue", "email"}}), 404, "not_found",
+               "queue email has no rate-limit override");
+  expect_error(s.call("GetJob", {{"id", "99999"}}), 404, "not_found", "job 99999 not found");
+  EXPECT_EQ(s.call("ListRateLimits", json::object()).json_body()["overrides"].size(), 1u);
+
+  // An empty body is an empty message.
+  r = s.post(Server::api_path("ListQueues"), "");
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
+// ---- validation -----------------------------------------------------------------
+
+TEST(AdminApi, EveryValidationErrorIs400NamingTheField) {
+  test::TempDir dir;
+  Server s(dir, kOpen);
+  ASSERT_TRUE(s.ready()) << s.process().stderr_text();
+  struct Case {
+    const char* method;
+    json body;
+    const char* message_part;
+  };
+  const std::vector<Case> cases = {
+      {"SetQueueRateLimit",
+       {{"queue", "q"}, {"ratePerSec", 0}, {"burst", 1}},
+       "ratePerSec: rate must be a finite number greater than 0"},
+      {"SetQueueRateLimit",
+       {{"queue", "q"}, {"ratePerSec", -1}, {"burst", 1}},
+       "ratePerSec: rate must be a finite number greater than 0"},
+      {"SetQueueRateLimit",
+       {{"queue", "q"}, {"ratePerSec", "NaN"}, {"burst", 1}},
+       "ratePerSec: rate must be a finite number"},
+      {"SetQueueRateLimit",
+       {{"queue", "q"}, {"ratePerSec", "Infinity"}, {"burst", 1}},
+       "ratePerSec: rate must be a finite number"},
+      {"SetQueueRateLimit",
+       {{"queue", "q"}, {"ratePerSec", "fast"}, {"burst", 1}},
+       "ratePerSec: must be a number"},
+      {"SetQueueRateLimit",
+       {{"queue", "q"}, {"ratePerSec", 5}},
+       "burst: burst must be a whole number from 1"},
+      {"SetQueueRateLimit",
+       {{"queue", "q"}, {"ratePerSec", 5}, {"burst", 0}},
+       "burst: burst must be a whole number from 1"},
+      {"SetQueueRateLimit",
+       {{"queue", "q"}, {"ratePerSec", 5}, {"burst", 1.5}},
+       "burst: must be a whole number"},
+      {"SetQueueRateLimit",
+       {{"queue", "q"}, {"ratePerSec", 5}, {"burst", 4294967296}},
+       "burst: burst must be a whole number from 1 to 4294967295"},
+      {"SetQueueRateLimit",
+       {{"queue", "bad queue"}, {"ratePerSec", 5}, {"burst", 1}},
+       "queue: invalid queue name"},
+      {"SetQueueRateLimit",
+       {{"queue", "x'); DROP TABLE jobs;--"}, {"ratePerSec", 5}, {"burst", 1}},
+       "queue: invalid queue name"},
+      {"SetQueueRateLimit", {{"ratePerSec", 5}, {"burst", 1}}, "queue: invalid queue name"},
+      {"SetQueueRateLimit",
+       {{"queue", 5}, {"ratePerSec", 5}, {"burst", 1}},
+       "queue: must be a string"},
+      {"SetQueueRateLimit",
+       {{"queue", "q"}, {"ratePerSec", 5}, {"rate_per_sec", 5}, {"burst", 1}},
+       "ratePerSec: given twice"},
+      {"DeleteQueueRateLimit", {{"queue", ""}}, "queue: invalid queue name"},
+      {"PauseQueue", {{"queue", "a b"}}, "queue: invalid queue name"},
+      {"ResumeQueue", {{"queue", "-x"}}, "queue: invalid queue name"},
+      {"Enqueue", json::object(), "job.queue: invalid queue name"},
+      {"Enqueue", {{"job", {{"queue", "q"}}}}, "job.kind: invalid job kind"},
+      {"Enqueue",
+       {{"job", {{"queue", "q"}, {"kind", "noop"}, {"payload", "{x"}}}},
+       "job.payload: payload is not valid JSON"},
+      {"Enqueue",
+       {{"job", {{"queue", "q"}, {"kind", "noop"}, {"maxAttempts", 0}}}},
+       "job.maxAttempts: max_attempts must be >= 1"},
+      {"Enqueue",
+       {{"job", {{"queue", "q"}, {"kind", "noop"}, {"delaySeconds", -5}}}},
+       "job.delaySeconds: delay must be a number of seconds"},
+      {"Enqueue",
+       {{"job", {{"queue", "q"}, {"kind", "noop"}, {"priority", "high"}}}},
+       "job.priority: must be a whole number"},
+      {"Enqueue", {{"job", "q"}}, "job: must be a JSON object"},
+      {"EnqueueBatch",
+       {{"jobs", {{{"queue", "q"}, {"kind", "noop"}}, {{"queue", "q"}, {"kind", "bad kind"}}}}},
+       "jobs[1].kind: invalid job kind"},
+      {"EnqueueBatch", {{"jobs", {{"queue", "q"}}}}, "jobs: must be an array"},
+      {"GetJob", {{"id", 0}}, "id: must be a job id"},
+      {"GetJob", {{"id", "abc"}}, "id: must be a whole number"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.method) + " " + c.body.dump());
+    expect_error(s.call(c.method, c.body), 400, "invalid_argument", c.message_part);
+  }
+  // Nothing was stored by any of them (the batch is all or none).
+  auto r = s.call("ListQueues", json::object());
+  EXPECT_EQ(r.json_body()["queues"], json::array()) << r.body;
+  EXPECT_EQ(s.call("ListRateLimits", json::object()).json_body()["overrides"], json::array());
+}
+
+// ---- malformed requests ------------------------------------------------------------
+
+TEST(AdminApi, MalformedAndOversizedRequests) {
+  test::TempDir dir;
+  Server s(dir, std::string(kOpen) + "max_body_bytes = 1024\n");
+  ASSERT_TRUE(s.ready()) << s.process().stderr_text();
+  const std::string list = Server::api_path("ListQueues");
+
+  expect_error(s.post(list, "{\"queue\": "), 400, "invalid_argument", "body is not valid JSON");
+  expect_error(s.post(list, "[1, 2]"), 400, "invalid_argument", "body must be a JSON object");
+  expect_error(
+      s.post(list, "{}", {"Content-Type: application/json", "Connect-Protocol-Version: 2"}), 400,
+      "invalid_argument", "Connect-Protocol-Version");
+
+  auto r = s.post(list, "{}", {"Content-Type: text/plain"});
+  expect_error(r, 415, "unknown", "Content-Type must be application/json");
+  EXPECT_EQ(r.header("accept-post"), "application/json");
+  EXPECT_EQ(s.post(list, "{}", {"Content-Type: application/json; charset=utf-8"}).status, 200);
+  EXPECT_EQ(s.post(list, "{}", {"Content-Type: Application/JSON"}).status, 200);
+
+  r = s.get(list);
+  expect_error(r, 405, "unknown", "POST");
+  EXPECT_EQ(r.header("allow"), "POST");
+  r = send_raw(s.port(), request("DELETE", list, {}, ""));
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(r.header("allow"), "POST");
+
+  expect_error(s.post("/conveyor.v1.AdminService/DropEverything", "{}"), 404, "unimplemented",
+               "no API method at /conveyor.v1.AdminService/DropEverything");
+
+  // Bodies over max_body_bytes: Content-Length and chunked alike.
+  const std::string big = json{{"queue", std::string(2000, 'a')}}.dump();
+  expect_error(s.post(Server::api_path("PauseQueue"), big), 429, "resource_exhausted",
+               "max_body_bytes");
+  std::string chunked =
+      "POST " + Server::api_path("PauseQueue") +
+      " HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 4; ++i) chunked += "200\r\n" + std::string(512, ' ') + "\r\n";
+  chunked += "0\r\n\r\n";
+  r = send_raw(s.port(), chunked);
+  EXPECT_EQ(r.status, 429) << r.body;
+  // A body just under the limit is fine.
+  EXPECT_EQ(s.call("PauseQueue", {{"queue", std::string(100, 'a')}}).status, 200);
+  // The server is still serving.
+  EXPECT_EQ(s.call("ListQueues", json::object()).status, 200);
+}
+
+// ---- auth ---------------------------------------------------------------------------
+
+TEST(AdminApi, BearerTokenFromTheEnvironment) {
+  test::TempDir dir;
+  Server s(dir, "", {"CONVEYOR_ADMIN_TOKEN=s3cret-token"});
+  ASSERT_TRUE(s.ready()) << s.process().stderr_text();
+  const json set = {{"queue", "email"}, {"ratePerSec", 5}, {"burst", 1}};
+  expect_error(s.call("SetQueueRateLimit", set), 401, "unauthenticated",
+               "missing Authorization header");
+  expect_error(s.call("SetQueueRateLimit", set, {"Authorization: Bearer s3cret-tokeN"}), 401,
+               "unauthenticated", "wrong admin token");
+  expect_error(s.call("SetQueueRateLimit", set, {"Authorization: Bearer s3cret-token-and-more"}),
+               401, "unauthenticated", "wrong admin token");
+  expect_error(s.call("ListQueues", json::object(), {"Authorization: Basic czNjcmV0"}), 401,
+               "unauthenticated", "Bearer");
+  EXPECT_EQ(s.call("ListRateLimits", json::object(), {"Authorization: Bearer s3cret-token"})
+                .json_body()["overrides"],
+            json::array());  // nothing was set by the refused calls
+  EXPECT_EQ(s.call("SetQueueRateLimit", set, {"Authorization: Bearer s3cret-token"}).status, 200);
+  // Unknown methods are not revealed without a token either.
+  expect_error(s.post("/conveyor.v1.AdminService/Nope", "{}"), 401, "unauthenticated",
+               "Authorization");
+  // /metrics needs the token; the dashboard's files do not.
+  expect_error(s.get("/metrics"), 401, "unauthenticated", "Authorization");
+  auto m = s.get("/metrics", {"Authorization: Bearer s3cret-token"});
+  EXPECT_EQ(m.status, 200);
+  EXPECT_NE(m.body.find("conveyor_ratelimit_throttled_total"), std::string::npos);
+  EXPECT_EQ(s.get("/").status, 200);
+}
+
+TEST(AdminApi, AllowUnauthenticatedStillRejectsAWrongToken) {
+  test::TempDir dir;
+  Server s(dir, "admin_token = \"tok\"\nallow_unauthenticated = true\n");
+  ASSERT_TRUE(s.ready()) << s.process().stderr_text();
+  EXPECT_EQ(s.call("ListQueues", json::object()).status, 200);
+  EXPECT_EQ(s.call("ListQueues", json::object(), {"Authorization: Bearer tok"}).status, 200);
+  expect_error(s.call("ListQueues", json::object(), {"Authorization: Bearer nope"}), 401,
+               "unauthenticated", "wrong");
+}
+
+TEST(AdminApi, NoTokenAndNoPermissionOnLoopbackRefusesCallsAndSaysWhy) {
+  test::TempDir dir;
+  Server s(dir, "");
+  ASSERT_TRUE(s.ready()) << s.process().stderr_text();
+  expect_error(s.call("ListQueues", json::object()), 401, "unauthenticated",
+               "allow_unauthenticated");
+  expect_error(s.get("/metrics"), 401, "unauthenticated", "admin_token");
+}
+
+TEST(AdminApi, ReadOnlyRefusesEveryMutation) {
+  test::TempDir dir;
+  Server s(dir, std::string(kOpen) + "read_only = true\n");
+  ASSERT_TRUE(s.ready()) << s.process().stderr_text();
+  const std::vector<std::pair<std::string, json>> mutations = {
+      {"SetQueueRateLimit", {{"queue", "q"}, {"ratePerSec", 5}, {"burst", 1}}},
+      {"DeleteQueueRateLimit", {{"queue", "q"}}},
+      {"PauseQueue", {{"queue", "q"}}},
+      {"ResumeQueue", {{"queue", "q"}}},
+      {"Enqueue", {{"job", {{"queue", "q"}, {"kind", "noop"}}}}},
+      {"EnqueueBatch", {{"jobs", {{{"queue", "q"}, {"kind", "noop"}}}}}},
+  };
+  for (const auto& [method, body] : mutations)
+    expect_error(s.call(method, body), 403, "permission_denied", "read-only");
+  EXPECT_EQ(s.call("ListQueues", json::object()).json_body()["queues"], json::array());
+  EXPECT_EQ(s.call("ListRateLimits", json::object()).status, 200);
+  expect_error(s.call("GetJob", {{"id", 1}}), 404, "not_found", "job 1");
+}
+
+// ---- start-up -------------------------------------------------------------------------
+
+TEST(AdminApi, RefusesANonLoopbackAddressWithoutAToken) {
+  test::TempDir dir;
+  const auto config = test::write_sqlite_config(dir, "[server]\nlisten = \"0.0.0.0:18080\"\n");
+  auto r = test::run_conveyor({"--config", config.string(), "serve"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("conveyor: [server] listen = 0.0.0.0:18080 is not a loopback address: set "
+                       "admin_token (or CONVEYOR_ADMIN_TOKEN), or allow_unauthenticated = true to "
+                       "accept the risk\n"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(AdminApi, ATakenPortIsARuntimeErrorAndNothingRuns) {
+  test::TempDir dir;
+  Server first(dir, kOpen);
+  ASSERT_TRUE(first.ready()) << first.process().stderr_text();
+  test::TempDir other;
+  const auto config = test::write_sqlite_config(
+      other, "[server]\nlisten = \"127.0.0.1:" + std::to_string(first.port()) + "\"\n" + kOpen);
+  auto r = test::run_conveyor({"--config", config.string(), "serve"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot listen on 127.0.0.1:" + std::to_string(first.port())),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("engine started"), std::string::npos) << r.err;
+}
+
+TEST(AdminApi, DashboardFilesAndGracefulStop) {
+  test::TempDir dir;
+  Server s(dir, kOpen);
+  ASSERT_TRUE(s.ready()) << s.process().stderr_text();
+  auto r = s.get("/");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("content-type").rfind("text/html", 0), 0u) << r.header("content-type");
+  EXPECT_NE(r.body.find("<html"), std::string::npos);
+  EXPECT_EQ(s.get("/no/such/file.js").status, 404);
+  EXPECT_EQ(s.get("/../etc/passwd").status, 404);
+  s.process().signal(SIGINT);
+  EXPECT_EQ(s.process().wait(), 0) << s.process().stderr_text();
+  const std::string err = s.process().stderr_text();
+  EXPECT_NE(err.find("admin server stopped"), std::string::npos) << err;
+  EXPECT_LT(err.find("admin server stopped"), err.find("engine stopped")) << err;
+  EXPECT_EQ(s.get("/").status, 0);  // nothing listens any more
+}
+
+// ---- metrics ------------------------------------------------------------------------------
+
+// A strict reader of the Prometheus text format 0.0.4, as far as /metrics
+// uses it: every line is # HELP, # TYPE or a sample; a family's TYPE comes
+// before its samples, once; samples of a family are contiguous; no series
+// twice; values parse; histogram buckets are cumulative, end with le="+Inf",
+// and +Inf equals _count.
+struct Exposition {
+  std::map<std::string, std::string> types;  // family -> type
+  std::map<std::string, double> samples;     // "name{labels}" -> value
+  std::string error;                         // empty when valid
+};
+
+Exposition parse_exposition(const std::string& text) {
+  Exposition e;
+  static const std::regex kHelp(R"(# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) .*)");
+  static const std::regex kType(
+      R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped))");
+  static const std::regex kSample(
+      R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*)\})? (\S+))");
+  static const std::regex kLabel(R"(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)\")");
+  if (text.empty() || text.back() != '\n') return e.error = "must end with a newline", e;
+  std::istringstream in(text);
+  std::string line, current;  // current: the family whose samples are being read
+  std::set<std::string> finished;
+  // histogram series key (labels without le) -> (last cumulative, +Inf seen value)
+  std::map<std::string, std::pair<double, double>> buckets;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    const std::string where = "line " + std::to_string(n) + ": " + line;
+    std::smatch m;
+    if (std::regex_match(line, m, kHelp)) continue;
+    if (std::regex_match(line, m, kType)) {
+      const std::string family = m[1];
+      if (e.types.count(family)) return e.error = "TYPE twice: " + where, e;
+      if (!current.empty()) finished.insert(current);
+      current = family;
+      e.types[family] = m[2];
+      continue;
+    }
+    if (!std::regex_match(line, m, kSample)) return e.error = "not a sample: " + where, e;
+    const std::string name = m[1];
+    std::string family = name;
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string s = suffix;
+      if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0 &&
+          e.types.count(name.substr(0, name.size() - s.size())) &&
+          e.types[name.substr(0, name.size() - s.size())] == "histogram")
+        family = name.substr(0, name.size() - s.size());
+    }
+    if (!e.types.count(family)) return e.error = "sample before its TYPE: " + where, e;
+    if (family != current || finished.count(family))
+      return e.error = "family not contiguous: " + where, e;
+    const std::string value_text = m[4];
+    double value = 0;
+    if (value_text == "+Inf")
+      value = INFINITY;
+    else if (value_text == "-Inf")
+      value = -INFINITY;
+    else if (value_text == "NaN")
+      value = NAN;
+    else {
+      size_t used = 0;
+      try {
+        value = std::stod(value_text, &used);
+      } catch (...) {
+        used = 0;
+      }
+      if (used != value_text.size()) return e.error = "bad value: " + where, e;
+    }
+    const std::string key = name + "{" + std::string(m[3]) + "}";
+    if (e.samples.count(key)) return e.error = "series twice: " + where, e;
+    e.samples[key] = value;
+    if (e.types[family] == "counter" && !(value >= 0))
+      return e.error = "negative counter: " + where, e;
+    if (e.types[family] == "histogram") {
+      std::string labels = m[3], le, rest;
+      for (std::sregex_iterator it(labels.begin(), labels.end(), kLabel), end; it != end; ++it) {
+        if ((*it)[1] == "le")
+          le = (*it)[2];
+        else
+          rest += (*it)[0].str() + ",";
+      }
+      const std::string series = family + "{" + rest + "}";
+      if (name == family + "_bucket") {
+        if (le.empty()) return e.error = "bucket without le: " + where, e;
+        auto& [last, inf] = buckets[series];
+        if (value < last) return e.error = "buckets not cumulative: " + where, e;
+        last = value;
+        if (le == "+Inf") inf = value;
+      } else if (name == family + "_count") {
+        if (!buckets.count(series) || buckets[series].second != value)
+          return e.error = "_count differs from le=\"+Inf\": " + where, e;
+      }
+    }
+  }
+  return e;
+}
+
+TEST(PrometheusExposition, TheStrictParserRejectsBrokenText) {
+  EXPECT_EQ(parse_exposition("# TYPE a counter\na 1\n").error, "");
+  EXPECT_NE(parse_exposition("a 1\n").error, "");                           // no TYPE
+  EXPECT_NE(parse_exposition("# TYPE a counter\na{q=\"x} 1\n").error, "");  // bad label
+  EXPECT_NE(parse_exposition("# TYPE a counter\na 1\n# TYPE b gauge\nb 1\na 2\n").error, "");
+  EXPECT_NE(
+      parse_exposition("# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\n").error,
+      "");
+  EXPECT_NE(parse_exposition("# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_count 3\n").error, "");
+  EXPECT_NE(parse_exposition("# TYPE a counter\na one\n").error, "");
+}
+
+TEST(AdminApi, MetricsCountThrottlingAndParseAsPrometheusText) {
+  test::TempDir dir;
+  Server s(dir, kOpen);
+  ASSERT_TRUE(s.ready()) << s.process().stderr_text();
+  ASSERT_EQ(
+      s.call("SetQueueRateLimit", {{"queue", "slow"}, {"ratePerSec", 5}, {"burst", 1}}).status,
+      200);
+  json jobs = json::array();
+  for (int i = 0; i < 30; ++i) jobs.push_back({{"queue", "slow"}, {"kind", "noop"}});
+  jobs.push_back({{"queue", "fast"}, {"kind", "noop"}});
+  ASSERT_EQ(s.call("EnqueueBatch", {{"jobs", jobs}}).status, 200);
+
+  auto throttled = [&](const std::string& queue) -> double {
+    auto m = parse_exposition(s.get("/metrics").body);
+    auto it = m.samples.find("conveyor_ratelimit_throttled_total{queue=\"" + queue + "\"}");
+    return it == m.samples.end() ? -1 : it->second;
+  };
+  ASSERT_TRUE(test::wait_until([&] { return throttled("slow") > 0; })) << s.get("/metrics").body;
+  ASSERT_TRUE(test::wait_until([&] {
+    auto m = parse_exposition(s.get("/metrics").body);
+    return m.samples["conveyor_jobs_completed_total{queue=\"fast\"}"] == 1;
+  }));
+  // The pending gauge (storage's count, refreshed at most once a second)
+  // shows the limited queue's backlog: 5/s from a bucket of 1 takes ~6 s.
+  ASSERT_TRUE(test::wait_until([&] {
+    auto m = parse_exposition(s.get("/metrics").body);
+    return m.samples["conveyor_queue_pending{queue=\"slow\"}"] > 0;
+  }));
+
+  auto r = s.get("/metrics");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+  const Exposition m = parse_exposition(r.body);
+  ASSERT_EQ(m.error, "") << r.body;
+  for (const char* counter : {"conveyor_ratelimit_throttled_total", "conveyor_jobs_enqueued_total",
+                              "conveyor_jobs_dispatched_total", "conveyor_jobs_completed_total",
+                              "conveyor_jobs_failed_total", "conveyor_jobs_retried_total"})
+    EXPECT_EQ(m.types.at(counter), "counter") << counter;
+  EXPECT_EQ(m.types.at("conveyor_queue_pending"), "gauge");
+  EXPECT_EQ(m.types.at("conveyor_job_pickup_latency_seconds"), "histogram");
+  EXPECT_EQ(m.types.at("conveyor_job_duration_seconds"), "histogram");
+  EXPECT_GT(m.samples.at("conveyor_ratelimit_throttled_total{queue=\"slow\"}"), 0);
+  EXPECT_EQ(m.samples.at("conveyor_ratelimit_throttled_total{queue=\"fast\"}"), 0);  // unlimited
+  EXPECT_EQ(m.samples.at("conveyor_jobs_enqueued_total{queue=\"slow\"}"), 30);
+  // The limited queue still has a backlog.
+  EXPECT_LT(m.samples.at("conveyor_jobs_dispatched_total{queue=\"slow\"}"), 30);
+  EXPECT_LT(m.samples.at("conveyor_jobs_dispatched_total{queue=\"slow\"}"), 30);
+  EXPECT_EQ(m.samples.at("conveyor_job_duration_seconds_count{queue=\"fast\"}"), 1);
+  EXPECT_EQ(m.samples.at("conveyor_job_pickup_latency_seconds_bucket{queue=\"fast\",le=\"+Inf\"}"),
+            1);
+  // ListQueues shows the same counter.
+  const json listed = s.call("ListQueues", json::object()).json_body();
+  for (const auto& q : listed["queues"]) {
+    if (q["queue"] == "slow") {
+      EXPECT_GT(std::stoll(q["throttled"].get<std::string>()), 0);
+    }
+  }
+  // And it keeps rising while the queue defers dispatch.
+  const double before = throttled("slow");
+  EXPECT_TRUE(test::wait_until([&] { return throttled("slow") > before; }));
+}
+
+}  // namespace
+}  // namespace conveyor

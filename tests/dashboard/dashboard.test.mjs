@@ -1,0 +1,579 @@
+// The dashboard end to end: a real `conveyor serve` (SQLite), the real CLI,
+// and Debian's chromium driven by playwright-core. Builds nothing: it is given
+// the conveyor binary (and optionally the plugin directory) to test.
+//
+//   CONVEYOR_BIN=build/bin/conveyor node --test --test-reporter=tap dashboard.test.mjs
+//
+// Options (environment, or --name=value when run as `node dashboard.test.mjs`):
+//   CONVEYOR_BIN / --conveyor                   the conveyor binary (required)
+//   CONVEYOR_PLUGIN_DIR / --plugin-dir          storage plugins (default: the binary's own)
+//   CONVEYOR_CHROMIUM / --chromium              the browser (default /usr/bin/chromium)
+//   CONVEYOR_DASHBOARD_ARTIFACTS / --artifacts  screenshots and server logs
+//                                               (default ./dashboard-artifacts)
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+function option(flag, envName) {
+  const prefix = `--${flag}=`;
+  const arg = process.argv.find((a) => a.startsWith(prefix));
+  if (arg) return arg.slice(prefix.length);
+  return process.env[envName] || undefined;
+}
+
+const conveyorBin = option('conveyor', 'CONVEYOR_BIN');
+const pluginDir = option('plugin-dir', 'CONVEYOR_PLUGIN_DIR');
+const chromiumPath = option('chromium', 'CONVEYOR_CHROMIUM') ?? '/usr/bin/chromium';
+const artifacts = path.resolve(option('artifacts', 'CONVEYOR_DASHBOARD_ARTIFACTS') ?? 'dashboard-artifacts');
+if (!conveyorBin) throw new Error('set CONVEYOR_BIN=/path/to/conveyor (or pass --conveyor=PATH)');
+fs.mkdirSync(artifacts, { recursive: true });
+
+const TOKEN = 'e2e-secret-token';
+
+// ---- waiting -------------------------------------------------------------------
+
+// Polls check() until it returns something truthy; fails after timeoutMs,
+// saying what it waited for (a string, or a function giving one) and what it saw last.
+async function waitFor(what, check, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      last = await check();
+      if (last) return last;
+    } catch (err) {
+      if (err.fatal) throw err;
+      last = err;
+    }
+    if (Date.now() > deadline) {
+      const seen = last instanceof Error ? last.message : JSON.stringify(last);
+      const described = typeof what === 'function' ? what() : what;
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${described} (last seen: ${seen})`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+// ---- conveyor as processes -------------------------------------------------------
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.on('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+function run(args, env = {}) {
+  return new Promise((resolve) => {
+    execFile(conveyorBin, args, { timeout: 30_000, env: { ...process.env, ...env } },
+      (error, stdout, stderr) => resolve({ code: error ? (error.code ?? 1) : 0, stdout, stderr }));
+  });
+}
+
+class Conveyor {
+  // name: used for the temp dir and the log; server: extra [server] lines;
+  // env: extra environment for serve and the CLI.
+  static async start(name, { server, env = {} }) {
+    const c = new Conveyor();
+    c.name = name;
+    c.env = env;
+    c.dir = fs.mkdtempSync(path.join(os.tmpdir(), `conveyor-dashboard-${name}-`));
+    c.port = await freePort();
+    c.base = `http://127.0.0.1:${c.port}`;
+    c.config = path.join(c.dir, 'conveyor.toml');
+    fs.writeFileSync(c.config, [
+      '[storage]',
+      'plugin = "sqlite"',
+      pluginDir ? `plugin_dir = ${JSON.stringify(pluginDir)}` : '',
+      '[storage.options]',
+      `path = ${JSON.stringify(path.join(c.dir, 'conveyor.db'))}`,
+      '[engine]',
+      'poll_interval_ms = 200',
+      'shutdown_timeout_ms = 500',
+      '[queues.reports]',
+      'rate_limit = { rate = 4.0, burst = 2 }',
+      '[server]',
+      `listen = "127.0.0.1:${c.port}"`,
+      ...server,
+      '',
+    ].join('\n'));
+    c.logPath = path.join(artifacts, `${name}-serve.log`);
+    const log = fs.createWriteStream(c.logPath);
+    c.proc = spawn(conveyorBin, ['--config', c.config, 'serve'], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    c.proc.stdout.pipe(log);
+    c.proc.stderr.pipe(log);
+    c.exited = new Promise((resolve) => c.proc.on('exit', (code, signal) => resolve({ code, signal })));
+    await waitFor(`${name}: conveyor serve to answer GET / on ${c.base}`, async () => {
+      if (c.proc.exitCode !== null) {
+        const err = new Error(`conveyor serve exited with ${c.proc.exitCode}; see ${c.logPath}`);
+        err.fatal = true;
+        throw err;
+      }
+      const response = await fetch(`${c.base}/`);
+      return response.ok;
+    }, 20_000);
+    return c;
+  }
+
+  async cli(...args) {
+    const result = await run(['--config', this.config, ...args], this.env);
+    if (result.code !== 0) {
+      throw new Error(`conveyor ${args.join(' ')} exited ${result.code}: ${result.stderr.trim()}`);
+    }
+    return result.stdout;
+  }
+
+  async rateLimits() {
+    return JSON.parse(await this.cli('--json', 'ratelimit', 'ls'));
+  }
+
+  async stop() {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) {
+      throw new Error(`${this.name}: conveyor serve had already exited with ${this.proc.exitCode ?? this.proc.signalCode}; see ${this.logPath}`);
+    }
+    this.proc.kill('SIGTERM');
+    const timeout = new Promise((resolve) => setTimeout(() => resolve(null), 15_000));
+    const exit = await Promise.race([this.exited, timeout]);
+    if (exit === null) {
+      this.proc.kill('SIGKILL');
+      await this.exited;
+      throw new Error(`${this.name}: conveyor serve did not stop within 15 s of SIGTERM; see ${this.logPath}`);
+    }
+    // A clean stop exits 0; anything else (a sanitizer report, a crash) fails the run.
+    if (exit.code !== 0) {
+      throw new Error(`${this.name}: conveyor serve exited with ${exit.code ?? exit.signal}; see ${this.logPath}`);
+    }
+  }
+}
+
+// ---- the browser ---------------------------------------------------------------------
+
+let browser;  // a persistent context in a fresh --user-data-dir
+let userDataDir;
+const requests = [];
+const pageErrors = [];
+
+before(async () => {
+  userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'conveyor-dashboard-chromium-'));
+  browser = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: chromiumPath,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    viewport: { width: 1280, height: 900 },
+    timeout: 30_000,
+  });
+  browser.on('request', (r) => requests.push({ url: r.url(), method: r.method(), headers: r.headers() }));
+});
+
+after(async () => {
+  await browser?.close();
+  if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true });
+});
+
+async function openPage(url, viewport) {
+  const page = await browser.newPage();
+  if (viewport) await page.setViewportSize(viewport);
+  page.setDefaultTimeout(10_000);
+  page.on('pageerror', (err) => pageErrors.push(`${url}: ${err.message}`));
+  page.on('console', (msg) => {
+    // The browser logs every non-2xx fetch; the tests provoke 401 and 404 on purpose.
+    if (msg.type() === 'error' && !msg.text().startsWith('Failed to load resource')) {
+      pageErrors.push(`${url}: console: ${msg.text()}`);
+    }
+  });
+  await page.goto(url);
+  return page;
+}
+
+async function screenshot(page, name) {
+  const file = path.join(artifacts, `${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  return file;
+}
+
+// A table cell's text, or null while the row is not there.
+function cell(page, table, queue, field) {
+  return page.evaluate(([t, q, f]) => {
+    const row = document.querySelector(`#${t}-table tbody tr[data-key="${CSS.escape(q)}"]`);
+    const td = row?.querySelector(`td[data-field="${f}"]`);
+    return td ? td.textContent.trim() : null;
+  }, [table, queue, field]);
+}
+
+async function waitForCell(page, table, queue, field, expected, timeoutMs) {
+  let seen;
+  await waitFor(() => `${table} table: ${queue} ${field} = ${JSON.stringify(expected)}, it reads ${JSON.stringify(seen)}`,
+    async () => {
+      seen = await cell(page, table, queue, field);
+      return seen === expected;
+    }, timeoutMs);
+}
+
+async function waitForText(page, selector, expected) {
+  let seen;
+  await waitFor(() => `${selector} to read ${JSON.stringify(expected)}, it reads ${JSON.stringify(seen)}`,
+    async () => {
+      seen = await page.locator(selector).textContent();
+      return seen === expected;
+    });
+}
+
+async function rowKeys(page, table) {
+  return page.evaluate((t) => [...document.querySelectorAll(`#${t}-table tbody tr`)].map((r) => r.dataset.key), table);
+}
+
+async function showTab(page, name) {
+  await page.getByRole('tab', { name }).click();
+  assert.equal(await page.getByRole('tab', { name }).getAttribute('aria-selected'), 'true');
+  await page.locator(`#panel-${name.toLowerCase()}`).waitFor({ state: 'visible' });
+}
+
+function overrideOf(limits, queue) {
+  return limits.overrides.find((o) => o.queue === queue);
+}
+
+// ---- an open server (allow_unauthenticated) --------------------------------------------------
+
+describe('dashboard on a server without a token', () => {
+  let conveyor;
+  let page;
+
+  before(async () => {
+    conveyor = await Conveyor.start('open', { server: ['allow_unauthenticated = true'] });
+    // reports: throttled by its config limit (4/s) with a long backlog.
+    await conveyor.cli('enqueue', 'reports', 'noop', '--count', '400');
+    // bulk: unlimited, drains at once. email: running, scheduled and failed jobs.
+    await conveyor.cli('enqueue', 'bulk', 'noop', '--count', '50');
+    await conveyor.cli('enqueue', 'email', 'sleep', '--payload', '{"ms": 60000}', '--count', '2');
+    await conveyor.cli('enqueue', 'email', 'noop', '--delay', '3600', '--count', '5');
+    await conveyor.cli('enqueue', 'email', 'sleep', '--payload', '{"ms": -1}', '--max-attempts', '1');
+    page = await openPage(`${conveyor.base}/`);
+  });
+
+  after(async () => {
+    await page?.close();
+    await conveyor?.stop();
+  });
+
+  test('the Queues tab shows counts, the effective limit and its source, throttling and the chart', async () => {
+    await showTab(page, 'Queues');
+    await waitForCell(page, 'queues', 'reports', 'source', 'queue-config');
+    assert.equal(await cell(page, 'queues', 'reports', 'limit'), '4/s · burst 2');
+    await waitForCell(page, 'queues', 'bulk', 'source', 'none');
+    assert.equal(await cell(page, 'queues', 'bulk', 'limit'), 'unlimited');
+    await waitForCell(page, 'queues', 'bulk', 'pending', '0');
+    await waitForCell(page, 'queues', 'email', 'running', '2');
+    assert.equal(await cell(page, 'queues', 'email', 'scheduled'), '5');
+    await waitForCell(page, 'queues', 'email', 'failed', '1');
+    assert.deepEqual(await rowKeys(page, 'queues'), ['bulk', 'email', 'reports']);
+
+    // The backlog waits its turn: pending stays high, the throttled counter climbs.
+    await waitFor('reports to be throttled', async () => Number(await cell(page, 'queues', 'reports', 'throttled')) > 0);
+    const pending = Number((await cell(page, 'queues', 'reports', 'pending')).replace(/,/g, ''));
+    assert.ok(pending > 200 && pending < 400, `reports pending ${pending}: expected the 4/s limit to hold most back`);
+
+    // The chart shows the throttled queue against its limit line, measured from the counters.
+    assert.equal(await page.locator('#chart-queue').inputValue(), 'reports');
+    await waitFor('a minute-chart with 6 measured points', () => page.evaluate(() => {
+      const rate = document.querySelector('#chart path.rate');
+      return rate && (rate.getAttribute('d').match(/L/g) ?? []).length >= 5;
+    }), 20_000);
+    assert.equal(await page.locator('#chart path.limit').count(), 1);
+    assert.match(await page.locator('#chart .limit-label').textContent(), /^limit 4\/s$/);
+    const summary = await page.locator('#chart-summary').textContent();
+    assert.match(summary, /^reports: .* limit 4\/s \(queue-config\);/);
+    const measured = parseFloat(await cell(page, 'queues', 'reports', 'rate'));
+    assert.ok(measured > 1 && measured < 8, `measured ${measured}/s for a 4/s limit`);
+    await screenshot(page, 'queues-tab');
+  });
+
+  test('a bad rate shows the error and stores nothing', async () => {
+    await showTab(page, 'Limits');
+    const sets = () => requests.filter((r) => r.url.endsWith('/SetQueueRateLimit')).length;
+    const before = sets();
+    const queue = page.locator('#limit-queue');
+    const rate = page.getByLabel('Rate (jobs/s)');
+    const burst = page.getByLabel('Burst');
+
+    await queue.fill('reports');
+    await rate.fill('-1');
+    await page.getByRole('button', { name: 'Save limit' }).click();
+    assert.equal(await page.locator('#limit-rate-error').textContent(), 'rate must be a finite number greater than 0, got -1');
+    assert.equal(await rate.getAttribute('aria-invalid'), 'true');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'limit-rate');
+
+    // While typing, complaints come once typing pauses.
+    await rate.fill('fast');
+    await waitForText(page, '#limit-rate-error', 'rate must be a finite number greater than 0, got "fast"');
+    await rate.fill('0');
+    await waitForText(page, '#limit-rate-error', 'rate must be a finite number greater than 0, got 0');
+    await burst.fill('2.5');
+    await waitForText(page, '#limit-burst-error', 'burst must be a whole number from 1 to 4294967295, got "2.5"');
+    await queue.fill('bad name!');
+    await page.getByRole('button', { name: 'Save limit' }).click();
+    assert.equal(await page.locator('#limit-queue-error').textContent(),
+      'invalid queue name "bad name!": use 1-128 characters from A-Z a-z 0-9 . _ : - starting with a letter or digit');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'limit-queue');
+    await screenshot(page, 'limits-error');
+
+    assert.equal(sets(), before, 'no SetQueueRateLimit call may leave the browser');
+    assert.deepEqual((await conveyor.rateLimits()).overrides, []);
+    assert.deepEqual(await rowKeys(page, 'overrides'), []);
+
+    // Fixing the input clears each error at once.
+    await queue.fill('reports');
+    assert.equal(await page.locator('#limit-queue-error').textContent(), '');
+    await rate.fill('20');
+    await burst.fill('5');
+    assert.equal(await page.locator('#limit-queue-error').textContent(), '');
+    assert.equal(await page.locator('#limit-rate-error').textContent(), '');
+    assert.equal(await page.locator('#limit-burst-error').textContent(), '');
+    assert.equal(await rate.getAttribute('aria-invalid'), null);
+  });
+
+  test('set a limit: it shows in the table, in `conveyor ratelimit ls` and as the source on the Queues tab', async () => {
+    // The form still holds reports / 20 / 5 from the previous test.
+    await page.getByRole('button', { name: 'Save limit' }).click();
+    await page.locator('#limit-form-ok').waitFor({ state: 'visible' });
+    assert.equal(await page.locator('#limit-form-ok').textContent(), 'queue reports limited to 20/s (burst 5)');
+    await waitForCell(page, 'overrides', 'reports', 'rate', '20');
+    assert.equal(await cell(page, 'overrides', 'reports', 'burst'), '5');
+    assert.match(await cell(page, 'overrides', 'reports', 'updated'), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+    const stored = overrideOf(await conveyor.rateLimits(), 'reports');
+    assert.equal(stored?.rate, 20);
+    assert.equal(stored?.burst, 5);
+
+    // An empty burst is ceil(rate), as in `conveyor ratelimit set` without --burst.
+    await page.locator('#limit-queue').fill('email');
+    await page.getByLabel('Rate (jobs/s)').fill('2.5');
+    await page.getByRole('button', { name: 'Save limit' }).click();
+    await waitForCell(page, 'overrides', 'email', 'burst', '3');
+    assert.equal(overrideOf(await conveyor.rateLimits(), 'email')?.burst, 3);
+    assert.deepEqual(await rowKeys(page, 'overrides'), ['email', 'reports']);
+    assert.equal(await page.locator('#global-enabled').textContent(), 'enabled');
+    assert.equal(await page.locator('#global-default').textContent(), 'none');
+    await screenshot(page, 'limits-tab');
+
+    await showTab(page, 'Queues');
+    await waitForCell(page, 'queues', 'reports', 'source', 'override');
+    assert.equal(await cell(page, 'queues', 'reports', 'limit'), '20/s · burst 5');
+    assert.equal(await cell(page, 'queues', 'email', 'source'), 'override');
+  });
+
+  test('edit a limit', async () => {
+    await showTab(page, 'Limits');
+    await page.getByRole('button', { name: 'Edit reports' }).click();
+    assert.equal(await page.locator('#limit-form-title').textContent(), 'Edit limit of reports');
+    assert.equal(await page.locator('#limit-queue').inputValue(), 'reports');
+    assert.equal(await page.locator('#limit-queue').getAttribute('readonly'), '');
+    assert.equal(await page.getByLabel('Rate (jobs/s)').inputValue(), '20');
+    assert.equal(await page.getByLabel('Burst').inputValue(), '5');
+    await page.getByLabel('Rate (jobs/s)').fill('0.5');
+    await page.getByLabel('Burst').fill('1');
+    await page.getByRole('button', { name: 'Save limit' }).click();
+    await waitForCell(page, 'overrides', 'reports', 'rate', '0.5');
+    assert.equal(await cell(page, 'overrides', 'reports', 'burst'), '1');
+    assert.equal(await page.locator('#limit-form-title').textContent(), 'Set a queue limit');
+    assert.equal(await page.locator('#limit-queue').getAttribute('readonly'), null);
+    const stored = overrideOf(await conveyor.rateLimits(), 'reports');
+    assert.equal(stored?.rate, 0.5);
+    assert.equal(stored?.burst, 1);
+    await showTab(page, 'Queues');
+    await waitForCell(page, 'queues', 'reports', 'limit', '0.5/s · burst 1');
+  });
+
+  test('remove a limit: the Queues tab shows the source fall back to the config file', async () => {
+    await showTab(page, 'Limits');
+    await page.getByRole('button', { name: 'Remove reports' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Remove override?' });
+    await dialog.waitFor({ state: 'visible' });
+    // Cancel keeps it.
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    assert.ok(overrideOf(await conveyor.rateLimits(), 'reports'), 'cancel must keep the override');
+    await page.getByRole('button', { name: 'Remove reports' }).click();
+    await dialog.getByRole('button', { name: 'Remove' }).click();
+    await waitFor('the reports row to go', async () => (await rowKeys(page, 'overrides')).join() === 'email');
+    assert.equal(overrideOf(await conveyor.rateLimits(), 'reports'), undefined);
+
+    await showTab(page, 'Queues');
+    await waitForCell(page, 'queues', 'reports', 'source', 'queue-config');
+    assert.equal(await cell(page, 'queues', 'reports', 'limit'), '4/s · burst 2');
+    // The chart keeps the story: the dashed limit steps 4 → 20 → 0.5 → 4.
+    assert.equal(await page.locator('#chart-queue').inputValue(), 'reports');
+    await waitFor('the limit line to show its steps', () => page.evaluate(() =>
+      (document.querySelector('#chart path.limit')?.getAttribute('d').match(/L/g) ?? []).length >= 8));
+    await screenshot(page, 'queues-tab-limit-changes');
+  });
+
+  test('changes made elsewhere show live; a removal the server rejects shows its message', async () => {
+    await showTab(page, 'Limits');
+    await conveyor.cli('ratelimit', 'set', 'bulk', '--rate', '7');
+    await waitForCell(page, 'overrides', 'bulk', 'rate', '7');
+    assert.equal(await cell(page, 'overrides', 'bulk', 'burst'), '7');
+
+    // Another operator removes it while this one is confirming.
+    await page.getByRole('button', { name: 'Remove bulk' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Remove override?' });
+    await dialog.waitFor({ state: 'visible' });
+    await conveyor.cli('ratelimit', 'rm', 'bulk');
+    await dialog.getByRole('button', { name: 'Remove' }).click();
+    const error = page.locator('#overrides-error');
+    await error.waitFor({ state: 'visible' });
+    const text = await error.textContent();
+    assert.match(text, /^Could not remove the override of bulk: .*bulk/);
+    await waitFor('the bulk row to go', async () => !(await rowKeys(page, 'overrides')).includes('bulk'));
+    assert.equal(overrideOf(await conveyor.rateLimits(), 'bulk'), undefined);
+  });
+
+  test('pause and resume a queue from the Queues tab', async () => {
+    await showTab(page, 'Queues');
+    await page.getByRole('button', { name: 'Pause reports' }).click();
+    await page.getByRole('button', { name: 'Resume reports' }).waitFor();
+    assert.ok(await page.locator('#queues-table tr[data-key="reports"] .badge-paused').isVisible());
+    await page.getByRole('button', { name: 'Resume reports' }).click();
+    await page.getByRole('button', { name: 'Pause reports' }).waitFor();
+    assert.ok(!(await page.locator('#queues-table tr[data-key="reports"] .badge-paused').isVisible()));
+  });
+
+  test('on a 390 px wide screen the tables stack and nothing scrolls sideways', async () => {
+    const narrow = await openPage(`${conveyor.base}/#queues`, { width: 390, height: 844 });
+    try {
+      await waitForCell(narrow, 'queues', 'reports', 'source', 'queue-config');
+      const layout = await narrow.evaluate(() => {
+        const td = document.querySelector('#queues-table tr[data-key="reports"] td[data-field="pending"]');
+        return {
+          scrollWidth: document.documentElement.scrollWidth,
+          headVisible: getComputedStyle(document.querySelector('#queues-table thead')).display !== 'none',
+          label: getComputedStyle(td, '::before').content,
+          rowDisplay: getComputedStyle(td.parentElement).display,
+        };
+      });
+      assert.ok(layout.scrollWidth <= 390, `page is ${layout.scrollWidth} px wide on a 390 px screen`);
+      assert.equal(layout.headVisible, false);
+      assert.equal(layout.label, '"Pending"');
+      assert.notEqual(layout.rowDisplay, 'table-row', 'each queue is a card, not a table row');
+      assert.equal(await narrow.locator('#chart-queue').inputValue(), 'reports', 'the most throttled queue is charted');
+      await waitFor('the narrow chart to draw the measured rate', () => narrow.evaluate(() =>
+        (document.querySelector('#chart path.rate')?.getAttribute('d').match(/L/g) ?? []).length >= 2));
+      assert.ok(await narrow.evaluate(() => document.documentElement.scrollWidth) <= 390);
+      await screenshot(narrow, 'narrow-queues');
+
+      await showTab(narrow, 'Limits');
+      await narrow.getByRole('button', { name: 'Edit email' }).waitFor();
+      assert.ok(await narrow.evaluate(() => document.documentElement.scrollWidth) <= 390);
+      await screenshot(narrow, 'narrow-limits');
+    } finally {
+      await narrow.close();
+    }
+  });
+
+  test('every request goes to the Conveyor server itself, and the page raised no error', () => {
+    const elsewhere = requests.filter((r) => !r.url.startsWith(`${conveyor.base}/`));
+    assert.deepEqual(elsewhere.map((r) => r.url), []);
+    for (const asset of ['/', '/assets/app.css', '/assets/js/main.js', '/assets/favicon.svg']) {
+      assert.ok(requests.some((r) => r.url === `${conveyor.base}${asset}`), `${asset} was not loaded`);
+    }
+    assert.deepEqual(pageErrors, []);
+  });
+});
+
+// ---- a server with an admin token and the kill switch off -------------------------------------
+
+describe('dashboard on a read-only server with an admin token, a global default and rate limiting disabled', () => {
+  let conveyor;
+
+  before(async () => {
+    requests.length = 0;
+    conveyor = await Conveyor.start('token', {
+      server: [`admin_token = "${TOKEN}"`, 'read_only = true'],
+      env: { CONVEYOR_RATE_LIMIT_ENABLED: 'false', CONVEYOR_RATE_LIMIT_RATE_PER_SEC: '2' },
+    });
+    await conveyor.cli('enqueue', 'reports', 'noop', '--count', '20');
+    await conveyor.cli('ratelimit', 'set', 'email', '--rate', '3', '--burst', '2');
+  });
+
+  after(async () => {
+    await conveyor?.stop();
+  });
+
+  test('asks for the token once per browser session and sends it on every call', async () => {
+    const page = await openPage(`${conveyor.base}/`);
+    try {
+      const dialog = page.getByRole('dialog', { name: 'Admin token' });
+      await dialog.waitFor({ state: 'visible' });
+      await dialog.getByLabel('Token').fill('wrong-token');
+      await dialog.getByRole('button', { name: 'Continue' }).click();
+      await waitFor('the wrong token to be rejected', async () =>
+        /^The server rejected that token: /.test(await page.locator('#token-error').textContent()));
+      assert.ok(await dialog.isVisible());
+      await screenshot(page, 'token-prompt');
+
+      await dialog.getByLabel('Token').fill(TOKEN);
+      await dialog.getByRole('button', { name: 'Continue' }).click();
+      await dialog.waitFor({ state: 'hidden' });
+      await waitForCell(page, 'queues', 'reports', 'source', 'disabled');
+      assert.equal(await cell(page, 'queues', 'reports', 'limit'), 'unlimited');
+      const calls = requests.filter((r) => r.url.endsWith('/ListQueues'));
+      assert.equal(calls.at(-1).headers.authorization, `Bearer ${TOKEN}`);
+
+      // A reload in the same tab keeps the token: no second prompt.
+      await page.reload();
+      await waitForCell(page, 'queues', 'reports', 'source', 'disabled');
+      assert.equal(await dialog.isVisible(), false);
+    } finally {
+      await page.close();
+    }
+    // A new tab is a new session: it asks again.
+    const fresh = await openPage(`${conveyor.base}/`);
+    try {
+      await fresh.getByRole('dialog', { name: 'Admin token' }).waitFor({ state: 'visible' });
+    } finally {
+      await fresh.close();
+    }
+  });
+
+  test('the kill switch shows as "rate limiting DISABLED", overrides kept; a refused change shows the server\'s message', async () => {
+    const page = await openPage(`${conveyor.base}/#limits`);
+    try {
+      await page.evaluate((t) => sessionStorage.setItem('conveyor.adminToken', t), TOKEN);
+      await page.reload();
+      const banner = page.locator('#killswitch-banner');
+      await banner.waitFor({ state: 'visible' });
+      assert.match(await banner.textContent(), /Rate limiting DISABLED/);
+      await waitForCell(page, 'overrides', 'email', 'rate', '3');
+      assert.match(await page.locator('#global-enabled').textContent(), /^DISABLED/);
+      assert.equal(await page.locator('#global-default').textContent(), '2/s · burst 2');
+      assert.ok(await page.locator('#overrides-ignored').isVisible(), 'overrides must be marked as not applied');
+      await screenshot(page, 'limits-killswitch');
+
+      // A change the server refuses: its message shows, nothing is stored.
+      await page.locator('#limit-queue').fill('reports');
+      await page.getByLabel('Rate (jobs/s)').fill('9');
+      await page.getByRole('button', { name: 'Save limit' }).click();
+      const error = page.locator('#limit-form-error');
+      await error.waitFor({ state: 'visible' });
+      assert.match(await error.textContent(), /^The server did not save the limit: .*read[- ]only/);
+      assert.equal(overrideOf(await conveyor.rateLimits(), 'reports'), undefined);
+      await screenshot(page, 'limits-server-error');
+      await showTab(page, 'Queues');
+      await waitForCell(page, 'queues', 'email', 'source', 'disabled');
+      await screenshot(page, 'queues-killswitch');
+    } finally {
+      await page.close();
+    }
+    assert.deepEqual(pageErrors, []);
+  });
+});

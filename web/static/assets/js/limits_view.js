@@ -1,0 +1,218 @@
+// The Limits tab: the override editor (queue, rate, burst) with the API's
+// validation, the table of overrides with edit and remove, and the global
+// default and kill-switch state.
+
+import { el, setText, syncRows } from './dom.js';
+import { formatLimit, formatRate, formatTimestamp, toNumber } from './format.js';
+import { checkBurst, checkQueue, checkRate } from './validate.js';
+
+const COMPLAINT_DELAY_MS = 500;
+
+export class LimitsView {
+  // api: {setLimit(queue, rate, burst), deleteLimit(queue)} returning promises;
+  // refresh(): fetches fresh data after a change.
+  constructor(api, refresh) {
+    this.api = api;
+    this.refresh = refresh;
+    this.form = document.getElementById('limit-form');
+    this.title = document.getElementById('limit-form-title');
+    this.fields = {
+      queue: this.field('limit-queue', (v) => checkQueue(v)),
+      rate: this.field('limit-rate', (v) => checkRate(v)),
+      burst: this.field('limit-burst', (v) => checkBurst(v, checkRate(this.fields.rate.input.value).value)),
+    };
+    this.formError = document.getElementById('limit-form-error');
+    this.formOk = document.getElementById('limit-form-ok');
+    this.save = document.getElementById('limit-save');
+    this.cancel = document.getElementById('limit-cancel');
+    this.tbody = document.querySelector('#overrides-table tbody');
+    this.empty = document.getElementById('overrides-empty');
+    this.ignored = document.getElementById('overrides-ignored');
+    this.tableError = document.getElementById('overrides-error');
+    this.knownQueues = document.getElementById('known-queues');
+    this.enabled = document.getElementById('global-enabled');
+    this.defaultLimit = document.getElementById('global-default');
+    this.confirm = document.getElementById('confirm-dialog');
+    this.editing = null;
+
+    // A pending complaint must not shift the layout between press and release.
+    this.save.addEventListener('pointerdown', () => {
+      for (const f of Object.values(this.fields)) clearTimeout(f.timer);
+    });
+    this.form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      this.submit();
+    });
+    this.cancel.addEventListener('click', () => this.stopEditing());
+  }
+
+  // A form field that checks itself as the user types. A fix shows at once;
+  // a complaint waits until typing pauses, so it neither nags mid-word nor
+  // moves the Save button under a pointer that is on its way to it.
+  field(id, check) {
+    const input = document.getElementById(id);
+    const error = document.getElementById(`${id}-error`);
+    const f = { input, error, check, timer: null };
+    input.addEventListener('input', () => {
+      this.formOk.hidden = true;
+      this.recheck(f);
+      // The burst's meaning depends on the rate ("empty: ceil(rate)").
+      if (f === this.fields.rate && this.fields.burst.input.value !== '') this.recheck(this.fields.burst);
+    });
+    return f;
+  }
+
+  recheck(f) {
+    clearTimeout(f.timer);
+    if (!f.check(f.input.value).error) this.show(f);
+    else f.timer = setTimeout(() => this.show(f), COMPLAINT_DELAY_MS);
+  }
+
+  show(f) {
+    const result = f.check(f.input.value);
+    setText(f.error, result.error ?? '');
+    if (result.error) f.input.setAttribute('aria-invalid', 'true');
+    else f.input.removeAttribute('aria-invalid');
+    return result;
+  }
+
+  async submit() {
+    this.formError.hidden = true;
+    this.formOk.hidden = true;
+    const results = {};
+    let firstInvalid = null;
+    for (const [name, f] of Object.entries(this.fields)) {
+      clearTimeout(f.timer);
+      results[name] = this.show(f);
+      if (results[name].error && !firstInvalid) firstInvalid = f.input;
+    }
+    if (firstInvalid) {
+      firstInvalid.focus();
+      return;
+    }
+    const queue = results.queue.value;
+    const rate = results.rate.value;
+    const burst = results.burst.value;
+    this.save.disabled = true;
+    try {
+      await this.api.setLimit(queue, rate, burst);
+    } catch (err) {
+      // The server's own words: it is the judge of what is valid and allowed.
+      setText(this.formError, `The server did not save the limit: ${err.message}`);
+      this.formError.hidden = false;
+      return;
+    } finally {
+      this.save.disabled = false;
+    }
+    this.stopEditing();
+    setText(this.formOk, `queue ${queue} limited to ${formatRate(rate)} (burst ${burst})`);
+    this.formOk.hidden = false;
+    await this.refresh();
+  }
+
+  startEditing(override) {
+    this.editing = override.queue;
+    this.clearForm();
+    this.fields.queue.input.value = override.queue;
+    this.fields.queue.input.readOnly = true;
+    this.fields.rate.input.value = String(Number(override.ratePerSec));
+    this.fields.burst.input.value = String(toNumber(override.burst));
+    setText(this.title, `Edit limit of ${override.queue}`);
+    this.cancel.hidden = false;
+    this.form.scrollIntoView({ block: 'nearest', behavior: 'smooth' });
+    this.fields.rate.input.focus();
+    this.fields.rate.input.select();
+  }
+
+  stopEditing() {
+    this.editing = null;
+    this.fields.queue.input.readOnly = false;
+    setText(this.title, 'Set a queue limit');
+    this.cancel.hidden = true;
+    this.clearForm();
+  }
+
+  clearForm() {
+    for (const f of Object.values(this.fields)) {
+      clearTimeout(f.timer);
+      f.input.value = '';
+      setText(f.error, '');
+      f.input.removeAttribute('aria-invalid');
+    }
+    this.formError.hidden = true;
+    this.formOk.hidden = true;
+  }
+
+  async remove(queue) {
+    this.tableError.hidden = true;
+    setText(document.getElementById('confirm-text'),
+      `Remove the rate-limit override of ${queue}? The queue goes back to its config-file limit, ` +
+      'the global default, or none.');
+    const confirmed = await new Promise((resolve) => {
+      this.confirm.addEventListener('close', () => resolve(this.confirm.returnValue === 'confirm'),
+                                    { once: true });
+      this.confirm.returnValue = '';
+      this.confirm.showModal();
+      document.getElementById('confirm-cancel').focus();
+    });
+    if (!confirmed) return;
+    try {
+      await this.api.deleteLimit(queue);
+    } catch (err) {
+      setText(this.tableError, `Could not remove the override of ${queue}: ${err.message}`);
+      this.tableError.hidden = false;
+      return;
+    }
+    if (this.editing === queue) this.stopEditing();
+    await this.refresh();
+  }
+
+  // limits: ListRateLimits answer; queues: ListQueues entries (for the queue list).
+  render(limits, queues) {
+    const overrides = limits.overrides ?? [];
+    this.empty.hidden = overrides.length > 0;
+    this.tbody.closest('.table-wrap').hidden = overrides.length === 0;
+    syncRows(this.tbody, overrides, (o) => o.queue, (o) => this.createRow(o), (row, o) => this.updateRow(row, o));
+
+    const enabled = limits.enabled === true;
+    this.ignored.hidden = enabled || overrides.length === 0;
+    this.enabled.replaceChildren(enabled
+      ? el('span', { class: 'state-enabled', text: 'enabled' })
+      : el('span', { class: 'state-disabled', text: 'DISABLED (kill switch): every queue is unlimited' }));
+    const def = limits.defaultLimit;
+    setText(this.defaultLimit, def ? formatLimit(def) : 'none');
+
+    const names = queues.map((q) => q.queue);
+    const current = [...this.knownQueues.options].map((o) => o.value);
+    if (current.join('\n') !== names.join('\n')) {
+      this.knownQueues.replaceChildren(...names.map((n) => el('option', { value: n })));
+    }
+  }
+
+  createRow(o) {
+    const cell = (field, label, cls) => el('td', { class: cls, dataset: { field, label } });
+    const row = el('tr', {},
+      cell('queue', 'Queue', 'title-cell'),
+      cell('rate', 'Rate (jobs/s)', 'num'),
+      cell('burst', 'Burst', 'num'),
+      cell('updated', 'Updated'),
+      cell('actions', 'Actions', 'actions-cell'));
+    row.cells[0].append(el('span', { class: 'queue-name' }));
+    const edit = el('button', { type: 'button', class: 'small', text: 'Edit', 'aria-label': `Edit ${o.queue}`,
+                                dataset: { action: 'edit' } });
+    edit.addEventListener('click', () => this.startEditing(row.override));
+    const remove = el('button', { type: 'button', class: 'small', text: 'Remove',
+                                  'aria-label': `Remove ${o.queue}`, dataset: { action: 'remove' } });
+    remove.addEventListener('click', () => this.remove(o.queue));
+    row.cells[4].append(el('div', { class: 'row-actions' }, edit, remove));
+    return row;
+  }
+
+  updateRow(row, o) {
+    row.override = o;
+    setText(row.cells[0].firstElementChild, o.queue);
+    setText(row.cells[1], String(Number(o.ratePerSec)));
+    setText(row.cells[2], String(toNumber(o.burst)));
+    setText(row.cells[3], formatTimestamp(o.updatedAt));
+  }
+}

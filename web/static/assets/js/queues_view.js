@@ -1,0 +1,158 @@
+// The Queues tab: a row per queue (counts, effective limit and its source,
+// throttled count, a small dispatches/s chart) and a large chart of the
+// selected queue against its limit.
+
+import { el, setText, syncRows } from './dom.js';
+import { formatCount, formatLimit, formatMeasured, formatRate, toNumber } from './format.js';
+import { limitRate } from './history.js';
+import { createSparkline, renderChart, renderSparkline } from './chart.js';
+
+const SELECTED_KEY = 'conveyor.chartQueue';
+const SOURCES = new Set(['override', 'queue-config', 'default', 'none', 'disabled']);
+
+export function sourceBadge(source) {
+  const known = SOURCES.has(source) ? source : 'none';
+  return el('span', { class: `badge badge-${known}`, text: source || 'none' });
+}
+
+// Where the chart says the most: the most throttled queue, else the first
+// with a limit, else the first.
+function defaultChartQueue(queues) {
+  let best = null;
+  for (const q of queues) {
+    if (toNumber(q.throttled) > 0 && (!best || toNumber(q.throttled) > toNumber(best.throttled))) best = q;
+  }
+  best ??= queues.find((q) => limitRate(q.limit) !== null) ?? queues[0];
+  return best?.queue ?? null;
+}
+
+export class QueuesView {
+  // history: DispatchHistory; onPause(queue, pause) pauses or resumes.
+  constructor(history, onPause) {
+    this.history = history;
+    this.onPause = onPause;
+    this.tbody = document.querySelector('#queues-table tbody');
+    this.empty = document.getElementById('queues-empty');
+    this.select = document.getElementById('chart-queue');
+    this.chart = document.getElementById('chart');
+    this.summary = document.getElementById('chart-summary');
+    this.selected = sessionStorage.getItem(SELECTED_KEY);
+    this.queues = [];
+    this.throttledBefore = new Map();
+    this.now = 0;
+    this.select.addEventListener('change', () => this.choose(this.select.value));
+    new ResizeObserver(() => this.drawChart()).observe(this.chart);
+  }
+
+  choose(queue) {
+    this.selected = queue;
+    sessionStorage.setItem(SELECTED_KEY, queue);
+    this.render(this.queues, this.now);
+  }
+
+  render(queues, now) {
+    this.queues = queues;
+    this.now = now;
+    this.empty.hidden = queues.length > 0;
+    this.tbody.closest('.table-wrap').hidden = queues.length === 0;
+    const names = queues.map((q) => q.queue);
+    if (!names.includes(this.selected)) this.selected = defaultChartQueue(queues);
+    this.renderSelect(names);
+    syncRows(this.tbody, queues, (q) => q.queue, (q) => this.createRow(q), (row, q) => this.updateRow(row, q));
+    for (const q of queues) this.throttledBefore.set(q.queue, toNumber(q.throttled));
+    this.drawChart();
+  }
+
+  renderSelect(names) {
+    const current = [...this.select.options].map((o) => o.value);
+    if (current.join('\n') !== names.join('\n')) {
+      this.select.replaceChildren(...names.map((n) => el('option', { value: n, text: n })));
+    }
+    this.select.disabled = names.length === 0;
+    if (this.selected !== null) this.select.value = this.selected;
+  }
+
+  createRow(q) {
+    const cell = (field, label, cls) => el('td', { class: cls, dataset: { field, label } });
+    const row = el('tr', {},
+      cell('queue', 'Queue', 'title-cell'),
+      cell('pending', 'Pending', 'num'),
+      cell('running', 'Running', 'num'),
+      cell('scheduled', 'Scheduled', 'num'),
+      cell('failed', 'Failed', 'num'),
+      cell('limit', 'Limit'),
+      cell('source', 'Source'),
+      cell('throttled', 'Throttled', 'num'),
+      cell('rate', 'Dispatches/s'),
+      cell('actions', 'Actions', 'actions-cell'));
+    const name = el('span', { class: 'queue-name' });
+    const paused = el('span', { class: 'badge badge-paused', text: 'paused', hidden: true });
+    const throttling = el('span', { class: 'badge badge-throttled', text: 'throttled', hidden: true,
+                                    title: 'Dispatch was deferred on the limit since the last update' });
+    row.cells[0].append(name, paused, throttling);
+    // The small chart is a button: it puts this queue on the big chart.
+    const spark = el('button', { type: 'button', class: 'spark-button', 'aria-label': `Chart ${q.queue}`,
+                                 title: 'Show on the chart above', onclick: () => this.choose(q.queue) },
+                     createSparkline());
+    const now = el('span', { class: 'rate-now' });
+    row.cells[8].append(el('div', { class: 'rate-cell' }, spark, now));
+    const pause = el('button', { type: 'button', class: 'small', dataset: { action: 'pause' } });
+    pause.addEventListener('click', async () => {
+      pause.disabled = true;
+      try {
+        await this.onPause(q.queue, pause.dataset.paused !== 'true');
+      } finally {
+        pause.disabled = false;
+      }
+    });
+    row.cells[9].append(el('div', { class: 'row-actions' }, pause));
+    return row;
+  }
+
+  updateRow(row, q) {
+    const [nameCell] = row.cells;
+    setText(nameCell.querySelector('.queue-name'), q.queue);
+    nameCell.querySelector('.badge-paused').hidden = !q.paused;
+    const before = this.throttledBefore.get(q.queue);
+    nameCell.querySelector('.badge-throttled').hidden =
+      before === undefined || toNumber(q.throttled) <= before;
+    setText(row.cells[1], formatCount(q.pending));
+    setText(row.cells[2], formatCount(q.running));
+    setText(row.cells[3], formatCount(q.scheduled));
+    setText(row.cells[4], formatCount(q.failed));
+    setText(row.cells[5], formatLimit(q.limit));
+    const source = q.limit?.source ?? 'none';
+    const badge = row.cells[6].firstElementChild;
+    if (!badge || badge.textContent !== source) row.cells[6].replaceChildren(sourceBadge(source));
+    setText(row.cells[7], formatCount(q.throttled));
+    const points = this.history.points(q.queue);
+    renderSparkline(row.querySelector('.spark'), points, this.now, limitRate(q.limit));
+    setText(row.querySelector('.rate-now'), formatMeasured(this.history.current(q.queue)));
+    const pause = row.querySelector('[data-action="pause"]');
+    pause.dataset.paused = String(Boolean(q.paused));
+    setText(pause, q.paused ? 'Resume' : 'Pause');
+    pause.setAttribute('aria-label', `${q.paused ? 'Resume' : 'Pause'} ${q.queue}`);
+    row.classList.toggle('selected', q.queue === this.selected);
+  }
+
+  drawChart() {
+    const q = this.queues.find((item) => item.queue === this.selected);
+    if (!q) {
+      this.chart.replaceChildren();
+      this.chart.setAttribute('aria-label', 'No queue to chart');
+      this.summary.textContent = '';
+      return;
+    }
+    const limit = limitRate(q.limit);
+    renderChart(this.chart, this.history.points(q.queue), this.now, limit);
+    const current = this.history.current(q.queue);
+    const peak = this.history.peak(q.queue);
+    const source = q.limit?.source ?? 'none';
+    const limitText = limit === null ? `no limit (${source})` : `limit ${formatRate(limit)} (${source})`;
+    this.summary.replaceChildren(
+      el('strong', { text: q.queue }), `: ${formatMeasured(current)} now, peak ${formatMeasured(peak)} in the last minute, `,
+      `${limitText}; ${formatCount(q.pending)} pending, ${formatCount(q.throttled)} throttled.`);
+    this.chart.setAttribute('aria-label',
+      `Dispatches per second of ${q.queue}: ${formatMeasured(current)} now against ${limitText}`);
+  }
+}
