@@ -5,6 +5,7 @@
 #include <conveyor/storage_plugin.h>
 #include <conveyor/storage_plugin.hpp>
 
+#include <pqxx/nontransaction>
 #include <pqxx/transaction>
 
 #include <array>
@@ -130,18 +131,19 @@ RETURNING j.id, j.kind, j.payload, j.priority, j.attempt, j.max_attempts, j.run_
     // the leases that were current. The plugin sends the leases sorted by id
     // so concurrent batches over the same jobs (a heartbeat and a
     // completion) lock them in one order; should a plan ever lock them
-    // otherwise, the deadlock is retried. "id = ANY($2)" makes the rows
-    // primary-key lookups whatever the plan.
+    // otherwise, the deadlock is retried. The plan (generic: it cannot know
+    // the batch's size) walks the leases and looks each job up by primary
+    // key, so its cost grows linearly with the batch.
     Statement{stmt::kComplete, R"sql(
 UPDATE {s}.jobs AS j SET state = 4, finalized_at = $1::bigint, lease_token = 0, lease_expires = 0
 FROM unnest($2::bigint[], $3::bigint[]) AS l(id, token)
-WHERE j.id = ANY($2::bigint[]) AND j.id = l.id AND j.lease_token = l.token AND j.state = 3
+WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 3
 RETURNING j.id, l.token)sql"},
 
     Statement{stmt::kExtend, R"sql(
 UPDATE {s}.jobs AS j SET lease_expires = $1::bigint
 FROM unnest($2::bigint[], $3::bigint[]) AS l(id, token)
-WHERE j.id = ANY($2::bigint[]) AND j.id = l.id AND j.lease_token = l.token AND j.state = 3
+WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 3
 RETURNING j.id, l.token)sql"},
 
     Statement{stmt::kRelease, R"sql(
@@ -149,7 +151,7 @@ UPDATE {s}.jobs AS j
 SET state = 1, run_at = $1::bigint, attempt = greatest(j.attempt - 1, 0), lease_token = 0,
     lease_expires = 0
 FROM unnest($2::bigint[], $3::bigint[]) AS l(id, token)
-WHERE j.id = ANY($2::bigint[]) AND j.id = l.id AND j.lease_token = l.token AND j.state = 3
+WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 3
 RETURNING j.id, l.token)sql"},
 
     // After a claim whose reply was lost with its connection: give back
@@ -312,6 +314,11 @@ void migrate_schema(pqxx::connection& conn, const std::string& schema) {
 void register_statements(pqxx::connection& conn, const std::string& schema) {
   const std::string s = quote_identifier(schema);
   for (const Statement& st : kStatements) conn.prepare(st.name, with_schema(st.sql, s));
+}
+
+void configure_session(pqxx::connection& conn) {
+  pqxx::nontransaction tx(conn);
+  tx.exec("SET plan_cache_mode = force_generic_plan");
 }
 
 std::string statement_sql(const std::string& name, const std::string& schema) {

@@ -45,6 +45,14 @@ inline constexpr const char* kChangeMarker = "conveyor_change_marker";
 // prepares each on the server at its first use on that connection.
 void register_statements(pqxx::connection& conn, const std::string& schema);
 
+// Makes the server plan every prepared statement once, for any parameters
+// (plan_cache_mode = force_generic_plan, PostgreSQL 12+). Custom plans are
+// made from statistics that a drain makes wrong within seconds (all jobs
+// available at the last ANALYZE, most running or completed now): they chose
+// sequential scans and quadratic joins that stalled completions for seconds.
+// The generic plans are checked by the tests (primary-key lookups, no scans).
+void configure_session(pqxx::connection& conn);
+
 // The SQL of one statement above for schema (tests inspect its plans).
 // Throws std::out_of_range for an unknown name.
 std::string statement_sql(const std::string& name, const std::string& schema);

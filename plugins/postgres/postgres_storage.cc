@@ -22,7 +22,10 @@
 //   * Tables live in their own schema, created and upgraded by versioned
 //     migrations under an advisory lock (pg_schema.cc).
 //   * Every statement is prepared and takes its values as bound parameters;
-//     only the validated, quoted schema name is part of the SQL text.
+//     only the validated, quoted schema name is part of the SQL text. The
+//     server plans each once (generic plans, see configure_session), so
+//     statistics made stale by a drain cannot turn a claim or a completion
+//     into a table scan. Needs PostgreSQL 12 or newer.
 //   * claim is one statement: a CTE selects the queue's ready rows in
 //     (priority, run_at, id) order with FOR UPDATE SKIP LOCKED, limited to the
 //     batch, and the UPDATE sets the lease. A partial index holds only ready
@@ -159,10 +162,12 @@ PostgresStorage::PostgresStorage(PgOptions options)
       claimer_(claimer_identity()),
       channels_(std::make_unique<NotifyChannels>(channels_for_schema(options_.schema))) {
   const std::string schema = options_.schema;
-  pool_ = std::make_unique<ConnectionPool>(
-      options_.conninfo, options_.target, options_.pool_size,
-      std::chrono::seconds(options_.connect_timeout_s),
-      [schema](pqxx::connection& c) { register_statements(c, schema); });
+  pool_ = std::make_unique<ConnectionPool>(options_.conninfo, options_.target, options_.pool_size,
+                                           std::chrono::seconds(options_.connect_timeout_s),
+                                           [schema](pqxx::connection& c) {
+                                             configure_session(c);
+                                             register_statements(c, schema);
+                                           });
 }
 
 PostgresStorage::~PostgresStorage() {
@@ -268,9 +273,9 @@ void PostgresStorage::enqueue(std::span<const conveyor_new_job> jobs, std::span<
   std::vector<int64_t> ids;
   run("enqueue", Retry::kNever, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    pqxx::result r = tx.exec_prepared(stmt::kEnqueue, queues_text, kinds_text, payloads_text,
-                                      priorities_text, attempts_text, run_at_text, created,
-                                      distinct_text, channels_->jobs);
+    pqxx::result r =
+        tx.exec_prepared(stmt::kEnqueue, queues_text, kinds_text, payloads_text, priorities_text,
+                         attempts_text, run_at_text, created, distinct_text, channels_->jobs);
     ids.clear();
     ids.reserve(r.size());
     for (const auto& row : r) ids.push_back(int_at(row, 0));

@@ -26,12 +26,14 @@ plugins=$build/lib/conveyor/plugins
 psql_bin=$(command -v psql || echo /usr/lib/postgresql/15/bin/psql)
 pgbench_bin=$(command -v pgbench || echo /usr/lib/postgresql/15/bin/pgbench)
 work=$(mktemp -d /tmp/conveyor-pg-bench.XXXXXX)
-pids=()
+# Serve processes are started from subshells: their pids go to a file so that
+# stopping, and cleaning up after an interruption, finds them all.
 cleanup() {
-  for p in "${pids[@]:-}"; do [[ -n $p ]] && kill "$p" 2>/dev/null || true; done
+  [[ -f $work/pids ]] && while read -r p; do kill "$p" 2>/dev/null || true; done <"$work/pids"
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM
 
 q() { "$psql_bin" -X -A -t -q -v ON_ERROR_STOP=1 -d "$dsn" -c "$1"; }
 now() { date +%s.%N; }
@@ -54,21 +56,23 @@ TOML
 }
 
 start_serves() {  # config n
-  pids=()
   for ((i = 0; i < $2; i++)); do
     CONVEYOR_LOG_LEVEL=warn "$bin" --config "$1" serve 2>>"$work/serve.log" &
-    pids+=($!)
+    echo $! >>"$work/pids"
   done
 }
 
 stop_serves() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
+  local p
+  while read -r p; do kill -TERM "$p" 2>/dev/null || true; done <"$work/pids"
+  while read -r p; do wait "$p" 2>/dev/null || true; done <"$work/pids"
+  : >"$work/pids"
 }
 
-wait_drained() {  # schema queue: until no job of queue is pending or running
+wait_drained() {  # schema queue: until no job of queue is pending or running (300 s at most)
+  local deadline=$((SECONDS + 300))
   until [[ $(q "SELECT count(*) FROM (SELECT 1 FROM \"$1\".jobs WHERE state IN (1, 3) AND queue = '$2' LIMIT 1) x") == 0 ]]; do
+    ((SECONDS < deadline)) || { echo "drain.sh: queue $2 did not drain within 300 s" >&2; exit 1; }
     sleep 0.1
   done
 }
