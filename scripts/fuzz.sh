@@ -15,7 +15,7 @@ for t in "${targets[@]}"; do
 done
 for t in "${targets[@]}"; do
   work=build-fuzz/corpus-$t
-  mkdir -p "$work"
+  mkdir -p "$work" "fuzz/regressions/$t"  # git keeps no empty folders
   echo "conveyor: ${t}_fuzz: replaying regressions and seeds"
   build-fuzz/bin/${t}_fuzz -runs=0 fuzz/regressions/$t fuzz/corpus/$t
   echo "conveyor: ${t}_fuzz: fuzzing for ${seconds}s"
