@@ -1,5 +1,5 @@
 #include "bench_engine.hpp"
-#include "sample_stats.hpp"
+#include "pickup_log.hpp"
 #include "workloads.hpp"
 
 #include <thread>
@@ -24,13 +24,11 @@ LatencyResult measure(Backend& backend, const BenchOptions& options, Progress& p
   const auto warm_up_jobs =
       static_cast<uint64_t>(rate * std::chrono::duration<double>(kWarmUp).count());
   const auto measured_jobs = static_cast<uint64_t>(rate * options.latency_seconds);
-  TimestampLog latency_us(measured_jobs + 16);
-  std::atomic<int64_t> measure_from_us{INT64_MAX};
+  PickupLog pickup(measured_jobs + 16);
+  pickup.measure_from(INT64_MAX);  // until the warm-up is over
   std::atomic<uint64_t> ran{0};
   engine.register_handler("bench-probe", [&](const Job& job) {
-    const int64_t now = wall_us();
-    if (job.run_at_us >= measure_from_us.load(std::memory_order_relaxed))
-      latency_us.record(now - job.run_at_us);
+    pickup.record(job);
     ran.fetch_add(1, std::memory_order_relaxed);
   });
 
@@ -61,7 +59,7 @@ LatencyResult measure(Backend& backend, const BenchOptions& options, Progress& p
   auto next = Clock::now();
   auto last_report = next;
   while (sent < total) {
-    if (sent == registering + warm_up_jobs) measure_from_us.store(wall_us());
+    if (sent == registering + warm_up_jobs) pickup.measure_from(wall_us());
     std::this_thread::sleep_until(next);
     produce();
     ++sent;
@@ -77,18 +75,16 @@ LatencyResult measure(Backend& backend, const BenchOptions& options, Progress& p
            std::chrono::milliseconds(10'000 + 3 * config.engine.poll_interval_ms));
   engine.stop();
 
-  const std::vector<int64_t> us = latency_us.sorted();
-  std::vector<double> ms(us.size());
-  for (size_t i = 0; i < us.size(); ++i) ms[i] = static_cast<double>(us[i]) / 1000.0;
+  const PickupSummary s = pickup.summary();
   LatencyResult r;
   r.producer = separate_producer ? "separate" : "in-process";
   r.offered_per_sec = rate;
   r.seconds = options.latency_seconds;
-  r.samples = ms.size();
-  r.p50_ms = percentile(ms, 50);
-  r.p95_ms = percentile(ms, 95);
-  r.p99_ms = percentile(ms, 99);
-  r.max_ms = ms.empty() ? 0 : ms.back();
+  r.samples = s.samples;
+  r.p50_ms = s.p50_ms;
+  r.p95_ms = s.p95_ms;
+  r.p99_ms = s.p99_ms;
+  r.max_ms = s.max_ms;
   if (ran.load() < total)
     throw std::runtime_error(
         fmt::format("{} producer: only {} of {} jobs ran", r.producer, ran.load(), total));

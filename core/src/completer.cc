@@ -112,6 +112,7 @@ void Completer::run(std::stop_token stop) {
     }
     if (batch.empty()) continue;
     if (record(batch)) {
+      if (backoff.count() > 0) spdlog::info("recording job outcomes works again");
       backoff = std::chrono::milliseconds(0);
     } else {
       backoff = std::min(std::chrono::milliseconds(2000),

@@ -193,6 +193,7 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   try {
     jobs = storage_.claim(r.name, batch, fresh_lease_token(), wall,
                           wall + std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count());
+    if (r.error_backoff.count() > 0) spdlog::info("queue {}: claims work again", r.name);
     r.error_backoff = std::chrono::milliseconds(0);
   } catch (const std::exception& e) {
     if (r.bucket) r.bucket->refund(batch);
