@@ -3,24 +3,41 @@
 # 127.0.0.1 only, on a non-default port, owned by the postgres user.
 #   scripts/pg-cluster.sh start DIR PORT   -> prints the DSN on stdout
 #   scripts/pg-cluster.sh stop DIR
+# To take a started cluster's server down and up again (outage tests), data
+# kept:
+#   scripts/pg-cluster.sh halt DIR [fast|immediate]   (default fast)
+#   scripts/pg-cluster.sh resume DIR
 set -euo pipefail
 bin=/usr/lib/postgresql/15/bin
-cmd=${1:?start|stop}
+cmd=${1:?start|stop|halt|resume}
 dir=${2:?cluster directory}
 as_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# Starts the server of an initialised cluster on port and waits until it is up.
+start_server() {
+  as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+    -o "-c listen_addresses=127.0.0.1 -p $1 -k $dir -c fsync=off -c max_connections=200" start >/dev/null
+}
 case "$cmd" in
   start)
     port=${3:?port}
     mkdir -p "$dir"
     [[ $(id -u) -eq 0 ]] && chown postgres:postgres "$dir"
     as_pg "$bin/initdb" -D "$dir/data" -U postgres -A trust --no-sync >"$dir/initdb.log" 2>&1
-    as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-      -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=200" start >/dev/null
+    start_server "$port"
+    echo "$port" >"$dir/port"
     as_pg "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -qc "CREATE DATABASE conveyor_test" >/dev/null
     echo "postgresql://postgres@127.0.0.1:$port/conveyor_test"
     ;;
   stop)
     [[ -d "$dir/data" ]] && as_pg "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
     ;;
-  *) echo "usage: $0 start DIR PORT | stop DIR" >&2; exit 2 ;;
+  halt)
+    mode=${3:-fast}
+    [[ $mode == fast || $mode == immediate ]] || { echo "halt: mode is fast or immediate" >&2; exit 2; }
+    as_pg "$bin/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null
+    ;;
+  resume)
+    start_server "$(cat "$dir/port")"
+    ;;
+  *) echo "usage: $0 start DIR PORT | stop DIR | halt DIR [fast|immediate] | resume DIR" >&2; exit 2 ;;
 esac

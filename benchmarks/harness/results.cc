@@ -8,6 +8,12 @@ const ReferenceResult* BackendResult::reference(const std::string& name) const {
   return nullptr;
 }
 
+const SteadyResult* BackendResult::steady_run(const std::string& variant) const {
+  for (const SteadyResult& r : steady)
+    if (r.variant == variant) return &r;
+  return nullptr;
+}
+
 double BackendResult::engine_to_reference() const {
   const ReferenceResult* ref = reference("postgres-claim-complete");
   if (!ref) ref = reference("sqlite-claim-complete");

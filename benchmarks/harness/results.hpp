@@ -47,6 +47,12 @@ struct DrainResult {
   std::optional<PostgresCost> postgres;  // from the last run
 };
 
+// Exact order statistics of per-job pickup latencies, in milliseconds.
+struct PickupSummary {
+  uint64_t samples = 0;
+  double p50_ms = 0, p95_ms = 0, p99_ms = 0, max_ms = 0;
+};
+
 struct LatencyResult {
   std::string producer;  // "in-process" or "separate"
   double offered_per_sec = 0;
@@ -90,6 +96,42 @@ struct ReferenceResult {
   double median_jobs_per_sec = 0;
 };
 
+// One n_dead_tup reading taken while a steady run was going.
+struct DeadTupleSample {
+  double seconds = 0;      // since the first enqueue
+  uint64_t completed = 0;  // jobs completed by then
+  int64_t dead_tuples = 0;
+};
+
+// PostgreSQL only: what a steady run left in its schema. Sums over every
+// table of the schema (n_dead_tup from pg_stat_user_tables; sizes from
+// pg_total_relation_size, indexes and TOAST included).
+struct SteadyStorage {
+  int64_t dead_tuples_peak = 0;   // highest reading, every 500 ms and the final one
+  int64_t dead_tuples_final = 0;  // once the engine closed and the statistics settled
+  int64_t relation_bytes_before = 0;  // after the engine created its tables, before any job
+  int64_t relation_bytes_after = 0;
+  int64_t vacuums = 0;  // (auto)vacuum runs on those tables during the run
+  int64_t held_xid = 0;  // the open transaction's xid (0: none held)
+  std::vector<DeadTupleSample> samples;
+};
+
+// A steady producer: N noop jobs enqueued at an offered rate, in a batch every
+// tick, while the engine works them; optionally with another session holding
+// a transaction open (BEGIN; SELECT txid_current();) for the whole run.
+struct SteadyResult {
+  std::string variant;  // the workload: "steady" or "steady-held-txn"
+  bool held_transaction = false;
+  uint64_t jobs = 0;
+  double offered_per_sec = 0;
+  uint32_t tick_ms = 0;
+  double enqueued_per_sec = 0;  // what the producer achieved
+  double seconds = 0;           // first enqueue -> last completion
+  double jobs_per_sec = 0;      // jobs / seconds
+  PickupSummary pickup;         // every job, enqueue -> handler start
+  std::optional<SteadyStorage> postgres;
+};
+
 struct BackendResult {
   std::string label;
   std::string source;  // the config file or plugin path it came from
@@ -101,11 +143,13 @@ struct BackendResult {
   std::vector<RateResult> rate;
   std::optional<IdleResult> idle;
   std::vector<ReferenceResult> references;
+  std::vector<SteadyResult> steady;
   std::vector<std::string> errors;  // "workload: message"
 
   // The drain's median over the reference the targets compare it with; 0 if either is missing.
   double engine_to_reference() const;
   const ReferenceResult* reference(const std::string& name) const;
+  const SteadyResult* steady_run(const std::string& variant) const;
 };
 
 struct MachineInfo {
@@ -123,6 +167,9 @@ struct BenchReport {
   uint64_t drain_jobs = 0;
   double latency_rate = 0, latency_seconds = 0, rate_seconds = 0, idle_seconds = 0;
   uint32_t idle_queues = 0;
+  uint64_t steady_jobs = 0;
+  double steady_rate = 0;
+  uint32_t steady_tick_ms = 0;
   std::vector<BackendResult> backends;
 
   // Every limited queue of every backend stayed within burst + rate * t.
