@@ -6,6 +6,15 @@
 #include <iostream>
 
 namespace conveyor::bench {
+namespace {
+
+std::string known_workloads() {
+  std::string out;
+  for (const auto& w : all_workloads()) out += (out.empty() ? "" : ", ") + w;
+  return out;
+}
+
+}  // namespace
 
 void BenchOptions::apply_mode_defaults() {
   auto pick = [this](auto& field, auto quick_value, auto full_value) {
@@ -21,6 +30,8 @@ void BenchOptions::apply_mode_defaults() {
   pick(rate_seconds, 4.0, 10.0);
   pick(idle_seconds, 3.0, 10.0);
   pick(reference_jobs, uint64_t{20'000}, uint64_t{200'000});
+  pick(steady_jobs, uint64_t{10'000}, uint64_t{200'000});
+  pick(steady_rate, kDefaultSteadyRate, kDefaultSteadyRate);
 }
 
 std::optional<BenchOptions> parse_bench_options(int argc, char** argv) {
@@ -43,8 +54,9 @@ std::optional<BenchOptions> parse_bench_options(int argc, char** argv) {
   app.add_option("--scratch", o.scratch_dir,
                  "where SQLite scratch databases go (default: a fresh temp directory)");
   app.add_flag("--keep-scratch", o.keep_scratch, "do not delete the scratch directory");
-  app.add_option("--workloads", workloads,
-                 "comma-separated subset of: enqueue,drain,latency,rate,idle,reference");
+  app.add_option(
+      "--workloads", workloads,
+      "comma-separated, of: " + known_workloads() + " (default: all but the steady ones)");
   app.add_option("--workers", o.workers, "max_workers per queue (default 100)")
       ->check(CLI::Range(1u, 100000u));
   app.add_option("--batch", o.claim_batch, "claim_batch_max (default 100)")
@@ -69,6 +81,14 @@ std::optional<BenchOptions> parse_bench_options(int argc, char** argv) {
   app.add_option("--reference-jobs", o.reference_jobs,
                  "jobs per bare-SQL reference run (20k quick, 200k full)")
       ->check(CLI::Range(uint64_t{100}, uint64_t{100'000'000}));
+  app.add_option("--steady-jobs", o.steady_jobs, "noop jobs per steady run (10k quick, 200k full)")
+      ->check(CLI::Range(uint64_t{100}, uint64_t{100'000'000}));
+  app.add_option("--steady-rate", o.steady_rate,
+                 fmt::format("steady producer's offered load, jobs/s ({:g})", kDefaultSteadyRate))
+      ->check(CLI::Range(1.0, 1e7));
+  app.add_option("--steady-tick-ms", o.steady_tick_ms,
+                 "the steady producer enqueues one batch every this many ms (5)")
+      ->check(CLI::Range(1u, 1000u));
   (void)config_opt;
   try {
     app.parse(argc, argv);
@@ -108,10 +128,8 @@ std::optional<BenchOptions> parse_bench_options(int argc, char** argv) {
       bool known = false;
       for (const auto& name : all_workloads()) known = known || name == w;
       if (!known)
-        throw UsageError(fmt::format(
-            "--workloads: unknown workload '{}' (known: enqueue, drain, latency, rate, idle, "
-            "reference)",
-            w));
+        throw UsageError(
+            fmt::format("--workloads: unknown workload '{}' (known: {})", w, known_workloads()));
       o.workloads.insert(w);
       start = comma + 1;
     }

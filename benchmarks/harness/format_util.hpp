@@ -28,4 +28,12 @@ inline std::string ms(double v) {
   return grouped(v);
 }
 
+// Bytes in binary units: "960 B", "128 kB", "3.7 MB", "1.20 GB".
+inline std::string bytes(double v) {
+  if (v < 1024) return fmt::format("{:.0f} B", v);
+  if (v < 1024 * 1024) return fmt::format("{:.0f} kB", v / 1024);
+  if (v < 1024.0 * 1024 * 1024) return fmt::format("{:.1f} MB", v / (1024 * 1024));
+  return fmt::format("{:.2f} GB", v / (1024.0 * 1024 * 1024));
+}
+
 }  // namespace conveyor::bench

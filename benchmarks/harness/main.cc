@@ -140,6 +140,9 @@ int main(int argc, char** argv) {
   report.rate_seconds = o.rate_seconds;
   report.idle_seconds = o.idle_seconds;
   report.idle_queues = o.idle_queues;
+  report.steady_jobs = o.steady_jobs;
+  report.steady_rate = o.steady_rate;
+  report.steady_tick_ms = o.steady_tick_ms;
   progress.line("{} mode, {} backend(s), scratch {}", report.mode, backends.size(),
                 scratch.string());
 

@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace conveyor::bench {
@@ -39,11 +41,43 @@ TupleStats PostgresProbe::tuples(const std::string& schema) {
   const pqxx::row r = tx.exec_params1(
       "SELECT coalesce(sum(n_live_tup), 0)::bigint, coalesce(sum(n_dead_tup), 0)::bigint,"
       " coalesce(sum(n_tup_ins), 0)::bigint, coalesce(sum(n_tup_upd), 0)::bigint,"
-      " coalesce(sum(n_tup_del), 0)::bigint FROM pg_stat_user_tables WHERE schemaname = $1",
+      " coalesce(sum(n_tup_del), 0)::bigint,"
+      " coalesce(sum(vacuum_count + autovacuum_count), 0)::bigint"
+      " FROM pg_stat_user_tables WHERE schemaname = $1",
       schema);
   tx.commit();
-  return TupleStats{r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<int64_t>(), r[3].as<int64_t>(),
-                    r[4].as<int64_t>()};
+  return TupleStats{r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<int64_t>(),
+                    r[3].as<int64_t>(), r[4].as<int64_t>(), r[5].as<int64_t>()};
+}
+
+TupleStats PostgresProbe::settled_tuples(const std::string& schema) {
+  TupleStats last = tuples(schema);
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    TupleStats now = tuples(schema);
+    if (now == last) return now;
+    last = now;
+  }
+  return last;
+}
+
+int64_t PostgresProbe::relation_bytes(const std::string& schema) {
+  pqxx::nontransaction tx(impl_->conn);
+  // Partitioned parents ('p') own no storage; their partitions are 'r' rows.
+  return tx
+      .exec_params1(
+          "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c"
+          " JOIN pg_namespace n ON n.oid = c.relnamespace"
+          " WHERE n.nspname = $1 AND c.relkind IN ('r', 'm')",
+          schema)[0]
+      .as<int64_t>();
+}
+
+std::string PostgresProbe::session_state(int pid) {
+  pqxx::nontransaction tx(impl_->conn);
+  const pqxx::result r =
+      tx.exec_params("SELECT coalesce(state, '') FROM pg_stat_activity WHERE pid = $1", pid);
+  return r.empty() ? std::string() : r[0][0].as<std::string>();
 }
 
 int64_t PostgresProbe::other_sessions() {

@@ -17,6 +17,8 @@ struct TupleStats {
   int64_t inserted = 0;  // n_tup_ins
   int64_t updated = 0;   // n_tup_upd (each leaves a dead version)
   int64_t deleted = 0;   // n_tup_del
+  int64_t vacuums = 0;   // vacuum_count + autovacuum_count
+  bool operator==(const TupleStats&) const = default;
 };
 
 class PostgresProbe {
@@ -31,8 +33,17 @@ class PostgresProbe {
   int64_t wal_bytes();
   // Statistics are read in a fresh transaction each time (no cached snapshot).
   TupleStats tuples(const std::string& schema);
+  // Statistics after every closed session's counters arrived: a backend that
+  // exits leaves pg_stat_activity a moment before it flushes its counters, so
+  // this reads until two readings 250 ms apart agree (5 s at most).
+  TupleStats settled_tuples(const std::string& schema);
+  // Bytes on disk of every table of one schema, indexes and TOAST included.
+  int64_t relation_bytes(const std::string& schema);
   // Other sessions connected to this database (the engine's pool, mostly).
   int64_t other_sessions();
+  // pg_stat_activity's state of one session ("idle in transaction", ...);
+  // empty when no such session exists.
+  std::string session_state(int pid);
   void drop_schema(const std::string& schema);
   // CPU seconds used so far by each server process of this database, plus the
   // cluster's background processes (from /proc: only when the server runs on

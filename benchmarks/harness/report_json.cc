@@ -95,6 +95,41 @@ json backend_json(const BackendResult& b) {
                         {"threads", b.idle->threads},
                         {"handler_threads", b.idle->worker_threads},
                         {"handler_thread_cap", b.idle->worker_thread_cap}};
+  if (!b.steady.empty()) {
+    json steady = json::array();
+    for (const SteadyResult& s : b.steady) {
+      json one = {{"workload", s.variant},
+                  {"held_transaction", s.held_transaction},
+                  {"jobs", s.jobs},
+                  {"offered_per_sec", s.offered_per_sec},
+                  {"tick_ms", s.tick_ms},
+                  {"enqueued_per_sec", s.enqueued_per_sec},
+                  {"seconds", s.seconds},
+                  {"jobs_per_sec", s.jobs_per_sec},
+                  {"pickup",
+                   {{"samples", s.pickup.samples},
+                    {"p50_ms", s.pickup.p50_ms},
+                    {"p95_ms", s.pickup.p95_ms},
+                    {"p99_ms", s.pickup.p99_ms},
+                    {"max_ms", s.pickup.max_ms}}}};
+      if (s.postgres) {
+        const SteadyStorage& p = *s.postgres;
+        json samples = json::array();
+        for (const DeadTupleSample& d : p.samples)
+          samples.push_back(
+              {{"seconds", d.seconds}, {"completed", d.completed}, {"n_dead_tup", d.dead_tuples}});
+        one["postgres"] = {{"n_dead_tup_peak", p.dead_tuples_peak},
+                           {"n_dead_tup_final", p.dead_tuples_final},
+                           {"relation_bytes_before", p.relation_bytes_before},
+                           {"relation_bytes_after", p.relation_bytes_after},
+                           {"vacuums", p.vacuums},
+                           {"held_xid", p.held_xid},
+                           {"n_dead_tup_samples", samples}};
+      }
+      steady.push_back(one);
+    }
+    j["steady"] = steady;
+  }
   if (b.idle && b.idle->server_cpu_pct_of_core)
     j["idle_queues"]["database_server_cpu_pct_of_one_core"] = *b.idle->server_cpu_pct_of_core;
   return j;
@@ -123,7 +158,10 @@ json to_json(const BenchReport& r) {
             {"latency_seconds", r.latency_seconds},
             {"rate_seconds", r.rate_seconds},
             {"idle_queues", r.idle_queues},
-            {"idle_seconds", r.idle_seconds}}},
+            {"idle_seconds", r.idle_seconds},
+            {"steady_jobs", r.steady_jobs},
+            {"steady_offered_per_sec", r.steady_rate},
+            {"steady_tick_ms", r.steady_tick_ms}}},
           {"rate_invariant_held", r.rate_invariant_held()},
           {"backends", backends}};
 }

@@ -89,6 +89,44 @@ class Svg {
     for (const Bar& b : bars) row(b, x_of(b.value));
     y_ += 20;
   }
+  // One polyline per series over a shared x range [0, x_max] and y range
+  // [0, the largest y], axis labels at both ends, the legend below.
+  struct Series {
+    std::string label;
+    std::string color;
+    std::vector<std::pair<double, double>> points;
+  };
+  void line_chart(const std::vector<Series>& series, double x_max, const std::string& x_unit) {
+    constexpr int kH = 200, kLeft = 90, kW = 760;
+    double y_max = 1;
+    for (const Series& s : series)
+      for (const auto& [x, y] : s.points) y_max = std::max(y_max, y);
+    const int top = y_ + 10;
+    auto px = [&](double x) { return kLeft + (x_max > 0 ? x / x_max : 0) * kW; };
+    auto py = [&](double y) { return top + kH - y / y_max * kH; };
+    body_ += fmt::format(
+        R"(<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#bbb"/>)"
+        R"(<text x="{}" y="{}" text-anchor="end" font-size="10" fill="#666">{}</text>)"
+        R"(<text x="{}" y="{}" text-anchor="end" font-size="10" fill="#666">0</text>)"
+        R"(<text x="{}" y="{}" font-size="10" fill="#666">0</text>)"
+        R"(<text x="{}" y="{}" text-anchor="end" font-size="10" fill="#666">{} {}</text>)",
+        kLeft, top, kW, kH, kLeft - 4, top + 10, grouped(y_max), kLeft - 4, top + kH, kLeft,
+        top + kH + 12, kLeft + kW, top + kH + 12, grouped(x_max), x_unit);
+    body_ += "\n";
+    int legend_y = top + kH + 30;
+    for (const Series& s : series) {
+      std::string pts;
+      for (const auto& [x, y] : s.points) pts += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
+      body_ += fmt::format(R"(<polyline points="{}" fill="none" stroke="{}" stroke-width="2"/>)"
+                           R"(<rect x="{}" y="{}" width="14" height="3" fill="{}"/>)"
+                           R"(<text x="{}" y="{}" font-size="11">{}</text>)",
+                           pts, s.color, kLeft, legend_y - 4, s.color, kLeft + 20, legend_y,
+                           esc(s.label)) +
+               "\n";
+      legend_y += 16;
+    }
+    y_ = legend_y - 10;
+  }
   void gap(int h) { y_ += h; }
   std::string finish(const std::string& heading) const {
     return fmt::format(
@@ -114,6 +152,55 @@ class Svg {
   int y_ = 0;
   std::string body_;
 };
+
+std::string steady_label(const BackendResult& b, const SteadyResult& s) {
+  return b.label + (s.held_transaction ? ", txn held open" : ", steady");
+}
+
+// Throughput and pickup latency bars, and n_dead_tup against jobs completed:
+// the picture of bounded against growing dead tuples.
+void render_steady(Svg& svg, const BenchReport& r) {
+  static const char* kColors[] = {"#2b6cb0", "#e53e3e", "#38a169", "#d69e2e", "#805ad5", "#dd6b20"};
+  std::vector<Bar> rates, latency;
+  std::vector<Svg::Series> dead;
+  double hi = 1;
+  for (const BackendResult& b : r.backends)
+    for (const SteadyResult& s : b.steady) {
+      const std::string who = steady_label(b, s);
+      rates.push_back({who, s.jobs_per_sec, grouped(s.jobs_per_sec) + " jobs/s", "#2b6cb0"});
+      latency.push_back({who + " p50", s.pickup.p50_ms, ms(s.pickup.p50_ms) + " ms", "#38a169"});
+      latency.push_back({who + " p99", s.pickup.p99_ms, ms(s.pickup.p99_ms) + " ms", "#e53e3e"});
+      hi = std::max(hi, s.pickup.p99_ms);
+      if (s.postgres) {
+        Svg::Series series{
+            fmt::format("{}: peak {}, final {}", who, grouped(double(s.postgres->dead_tuples_peak)),
+                        grouped(double(s.postgres->dead_tuples_final))),
+            kColors[dead.size() % 6],
+            {}};
+        for (const DeadTupleSample& d : s.postgres->samples)
+          series.points.emplace_back(static_cast<double>(d.completed),
+                                     static_cast<double>(d.dead_tuples));
+        dead.push_back(std::move(series));
+      }
+    }
+  if (rates.empty()) return;
+  svg.title(fmt::format("Steady producer: {} noop jobs offered at {}/s (a batch every {} ms)",
+                        grouped(double(r.steady_jobs)), grouped(r.steady_rate), r.steady_tick_ms));
+  svg.bars(rates);
+  svg.title("Steady producer: pickup latency, enqueue to handler start (log scale)", 14);
+  svg.log_bars(latency, 0.01, std::pow(10.0, std::ceil(std::log10(hi))), "ms");
+  if (!dead.empty()) {
+    svg.title("Steady producer: n_dead_tup (sum over the backend's tables) by jobs completed", 14);
+    svg.line_chart(dead, double(r.steady_jobs), "jobs completed");
+    for (const BackendResult& b : r.backends)
+      for (const SteadyResult& s : b.steady)
+        if (s.postgres)
+          svg.text(fmt::format("{}: relation size {} -> {}, {} (auto)vacuum(s)", steady_label(b, s),
+                               bytes(double(s.postgres->relation_bytes_before)),
+                               bytes(double(s.postgres->relation_bytes_after)),
+                               s.postgres->vacuums));
+  }
+}
 
 }  // namespace
 
@@ -182,6 +269,8 @@ std::string render_svg(const BenchReport& r) {
                              x.worst_excess > 0 ? "- EXCEEDED" : "- within bound"),
                  16, x.worst_excess > 0 ? "#c53030" : "#276749");
   }
+
+  render_steady(svg, r);
 
   bool any_other = false;
   for (const BackendResult& b : r.backends)

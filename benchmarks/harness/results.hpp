@@ -107,11 +107,11 @@ struct DeadTupleSample {
 // table of the schema (n_dead_tup from pg_stat_user_tables; sizes from
 // pg_total_relation_size, indexes and TOAST included).
 struct SteadyStorage {
-  int64_t dead_tuples_peak = 0;   // highest reading, every 500 ms and the final one
-  int64_t dead_tuples_final = 0;  // once the engine closed and the statistics settled
+  int64_t dead_tuples_peak = 0;       // highest reading, every 500 ms and the final one
+  int64_t dead_tuples_final = 0;      // once the engine closed and the statistics settled
   int64_t relation_bytes_before = 0;  // after the engine created its tables, before any job
   int64_t relation_bytes_after = 0;
-  int64_t vacuums = 0;  // (auto)vacuum runs on those tables during the run
+  int64_t vacuums = 0;   // (auto)vacuum runs on those tables during the run
   int64_t held_xid = 0;  // the open transaction's xid (0: none held)
   std::vector<DeadTupleSample> samples;
 };

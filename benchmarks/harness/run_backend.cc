@@ -67,6 +67,13 @@ BackendResult run_backend(Backend& backend, const BenchOptions& options, Progres
     scope("idle");
     attempt(r, progress, "idle", [&] { r.idle = run_idle_queues(backend, options, progress); });
   }
+  for (const bool held : {false, true}) {
+    const std::string workload = held ? "steady-held-txn" : "steady";
+    if (!options.runs(workload)) continue;
+    scope(workload);
+    attempt(r, progress, workload,
+            [&] { r.steady.push_back(run_steady(backend, options, progress, held)); });
+  }
   progress.set_scope("");
   return r;
 }

@@ -49,6 +49,14 @@ std::vector<RateResult> run_rate_accuracy(Backend& backend, const BenchOptions& 
 // 5. Many configured queues, idle: CPU and threads.
 IdleResult run_idle_queues(Backend& backend, const BenchOptions& options, Progress& progress);
 
+// 6. A steady producer (--steady-rate, a batch every --steady-tick-ms) of
+// --steady-jobs noop jobs while the engine works them: jobs/s, pickup
+// latency, and on PostgreSQL dead tuples and relation size. With
+// hold_transaction (PostgreSQL only), another session keeps a transaction
+// open for the whole run.
+SteadyResult run_steady(Backend& backend, const BenchOptions& options, Progress& progress,
+                        bool hold_transaction);
+
 // Bare SQL on this machine, no engine (see reference.hpp for what each loop is).
 std::vector<ReferenceResult> run_sqlite_reference(const std::filesystem::path& db,
                                                   const std::string& synchronous,
