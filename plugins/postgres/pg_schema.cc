@@ -1,6 +1,9 @@
 #include "pg_schema.hpp"
 
+#include "control_store.hpp"
+#include "job_calls.hpp"
 #include "pg_options.hpp"
+#include "pg_sql.hpp"
 
 #include <conveyor/storage_plugin.h>
 #include <conveyor/storage_plugin.hpp>
@@ -9,9 +12,9 @@
 #include <pqxx/transaction>
 
 #include <array>
-#include <iterator>
 #include <stdexcept>
-#include <utility>
+#include <string>
+#include <vector>
 
 namespace conveyor::postgres {
 namespace {
@@ -21,14 +24,9 @@ static_assert(CONVEYOR_JOB_AVAILABLE == 1 && CONVEYOR_JOB_RUNNING == 3 &&
                   CONVEYOR_JOB_CANCELLED == 6,
               "the SQL below spells the state numbers out (final states are state >= 4)");
 
-// Advisory-lock class for migrations ("Conv"); the object is the schema's hash.
-constexpr int kMigrationLockClass = 0x436f6e76;
-
-// One entry per version step: kMigrations[i] upgrades version i to i + 1.
-// "{s}" stands for the quoted schema. Never edit a released step; append.
-constexpr const char* kMigrations[] = {
-    // 0 -> 1
-    R"sql(
+// Version 1: the jobs table and its indexes, then the control tables
+// (control_store.hpp). "{s}" stands for the quoted schema.
+constexpr const char* kJobsV1 = R"sql(
 CREATE TABLE {s}.jobs (
   id            bigint   GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   queue         text     COLLATE "C" NOT NULL,
@@ -59,30 +57,14 @@ CREATE INDEX jobs_ready ON {s}.jobs (queue, priority, run_at, id) WHERE state = 
 -- and dead entry for each batch).
 CREATE INDEX jobs_lease ON {s}.jobs (lease_expires) WHERE lease_token <> 0;
 CREATE INDEX jobs_final ON {s}.jobs (finalized_at) WHERE state >= 4;
--- Every queue ever enqueued into or paused (list_queues reads only this).
-CREATE TABLE {s}.queues (
-  name   text    COLLATE "C" PRIMARY KEY,
-  paused boolean NOT NULL DEFAULT false
-);
-CREATE TABLE {s}.rate_limits (
-  queue      text             COLLATE "C" PRIMARY KEY,
-  rate       double precision NOT NULL,
-  burst      bigint           NOT NULL,
-  updated_at bigint           NOT NULL
-);
-CREATE TABLE {s}.meta (
-  key   text   PRIMARY KEY,
-  value bigint NOT NULL
-);
-INSERT INTO {s}.meta (key, value) VALUES ('change_marker', 0);
-)sql",
-};
-static_assert(std::size(kMigrations) == kSchemaVersion, "one migration step per schema version");
+)sql";
 
-struct Statement {
-  const char* name;
-  const char* sql;
-};
+// One entry per version step: steps[i] upgrades version i to i + 1. Never
+// edit a released step; append.
+const std::vector<std::string>& migration_steps() {
+  static const std::vector<std::string> steps = {std::string(kJobsV1) + kControlTables};
+  return steps;
+}
 
 // Every statement the plugin runs. Values are always bound parameters; "{s}"
 // is the validated, quoted schema name.
@@ -192,37 +174,7 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM expired)))sql"},
 UPDATE {s}.jobs SET state = 6, finalized_at = $1::bigint, lease_token = 0, lease_expires = 0
 WHERE id = $2::bigint AND state < 4)sql"},
 
-    // Pause/resume, the change marker and the notification in one statement:
-    // all or nothing, and the notification leaves when it commits.
-    Statement{stmt::kSetPaused, R"sql(
-WITH upserted AS (
-  INSERT INTO {s}.queues (name, paused) VALUES ($1::text, $2::boolean)
-  ON CONFLICT (name) DO UPDATE SET paused = excluded.paused
-  RETURNING name
-), bumped AS (
-  UPDATE {s}.meta SET value = value + 1 WHERE key = 'change_marker' RETURNING value
-)
-SELECT pg_notify($3::text, $4::text) FROM upserted CROSS JOIN bumped)sql"},
-
-    Statement{stmt::kQueueStats, R"sql(
-SELECT coalesce(c.queue, p.name) COLLATE "C" AS name, coalesce(p.paused, false),
-       coalesce(c.pending, 0), coalesce(c.scheduled, 0), coalesce(c.running, 0),
-       coalesce(c.completed, 0), coalesce(c.failed, 0), coalesce(c.cancelled, 0)
-FROM (
-  SELECT queue,
-         count(*) FILTER (WHERE state = 1 AND run_at <= $1::bigint) AS pending,
-         count(*) FILTER (WHERE state = 1 AND run_at > $1::bigint) AS scheduled,
-         count(*) FILTER (WHERE state = 3) AS running,
-         count(*) FILTER (WHERE state = 4) AS completed,
-         count(*) FILTER (WHERE state = 5) AS failed,
-         count(*) FILTER (WHERE state = 6) AS cancelled
-  FROM {s}.jobs GROUP BY queue
-) AS c
-FULL JOIN (SELECT name, paused FROM {s}.queues WHERE paused) AS p ON p.name = c.queue
-ORDER BY 1)sql"},
-
-    Statement{stmt::kListQueues, R"sql(
-SELECT name, paused FROM {s}.queues ORDER BY name)sql"},
+    Statement{stmt::kQueueStats, CONVEYOR_QUEUE_STATS_SQL("{s}.jobs")},
 
     Statement{stmt::kGetJob, R"sql(
 SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at, created_at,
@@ -238,93 +190,23 @@ WITH doomed AS (
   FOR UPDATE SKIP LOCKED
 )
 DELETE FROM {s}.jobs WHERE id = ANY(ARRAY(SELECT id FROM doomed)))sql"},
-
-    Statement{stmt::kSetRateLimit, R"sql(
-WITH upserted AS (
-  INSERT INTO {s}.rate_limits (queue, rate, burst, updated_at)
-  VALUES ($1::text, $2::double precision, $3::bigint, $4::bigint)
-  ON CONFLICT (queue) DO UPDATE
-    SET rate = excluded.rate, burst = excluded.burst, updated_at = excluded.updated_at
-  RETURNING queue
-), bumped AS (
-  UPDATE {s}.meta SET value = value + 1 WHERE key = 'change_marker' RETURNING value
-)
-SELECT pg_notify($5::text, $6::text) FROM upserted CROSS JOIN bumped)sql"},
-
-    // One row when an override was deleted, none when there was none.
-    Statement{stmt::kDeleteRateLimit, R"sql(
-WITH deleted AS (
-  DELETE FROM {s}.rate_limits WHERE queue = $1::text RETURNING queue
-), bumped AS (
-  UPDATE {s}.meta SET value = value + 1
-  WHERE key = 'change_marker' AND EXISTS (SELECT 1 FROM deleted)
-  RETURNING value
-)
-SELECT pg_notify($2::text, $3::text) FROM deleted CROSS JOIN bumped)sql"},
-
-    Statement{stmt::kListRateLimits, R"sql(
-SELECT queue, rate, burst, updated_at FROM {s}.rate_limits ORDER BY queue)sql"},
-
-    Statement{stmt::kChangeMarker, R"sql(
-SELECT value FROM {s}.meta WHERE key = 'change_marker')sql"},
 };
-
-std::string with_schema(std::string_view sql, const std::string& quoted) {
-  std::string out;
-  out.reserve(sql.size() + 16 * quoted.size());
-  for (size_t i = 0; i < sql.size();) {
-    if (sql.compare(i, 3, "{s}") == 0) {
-      out += quoted;
-      i += 3;
-    } else {
-      out += sql[i++];
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
 void migrate_schema(pqxx::connection& conn, const std::string& schema) {
-  const std::string s = quote_identifier(schema);
-  pqxx::work tx(conn);
-  tx.exec_params("SELECT pg_advisory_xact_lock($1, hashtext($2))", kMigrationLockClass, schema);
-  // Look before creating: CREATE ... IF NOT EXISTS needs the CREATE privilege
-  // even when the object exists, and an operator may have created it.
-  if (tx.exec_params("SELECT 1 FROM pg_namespace WHERE nspname = $1", schema).empty())
-    tx.exec("CREATE SCHEMA " + s);
-  if (tx.exec_params("SELECT to_regclass($1) IS NULL", s + ".schema_migrations")[0][0].as<bool>())
-    tx.exec("CREATE TABLE " + s +
-            ".schema_migrations (version integer PRIMARY KEY,"
-            " applied_at timestamptz NOT NULL DEFAULT now())");
-  const int current =
-      tx.exec("SELECT coalesce(max(version), 0) FROM " + s + ".schema_migrations")[0][0].as<int>();
-  if (current > kSchemaVersion)
-    throw sdk::Error(CONVEYOR_E_INVALID,
-                     "PostgreSQL schema " + s + " has version " + std::to_string(current) +
-                         ", newer than version " + std::to_string(kSchemaVersion) +
-                         " that this plugin (postgres 0.1.0) knows; upgrade Conveyor");
-  for (int v = current; v < kSchemaVersion; ++v) {
-    tx.exec(with_schema(kMigrations[v], s));
-    tx.exec_params("INSERT INTO " + s + ".schema_migrations (version) VALUES ($1)", v + 1);
-  }
-  tx.commit();
+  const std::vector<std::string>& steps = migration_steps();
+  if (steps.size() != kSchemaVersion) throw std::logic_error("one migration step per version");
+  apply_migrations(conn, schema, Migrations{"postgres 0.1.0", "schema_migrations", steps});
 }
 
 void register_statements(pqxx::connection& conn, const std::string& schema) {
-  const std::string s = quote_identifier(schema);
-  for (const Statement& st : kStatements) conn.prepare(st.name, with_schema(st.sql, s));
-}
-
-void configure_session(pqxx::connection& conn) {
-  pqxx::nontransaction tx(conn);
-  tx.exec("SET plan_cache_mode = force_generic_plan");
+  prepare_statements(conn, schema, kStatements);
+  prepare_statements(conn, schema, kControlStatements);
 }
 
 std::string statement_sql(const std::string& name, const std::string& schema) {
-  for (const Statement& st : kStatements)
-    if (name == st.name) return with_schema(st.sql, quote_identifier(schema));
-  throw std::out_of_range("no statement named " + name);
+  return postgres::statement_sql(kStatements, name, schema);
 }
 
 }  // namespace conveyor::postgres

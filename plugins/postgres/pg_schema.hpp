@@ -30,28 +30,15 @@ inline constexpr const char* kFailRetry = "conveyor_fail_retry";
 inline constexpr const char* kFailFinal = "conveyor_fail_final";
 inline constexpr const char* kRescue = "conveyor_rescue";
 inline constexpr const char* kCancel = "conveyor_cancel";
-inline constexpr const char* kSetPaused = "conveyor_set_paused";
 inline constexpr const char* kQueueStats = "conveyor_queue_stats";
-inline constexpr const char* kListQueues = "conveyor_list_queues";
 inline constexpr const char* kGetJob = "conveyor_get_job";
 inline constexpr const char* kPurge = "conveyor_purge";
-inline constexpr const char* kSetRateLimit = "conveyor_set_rate_limit";
-inline constexpr const char* kDeleteRateLimit = "conveyor_delete_rate_limit";
-inline constexpr const char* kListRateLimits = "conveyor_list_rate_limits";
-inline constexpr const char* kChangeMarker = "conveyor_change_marker";
 }  // namespace stmt
 
-// Defines every statement above on conn, for the tables of schema. libpqxx
-// prepares each on the server at its first use on that connection.
+// Defines every statement above and the control statements
+// (control_store.hpp) on conn, for the tables of schema. libpqxx prepares
+// each on the server at its first use on that connection.
 void register_statements(pqxx::connection& conn, const std::string& schema);
-
-// Makes the server plan every prepared statement once, for any parameters
-// (plan_cache_mode = force_generic_plan, PostgreSQL 12+). Custom plans are
-// made from statistics that a drain makes wrong within seconds (all jobs
-// available at the last ANALYZE, most running or completed now): they chose
-// sequential scans and quadratic joins that stalled completions for seconds.
-// The generic plans are checked by the tests (primary-key lookups, no scans).
-void configure_session(pqxx::connection& conn);
 
 // The SQL of one statement above for schema (tests inspect its plans).
 // Throws std::out_of_range for an unknown name.

@@ -2,10 +2,12 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <memory>
 #include <utility>
+#include <vector>
 
 namespace conveyor::postgres {
 namespace {
@@ -15,7 +17,8 @@ using sdk::Error;
 constexpr uint32_t kMaxPoolSize = 100;
 constexpr uint32_t kMaxConnectTimeoutS = 3600;
 
-// A whole number in [min, max] or an error naming the option.
+}  // namespace
+
 uint32_t parse_bounded(const sdk::Options& options, const char* key, uint32_t fallback,
                        uint32_t min, uint32_t max) {
   if (!options.has(key)) return fallback;
@@ -28,6 +31,8 @@ uint32_t parse_bounded(const sdk::Options& options, const char* key, uint32_t fa
                                         ", " + std::to_string(max) + "], got '" + v + "'");
   return static_cast<uint32_t>(n);
 }
+
+namespace {
 
 // A value in single quotes for a key=value connection string.
 std::string conninfo_value(std::string_view v) {
@@ -95,8 +100,15 @@ std::string quote_identifier(std::string_view name) {
   return "\"" + std::string(name) + "\"";
 }
 
-PgOptions parse_options(const sdk::Options& options) {
-  options.require_known({"dsn", "schema", "pool_size", "connect_timeout_s"});
+PgOptions parse_options(const sdk::Options& options, std::span<const std::string_view> extra_keys) {
+  std::vector<std::string_view> known = {"dsn", "schema", "pool_size", "connect_timeout_s"};
+  known.insert(known.end(), extra_keys.begin(), extra_keys.end());
+  for (const auto& [key, value] : options.entries()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string list;
+    for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    throw Error(CONVEYOR_E_INVALID, "unknown storage option '" + key + "' (known: " + list + ")");
+  }
   PgOptions out;
   if (!options.has("dsn") || options.get("dsn").empty())
     throw Error(CONVEYOR_E_INVALID,
@@ -120,8 +132,9 @@ PgOptions parse_options(const sdk::Options& options) {
 
   std::map<std::string, std::string> settings = parse_dsn(dsn);
   if (auto it = settings.find("client_encoding"); it != settings.end() && !is_utf8_name(it->second))
-    throw Error(CONVEYOR_E_INVALID, "storage option 'dsn' sets client_encoding '" + it->second +
-                                        "'; the postgres plugin needs UTF8 (remove the setting)");
+    throw Error(CONVEYOR_E_INVALID,
+                "storage option 'dsn' sets client_encoding '" + it->second +
+                    "'; Conveyor's PostgreSQL plugins need UTF8 (remove the setting)");
   // Defaults the plugin needs unless the dsn says otherwise: a bounded
   // connect (a dead host fails fast with its reason), text as UTF-8, a name
   // in pg_stat_activity, and TCP keepalives so an idle LISTEN connection

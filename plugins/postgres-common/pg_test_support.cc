@@ -467,6 +467,19 @@ conveyor_status PgTest::wait_notify(conveyor_storage* h, int64_t timeout_us,
   return st;
 }
 
+std::string PgTest::generic_plan(const std::string& statement_sql, const std::string& args,
+                                 const std::vector<std::string>& settings) {
+  pqxx::work tx(*admin_);
+  tx.exec("SET LOCAL plan_cache_mode = force_generic_plan");
+  for (const std::string& setting : settings) tx.exec(setting);
+  tx.exec("PREPARE p AS " + statement_sql);
+  std::string plan;
+  for (const auto& row : tx.exec("EXPLAIN EXECUTE p" + args))
+    plan += std::string(row[0].c_str()) + "\n";
+  tx.exec("DEALLOCATE p");
+  return plan;
+}
+
 pqxx::result PgTest::sql(const std::string& query) {
   pqxx::nontransaction tx(*admin_);
   return tx.exec(query);

@@ -1,11 +1,13 @@
-// The postgres plugin's [storage.options], parsed and checked (the keys are
-// documented at the top of postgres_storage.cc).
+// The [storage.options] every PostgreSQL plugin takes (dsn, schema,
+// pool_size, connect_timeout_s), parsed and checked; documented at the top of
+// plugins/postgres/postgres_storage.cc.
 #ifndef CONVEYOR_PLUGINS_POSTGRES_PG_OPTIONS_HPP
 #define CONVEYOR_PLUGINS_POSTGRES_PG_OPTIONS_HPP
 
 #include <conveyor/storage_plugin.hpp>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -23,7 +25,15 @@ struct PgOptions {
 };
 
 // Throws sdk::Error(CONVEYOR_E_INVALID) naming the option and what is allowed.
-PgOptions parse_options(const sdk::Options& options);
+// extra_keys: the plugin's own keys (it parses them itself); any other key is
+// refused naming it and every known key.
+PgOptions parse_options(const sdk::Options& options,
+                        std::span<const std::string_view> extra_keys = {});
+
+// The value of key as a whole number in [min, max], fallback when absent.
+// Throws sdk::Error(CONVEYOR_E_INVALID) naming the option and the range.
+uint32_t parse_bounded(const sdk::Options& options, const char* key, uint32_t fallback,
+                       uint32_t min, uint32_t max);
 
 // [a-z_][a-z0-9_]{0,62}, not starting with "pg_" (reserved by PostgreSQL).
 bool is_valid_schema_name(std::string_view name) noexcept;

@@ -1,9 +1,11 @@
-// Helpers for the postgres plugin's tests: the server under test (env
-// CONVEYOR_TEST_PG_DSN), a fresh schema per test, and the plugin driven
-// through its C ABI table (conveyor_storage_plugin_entry, no loader).
+// Helpers for the tests of Conveyor's PostgreSQL plugins: the server under
+// test (env CONVEYOR_TEST_PG_DSN), a fresh schema per test, and the plugin
+// driven through its C ABI table (conveyor_storage_plugin_entry, no loader).
+// Each plugin's test binary links these with that plugin's objects, which
+// define the entry point.
 #pragma once
 
-#include "postgres_storage.hpp"
+#include <conveyor/storage_plugin.h>
 
 #include <gtest/gtest.h>
 #include <pqxx/pqxx>
@@ -19,6 +21,10 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+// Defined by the plugin the test binary links.
+extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storage_plugin_entry(
+    uint32_t host_abi_major, uint32_t host_abi_minor);
 
 namespace conveyor::postgres::test {
 
@@ -153,6 +159,10 @@ class PgTest : public ::testing::Test {
 
   // Runs SQL on a connection of the test's own (not the plugin's).
   pqxx::result sql(const std::string& query);
+  // EXPLAIN of statement_sql run with args (e.g. "(1, 'x')") on its generic
+  // plan, after the session settings given (e.g. "SET LOCAL jit = off").
+  std::string generic_plan(const std::string& statement_sql, const std::string& args,
+                           const std::vector<std::string>& settings = {});
   // Terminates every server connection the plugin opened for this test.
   int terminate_plugin_connections();
 

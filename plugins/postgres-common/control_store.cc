@@ -1,0 +1,206 @@
+#include "control_store.hpp"
+
+#include "connection_pool.hpp"
+#include "pg_rows.hpp"
+#include "pg_run.hpp"
+
+#include <pqxx/nontransaction>
+#include <pqxx/result>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+#include <utility>
+
+namespace conveyor::postgres {
+namespace {
+
+using sdk::Error;
+
+namespace stmt {
+constexpr const char* kSetPaused = "conveyor_set_paused";
+constexpr const char* kListQueues = "conveyor_list_queues";
+constexpr const char* kSetRateLimit = "conveyor_set_rate_limit";
+constexpr const char* kDeleteRateLimit = "conveyor_delete_rate_limit";
+constexpr const char* kListRateLimits = "conveyor_list_rate_limits";
+constexpr const char* kChangeMarker = "conveyor_change_marker";
+}  // namespace stmt
+
+constexpr std::array kStatements = {
+    // Pause/resume, the change marker and the notification in one statement:
+    // all or nothing, and the notification leaves when it commits.
+    Statement{stmt::kSetPaused, R"sql(
+WITH upserted AS (
+  INSERT INTO {s}.queues (name, paused) VALUES ($1::text, $2::boolean)
+  ON CONFLICT (name) DO UPDATE SET paused = excluded.paused
+  RETURNING name
+), bumped AS (
+  UPDATE {s}.meta SET value = value + 1 WHERE key = 'change_marker' RETURNING value
+)
+SELECT pg_notify($3::text, $4::text) FROM upserted CROSS JOIN bumped)sql"},
+
+    Statement{stmt::kListQueues, R"sql(
+SELECT name, paused FROM {s}.queues ORDER BY name)sql"},
+
+    Statement{stmt::kSetRateLimit, R"sql(
+WITH upserted AS (
+  INSERT INTO {s}.rate_limits (queue, rate, burst, updated_at)
+  VALUES ($1::text, $2::double precision, $3::bigint, $4::bigint)
+  ON CONFLICT (queue) DO UPDATE
+    SET rate = excluded.rate, burst = excluded.burst, updated_at = excluded.updated_at
+  RETURNING queue
+), bumped AS (
+  UPDATE {s}.meta SET value = value + 1 WHERE key = 'change_marker' RETURNING value
+)
+SELECT pg_notify($5::text, $6::text) FROM upserted CROSS JOIN bumped)sql"},
+
+    // One row when an override was deleted, none when there was none.
+    Statement{stmt::kDeleteRateLimit, R"sql(
+WITH deleted AS (
+  DELETE FROM {s}.rate_limits WHERE queue = $1::text RETURNING queue
+), bumped AS (
+  UPDATE {s}.meta SET value = value + 1
+  WHERE key = 'change_marker' AND EXISTS (SELECT 1 FROM deleted)
+  RETURNING value
+)
+SELECT pg_notify($2::text, $3::text) FROM deleted CROSS JOIN bumped)sql"},
+
+    Statement{stmt::kListRateLimits, R"sql(
+SELECT queue, rate, burst, updated_at FROM {s}.rate_limits ORDER BY queue)sql"},
+
+    Statement{stmt::kChangeMarker, R"sql(
+SELECT value FROM {s}.meta WHERE key = 'change_marker')sql"},
+};
+
+}  // namespace
+
+const char* const kControlTables = R"sql(
+-- Every queue ever enqueued into or paused (list_queues reads only this).
+CREATE TABLE {s}.queues (
+  name   text    COLLATE "C" PRIMARY KEY,
+  paused boolean NOT NULL DEFAULT false
+);
+CREATE TABLE {s}.rate_limits (
+  queue      text             COLLATE "C" PRIMARY KEY,
+  rate       double precision NOT NULL,
+  burst      bigint           NOT NULL,
+  updated_at bigint           NOT NULL
+);
+CREATE TABLE {s}.meta (
+  key   text   PRIMARY KEY,
+  value bigint NOT NULL
+);
+INSERT INTO {s}.meta (key, value) VALUES ('change_marker', 0);
+)sql";
+
+const std::span<const Statement> kControlStatements = kStatements;
+
+ControlStore::ControlStore(ConnectionPool& pool, const PgOptions& options)
+    : pool_(pool), options_(options), channels_(channels_for_schema(options.schema)) {}
+
+ControlStore::~ControlStore() = default;
+
+void ControlStore::set_queue_paused(std::string_view queue, bool paused) {
+  require_queue(queue, "set_queue_paused");
+  const std::string q(queue), payload = std::string(kQueueStatePrefix) + q;
+  run_on_pool(pool_, "set_queue_paused", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    tx.exec_prepared(stmt::kSetPaused, q, std::string(paused ? "true" : "false"), channels_.control,
+                     payload);
+  });
+}
+
+void ControlStore::list_queues(const sdk::QueueSink& sink) {
+  std::vector<std::pair<std::string, bool>> rows;
+  run_on_pool(pool_, "list_queues", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    pqxx::result r = tx.exec_prepared(stmt::kListQueues);
+    rows.clear();
+    for (const auto& row : r) rows.emplace_back(text_at(row, 0), bool_at(row, 1));
+  });
+  for (const auto& [name, paused] : rows) sink(name, paused);
+}
+
+std::vector<std::string> ControlStore::wakeable_queues() {
+  std::vector<std::string> names;
+  list_queues(sdk::QueueSink(
+      [](void* ctx, conveyor_str q, int32_t paused) {
+        if (paused == 0) static_cast<std::vector<std::string>*>(ctx)->emplace_back(sdk::view(q));
+      },
+      &names));
+  return names;
+}
+
+void ControlStore::set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst,
+                                  int64_t now_us) {
+  require_queue(queue, "set_rate_limit");
+  if (!(rate_per_sec > 0) || !std::isfinite(rate_per_sec))
+    throw Error(CONVEYOR_E_INVALID, "set_rate_limit: rate_per_sec must be > 0 and finite");
+  if (burst < 1) throw Error(CONVEYOR_E_INVALID, "set_rate_limit: burst must be >= 1");
+  const std::string q(queue), payload = std::string(kLimitsPrefix) + q;
+  run_on_pool(pool_, "set_rate_limit", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    tx.exec_prepared(stmt::kSetRateLimit, q, shortest(rate_per_sec), burst, now_us,
+                     channels_.control, payload);
+  });
+}
+
+void ControlStore::delete_rate_limit(std::string_view queue) {
+  require_queue(queue, "delete_rate_limit");
+  const std::string q(queue), payload = std::string(kLimitsPrefix) + q;
+  bool deleted = false;
+  run_on_pool(pool_, "delete_rate_limit", Retry::kNever, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    deleted = !tx.exec_prepared(stmt::kDeleteRateLimit, q, channels_.control, payload).empty();
+  });
+  if (!deleted)
+    throw Error(CONVEYOR_E_NOT_FOUND,
+                "delete_rate_limit: queue '" + q + "' has no rate-limit override");
+}
+
+void ControlStore::list_rate_limits(const sdk::RateLimitSink& sink) {
+  struct Row {
+    std::string queue;
+    double rate;
+    int64_t burst;
+    int64_t updated_at;
+  };
+  std::vector<Row> rows;
+  run_on_pool(pool_, "list_rate_limits", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    pqxx::result r = tx.exec_prepared(stmt::kListRateLimits);
+    rows.clear();
+    for (const auto& row : r)
+      rows.push_back(Row{text_at(row, 0), double_at(row, 1), int_at(row, 2), int_at(row, 3)});
+  });
+  for (const Row& r : rows) {
+    conveyor_rate_limit l{};
+    l.struct_size = sizeof(conveyor_rate_limit);
+    l.burst = static_cast<uint32_t>(std::clamp<int64_t>(r.burst, 1, UINT32_MAX));
+    l.queue = sdk::str(r.queue);
+    l.rate_per_sec = r.rate;
+    l.updated_at_us = r.updated_at;
+    sink(l);
+  }
+}
+
+int64_t ControlStore::change_marker() {
+  int64_t marker = 0;
+  run_on_pool(pool_, "change_marker", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    pqxx::result r = tx.exec_prepared(stmt::kChangeMarker);
+    marker = r.empty() ? 0 : int_at(r[0], 0);
+  });
+  return marker;
+}
+
+void ControlStore::wait_for_notification(int64_t timeout_us, const sdk::NotifySink& sink) {
+  std::lock_guard lock(listener_mu_);
+  if (!listener_)
+    listener_ = std::make_unique<NotificationListener>(
+        options_.conninfo, options_.target, channels_, [this] { return wakeable_queues(); });
+  listener_->wait(timeout_us, sink);
+}
+
+}  // namespace conveyor::postgres

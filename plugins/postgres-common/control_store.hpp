@@ -1,0 +1,71 @@
+// What the PostgreSQL plugins share above the jobs: the queues table (known
+// queues and their paused flag), durable rate-limit overrides, the change
+// marker, and notifications (LISTEN/NOTIFY through NotificationListener).
+// Both plugins create the same three tables in their schemas (kControlTables)
+// and serve these calls with the same statements (kControlStatements).
+#ifndef CONVEYOR_PLUGINS_POSTGRES_COMMON_CONTROL_STORE_HPP
+#define CONVEYOR_PLUGINS_POSTGRES_COMMON_CONTROL_STORE_HPP
+
+#include "notification_listener.hpp"
+#include "pg_options.hpp"
+#include "pg_sql.hpp"
+
+#include <conveyor/storage_plugin.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conveyor::postgres {
+
+class ConnectionPool;
+
+// DDL of the control tables ("{s}" is the schema): part of each plugin's
+// first migration step.
+//   queues(name, paused)   every queue ever enqueued into or paused;
+//                          enqueue statements insert into it
+//   rate_limits(queue, rate, burst, updated_at)
+//   meta(key, value)       'change_marker'
+extern const char* const kControlTables;
+
+// The statements ControlStore runs; prepare them on every pooled connection.
+extern const std::span<const Statement> kControlStatements;
+
+class ControlStore {
+ public:
+  // pool and options must outlive the store.
+  ControlStore(ConnectionPool& pool, const PgOptions& options);
+  ~ControlStore();
+  ControlStore(const ControlStore&) = delete;
+  ControlStore& operator=(const ControlStore&) = delete;
+
+  // The plugin's notification channels (its enqueue sends on jobs).
+  const NotifyChannels& channels() const { return channels_; }
+
+  void set_queue_paused(std::string_view queue, bool paused);
+  void list_queues(const sdk::QueueSink& sink);
+  void set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst, int64_t now_us);
+  void delete_rate_limit(std::string_view queue);
+  void list_rate_limits(const sdk::RateLimitSink& sink);
+  int64_t change_marker();
+  // Opens the LISTEN connection on first use.
+  void wait_for_notification(int64_t timeout_us, const sdk::NotifySink& sink);
+
+ private:
+  // Queues not paused: woken after the listener (re)connects.
+  std::vector<std::string> wakeable_queues();
+
+  ConnectionPool& pool_;
+  const PgOptions& options_;
+  const NotifyChannels channels_;
+  std::mutex listener_mu_;
+  std::unique_ptr<NotificationListener> listener_;  // opened by the first wait
+};
+
+}  // namespace conveyor::postgres
+
+#endif  // CONVEYOR_PLUGINS_POSTGRES_COMMON_CONTROL_STORE_HPP

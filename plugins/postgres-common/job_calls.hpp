@@ -1,0 +1,94 @@
+// The parts of the job calls that are the same in both PostgreSQL plugins,
+// whatever their tables: checking and encoding an enqueue batch, running a
+// lease batch (complete / extend / release) and reading its outcome, and
+// reading job and queue-stats rows laid out alike by both plugins' SQL.
+#ifndef CONVEYOR_PLUGINS_POSTGRES_COMMON_JOB_CALLS_HPP
+#define CONVEYOR_PLUGINS_POSTGRES_COMMON_JOB_CALLS_HPP
+
+#include "pg_rows.hpp"
+
+#include <conveyor/storage_plugin.hpp>
+
+#include <pqxx/result>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace conveyor::postgres {
+
+class ConnectionPool;
+
+// An enqueue batch as bound array parameters (text form), in batch order.
+struct EnqueueArrays {
+  std::string queues, kinds, payloads_hex, priorities, max_attempts, run_ats;
+  std::string distinct_queues;  // sorted: concurrent enqueues register queues in one order
+};
+// Throws sdk::Error(CONVEYOR_E_INVALID) naming the job and what is wrong.
+EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs);
+
+// Runs statement(value, ids[], tokens[]) for a batch of leases, sorted by id
+// (concurrent batches over the same jobs lock them in one order). The
+// statement returns (job id, token) of every lease it applied to; results[i]
+// is CONVEYOR_OK for those, CONVEYOR_E_LEASE_LOST for the others.
+void run_lease_batch(ConnectionPool& pool, const char* op, const char* statement,
+                     std::span<const conveyor_lease> leases, int64_t value,
+                     std::span<conveyor_status> results);
+
+// A claimed job from a row (id, kind, payload, priority, attempt,
+// max_attempts, run_at, created_at, last_error), RUNNING in queue under the
+// lease given.
+OwnedJob claimed_job_at(const pqxx::row& row, const std::string& queue, int64_t lease_token,
+                        int64_t lease_expires_us);
+// Reports claimed jobs in claim order (RETURNING promises none).
+void report_claimed(std::vector<OwnedJob>& jobs, const sdk::JobSink& sink);
+
+// A job from a row (id, queue, kind, payload, priority, state, attempt,
+// max_attempts, run_at, created_at, finalized_at, lease_token, lease_expires,
+// last_error) starting at column first, as get_job reports it at now_us
+// (AVAILABLE before run_at is SCHEDULED; a lease only while RUNNING).
+OwnedJob stored_job_at(const pqxx::row& row, pqxx::row::size_type first, int64_t now_us);
+
+// The queue_stats statement of both plugins over SOURCE, a FROM item (SQL
+// text, "{s}" the schema) with columns queue, state (1 available, 3 running,
+// 4 completed, 5 failed, 6 cancelled) and run_at, one row per retained job:
+// rows (name, paused, pending, scheduled, running, completed, failed,
+// cancelled) in name order, paused queues without jobs included. $1 is the
+// host's now.
+#define CONVEYOR_QUEUE_STATS_SQL(SOURCE)                                                    \
+  "SELECT coalesce(c.queue, p.name) COLLATE \"C\" AS name, coalesce(p.paused, false),\n"    \
+  "       coalesce(c.pending, 0), coalesce(c.scheduled, 0), coalesce(c.running, 0),\n"      \
+  "       coalesce(c.completed, 0), coalesce(c.failed, 0), coalesce(c.cancelled, 0)\n"      \
+  "FROM (\n"                                                                                \
+  "  SELECT queue,\n"                                                                       \
+  "         count(*) FILTER (WHERE state = 1 AND run_at <= $1::bigint) AS pending,\n"       \
+  "         count(*) FILTER (WHERE state = 1 AND run_at > $1::bigint) AS scheduled,\n"      \
+  "         count(*) FILTER (WHERE state = 3) AS running,\n"                                \
+  "         count(*) FILTER (WHERE state = 4) AS completed,\n"                              \
+  "         count(*) FILTER (WHERE state = 5) AS failed,\n"                                 \
+  "         count(*) FILTER (WHERE state = 6) AS cancelled\n"                               \
+  "  FROM " SOURCE                                                                          \
+  " GROUP BY queue\n"                                                                       \
+  ") AS c\n"                                                                                \
+  "FULL JOIN (SELECT name, paused FROM {s}.queues WHERE paused) AS p ON p.name = c.queue\n" \
+  "ORDER BY 1"
+
+// Reports job through sink, or throws sdk::Error(CONVEYOR_E_NOT_FOUND) for
+// job_id when there is none.
+void report_job(const std::optional<OwnedJob>& job, int64_t job_id, const sdk::JobSink& sink);
+
+// Queue-stats rows (name, paused, pending, scheduled, running, completed,
+// failed, cancelled), copied out of a result and reported.
+struct QueueStatsRow {
+  std::string name;
+  bool paused = false;
+  int64_t counts[6] = {};
+};
+std::vector<QueueStatsRow> queue_stats_rows(const pqxx::result& r);
+void report_queue_stats(const std::vector<QueueStatsRow>& rows, const sdk::QueueStatsSink& sink);
+
+}  // namespace conveyor::postgres
+
+#endif  // CONVEYOR_PLUGINS_POSTGRES_COMMON_JOB_CALLS_HPP

@@ -1,0 +1,49 @@
+#include "pg_storage_base.hpp"
+
+#include "pg_rows.hpp"
+
+#include <chrono>
+
+namespace conveyor::postgres {
+
+PgStorageBase::PgStorageBase(PgOptions options, ConnectionPool::Setup setup)
+    : options_(std::move(options)), claimer_(claimer_identity()) {
+  pool_ = std::make_unique<ConnectionPool>(options_.conninfo, options_.target, options_.pool_size,
+                                           std::chrono::seconds(options_.connect_timeout_s),
+                                           std::move(setup));
+  control_ = std::make_unique<ControlStore>(*pool_, options_);
+}
+
+PgStorageBase::~PgStorageBase() {
+  control_.reset();  // closes the LISTEN connection
+  pool_.reset();
+}
+
+void PgStorageBase::connect_now() { pool_->acquire(); }
+
+void PgStorageBase::set_queue_paused(std::string_view queue, bool paused, int64_t /*now_us*/) {
+  control_->set_queue_paused(queue, paused);
+}
+
+void PgStorageBase::list_queues(const sdk::QueueSink& sink) { control_->list_queues(sink); }
+
+void PgStorageBase::set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst,
+                                   int64_t now_us) {
+  control_->set_rate_limit(queue, rate_per_sec, burst, now_us);
+}
+
+void PgStorageBase::delete_rate_limit(std::string_view queue) {
+  control_->delete_rate_limit(queue);
+}
+
+void PgStorageBase::list_rate_limits(const sdk::RateLimitSink& sink) {
+  control_->list_rate_limits(sink);
+}
+
+int64_t PgStorageBase::change_marker() { return control_->change_marker(); }
+
+void PgStorageBase::wait_for_notification(int64_t timeout_us, const sdk::NotifySink& sink) {
+  control_->wait_for_notification(timeout_us, sink);
+}
+
+}  // namespace conveyor::postgres

@@ -1,0 +1,84 @@
+// Claim hints: where a claim starts its scan (no server needed).
+#include "claim_hints.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace conveyor::pgqueue {
+namespace {
+
+constexpr std::chrono::hours kNoReset{1};
+
+bool same(const ClaimKey& a, const ClaimKey& b) { return !(a < b) && !(b < a); }
+
+// A claim under move generation 0 that took its first entry at first.
+void took(ClaimHints& hints, const ClaimHints::Start& from, ClaimKey first) {
+  hints.advance("q", from, &first, 0);
+}
+
+TEST(ClaimHints, UnknownQueueStartsAtTheBeginning) {
+  ClaimHints hints(kNoReset);
+  EXPECT_TRUE(same(hints.start("q").key, ClaimKey{}));
+}
+
+TEST(ClaimHints, AdvancesToTheFirstKeyTakenAndNeverBack) {
+  ClaimHints hints(kNoReset);
+  auto from = hints.start("q");
+  took(hints, from, ClaimKey{0, 10, 5});
+  EXPECT_TRUE(same(hints.start("q").key, ClaimKey{0, 10, 5}));
+  from = hints.start("q");
+  took(hints, from, ClaimKey{0, 9, 1});  // a slower claim reporting late
+  EXPECT_TRUE(same(hints.start("q").key, ClaimKey{0, 10, 5}));
+  EXPECT_TRUE(same(hints.start("other").key, ClaimKey{}));
+}
+
+TEST(ClaimHints, AnAppendBelowTheHintMovesItBack) {
+  ClaimHints hints(kNoReset);
+  took(hints, hints.start("q"), ClaimKey{0, 10, 5});
+  hints.lower("q", ClaimKey{-1, 20, 9});
+  EXPECT_TRUE(same(hints.start("q").key, ClaimKey{-1, 20, 9}));
+  hints.lower("q", ClaimKey{3, 0, 0});  // above the hint: no change
+  EXPECT_TRUE(same(hints.start("q").key, ClaimKey{-1, 20, 9}));
+}
+
+TEST(ClaimHints, AnAdvanceThatRacedWithAnAppendIsDropped) {
+  ClaimHints hints(kNoReset);
+  const auto from = hints.start("q");      // a claim starts...
+  hints.lower("q", ClaimKey{0, 1, 1});     // ...an enqueue appends meanwhile...
+  took(hints, from, ClaimKey{0, 50, 50});  // ...the claim must not skip it
+  EXPECT_TRUE(same(hints.start("q").key, ClaimKey{}));
+}
+
+TEST(ClaimHints, AHintFromAnotherMoveGenerationIsVoid) {
+  ClaimHints hints(kNoReset);
+  took(hints, hints.start("q"), ClaimKey{0, 10, 5});
+  ClaimHints::Start from = hints.start("q");
+  EXPECT_EQ(from.moves, 0);
+  // Entries were copied forward meanwhile: the database ignored the hint
+  // (generation 0), scanned from the start and reports generation 1.
+  const ClaimKey first{0, 3, 2};
+  hints.advance("q", from, &first, 1);
+  EXPECT_TRUE(same(hints.start("q").key, first));
+  EXPECT_EQ(hints.start("q").moves, 1);
+  // A claim that took nothing under a new generation leaves a fresh start.
+  hints.advance("q", hints.start("q"), nullptr, 2);
+  EXPECT_TRUE(same(hints.start("q").key, ClaimKey{}));
+  EXPECT_EQ(hints.start("q").moves, 2);
+}
+
+TEST(ClaimHints, ForgetAllAndThePeriodicResetStartOver) {
+  ClaimHints hints(kNoReset);
+  took(hints, hints.start("q"), ClaimKey{0, 10, 5});
+  hints.forget_all();
+  EXPECT_TRUE(same(hints.start("q").key, ClaimKey{}));
+
+  ClaimHints short_lived(std::chrono::milliseconds(1));
+  took(short_lived, short_lived.start("q"), ClaimKey{0, 10, 5});
+  // Wait past the reset period (a deadline, not a race: any later start resets).
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(same(short_lived.start("q").key, ClaimKey{}));
+}
+
+}  // namespace
+}  // namespace conveyor::pgqueue

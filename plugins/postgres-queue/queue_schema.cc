@@ -1,0 +1,555 @@
+#include "queue_schema.hpp"
+
+#include "control_store.hpp"
+#include "job_calls.hpp"
+#include "pg_options.hpp"
+
+#include <conveyor/storage_plugin.h>
+#include <conveyor/storage_plugin.hpp>
+
+#include <pqxx/nontransaction>
+#include <pqxx/transaction>
+
+#include <array>
+#include <stdexcept>
+#include <vector>
+
+namespace conveyor::pgqueue {
+namespace {
+
+using postgres::Statement;
+
+static_assert(CONVEYOR_JOB_AVAILABLE == 1 && CONVEYOR_JOB_RUNNING == 3 &&
+                  CONVEYOR_JOB_COMPLETED == 4 && CONVEYOR_JOB_FAILED == 5 &&
+                  CONVEYOR_JOB_CANCELLED == 6 && kMarkClaimed == CONVEYOR_JOB_RUNNING &&
+                  kMarkCompleted == CONVEYOR_JOB_COMPLETED && kMarkFailed == CONVEYOR_JOB_FAILED &&
+                  kMarkCancelled == CONVEYOR_JOB_CANCELLED,
+              "the SQL below spells states and marks out; a final mark is what 4..6");
+
+// Advisory-lock class for creating the ring ("Ring"); object: the schema's hash.
+constexpr int kRingSetupLockClass = 0x52696e67;
+
+// Version 1. "{s}" is the quoted schema. Times are microseconds since the
+// Unix epoch: job times always the host's clock, ring.rotated_at the wall clock.
+constexpr const char* kQueueV1 = R"sql(
+CREATE SEQUENCE {s}.job_ids;
+CREATE SEQUENCE {s}.entry_ids;
+-- The ring: `slots` partitions of ready and marks; new entries go to
+-- write_slot; the slot after it is the oldest, emptied by TRUNCATE when the
+-- ring rotates (ring_rotator.cc). One row, updated once per rotation.
+CREATE TABLE {s}.ring (
+  id         boolean PRIMARY KEY DEFAULT true CHECK (id),
+  slots      integer NOT NULL,
+  write_slot integer NOT NULL,
+  rotated_at bigint  NOT NULL,
+  rotations  bigint  NOT NULL DEFAULT 0,
+  -- Bumped whenever entries were copied forward: claim hints made before
+  -- may have skipped the originals (claim_hints.hpp).
+  moves      bigint  NOT NULL DEFAULT 0
+);
+-- A job's turn in the queue, appended and never updated. A job (job_id) gets a
+-- new entry when it is requeued, promoted from `later` or copied forward.
+-- attempt: attempts started before this entry; last_error: the latest failure
+-- before it.
+CREATE TABLE {s}.ready (
+  slot         integer NOT NULL,
+  entry_id     bigint  NOT NULL DEFAULT nextval('{s}.entry_ids'),
+  job_id       bigint  NOT NULL,
+  queue        text    COLLATE "C" NOT NULL,
+  priority     integer NOT NULL,
+  run_at       bigint  NOT NULL,
+  attempt      integer NOT NULL,
+  max_attempts integer NOT NULL,
+  created_at   bigint  NOT NULL,
+  kind         text    NOT NULL,
+  payload      bytea   NOT NULL,
+  last_error   text    NOT NULL DEFAULT '',
+  PRIMARY KEY (slot, entry_id)
+) PARTITION BY LIST (slot);
+-- Claim order (the claim starts at a per-queue hint in this order).
+CREATE INDEX ready_claim ON {s}.ready (queue, priority, run_at, job_id);
+CREATE INDEX ready_job ON {s}.ready (job_id);
+-- What happened to an entry, appended and never updated, in the entry's slot.
+-- At most one mark per stage, the primary key is the arbiter (INSERT .. ON
+-- CONFLICT DO NOTHING): stage 1 taken (claimed 3, cancelled 6, moved 0),
+-- stage 2 closed (completed 4, failed 5, cancelled 6, requeued 1, moved 0),
+-- stage 3 purged (7). at: claimed_at (stage 1 claim), else when it happened.
+CREATE TABLE {s}.marks (
+  slot          integer  NOT NULL,
+  entry_id      bigint   NOT NULL,
+  stage         smallint NOT NULL,
+  what          smallint NOT NULL,
+  job_id        bigint   NOT NULL,
+  at            bigint   NOT NULL,
+  lease_token   bigint   NOT NULL DEFAULT 0,
+  lease_expires bigint   NOT NULL DEFAULT 0,
+  claimed_by    text,
+  error         text,
+  PRIMARY KEY (slot, entry_id, stage)
+) PARTITION BY LIST (slot);
+-- Lease-guarded calls find the claim by (job id, token). No partial index
+-- here may have a predicate that a hot statement implies: for a partition
+-- that was empty when a generic plan was made, the planner would pick a scan
+-- of the whole partial index, and keep it once the partition is full.
+CREATE INDEX marks_lease ON {s}.marks (job_id, lease_token);
+-- Claims by lease expiry (only claim marks have one), for rescue.
+CREATE INDEX marks_expiry ON {s}.marks (lease_expires) WHERE lease_expires <> 0;
+-- Final marks by time, for purge.
+CREATE INDEX marks_final ON {s}.marks (at) WHERE what BETWEEN 4 AND 6;
+-- Jobs not due yet (enqueued for later, or retrying later): a small side
+-- table, promoted into the ring when due.
+CREATE TABLE {s}.later (
+  job_id       bigint  PRIMARY KEY,
+  queue        text    COLLATE "C" NOT NULL,
+  priority     integer NOT NULL,
+  run_at       bigint  NOT NULL,
+  attempt      integer NOT NULL,
+  max_attempts integer NOT NULL,
+  created_at   bigint  NOT NULL,
+  kind         text    NOT NULL,
+  payload      bytea   NOT NULL,
+  last_error   text    NOT NULL DEFAULT ''
+);
+CREATE INDEX later_due ON {s}.later (queue, run_at);
+-- The only mutable job rows: leases moved by extend_leases (heartbeats). The
+-- row counts only while (job_id, lease_token) names an open claim.
+CREATE TABLE {s}.lease_ext (
+  job_id        bigint PRIMARY KEY,
+  lease_token   bigint NOT NULL,
+  lease_expires bigint NOT NULL
+);
+CREATE INDEX lease_ext_expiry ON {s}.lease_ext (lease_expires);
+-- Each entry with what its marks make of it. state: 1 available, 3 running,
+-- 4 completed, 5 failed, 6 cancelled, 0 superseded (moved or requeued: a
+-- newer entry or a `later` row continues the job).
+CREATE VIEW {s}.entries AS
+SELECT r.slot, r.entry_id, r.job_id, r.queue, r.kind, r.payload, r.priority, r.max_attempts,
+       r.run_at, r.created_at,
+       CASE WHEN m1.what IS NULL THEN 1
+            WHEN m1.what = 6 THEN 6
+            WHEN m1.what = 3 AND m2.what IS NULL THEN 3
+            WHEN m1.what = 3 AND m2.what BETWEEN 4 AND 6 THEN m2.what
+            ELSE 0 END AS state,
+       CASE WHEN m1.what = 3 THEN r.attempt + 1 ELSE r.attempt END AS attempt,
+       CASE WHEN m1.what = 6 THEN m1.at
+            WHEN m1.what = 3 AND m2.what BETWEEN 4 AND 6 THEN m2.at
+            ELSE 0 END AS finalized_at,
+       CASE WHEN m1.what = 3 AND m2.what IS NULL THEN m1.lease_token ELSE 0 END AS lease_token,
+       CASE WHEN m1.what = 3 AND m2.what IS NULL THEN coalesce(e.lease_expires, m1.lease_expires)
+            ELSE 0 END AS lease_expires,
+       coalesce(m2.error, r.last_error) AS last_error,
+       m3.entry_id IS NOT NULL AS purged
+FROM {s}.ready r
+LEFT JOIN {s}.marks m1 ON m1.slot = r.slot AND m1.entry_id = r.entry_id AND m1.stage = 1
+LEFT JOIN {s}.marks m2 ON m2.slot = r.slot AND m2.entry_id = r.entry_id AND m2.stage = 2
+LEFT JOIN {s}.marks m3 ON m3.slot = r.slot AND m3.entry_id = r.entry_id AND m3.stage = 3
+LEFT JOIN {s}.lease_ext e ON e.job_id = r.job_id AND e.lease_token = m1.lease_token;
+)sql";
+
+const std::vector<std::string>& migration_steps() {
+  static const std::vector<std::string> steps = {std::string(kQueueV1) + postgres::kControlTables};
+  return steps;
+}
+
+// The columns an entry carries from one turn to the next.
+#define CONVEYOR_ENTRY_COLUMNS \
+  "job_id, queue, priority, run_at, attempt, max_attempts, created_at, kind, payload, last_error"
+
+constexpr std::array kStatements = {
+    // Due jobs are appended to the write slot, the others go to `later`
+    // (judged by the plugin's clock, $7: enqueue has no host clock; a claim
+    // still compares run_at with the host's now). One NOTIFY per queue.
+    Statement{stmt::kEnqueue, R"sql(
+WITH registered AS (
+  INSERT INTO {s}.queues (name) SELECT unnest($8::text[]) ON CONFLICT (name) DO NOTHING
+), input AS MATERIALIZED (
+  SELECT nextval('{s}.job_ids') AS job_id, t.queue, t.kind, decode(t.payload, 'hex') AS payload,
+         t.priority, t.max_attempts, t.run_at, t.ord
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::integer[], $6::bigint[])
+       WITH ORDINALITY AS t(queue, kind, payload, priority, max_attempts, run_at, ord)
+  ORDER BY t.ord
+), now_ready AS (
+  INSERT INTO {s}.ready (slot, job_id, queue, priority, run_at, attempt, max_attempts,
+                         created_at, kind, payload)
+  SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), job_id, queue, priority, run_at, 0, max_attempts, $7,
+         kind, payload
+  FROM input WHERE run_at <= $7::bigint ORDER BY ord
+), not_yet AS (
+  INSERT INTO {s}.later (job_id, queue, priority, run_at, attempt, max_attempts, created_at,
+                         kind, payload)
+  SELECT job_id, queue, priority, run_at, 0, max_attempts, $7, kind, payload
+  FROM input WHERE run_at > $7::bigint
+), notified AS (
+  SELECT count(pg_notify($9::text, q)) AS n FROM unnest($8::text[]) AS q
+)
+SELECT input.job_id, input.run_at <= $7::bigint FROM input CROSS JOIN notified
+ORDER BY input.ord)sql"},
+
+    // Moves a queue's due `later` rows into the ring (host's now, $2).
+    // RETURNING gives their claim keys (the claim hint goes back to them).
+    Statement{stmt::kPromote, R"sql(
+WITH due AS (
+  SELECT job_id FROM {s}.later
+  WHERE queue = $1::text AND run_at <= $2::bigint
+  ORDER BY run_at
+  LIMIT 10000
+  FOR UPDATE SKIP LOCKED
+), moved AS (
+  DELETE FROM {s}.later l WHERE l.job_id = ANY(ARRAY(SELECT job_id FROM due))
+  RETURNING )sql" CONVEYOR_ENTRY_COLUMNS R"sql(
+)
+INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
+SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), )sql" CONVEYOR_ENTRY_COLUMNS
+                              R"sql( FROM moved
+RETURNING priority, run_at, job_id)sql"},
+
+    // Candidates from the hint ($7, $8, $9; ignored unless it was made under
+    // move generation $10) on, in claim order, skipping rows
+    // another claimer has locked; the stage-1 mark's primary key decides who
+    // wins (a row lock writes no new tuple, the mark is one small insert).
+    // The ready row itself is never updated. "OFFSET 0" keeps the mark check
+    // a per-row primary-key probe: as an anti-join the planner hashes every
+    // mark in the ring and sorts every entry of the queue, for each claim.
+    Statement{stmt::kClaim, R"sql(
+WITH ring AS (
+  SELECT moves FROM {s}.ring WHERE id = true
+), cand AS (
+  SELECT r.slot, r.entry_id, r.job_id, r.kind, r.payload, r.priority, r.attempt,
+         r.max_attempts, r.run_at, r.created_at, r.last_error
+  FROM {s}.ready r
+  WHERE r.queue = $1::text
+    AND (r.priority, r.run_at, r.job_id) >= (
+          (SELECT CASE WHEN moves = $10::bigint THEN $7::integer ELSE -2147483648 END FROM ring),
+          (SELECT CASE WHEN moves = $10::bigint THEN $8::bigint
+                       ELSE -9223372036854775808 END FROM ring),
+          (SELECT CASE WHEN moves = $10::bigint THEN $9::bigint
+                       ELSE -9223372036854775808 END FROM ring))
+    AND r.run_at <= $2::bigint
+    AND NOT EXISTS (SELECT 1 FROM {s}.marks m
+                    WHERE m.slot = r.slot AND m.entry_id = r.entry_id AND m.stage = 1 OFFSET 0)
+    AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1::text AND paused)
+  ORDER BY r.priority, r.run_at, r.job_id
+  LIMIT $3::bigint
+  FOR UPDATE OF r SKIP LOCKED
+), won AS (
+  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token, lease_expires,
+                         claimed_by)
+  SELECT slot, entry_id, 1, 3, job_id, $2::bigint, $4::bigint, $5::bigint, $6::text FROM cand
+  ON CONFLICT DO NOTHING
+  RETURNING entry_id
+), claimed AS (
+  SELECT c.* FROM cand c JOIN won w ON w.entry_id = c.entry_id
+)
+-- One row even when nothing was claimed: the ring's move generation.
+SELECT c.job_id, c.kind, c.payload, c.priority, c.attempt + 1, c.max_attempts, c.run_at,
+       c.created_at, c.last_error, ring.moves
+FROM ring LEFT JOIN claimed c ON true)sql"},
+
+    // Lease-guarded batches: a lease is current while its stage-1 claim mark
+    // has no stage-2 mark; the stage-2 insert is the arbiter. RETURNING names
+    // the leases that were current. The LATERAL .. OFFSET 0 makes the generic
+    // plan look each lease up by (job id, token) instead of hashing every
+    // claim mark in the ring: the cost follows the batch, not the history.
+    Statement{stmt::kComplete, R"sql(
+WITH open AS (
+  SELECT m.slot, m.entry_id, m.job_id, m.lease_token
+  FROM unnest($2::bigint[], $3::bigint[]) AS l(id, token)
+  CROSS JOIN LATERAL (
+    SELECT * FROM {s}.marks m
+    WHERE m.job_id = l.id AND m.lease_token = l.token AND m.stage = 1 AND m.what = 3 OFFSET 0) m
+), closed AS (
+  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token)
+  SELECT slot, entry_id, 2, 4, job_id, $1::bigint, lease_token FROM open
+  ON CONFLICT DO NOTHING
+  RETURNING job_id, lease_token
+), unextended AS (
+  DELETE FROM {s}.lease_ext e USING closed c WHERE e.job_id = c.job_id
+)
+SELECT job_id, lease_token FROM closed)sql"},
+
+    Statement{stmt::kExtend, R"sql(
+WITH open AS (
+  SELECT m.job_id, m.lease_token
+  FROM unnest($2::bigint[], $3::bigint[]) AS l(id, token)
+  CROSS JOIN LATERAL (
+    SELECT * FROM {s}.marks m
+    WHERE m.job_id = l.id AND m.lease_token = l.token AND m.stage = 1 AND m.what = 3 OFFSET 0) m
+  WHERE NOT EXISTS (SELECT 1 FROM {s}.marks c
+                    WHERE c.slot = m.slot AND c.entry_id = m.entry_id AND c.stage = 2)
+)
+INSERT INTO {s}.lease_ext (job_id, lease_token, lease_expires)
+SELECT job_id, lease_token, $1::bigint FROM open
+ON CONFLICT (job_id) DO UPDATE
+  SET lease_token = excluded.lease_token, lease_expires = excluded.lease_expires
+RETURNING job_id, lease_token)sql"},
+
+    // The job gets a new entry at the host's now with the attempt unspent.
+    Statement{stmt::kRelease, R"sql(
+WITH open AS (
+  SELECT m.slot, m.entry_id, m.job_id, m.lease_token
+  FROM unnest($2::bigint[], $3::bigint[]) AS l(id, token)
+  CROSS JOIN LATERAL (
+    SELECT * FROM {s}.marks m
+    WHERE m.job_id = l.id AND m.lease_token = l.token AND m.stage = 1 AND m.what = 3 OFFSET 0) m
+), closed AS (
+  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token)
+  SELECT slot, entry_id, 2, 1, job_id, $1::bigint, lease_token FROM open
+  ON CONFLICT DO NOTHING
+  RETURNING slot, entry_id, job_id, lease_token
+), requeued AS (
+  INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
+  SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, $1::bigint, r.attempt,
+         r.max_attempts, r.created_at, r.kind, r.payload, r.last_error
+  FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id
+), unextended AS (
+  DELETE FROM {s}.lease_ext e USING closed c WHERE e.job_id = c.job_id
+)
+SELECT job_id, lease_token FROM closed)sql"},
+
+    // After a claim whose reply was lost with its connection: give back
+    // whatever that claim (its unique token, $1) took, unspent.
+    Statement{stmt::kReleaseOrphans, R"sql(
+WITH open AS (
+  SELECT m.slot, m.entry_id, m.job_id, m.lease_token FROM {s}.marks m
+  WHERE m.stage = 1 AND m.what = 3 AND m.lease_token = $1::bigint
+    AND m.lease_expires = $2::bigint
+), closed AS (
+  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token)
+  SELECT slot, entry_id, 2, 1, job_id, $3::bigint, lease_token FROM open
+  ON CONFLICT DO NOTHING
+  RETURNING slot, entry_id
+)
+INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
+SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, r.run_at, r.attempt,
+       r.max_attempts, r.created_at, r.kind, r.payload, r.last_error
+FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id)sql"},
+
+    // A failed attempt to retry at $1: into the ring when due by the host's
+    // now ($5), else into `later`.
+    Statement{stmt::kFailRetry, R"sql(
+WITH open AS (
+  SELECT m.slot, m.entry_id, m.job_id FROM {s}.marks m
+  WHERE m.job_id = $3::bigint AND m.lease_token = $4::bigint AND m.stage = 1 AND m.what = 3
+), closed AS (
+  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token, error)
+  SELECT slot, entry_id, 2, 1, job_id, $5::bigint, $4::bigint, $2::text FROM open
+  ON CONFLICT DO NOTHING
+  RETURNING slot, entry_id, job_id
+), next_turn AS (
+  SELECT r.job_id, r.queue, r.priority, $1::bigint AS run_at, r.attempt + 1 AS attempt,
+         r.max_attempts, r.created_at, r.kind, r.payload, $2::text AS last_error
+  FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id
+), to_ring AS (
+  INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
+  SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), )sql" CONVEYOR_ENTRY_COLUMNS R"sql(
+  FROM next_turn WHERE $1::bigint <= $5::bigint
+), to_later AS (
+  INSERT INTO {s}.later ()sql" CONVEYOR_ENTRY_COLUMNS R"sql()
+  SELECT )sql" CONVEYOR_ENTRY_COLUMNS R"sql( FROM next_turn WHERE $1::bigint > $5::bigint
+), unextended AS (
+  DELETE FROM {s}.lease_ext e USING closed c WHERE e.job_id = c.job_id
+)
+SELECT job_id FROM closed)sql"},
+
+    Statement{stmt::kFailFinal, R"sql(
+WITH open AS (
+  SELECT m.slot, m.entry_id, m.job_id FROM {s}.marks m
+  WHERE m.job_id = $3::bigint AND m.lease_token = $4::bigint AND m.stage = 1 AND m.what = 3
+), closed AS (
+  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token, error)
+  SELECT slot, entry_id, 2, 5, job_id, $1::bigint, $4::bigint, $2::text FROM open
+  ON CONFLICT DO NOTHING
+  RETURNING job_id
+), unextended AS (
+  DELETE FROM {s}.lease_ext e USING closed c WHERE e.job_id = c.job_id
+)
+SELECT job_id FROM closed)sql"},
+
+    // Open claims whose lease (extended or not) expired before the host's now.
+    Statement{stmt::kRescue, R"sql(
+WITH expired AS (
+  (SELECT m.slot, m.entry_id, m.job_id, m.lease_token FROM {s}.marks m
+   WHERE m.lease_expires <> 0 AND m.lease_expires < $1::bigint AND m.stage = 1 AND m.what = 3
+     AND NOT EXISTS (SELECT 1 FROM {s}.marks c
+                     WHERE c.slot = m.slot AND c.entry_id = m.entry_id AND c.stage = 2)
+     AND NOT EXISTS (SELECT 1 FROM {s}.lease_ext e
+                     WHERE e.job_id = m.job_id AND e.lease_token = m.lease_token)
+   UNION ALL
+   SELECT m.slot, m.entry_id, m.job_id, m.lease_token FROM {s}.lease_ext e
+   JOIN {s}.marks m ON m.job_id = e.job_id AND m.lease_token = e.lease_token AND m.stage = 1
+                       AND m.what = 3
+   WHERE e.lease_expires < $1::bigint
+     AND NOT EXISTS (SELECT 1 FROM {s}.marks c
+                     WHERE c.slot = m.slot AND c.entry_id = m.entry_id AND c.stage = 2))
+  LIMIT $3::bigint
+), closed AS (
+  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token, error)
+  SELECT x.slot, x.entry_id, 2, CASE WHEN r.attempt + 1 < r.max_attempts THEN 1 ELSE 5 END,
+         x.job_id, $1::bigint, x.lease_token, $2::text
+  FROM expired x JOIN {s}.ready r ON r.slot = x.slot AND r.entry_id = x.entry_id
+  ON CONFLICT DO NOTHING
+  RETURNING slot, entry_id, job_id, what
+), requeued AS (
+  INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
+  SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, $1::bigint,
+         r.attempt + 1, r.max_attempts, r.created_at, r.kind, r.payload, $2::text
+  FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id
+  WHERE c.what = 1
+), unextended AS (
+  DELETE FROM {s}.lease_ext e USING closed c WHERE e.job_id = c.job_id
+)
+SELECT count(*) FROM closed)sql"},
+
+    // A job not final: waiting in `later` (it gets an entry, cancelled at
+    // once), unclaimed (stage-1 mark) or running (stage-2 mark). Returns how
+    // many it cancelled and how many live entries or `later` rows it saw: 0
+    // and > 0 means a claim, rescue or promotion won the race, and the caller
+    // tries again.
+    Statement{stmt::kCancel, R"sql(
+WITH cur AS (
+  SELECT r.slot, r.entry_id, r.job_id,
+         (SELECT m.what FROM {s}.marks m
+          WHERE m.slot = r.slot AND m.entry_id = r.entry_id AND m.stage = 1) AS taken
+  FROM {s}.ready r
+  WHERE r.job_id = $2::bigint
+    AND NOT EXISTS (SELECT 1 FROM {s}.marks c
+                    WHERE c.slot = r.slot AND c.entry_id = r.entry_id AND c.stage = 2)
+), from_later AS (
+  DELETE FROM {s}.later WHERE job_id = $2::bigint RETURNING )sql" CONVEYOR_ENTRY_COLUMNS R"sql(
+), later_entry AS (
+  INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
+  SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), )sql" CONVEYOR_ENTRY_COLUMNS
+                             R"sql( FROM from_later
+  RETURNING slot, entry_id, job_id
+), marked AS (
+  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at)
+  SELECT slot, entry_id, 1, 6, job_id, $1::bigint FROM cur WHERE taken IS NULL
+  UNION ALL
+  SELECT slot, entry_id, 2, 6, job_id, $1::bigint FROM cur WHERE taken = 3
+  UNION ALL
+  SELECT slot, entry_id, 1, 6, job_id, $1::bigint FROM later_entry
+  ON CONFLICT DO NOTHING
+  RETURNING job_id
+), unextended AS (
+  DELETE FROM {s}.lease_ext WHERE job_id = $2::bigint AND EXISTS (SELECT 1 FROM marked)
+)
+SELECT (SELECT count(*) FROM marked),
+       (SELECT count(*) FROM cur WHERE taken IS NULL OR taken = 3) +
+       (SELECT count(*) FROM {s}.later WHERE job_id = $2::bigint))sql"},
+
+    // Counts derived from the entries (and `later`), never kept in a row.
+    Statement{stmt::kQueueStats, CONVEYOR_QUEUE_STATS_SQL(
+                                     "(SELECT queue, state, run_at FROM {s}.entries"
+                                     " WHERE NOT purged AND state <> 0"
+                                     " UNION ALL SELECT queue, 1, run_at FROM {s}.later) AS live")},
+
+    // The `later` row if the job waits there, else its newest entry.
+    Statement{stmt::kGetJob, R"sql(
+(SELECT 0 AS src, job_id, queue, kind, payload, priority, 1 AS state, attempt, max_attempts,
+        run_at, created_at, 0::bigint AS finalized_at, 0::bigint AS lease_token,
+        0::bigint AS lease_expires, last_error, false AS purged
+ FROM {s}.later WHERE job_id = $1::bigint)
+UNION ALL
+(SELECT 1, job_id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
+        created_at, finalized_at, lease_token, lease_expires, last_error, purged
+ FROM {s}.entries WHERE job_id = $1::bigint
+ ORDER BY entry_id DESC LIMIT 1)
+ORDER BY 1)sql"},
+
+    // Purge marks in the final entries' slots: TRUNCATE reclaims them with
+    // the entries; until then the job reads as gone.
+    Statement{stmt::kPurge, R"sql(
+WITH doomed AS (
+  SELECT m.slot, m.entry_id, m.job_id FROM {s}.marks m
+  WHERE m.what BETWEEN 4 AND 6 AND m.at < $1::bigint
+    AND NOT EXISTS (SELECT 1 FROM {s}.marks p
+                    WHERE p.slot = m.slot AND p.entry_id = m.entry_id AND p.stage = 3)
+  ORDER BY m.at, m.job_id
+  LIMIT $2::bigint
+)
+INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at)
+SELECT slot, entry_id, 3, 7, job_id, $1::bigint FROM doomed
+ON CONFLICT DO NOTHING)sql"},
+};
+
+#undef CONVEYOR_ENTRY_COLUMNS
+
+// Creates the ring's partitions and its row, or checks the slot count of an
+// existing ring.
+void set_up_ring(pqxx::connection& conn, const std::string& schema, uint32_t slots) {
+  const std::string s = postgres::quote_identifier(schema);
+  pqxx::work tx(conn);
+  tx.exec_params("SELECT pg_advisory_xact_lock($1, hashtext($2))", kRingSetupLockClass, schema);
+  pqxx::result ring = tx.exec("SELECT slots FROM " + s + ".ring");
+  if (!ring.empty()) {
+    const auto existing = ring[0][0].as<uint32_t>();
+    if (existing != slots)
+      throw sdk::Error(CONVEYOR_E_INVALID,
+                       "PostgreSQL schema " + s + " holds a ring of " + std::to_string(existing) +
+                           " slots, but storage option 'slots' is " + std::to_string(slots) +
+                           "; set slots = " + std::to_string(existing) +
+                           " (the slot count is fixed when the schema is created)");
+    return;
+  }
+  for (uint32_t k = 0; k < slots; ++k) {
+    const std::string v = std::to_string(k);
+    tx.exec("CREATE TABLE " + ready_partition(schema, k) + " PARTITION OF " + s +
+            ".ready FOR VALUES IN (" + v + ")");
+    tx.exec("CREATE TABLE " + marks_partition(schema, k) + " PARTITION OF " + s +
+            ".marks FOR VALUES IN (" + v + ")");
+  }
+  tx.exec_params("INSERT INTO " + s +
+                     ".ring (slots, write_slot, rotated_at) VALUES ($1, 0, "
+                     "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint)",
+                 slots);
+  tx.commit();
+}
+
+}  // namespace
+
+std::string ready_partition(const std::string& schema, uint32_t slot) {
+  return postgres::quote_identifier(schema) + ".\"ready_" + std::to_string(slot) + "\"";
+}
+
+std::string marks_partition(const std::string& schema, uint32_t slot) {
+  return postgres::quote_identifier(schema) + ".\"marks_" + std::to_string(slot) + "\"";
+}
+
+void migrate_schema(pqxx::connection& conn, const std::string& schema, uint32_t slots) {
+  {
+    pqxx::work tx(conn);
+    const std::string s = postgres::quote_identifier(schema);
+    if (tx.exec_params("SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NULL",
+                       s + ".jobs", s + ".ready")[0][0]
+            .as<bool>())
+      throw sdk::Error(CONVEYOR_E_INVALID,
+                       "PostgreSQL schema " + s +
+                           " holds the tables of the canonical \"postgres\" plugin; give "
+                           "postgres-queue a schema of its own (storage option 'schema')");
+  }
+  const std::vector<std::string>& steps = migration_steps();
+  if (steps.size() != kSchemaVersion) throw std::logic_error("one migration step per version");
+  postgres::apply_migrations(
+      conn, schema, postgres::Migrations{"postgres-queue 0.1.0", "queue_schema_migrations", steps});
+  set_up_ring(conn, schema, slots);
+}
+
+void configure_queue_session(pqxx::connection& conn) {
+  pqxx::nontransaction tx(conn);
+  tx.exec("SET enable_seqscan = off");
+  // A disabled sequential scan still costs 1e10 where it is the only way
+  // (the one-row ring table): far above jit_above_cost, and JIT-compiling
+  // every claim took 400 ms.
+  tx.exec("SET jit = off");
+}
+
+void register_statements(pqxx::connection& conn, const std::string& schema) {
+  postgres::prepare_statements(conn, schema, kStatements);
+  postgres::prepare_statements(conn, schema, postgres::kControlStatements);
+}
+
+std::string statement_sql(const std::string& name, const std::string& schema) {
+  return postgres::statement_sql(kStatements, name, schema);
+}
+
+}  // namespace conveyor::pgqueue

@@ -1,0 +1,309 @@
+// The "postgres-queue" storage plugin (queue-storage kind) on libpqxx 6.4.
+//
+// [storage.options]
+//   dsn, pool_size, connect_timeout_s   as for the canonical "postgres" plugin
+//                        (plugins/postgres/postgres_storage.cc)
+//   schema               ("conveyor_queue") the schema of the plugin's tables;
+//                        [a-z_][a-z0-9_]{0,62}, not "pg_*", not one holding the
+//                        canonical plugin's tables
+//   slots                (8, 3..64) partitions in the ring; fixed when the
+//                        schema is created
+//   rotation_interval_ms (2000, 50..3600000) the least time between two
+//                        rotations of the ring
+// Unknown keys are CONVEYOR_E_INVALID.
+//
+// Layout (queue_schema.cc), every hot table append-only:
+//   ready      a job's turn in the queue, LIST-partitioned by slot (ready_0..);
+//              enqueue appends into the write slot. Never updated.
+//   marks      what happened to an entry, in the entry's slot, one row per
+//              stage, primary key (slot, entry_id, stage): 1 taken (claimed
+//              with lease token and expiry / cancelled / moved), 2 closed
+//              (completed / failed / cancelled / requeued), 3 purged.
+//              INSERT .. ON CONFLICT DO NOTHING on that key is the arbiter
+//              between any two calls racing for an entry. Never updated.
+//   later      jobs not due yet (future run_at at enqueue by this process's
+//              clock, or retry_at after the host's now): deleted when a claim
+//              of their queue finds them due and appends them to the ring.
+//   lease_ext  the only mutable job row: a lease moved by extend_leases.
+//   ring       one row: slot count, write slot, last rotation.
+//   queues, rate_limits, meta: shared with the canonical plugin
+//              (postgres-common/control_store.hpp).
+//
+// A job keeps its id across turns: a retry, release, rescue, promotion or
+// copy-forward appends a new entry with the same job_id (and the attempt
+// count, payload, last error carried along). get_job reads the `later` row or
+// the newest entry; queue_stats counts entries by what their marks make of
+// them (the `entries` view): counts are derived, no counter row is updated.
+//
+// Claim: a CTE walks the queue's entries in (priority, run_at, job id) order
+// from a per-process hint (claim_hints.hpp), skipping entries with a stage-1
+// mark, FOR UPDATE SKIP LOCKED on the ready rows (a lock, not a new tuple),
+// LIMIT the batch; then inserts the claim marks ON CONFLICT DO NOTHING and
+// reports only the entries whose mark it inserted. Two claimers can never both
+// win an entry: the primary key admits one stage-1 mark. Due `later` rows of
+// the queue are promoted first, in the same call.
+//
+// Every lease-guarded call (complete, fail, extend, release, cancel of a
+// running job, rescue) finds the claim mark by (job id, lease token) and
+// inserts its stage-2 mark ON CONFLICT DO NOTHING: it applies only if the
+// claim is still open under that very token, and only one closing wins.
+//
+// The ring rotates on a thread of the plugin's own, started by the first
+// claim (ring_rotator.hpp): one process at a time, TRUNCATE of the oldest
+// slot once nothing live is in it, re-checked under the partition's lock.
+// Finished jobs are kept until their slot is truncated (at least
+// slots - 1 rotations, so about slots * rotation_interval_ms under load;
+// longer when idle) or purged, whichever comes first: purge_finished appends
+// purge marks, and TRUNCATE reclaims them with the entries.
+#include "queue_storage.hpp"
+
+#include "job_calls.hpp"
+#include "pg_errors.hpp"
+#include "pg_rows.hpp"
+#include "pg_sql.hpp"
+#include "pg_text.hpp"
+#include "queue_schema.hpp"
+#include "ring_rotator.hpp"
+
+#include <pqxx/nontransaction>
+#include <pqxx/result>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace conveyor::pgqueue {
+namespace {
+
+using postgres::Retry;
+using sdk::Error;
+
+constexpr const char* kLeaseExpiredError = "lease expired: worker presumed dead";
+// How long an entry another process appended below this process's claim hint
+// may wait (claim_hints.hpp).
+constexpr std::chrono::milliseconds kHintResetPeriod{1000};
+// A cancel that lost a race with a claim tries again this many times in all.
+constexpr int kCancelAttempts = 5;
+
+ClaimKey key_of(const postgres::OwnedJob& j) { return ClaimKey{j.priority, j.run_at, j.id}; }
+
+}  // namespace
+
+QueueStorage::QueueStorage(QueueOptions options)
+    : PgStorageBase(options.pg,
+                    [schema = options.pg.schema](pqxx::connection& c) {
+                      postgres::configure_session(c);
+                      configure_queue_session(c);
+                      register_statements(c, schema);
+                    }),
+      options_(std::move(options)),
+      hints_(kHintResetPeriod) {}
+
+QueueStorage::~QueueStorage() {
+  maintainer_.reset();  // before the pool goes
+}
+
+std::unique_ptr<QueueStorage> QueueStorage::open(const sdk::Options& options) {
+  std::unique_ptr<QueueStorage> s(new QueueStorage(parse_queue_options(options)));
+  s->connect_now();
+  return s;
+}
+
+void QueueStorage::start_maintenance() {
+  std::call_once(maintenance_started_, [this] {
+    maintainer_ = std::make_unique<RingMaintainer>(
+        pool(), options_.pg.schema, std::chrono::milliseconds(options_.rotation_interval_ms));
+  });
+}
+
+void QueueStorage::migrate() {
+  run("migrate", Retry::kAfterConnectionLoss,
+      [&](pqxx::connection& c) { migrate_schema(c, options_.pg.schema, options_.slots); });
+}
+
+void QueueStorage::enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids) {
+  const postgres::EnqueueArrays a = postgres::encode_enqueue_batch(jobs);
+  // Due or not is judged by this process's clock (enqueue has no now_us);
+  // it is also created_at.
+  const int64_t wall = postgres::wall_clock_us();
+  std::vector<std::pair<int64_t, bool>> rows;  // (id, appended to the ring)
+  run("enqueue", Retry::kNever, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    pqxx::result r =
+        tx.exec_prepared(stmt::kEnqueue, a.queues, a.kinds, a.payloads_hex, a.priorities,
+                         a.max_attempts, a.run_ats, wall, a.distinct_queues, channels().jobs);
+    rows.clear();
+    for (const auto& row : r)
+      rows.emplace_back(postgres::int_at(row, 0), postgres::bool_at(row, 1));
+  });
+  if (rows.size() != jobs.size())
+    throw Error(CONVEYOR_E_INTERNAL, "enqueue: the server returned " + std::to_string(rows.size()) +
+                                         " ids for " + std::to_string(jobs.size()) + " jobs");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    out_ids[i] = rows[i].first;
+    if (rows[i].second)
+      hints_.lower(sdk::view(jobs[i].queue),
+                   ClaimKey{jobs[i].priority, jobs[i].run_at_us, rows[i].first});
+  }
+}
+
+uint32_t QueueStorage::claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
+                             int64_t now_us, int64_t lease_expires_us, const sdk::JobSink& sink) {
+  postgres::require_queue(queue, "claim");
+  if (max_jobs == 0) return 0;
+  start_maintenance();
+  const std::string q(queue);
+  std::vector<postgres::OwnedJob> claimed;
+  ClaimHints::Start from;
+  int64_t moves = -1;  // the ring's move generation the claim ran under
+  try {
+    run("claim", Retry::kNever, [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      // Promotions commit on their own: a retried run finds them in the ring.
+      for (const auto& row : tx.exec_prepared(stmt::kPromote, q, now_us))
+        hints_.lower(q, ClaimKey{postgres::int32_at(row, 0), postgres::int_at(row, 1),
+                                 postgres::int_at(row, 2)});
+      from = hints_.start(q);
+      pqxx::result r = tx.exec_prepared(stmt::kClaim, q, now_us, max_jobs, lease_token,
+                                        lease_expires_us, claimer(), from.key.priority,
+                                        from.key.run_at, from.key.job_id, from.moves);
+      claimed.clear();
+      claimed.reserve(r.size());
+      for (const auto& row : r) {
+        moves = postgres::int_at(row, 9);
+        if (!row[0].is_null())
+          claimed.push_back(postgres::claimed_job_at(row, q, lease_token, lease_expires_us));
+      }
+    });
+  } catch (const postgres::ConnectionLost&) {
+    release_orphans(lease_token, lease_expires_us, now_us);
+    throw;
+  }
+  if (claimed.empty()) {
+    hints_.advance(q, from, nullptr, moves);
+  } else {
+    ClaimKey first = key_of(claimed.front());
+    for (const auto& j : claimed) first = std::min(first, key_of(j));
+    hints_.advance(q, from, &first, moves);
+  }
+  postgres::report_claimed(claimed, sink);
+  return static_cast<uint32_t>(claimed.size());
+}
+
+void QueueStorage::release_orphans(int64_t lease_token, int64_t lease_expires_us,
+                                   int64_t now_us) noexcept {
+  try {
+    run("claim: giving back a claim whose reply was lost", Retry::kNever, [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      tx.exec_prepared(stmt::kReleaseOrphans, lease_token, lease_expires_us, now_us);
+    });
+    hints_.forget_all();
+  } catch (...) {
+    // The server is still away: the lease expires and rescue_expired makes
+    // the jobs available again.
+  }
+}
+
+void QueueStorage::complete(std::span<const conveyor_lease> leases, int64_t now_us,
+                            std::span<conveyor_status> results) {
+  postgres::run_lease_batch(pool(), "complete", stmt::kComplete, leases, now_us, results);
+}
+
+void QueueStorage::extend_leases(std::span<const conveyor_lease> leases, int64_t lease_expires_us,
+                                 std::span<conveyor_status> results) {
+  postgres::run_lease_batch(pool(), "extend_leases", stmt::kExtend, leases, lease_expires_us,
+                            results);
+}
+
+void QueueStorage::release(std::span<const conveyor_lease> leases, int64_t now_us,
+                           std::span<conveyor_status> results) {
+  postgres::run_lease_batch(pool(), "release", stmt::kRelease, leases, now_us, results);
+  hints_.forget_all();  // the released jobs' new entries may be below a hint
+}
+
+void QueueStorage::fail(conveyor_lease lease, std::string_view error_text, int64_t retry_at_us,
+                        int64_t now_us) {
+  const bool retry = retry_at_us >= 0;
+  const std::string text = postgres::sanitize_text(error_text);
+  pqxx::result::size_type changed = 0;
+  run("fail", Retry::kNever, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    changed =
+        retry ? tx.exec_prepared(stmt::kFailRetry, retry_at_us, text, lease.job_id,
+                                 lease.lease_token, now_us)
+                    .size()
+              : tx.exec_prepared(stmt::kFailFinal, now_us, text, lease.job_id, lease.lease_token)
+                    .size();
+  });
+  if (changed == 0)
+    throw Error(CONVEYOR_E_LEASE_LOST, "fail: job " + std::to_string(lease.job_id) +
+                                           " is not running under lease token " +
+                                           std::to_string(lease.lease_token));
+  if (retry && retry_at_us <= now_us) hints_.forget_all();
+}
+
+uint32_t QueueStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
+  if (max_jobs == 0) return 0;
+  int64_t changed = 0;
+  run("rescue_expired", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    pqxx::result r =
+        tx.exec_prepared(stmt::kRescue, now_us, std::string(kLeaseExpiredError), max_jobs);
+    changed = r.empty() ? 0 : postgres::int_at(r[0], 0);
+  });
+  if (changed > 0) hints_.forget_all();
+  return static_cast<uint32_t>(changed);
+}
+
+void QueueStorage::cancel(int64_t job_id, int64_t now_us) {
+  for (int attempt = 1; attempt <= kCancelAttempts; ++attempt) {
+    int64_t cancelled = 0, live = 0;
+    run("cancel", Retry::kNever, [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      pqxx::result r = tx.exec_prepared(stmt::kCancel, now_us, job_id);
+      cancelled = postgres::int_at(r[0], 0);
+      live = postgres::int_at(r[0], 1);
+    });
+    if (cancelled > 0) return;
+    if (live == 0) break;
+    // A claim, completion or rescue took the entry between our read and our
+    // mark: look again.
+  }
+  throw Error(CONVEYOR_E_NOT_FOUND,
+              "cancel: job " + std::to_string(job_id) + " does not exist or is already final");
+}
+
+void QueueStorage::queue_stats(int64_t now_us, const sdk::QueueStatsSink& sink) {
+  std::vector<postgres::QueueStatsRow> rows;
+  run("queue_stats", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    rows = postgres::queue_stats_rows(tx.exec_prepared(stmt::kQueueStats, now_us));
+  });
+  postgres::report_queue_stats(rows, sink);
+}
+
+void QueueStorage::get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& sink) {
+  bool found = false;
+  postgres::OwnedJob j;
+  run("get_job", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    pqxx::result r = tx.exec_prepared(stmt::kGetJob, job_id);
+    // Columns: src, the job (14), purged. The `later` row (src 0) comes first.
+    found = !r.empty() && !postgres::bool_at(r[0], 15) && postgres::int_at(r[0], 6) != 0;
+    if (found) j = postgres::stored_job_at(r[0], 1, now_us);
+  });
+  postgres::report_job(found ? std::optional(j) : std::nullopt, job_id, sink);
+}
+
+uint64_t QueueStorage::purge_finished(int64_t finalized_before_us, uint32_t max_jobs) {
+  if (max_jobs == 0) return 0;
+  return rows_changed("purge_finished", Retry::kAfterConnectionLoss, stmt::kPurge,
+                      finalized_before_us, max_jobs);
+}
+
+}  // namespace conveyor::pgqueue
+
+CONVEYOR_EXPORT_STORAGE_PLUGIN(conveyor::pgqueue::QueueStorage, "postgres-queue", "0.1.0",
+                               CONVEYOR_KIND_QUEUE_STORAGE, CONVEYOR_PG_CAPABILITIES)

@@ -1,0 +1,275 @@
+// The postgres-queue plugin against a real PostgreSQL (CONVEYOR_TEST_PG_DSN),
+// through its C ABI: dead tuples over a long drain, claimers racing on one
+// queue, scheduled and retried jobs promoted when due, and the generic plans
+// of the hot statements.
+#include "queue_schema.hpp"
+#include "queue_test_support.hpp"
+#include "ring_rotator.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace conveyor::pgqueue {
+namespace {
+
+using namespace test;  // NOLINT: the shared test names
+
+// Polls pred until it holds or the deadline passes.
+bool eventually(const std::function<bool()>& pred,
+                std::chrono::seconds deadline = std::chrono::seconds(30)) {
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
+
+class QueueStorageTest : public postgres::test::PgTest {
+ protected:
+  int64_t count(const std::string& from_where) {
+    return sql("SELECT count(*) FROM \"" + schema_ + "\"." + from_where)[0][0].as<int64_t>();
+  }
+  int64_t ring_value(const char* column) {
+    return sql(std::string("SELECT ") + column + " FROM \"" + schema_ + "\".ring")[0][0]
+        .as<int64_t>();
+  }
+  // Cumulative statistics of the plugin's tables, as the server has them now.
+  int64_t table_stat(const char* expr, const char* relname_like = "%") {
+    pqxx::work tx(*admin_);
+    tx.exec("SELECT pg_stat_clear_snapshot()");
+    return tx
+        .exec_params("SELECT coalesce(sum(" + std::string(expr) +
+                         "), 0) FROM pg_stat_user_tables WHERE schemaname = $1 AND relname LIKE $2",
+                     schema_, relname_like)[0][0]
+        .as<int64_t>();
+  }
+};
+
+// 20,000 jobs through enqueue, claim and complete with the ring rotating:
+// the tables keep only hundreds of dead tuples (canonical leaves at least
+// one per state change), and old slots are emptied by TRUNCATE.
+TEST_F(QueueStorageTest, DrainLeavesHundredsOfDeadTuplesAndTruncatesOldSlots) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store({{"slots", "4"}, {"rotation_interval_ms", "50"}});
+  ASSERT_NE(h, nullptr);
+  constexpr int kRounds = 20, kPerRound = 1000, kBatch = 100;
+  int64_t token = 1, done = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    enqueue_many(h, "drain", kPerRound);
+    for (;;) {
+      const int64_t now = wall_us();
+      std::vector<JobCopy> jobs = claim(h, "drain", kBatch, token++, now, now + 60 * kSecond);
+      if (jobs.empty()) break;
+      for (conveyor_status st : complete(h, leases_of(jobs), now)) ASSERT_EQ(st, CONVEYOR_OK);
+      done += static_cast<int64_t>(jobs.size());
+    }
+    // Let the maintenance thread rotate between rounds, as it would between
+    // bursts of a steady producer.
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  }
+  ASSERT_EQ(done, kRounds * kPerRound);
+  const int64_t rotations = ring_value("rotations");
+  EXPECT_GE(rotations, 8) << "the ring should have wrapped at least twice";
+  EXPECT_LT(count("ready"), kRounds * kPerRound / 2) << "old slots were not truncated";
+  EXPECT_LT(count("marks"), kRounds * kPerRound) << "old slots were not truncated";
+
+  // Closing the handle ends its server sessions, which flush their statistics.
+  close_store(h);
+  ASSERT_TRUE(eventually([&] {
+    return table_stat("n_tup_ins", "ready%") >= kRounds * kPerRound &&
+           table_stat("n_tup_ins", "marks%") >= 2 * kRounds * kPerRound;
+  })) << "the plugin's statistics never arrived";
+  const int64_t dead = table_stat("n_dead_tup");
+  const int64_t changed = table_stat("n_tup_upd + n_tup_del");
+  RecordProperty("dead_tuples", std::to_string(dead));
+  EXPECT_LT(dead, 1000) << "dead tuples over " << kRounds * kPerRound << " jobs";
+  EXPECT_LT(changed, 1000) << "rows updated or deleted over " << kRounds * kPerRound << " jobs";
+  std::printf("[ figures  ] %d jobs: %lld dead tuples, %lld updates+deletes, %lld rotations\n",
+              kRounds * kPerRound, static_cast<long long>(dead), static_cast<long long>(changed),
+              static_cast<long long>(rotations));
+}
+
+// Four claimers on two handles race for one queue while a producer keeps
+// enqueueing and the ring rotates as fast as it can (copying unclaimed
+// entries forward under the claimers' feet): every job is claimed exactly
+// once.
+TEST_F(QueueStorageTest, ConcurrentClaimersNeverClaimTheSameJob) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h1 = open_store({{"slots", "3"}, {"rotation_interval_ms", "50"}});
+  conveyor_storage* h2 = open_store({{"slots", "3"}, {"rotation_interval_ms", "50"}}, false);
+  ASSERT_NE(h1, nullptr);
+  ASSERT_NE(h2, nullptr);
+  // Produces at least kJobs, and until the ring has turned a few times.
+  constexpr int kJobs = 2000, kProducerBatch = 20, kMinRotations = 3;
+  std::atomic<bool> producing{true};
+  std::atomic<int64_t> produced{0};
+  std::thread producer([&] {
+    pqxx::connection c(dsn_);
+    const std::string rotations = "SELECT rotations FROM \"" + schema_ + "\".ring";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline &&
+           (produced < kJobs ||
+            pqxx::nontransaction(c).exec(rotations)[0][0].as<int64_t>() < kMinRotations)) {
+      enqueue_many(h2, "race", kProducerBatch);
+      produced += kProducerBatch;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    producing = false;
+  });
+  std::mutex mu;
+  std::map<int64_t, int> times_claimed;
+  std::atomic<bool> failed{false};
+  std::atomic<int64_t> next_token{1};
+  std::atomic<bool> claimers_done{false};
+  auto claimer = [&](conveyor_storage* h) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    int empty_in_a_row = 0;
+    while ((producing || empty_in_a_row < 20) && std::chrono::steady_clock::now() < deadline) {
+      const int64_t now = wall_us(), token = next_token++;
+      std::vector<int64_t> ids;
+      uint32_t n = 0;
+      conveyor_error err{};
+      const conveyor_status st = api_->claim(
+          h, postgres::test::str("race"), 7, token, now, now + 60 * kSecond,
+          [](void* ctx, const conveyor_job* j) {
+            static_cast<std::vector<int64_t>*>(ctx)->push_back(j->id);
+          },
+          &ids, &n, &err);
+      if (st == CONVEYOR_E_UNAVAILABLE) continue;  // a truncate held the lock too long
+      if (st != CONVEYOR_OK) {
+        ADD_FAILURE() << "claim: " << err.message;
+        failed = true;
+        return;
+      }
+      empty_in_a_row = ids.empty() ? empty_in_a_row + 1 : 0;
+      {
+        std::lock_guard lock(mu);
+        for (int64_t id : ids) ++times_claimed[id];
+      }
+      // Completed, so that the oldest slot empties and the ring can turn.
+      std::vector<conveyor_lease> leases;
+      for (int64_t id : ids) leases.push_back({id, token});
+      std::vector<conveyor_status> results(leases.size());
+      if (!leases.empty() &&
+          api_->complete(h, leases.data(), leases.size(), now, results.data(), &err) != CONVEYOR_OK)
+        ADD_FAILURE() << "complete: " << err.message;
+    }
+  };
+  // A rotator of its own, on its own connection, as often as it can.
+  std::map<int, int> outcomes;
+  std::thread rotator([&] {
+    pqxx::connection c(dsn_);
+    while (!claimers_done) {
+      try {
+        ++outcomes[static_cast<int>(rotate_ring(c, schema_, 0, wall_us()).outcome)];
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rotate_ring: " << e.what();
+        return;
+      }
+    }
+  });
+  std::vector<std::thread> threads;
+  for (conveyor_storage* h : {h1, h1, h2, h2}) threads.emplace_back(claimer, h);
+  producer.join();
+  for (std::thread& t : threads) t.join();
+  claimers_done = true;
+  rotator.join();
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(static_cast<int64_t>(times_claimed.size()), produced.load())
+      << "some jobs were never claimed";
+  std::string seen;
+  for (const auto& [outcome, n] : outcomes)
+    seen +=
+        std::string(to_string(static_cast<Rotation>(outcome))) + ": " + std::to_string(n) + "; ";
+  EXPECT_GE(ring_value("rotations"), kMinRotations)
+      << "the ring did not rotate during the race: " << seen;
+  for (const auto& [id, n] : times_claimed)
+    EXPECT_EQ(n, 1) << "job " << id << " claimed " << n << "x";
+}
+
+// A job enqueued for later and a failed attempt retried later wait in the
+// side table, are not claimable before they are due and are promoted (same
+// job id) when a claim finds them due.
+TEST_F(QueueStorageTest, ScheduledAndRetriedJobsArePromotedWhenDue) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  const int64_t t0 = wall_us();
+  const int64_t id = enqueue(h, "sched", 0, t0 + kHour);
+  EXPECT_EQ(count("later"), 1);
+  EXPECT_EQ(count("ready"), 0) << "a job not due must not enter the ring";
+  EXPECT_EQ(job(h, id, t0).state, CONVEYOR_JOB_SCHEDULED);
+  EXPECT_TRUE(claim(h, "sched", 10, 1, t0 + kHour - 1, t0 + 2 * kHour).empty());
+
+  std::vector<JobCopy> got = claim(h, "sched", 10, 2, t0 + kHour, t0 + 2 * kHour);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].id, id);
+  EXPECT_EQ(got[0].attempt, 1);
+  EXPECT_EQ(count("later"), 0) << "promotion removes the side-table row";
+
+  const int64_t t1 = t0 + kHour + kSecond;
+  ASSERT_EQ(fail(h, conveyor_lease{got[0].id, got[0].lease_token}, "boom", t1 + 10 * kSecond, t1),
+            CONVEYOR_OK);
+  EXPECT_EQ(count("later"), 1) << "a retry in the future waits in the side table";
+  JobCopy waiting = job(h, id, t1);
+  EXPECT_EQ(waiting.state, CONVEYOR_JOB_SCHEDULED);
+  EXPECT_EQ(waiting.last_error, "boom");
+  EXPECT_TRUE(claim(h, "sched", 10, 3, t1, t1 + kHour).empty());
+  got = claim(h, "sched", 10, 4, t1 + 10 * kSecond, t1 + kHour);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].id, id) << "a job keeps its id across retries";
+  EXPECT_EQ(got[0].attempt, 2);
+  EXPECT_EQ(got[0].last_error, "boom");
+  EXPECT_EQ(count("later"), 0);
+}
+
+// The generic plans of the hot statements follow the claim order and look
+// leases up by key: their cost must not grow with the history in the ring.
+TEST_F(QueueStorageTest, GenericPlansDoNotScanTheHistory) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  for (int i = 0; i < 4; ++i) enqueue_many(h, "q", 5000);
+  const int64_t now = wall_us();
+  for (int i = 0; i < 10; ++i)
+    complete(h, leases_of(claim(h, "q", 1000, 10 + i, now, now + kHour)), now);
+  sql("ANALYZE \"" + schema_ + "\".ready");
+  sql("ANALYZE \"" + schema_ + "\".marks");
+  struct Case {
+    const char* statement;
+    const char* args;
+    const char* must_use;
+  };
+  const Case cases[] = {
+      {stmt::kClaim, "('q', 5, 100, 1, 2, 'host:1', 0, 0, 0, 0)", "Merge Append"},
+      // ...and probes each slot's claim marks by primary key, also in slots
+      // that were empty when the plan was made.
+      {stmt::kClaim, "('q', 5, 100, 1, 2, 'host:1', 0, 0, 0, 0)", "marks_7_pkey"},
+      {stmt::kComplete, "(1, '{1,2,3}', '{7,7,7}')", "marks_0_job_id_lease_token_idx"},
+      {stmt::kExtend, "(1, '{1,2,3}', '{7,7,7}')", "marks_0_job_id_lease_token_idx"},
+      {stmt::kRelease, "(1, '{1,2,3}', '{7,7,7}')", "marks_0_job_id_lease_token_idx"},
+      {stmt::kFailRetry, "(1, 'x', 1, 7, 1)", "marks_0_job_id_lease_token_idx"},
+      {stmt::kFailFinal, "(1, 'x', 1, 7)", "marks_0_job_id_lease_token_idx"},
+  };
+  for (const Case& c : cases) {
+    const std::string plan = generic_plan(statement_sql(c.statement, schema_), c.args,
+                                          {"SET LOCAL enable_seqscan = off",  // as the plugin's
+                                           "SET LOCAL jit = off"});           // sessions
+    EXPECT_NE(plan.find(c.must_use), std::string::npos) << c.statement << ":\n" << plan;
+    // Hashing is fine for a batch-sized CTE, never over a table's history.
+    EXPECT_EQ(plan.find("Hash Anti"), std::string::npos) << c.statement << ":\n" << plan;
+    EXPECT_EQ(plan.find("Bitmap"), std::string::npos) << c.statement << ":\n" << plan;
+    EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << c.statement << ":\n" << plan;
+    EXPECT_EQ(plan.find("->  Sort"), std::string::npos) << c.statement << ":\n" << plan;
+  }
+}
+
+}  // namespace
+}  // namespace conveyor::pgqueue

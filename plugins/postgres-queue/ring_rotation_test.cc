@@ -1,0 +1,145 @@
+// Ring rotation against a real PostgreSQL: what a prune may never remove, and
+// that one process at a time rotates. The plugin's own maintenance thread is
+// kept out of the way (rotation_interval_ms one hour); the tests rotate with
+// rotate_ring on a connection of their own.
+#include "queue_test_support.hpp"
+#include "ring_rotator.hpp"
+
+#include <gtest/gtest.h>
+
+#include <pqxx/pqxx>
+
+#include <atomic>
+#include <thread>
+
+namespace conveyor::pgqueue {
+namespace {
+
+using namespace test;  // NOLINT: the shared test names
+const postgres::test::Opts kManualRotation = {{"slots", "3"}, {"rotation_interval_ms", "3600000"}};
+
+class RingRotationTest : public postgres::test::PgTest {
+ protected:
+  RotationResult rotate() { return rotate_ring(*admin_, schema_, 0, wall_us()); }
+  int64_t rows_in(const std::string& table) {
+    return sql("SELECT count(*) FROM \"" + schema_ + "\"." + table)[0][0].as<int64_t>();
+  }
+  int64_t rotations() {
+    return sql("SELECT rotations FROM \"" + schema_ + "\".ring")[0][0].as<int64_t>();
+  }
+};
+
+// Slot 0 holds an unclaimed job, a running job whose lease was extended (a
+// long job with heartbeats) and a completed one. Going round the ring, the
+// unclaimed job is copied forward (same id, still claimable), the running
+// job blocks the prune of its slot until it completes, and only then is the
+// slot truncated.
+TEST_F(RingRotationTest, NeverTruncatesALiveEntryOrAnOpenLease) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store(kManualRotation);
+  ASSERT_NE(h, nullptr);
+  const int64_t t = wall_us();
+  const int64_t waiting = enqueue(h, "q", /*priority=*/5);
+  const int64_t long_job = enqueue(h, "q", /*priority=*/0);
+  const int64_t finished = enqueue(h, "q", /*priority=*/1);
+  std::vector<JobCopy> running = claim(h, "q", 1, 100, t, t + kSecond);
+  ASSERT_EQ(running.size(), 1u);
+  ASSERT_EQ(running[0].id, long_job);
+  ASSERT_EQ(extend(h, leases_of(running), t + kHour), std::vector{CONVEYOR_OK});
+  std::vector<JobCopy> done = claim(h, "q", 1, 101, t, t + kHour);
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_EQ(done[0].id, finished);
+  ASSERT_EQ(complete(h, leases_of(done), t), std::vector{CONVEYOR_OK});
+
+  // Round the ring: 0 -> 1 -> 2, each slot written to before it rotates.
+  EXPECT_EQ(rotate().outcome, Rotation::kRotated);  // prunes the empty slot 1
+  enqueue(h, "other");
+  EXPECT_EQ(rotate().outcome, Rotation::kRotated);  // prunes the empty slot 2
+  enqueue(h, "other");
+  // Now slot 0 is the oldest: the waiting job moves on, the lease blocks.
+  RotationResult r = rotate();
+  EXPECT_EQ(r.outcome, Rotation::kBlocked) << to_string(r.outcome);
+  EXPECT_EQ(r.moved, 1u) << "the unclaimed job is copied forward";
+  EXPECT_EQ(rows_in("ready_0"), 3) << "slot 0 must keep the running job";
+  EXPECT_EQ(job(h, long_job, t).state, CONVEYOR_JOB_RUNNING);
+  EXPECT_EQ(job(h, long_job, t).lease_expires, t + kHour) << "the extended lease survives";
+  EXPECT_EQ(job(h, waiting, t).state, CONVEYOR_JOB_AVAILABLE);
+  EXPECT_EQ(job(h, finished, t).state, CONVEYOR_JOB_COMPLETED);
+  // The lease is still current, and blocks every attempt.
+  EXPECT_EQ(rotate().outcome, Rotation::kBlocked);
+
+  // The long job finishes: slot 0 has nothing live and goes.
+  ASSERT_EQ(complete(h, leases_of(running), t + 1), std::vector{CONVEYOR_OK});
+  r = rotate();
+  EXPECT_EQ(r.outcome, Rotation::kRotated) << to_string(r.outcome);
+  EXPECT_EQ(r.write_slot, 0u);
+  EXPECT_EQ(rows_in("ready_0"), 0);
+  EXPECT_EQ(rows_in("marks_0"), 0);
+  // The waiting job lives on under its id; the history of slot 0 is gone.
+  JobCopy moved = job(h, waiting, t);
+  EXPECT_EQ(moved.state, CONVEYOR_JOB_AVAILABLE);
+  EXPECT_EQ(moved.priority, 5);
+  JobCopy gone;
+  EXPECT_EQ(get(h, finished, t, &gone), CONVEYOR_E_NOT_FOUND);
+  std::vector<JobCopy> got = claim(h, "q", 10, 102, t, t + kHour);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].id, waiting);
+  EXPECT_EQ(got[0].attempt, 1);
+}
+
+// A rotation that finds the oldest slot's lock busy gives up within the lock
+// timeout instead of queueing every claim behind it, and rotates later.
+TEST_F(RingRotationTest, BusyOldestSlotIsLeftForTheNextTick) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store(kManualRotation);
+  ASSERT_NE(h, nullptr);
+  enqueue(h, "q");
+  pqxx::connection reader(dsn_);
+  pqxx::work open_reader(reader);  // a long reader of slot 1
+  open_reader.exec("SELECT count(*) FROM \"" + schema_ + "\".ready_1");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(rotate().outcome, Rotation::kLockTimeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  open_reader.abort();
+  EXPECT_EQ(rotate().outcome, Rotation::kRotated);
+}
+
+// The advisory lock lets exactly one process rotate: while another holds it
+// nobody rotates, and of several rotators racing for a due rotation exactly
+// one rotates.
+TEST_F(RingRotationTest, OnlyOneProcessRotates) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store(kManualRotation);
+  ASSERT_NE(h, nullptr);
+  enqueue(h, "q");
+  {
+    pqxx::connection other(dsn_);
+    pqxx::work holder(other);
+    holder.exec_params("SELECT pg_advisory_xact_lock($1, hashtext($2))", kRotationLockClass,
+                       schema_);
+    EXPECT_EQ(rotate().outcome, Rotation::kLockedElsewhere);
+    EXPECT_EQ(rotations(), 0);
+  }
+  for (int round = 0; round < 3; ++round) {
+    enqueue(h, "q");
+    sql("UPDATE \"" + schema_ + "\".ring SET rotated_at = 0");  // due now
+    const int64_t before = rotations();
+    constexpr int kRotators = 4;
+    std::atomic<int> rotated{0}, ready{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kRotators; ++i)
+      threads.emplace_back([&] {
+        pqxx::connection c(dsn_);
+        ++ready;
+        while (ready < kRotators) std::this_thread::yield();
+        // Due after one hour: once one rotated, the others find it not due.
+        if (rotate_ring(c, schema_, kHour, wall_us()).outcome == Rotation::kRotated) ++rotated;
+      });
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(rotated, 1);
+    EXPECT_EQ(rotations(), before + 1);
+  }
+}
+
+}  // namespace
+}  // namespace conveyor::pgqueue

@@ -1,0 +1,90 @@
+// Rotating the ring: advancing the write slot and emptying the oldest slot
+// with TRUNCATE once nothing live remains in it. Exactly one process rotates
+// at a time (a transaction-level advisory lock on the schema).
+//
+// One rotation, when the interval since the last one has passed and the
+// write slot w holds entries (an idle ring does not rotate):
+//   1. Copy forward: every unclaimed, uncancelled entry of the oldest slot
+//      o = (w + 1) % slots gets a copy in w (same job id and claim key) and
+//      a stage-1 "moved" mark in o. The mark's primary key arbitrates with
+//      concurrent claims and cancels exactly as between two claimers, so an
+//      entry is either claimed/cancelled there or moved, never both. The
+//      ring's move generation is bumped with it (claim hints made before are
+//      void: a claim may have skipped an original it found locked).
+//      Committed on its own.
+//   2. Prune, in a second transaction: LOCK o's two partitions ACCESS
+//      EXCLUSIVE under lock_timeout (100 ms; a busy moment is retried on the
+//      next tick rather than stalling claims), re-check under the lock that
+//      o holds no unmarked entry and no open claim (a claim mark without a
+//      closing mark), then TRUNCATE both partitions and make o the write
+//      slot. An open claim (a running job) blocks the prune: the ring keeps
+//      writing into w until the job finishes or its lease is rescued.
+#ifndef CONVEYOR_PLUGINS_POSTGRES_QUEUE_RING_ROTATOR_HPP
+#define CONVEYOR_PLUGINS_POSTGRES_QUEUE_RING_ROTATOR_HPP
+
+#include <pqxx/connection>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace conveyor::postgres {
+class ConnectionPool;
+}
+
+namespace conveyor::pgqueue {
+
+// Advisory-lock class held (per transaction) while rotating ("Rota"); the
+// object is hashtext(schema).
+inline constexpr int kRotationLockClass = 0x526f7461;
+
+enum class Rotation {
+  kLockedElsewhere,  // another process is rotating this ring
+  kNotDue,           // the interval has not passed
+  kIdle,             // nothing was written since the last rotation
+  kBlocked,          // the oldest slot still holds an open claim
+  kLockTimeout,      // the oldest slot was busy past lock_timeout
+  kRotated,          // the oldest slot was truncated and is the write slot now
+};
+const char* to_string(Rotation r);
+
+struct RotationResult {
+  Rotation outcome = Rotation::kNotDue;
+  uint64_t moved = 0;       // entries copied forward out of the oldest slot
+  uint32_t write_slot = 0;  // after the call
+};
+
+// One rotation attempt on conn (see above). interval_us: the least time
+// between rotations, by the wall clock wall_now_us.
+RotationResult rotate_ring(pqxx::connection& conn, const std::string& schema, int64_t interval_us,
+                           int64_t wall_now_us);
+
+// Calls rotate_ring on a pooled connection every quarter interval, on a
+// thread of its own, until destroyed. Failures (server away, lock timeouts)
+// are retried on the next tick.
+class RingMaintainer {
+ public:
+  RingMaintainer(postgres::ConnectionPool& pool, std::string schema,
+                 std::chrono::milliseconds interval);
+  ~RingMaintainer();
+  RingMaintainer(const RingMaintainer&) = delete;
+  RingMaintainer& operator=(const RingMaintainer&) = delete;
+
+ private:
+  void loop();
+
+  postgres::ConnectionPool& pool_;
+  const std::string schema_;
+  const std::chrono::milliseconds interval_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // mu_
+  std::thread thread_;
+};
+
+}  // namespace conveyor::pgqueue
+
+#endif  // CONVEYOR_PLUGINS_POSTGRES_QUEUE_RING_ROTATOR_HPP
