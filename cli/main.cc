@@ -16,6 +16,8 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <map>
+#include <string_view>
 
 namespace {
 
@@ -25,6 +27,29 @@ int fail(int code, const std::string& message) {
     if (c == '\n') c = ' ';
   std::cerr << "conveyor: " << line << "\n";
   return code;
+}
+
+// CLI11 words a value of the wrong type as "Could not convert: --rate = fast";
+// say what the option takes instead. Options not listed keep CLI11's words.
+std::string conversion_problem(const CLI::ConversionError& e) {
+  static const std::map<std::string, std::string> kTakes = {
+      {"--rate", "a number of jobs per second greater than 0 (e.g. 50 or 2.5)"},
+      {"--burst", "a whole number from 1 to 4294967295"},
+      {"--count", "a whole number from 1 to 10000000"},
+      {"--priority", "a whole number from -2147483648 to 2147483647 (lower runs first)"},
+      {"--delay", "a number of seconds >= 0"},
+      {"--max-attempts", "a whole number >= 1"},
+  };
+  const std::string what = e.what();
+  constexpr std::string_view kPrefix = "Could not convert: ";
+  const size_t eq = what.find(" = ");
+  if (what.rfind(kPrefix, 0) == 0 && eq != std::string::npos) {
+    const std::string name = what.substr(kPrefix.size(), eq - kPrefix.size());
+    if (auto it = kTakes.find(name); it != kTakes.end())
+      return name + " must be " + it->second + ", got " +
+             conveyor::quote_for_message(what.substr(eq + 3));
+  }
+  return what + " (see conveyor --help)";
 }
 
 void setup_logging(bool serving) {
@@ -100,6 +125,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ConversionError& e) {
+    return fail(2, conversion_problem(e));
   } catch (const CLI::ParseError& e) {
     // CLI11 says "A subcommand is required" for a mistyped command: name it.
     for (int i = 1; i < argc; ++i) {

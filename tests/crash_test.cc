@@ -2,102 +2,107 @@
 // processes drain a queue while one of them is killed with SIGKILL about
 // every second and replaced. Every job completes; a job ran more than once
 // only if one of its runs was in a killed process (at-least-once delivery).
+//
+// The kill test runs on every storage plugin of this tree that is built:
+// sqlite always; postgres (and postgres-queue, when that plugin is part of
+// the build) on the server named by CONVEYOR_TEST_PG_DSN, each test in a
+// schema of its own. Without a DSN or a built plugin they are skipped, or
+// fail when CI=true.
+#include "crash_worker_process.hpp"
+#include "pg_test_env.hpp"
 #include "test_support.hpp"
 
 #include <conveyor/engine.hpp>
 
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
-#include <fstream>
-#include <map>
 #include <memory>
 #include <random>
 #include <set>
-#include <sstream>
 #include <thread>
-
-extern char** environ;
 
 namespace conveyor {
 namespace {
 
 using namespace std::chrono_literals;
+using test::CrashWorker;
 
-// A crash_worker process; SIGKILLed if still alive when destroyed.
-class Worker {
- public:
-  Worker(const std::string& config, const std::string& record) {
-    std::string bin = std::string(CONVEYOR_TEST_BIN_DIR) + "/crash_worker";
-    std::vector<std::string> args = {bin, config, record};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    if (posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
-  }
-  ~Worker() { kill(SIGKILL); }
-  void kill(int sig) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, sig);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    exit_status_ = status;
-    pid_ = -1;
-  }
-  pid_t pid() const { return pid_; }
-  int exit_status() const { return exit_status_; }
-
- private:
-  pid_t pid_ = -1;
-  int exit_status_ = -1;
-};
-
-struct Runs {
-  std::map<int64_t, std::vector<int>> by_job;  // job id -> pids that ran it
-};
-
-Runs read_runs(const std::filesystem::path& file) {
-  Runs runs;
-  std::ifstream in(file);
-  int64_t id;
-  int pid;
-  while (in >> id >> pid) runs.by_job[id].push_back(pid);
-  return runs;
+// The plugins the kill test runs on.
+std::vector<std::string> crash_plugins() {
+  std::vector<std::string> plugins = {"sqlite", "postgres"};
+#ifdef CONVEYOR_TEST_HAS_POSTGRES_QUEUE
+  plugins.push_back("postgres-queue");
+#endif
+  return plugins;
 }
 
-TEST(Crash, KilledWorkersLoseNoJobsOnSqlite) {
-  test::TempDir dir;
-  const auto config = test::write_sqlite_config(
-      dir,
+// A queue store for one test: SQLite in the test's directory, or a fresh
+// schema on the PostgreSQL server, dropped afterwards.
+class CrashOnPlugin : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const std::string& plugin = GetParam();
+    const auto so =
+        std::filesystem::path(CONVEYOR_TEST_PLUGIN_DIR) / ("libconveyor-" + plugin + ".so");
+    if (!std::filesystem::exists(so)) {
+      if (test::running_in_ci()) FAIL() << "CI=true but the plugin is not built: " << so;
+      GTEST_SKIP() << "plugin not built: " << so;
+    }
+    if (plugin == "sqlite") {
+      config_ = test::write_sqlite_config(dir_, kEngine);
+      return;
+    }
+    if (!test::pg_dsn()) {
+      if (test::running_in_ci()) FAIL() << "CI=true but CONVEYOR_TEST_PG_DSN is not set";
+      GTEST_SKIP() << "set CONVEYOR_TEST_PG_DSN to run the PostgreSQL tests";
+    }
+    dsn_ = *test::pg_dsn();
+    schema_ = test::fresh_schema_name("crash_");
+    config_ = test::write_postgres_config(dir_, plugin, dsn_, schema_, kEngine);
+  }
+
+  void TearDown() override {
+    if (schema_.empty()) return;
+    try {
+      test::psql(dsn_, "DROP SCHEMA IF EXISTS \"" + schema_ + "\" CASCADE");
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+
+  // Short leases and frequent rescue: a killed worker's jobs come back fast.
+  static constexpr const char* kEngine =
       "[engine]\npoll_interval_ms = 100\nlease_ms = 1500\nrescue_interval_ms = 200\n"
-      "max_workers = 8\nretry_backoff_base_ms = 10\n");
-  const auto record = dir / "runs.txt";
+      "max_workers = 8\nretry_backoff_base_ms = 10\n";
+
+  test::TempDir dir_;
+  std::filesystem::path config_;
+  std::string dsn_, schema_;
+};
+
+TEST_P(CrashOnPlugin, KilledWorkersLoseNoJobs) {
+  const auto record = dir_ / "runs.txt";
   const int kJobs = 20000;
   {
-    Engine producer(load_config_file(config));
+    Engine producer(load_config_file(config_));
     std::vector<NewJob> jobs(kJobs, NewJob{"crash", "record", R"({"ms": 10})", 0, 25, 0});
     producer.enqueue_batch(std::move(jobs));
   }
 
   std::mt19937 rng(42);
-  std::vector<std::unique_ptr<Worker>> workers;
-  for (int i = 0; i < 3; ++i) workers.push_back(std::make_unique<Worker>(config.string(), record.string()));
+  std::vector<std::unique_ptr<CrashWorker>> workers;
+  for (int i = 0; i < 3; ++i) workers.push_back(std::make_unique<CrashWorker>(config_, record));
   std::set<int> killed;
-  auto storage = open_storage(load_config_file(config).storage);
+  auto storage = open_storage(load_config_file(config_).storage);
   auto completed = [&] {
     for (const auto& s : storage->queue_stats(SystemClock::instance().wall_now_us()))
       if (s.queue == "crash") return s.completed;
     return int64_t{0};
   };
-  const auto deadline = std::chrono::steady_clock::now() + 180s;
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
   int kills = 0;
   while (completed() < kJobs && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(1s);  // the kill schedule itself, not synchronisation
@@ -106,7 +111,7 @@ TEST(Crash, KilledWorkersLoseNoJobsOnSqlite) {
     killed.insert(victim->pid());
     victim->kill(SIGKILL);
     ++kills;
-    victim = std::make_unique<Worker>(config.string(), record.string());
+    victim = std::make_unique<CrashWorker>(config_, record);
   }
   ASSERT_EQ(completed(), kJobs) << "after " << kills << " kills";
   for (auto& w : workers) {
@@ -114,10 +119,10 @@ TEST(Crash, KilledWorkersLoseNoJobsOnSqlite) {
     EXPECT_TRUE(WIFEXITED(w->exit_status()) && WEXITSTATUS(w->exit_status()) == 0);
   }
 
-  const Runs runs = read_runs(record);
-  ASSERT_EQ(runs.by_job.size(), static_cast<size_t>(kJobs));
+  const auto runs = test::read_executions(record);
+  ASSERT_EQ(runs.size(), static_cast<size_t>(kJobs));
   int repeated = 0;
-  for (const auto& [id, pids] : runs.by_job) {
+  for (const auto& [id, pids] : runs) {
     if (pids.size() == 1) continue;
     ++repeated;
     bool ran_in_killed = false;
@@ -127,10 +132,21 @@ TEST(Crash, KilledWorkersLoseNoJobsOnSqlite) {
   }
   EXPECT_GE(kills, 5);
   RecordProperty("kills", kills);
+  RecordProperty("jobs_run_once", kJobs - repeated);
   RecordProperty("jobs_run_more_than_once", repeated);
-  std::printf("crash test: %d jobs, %d kills, %d jobs ran more than once, all completed\n", kJobs,
-              kills, repeated);
+  std::printf(
+      "crash test on %s: %d jobs, %d kills; %d jobs ran once, %d more than once; all "
+      "completed\n",
+      GetParam().c_str(), kJobs, kills, kJobs - repeated, repeated);
 }
+
+INSTANTIATE_TEST_SUITE_P(Crash, CrashOnPlugin, ::testing::ValuesIn(crash_plugins()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
 
 // SIGTERM during a drain: running jobs finish, nothing is left leased, and a
 // restarted worker finishes the rest; no job runs twice (nothing crashed).
@@ -142,7 +158,8 @@ TEST(Crash, SigtermDuringDrainFinishesRunningJobsAndLosesNothing) {
   const int kJobs = 400;
   {
     Engine producer(load_config_file(config));
-    producer.enqueue_batch(std::vector<NewJob>(kJobs, NewJob{"drain", "record", R"({"ms": 20})", 0, 25, 0}));
+    producer.enqueue_batch(
+        std::vector<NewJob>(kJobs, NewJob{"drain", "record", R"({"ms": 20})", 0, 25, 0}));
   }
   auto storage = open_storage(load_config_file(config).storage);
   auto stats = [&] {
@@ -151,7 +168,7 @@ TEST(Crash, SigtermDuringDrainFinishesRunningJobsAndLosesNothing) {
     return QueueStats{};
   };
   {
-    Worker first(config.string(), record.string());
+    CrashWorker first(config, record);
     ASSERT_TRUE(test::wait_until([&] { return stats().completed >= 50; }));
     first.kill(SIGTERM);
     EXPECT_TRUE(WIFEXITED(first.exit_status()) && WEXITSTATUS(first.exit_status()) == 0);
@@ -160,13 +177,13 @@ TEST(Crash, SigtermDuringDrainFinishesRunningJobsAndLosesNothing) {
   EXPECT_EQ(after_stop.running, 0) << "a graceful stop leaves nothing leased";
   EXPECT_LT(after_stop.completed, kJobs) << "the stop came mid-drain";
   {
-    Worker second(config.string(), record.string());
+    CrashWorker second(config, record);
     ASSERT_TRUE(test::wait_until([&] { return stats().completed == kJobs; }));
     second.kill(SIGTERM);
   }
-  const Runs runs = read_runs(record);
-  ASSERT_EQ(runs.by_job.size(), static_cast<size_t>(kJobs));
-  for (const auto& [id, pids] : runs.by_job) EXPECT_EQ(pids.size(), 1u) << "job " << id;
+  const auto runs = test::read_executions(record);
+  ASSERT_EQ(runs.size(), static_cast<size_t>(kJobs));
+  for (const auto& [id, pids] : runs) EXPECT_EQ(pids.size(), 1u) << "job " << id;
 }
 
 }  // namespace

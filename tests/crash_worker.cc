@@ -16,6 +16,17 @@
 #include <string>
 #include <thread>
 
+// libpqxx 6.4 leaks the PGresult of a statement whose connection broke while
+// it ran (a few KB per lost connection; fixed in libpqxx 7): the PostgreSQL
+// restart test provokes exactly that, so LeakSanitizer is told about this
+// one path, as in plugins/postgres-common/pg_test_support.cc. Any other leak
+// still fails.
+extern "C" const char* __lsan_default_suppressions() {
+  return "leak:pqxx::connection_base::exec_prepared\n"
+         "leak:pqxx::connection_base::register_prepared\n"
+         "leak:pqxx::connection_base::exec\n";
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     std::fprintf(stderr, "usage: %s CONFIG RECORD_FILE\n", argv[0]);

@@ -1,10 +1,16 @@
 #include "test_support.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cctype>
 
 #include <fstream>
 #include <random>
@@ -137,6 +143,123 @@ std::filesystem::path write_sqlite_config(const TempDir& dir, const std::string&
       << "[storage.options]\npath = \"" << (dir / "conveyor.db").string() << "\"\n"
       << extra;
   return path;
+}
+
+uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+namespace {
+std::string lower_case(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+}  // namespace
+
+std::string HttpResponse::header(const std::string& name) const {
+  auto it = headers.find(lower_case(name));
+  return it == headers.end() ? "" : it->second;
+}
+
+std::string http_request(const std::string& method, const std::string& path,
+                         const std::vector<std::string>& headers, const std::string& body) {
+  std::string raw = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+  for (const auto& h : headers) raw += h + "\r\n";
+  if (method == "POST") raw += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  return raw + "\r\n" + body;
+}
+
+HttpResponse http_send(uint16_t port, const std::string& raw) {
+  HttpResponse out;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return out;
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return out;
+  }
+  size_t sent = 0;
+  while (sent < raw.size()) {
+    ssize_t n = ::send(fd, raw.data() + sent, raw.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;  // the server may answer (413) before reading it all
+    sent += static_cast<size_t>(n);
+  }
+  std::string data;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    data.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  const size_t head_end = data.find("\r\n\r\n");
+  if (head_end == std::string::npos) return out;
+  std::istringstream head(data.substr(0, head_end));
+  std::string line;
+  std::getline(head, line);
+  if (line.rfind("HTTP/1.1 ", 0) != 0) return out;
+  out.status = std::stoi(line.substr(9, 3));
+  while (std::getline(head, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string value = line.substr(colon + 1);
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    out.headers[lower_case(line.substr(0, colon))] = value;
+  }
+  out.body = data.substr(head_end + 4);
+  if (lower_case(out.header("transfer-encoding")) == "chunked") {
+    std::string decoded;
+    size_t pos = 0;
+    for (;;) {
+      const size_t eol = out.body.find("\r\n", pos);
+      if (eol == std::string::npos) break;
+      const size_t size = std::stoul(out.body.substr(pos, eol - pos), nullptr, 16);
+      if (size == 0) break;
+      decoded += out.body.substr(eol + 2, size);
+      pos = eol + 2 + size + 2;
+    }
+    out.body = decoded;
+  }
+  return out;
+}
+
+ServeProcess::ServeProcess(const TempDir& dir, const std::string& extra,
+                           const std::string& server_keys, const std::vector<std::string>& env) {
+  for (int attempt = 0; attempt < 3 && !ready_; ++attempt) {
+    port_ = free_port();
+    const auto config = write_sqlite_config(dir, extra + "\n[server]\nlisten = \"127.0.0.1:" +
+                                                     std::to_string(port_) + "\"\n" + server_keys);
+    process_ = std::make_unique<Process>(
+        std::vector<std::string>{"--config", config.string(), "serve"}, env);
+    ready_ = wait_until([&] {
+               if (process_->wait(std::chrono::milliseconds(20)) >= 0) return true;  // exited
+               return http_send(port_, http_request("GET", "/", {}, "")).status != 0;
+             }) &&
+             process_->wait(std::chrono::milliseconds(20)) < 0;
+  }
+}
+
+HttpResponse ServeProcess::post(const std::string& path, const std::string& body,
+                                std::vector<std::string> headers) {
+  bool typed = false;
+  for (const auto& h : headers) typed = typed || lower_case(h).rfind("content-type:", 0) == 0;
+  if (!typed) headers.push_back("Content-Type: application/json");
+  return http_send(port_, http_request("POST", path, headers, body));
 }
 
 }  // namespace conveyor::test

@@ -6,8 +6,11 @@
 #include <conveyor/config.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -66,5 +69,47 @@ class Process {
 
 // Writes a TOML config file for the SQLite plugin built in this tree.
 std::filesystem::path write_sqlite_config(const TempDir& dir, const std::string& extra = "");
+
+// ---- HTTP to a real `conveyor serve` --------------------------------------------
+
+// A free TCP port on 127.0.0.1 (free when asked; a caller retries on a race).
+uint16_t free_port();
+
+struct HttpResponse {
+  int status = 0;                              // 0: no answer
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;                            // de-chunked
+  std::string header(const std::string& name) const;
+};
+
+// An HTTP/1.1 request as raw bytes ("Connection: close"; POST gets a
+// Content-Length), so malformed requests can be written exactly.
+std::string http_request(const std::string& method, const std::string& path,
+                         const std::vector<std::string>& headers, const std::string& body);
+
+// Sends raw bytes to 127.0.0.1:port and reads the answer until the server
+// closes; 10 s socket timeouts.
+HttpResponse http_send(uint16_t port, const std::string& raw);
+
+// `conveyor serve` on a config written by write_sqlite_config(dir, extra) plus
+// a [server] section listening on a free loopback port with server_keys.
+class ServeProcess {
+ public:
+  ServeProcess(const TempDir& dir, const std::string& extra, const std::string& server_keys,
+               const std::vector<std::string>& env = {});
+  // Whether it answers HTTP (after up to 20 s) and is still running.
+  bool ready() const { return ready_; }
+  uint16_t port() const { return port_; }
+  Process& process() { return *process_; }
+  // POST path with a JSON body (Content-Type: application/json unless headers
+  // give their own) and extra headers.
+  HttpResponse post(const std::string& path, const std::string& body,
+                    std::vector<std::string> headers = {});
+
+ private:
+  uint16_t port_ = 0;
+  bool ready_ = false;
+  std::unique_ptr<Process> process_;
+};
 
 }  // namespace conveyor::test

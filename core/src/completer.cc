@@ -35,6 +35,20 @@ void Completer::finish(std::chrono::steady_clock::time_point deadline) {
   cv_.notify_one();
 }
 
+namespace {
+
+void refused(const Outcome& o, const char* what) {
+  if (o.retried)
+    spdlog::info("queue {}: job {} {}; recording it again was refused: it was recorded before "
+                 "the storage's reply was lost, or its lease was lost meanwhile",
+                 *o.queue, o.lease.job_id, what);
+  else
+    spdlog::info("queue {}: job {} {} after its lease was lost; result discarded", *o.queue,
+                 o.lease.job_id, what);
+}
+
+}  // namespace
+
 bool Completer::record(std::vector<Outcome>& batch) {
   const int64_t now = clock_.wall_now_us();
   std::vector<conveyor_lease> ok;
@@ -48,8 +62,7 @@ bool Completer::record(std::vector<Outcome>& batch) {
       if (results[i++] == CONVEYOR_OK) {
         o.counters->completed.fetch_add(1, std::memory_order_relaxed);
       } else {
-        spdlog::info("queue {}: job {} finished after its lease was lost; result discarded",
-                     *o.queue, o.lease.job_id);
+        refused(o, "finished");
       }
       o.succeeded = false;
       o.retry_at_us = -2;  // recorded: skip below
@@ -61,14 +74,14 @@ bool Completer::record(std::vector<Outcome>& batch) {
         (o.retry_at_us >= 0 ? o.counters->retried : o.counters->failed)
             .fetch_add(1, std::memory_order_relaxed);
       } else {
-        spdlog::info("queue {}: job {} failed after its lease was lost; result discarded",
-                     *o.queue, o.lease.job_id);
+        refused(o, "failed");
       }
       o.retry_at_us = -2;
     }
   } catch (const StorageError& e) {
     // Keep what was not recorded; the caller retries later.
     std::erase_if(batch, [](const Outcome& o) { return o.retry_at_us == -2; });
+    for (Outcome& o : batch) o.retried = true;
     if (e.transient()) {
       spdlog::warn("recording {} job outcomes failed, will retry: {}", batch.size(), e.what());
       return false;

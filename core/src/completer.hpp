@@ -26,6 +26,9 @@ struct Outcome {
   bool succeeded = false;
   int64_t retry_at_us = -1;  // failures: >= 0 retry then, < 0 final
   std::string error;
+  // A recording attempt failed before: the storage may have committed it
+  // then and lost only the reply, so a refusal now is no proof of a lost lease.
+  bool retried = false;
 };
 
 class Completer {

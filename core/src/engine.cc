@@ -49,6 +49,30 @@ struct Periodic {
   }
 };
 
+// One maintenance step's failures, so that an outage logs a step's first
+// failure, a reminder at most every 30 s, and its recovery: not a line per tick.
+struct StepHealth {
+  uint64_t failures = 0;
+  SteadyTime next_log{};
+
+  void failed(std::string_view what, const char* why, SteadyTime now) {
+    ++failures;
+    if (failures == 1) {
+      spdlog::warn("{} failed: {}", what, why);
+    } else if (now >= next_log) {
+      spdlog::warn("{} still failing ({} times): {}", what, failures, why);
+    } else {
+      return;
+    }
+    next_log = now + std::chrono::seconds(30);
+  }
+
+  void succeeded(std::string_view what) {
+    if (failures > 0) spdlog::info("{} works again after {} failures", what, failures);
+    failures = 0;
+  }
+};
+
 }  // namespace
 
 struct Engine::Impl {
@@ -75,7 +99,7 @@ struct Engine::Impl {
   void execute(QueueRunner& r, std::vector<Job>&& jobs) {
     {
       std::lock_guard lock(running_mu);
-      for (const Job& job : jobs) running.emplace(job.id, job.lease_token);
+      for (const Job& job : jobs) running.emplace(job.id, RunningJob{job.lease_token, false});
     }
     std::vector<WorkerPool::Task> tasks;
     tasks.reserve(jobs.size());
@@ -109,6 +133,7 @@ struct Engine::Impl {
     }
     r.counters.duration.observe(
         std::chrono::duration<double>(clock.steady_now() - started).count());
+    mark_handler_done(o.lease);
     completer->push(std::move(o));
     dispatcher->job_finished(r);
     if (stopping.load()) {  // seq_cst: pairs with stop()'s store, then load
@@ -124,21 +149,32 @@ struct Engine::Impl {
     return clock.wall_now_us() + duration_cast<microseconds>(delay).count();
   }
 
-  void settled(const conveyor_lease& lease) {
-    std::lock_guard lock(running_mu);
+  // The running entry of lease, or running.end().
+  auto find_running(const conveyor_lease& lease) {
     auto range = running.equal_range(lease.job_id);
     for (auto it = range.first; it != range.second; ++it)
-      if (it->second == lease.lease_token) {
-        running.erase(it);
-        break;
-      }
+      if (it->second.lease_token == lease.lease_token) return it;
+    return running.end();
+  }
+
+  // From here until settled() the job's outcome may be committed while the
+  // entry still exists: heartbeats must not call a refused extension "lost".
+  void mark_handler_done(const conveyor_lease& lease) {
+    std::lock_guard lock(running_mu);
+    if (auto it = find_running(lease); it != running.end()) it->second.handler_done = true;
+  }
+
+  void settled(const conveyor_lease& lease) {
+    std::lock_guard lock(running_mu);
+    if (auto it = find_running(lease); it != running.end()) running.erase(it);
   }
 
   std::vector<conveyor_lease> running_leases() {
     std::lock_guard lock(running_mu);
     std::vector<conveyor_lease> out;
     out.reserve(running.size());
-    for (const auto& [id, token] : running) out.push_back({id, token});
+    for (const auto& [id, entry] : running)
+      if (!entry.handler_done) out.push_back({id, entry.lease_token});
     return out;
   }
 
@@ -164,12 +200,12 @@ struct Engine::Impl {
     std::lock_guard lock(running_mu);
     for (size_t i = 0; i < results.size(); ++i) {
       if (results[i] == CONVEYOR_OK) continue;
-      // A job that finished since the snapshot was settled: not a lost lease.
-      auto range = running.equal_range(leases[i].job_id);
-      for (auto it = range.first; it != range.second; ++it)
-        if (it->second == leases[i].lease_token)
-          spdlog::warn("job {}: lease lost while running (cancelled or rescued elsewhere)",
-                       leases[i].job_id);
+      // A job whose handler finished since the snapshot may have had its
+      // outcome recorded, which ends the lease: not a lost lease.
+      auto it = find_running(leases[i]);
+      if (it != running.end() && !it->second.handler_done)
+        spdlog::warn("job {}: lease lost while running (cancelled or rescued elsewhere)",
+                     leases[i].job_id);
     }
   }
 
@@ -198,13 +234,16 @@ struct Engine::Impl {
         // than a quarter of it, and at least once a minute.
         purge_tick{std::clamp(milliseconds(int64_t(e.retention_s) * 250), milliseconds(100),
                               milliseconds(60'000))};
+    std::map<std::string_view, StepHealth> health;
     while (!stop.stop_requested()) {
       const SteadyTime now = std::chrono::steady_clock::now();
       auto guarded = [&](const char* what, auto&& fn) {
+        StepHealth& h = health[what];
         try {
           fn();
+          h.succeeded(what);
         } catch (const std::exception& ex) {
-          spdlog::warn("{} failed: {}", what, ex.what());
+          h.failed(what, ex.what(), now);
         }
       };
       if (overrides.due(now)) guarded("reading rate-limit overrides", [&] {
@@ -255,7 +294,11 @@ struct Engine::Impl {
   std::unordered_map<std::string, Handler> handlers;
 
   std::mutex running_mu;
-  std::unordered_multimap<int64_t, int64_t> running;  // job id -> lease token
+  struct RunningJob {
+    int64_t lease_token;
+    bool handler_done;  // its outcome is with the completer
+  };
+  std::unordered_multimap<int64_t, RunningJob> running;  // by job id
 
   std::atomic<bool> stopping{false};
   std::mutex idle_mu;

@@ -124,8 +124,9 @@ int64_t parse_rfc3339(std::string_view text, const std::string& field) {
   } else if (ok && pos < text.size() && (text[pos] == '+' || text[pos] == '-')) {
     const int sign = text[pos] == '-' ? -1 : 1;
     ++pos;
-    int oh, om;
-    ok = read_digits(text, pos, 2, oh) && expect(text, pos, ':') && read_digits(text, pos, 2, om);
+    int oh = 0, om = 0;  // read only when ok: zero keeps a failed read defined
+    ok = read_digits(text, pos, 2, oh) && expect(text, pos, ':') && read_digits(text, pos, 2, om) &&
+         oh <= 23 && om <= 59;
     offset_s = sign * (oh * 3600 + om * 60);
   } else {
     ok = false;

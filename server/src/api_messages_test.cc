@@ -36,6 +36,20 @@ TEST(Rfc3339, ParsesFractionsAndOffsets) {
   EXPECT_FALSE(error_of([] { parse_rfc3339("2023-13-14T22:13:20Z", "t"); }).empty());
 }
 
+// A truncated or out-of-range offset is refused (a truncated one once read an
+// uninitialised minute; clang's -Wsometimes-uninitialized caught it).
+TEST(Rfc3339, RefusesBrokenOffsets) {
+  for (const char* text :
+       {"2023-11-14T22:13:20+02", "2023-11-14T22:13:20+02:", "2023-11-14T22:13:20+0",
+        "2023-11-14T22:13:20+24:00", "2023-11-14T22:13:20-02:60"}) {
+    SCOPED_TRACE(text);
+    EXPECT_NE(error_of([&] { parse_rfc3339(text, "t"); }).find("t: must be an RFC 3339 time"),
+              std::string::npos);
+  }
+  EXPECT_EQ(parse_rfc3339("2023-11-14T22:13:20-00:00", "t"), 1'700'000'000'000'000);
+  EXPECT_EQ(parse_rfc3339("2023-11-15T11:52:20+13:39", "t"), 1'700'000'000'000'000);
+}
+
 TEST(ApiMessages, OverrideRoundTripsInLowerCamelCase) {
   const RateLimitOverride o{"email:send", {2.5, 3}, 1'700'000'000'000'000};
   const json j = override_json(o);

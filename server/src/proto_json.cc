@@ -182,8 +182,10 @@ json parse_request_body(std::string_view body) {
   json doc;
   try {
     doc = json::parse(body);
-  } catch (const json::parse_error& e) {
-    // what() reads "[json.exception.parse_error.101] parse error at line 1, ...".
+  } catch (const json::exception& e) {
+    // A syntax error (parse_error) or a number too large for a double
+    // (out_of_range.406): both are the sender's to fix. what() reads
+    // "[json.exception.parse_error.101] parse error at line 1, ...".
     std::string reason = e.what();
     if (auto end = reason.find("] "); end != std::string::npos) reason.erase(0, end + 2);
     throw ValidationError("body", "body is not valid JSON: " + reason);

@@ -121,6 +121,16 @@ TEST(ParseRequestBody, MalformedOrNonObjectBodiesSaySo) {
             "body must be a JSON object, got a string");
 }
 
+// Found by api_fuzz: a number beyond double's range is out_of_range, not a
+// parse_error, and escaped as an HTTP 500 "internal error".
+TEST(ParseRequestBody, ANumberTooLargeForADoubleIsABadBody) {
+  for (const char* body : {R"({"ratePerSec": 1e999})", R"({"id": -5E4666885380141})"}) {
+    SCOPED_TRACE(body);
+    const std::string message = error_of([&] { parse_request_body(body); });
+    EXPECT_EQ(message.rfind("body is not valid JSON: number overflow parsing '", 0), 0u) << message;
+  }
+}
+
 TEST(ToText, InvalidUtf8IsReplacedNotThrown) {
   const json j = {{"lastError", std::string("bad \xff byte")}};
   EXPECT_EQ(to_text(j), "{\"lastError\":\"bad \xEF\xBF\xBD byte\"}");

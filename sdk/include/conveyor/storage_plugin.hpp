@@ -101,7 +101,8 @@ class Options {
         std::string list;
         for (auto name : known) list += (list.empty() ? "" : ", ") + std::string(name);
         throw Error(CONVEYOR_E_INVALID, "unknown storage option '" + k +
-                                            "' (known: " + list + ")");
+                                            "' (known: " + (list.empty() ? "none" : list) +
+                                            ")");
       }
     }
   }
