@@ -5,14 +5,19 @@
 //   * it moves forward to the first key a claim took (everything before it
 //     in claim order was taken or locked by another claimer);
 //   * it moves back at once when this process appends an entry below it
-//     (enqueue, promotion), and a forward move that raced with such a move
-//     back is dropped (epochs);
+//     (enqueue, promotion), and a forward move never passes an entry this
+//     process appended while that claim was in flight (each claim in flight
+//     records the lowest key appended meanwhile: appends far above the hint,
+//     the common case, cost the hint nothing);
 //   * release, retries and rescues (rare) forget every hint;
 //   * a hint is valid only under the ring's move generation it was made in
 //     (entries copied forward keep their key, maybe below a hint);
-//   * every hint is forgotten each reset period, which bounds how long an
-//     entry another process appended below it waits (its order is then off by
-//     at most that long; nothing is ever lost).
+//   * once each reset period, one claim of the queue (a probe) starts from
+//     the beginning, and the hint goes back to the first key it took, which
+//     bounds how long an entry another process appended below the hint waits
+//     (its order is then off by at most that long; nothing is ever lost).
+//     The other claims keep the hint meanwhile: one claim walks the history,
+//     not every claim in flight.
 #ifndef CONVEYOR_PLUGINS_POSTGRES_QUEUE_CLAIM_HINTS_HPP
 #define CONVEYOR_PLUGINS_POSTGRES_QUEUE_CLAIM_HINTS_HPP
 
@@ -46,11 +51,16 @@ class ClaimHints {
     ClaimKey key;
     int64_t moves = -1;
     uint64_t epoch = 0;
+    uint64_t ticket = 0;  // 0: no claim in flight
+    bool probe = false;   // the periodic claim from the beginning
   };
+  // Every start is ended by exactly one advance() or abandon().
   Start start(std::string_view queue);
   // After a claim that started at `from` ran under move generation moves:
   // first is the first key it took, if any.
   void advance(std::string_view queue, const Start& from, const ClaimKey* first, int64_t moves);
+  // A claim that failed: it moves nothing.
+  void abandon(const Start& from);
   // An entry was appended at key: the hint must not be past it.
   void lower(std::string_view queue, const ClaimKey& key);
   void forget_all();
@@ -61,10 +71,20 @@ class ClaimHints {
   struct Hint {
     ClaimKey key;
     int64_t moves = -1;
+    std::chrono::steady_clock::time_point probed_at = std::chrono::steady_clock::now();
   };
   std::unordered_map<std::string, Hint> hints_;  // mu_
-  uint64_t epoch_ = 0;                           // mu_: bumped by every move back
-  std::chrono::steady_clock::time_point reset_at_ = std::chrono::steady_clock::now();  // mu_
+  // Claims in flight: their queue and the lowest key appended to it since
+  // they started.
+  struct InFlight {
+    std::string queue;
+    ClaimKey lowest_appended{std::numeric_limits<int32_t>::max(),
+                             std::numeric_limits<int64_t>::max(),
+                             std::numeric_limits<int64_t>::max()};
+  };
+  std::unordered_map<uint64_t, InFlight> in_flight_;  // mu_
+  uint64_t next_ticket_ = 1;                          // mu_
+  uint64_t epoch_ = 0;  // mu_: bumped by forget_all
 };
 
 }  // namespace conveyor::pgqueue

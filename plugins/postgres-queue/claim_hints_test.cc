@@ -42,11 +42,32 @@ TEST(ClaimHints, AnAppendBelowTheHintMovesItBack) {
   EXPECT_TRUE(same(hints.start("q").key, ClaimKey{-1, 20, 9}));
 }
 
-TEST(ClaimHints, AnAdvanceThatRacedWithAnAppendIsDropped) {
+TEST(ClaimHints, AnAdvanceStopsAtAnEntryAppendedWhileTheClaimRan) {
   ClaimHints hints(kNoReset);
   const auto from = hints.start("q");      // a claim starts...
   hints.lower("q", ClaimKey{0, 1, 1});     // ...an enqueue appends meanwhile...
+  hints.lower("other", ClaimKey{0, 0, 0});  // (another queue's append is no concern)
   took(hints, from, ClaimKey{0, 50, 50});  // ...the claim must not skip it
+  EXPECT_TRUE(same(hints.start("q").key, ClaimKey{0, 1, 1}));
+}
+
+TEST(ClaimHints, AnAppendAboveWhereTheClaimTookDoesNotHoldItBack) {
+  ClaimHints hints(kNoReset);
+  const auto from = hints.start("q");
+  hints.lower("q", ClaimKey{0, 90, 90});  // a new job at the end of the queue
+  took(hints, from, ClaimKey{0, 50, 50});
+  EXPECT_TRUE(same(hints.start("q").key, ClaimKey{0, 50, 50}));
+}
+
+TEST(ClaimHints, AnAbandonedOrForgottenClaimMovesNothing) {
+  ClaimHints hints(kNoReset);
+  const auto failed = hints.start("q");
+  hints.abandon(failed);
+  took(hints, failed, ClaimKey{0, 50, 50});  // a stray report after abandon
+  EXPECT_TRUE(same(hints.start("q").key, ClaimKey{}));
+  const auto from = hints.start("q");
+  hints.forget_all();  // e.g. a release appended entries at unknown keys
+  took(hints, from, ClaimKey{0, 50, 50});
   EXPECT_TRUE(same(hints.start("q").key, ClaimKey{}));
 }
 
@@ -75,9 +96,19 @@ TEST(ClaimHints, ForgetAllAndThePeriodicResetStartOver) {
 
   ClaimHints short_lived(std::chrono::milliseconds(1));
   took(short_lived, short_lived.start("q"), ClaimKey{0, 10, 5});
-  // Wait past the reset period (a deadline, not a race: any later start resets).
+  // Wait past the reset period (a deadline, not a race: any later start probes).
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_TRUE(same(short_lived.start("q").key, ClaimKey{}));
+  const auto probe = short_lived.start("q");
+  EXPECT_TRUE(probe.probe);
+  EXPECT_TRUE(same(probe.key, ClaimKey{}));
+  // Other claims meanwhile keep the hint.
+  const auto other = short_lived.start("q");
+  EXPECT_FALSE(other.probe);
+  EXPECT_TRUE(same(other.key, ClaimKey{0, 10, 5}));
+  short_lived.abandon(other);
+  // The probe found an entry another process appended below the hint.
+  took(short_lived, probe, ClaimKey{0, 2, 99});
+  EXPECT_TRUE(same(short_lived.start("q").key, ClaimKey{0, 2, 99}));
 }
 
 }  // namespace

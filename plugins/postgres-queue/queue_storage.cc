@@ -165,6 +165,7 @@ uint32_t QueueStorage::claim(std::string_view queue, uint32_t max_jobs, int64_t 
       for (const auto& row : tx.exec_prepared(stmt::kPromote, q, now_us))
         hints_.lower(q, ClaimKey{postgres::int32_at(row, 0), postgres::int_at(row, 1),
                                  postgres::int_at(row, 2)});
+      hints_.abandon(from);  // a claim run again starts afresh
       from = hints_.start(q);
       pqxx::result r = tx.exec_prepared(stmt::kClaim, q, now_us, max_jobs, lease_token,
                                         lease_expires_us, claimer(), from.key.priority,
@@ -178,7 +179,11 @@ uint32_t QueueStorage::claim(std::string_view queue, uint32_t max_jobs, int64_t 
       }
     });
   } catch (const postgres::ConnectionLost&) {
+    hints_.abandon(from);
     release_orphans(lease_token, lease_expires_us, now_us);
+    throw;
+  } catch (...) {
+    hints_.abandon(from);
     throw;
   }
   if (claimed.empty()) {
