@@ -7,6 +7,7 @@
 // Needs CONVEYOR_TEST_PG_DSN (skipped without it, failed without it when
 // CI=true) and psql (from the PostgreSQL packages) to inspect the tables.
 // Each test works in a schema of its own, dropped afterwards.
+#include "pg_test_env.hpp"
 #include "test_support.hpp"
 
 #include <conveyor/config.hpp>
@@ -36,85 +37,17 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using test::pg_dsn;
 using test::Process;
+using test::psql;
+using test::psql_int;
 using test::run_conveyor;
 using test::TempDir;
-
-std::optional<std::string> pg_dsn() {
-  const char* v = std::getenv("CONVEYOR_TEST_PG_DSN");
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  return std::string(v);
-}
-
-bool ci() {
-  const char* v = std::getenv("CI");
-  return v != nullptr && std::string(v) == "true";
-}
 
 std::string with_application_name(const std::string& dsn, const std::string& name) {
   const bool uri = dsn.rfind("postgresql://", 0) == 0 || dsn.rfind("postgres://", 0) == 0;
   if (!uri) return dsn + " application_name=" + name;
   return dsn + (dsn.find('?') == std::string::npos ? "?" : "&") + "application_name=" + name;
-}
-
-// A TOML basic string.
-std::string toml_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string psql_binary() {
-  for (const char* p : {"/usr/lib/postgresql/15/bin/psql", "/usr/bin/psql"})
-    if (::access(p, X_OK) == 0) return p;
-  return "psql";
-}
-
-// Runs sql with psql (unaligned, tuples only); returns its output lines.
-std::vector<std::string> psql(const std::string& dsn, const std::string& sql) {
-  TempDir tmp;
-  std::ofstream(tmp / "q.sql") << sql;
-  std::vector<std::string> args = {
-      psql_binary(),           "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-f",
-      (tmp / "q.sql").string()};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, (tmp / "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  posix_spawn_file_actions_addopen(&fa, 2, (tmp / "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  pid_t pid = -1;
-  int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) throw std::runtime_error("cannot run psql: " + std::string(std::strerror(rc)));
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw std::runtime_error("psql failed: " + read_text(tmp / "err") + "\nSQL: " + sql);
-  std::vector<std::string> lines;
-  std::stringstream ss(read_text(tmp / "out"));
-  for (std::string line; std::getline(ss, line);)
-    if (!line.empty()) lines.push_back(line);
-  return lines;
-}
-
-int64_t psql_int(const std::string& dsn, const std::string& sql) {
-  auto lines = psql(dsn, sql);
-  if (lines.size() != 1) throw std::runtime_error("expected one value from: " + sql);
-  return std::stoll(lines[0]);
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -127,12 +60,11 @@ class PostgresMultiProcess : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!pg_dsn()) {
-      if (ci()) FAIL() << "CI=true but CONVEYOR_TEST_PG_DSN is not set";
+      if (test::running_in_ci()) FAIL() << "CI=true but CONVEYOR_TEST_PG_DSN is not set";
       GTEST_SKIP() << "set CONVEYOR_TEST_PG_DSN to run the PostgreSQL tests";
     }
     dsn_ = *pg_dsn();
-    std::random_device rd;
-    schema_ = "mp_" + std::to_string(rd()) + std::to_string(rd());
+    schema_ = test::fresh_schema_name("mp_");
     app_dsn_ = with_application_name(dsn_, schema_);
   }
 
@@ -153,13 +85,8 @@ class PostgresMultiProcess : public ::testing::Test {
 
   // Writes the config every process of the test uses.
   void write_config(const std::string& engine) {
-    config_ = dir_ / "conveyor.toml";
-    std::ofstream(config_) << "[storage]\nplugin = \"postgres\"\nplugin_dir = "
-                           << toml_string(CONVEYOR_TEST_PLUGIN_DIR) << "\n"
-                           << "[storage.options]\ndsn = " << toml_string(app_dsn_) << "\n"
-                           << "schema = " << toml_string(schema_) << "\n"
-                           << "[engine]\npoll_interval_ms = 1000\n"
-                           << engine;
+    config_ = test::write_postgres_config(dir_, "postgres", app_dsn_, schema_,
+                                          "[engine]\npoll_interval_ms = 1000\n" + engine);
   }
 
   test::CommandResult cli(std::vector<std::string> args) {
