@@ -1,18 +1,12 @@
 // The admin and task API over real HTTP against a real `conveyor serve`:
 // every method, every validation error, auth on and off, read-only mode,
 // malformed and oversized requests, and /metrics as strict Prometheus text.
-// The client is a few lines of POSIX sockets so that malformed requests can
-// be sent exactly as written.
+// Requests are raw bytes (test_support's http_send) so that malformed ones
+// are sent exactly as written.
 #include "test_support.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
 #include <csignal>
 #include <map>
@@ -25,154 +19,32 @@ namespace {
 
 using nlohmann::json;
 
-// ---- a minimal HTTP/1.1 client ---------------------------------------------
+using test::HttpResponse;
+using test::http_request;
+using test::http_send;
 
-struct HttpResponse {
-  int status = 0;                              // 0: no answer
-  std::map<std::string, std::string> headers;  // names lower-cased
-  std::string body;
-  json json_body() const { return json::parse(body); }
-  std::string header(const std::string& name) const {
-    auto it = headers.find(name);
-    return it == headers.end() ? "" : it->second;
-  }
-};
+json json_body(const HttpResponse& r) { return json::parse(r.body); }
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// Sends raw bytes to 127.0.0.1:port and reads the answer until the server
-// closes (requests say "Connection: close").
-HttpResponse send_raw(uint16_t port, const std::string& raw) {
-  HttpResponse out;
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return out;
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return out;
-  }
-  size_t sent = 0;
-  while (sent < raw.size()) {
-    ssize_t n = ::send(fd, raw.data() + sent, raw.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;  // the server may answer (413) before reading it all
-    sent += static_cast<size_t>(n);
-  }
-  std::string data;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    data.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  const size_t head_end = data.find("\r\n\r\n");
-  if (head_end == std::string::npos) return out;
-  std::istringstream head(data.substr(0, head_end));
-  std::string line;
-  std::getline(head, line);
-  if (line.rfind("HTTP/1.1 ", 0) != 0) return out;
-  out.status = std::stoi(line.substr(9, 3));
-  while (std::getline(head, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string value = line.substr(colon + 1);
-    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
-    out.headers[lower(line.substr(0, colon))] = value;
-  }
-  out.body = data.substr(head_end + 4);
-  if (lower(out.header("transfer-encoding")) == "chunked") {
-    std::string decoded;
-    size_t pos = 0;
-    for (;;) {
-      const size_t eol = out.body.find("\r\n", pos);
-      if (eol == std::string::npos) break;
-      const size_t size = std::stoul(out.body.substr(pos, eol - pos), nullptr, 16);
-      if (size == 0) break;
-      decoded += out.body.substr(eol + 2, size);
-      pos = eol + 2 + size + 2;
-    }
-    out.body = decoded;
-  }
-  return out;
-}
-
-std::string request(const std::string& method, const std::string& path,
-                    const std::vector<std::string>& headers, const std::string& body) {
-  std::string raw = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
-  for (const auto& h : headers) raw += h + "\r\n";
-  if (method == "POST") raw += "Content-Length: " + std::to_string(body.size()) + "\r\n";
-  return raw + "\r\n" + body;
-}
-
-// ---- a running server ---------------------------------------------------------
-
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// `conveyor serve` with a [server] section on a free loopback port.
-class Server {
+// `conveyor serve` with a [server] section on a free loopback port, and the
+// API's method paths.
+class Server : public test::ServeProcess {
  public:
   Server(const test::TempDir& dir, const std::string& server_keys,
          std::vector<std::string> env = {},
-         const std::string& engine_keys = "poll_interval_ms = 50\n") {
-    for (int attempt = 0; attempt < 3 && !ready_; ++attempt) {
-      port_ = free_port();
-      const auto config = test::write_sqlite_config(
-          dir, "[engine]\n" + engine_keys + "[server]\nlisten = \"127.0.0.1:" +
-                   std::to_string(port_) + "\"\n" + server_keys);
-      process_ = std::make_unique<test::Process>(
-          std::vector<std::string>{"--config", config.string(), "serve"}, env);
-      ready_ = test::wait_until([&] {
-                 if (process_->wait(std::chrono::milliseconds(20)) >= 0) return true;  // exited
-                 return send_raw(port_, request("GET", "/metrics", {}, "")).status != 0;
-               }) &&
-               process_->wait(std::chrono::milliseconds(20)) < 0;
-    }
-  }
-  bool ready() const { return ready_; }
-  uint16_t port() const { return port_; }
-  test::Process& process() { return *process_; }
+         const std::string& engine_keys = "poll_interval_ms = 50\n")
+      : ServeProcess(dir, "[engine]\n" + engine_keys, server_keys, env) {}
 
-  HttpResponse post(const std::string& path, const std::string& body,
-                    std::vector<std::string> headers = {"Content-Type: application/json"}) {
-    return send_raw(port_, request("POST", path, headers, body));
-  }
   HttpResponse call(const std::string& method, const json& body,
                     std::vector<std::string> extra = {}) {
-    extra.push_back("Content-Type: application/json");
-    return post(api_path(method), body.dump(), extra);
+    return post(api_path(method), body.dump(), std::move(extra));
   }
   HttpResponse get(const std::string& path, std::vector<std::string> headers = {}) {
-    return send_raw(port_, request("GET", path, headers, ""));
+    return http_send(port(), http_request("GET", path, headers, ""));
   }
   static std::string api_path(const std::string& method) {
     const bool task = method == "Enqueue" || method == "EnqueueBatch" || method == "GetJob";
     return std::string("/conveyor.v1.") + (task ? "TaskService/" : "AdminService/") + method;
   }
-
- private:
-  uint16_t port_ = 0;
-  bool ready_ = false;
-  std::unique_ptr<test::Process> process_;
 };
 
 // A Connect error: HTTP status, JSON body with code and message.
@@ -199,17 +71,17 @@ TEST(AdminApi, EveryMethodOverHttp) {
   auto r = s.call("SetQueueRateLimit", {{"queue", "email"}, {"ratePerSec", 50}, {"burst", 10}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.header("content-type"), "application/json");
-  EXPECT_EQ(r.json_body()["override"]["queue"], "email");
-  EXPECT_EQ(r.json_body()["override"]["burst"], 10);
+  EXPECT_EQ(json_body(r)["override"]["queue"], "email");
+  EXPECT_EQ(json_body(r)["override"]["burst"], 10);
   // The .proto field names and string numbers work too.
   r = s.call("SetQueueRateLimit",
              {{"queue", "sms"}, {"rate_per_sec", "2.5"}, {"burst", "3"}, {"unknownField", 1}});
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.json_body()["override"]["ratePerSec"], 2.5);
+  EXPECT_EQ(json_body(r)["override"]["ratePerSec"], 2.5);
 
   r = s.call("ListRateLimits", json::object());
   ASSERT_EQ(r.status, 200) << r.body;
-  json j = r.json_body();
+  json j = json_body(r);
   EXPECT_EQ(j["enabled"], true);
   EXPECT_FALSE(j.contains("defaultLimit"));
   ASSERT_EQ(j["overrides"].size(), 2u);
@@ -225,10 +97,10 @@ TEST(AdminApi, EveryMethodOverHttp) {
                            {"maxAttempts", 2},
                            {"priority", 5}}}});
   ASSERT_EQ(r.status, 200) << r.body;
-  const std::string id = r.json_body()["id"];  // int64 as a JSON string
+  const std::string id = json_body(r)["id"];  // int64 as a JSON string
   r = s.call("GetJob", {{"id", id}});
   ASSERT_EQ(r.status, 200) << r.body;
-  j = r.json_body()["job"];
+  j = json_body(r)["job"];
   EXPECT_EQ(j["id"], id);
   EXPECT_EQ(j["queue"], "later");
   EXPECT_EQ(j["state"], "scheduled");
@@ -241,12 +113,12 @@ TEST(AdminApi, EveryMethodOverHttp) {
       "EnqueueBatch",
       {{"jobs", {{{"queue", "now"}, {"kind", "noop"}}, {{"queue", "now"}, {"kind", "noop"}}}}});
   ASSERT_EQ(r.status, 200) << r.body;
-  ASSERT_EQ(r.json_body()["ids"].size(), 2u);
-  const std::string done_id = r.json_body()["ids"][1];
+  ASSERT_EQ(json_body(r)["ids"].size(), 2u);
+  const std::string done_id = json_body(r)["ids"][1];
   // The engine runs them: GetJob sees the job completed.
   ASSERT_TRUE(test::wait_until([&] {
     auto g = s.call("GetJob", {{"id", done_id}});
-    return g.status == 200 && g.json_body()["job"]["state"] == "completed";
+    return g.status == 200 && json_body(g)["job"]["state"] == "completed";
   }));
 
   r = s.call("PauseQueue", {{"queue", "later"}});
@@ -255,7 +127,7 @@ TEST(AdminApi, EveryMethodOverHttp) {
   r = s.call("ListQueues", json::object());
   ASSERT_EQ(r.status, 200) << r.body;
   std::map<std::string, json> queues;
-  const json listed = r.json_body();
+  const json listed = json_body(r);
   for (const auto& q : listed["queues"]) queues[q["queue"]] = q;
   ASSERT_EQ(queues.size(), 4u) << r.body;  // email, later, now, sms
   EXPECT_EQ(queues["later"]["paused"], true);
@@ -267,7 +139,7 @@ TEST(AdminApi, EveryMethodOverHttp) {
             json::parse(R"({"ratePerSec":50.0,"burst":10,"source":"override"})"));
   r = s.call("ResumeQueue", {{"queue", "later"}});
   ASSERT_EQ(r.status, 200) << r.body;
-  const json relisted = s.call("ListQueues", json::object()).json_body();
+  const json relisted = json_body(s.call("ListQueues", json::object()));
   for (const auto& q : relisted["queues"]) {
     if (q["queue"] == "later") {
       EXPECT_EQ(q["paused"], false);
@@ -279,7 +151,7 @@ TEST(AdminApi, EveryMethodOverHttp) {
   expect_error(s.call("DeleteQueueRateLimit", {{"queue", "email"}}), 404, "not_found",
                "queue email has no rate-limit override");
   expect_error(s.call("GetJob", {{"id", "99999"}}), 404, "not_found", "job 99999 not found");
-  EXPECT_EQ(s.call("ListRateLimits", json::object()).json_body()["overrides"].size(), 1u);
+  EXPECT_EQ(json_body(s.call("ListRateLimits", json::object()))["overrides"].size(), 1u);
 
   // An empty body is an empty message.
   r = s.post(Server::api_path("ListQueues"), "");
@@ -369,8 +241,8 @@ TEST(AdminApi, EveryValidationErrorIs400NamingTheField) {
   }
   // Nothing was stored by any of them (the batch is all or none).
   auto r = s.call("ListQueues", json::object());
-  EXPECT_EQ(r.json_body()["queues"], json::array()) << r.body;
-  EXPECT_EQ(s.call("ListRateLimits", json::object()).json_body()["overrides"], json::array());
+  EXPECT_EQ(json_body(r)["queues"], json::array()) << r.body;
+  EXPECT_EQ(json_body(s.call("ListRateLimits", json::object()))["overrides"], json::array());
 }
 
 // ---- malformed requests ------------------------------------------------------------
@@ -396,7 +268,7 @@ TEST(AdminApi, MalformedAndOversizedRequests) {
   r = s.get(list);
   expect_error(r, 405, "unknown", "POST");
   EXPECT_EQ(r.header("allow"), "POST");
-  r = send_raw(s.port(), request("DELETE", list, {}, ""));
+  r = http_send(s.port(), http_request("DELETE", list, {}, ""));
   EXPECT_EQ(r.status, 405);
   EXPECT_EQ(r.header("allow"), "POST");
 
@@ -413,7 +285,7 @@ TEST(AdminApi, MalformedAndOversizedRequests) {
       "Transfer-Encoding: chunked\r\n\r\n";
   for (int i = 0; i < 4; ++i) chunked += "200\r\n" + std::string(512, ' ') + "\r\n";
   chunked += "0\r\n\r\n";
-  r = send_raw(s.port(), chunked);
+  r = http_send(s.port(), chunked);
   EXPECT_EQ(r.status, 429) << r.body;
   // A body just under the limit is fine.
   EXPECT_EQ(s.call("PauseQueue", {{"queue", std::string(100, 'a')}}).status, 200);
@@ -436,8 +308,8 @@ TEST(AdminApi, BearerTokenFromTheEnvironment) {
                401, "unauthenticated", "wrong admin token");
   expect_error(s.call("ListQueues", json::object(), {"Authorization: Basic czNjcmV0"}), 401,
                "unauthenticated", "Bearer");
-  EXPECT_EQ(s.call("ListRateLimits", json::object(), {"Authorization: Bearer s3cret-token"})
-                .json_body()["overrides"],
+  EXPECT_EQ(json_body(s.call("ListRateLimits", json::object(),
+                            {"Authorization: Bearer s3cret-token"}))["overrides"],
             json::array());  // nothing was set by the refused calls
   EXPECT_EQ(s.call("SetQueueRateLimit", set, {"Authorization: Bearer s3cret-token"}).status, 200);
   // Unknown methods are not revealed without a token either.
@@ -484,7 +356,7 @@ TEST(AdminApi, ReadOnlyRefusesEveryMutation) {
   };
   for (const auto& [method, body] : mutations)
     expect_error(s.call(method, body), 403, "permission_denied", "read-only");
-  EXPECT_EQ(s.call("ListQueues", json::object()).json_body()["queues"], json::array());
+  EXPECT_EQ(json_body(s.call("ListQueues", json::object()))["queues"], json::array());
   EXPECT_EQ(s.call("ListRateLimits", json::object()).status, 200);
   expect_error(s.call("GetJob", {{"id", 1}}), 404, "not_found", "job 1");
 }
@@ -699,7 +571,7 @@ TEST(AdminApi, MetricsCountThrottlingAndParseAsPrometheusText) {
   EXPECT_EQ(m.samples.at("conveyor_job_pickup_latency_seconds_bucket{queue=\"fast\",le=\"+Inf\"}"),
             1);
   // ListQueues shows the same counter.
-  const json listed = s.call("ListQueues", json::object()).json_body();
+  const json listed = json_body(s.call("ListQueues", json::object()));
   for (const auto& q : listed["queues"]) {
     if (q["queue"] == "slow") {
       EXPECT_GT(std::stoll(q["throttled"].get<std::string>()), 0);

@@ -6,27 +6,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 namespace conveyor {
 namespace {
 
 using nlohmann::json;
-
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 class CliServer : public ::testing::Test {
  protected:
@@ -34,7 +17,7 @@ class CliServer : public ::testing::Test {
   // (with client_env) answering is the sign it is up.
   void start(const std::string& server_keys, const std::vector<std::string>& client_env = {}) {
     for (int attempt = 0; attempt < 3; ++attempt) {
-      const uint16_t port = free_port();
+      const uint16_t port = test::free_port();
       url_ = "http://127.0.0.1:" + std::to_string(port);
       config_ = test::write_sqlite_config(
           dir_, "[engine]\npoll_interval_ms = 50\n[server]\nlisten = \"127.0.0.1:" +
@@ -133,7 +116,7 @@ TEST_F(CliServer, EnqueueManyGoesInBatches) {
 
 TEST_F(CliServer, ValidationHappensBeforeAnyRequestWithTheSameMessages) {
   // Nothing listens at this URL: these fail on the input alone.
-  url_ = "http://127.0.0.1:" + std::to_string(free_port());
+  url_ = "http://127.0.0.1:" + std::to_string(test::free_port());
   config_ = test::write_sqlite_config(dir_);
   const std::vector<std::vector<std::string>> bad = {
       {"ratelimit", "set", "email", "--rate", "0"},
@@ -157,7 +140,7 @@ TEST_F(CliServer, ValidationHappensBeforeAnyRequestWithTheSameMessages) {
 }
 
 TEST_F(CliServer, UnreachableServerOrBadUrl) {
-  url_ = "http://127.0.0.1:" + std::to_string(free_port());
+  url_ = "http://127.0.0.1:" + std::to_string(test::free_port());
   expect_one_line_error(remote({"queues"}), 1, "cannot reach conveyor server at " + url_);
   expect_one_line_error(test::run_conveyor({"--server", "127.0.0.1:8080/admin", "queues"}), 2,
                         "--server must be a URL like http://127.0.0.1:8080");
