@@ -21,13 +21,6 @@ namespace {
 
 constexpr const char* kPgBin = "/usr/lib/postgresql/15/bin";
 
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
   return s;
@@ -109,7 +102,7 @@ CommandResult run_program(const std::vector<std::string>& args) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return CommandResult{code, read_text(io / "out"), read_text(io / "err")};
+  return CommandResult{code, read_file(io / "out"), read_file(io / "err")};
 }
 
 std::vector<std::string> psql(const std::string& dsn, const std::string& sql) {
@@ -177,6 +170,6 @@ void ThrowawayCluster::halt(const std::string& mode) {
 
 void ThrowawayCluster::resume() { run_script({"resume", dir_path_.string()}); }
 
-std::string ThrowawayCluster::server_log() const { return read_text(dir_path_ / "server.log"); }
+std::string ThrowawayCluster::server_log() const { return read_file(dir_path_ / "server.log"); }
 
 }  // namespace conveyor::test

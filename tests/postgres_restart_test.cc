@@ -34,13 +34,6 @@ using test::CrashWorker;
 
 int64_t wall_us() { return SystemClock::instance().wall_now_us(); }
 
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 int count_lines_with(const std::string& log, const std::string& needle) {
   int n = 0;
   for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
@@ -141,7 +134,7 @@ TEST_P(PostgresRestart, EngineRidesOutAServerRestartMidDrainAndLosesNothing) {
   };
 
   CrashWorker worker(config, record, log);
-  ASSERT_TRUE(test::wait_until([&] { return completed() >= kJobs / 4; }, 60s)) << read_text(log);
+  ASSERT_TRUE(test::wait_until([&] { return completed() >= kJobs / 4; }, 60s)) << test::read_file(log);
   const int64_t completed_before = completed();
 
   const int64_t halt_started_us = wall_us();
@@ -149,26 +142,26 @@ TEST_P(PostgresRestart, EngineRidesOutAServerRestartMidDrainAndLosesNothing) {
   const int64_t down_us = wall_us();
   // While the server is down the engine keeps trying, and says so.
   EXPECT_TRUE(test::wait_until(
-      [&] { return read_text(log).find("claim failed, retrying in") != std::string::npos; }, 2s))
-      << read_text(log);
+      [&] { return test::read_file(log).find("claim failed, retrying in") != std::string::npos; }, 2s))
+      << test::read_file(log);
   std::this_thread::sleep_for(kOutage - std::chrono::microseconds(wall_us() - down_us));
-  ASSERT_TRUE(worker.alive()) << "the engine process died with the server:\n" << read_text(log);
+  ASSERT_TRUE(worker.alive()) << "the engine process died with the server:\n" << test::read_file(log);
   const int64_t up_started_us = wall_us();
   cluster_->resume();
   const int64_t up_us = wall_us();
 
   ASSERT_TRUE(test::wait_until([&] { return completed() == kJobs; }, 60s))
       << "completed " << completed() << " of " << kJobs << "\n"
-      << read_text(log);
-  ASSERT_TRUE(worker.alive()) << read_text(log);
+      << test::read_file(log);
+  ASSERT_TRUE(worker.alive()) << test::read_file(log);
   worker.kill(SIGTERM);
   EXPECT_TRUE(WIFEXITED(worker.exit_status()) && WEXITSTATUS(worker.exit_status()) == 0)
       << "wait status " << worker.exit_status() << "; its log:\n"
-      << log_excerpt(read_text(log));
+      << log_excerpt(test::read_file(log));
   EXPECT_LT(completed_before, kJobs) << "the outage came mid-drain";
 
   // The log: the loss (claims and outcome recording failed) and the recovery.
-  const std::string text = read_text(log);
+  const std::string text = test::read_file(log);
   EXPECT_GE(count_lines_with(text, "claim failed, retrying in"), 1) << text;
   EXPECT_GE(count_lines_with(text, "claims work again"), 1) << text;
   EXPECT_GE(count_lines_with(text, "job outcomes failed, will retry"), 1) << text;

@@ -51,14 +51,14 @@ bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds tim
   return pred();
 }
 
-namespace {
-
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
+
+namespace {
 
 int spawn(const std::vector<std::string>& args, const std::vector<std::string>& env,
           const std::filesystem::path& out, const std::filesystem::path& err) {

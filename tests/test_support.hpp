@@ -37,6 +37,9 @@ Config sqlite_config(const TempDir& dir);
 bool wait_until(const std::function<bool()>& pred,
                 std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
+// The whole content of a file ("" when it cannot be read).
+std::string read_file(const std::filesystem::path& p);
+
 struct CommandResult {
   int exit_code = -1;
   std::string out;
