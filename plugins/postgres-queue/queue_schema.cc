@@ -186,7 +186,9 @@ SELECT input.job_id, input.run_at <= $7::bigint FROM input CROSS JOIN notified
 ORDER BY input.ord)sql"},
 
     // Moves a queue's due `later` rows into the ring (host's now, $2).
-    // RETURNING gives their claim keys (the claim hint goes back to them).
+    // Returns their claim keys (the claim hint goes back to them), then one
+    // row with the earliest run_at left in `later` for the queue (NULL: none)
+    // for the promotion schedule (promotion_schedule.hpp).
     Statement{stmt::kPromote, R"sql(
 WITH due AS (
   SELECT job_id FROM {s}.later
@@ -197,11 +199,18 @@ WITH due AS (
 ), moved AS (
   DELETE FROM {s}.later l WHERE l.job_id = ANY(ARRAY(SELECT job_id FROM due))
   RETURNING )sql" CONVEYOR_ENTRY_COLUMNS R"sql(
-)
-INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
-SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), )sql" CONVEYOR_ENTRY_COLUMNS
+), appended AS (
+  INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
+  SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), )sql" CONVEYOR_ENTRY_COLUMNS
                               R"sql( FROM moved
-RETURNING priority, run_at, job_id)sql"},
+  RETURNING priority, run_at, job_id
+)
+SELECT priority, run_at, job_id, NULL::bigint AS next_run_at FROM appended
+UNION ALL
+SELECT NULL, NULL, NULL,
+       CASE WHEN (SELECT count(*) FROM due) >= 10000 THEN $2::bigint
+            ELSE (SELECT min(run_at) FROM {s}.later
+                  WHERE queue = $1::text AND run_at > $2::bigint) END)sql"},
 
     // Candidates from the hint ($7, $8, $9; ignored unless it was made under
     // move generation $10) on, in claim order, skipping rows
@@ -242,21 +251,29 @@ WITH ring AS (
 )
 -- One row even when nothing was claimed: the ring's move generation.
 SELECT c.job_id, c.kind, c.payload, c.priority, c.attempt + 1, c.max_attempts, c.run_at,
-       c.created_at, c.last_error, ring.moves
+       c.created_at, c.last_error, ring.moves, c.slot
 FROM ring LEFT JOIN claimed c ON true)sql"},
 
     // Lease-guarded batches: a lease is current while its stage-1 claim mark
     // has no stage-2 mark; the stage-2 insert is the arbiter. RETURNING names
-    // the leases that were current. The LATERAL .. OFFSET 0 makes the generic
+    // the leases that were current. $4 is each claim's slot where this
+    // process knows it (lease_slots.hpp): one partition probed, not all
+    // (run-time partition pruning on m.slot = l.slot). The LATERAL .. OFFSET 0 makes the generic
     // plan look each lease up by (job id, token) instead of hashing every
     // claim mark in the ring: the cost follows the batch, not the history.
     Statement{stmt::kComplete, R"sql(
 WITH open AS (
   SELECT m.slot, m.entry_id, m.job_id, m.lease_token
-  FROM unnest($2::bigint[], $3::bigint[]) AS l(id, token)
+  FROM unnest($2::bigint[], $3::bigint[], $4::integer[]) AS l(id, token, slot)
   CROSS JOIN LATERAL (
     SELECT * FROM {s}.marks m
-    WHERE m.job_id = l.id AND m.lease_token = l.token AND m.stage = 1 AND m.what = 3 OFFSET 0) m
+    WHERE l.slot >= 0 AND m.slot = l.slot AND m.job_id = l.id AND m.lease_token = l.token
+      AND m.stage = 1 AND m.what = 3
+    UNION ALL
+    SELECT * FROM {s}.marks m
+    WHERE l.slot < 0 AND m.job_id = l.id AND m.lease_token = l.token AND m.stage = 1
+      AND m.what = 3
+    OFFSET 0) m
 ), closed AS (
   INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token)
   SELECT slot, entry_id, 2, 4, job_id, $1::bigint, lease_token FROM open
@@ -270,12 +287,18 @@ SELECT job_id, lease_token FROM closed)sql"},
     Statement{stmt::kExtend, R"sql(
 WITH open AS (
   SELECT m.job_id, m.lease_token
-  FROM unnest($2::bigint[], $3::bigint[]) AS l(id, token)
+  FROM unnest($2::bigint[], $3::bigint[], $4::integer[]) AS l(id, token, slot)
   CROSS JOIN LATERAL (
     SELECT * FROM {s}.marks m
-    WHERE m.job_id = l.id AND m.lease_token = l.token AND m.stage = 1 AND m.what = 3 OFFSET 0) m
+    WHERE l.slot >= 0 AND m.slot = l.slot AND m.job_id = l.id AND m.lease_token = l.token
+      AND m.stage = 1 AND m.what = 3
+    UNION ALL
+    SELECT * FROM {s}.marks m
+    WHERE l.slot < 0 AND m.job_id = l.id AND m.lease_token = l.token AND m.stage = 1
+      AND m.what = 3
+    OFFSET 0) m
   WHERE NOT EXISTS (SELECT 1 FROM {s}.marks c
-                    WHERE c.slot = m.slot AND c.entry_id = m.entry_id AND c.stage = 2)
+                    WHERE c.slot = m.slot AND c.entry_id = m.entry_id AND c.stage = 2 OFFSET 0)
 )
 INSERT INTO {s}.lease_ext (job_id, lease_token, lease_expires)
 SELECT job_id, lease_token, $1::bigint FROM open
@@ -287,10 +310,16 @@ RETURNING job_id, lease_token)sql"},
     Statement{stmt::kRelease, R"sql(
 WITH open AS (
   SELECT m.slot, m.entry_id, m.job_id, m.lease_token
-  FROM unnest($2::bigint[], $3::bigint[]) AS l(id, token)
+  FROM unnest($2::bigint[], $3::bigint[], $4::integer[]) AS l(id, token, slot)
   CROSS JOIN LATERAL (
     SELECT * FROM {s}.marks m
-    WHERE m.job_id = l.id AND m.lease_token = l.token AND m.stage = 1 AND m.what = 3 OFFSET 0) m
+    WHERE l.slot >= 0 AND m.slot = l.slot AND m.job_id = l.id AND m.lease_token = l.token
+      AND m.stage = 1 AND m.what = 3
+    UNION ALL
+    SELECT * FROM {s}.marks m
+    WHERE l.slot < 0 AND m.job_id = l.id AND m.lease_token = l.token AND m.stage = 1
+      AND m.what = 3
+    OFFSET 0) m
 ), closed AS (
   INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token)
   SELECT slot, entry_id, 2, 1, job_id, $1::bigint, lease_token FROM open
@@ -349,7 +378,7 @@ WITH open AS (
 ), unextended AS (
   DELETE FROM {s}.lease_ext e USING closed c WHERE e.job_id = c.job_id
 )
-SELECT job_id FROM closed)sql"},
+SELECT c.job_id, n.queue FROM closed c LEFT JOIN next_turn n ON true)sql"},
 
     Statement{stmt::kFailFinal, R"sql(
 WITH open AS (

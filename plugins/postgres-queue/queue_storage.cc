@@ -71,6 +71,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -84,6 +85,9 @@ constexpr const char* kLeaseExpiredError = "lease expired: worker presumed dead"
 // How long an entry another process appended below this process's claim hint
 // may wait (claim_hints.hpp).
 constexpr std::chrono::milliseconds kHintResetPeriod{1000};
+// How late a `later` row another process put there may be promoted
+// (promotion_schedule.hpp).
+constexpr std::chrono::milliseconds kPromotionCheckPeriod{1000};
 // A cancel that lost a race with a claim tries again this many times in all.
 constexpr int kCancelAttempts = 5;
 
@@ -99,7 +103,8 @@ QueueStorage::QueueStorage(QueueOptions options)
                       register_statements(c, schema);
                     }),
       options_(std::move(options)),
-      hints_(kHintResetPeriod) {}
+      hints_(kHintResetPeriod),
+      promotions_(kPromotionCheckPeriod) {}
 
 QueueStorage::~QueueStorage() {
   maintainer_.reset();  // before the pool goes
@@ -146,6 +151,8 @@ void QueueStorage::enqueue(std::span<const conveyor_new_job> jobs, std::span<int
     if (rows[i].second)
       hints_.lower(sdk::view(jobs[i].queue),
                    ClaimKey{jobs[i].priority, jobs[i].run_at_us, rows[i].first});
+    else
+      promotions_.added(sdk::view(jobs[i].queue), jobs[i].run_at_us);
   }
 }
 
@@ -156,15 +163,26 @@ uint32_t QueueStorage::claim(std::string_view queue, uint32_t max_jobs, int64_t 
   start_maintenance();
   const std::string q(queue);
   std::vector<postgres::OwnedJob> claimed;
+  std::vector<int32_t> claimed_slots;
   ClaimHints::Start from;
   int64_t moves = -1;  // the ring's move generation the claim ran under
   try {
     run("claim", Retry::kNever, [&](pqxx::connection& c) {
       pqxx::nontransaction tx(c);
       // Promotions commit on their own: a retried run finds them in the ring.
-      for (const auto& row : tx.exec_prepared(stmt::kPromote, q, now_us))
-        hints_.lower(q, ClaimKey{postgres::int32_at(row, 0), postgres::int_at(row, 1),
-                                 postgres::int_at(row, 2)});
+      uint64_t started = 0;
+      if (promotions_.due(q, now_us, &started)) {
+        std::optional<int64_t> next;
+        for (const auto& row : tx.exec_prepared(stmt::kPromote, q, now_us)) {
+          if (row[0].is_null()) {
+            if (!row[3].is_null()) next = postgres::int_at(row, 3);
+          } else {
+            hints_.lower(q, ClaimKey{postgres::int32_at(row, 0), postgres::int_at(row, 1),
+                                     postgres::int_at(row, 2)});
+          }
+        }
+        promotions_.promoted(q, started, next);
+      }
       hints_.abandon(from);  // a claim run again starts afresh
       from = hints_.start(q);
       pqxx::result r = tx.exec_prepared(stmt::kClaim, q, now_us, max_jobs, lease_token,
@@ -172,10 +190,13 @@ uint32_t QueueStorage::claim(std::string_view queue, uint32_t max_jobs, int64_t 
                                         from.key.run_at, from.key.job_id, from.moves);
       claimed.clear();
       claimed.reserve(r.size());
+      claimed_slots.clear();
       for (const auto& row : r) {
         moves = postgres::int_at(row, 9);
-        if (!row[0].is_null())
+        if (!row[0].is_null()) {
           claimed.push_back(postgres::claimed_job_at(row, q, lease_token, lease_expires_us));
+          claimed_slots.push_back(postgres::int32_at(row, 10));
+        }
       }
     });
   } catch (const postgres::ConnectionLost&) {
@@ -193,6 +214,8 @@ uint32_t QueueStorage::claim(std::string_view queue, uint32_t max_jobs, int64_t 
     for (const auto& j : claimed) first = std::min(first, key_of(j));
     hints_.advance(q, from, &first, moves);
   }
+  for (size_t i = 0; i < claimed.size(); ++i)
+    lease_slots_.remember(claimed[i].id, lease_token, claimed_slots[i]);
   postgres::report_claimed(claimed, sink);
   return static_cast<uint32_t>(claimed.size());
 }
@@ -213,18 +236,20 @@ void QueueStorage::release_orphans(int64_t lease_token, int64_t lease_expires_us
 
 void QueueStorage::complete(std::span<const conveyor_lease> leases, int64_t now_us,
                             std::span<conveyor_status> results) {
-  postgres::run_lease_batch(pool(), "complete", stmt::kComplete, leases, now_us, results);
+  run_slotted_lease_batch(pool(), lease_slots_, "complete", stmt::kComplete, leases, now_us, true,
+                          results);
 }
 
 void QueueStorage::extend_leases(std::span<const conveyor_lease> leases, int64_t lease_expires_us,
                                  std::span<conveyor_status> results) {
-  postgres::run_lease_batch(pool(), "extend_leases", stmt::kExtend, leases, lease_expires_us,
-                            results);
+  run_slotted_lease_batch(pool(), lease_slots_, "extend_leases", stmt::kExtend, leases,
+                          lease_expires_us, false, results);
 }
 
 void QueueStorage::release(std::span<const conveyor_lease> leases, int64_t now_us,
                            std::span<conveyor_status> results) {
-  postgres::run_lease_batch(pool(), "release", stmt::kRelease, leases, now_us, results);
+  run_slotted_lease_batch(pool(), lease_slots_, "release", stmt::kRelease, leases, now_us, true,
+                          results);
   hints_.forget_all();  // the released jobs' new entries may be below a hint
 }
 
@@ -233,15 +258,27 @@ void QueueStorage::fail(conveyor_lease lease, std::string_view error_text, int64
   const bool retry = retry_at_us >= 0;
   const std::string text = postgres::sanitize_text(error_text);
   pqxx::result::size_type changed = 0;
+  std::optional<std::string> queue;  // of a retry put into `later`
   run("fail", Retry::kNever, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    changed =
-        retry ? tx.exec_prepared(stmt::kFailRetry, retry_at_us, text, lease.job_id,
-                                 lease.lease_token, now_us)
-                    .size()
-              : tx.exec_prepared(stmt::kFailFinal, now_us, text, lease.job_id, lease.lease_token)
+    queue.reset();
+    if (retry) {
+      pqxx::result r = tx.exec_prepared(stmt::kFailRetry, retry_at_us, text, lease.job_id,
+                                        lease.lease_token, now_us);
+      changed = r.size();
+      if (!r.empty() && !r[0][1].is_null()) queue = r[0][1].as<std::string>();
+    } else {
+      changed = tx.exec_prepared(stmt::kFailFinal, now_us, text, lease.job_id, lease.lease_token)
                     .size();
+    }
   });
+  if (changed > 0 && retry && retry_at_us > now_us) {
+    if (queue)
+      promotions_.added(*queue, retry_at_us);
+    else
+      promotions_.added_somewhere(retry_at_us);
+  }
+  lease_slots_.forget(lease.job_id, lease.lease_token);
   if (changed == 0)
     throw Error(CONVEYOR_E_LEASE_LOST, "fail: job " + std::to_string(lease.job_id) +
                                            " is not running under lease token " +

@@ -5,7 +5,9 @@
 #define CONVEYOR_PLUGINS_POSTGRES_QUEUE_QUEUE_STORAGE_HPP
 
 #include "claim_hints.hpp"
+#include "lease_slots.hpp"
 #include "pg_storage_base.hpp"
+#include "promotion_schedule.hpp"
 #include "queue_options.hpp"
 
 #include <conveyor/storage_plugin.h>
@@ -48,6 +50,8 @@ class QueueStorage : public postgres::PgStorageBase {
 
   const QueueOptions options_;
   ClaimHints hints_;
+  PromotionSchedule promotions_;
+  LeaseSlots lease_slots_;
   std::once_flag maintenance_started_;
   std::unique_ptr<RingMaintainer> maintainer_;
 };

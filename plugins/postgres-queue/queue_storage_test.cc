@@ -230,6 +230,47 @@ TEST_F(QueueStorageTest, ScheduledAndRetriedJobsArePromotedWhenDue) {
   EXPECT_EQ(count("later"), 0);
 }
 
+// A handle looks its own leases up in the claim's slot (lease_slots.hpp) and
+// any other lease in every slot; a `later` row another handle put there is
+// promoted (promotion_schedule.hpp).
+TEST_F(QueueStorageTest, LeasesAndScheduledJobsOfAnotherHandleAreFound) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* mine = open_store({{"slots", "3"}, {"rotation_interval_ms", "50"}});
+  conveyor_storage* other = open_store({{"slots", "3"}, {"rotation_interval_ms", "50"}}, false);
+  ASSERT_NE(mine, nullptr);
+  ASSERT_NE(other, nullptr);
+  const int64_t now = wall_us();
+  enqueue_many(mine, "q", 6);
+  const std::vector<JobCopy> got = claim(mine, "q", 6, 7, now, now + kHour);
+  ASSERT_EQ(got.size(), 6u);
+  const std::vector<conveyor_lease> l = leases_of(got);
+  // Completed by the handle that claimed them, and by the other one.
+  for (conveyor_status st : complete(mine, {l[0], l[1]}, now)) EXPECT_EQ(st, CONVEYOR_OK);
+  for (conveyor_status st : complete(other, {l[2], l[3]}, now)) EXPECT_EQ(st, CONVEYOR_OK);
+  for (conveyor_status st : extend(other, {l[4]}, now + 2 * kHour)) EXPECT_EQ(st, CONVEYOR_OK);
+  for (conveyor_status st : release(other, {l[5]}, now)) EXPECT_EQ(st, CONVEYOR_OK);
+  // A closed lease stays closed, whoever asks.
+  for (conveyor_status st : complete(mine, {l[2], l[5]}, now))
+    EXPECT_EQ(st, CONVEYOR_E_LEASE_LOST);
+  for (conveyor_status st : complete(other, {l[0]}, now)) EXPECT_EQ(st, CONVEYOR_E_LEASE_LOST);
+  for (conveyor_status st : complete(mine, {l[4]}, now)) EXPECT_EQ(st, CONVEYOR_OK);
+  EXPECT_EQ(job(mine, got[3].id, now).state, CONVEYOR_JOB_COMPLETED);
+  EXPECT_EQ(job(mine, got[5].id, now).state, CONVEYOR_JOB_AVAILABLE);
+
+  // `mine` has checked `later` for "s" (empty); `other` schedules a job there.
+  EXPECT_TRUE(claim(mine, "s", 1, 8, now, now + kHour).empty());
+  const int64_t id = enqueue(other, "s", 0, now + kHour);
+  // The periodic check (each second) finds rows other processes put there.
+  std::vector<JobCopy> due;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (due.empty() && std::chrono::steady_clock::now() < deadline) {
+    due = claim(mine, "s", 1, 9, now + kHour, now + 2 * kHour);
+    if (due.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].id, id);
+}
+
 // The generic plans of the hot statements follow the claim order and look
 // leases up by key: their cost must not grow with the history in the ring.
 TEST_F(QueueStorageTest, GenericPlansDoNotScanTheHistory) {
@@ -252,9 +293,10 @@ TEST_F(QueueStorageTest, GenericPlansDoNotScanTheHistory) {
       // ...and probes each slot's claim marks by primary key, also in slots
       // that were empty when the plan was made.
       {stmt::kClaim, "('q', 5, 100, 1, 2, 'host:1', 0, 0, 0, 0)", "marks_7_pkey"},
-      {stmt::kComplete, "(1, '{1,2,3}', '{7,7,7}')", "marks_0_job_id_lease_token_idx"},
-      {stmt::kExtend, "(1, '{1,2,3}', '{7,7,7}')", "marks_0_job_id_lease_token_idx"},
-      {stmt::kRelease, "(1, '{1,2,3}', '{7,7,7}')", "marks_0_job_id_lease_token_idx"},
+      // Leases of known slot (0, 2) and of unknown slot (-1: every slot).
+      {stmt::kComplete, "(1, '{1,2,3}', '{7,7,7}', '{0,-1,2}')", "marks_0_job_id_lease_token_idx"},
+      {stmt::kExtend, "(1, '{1,2,3}', '{7,7,7}', '{0,-1,2}')", "marks_0_job_id_lease_token_idx"},
+      {stmt::kRelease, "(1, '{1,2,3}', '{7,7,7}', '{0,-1,2}')", "marks_0_job_id_lease_token_idx"},
       {stmt::kFailRetry, "(1, 'x', 1, 7, 1)", "marks_0_job_id_lease_token_idx"},
       {stmt::kFailFinal, "(1, 'x', 1, 7)", "marks_0_job_id_lease_token_idx"},
   };
