@@ -63,25 +63,4 @@ std::string claimer_identity() {
   return std::string(host[0] != '\0' ? host : "localhost") + ":" + std::to_string(getpid());
 }
 
-conveyor_job OwnedJob::view() const {
-  conveyor_job j{};
-  j.struct_size = sizeof(conveyor_job);
-  j.state = state;
-  j.id = id;
-  j.queue = sdk::str(queue);
-  j.kind = sdk::str(kind);
-  j.payload = sdk::str(payload);
-  j.priority = priority;
-  j.attempt = attempt;
-  j.max_attempts = max_attempts;
-  j.reserved0 = 0;
-  j.run_at_us = run_at;
-  j.created_at_us = created_at;
-  j.finalized_at_us = finalized_at;
-  j.lease_token = lease_token;
-  j.lease_expires_us = lease_expires;
-  j.last_error = sdk::str(last_error);
-  return j;
-}
-
 }  // namespace conveyor::postgres

@@ -4,6 +4,7 @@
 #define CONVEYOR_PLUGINS_POSTGRES_COMMON_PG_ROWS_HPP
 
 #include <conveyor/storage_plugin.h>
+#include <conveyor/storage_plugin.hpp>
 
 #include <pqxx/row>
 
@@ -35,24 +36,7 @@ int64_t wall_clock_us();
 std::string claimer_identity();
 
 // A job copied out of a result row; the callback sees views into it.
-struct OwnedJob {
-  int64_t id = 0;
-  int32_t state = 0;
-  std::string queue;
-  std::string kind;
-  std::string payload;
-  int32_t priority = 0;
-  int32_t attempt = 0;
-  int32_t max_attempts = 0;
-  int64_t run_at = 0;
-  int64_t created_at = 0;
-  int64_t finalized_at = 0;
-  int64_t lease_token = 0;
-  int64_t lease_expires = 0;
-  std::string last_error;
-
-  conveyor_job view() const;
-};
+using sdk::OwnedJob;
 
 }  // namespace conveyor::postgres
 

@@ -303,43 +303,7 @@ class Use {
 };
 
 // A job copied out of a row, so callbacks run after the transaction ends.
-struct OwnedJob {
-  int64_t id = 0;
-  int32_t state = 0;
-  std::string queue;
-  std::string kind;
-  std::string payload;
-  int32_t priority = 0;
-  int32_t attempt = 0;
-  int32_t max_attempts = 0;
-  int64_t run_at = 0;
-  int64_t created_at = 0;
-  int64_t finalized_at = 0;
-  int64_t lease_token = 0;
-  int64_t lease_expires = 0;
-  std::string last_error;
-
-  conveyor_job view() const {
-    conveyor_job j{};
-    j.struct_size = sizeof(conveyor_job);
-    j.state = state;
-    j.id = id;
-    j.queue = sdk::str(queue);
-    j.kind = sdk::str(kind);
-    j.payload = sdk::str(payload);
-    j.priority = priority;
-    j.attempt = attempt;
-    j.max_attempts = max_attempts;
-    j.reserved0 = 0;
-    j.run_at_us = run_at;
-    j.created_at_us = created_at;
-    j.finalized_at_us = finalized_at;
-    j.lease_token = lease_token;
-    j.lease_expires_us = lease_expires;
-    j.last_error = sdk::str(last_error);
-    return j;
-  }
-};
+using sdk::OwnedJob;
 
 void require_queue(std::string_view queue, const char* op) {
   if (queue.empty())

@@ -129,6 +129,46 @@ using JobSink = Sink<conveyor_job, conveyor_job_fn>;
 using QueueStatsSink = Sink<conveyor_queue_stats, conveyor_queue_stats_fn>;
 using RateLimitSink = Sink<conveyor_rate_limit, conveyor_rate_limit_fn>;
 
+// A job whose strings the plugin owns: copy rows into these inside a
+// transaction, end it, then hand view() to a JobSink (so a host callback
+// never runs while the plugin holds locks). view() borrows from this object.
+struct OwnedJob {
+  int64_t id = 0;
+  int32_t state = 0;
+  std::string queue;
+  std::string kind;
+  std::string payload;
+  int32_t priority = 0;
+  int32_t attempt = 0;
+  int32_t max_attempts = 0;
+  int64_t run_at = 0;
+  int64_t created_at = 0;
+  int64_t finalized_at = 0;
+  int64_t lease_token = 0;
+  int64_t lease_expires = 0;
+  std::string last_error;
+
+  conveyor_job view() const noexcept {
+    conveyor_job j{};
+    j.struct_size = sizeof(conveyor_job);
+    j.state = state;
+    j.id = id;
+    j.queue = str(queue);
+    j.kind = str(kind);
+    j.payload = str(payload);
+    j.priority = priority;
+    j.attempt = attempt;
+    j.max_attempts = max_attempts;
+    j.run_at_us = run_at;
+    j.created_at_us = created_at;
+    j.finalized_at_us = finalized_at;
+    j.lease_token = lease_token;
+    j.lease_expires_us = lease_expires;
+    j.last_error = str(last_error);
+    return j;
+  }
+};
+
 class QueueSink {
  public:
   QueueSink(conveyor_queue_fn fn, void* ctx) : fn_(fn), ctx_(ctx) {}
