@@ -19,9 +19,9 @@ namespace {
 
 using nlohmann::json;
 
-using test::HttpResponse;
 using test::http_request;
 using test::http_send;
+using test::HttpResponse;
 
 json json_body(const HttpResponse& r) { return json::parse(r.body); }
 
@@ -309,7 +309,7 @@ TEST(AdminApi, BearerTokenFromTheEnvironment) {
   expect_error(s.call("ListQueues", json::object(), {"Authorization: Basic czNjcmV0"}), 401,
                "unauthenticated", "Bearer");
   EXPECT_EQ(json_body(s.call("ListRateLimits", json::object(),
-                            {"Authorization: Bearer s3cret-token"}))["overrides"],
+                             {"Authorization: Bearer s3cret-token"}))["overrides"],
             json::array());  // nothing was set by the refused calls
   EXPECT_EQ(s.call("SetQueueRateLimit", set, {"Authorization: Bearer s3cret-token"}).status, 200);
   // Unknown methods are not revealed without a token either.

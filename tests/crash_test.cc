@@ -120,8 +120,7 @@ TEST_P(CrashOnPlugin, KilledWorkersLoseNoJobs) {
   constexpr int kMaxKills = 15;
   const auto deadline = std::chrono::steady_clock::now() + 240s;
   int kills = 0;
-  while (completed() < kJobs && kills < kMaxKills &&
-         std::chrono::steady_clock::now() < deadline) {
+  while (completed() < kJobs && kills < kMaxKills && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(1s);  // the kill schedule itself, not synchronisation
     if (completed() >= kJobs) break;
     auto& victim = workers[rng() % workers.size()];

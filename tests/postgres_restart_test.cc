@@ -134,7 +134,8 @@ TEST_P(PostgresRestart, EngineRidesOutAServerRestartMidDrainAndLosesNothing) {
   };
 
   CrashWorker worker(config, record, log);
-  ASSERT_TRUE(test::wait_until([&] { return completed() >= kJobs / 4; }, 60s)) << test::read_file(log);
+  ASSERT_TRUE(test::wait_until([&] { return completed() >= kJobs / 4; }, 60s))
+      << test::read_file(log);
   const int64_t completed_before = completed();
 
   const int64_t halt_started_us = wall_us();
@@ -142,10 +143,12 @@ TEST_P(PostgresRestart, EngineRidesOutAServerRestartMidDrainAndLosesNothing) {
   const int64_t down_us = wall_us();
   // While the server is down the engine keeps trying, and says so.
   EXPECT_TRUE(test::wait_until(
-      [&] { return test::read_file(log).find("claim failed, retrying in") != std::string::npos; }, 2s))
+      [&] { return test::read_file(log).find("claim failed, retrying in") != std::string::npos; },
+      2s))
       << test::read_file(log);
   std::this_thread::sleep_for(kOutage - std::chrono::microseconds(wall_us() - down_us));
-  ASSERT_TRUE(worker.alive()) << "the engine process died with the server:\n" << test::read_file(log);
+  ASSERT_TRUE(worker.alive()) << "the engine process died with the server:\n"
+                              << test::read_file(log);
   const int64_t up_started_us = wall_us();
   cluster_->resume();
   const int64_t up_us = wall_us();

@@ -97,7 +97,8 @@ int decode(int status) {
 
 }  // namespace
 
-CommandResult run_conveyor(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+CommandResult run_conveyor(const std::vector<std::string>& args,
+                           const std::vector<std::string>& env) {
   TempDir io;
   int pid = spawn(args, env, io / "out", io / "err");
   int status = 0;

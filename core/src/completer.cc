@@ -39,9 +39,10 @@ namespace {
 
 void refused(const Outcome& o, const char* what) {
   if (o.retried)
-    spdlog::info("queue {}: job {} {}; recording it again was refused: it was recorded before "
-                 "the storage's reply was lost, or its lease was lost meanwhile",
-                 *o.queue, o.lease.job_id, what);
+    spdlog::info(
+        "queue {}: job {} {}; recording it again was refused: it was recorded before "
+        "the storage's reply was lost, or its lease was lost meanwhile",
+        *o.queue, o.lease.job_id, what);
   else
     spdlog::info("queue {}: job {} {} after its lease was lost; result discarded", *o.queue,
                  o.lease.job_id, what);
@@ -86,9 +87,10 @@ bool Completer::record(std::vector<Outcome>& batch) {
       spdlog::warn("recording {} job outcomes failed, will retry: {}", batch.size(), e.what());
       return false;
     }
-    spdlog::error("recording {} job outcomes failed; their leases will expire and the jobs run "
-                  "again: {}",
-                  batch.size(), e.what());
+    spdlog::error(
+        "recording {} job outcomes failed; their leases will expire and the jobs run "
+        "again: {}",
+        batch.size(), e.what());
     batch.clear();
     return true;
   }
@@ -117,9 +119,10 @@ void Completer::run(std::stop_token stop) {
       const bool out_of_time = finishing_ && std::chrono::steady_clock::now() >= deadline_;
       if (batch.empty() && (finishing_ || stop.stop_requested())) return;
       if (out_of_time || (stop.stop_requested() && !finishing_)) {
-        spdlog::error("shutting down with {} job outcomes unrecorded; those jobs will run again "
-                      "after their leases expire",
-                      batch.size());
+        spdlog::error(
+            "shutting down with {} job outcomes unrecorded; those jobs will run again "
+            "after their leases expire",
+            batch.size());
         return;
       }
     }

@@ -34,7 +34,8 @@ struct Outcome {
 class Completer {
  public:
   // settled(lease) runs after an outcome was recorded (or found stale).
-  Completer(Storage& storage, const Clock& clock, std::function<void(const conveyor_lease&)> settled);
+  Completer(Storage& storage, const Clock& clock,
+            std::function<void(const conveyor_lease&)> settled);
 
   void push(Outcome outcome);  // thread-safe, never blocks on storage
   // The thread body: records outcomes until stop is requested and nothing
@@ -52,8 +53,8 @@ class Completer {
   std::function<void(const conveyor_lease&)> settled_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Outcome> pending_;  // mu_
-  bool finishing_ = false;        // mu_
+  std::vector<Outcome> pending_;                      // mu_
+  bool finishing_ = false;                            // mu_
   std::chrono::steady_clock::time_point deadline_{};  // mu_
 };
 

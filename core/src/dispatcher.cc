@@ -31,8 +31,8 @@ Dispatcher::Dispatcher(Storage& storage, const LimitResolver& limits, const Cloc
 void Dispatcher::add_queue(const std::string& name, uint32_t max_workers) {
   std::lock_guard lock(mu_);
   if (runners_.count(name)) return;
-  auto runner = std::make_unique<QueueRunner>(name, std::max<uint32_t>(1, max_workers),
-                                              metrics_.queue(name));
+  auto runner =
+      std::make_unique<QueueRunner>(name, std::max<uint32_t>(1, max_workers), metrics_.queue(name));
   woken_.push_back(runner.get());
   runners_.emplace(name, std::move(runner));
   interrupted_ = true;
@@ -191,14 +191,17 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   std::vector<Job> jobs;
   const int64_t wall = clock_.wall_now_us();
   try {
-    jobs = storage_.claim(r.name, batch, fresh_lease_token(), wall,
-                          wall + std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count());
+    jobs = storage_.claim(
+        r.name, batch, fresh_lease_token(), wall,
+        wall + std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count());
     if (r.error_backoff.count() > 0) spdlog::info("queue {}: claims work again", r.name);
     r.error_backoff = std::chrono::milliseconds(0);
   } catch (const std::exception& e) {
     if (r.bucket) r.bucket->refund(batch);
-    r.error_backoff = std::min(kMaxErrorBackoff, std::max(std::chrono::milliseconds(50), r.error_backoff * 2));
-    spdlog::warn("queue {}: claim failed, retrying in {} ms: {}", r.name, r.error_backoff.count(), e.what());
+    r.error_backoff =
+        std::min(kMaxErrorBackoff, std::max(std::chrono::milliseconds(50), r.error_backoff * 2));
+    spdlog::warn("queue {}: claim failed, retrying in {} ms: {}", r.name, r.error_backoff.count(),
+                 e.what());
     std::lock_guard lock(mu_);
     schedule(r, now + r.error_backoff);
     return;
@@ -210,7 +213,8 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   total_in_flight_.fetch_add(claimed, std::memory_order_acq_rel);
   r.counters.dispatched.fetch_add(claimed, std::memory_order_relaxed);
   for (const Job& job : jobs)
-    r.counters.pickup_latency.observe(static_cast<double>(std::max<int64_t>(0, wall - job.run_at_us)) / 1e6);
+    r.counters.pickup_latency.observe(
+        static_cast<double>(std::max<int64_t>(0, wall - job.run_at_us)) / 1e6);
   if (claimed > 0) execute_(r, std::move(jobs));
   // A full batch means more may be ready: come back at once. Otherwise the
   // queue is drained (or paused) until new work wakes it or the poll interval.
@@ -234,8 +238,7 @@ void Dispatcher::run(std::stop_token stop) {
 std::vector<RunnerView> Dispatcher::runners() const {
   std::lock_guard lock(mu_);
   std::vector<RunnerView> out;
-  for (const auto& [name, r] : runners_)
-    out.push_back({name, r->in_flight.load(), r->max_workers});
+  for (const auto& [name, r] : runners_) out.push_back({name, r->in_flight.load(), r->max_workers});
   return out;
 }
 

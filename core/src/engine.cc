@@ -84,7 +84,8 @@ struct Engine::Impl {
         pool(std::make_unique<WorkerPool>(config.engine.worker_threads)) {
     dispatcher = std::make_unique<Dispatcher>(
         *storage, limits, clock, metrics,
-        Dispatcher::Options{config.engine.claim_batch_max, milliseconds(config.engine.poll_interval_ms),
+        Dispatcher::Options{config.engine.claim_batch_max,
+                            milliseconds(config.engine.poll_interval_ms),
                             milliseconds(config.engine.lease_ms), config.engine.worker_threads},
         [this](QueueRunner& r, std::vector<Job>&& jobs) { execute(r, std::move(jobs)); });
     completer = std::make_unique<Completer>(*storage, clock,
@@ -103,7 +104,8 @@ struct Engine::Impl {
     }
     std::vector<WorkerPool::Task> tasks;
     tasks.reserve(jobs.size());
-    for (Job& job : jobs) tasks.emplace_back([this, &r, job = std::move(job)]() { run_job(r, job); });
+    for (Job& job : jobs)
+      tasks.emplace_back([this, &r, job = std::move(job)]() { run_job(r, job); });
     pool->submit(std::move(tasks));
   }
 
@@ -119,7 +121,8 @@ struct Engine::Impl {
         std::shared_lock lock(handlers_mu);
         if (auto it = handlers.find(job.kind); it != handlers.end()) handler = it->second;
       }
-      if (!handler) throw std::runtime_error("no handler registered for job kind '" + job.kind + "'");
+      if (!handler)
+        throw std::runtime_error("no handler registered for job kind '" + job.kind + "'");
       handler(job);
       o.succeeded = true;
     } catch (const PermanentError& e) {
@@ -136,7 +139,7 @@ struct Engine::Impl {
     mark_handler_done(o.lease);
     completer->push(std::move(o));
     dispatcher->job_finished(r);
-    if (stopping.load()) {  // seq_cst: pairs with stop()'s store, then load
+    if (stopping.load()) {            // seq_cst: pairs with stop()'s store, then load
       std::lock_guard lock(idle_mu);  // stop() waits for in-flight jobs
       idle_cv.notify_all();
     }
@@ -246,7 +249,8 @@ struct Engine::Impl {
           h.failed(what, ex.what(), now);
         }
       };
-      if (overrides.due(now)) guarded("reading rate-limit overrides", [&] {
+      if (overrides.due(now))
+        guarded("reading rate-limit overrides", [&] {
           uint64_t before = limits.generation();
           refresh_overrides();
           if (limits.generation() != before) dispatcher->wake_all();
@@ -269,7 +273,8 @@ struct Engine::Impl {
             dispatcher->wake_all();
           } else if (!queue.empty()) {
             std::string name(queue);
-            if (!dispatcher->has_queue(name)) dispatcher->add_queue(name, config.max_workers_for(name));
+            if (!dispatcher->has_queue(name))
+              dispatcher->add_queue(name, config.max_workers_for(name));
             dispatcher->wake(name);
           }
         });
@@ -334,7 +339,8 @@ int64_t Engine::enqueue(std::string_view queue, std::string_view kind, std::stri
   job.payload = std::string(payload);
   job.priority = options.priority;
   job.max_attempts = options.max_attempts.value_or(0);
-  job.run_at_us = options.delay.count() > 0 ? impl_->clock.wall_now_us() + options.delay.count() : 0;
+  job.run_at_us =
+      options.delay.count() > 0 ? impl_->clock.wall_now_us() + options.delay.count() : 0;
   return enqueue_batch({std::move(job)}).front();
 }
 
@@ -346,7 +352,8 @@ std::vector<int64_t> Engine::enqueue_batch(std::vector<NewJob> jobs) {
     if (j.payload.size() > kMaxPayloadBytes)
       throw ValidationError("payload", fmt::format("payload is {} bytes; the limit is {} bytes",
                                                    j.payload.size(), kMaxPayloadBytes));
-    if (j.max_attempts == 0) j.max_attempts = static_cast<int32_t>(impl_->config.engine.max_attempts);
+    if (j.max_attempts == 0)
+      j.max_attempts = static_cast<int32_t>(impl_->config.engine.max_attempts);
     if (j.max_attempts < 1) throw ValidationError("max_attempts", "max_attempts must be >= 1");
     if (j.run_at_us == 0) j.run_at_us = now;
   }
@@ -366,7 +373,8 @@ void Engine::start() {
   if (impl_->started) return;
   impl_->started = true;
   Impl& i = *impl_;
-  for (const auto& [name, q] : i.config.queues) i.dispatcher->add_queue(name, i.config.max_workers_for(name));
+  for (const auto& [name, q] : i.config.queues)
+    i.dispatcher->add_queue(name, i.config.max_workers_for(name));
   i.discover_queues();
   i.completer_thread = std::jthread([&i](std::stop_token st) { i.completer->run(st); });
   i.dispatcher_thread = std::jthread([&i](std::stop_token st) { i.dispatcher->run(st); });
@@ -374,8 +382,9 @@ void Engine::start() {
   if (i.storage->has_capability(CONVEYOR_CAP_NOTIFY) &&
       i.storage->plugin_info().optional_slots_missing.empty())
     i.notify_thread = std::jthread([&i](std::stop_token st) { i.notifications(st); });
-  spdlog::info("engine started: storage '{}' ({}), {} queue(s) known", i.storage->plugin_info().name,
-               kind_name(i.storage->plugin_info().kind), i.dispatcher->runners().size());
+  spdlog::info("engine started: storage '{}' ({}), {} queue(s) known",
+               i.storage->plugin_info().name, kind_name(i.storage->plugin_info().kind),
+               i.dispatcher->runners().size());
 }
 
 bool Engine::running() const {
@@ -395,7 +404,8 @@ uint32_t Engine::stop() {
   i.notify_thread = {};
   // 2. Let running handlers finish within the timeout.
   i.stopping.store(true);
-  const auto deadline = std::chrono::steady_clock::now() + milliseconds(i.config.engine.shutdown_timeout_ms);
+  const auto deadline =
+      std::chrono::steady_clock::now() + milliseconds(i.config.engine.shutdown_timeout_ms);
   {
     std::unique_lock idle(i.idle_mu);
     i.idle_cv.wait_until(idle, deadline, [&] { return i.dispatcher->total_in_flight() == 0; });

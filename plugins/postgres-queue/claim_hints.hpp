@@ -84,7 +84,7 @@ class ClaimHints {
   };
   std::unordered_map<uint64_t, InFlight> in_flight_;  // mu_
   uint64_t next_ticket_ = 1;                          // mu_
-  uint64_t epoch_ = 0;  // mu_: bumped by forget_all
+  uint64_t epoch_ = 0;                                // mu_: bumped by forget_all
 };
 
 }  // namespace conveyor::pgqueue

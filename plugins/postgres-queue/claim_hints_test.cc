@@ -44,10 +44,10 @@ TEST(ClaimHints, AnAppendBelowTheHintMovesItBack) {
 
 TEST(ClaimHints, AnAdvanceStopsAtAnEntryAppendedWhileTheClaimRan) {
   ClaimHints hints(kNoReset);
-  const auto from = hints.start("q");      // a claim starts...
-  hints.lower("q", ClaimKey{0, 1, 1});     // ...an enqueue appends meanwhile...
+  const auto from = hints.start("q");       // a claim starts...
+  hints.lower("q", ClaimKey{0, 1, 1});      // ...an enqueue appends meanwhile...
   hints.lower("other", ClaimKey{0, 0, 0});  // (another queue's append is no concern)
-  took(hints, from, ClaimKey{0, 50, 50});  // ...the claim must not skip it
+  took(hints, from, ClaimKey{0, 50, 50});   // ...the claim must not skip it
   EXPECT_TRUE(same(hints.start("q").key, ClaimKey{0, 1, 1}));
 }
 

@@ -268,8 +268,8 @@ void QueueStorage::fail(conveyor_lease lease, std::string_view error_text, int64
       changed = r.size();
       if (!r.empty() && !r[0][1].is_null()) queue = r[0][1].as<std::string>();
     } else {
-      changed = tx.exec_prepared(stmt::kFailFinal, now_us, text, lease.job_id, lease.lease_token)
-                    .size();
+      changed =
+          tx.exec_prepared(stmt::kFailFinal, now_us, text, lease.job_id, lease.lease_token).size();
     }
   });
   if (changed > 0 && retry && retry_at_us > now_us) {

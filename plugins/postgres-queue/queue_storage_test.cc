@@ -250,8 +250,7 @@ TEST_F(QueueStorageTest, LeasesAndScheduledJobsOfAnotherHandleAreFound) {
   for (conveyor_status st : extend(other, {l[4]}, now + 2 * kHour)) EXPECT_EQ(st, CONVEYOR_OK);
   for (conveyor_status st : release(other, {l[5]}, now)) EXPECT_EQ(st, CONVEYOR_OK);
   // A closed lease stays closed, whoever asks.
-  for (conveyor_status st : complete(mine, {l[2], l[5]}, now))
-    EXPECT_EQ(st, CONVEYOR_E_LEASE_LOST);
+  for (conveyor_status st : complete(mine, {l[2], l[5]}, now)) EXPECT_EQ(st, CONVEYOR_E_LEASE_LOST);
   for (conveyor_status st : complete(other, {l[0]}, now)) EXPECT_EQ(st, CONVEYOR_E_LEASE_LOST);
   for (conveyor_status st : complete(mine, {l[4]}, now)) EXPECT_EQ(st, CONVEYOR_OK);
   EXPECT_EQ(job(mine, got[3].id, now).state, CONVEYOR_JOB_COMPLETED);

@@ -88,8 +88,7 @@ CREATE TABLE meta (
 INSERT INTO meta (key, value) VALUES ('change_marker', 0);
 )sql",
 };
-static_assert(std::size(kMigrations) == kSchemaVersion,
-              "one migration step per schema version");
+static_assert(std::size(kMigrations) == kSchemaVersion, "one migration step per schema version");
 
 // Cached statements, by index into kSql.
 enum Stmt : int {
@@ -263,9 +262,10 @@ void bind_text(SQLite::Statement& st, int index, std::string_view s) {
 void bind_blob(SQLite::Statement& st, int index, std::string_view s) {
   if (s.size() > static_cast<size_t>(INT_MAX))
     throw Error(CONVEYOR_E_INVALID, "payload too large for sqlite");
-  st.bindNoCopy(index, s.data() != nullptr ? static_cast<const void*>(s.data())
-                                           : static_cast<const void*>(""),
-                static_cast<int>(s.size()));
+  st.bindNoCopy(
+      index,
+      s.data() != nullptr ? static_cast<const void*>(s.data()) : static_cast<const void*>(""),
+      static_cast<int>(s.size()));
 }
 
 std::string column_text(const SQLite::Statement& st, int index) {
@@ -306,8 +306,7 @@ class Use {
 using sdk::OwnedJob;
 
 void require_queue(std::string_view queue, const char* op) {
-  if (queue.empty())
-    throw Error(CONVEYOR_E_INVALID, std::string(op) + ": queue name is empty");
+  if (queue.empty()) throw Error(CONVEYOR_E_INVALID, std::string(op) + ": queue name is empty");
 }
 
 int64_t wall_clock_us() {
@@ -332,16 +331,14 @@ void prepare_path(const std::string& path) {
     std::error_code ec;
     fs::create_directories(parent, ec);
     if (ec)
-      throw Error(CONVEYOR_E_UNAVAILABLE, "sqlite: cannot create directory '" +
-                                              parent.string() + "' for database '" +
-                                              path + "': " + ec.message());
+      throw Error(CONVEYOR_E_UNAVAILABLE, "sqlite: cannot create directory '" + parent.string() +
+                                              "' for database '" + path + "': " + ec.message());
   }
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     int err = errno;
-    throw Error(CONVEYOR_E_UNAVAILABLE,
-                "sqlite: cannot open database file '" + path + "' for reading and writing: " +
-                    os_error(err));
+    throw Error(CONVEYOR_E_UNAVAILABLE, "sqlite: cannot open database file '" + path +
+                                            "' for reading and writing: " + os_error(err));
   }
   ::close(fd);
 }
@@ -374,13 +371,13 @@ Config parse_config(const sdk::Options& options) {
   options.require_known({"path", "busy_timeout_ms", "synchronous"});
   Config cfg;
   if (!options.has("path") || options.get("path").empty())
-    throw Error(CONVEYOR_E_INVALID,
-                "storage option 'path' is required (the SQLite database file)");
+    throw Error(CONVEYOR_E_INVALID, "storage option 'path' is required (the SQLite database file)");
   cfg.path = options.get("path");
   if (cfg.path == ":memory:" || cfg.path.rfind("file:", 0) == 0)
     throw Error(CONVEYOR_E_INVALID,
                 "storage option 'path' must name a database file (several processes share "
-                "it), not an in-memory database or a 'file:' URI: '" + cfg.path + "'");
+                "it), not an in-memory database or a 'file:' URI: '" +
+                    cfg.path + "'");
   if (cfg.path.find('\0') != std::string::npos)
     throw Error(CONVEYOR_E_INVALID, "storage option 'path' contains a NUL byte");
   if (options.has("busy_timeout_ms")) {
@@ -388,8 +385,10 @@ Config parse_config(const sdk::Options& options) {
     long long ms = -1;
     auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), ms);
     if (ec != std::errc() || end != v.data() + v.size() || ms < 0 || ms > INT_MAX)
-      throw Error(CONVEYOR_E_INVALID, "storage option 'busy_timeout_ms' must be an integer in "
-                                      "[0, 2147483647], got '" + v + "'");
+      throw Error(CONVEYOR_E_INVALID,
+                  "storage option 'busy_timeout_ms' must be an integer in "
+                  "[0, 2147483647], got '" +
+                      v + "'");
     cfg.busy_timeout_ms = static_cast<int>(ms);
   }
   if (options.has("synchronous")) {
@@ -563,8 +562,7 @@ void SqliteStorage::migrate() {
   });
 }
 
-void SqliteStorage::enqueue(std::span<const conveyor_new_job> jobs,
-                            std::span<int64_t> out_ids) {
+void SqliteStorage::enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids) {
   for (size_t i = 0; i < jobs.size(); ++i) {
     const conveyor_new_job& j = jobs[i];
     const std::string where = "enqueue: job " + std::to_string(i) + ": ";
@@ -618,8 +616,7 @@ void SqliteStorage::enqueue(std::span<const conveyor_new_job> jobs,
 }
 
 uint32_t SqliteStorage::claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
-                              int64_t now_us, int64_t lease_expires_us,
-                              const sdk::JobSink& sink) {
+                              int64_t now_us, int64_t lease_expires_us, const sdk::JobSink& sink) {
   require_queue(queue, "claim");
   if (max_jobs == 0) return 0;
   // Idle polling must not take the write lock (a CLI or another server may
@@ -708,8 +705,7 @@ void SqliteStorage::complete(std::span<const conveyor_lease> leases, int64_t now
             });
 }
 
-void SqliteStorage::extend_leases(std::span<const conveyor_lease> leases,
-                                  int64_t lease_expires_us,
+void SqliteStorage::extend_leases(std::span<const conveyor_lease> leases, int64_t lease_expires_us,
                                   std::span<conveyor_status> results) {
   per_lease("extend_leases", kExtend, leases, results,
             [&](SQLite::Statement& st, const conveyor_lease& l) {
@@ -729,8 +725,8 @@ void SqliteStorage::release(std::span<const conveyor_lease> leases, int64_t now_
             });
 }
 
-void SqliteStorage::fail(conveyor_lease lease, std::string_view error_text,
-                         int64_t retry_at_us, int64_t now_us) {
+void SqliteStorage::fail(conveyor_lease lease, std::string_view error_text, int64_t retry_at_us,
+                         int64_t now_us) {
   int changed = 0;
   write_txn("fail", [&](Conn& c) {
     const bool retry = retry_at_us >= 0;
@@ -772,8 +768,8 @@ void SqliteStorage::cancel(int64_t job_id, int64_t now_us) {
     changed = st.exec();
   });
   if (changed == 0)
-    throw Error(CONVEYOR_E_NOT_FOUND, "cancel: job " + std::to_string(job_id) +
-                                          " does not exist or is already final");
+    throw Error(CONVEYOR_E_NOT_FOUND,
+                "cancel: job " + std::to_string(job_id) + " does not exist or is already final");
 }
 
 void SqliteStorage::set_queue_paused(std::string_view queue, bool paused, int64_t /*now_us*/) {
@@ -923,8 +919,8 @@ void SqliteStorage::delete_rate_limit(std::string_view queue) {
     bump.exec();
   });
   if (changed == 0)
-    throw Error(CONVEYOR_E_NOT_FOUND, "delete_rate_limit: queue '" + std::string(queue) +
-                                          "' has no rate-limit override");
+    throw Error(CONVEYOR_E_NOT_FOUND,
+                "delete_rate_limit: queue '" + std::string(queue) + "' has no rate-limit override");
 }
 
 void SqliteStorage::list_rate_limits(const sdk::RateLimitSink& sink) {

@@ -66,9 +66,7 @@ class Error : public std::runtime_error {
   conveyor_status code_;
 };
 
-inline conveyor_str str(std::string_view s) noexcept {
-  return conveyor_str{s.data(), s.size()};
-}
+inline conveyor_str str(std::string_view s) noexcept { return conveyor_str{s.data(), s.size()}; }
 inline std::string_view view(conveyor_str s) noexcept {
   return s.len == 0 ? std::string_view{} : std::string_view{s.data, s.len};
 }
@@ -78,8 +76,7 @@ class Options {
  public:
   Options(const conveyor_option* options, size_t n) {
     for (size_t i = 0; i < n; ++i)
-      entries_.emplace_back(std::string(view(options[i].key)),
-                            std::string(view(options[i].value)));
+      entries_.emplace_back(std::string(view(options[i].key)), std::string(view(options[i].value)));
   }
   // The value of key, or fallback when absent.
   std::string get(std::string_view key, std::string_view fallback = {}) const {
@@ -101,14 +98,11 @@ class Options {
         std::string list;
         for (auto name : known) list += (list.empty() ? "" : ", ") + std::string(name);
         throw Error(CONVEYOR_E_INVALID, "unknown storage option '" + k +
-                                            "' (known: " + (list.empty() ? "none" : list) +
-                                            ")");
+                                            "' (known: " + (list.empty() ? "none" : list) + ")");
       }
     }
   }
-  const std::vector<std::pair<std::string, std::string>>& entries() const {
-    return entries_;
-  }
+  const std::vector<std::pair<std::string, std::string>>& entries() const { return entries_; }
 
  private:
   std::vector<std::pair<std::string, std::string>> entries_;
@@ -184,9 +178,7 @@ class QueueSink {
 class NotifySink {
  public:
   NotifySink(conveyor_notify_fn fn, void* ctx) : fn_(fn), ctx_(ctx) {}
-  void operator()(int32_t kind, std::string_view queue) const {
-    fn_(ctx_, kind, str(queue));
-  }
+  void operator()(int32_t kind, std::string_view queue) const { fn_(ctx_, kind, str(queue)); }
 
  private:
   conveyor_notify_fn fn_;
@@ -195,8 +187,7 @@ class NotifySink {
 
 namespace detail {
 
-inline void set_error(conveyor_error* err, conveyor_status code,
-                      const char* message) noexcept {
+inline void set_error(conveyor_error* err, conveyor_status code, const char* message) noexcept {
   if (err == nullptr) return;
   err->code = code;
   std::snprintf(err->message, sizeof err->message, "%s", message);
@@ -225,8 +216,8 @@ template <typename Impl>
 struct Adapter {
   static Impl* self(conveyor_storage* s) { return reinterpret_cast<Impl*>(s); }
 
-  static conveyor_status open(const conveyor_option* options, size_t n,
-                              conveyor_storage** out, conveyor_error* err) {
+  static conveyor_status open(const conveyor_option* options, size_t n, conveyor_storage** out,
+                              conveyor_error* err) {
     return guarded(err, [&] {
       if (out == nullptr) throw Error(CONVEYOR_E_INVALID, "out is NULL");
       std::unique_ptr<Impl> impl = Impl::open(Options(options, n));
@@ -243,8 +234,8 @@ struct Adapter {
   static conveyor_status migrate(conveyor_storage* s, conveyor_error* err) {
     return guarded(err, [&] { self(s)->migrate(); });
   }
-  static conveyor_status enqueue(conveyor_storage* s, const conveyor_new_job* jobs,
-                                 size_t n, int64_t* ids, conveyor_error* err) {
+  static conveyor_status enqueue(conveyor_storage* s, const conveyor_new_job* jobs, size_t n,
+                                 int64_t* ids, conveyor_error* err) {
     return guarded(err, [&] {
       if (n == 0) return;
       if (jobs == nullptr || ids == nullptr)
@@ -252,24 +243,21 @@ struct Adapter {
       self(s)->enqueue(std::span(jobs, n), std::span(ids, n));
     });
   }
-  static conveyor_status claim(conveyor_storage* s, conveyor_str queue,
-                               uint32_t max_jobs, int64_t token, int64_t now,
-                               int64_t expires, conveyor_job_fn fn, void* ctx,
-                               uint32_t* out_claimed, conveyor_error* err) {
+  static conveyor_status claim(conveyor_storage* s, conveyor_str queue, uint32_t max_jobs,
+                               int64_t token, int64_t now, int64_t expires, conveyor_job_fn fn,
+                               void* ctx, uint32_t* out_claimed, conveyor_error* err) {
     return guarded(err, [&] {
       if (fn == nullptr || out_claimed == nullptr)
         throw Error(CONVEYOR_E_INVALID, "on_job or out_claimed is NULL");
       if (token == 0) throw Error(CONVEYOR_E_INVALID, "lease_token must be non-zero");
-      *out_claimed = self(s)->claim(view(queue), max_jobs, token, now, expires,
-                                    JobSink(fn, ctx));
+      *out_claimed = self(s)->claim(view(queue), max_jobs, token, now, expires, JobSink(fn, ctx));
     });
   }
   // The shape shared by complete, extend_leases and release: a batch of
   // leases in, one status per lease out.
   template <typename Call>
   static conveyor_status lease_batch(const conveyor_lease* leases, size_t n,
-                                     conveyor_status* results, conveyor_error* err,
-                                     Call&& call) {
+                                     conveyor_status* results, conveyor_error* err, Call&& call) {
     return guarded(err, [&] {
       if (n == 0) return;
       if (leases == nullptr || results == nullptr)
@@ -277,52 +265,42 @@ struct Adapter {
       call(std::span(leases, n), std::span(results, n));
     });
   }
-  static conveyor_status complete(conveyor_storage* s, const conveyor_lease* leases,
-                                  size_t n, int64_t now, conveyor_status* results,
-                                  conveyor_error* err) {
+  static conveyor_status complete(conveyor_storage* s, const conveyor_lease* leases, size_t n,
+                                  int64_t now, conveyor_status* results, conveyor_error* err) {
     return lease_batch(leases, n, results, err,
                        [&](auto l, auto r) { self(s)->complete(l, now, r); });
   }
-  static conveyor_status fail(conveyor_storage* s, conveyor_lease lease,
-                              conveyor_str error_text, int64_t retry_at,
-                              int64_t now, conveyor_error* err) {
-    return guarded(err, [&] {
-      self(s)->fail(lease, view(error_text), retry_at, now);
-    });
+  static conveyor_status fail(conveyor_storage* s, conveyor_lease lease, conveyor_str error_text,
+                              int64_t retry_at, int64_t now, conveyor_error* err) {
+    return guarded(err, [&] { self(s)->fail(lease, view(error_text), retry_at, now); });
   }
-  static conveyor_status extend_leases(conveyor_storage* s,
-                                       const conveyor_lease* leases, size_t n,
+  static conveyor_status extend_leases(conveyor_storage* s, const conveyor_lease* leases, size_t n,
                                        int64_t expires, conveyor_status* results,
                                        conveyor_error* err) {
     return lease_batch(leases, n, results, err,
                        [&](auto l, auto r) { self(s)->extend_leases(l, expires, r); });
   }
-  static conveyor_status release(conveyor_storage* s, const conveyor_lease* leases,
-                                 size_t n, int64_t now, conveyor_status* results,
-                                 conveyor_error* err) {
+  static conveyor_status release(conveyor_storage* s, const conveyor_lease* leases, size_t n,
+                                 int64_t now, conveyor_status* results, conveyor_error* err) {
     return lease_batch(leases, n, results, err,
                        [&](auto l, auto r) { self(s)->release(l, now, r); });
   }
-  static conveyor_status rescue_expired(conveyor_storage* s, int64_t now,
-                                        uint32_t max_jobs, uint32_t* out,
-                                        conveyor_error* err) {
+  static conveyor_status rescue_expired(conveyor_storage* s, int64_t now, uint32_t max_jobs,
+                                        uint32_t* out, conveyor_error* err) {
     return guarded(err, [&] {
       if (out == nullptr) throw Error(CONVEYOR_E_INVALID, "out_rescued is NULL");
       *out = self(s)->rescue_expired(now, max_jobs);
     });
   }
-  static conveyor_status cancel(conveyor_storage* s, int64_t id, int64_t now,
-                                conveyor_error* err) {
+  static conveyor_status cancel(conveyor_storage* s, int64_t id, int64_t now, conveyor_error* err) {
     return guarded(err, [&] { self(s)->cancel(id, now); });
   }
-  static conveyor_status set_queue_paused(conveyor_storage* s, conveyor_str queue,
-                                          int32_t paused, int64_t now,
-                                          conveyor_error* err) {
+  static conveyor_status set_queue_paused(conveyor_storage* s, conveyor_str queue, int32_t paused,
+                                          int64_t now, conveyor_error* err) {
     return guarded(err, [&] { self(s)->set_queue_paused(view(queue), paused != 0, now); });
   }
-  static conveyor_status queue_stats(conveyor_storage* s, int64_t now,
-                                     conveyor_queue_stats_fn fn, void* ctx,
-                                     conveyor_error* err) {
+  static conveyor_status queue_stats(conveyor_storage* s, int64_t now, conveyor_queue_stats_fn fn,
+                                     void* ctx, conveyor_error* err) {
     return guarded(err, [&] {
       if (fn == nullptr) throw Error(CONVEYOR_E_INVALID, "on_stats is NULL");
       self(s)->queue_stats(now, QueueStatsSink(fn, ctx));
@@ -335,24 +313,22 @@ struct Adapter {
       self(s)->list_queues(QueueSink(fn, ctx));
     });
   }
-  static conveyor_status get_job(conveyor_storage* s, int64_t id, int64_t now,
-                                 conveyor_job_fn fn, void* ctx, conveyor_error* err) {
+  static conveyor_status get_job(conveyor_storage* s, int64_t id, int64_t now, conveyor_job_fn fn,
+                                 void* ctx, conveyor_error* err) {
     return guarded(err, [&] {
       if (fn == nullptr) throw Error(CONVEYOR_E_INVALID, "on_job is NULL");
       self(s)->get_job(id, now, JobSink(fn, ctx));
     });
   }
-  static conveyor_status purge_finished(conveyor_storage* s, int64_t before,
-                                        uint32_t max_jobs, uint64_t* out,
-                                        conveyor_error* err) {
+  static conveyor_status purge_finished(conveyor_storage* s, int64_t before, uint32_t max_jobs,
+                                        uint64_t* out, conveyor_error* err) {
     return guarded(err, [&] {
       if (out == nullptr) throw Error(CONVEYOR_E_INVALID, "out_deleted is NULL");
       *out = self(s)->purge_finished(before, max_jobs);
     });
   }
-  static conveyor_status set_rate_limit(conveyor_storage* s, conveyor_str queue,
-                                        double rate, uint32_t burst, int64_t now,
-                                        conveyor_error* err) {
+  static conveyor_status set_rate_limit(conveyor_storage* s, conveyor_str queue, double rate,
+                                        uint32_t burst, int64_t now, conveyor_error* err) {
     return guarded(err, [&] {
       if (!(rate > 0) || rate > 1e300)
         throw Error(CONVEYOR_E_INVALID, "rate_per_sec must be > 0 and finite");
@@ -364,16 +340,14 @@ struct Adapter {
                                            conveyor_error* err) {
     return guarded(err, [&] { self(s)->delete_rate_limit(view(queue)); });
   }
-  static conveyor_status list_rate_limits(conveyor_storage* s,
-                                          conveyor_rate_limit_fn fn, void* ctx,
+  static conveyor_status list_rate_limits(conveyor_storage* s, conveyor_rate_limit_fn fn, void* ctx,
                                           conveyor_error* err) {
     return guarded(err, [&] {
       if (fn == nullptr) throw Error(CONVEYOR_E_INVALID, "on_limit is NULL");
       self(s)->list_rate_limits(RateLimitSink(fn, ctx));
     });
   }
-  static conveyor_status change_marker(conveyor_storage* s, int64_t* out,
-                                       conveyor_error* err) {
+  static conveyor_status change_marker(conveyor_storage* s, int64_t* out, conveyor_error* err) {
     return guarded(err, [&] {
       if (out == nullptr) throw Error(CONVEYOR_E_INVALID, "out_marker is NULL");
       *out = self(s)->change_marker();
@@ -388,14 +362,15 @@ struct Adapter {
     });
   }
 
-  static constexpr bool has_notify =
-      requires(Impl & i, const NotifySink& sink) { i.wait_for_notification(0, sink); };
+  static constexpr bool has_notify = requires(Impl & i, const NotifySink& sink) {
+    i.wait_for_notification(0, sink);
+  };
 
   // The notify slot, or NULL; if constexpr keeps the adapter of a plugin
   // without wait_for_notification from being instantiated at all.
   static constexpr auto notify_slot() {
-    using Slot = conveyor_status (*)(conveyor_storage*, int64_t, conveyor_notify_fn, void*,
-                                     conveyor_error*);
+    using Slot =
+        conveyor_status (*)(conveyor_storage*, int64_t, conveyor_notify_fn, void*, conveyor_error*);
     if constexpr (has_notify) {
       return static_cast<Slot>(&Adapter::wait_for_notification);
     } else {
@@ -403,8 +378,8 @@ struct Adapter {
     }
   }
 
-  static const conveyor_storage_plugin* table(const char* name, const char* version,
-                                              uint32_t kind, uint64_t caps) {
+  static const conveyor_storage_plugin* table(const char* name, const char* version, uint32_t kind,
+                                              uint64_t caps) {
     static const conveyor_storage_plugin t = {
         sizeof(conveyor_storage_plugin),
         CONVEYOR_ABI_MAJOR,
@@ -448,13 +423,11 @@ struct Adapter {
 // string literals; KIND is CONVEYOR_KIND_*; CAPS is a CONVEYOR_CAP_* mask
 // (CONVEYOR_CAP_NOTIFY is set automatically when IMPL has
 // wait_for_notification).
-#define CONVEYOR_EXPORT_STORAGE_PLUGIN(IMPL, NAME, VERSION, KIND, CAPS)        \
-  extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin*             \
-  conveyor_storage_plugin_entry(uint32_t host_abi_major,                       \
-                                uint32_t /*host_abi_minor*/) {                 \
-    if (host_abi_major != CONVEYOR_ABI_MAJOR) return nullptr;                  \
-    return ::conveyor::sdk::detail::Adapter<IMPL>::table(NAME, VERSION, KIND,  \
-                                                         CAPS);                \
+#define CONVEYOR_EXPORT_STORAGE_PLUGIN(IMPL, NAME, VERSION, KIND, CAPS)                           \
+  extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storage_plugin_entry( \
+      uint32_t host_abi_major, uint32_t /*host_abi_minor*/) {                                     \
+    if (host_abi_major != CONVEYOR_ABI_MAJOR) return nullptr;                                     \
+    return ::conveyor::sdk::detail::Adapter<IMPL>::table(NAME, VERSION, KIND, CAPS);              \
   }
 
 #endif  // CONVEYOR_STORAGE_PLUGIN_HPP
