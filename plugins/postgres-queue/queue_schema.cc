@@ -146,8 +146,27 @@ LEFT JOIN {s}.marks m3 ON m3.slot = r.slot AND m3.entry_id = r.entry_id AND m3.s
 LEFT JOIN {s}.lease_ext e ON e.job_id = r.job_id AND e.lease_token = m1.lease_token;
 )sql";
 
+// Version 2: the finished jobs of truncated slots, counted. TRUNCATE takes a
+// slot's history, but queue_stats keeps counting its completed, failed and
+// cancelled jobs until purge_finished drops them past retention, as the
+// canonical plugin does. Append-only: one row per queue and outcome per
+// rotation that truncated any (written by the rotation, under the slot's
+// lock), deleted only by purge.
+constexpr const char* kQueueV2 = R"sql(
+CREATE TABLE {s}.retired (
+  queue      text     COLLATE "C" NOT NULL,
+  state      smallint NOT NULL CHECK (state BETWEEN 4 AND 6),
+  jobs       bigint   NOT NULL,
+  -- The latest finalized_at among them: purged once that is past retention.
+  newest     bigint   NOT NULL,
+  retired_at bigint   NOT NULL
+);
+CREATE INDEX retired_newest ON {s}.retired (newest);
+)sql";
+
 const std::vector<std::string>& migration_steps() {
-  static const std::vector<std::string> steps = {std::string(kQueueV1) + postgres::kControlTables};
+  static const std::vector<std::string> steps = {std::string(kQueueV1) + postgres::kControlTables,
+                                                 kQueueV2};
   return steps;
 }
 
@@ -466,11 +485,28 @@ SELECT (SELECT count(*) FROM marked),
        (SELECT count(*) FROM cur WHERE taken IS NULL OR taken = 3) +
        (SELECT count(*) FROM {s}.later WHERE job_id = $2::bigint))sql"},
 
-    // Counts derived from the entries (and `later`), never kept in a row.
-    Statement{stmt::kQueueStats, CONVEYOR_QUEUE_STATS_SQL(
-                                     "(SELECT queue, state, run_at FROM {s}.entries"
-                                     " WHERE NOT purged AND state <> 0"
-                                     " UNION ALL SELECT queue, 1, run_at FROM {s}.later) AS live")},
+    // Counts derived from the entries (and `later`), never kept in a row,
+    // plus the finished jobs of truncated slots (`retired`), in one
+    // statement so that a rotation cannot fall between the two readings.
+    Statement{stmt::kQueueStats,
+              "WITH counted (name, paused, pending, scheduled, running, completed, failed,"
+              " cancelled) AS (" CONVEYOR_QUEUE_STATS_SQL(
+                  "(SELECT queue, state, run_at FROM {s}.entries"
+                  " WHERE NOT purged AND state <> 0"
+                  " UNION ALL SELECT queue, 1, run_at FROM {s}.later) AS live") R"sql(
+), gone AS (
+  SELECT queue, sum(jobs) FILTER (WHERE state = 4) AS completed,
+         sum(jobs) FILTER (WHERE state = 5) AS failed,
+         sum(jobs) FILTER (WHERE state = 6) AS cancelled
+  FROM {s}.retired GROUP BY queue
+)
+SELECT coalesce(l.name, g.queue) COLLATE "C", coalesce(l.paused, false),
+       coalesce(l.pending, 0), coalesce(l.scheduled, 0), coalesce(l.running, 0),
+       (coalesce(l.completed, 0) + coalesce(g.completed, 0))::bigint,
+       (coalesce(l.failed, 0) + coalesce(g.failed, 0))::bigint,
+       (coalesce(l.cancelled, 0) + coalesce(g.cancelled, 0))::bigint
+FROM counted l FULL JOIN gone g ON g.queue = l.name
+ORDER BY 1)sql"},
 
     // The `later` row if the job waits there, else its newest entry.
     Statement{stmt::kGetJob, R"sql(
@@ -499,6 +535,10 @@ WITH doomed AS (
 INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at)
 SELECT slot, entry_id, 3, 7, job_id, $1::bigint FROM doomed
 ON CONFLICT DO NOTHING)sql"},
+
+    // Counts of truncated finished jobs whose newest is past retention.
+    Statement{stmt::kPurgeRetired, R"sql(
+DELETE FROM {s}.retired WHERE newest < $1::bigint)sql"},
 };
 
 #undef CONVEYOR_ENTRY_COLUMNS

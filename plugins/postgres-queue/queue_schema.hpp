@@ -14,7 +14,7 @@
 namespace conveyor::pgqueue {
 
 // The schema version this build creates and understands.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 // What a mark records (marks.what); the SQL spells these numbers out.
 inline constexpr int kMarkMoved = 0;      // stage 1 or 2: the entry was copied forward
@@ -47,6 +47,7 @@ inline constexpr const char* kCancel = "q_cancel";
 inline constexpr const char* kQueueStats = "q_queue_stats";
 inline constexpr const char* kGetJob = "q_get_job";
 inline constexpr const char* kPurge = "q_purge";
+inline constexpr const char* kPurgeRetired = "q_purge_retired";
 }  // namespace stmt
 
 // Session settings on top of postgres::configure_session: no sequential

@@ -33,7 +33,8 @@
 // copy-forward appends a new entry with the same job_id (and the attempt
 // count, payload, last error carried along). get_job reads the `later` row or
 // the newest entry; queue_stats counts entries by what their marks make of
-// them (the `entries` view): counts are derived, no counter row is updated.
+// them (the `entries` view) plus the counts of truncated slots (`retired`,
+// appended once per rotation): no counter row is updated per job.
 //
 // Claim: a CTE walks the queue's entries in (priority, run_at, job id) order
 // from a per-process hint (claim_hints.hpp), skipping entries with a stage-1
@@ -54,7 +55,11 @@
 // Finished jobs are kept until their slot is truncated (at least
 // slots - 1 rotations, so about slots * rotation_interval_ms under load;
 // longer when idle) or purged, whichever comes first: purge_finished appends
-// purge marks, and TRUNCATE reclaims them with the entries.
+// purge marks, and TRUNCATE reclaims them with the entries. Their counts
+// outlive the truncation: the rotation adds them to `retired` (one row per
+// queue and outcome), which queue_stats adds in and purge_finished deletes
+// once past retention, so `completed` and `failed` mean what they mean on
+// the canonical plugins.
 #include "queue_storage.hpp"
 
 #include "job_calls.hpp"
@@ -341,8 +346,13 @@ void QueueStorage::get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& s
 
 uint64_t QueueStorage::purge_finished(int64_t finalized_before_us, uint32_t max_jobs) {
   if (max_jobs == 0) return 0;
-  return rows_changed("purge_finished", Retry::kAfterConnectionLoss, stmt::kPurge,
-                      finalized_before_us, max_jobs);
+  const uint64_t purged = rows_changed("purge_finished", Retry::kAfterConnectionLoss, stmt::kPurge,
+                                       finalized_before_us, max_jobs);
+  // Truncated jobs past retention leave the counts too; they are rows of
+  // counts, not jobs, so they are not part of the number returned.
+  rows_changed("purge_finished", Retry::kAfterConnectionLoss, stmt::kPurgeRetired,
+               finalized_before_us);
+  return purged;
 }
 
 }  // namespace conveyor::pgqueue

@@ -270,6 +270,30 @@ TEST_F(QueueStorageTest, LeasesAndScheduledJobsOfAnotherHandleAreFound) {
   EXPECT_EQ(due[0].id, id);
 }
 
+// A schema made by the first release (version 1, no `retired` table) is
+// upgraded in place by migrate, and the jobs in it are kept.
+TEST_F(QueueStorageTest, MigrateUpgradesAVersion1SchemaAndKeepsItsJobs) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  const std::vector<int64_t> ids = enqueue_many(h, "q", 3);
+  close_store(h);
+  const std::string s = "\"" + schema_ + "\"";
+  sql("DROP TABLE " + s + ".retired; DELETE FROM " + s +
+      ".queue_schema_migrations WHERE version = 2");
+  ASSERT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(), 1);
+
+  h = open_store();  // migrates
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(),
+            kSchemaVersion);
+  EXPECT_EQ(count("retired"), 0);
+  const int64_t now = wall_us();
+  ASSERT_EQ(stats(h, now).size(), 1u);
+  EXPECT_EQ(stats(h, now)[0].pending, 3);
+  EXPECT_EQ(postgres::test::ids_of(claim(h, "q", 10, 1, now, now + kHour)), ids);
+}
+
 // The generic plans of the hot statements follow the claim order and look
 // leases up by key: their cost must not grow with the history in the ring.
 TEST_F(QueueStorageTest, GenericPlansDoNotScanTheHistory) {

@@ -9,6 +9,7 @@
 
 #include <pqxx/pqxx>
 
+#include <array>
 #include <atomic>
 #include <thread>
 
@@ -85,6 +86,57 @@ TEST_F(RingRotationTest, NeverTruncatesALiveEntryOrAnOpenLease) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].id, waiting);
   EXPECT_EQ(got[0].attempt, 1);
+}
+
+// TRUNCATE takes a slot's history but not its counts: completed, failed and
+// cancelled jobs of a truncated slot are still counted by queue_stats, until
+// purge_finished drops them past retention (as on the canonical plugins).
+TEST_F(RingRotationTest, FinishedCountsOutliveTruncationUntilPurged) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store(kManualRotation);
+  ASSERT_NE(h, nullptr);
+  const int64_t t = wall_us();
+  enqueue_many(h, "q", 5);
+  const int64_t doomed = enqueue(h, "q");
+  const int64_t cancelled = enqueue(h, "q", /*priority=*/9);
+  std::vector<JobCopy> got = claim(h, "q", 6, 100, t, t + kHour);
+  ASSERT_EQ(got.size(), 6u);
+  std::vector<JobCopy> to_complete;
+  for (const JobCopy& j : got) {
+    if (j.id == doomed)
+      ASSERT_EQ(fail(h, leases_of({j})[0], "boom", /*retry_at=*/-1, t + 1), CONVEYOR_OK);
+    else
+      to_complete.push_back(j);
+  }
+  ASSERT_EQ(complete(h, leases_of(to_complete), t + 2),
+            std::vector<conveyor_status>(5, CONVEYOR_OK));
+  conveyor_error err{};
+  ASSERT_EQ(api_->cancel(h, cancelled, t + 3, &err), CONVEYOR_OK) << err.message;
+  auto counts = [&] {
+    for (const postgres::test::StatsCopy& s : stats(h, t + 4))
+      if (s.queue == "q") return std::array{s.completed, s.failed, s.cancelled, s.pending};
+    return std::array<int64_t, 4>{};
+  };
+  const std::array<int64_t, 4> expected{5, 1, 1, 0};
+  ASSERT_EQ(counts(), expected);
+
+  // Round the ring until slot 0, which held them all, is truncated.
+  for (int i = 0; i < 3; ++i) {
+    enqueue(h, "other");
+    ASSERT_EQ(rotate().outcome, Rotation::kRotated);
+    EXPECT_EQ(counts(), expected) << "after rotation " << i + 1;
+  }
+  EXPECT_EQ(rows_in("ready_0"), 0) << "slot 0 was truncated";
+  EXPECT_EQ(rows_in("retired"), 3) << "one row per outcome of queue q";
+
+  // Purge drops a row once its newest job is past retention: here the
+  // failed one (t + 1), not yet the completed (t + 2) and cancelled (t + 3).
+  uint64_t purged = 0;
+  ASSERT_EQ(api_->purge_finished(h, t + 2, 1000, &purged, &err), CONVEYOR_OK) << err.message;
+  EXPECT_EQ(counts(), (std::array<int64_t, 4>{5, 0, 1, 0}));
+  ASSERT_EQ(api_->purge_finished(h, t + 4, 1000, &purged, &err), CONVEYOR_OK) << err.message;
+  EXPECT_EQ(counts(), (std::array<int64_t, 4>{0, 0, 0, 0}));
+  EXPECT_EQ(rows_in("retired"), 0);
 }
 
 // A rotation that finds the oldest slot's lock busy gives up within the lock

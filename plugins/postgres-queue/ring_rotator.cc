@@ -82,6 +82,20 @@ bool holds_live(pqxx::work& tx, const std::string& schema, uint32_t slot) {
       .as<bool>();
 }
 
+// Counts the finished, unpurged jobs of `slot` into `retired` (queue_schema.cc,
+// version 2) in the transaction that truncates it, so queue_stats reports
+// them until purge rather than until rotation.
+void retire_finished(pqxx::work& tx, const std::string& schema, uint32_t slot, int64_t now_us) {
+  const std::string s = postgres::quote_identifier(schema);
+  tx.exec_params("INSERT INTO " + s +
+                     ".retired (queue, state, jobs, newest, retired_at)"
+                     " SELECT queue, state, count(*), max(finalized_at), $2 FROM " +
+                     s +
+                     ".entries WHERE slot = $1 AND state BETWEEN 4 AND 6 AND NOT purged"
+                     " GROUP BY queue, state",
+                 slot, now_us);
+}
+
 }  // namespace
 
 const char* to_string(Rotation r) {
@@ -134,6 +148,7 @@ RotationResult rotate_ring(pqxx::connection& conn, const std::string& schema, in
   }
   // Re-checked under the lock: nothing can take or claim in `oldest` now.
   if (holds_live(tx, schema, oldest)) return {Rotation::kBlocked, out.moved, w};
+  retire_finished(tx, schema, oldest, wall_now_us);
   tx.exec("TRUNCATE " + ready_partition(schema, oldest) + ", " + marks_partition(schema, oldest));
   tx.exec_params(
       "UPDATE " + s + ".ring SET write_slot = $1, rotated_at = $2, rotations = rotations + 1",
