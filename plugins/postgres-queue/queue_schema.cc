@@ -174,6 +174,23 @@ const std::vector<std::string>& migration_steps() {
 #define CONVEYOR_ENTRY_COLUMNS \
   "job_id, queue, priority, run_at, attempt, max_attempts, created_at, kind, payload, last_error"
 
+// The claim marks (m) of a batch of leases: job ids $2, tokens $3 and slots
+// $4 (lease_slots.hpp; -1 where this process does not know the slot). The
+// LATERAL .. OFFSET 0 makes the generic plan look each lease up by (job id,
+// token), one partition probed where the slot is known (run-time pruning on
+// m.slot = l.slot), instead of hashing every claim mark in the ring.
+#define CONVEYOR_CLAIM_MARKS_OF_LEASES                                               \
+  "  FROM unnest($2::bigint[], $3::bigint[], $4::integer[]) AS l(id, token, slot)\n" \
+  "  CROSS JOIN LATERAL (\n"                                                         \
+  "    SELECT * FROM {s}.marks m\n"                                                  \
+  "    WHERE l.slot >= 0 AND m.slot = l.slot AND m.job_id = l.id\n"                  \
+  "      AND m.lease_token = l.token AND m.stage = 1 AND m.what = 3\n"               \
+  "    UNION ALL\n"                                                                  \
+  "    SELECT * FROM {s}.marks m\n"                                                  \
+  "    WHERE l.slot < 0 AND m.job_id = l.id AND m.lease_token = l.token\n"           \
+  "      AND m.stage = 1 AND m.what = 3\n"                                           \
+  "    OFFSET 0) m\n"
+
 constexpr std::array kStatements = {
     // Due jobs are appended to the write slot, the others go to `later`
     // (judged by the plugin's clock, $7: enqueue has no host clock; a claim
@@ -275,25 +292,12 @@ FROM ring LEFT JOIN claimed c ON true)sql"},
 
     // Lease-guarded batches: a lease is current while its stage-1 claim mark
     // has no stage-2 mark; the stage-2 insert is the arbiter. RETURNING names
-    // the leases that were current. $4 is each claim's slot where this
-    // process knows it (lease_slots.hpp): one partition probed, not all
-    // (run-time partition pruning on m.slot = l.slot). The LATERAL .. OFFSET 0 makes the generic
-    // plan look each lease up by (job id, token) instead of hashing every
-    // claim mark in the ring: the cost follows the batch, not the history.
+    // the leases that were current. The cost follows the batch, not the
+    // history (CONVEYOR_CLAIM_MARKS_OF_LEASES).
     Statement{stmt::kComplete, R"sql(
 WITH open AS (
   SELECT m.slot, m.entry_id, m.job_id, m.lease_token
-  FROM unnest($2::bigint[], $3::bigint[], $4::integer[]) AS l(id, token, slot)
-  CROSS JOIN LATERAL (
-    SELECT * FROM {s}.marks m
-    WHERE l.slot >= 0 AND m.slot = l.slot AND m.job_id = l.id AND m.lease_token = l.token
-      AND m.stage = 1 AND m.what = 3
-    UNION ALL
-    SELECT * FROM {s}.marks m
-    WHERE l.slot < 0 AND m.job_id = l.id AND m.lease_token = l.token AND m.stage = 1
-      AND m.what = 3
-    OFFSET 0) m
-), closed AS (
+)sql" CONVEYOR_CLAIM_MARKS_OF_LEASES R"sql(), closed AS (
   INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token)
   SELECT slot, entry_id, 2, 4, job_id, $1::bigint, lease_token FROM open
   ON CONFLICT DO NOTHING
@@ -306,17 +310,7 @@ SELECT job_id, lease_token FROM closed)sql"},
     Statement{stmt::kExtend, R"sql(
 WITH open AS (
   SELECT m.job_id, m.lease_token
-  FROM unnest($2::bigint[], $3::bigint[], $4::integer[]) AS l(id, token, slot)
-  CROSS JOIN LATERAL (
-    SELECT * FROM {s}.marks m
-    WHERE l.slot >= 0 AND m.slot = l.slot AND m.job_id = l.id AND m.lease_token = l.token
-      AND m.stage = 1 AND m.what = 3
-    UNION ALL
-    SELECT * FROM {s}.marks m
-    WHERE l.slot < 0 AND m.job_id = l.id AND m.lease_token = l.token AND m.stage = 1
-      AND m.what = 3
-    OFFSET 0) m
-  WHERE NOT EXISTS (SELECT 1 FROM {s}.marks c
+)sql" CONVEYOR_CLAIM_MARKS_OF_LEASES R"sql(  WHERE NOT EXISTS (SELECT 1 FROM {s}.marks c
                     WHERE c.slot = m.slot AND c.entry_id = m.entry_id AND c.stage = 2 OFFSET 0)
 )
 INSERT INTO {s}.lease_ext (job_id, lease_token, lease_expires)
@@ -329,17 +323,7 @@ RETURNING job_id, lease_token)sql"},
     Statement{stmt::kRelease, R"sql(
 WITH open AS (
   SELECT m.slot, m.entry_id, m.job_id, m.lease_token
-  FROM unnest($2::bigint[], $3::bigint[], $4::integer[]) AS l(id, token, slot)
-  CROSS JOIN LATERAL (
-    SELECT * FROM {s}.marks m
-    WHERE l.slot >= 0 AND m.slot = l.slot AND m.job_id = l.id AND m.lease_token = l.token
-      AND m.stage = 1 AND m.what = 3
-    UNION ALL
-    SELECT * FROM {s}.marks m
-    WHERE l.slot < 0 AND m.job_id = l.id AND m.lease_token = l.token AND m.stage = 1
-      AND m.what = 3
-    OFFSET 0) m
-), closed AS (
+)sql" CONVEYOR_CLAIM_MARKS_OF_LEASES R"sql(), closed AS (
   INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token)
   SELECT slot, entry_id, 2, 1, job_id, $1::bigint, lease_token FROM open
   ON CONFLICT DO NOTHING
@@ -542,6 +526,7 @@ DELETE FROM {s}.retired WHERE newest < $1::bigint)sql"},
 };
 
 #undef CONVEYOR_ENTRY_COLUMNS
+#undef CONVEYOR_CLAIM_MARKS_OF_LEASES
 
 // Creates the ring's partitions and its row, or checks the slot count of an
 // existing ring.
