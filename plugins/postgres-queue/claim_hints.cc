@@ -4,14 +4,20 @@
 
 namespace conveyor::pgqueue {
 
+ClaimHints::Clock::duration ClaimHints::period_after(Clock::duration probe_cost) const {
+  const Clock::duration by_cost = probe_cost * kProbeCostFactor;
+  const Clock::duration cap = std::max<Clock::duration>(reset_period_, kMaxResetPeriod);
+  return std::clamp<Clock::duration>(by_cost, reset_period_, cap);
+}
+
 ClaimHints::Start ClaimHints::start(std::string_view queue) {
   std::lock_guard lock(mu_);
+  const auto now = now_();
   const uint64_t ticket = next_ticket_++;
-  in_flight_.emplace(ticket, InFlight{std::string(queue)});
+  in_flight_.emplace(ticket, InFlight{std::string(queue), now});
   auto it = hints_.find(std::string(queue));
   if (it == hints_.end()) return Start{ClaimKey{}, -1, epoch_, ticket, false};
-  const auto now = std::chrono::steady_clock::now();
-  if (now - it->second.probed_at >= reset_period_) {
+  if (now - it->second.probed_at >= period_after(it->second.probe_cost)) {
     it->second.probed_at = now;
     return Start{ClaimKey{}, it->second.moves, epoch_, ticket, true};
   }
@@ -29,10 +35,23 @@ void ClaimHints::advance(std::string_view queue, const Start& from, const ClaimK
   auto flight = in_flight_.find(from.ticket);
   if (flight == in_flight_.end()) return;  // not started by start(): moves nothing
   const ClaimKey lowest_appended = flight->second.lowest_appended;
+  const auto now = now_();
+  const Clock::duration took = now - flight->second.started_at;
   in_flight_.erase(flight);
   if (epoch_ != from.epoch) return;  // forgotten meanwhile
-  Hint& h = hints_[std::string(queue)];
-  if (h.moves != moves) h = Hint{ClaimKey{}, moves};  // the scan started from the beginning
+  auto [it, added] = hints_.try_emplace(std::string(queue));
+  Hint& h = it->second;
+  // A claim that started from the beginning (a probe, the first claim of
+  // the queue, or one whose hint was void) walked the history: the next
+  // probe waits in proportion to what that cost.
+  if (from.probe || added || h.moves != moves) {
+    h.probed_at = now;
+    h.probe_cost = took;
+  }
+  if (h.moves != moves) {  // the hint was void: the scan started from the beginning
+    h.key = ClaimKey{};
+    h.moves = moves;
+  }
   if (first == nullptr) return;
   // Not past an entry appended while the claim ran (its snapshot may have
   // missed it).

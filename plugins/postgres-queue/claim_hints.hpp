@@ -17,12 +17,18 @@
 //     bounds how long an entry another process appended below the hint waits
 //     (its order is then off by at most that long; nothing is ever lost).
 //     The other claims keep the hint meanwhile: one claim walks the history,
-//     not every claim in flight.
+//     not every claim in flight. A probe walks every claimed entry of the
+//     queue still in the ring (a backlog of a million jobs enqueued at once
+//     keeps its whole slot, so up to a million): the period grows with what
+//     the last probe cost (kProbeCostFactor times its duration, at most
+//     kMaxResetPeriod), so probes never take more than about 1/20 of the
+//     queue's claim time.
 #ifndef CONVEYOR_PLUGINS_POSTGRES_QUEUE_CLAIM_HINTS_HPP
 #define CONVEYOR_PLUGINS_POSTGRES_QUEUE_CLAIM_HINTS_HPP
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -43,7 +49,17 @@ struct ClaimKey {
 
 class ClaimHints {
  public:
-  explicit ClaimHints(std::chrono::milliseconds reset_period) : reset_period_(reset_period) {}
+  using Clock = std::chrono::steady_clock;
+  // The period between probes is at least kProbeCostFactor times the
+  // duration of the queue's last probe, and at most kMaxResetPeriod (or
+  // reset_period when that is longer).
+  static constexpr int kProbeCostFactor = 20;
+  static constexpr std::chrono::milliseconds kMaxResetPeriod{30'000};
+
+  // now: the clock probes are timed by (tests pass a fake one).
+  explicit ClaimHints(std::chrono::milliseconds reset_period,
+                      std::function<Clock::time_point()> now = &Clock::now)
+      : reset_period_(reset_period), now_(std::move(now)) {}
 
   // Where a claim of queue starts (valid under move generation `moves`), and
   // the epoch to pass to advance().
@@ -66,18 +82,24 @@ class ClaimHints {
   void forget_all();
 
  private:
+  // The least time from one probe of a queue to the next.
+  Clock::duration period_after(Clock::duration probe_cost) const;
+
   const std::chrono::milliseconds reset_period_;
+  const std::function<Clock::time_point()> now_;
   std::mutex mu_;
   struct Hint {
     ClaimKey key;
     int64_t moves = -1;
-    std::chrono::steady_clock::time_point probed_at = std::chrono::steady_clock::now();
+    Clock::time_point probed_at;
+    Clock::duration probe_cost{0};  // how long the last probe took
   };
   std::unordered_map<std::string, Hint> hints_;  // mu_
   // Claims in flight: their queue and the lowest key appended to it since
   // they started.
   struct InFlight {
     std::string queue;
+    Clock::time_point started_at;
     ClaimKey lowest_appended{std::numeric_limits<int32_t>::max(),
                              std::numeric_limits<int64_t>::max(),
                              std::numeric_limits<int64_t>::max()};

@@ -111,5 +111,45 @@ TEST(ClaimHints, ForgetAllAndThePeriodicResetStartOver) {
   EXPECT_TRUE(same(short_lived.start("q").key, ClaimKey{0, 2, 99}));
 }
 
+// A probe walks the claimed history of the queue: the longer it took, the
+// longer until the next one (20 times its duration, between the reset
+// period and 30 s), so a large backlog is not walked every second.
+TEST(ClaimHints, TheProbePeriodGrowsWithWhatTheLastProbeCost) {
+  using namespace std::chrono_literals;
+  ClaimHints::Clock::time_point now{};
+  ClaimHints hints(1s, [&] { return now; });
+  // The first claim of the queue walks from the beginning, taking 200 ms.
+  auto first = hints.start("q");
+  now += 200ms;
+  took(hints, first, ClaimKey{0, 10, 5});
+  now += 3900ms;  // 4.1 s after the walk began, 3.9 s after it ended
+  auto early = hints.start("q");
+  EXPECT_FALSE(early.probe) << "the next probe is due 20 x 200 ms = 4 s after the walk";
+  hints.abandon(early);
+  now += 100ms;
+  auto probe = hints.start("q");
+  ASSERT_TRUE(probe.probe);
+  // This probe takes 5 s (a backlog of a million claimed entries).
+  now += 5s;
+  took(hints, probe, ClaimKey{0, 10, 7});
+  now += 29s;
+  auto waiting = hints.start("q");
+  EXPECT_FALSE(waiting.probe) << "20 x 5 s is capped at 30 s, not yet reached";
+  EXPECT_TRUE(same(waiting.key, ClaimKey{0, 10, 7}));
+  hints.abandon(waiting);
+  now += 1s;
+  auto capped = hints.start("q");
+  EXPECT_TRUE(capped.probe) << "at most 30 s between probes";
+  // A quick probe brings the period back down to the reset period.
+  now += 10ms;
+  took(hints, capped, ClaimKey{0, 10, 8});
+  now += 999ms;
+  auto soon = hints.start("q");
+  EXPECT_FALSE(soon.probe);
+  hints.abandon(soon);
+  now += 1ms;
+  EXPECT_TRUE(hints.start("q").probe);
+}
+
 }  // namespace
 }  // namespace conveyor::pgqueue

@@ -397,35 +397,43 @@ WITH open AS (
 )
 SELECT job_id FROM closed)sql"},
 
-    // Open claims whose lease (extended or not) expired before the host's now.
+    // Open claims whose lease (extended or not) expired before the host's
+    // now; claim marks only from lease expiry $4 (>= 1) on (rescue_window.hpp).
     Statement{stmt::kRescue, R"sql(
 WITH expired AS (
   (SELECT m.slot, m.entry_id, m.job_id, m.lease_token FROM {s}.marks m
-   WHERE m.lease_expires <> 0 AND m.lease_expires < $1::bigint AND m.stage = 1 AND m.what = 3
+   WHERE m.lease_expires <> 0 AND m.lease_expires >= $4::bigint AND m.lease_expires < $1::bigint
+     AND m.stage = 1 AND m.what = 3
      AND NOT EXISTS (SELECT 1 FROM {s}.marks c
-                     WHERE c.slot = m.slot AND c.entry_id = m.entry_id AND c.stage = 2)
+                     WHERE c.slot = m.slot AND c.entry_id = m.entry_id AND c.stage = 2 OFFSET 0)
      AND NOT EXISTS (SELECT 1 FROM {s}.lease_ext e
-                     WHERE e.job_id = m.job_id AND e.lease_token = m.lease_token)
+                     WHERE e.job_id = m.job_id AND e.lease_token = m.lease_token OFFSET 0)
    UNION ALL
    SELECT m.slot, m.entry_id, m.job_id, m.lease_token FROM {s}.lease_ext e
-   JOIN {s}.marks m ON m.job_id = e.job_id AND m.lease_token = e.lease_token AND m.stage = 1
-                       AND m.what = 3
+   CROSS JOIN LATERAL (SELECT * FROM {s}.marks m
+                       WHERE m.job_id = e.job_id AND m.lease_token = e.lease_token
+                         AND m.stage = 1 AND m.what = 3 OFFSET 0) m
    WHERE e.lease_expires < $1::bigint
      AND NOT EXISTS (SELECT 1 FROM {s}.marks c
-                     WHERE c.slot = m.slot AND c.entry_id = m.entry_id AND c.stage = 2))
+                     WHERE c.slot = m.slot AND c.entry_id = m.entry_id AND c.stage = 2 OFFSET 0))
   LIMIT $3::bigint
+), entry AS (
+  SELECT x.lease_token, r.*
+  FROM expired x
+  CROSS JOIN LATERAL (SELECT * FROM {s}.ready r
+                      WHERE r.slot = x.slot AND r.entry_id = x.entry_id OFFSET 0) r
 ), closed AS (
   INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token, error)
-  SELECT x.slot, x.entry_id, 2, CASE WHEN r.attempt + 1 < r.max_attempts THEN 1 ELSE 5 END,
-         x.job_id, $1::bigint, x.lease_token, $2::text
-  FROM expired x JOIN {s}.ready r ON r.slot = x.slot AND r.entry_id = x.entry_id
+  SELECT slot, entry_id, 2, CASE WHEN attempt + 1 < max_attempts THEN 1 ELSE 5 END,
+         job_id, $1::bigint, lease_token, $2::text
+  FROM entry
   ON CONFLICT DO NOTHING
   RETURNING slot, entry_id, job_id, what
 ), requeued AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, $1::bigint,
          r.attempt + 1, r.max_attempts, r.created_at, r.kind, r.payload, $2::text
-  FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id
+  FROM closed c JOIN entry r ON r.slot = c.slot AND r.entry_id = c.entry_id
   WHERE c.what = 1
 ), unextended AS (
   DELETE FROM {s}.lease_ext e USING closed c WHERE e.job_id = c.job_id

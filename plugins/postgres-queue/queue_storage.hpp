@@ -9,6 +9,7 @@
 #include "pg_storage_base.hpp"
 #include "promotion_schedule.hpp"
 #include "queue_options.hpp"
+#include "rescue_window.hpp"
 
 #include <conveyor/storage_plugin.h>
 #include <conveyor/storage_plugin.hpp>
@@ -52,6 +53,7 @@ class QueueStorage : public postgres::PgStorageBase {
   ClaimHints hints_;
   PromotionSchedule promotions_;
   LeaseSlots lease_slots_;
+  RescueWindow rescue_window_;
   std::once_flag maintenance_started_;
   std::unique_ptr<RingMaintainer> maintainer_;
 };
