@@ -160,29 +160,16 @@ void ControlStore::delete_rate_limit(std::string_view queue) {
 }
 
 void ControlStore::list_rate_limits(const sdk::RateLimitSink& sink) {
-  struct Row {
-    std::string queue;
-    double rate;
-    int64_t burst;
-    int64_t updated_at;
-  };
-  std::vector<Row> rows;
+  std::vector<sdk::OwnedRateLimit> rows;
   run_on_pool(pool_, "list_rate_limits", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
     pqxx::result r = tx.exec_prepared(stmt::kListRateLimits);
     rows.clear();
     for (const auto& row : r)
-      rows.push_back(Row{text_at(row, 0), double_at(row, 1), int_at(row, 2), int_at(row, 3)});
+      rows.push_back(
+          sdk::OwnedRateLimit{text_at(row, 0), double_at(row, 1), int_at(row, 2), int_at(row, 3)});
   });
-  for (const Row& r : rows) {
-    conveyor_rate_limit l{};
-    l.struct_size = sizeof(conveyor_rate_limit);
-    l.burst = static_cast<uint32_t>(std::clamp<int64_t>(r.burst, 1, UINT32_MAX));
-    l.queue = sdk::str(r.queue);
-    l.rate_per_sec = r.rate;
-    l.updated_at_us = r.updated_at;
-    sink(l);
-  }
+  for (const sdk::OwnedRateLimit& r : rows) sink(r.view());
 }
 
 int64_t ControlStore::change_marker() {

@@ -924,30 +924,16 @@ void SqliteStorage::delete_rate_limit(std::string_view queue) {
 }
 
 void SqliteStorage::list_rate_limits(const sdk::RateLimitSink& sink) {
-  struct Row {
-    std::string queue;
-    double rate;
-    int64_t burst;
-    int64_t updated_at;
-  };
-  std::vector<Row> rows;
+  std::vector<sdk::OwnedRateLimit> rows;
   read("list_rate_limits", [&](Conn& c) {
     rows.clear();
     SQLite::Statement& st = c.get(kListRateLimits);
     Use u(st);
     while (st.executeStep())
-      rows.push_back(Row{column_text(st, 0), st.getColumn(1).getDouble(),
-                         st.getColumn(2).getInt64(), st.getColumn(3).getInt64()});
+      rows.push_back(sdk::OwnedRateLimit{column_text(st, 0), st.getColumn(1).getDouble(),
+                                         st.getColumn(2).getInt64(), st.getColumn(3).getInt64()});
   });
-  for (const Row& r : rows) {
-    conveyor_rate_limit l{};
-    l.struct_size = sizeof(conveyor_rate_limit);
-    l.burst = static_cast<uint32_t>(std::clamp<int64_t>(r.burst, 1, UINT32_MAX));
-    l.queue = sdk::str(r.queue);
-    l.rate_per_sec = r.rate;
-    l.updated_at_us = r.updated_at;
-    sink(l);
-  }
+  for (const sdk::OwnedRateLimit& r : rows) sink(r.view());
 }
 
 int64_t SqliteStorage::change_marker() {

@@ -41,6 +41,8 @@
 
 #include <conveyor/storage_plugin.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -160,6 +162,26 @@ struct OwnedJob {
     j.lease_expires_us = lease_expires;
     j.last_error = str(last_error);
     return j;
+  }
+};
+
+// A rate-limit override copied out of a row, so that it can be reported
+// (view()) after the statement or transaction that read it has ended. The
+// view borrows queue: report it while this object lives.
+struct OwnedRateLimit {
+  std::string queue;
+  double rate_per_sec = 0;
+  int64_t burst = 0;  // as stored; view() clamps it to 1..UINT32_MAX
+  int64_t updated_at = 0;
+
+  conveyor_rate_limit view() const noexcept {
+    conveyor_rate_limit l{};
+    l.struct_size = sizeof(conveyor_rate_limit);
+    l.queue = str(queue);
+    l.rate_per_sec = rate_per_sec;
+    l.burst = static_cast<uint32_t>(std::clamp<int64_t>(burst, 1, UINT32_MAX));
+    l.updated_at_us = updated_at;
+    return l;
   }
 };
 
