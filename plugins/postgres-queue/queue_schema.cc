@@ -399,6 +399,8 @@ SELECT job_id FROM closed)sql"},
 
     // Open claims whose lease (extended or not) expired before the host's
     // now; claim marks only from lease expiry $4 (>= 1) on (rescue_window.hpp).
+    // Returns how many it rescued and how many expired claims it found (at
+    // most $3: fewer means it saw them all).
     Statement{stmt::kRescue, R"sql(
 WITH expired AS (
   (SELECT m.slot, m.entry_id, m.job_id, m.lease_token FROM {s}.marks m
@@ -438,7 +440,7 @@ WITH expired AS (
 ), unextended AS (
   DELETE FROM {s}.lease_ext e USING closed c WHERE e.job_id = c.job_id
 )
-SELECT count(*) FROM closed)sql"},
+SELECT (SELECT count(*) FROM closed), (SELECT count(*) FROM expired))sql"},
 
     // A job not final: waiting in `later` (it gets an entry, cancelled at
     // once), unclaimed (stage-1 mark) or running (stage-2 mark). Returns how

@@ -293,15 +293,18 @@ void QueueStorage::fail(conveyor_lease lease, std::string_view error_text, int64
 
 uint32_t QueueStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
   if (max_jobs == 0) return 0;
-  int64_t changed = 0;
+  int64_t changed = 0, found = 0;
   const int64_t floor = rescue_window_.floor(now_us);
   run("rescue_expired", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
     pqxx::result r =
         tx.exec_prepared(stmt::kRescue, now_us, std::string(kLeaseExpiredError), max_jobs, floor);
-    changed = r.empty() ? 0 : postgres::int_at(r[0], 0);
+    changed = postgres::int_at(r[0], 0);
+    found = postgres::int_at(r[0], 1);
   });
-  rescue_window_.scanned(floor, now_us, changed < int64_t{max_jobs});
+  // Complete only if the limit did not cut the expired claims short (some
+  // found may have been closed meanwhile: changed can be less than found).
+  rescue_window_.scanned(floor, now_us, found < int64_t{max_jobs});
   if (changed > 0) hints_.forget_all();
   return static_cast<uint32_t>(changed);
 }
