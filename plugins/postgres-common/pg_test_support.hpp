@@ -1,18 +1,19 @@
 // Helpers for the tests of Conveyor's PostgreSQL plugins: the server under
 // test (env CONVEYOR_TEST_PG_DSN), a fresh schema per test, and the plugin
-// driven through its C ABI table (conveyor_storage_plugin_entry, no loader).
+// driven through its C ABI table (conveyor_storage_plugin_entry, no loader)
+// with the wrappers every plugin's tests share (conveyor/testing/plugin_calls.hpp).
 // Each plugin's test binary links these with that plugin's objects, which
 // define the entry point.
 #pragma once
 
 #include <conveyor/storage_plugin.h>
+#include <conveyor/testing/plugin_calls.hpp>
 
 #include <gtest/gtest.h>
 #include <pqxx/pqxx>
 
 #include <condition_variable>
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,7 +29,17 @@ extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storag
 
 namespace conveyor::postgres::test {
 
-using Opts = std::vector<std::pair<std::string, std::string>>;
+// The shared names, as the tests of both plugins know them.
+using plugin_testing::ids_of;
+using plugin_testing::JobCopy;
+using plugin_testing::leases_of;
+using plugin_testing::LimitCopy;
+using plugin_testing::Notice;
+using plugin_testing::Opts;
+using plugin_testing::s;
+using plugin_testing::StatsCopy;
+using plugin_testing::str;
+using plugin_testing::wall_us;
 
 // The DSN of the server under test, if any.
 std::optional<std::string> test_dsn();
@@ -54,39 +65,6 @@ std::string keyvalue_dsn(const std::map<std::string, std::string>& fields);
 std::string with_application_name(const std::string& dsn, const std::string& name);
 // "t_" + 16 random hex digits: a schema (and application name) of its own.
 std::string unique_name(const std::string& prefix);
-
-std::string s(conveyor_str v);
-inline conveyor_str str(const char* v) { return conveyor_str{v, std::strlen(v)}; }
-inline conveyor_str str(const std::string& v) { return conveyor_str{v.data(), v.size()}; }
-conveyor_str str(std::string&&) = delete;
-
-int64_t wall_us();
-
-struct JobCopy {
-  int64_t id = 0;
-  int32_t state = 0;
-  std::string queue, kind, payload, last_error;
-  int32_t priority = 0, attempt = 0, max_attempts = 0;
-  int64_t run_at = 0, created_at = 0, finalized_at = 0, lease_token = 0, lease_expires = 0;
-};
-
-struct StatsCopy {
-  std::string queue;
-  int32_t paused = 0;
-  int64_t pending = 0, scheduled = 0, running = 0, completed = 0, failed = 0, cancelled = 0;
-};
-
-struct LimitCopy {
-  std::string queue;
-  double rate = 0;
-  uint32_t burst = 0;
-  int64_t updated_at = 0;
-};
-
-struct Notice {
-  int32_t kind;
-  std::string queue;
-};
 
 // A TCP proxy on 127.0.0.1 in front of the server: taking it down closes
 // every connection through it and refuses new ones, as a server restart or a
@@ -118,44 +96,16 @@ class TcpProxy {
   std::thread thread_;
 };
 
-// A fixture with one schema of its own (dropped afterwards) and ABI helpers.
-class PgTest : public ::testing::Test {
+// A fixture with one schema of its own (dropped afterwards) and the plugin's
+// C table wrapped by PluginCalls (api_ set, handles closed in TearDown).
+class PgTest : public ::testing::Test, public plugin_testing::PluginCalls {
  protected:
   void SetUp() override;
   void TearDown() override;
 
   Opts base_options() const;  // dsn (with this test's application_name) + schema
-  conveyor_status try_open(const Opts& opts, conveyor_storage** out, std::string* message);
-  // Opens (and by default migrates) a handle with base_options() + extra.
+  // Opens (and by default migrates) a tracked handle with base_options() + extra.
   conveyor_storage* open_store(const Opts& extra = {}, bool migrate = true);
-  void close_store(conveyor_storage* h);
-
-  int64_t enqueue(conveyor_storage* h, const std::string& queue, int32_t priority = 0,
-                  int64_t run_at = 0, int32_t max_attempts = 3, const std::string& payload = "{}",
-                  const std::string& kind = "noop");
-  std::vector<int64_t> enqueue_many(conveyor_storage* h, const std::string& queue, size_t n,
-                                    int64_t run_at = 0);
-  std::vector<JobCopy> claim(conveyor_storage* h, const std::string& queue, uint32_t max,
-                             int64_t token, int64_t now, int64_t expires,
-                             conveyor_status expect = CONVEYOR_OK);
-  std::vector<conveyor_status> complete(conveyor_storage* h, const std::vector<conveyor_lease>& l,
-                                        int64_t now);
-  std::vector<conveyor_status> release(conveyor_storage* h, const std::vector<conveyor_lease>& l,
-                                       int64_t now);
-  std::vector<conveyor_status> extend(conveyor_storage* h, const std::vector<conveyor_lease>& l,
-                                      int64_t expires);
-  conveyor_status fail(conveyor_storage* h, conveyor_lease l, const std::string& text,
-                       int64_t retry_at, int64_t now, std::string* msg = nullptr);
-  conveyor_status get(conveyor_storage* h, int64_t id, int64_t now, JobCopy* out);
-  JobCopy job(conveyor_storage* h, int64_t id, int64_t now);
-  std::vector<StatsCopy> stats(conveyor_storage* h, int64_t now);
-  std::vector<LimitCopy> limits(conveyor_storage* h);
-  std::vector<std::pair<std::string, int32_t>> queues(conveyor_storage* h);
-  int64_t marker(conveyor_storage* h);
-  void pause(conveyor_storage* h, const std::string& q, bool paused);
-  // One wait_for_notification call; appends what arrived to out.
-  conveyor_status wait_notify(conveyor_storage* h, int64_t timeout_us, std::vector<Notice>* out,
-                              std::string* message = nullptr);
 
   // Runs SQL on a connection of the test's own (not the plugin's).
   pqxx::result sql(const std::string& query);
@@ -166,14 +116,9 @@ class PgTest : public ::testing::Test {
   // Terminates every server connection the plugin opened for this test.
   int terminate_plugin_connections();
 
-  const conveyor_storage_plugin* api_ = nullptr;
   std::string dsn_;     // the server's DSN, as given
   std::string schema_;  // this test's schema (also its application_name)
-  std::vector<conveyor_storage*> handles_;
   std::unique_ptr<pqxx::connection> admin_;
 };
-
-std::vector<int64_t> ids_of(const std::vector<JobCopy>& jobs);
-std::vector<conveyor_lease> leases_of(const std::vector<JobCopy>& jobs);
 
 }  // namespace conveyor::postgres::test

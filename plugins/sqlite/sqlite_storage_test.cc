@@ -2,6 +2,8 @@
 // (conveyor_storage_plugin_entry called directly, no loader).
 #include "sqlite_storage.hpp"
 
+#include <conveyor/testing/plugin_calls.hpp>
+
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
@@ -26,59 +28,11 @@
 namespace {
 
 namespace fs = std::filesystem;
-using Opts = std::vector<std::pair<std::string, std::string>>;
+using namespace conveyor::plugin_testing;  // NOLINT: the shared test names
 
-struct JobCopy {
-  int64_t id = 0;
-  int32_t state = 0;
-  std::string queue, kind, payload, last_error;
-  int32_t priority = 0, attempt = 0, max_attempts = 0;
-  int64_t run_at = 0, created_at = 0, finalized_at = 0, lease_token = 0, lease_expires = 0;
-};
-
-std::string s(conveyor_str v) { return v.len == 0 ? std::string() : std::string(v.data, v.len); }
-
-JobCopy copy_job(const conveyor_job* j) {
-  JobCopy c;
-  EXPECT_EQ(j->struct_size, sizeof(conveyor_job));
-  EXPECT_EQ(j->reserved0, 0);
-  c.id = j->id;
-  c.state = j->state;
-  c.queue = s(j->queue);
-  c.kind = s(j->kind);
-  c.payload = s(j->payload);
-  c.last_error = s(j->last_error);
-  c.priority = j->priority;
-  c.attempt = j->attempt;
-  c.max_attempts = j->max_attempts;
-  c.run_at = j->run_at_us;
-  c.created_at = j->created_at_us;
-  c.finalized_at = j->finalized_at_us;
-  c.lease_token = j->lease_token;
-  c.lease_expires = j->lease_expires_us;
-  return c;
-}
-
-struct StatsCopy {
-  std::string queue;
-  int32_t paused = 0;
-  int64_t pending = 0, scheduled = 0, running = 0, completed = 0, failed = 0, cancelled = 0;
-};
-
-struct LimitCopy {
-  std::string queue;
-  double rate = 0;
-  uint32_t burst = 0;
-  int64_t updated_at = 0;
-};
-
-// Borrowed views: literals have static storage; std::string lvalues must
-// outlive the call. A temporary std::string would dangle, so it is refused.
-conveyor_str str(const char* v) { return conveyor_str{v, std::strlen(v)}; }
-conveyor_str str(const std::string& v) { return conveyor_str{v.data(), v.size()}; }
-conveyor_str str(std::string&&) = delete;
-
-class SqliteStorageTest : public ::testing::Test {
+// The plugin's C table (PluginCalls) on a database file in a temporary
+// directory of the test's own, removed afterwards.
+class SqliteStorageTest : public ::testing::Test, public PluginCalls {
  protected:
   void SetUp() override {
     api_ = conveyor_storage_plugin_entry(CONVEYOR_ABI_MAJOR, CONVEYOR_ABI_MINOR);
@@ -90,222 +44,19 @@ class SqliteStorageTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    for (conveyor_storage* h : handles_) api_->close(h);
-    handles_.clear();
+    close_all();
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
 
-  conveyor_status try_open(const Opts& opts, conveyor_storage** out, std::string* message) {
-    std::vector<conveyor_option> raw;
-    for (const auto& [k, v] : opts) raw.push_back({str(k), str(v)});
-    conveyor_error err{};
-    conveyor_status st = api_->open(raw.data(), raw.size(), out, &err);
-    if (message != nullptr) *message = st == CONVEYOR_OK ? "" : err.message;
-    if (st != CONVEYOR_OK) {
-      EXPECT_EQ(err.code, st) << "err.code must match the status";
-    }
-    return st;
+  // Opens (and by default migrates) a tracked handle on db_path_ plus extra options.
+  conveyor_storage* open_store(const Opts& extra = {}, bool migrate = true) {
+    return open_tracked(with_options({{"path", db_path_}}, extra), migrate);
   }
 
-  // Opens (and by default migrates) a handle on db_path_ plus extra options.
-  conveyor_storage* open_store(Opts extra = {}, bool migrate = true) {
-    Opts opts{{"path", db_path_}};
-    for (auto& o : extra) opts.push_back(o);
-    conveyor_storage* h = nullptr;
-    std::string msg;
-    conveyor_status st = try_open(opts, &h, &msg);
-    EXPECT_EQ(st, CONVEYOR_OK) << "open failed: " << msg;
-    if (st != CONVEYOR_OK) return nullptr;
-    handles_.push_back(h);
-    if (migrate) {
-      conveyor_error err{};
-      EXPECT_EQ(api_->migrate(h, &err), CONVEYOR_OK) << "migrate failed: " << err.message;
-    }
-    return h;
-  }
-
-  void close_store(conveyor_storage* h) {
-    auto it = std::find(handles_.begin(), handles_.end(), h);
-    ASSERT_NE(it, handles_.end());
-    handles_.erase(it);
-    api_->close(h);
-  }
-
-  int64_t enqueue(conveyor_storage* h, const std::string& queue, int32_t priority = 0,
-                  int64_t run_at = 0, int32_t max_attempts = 3,
-                  const std::string& payload = "{}", const std::string& kind = "noop") {
-    conveyor_new_job j{str(queue), str(kind), str(payload), priority, max_attempts, run_at};
-    int64_t id = 0;
-    conveyor_error err{};
-    EXPECT_EQ(api_->enqueue(h, &j, 1, &id, &err), CONVEYOR_OK) << err.message;
-    return id;
-  }
-
-  std::vector<int64_t> enqueue_many(conveyor_storage* h, const std::string& queue, size_t n,
-                                    int64_t run_at = 0) {
-    std::vector<conveyor_new_job> jobs(
-        n, conveyor_new_job{str(queue), conveyor_str{"noop", 4}, conveyor_str{"{}", 2}, 0, 3,
-                            run_at});
-    std::vector<int64_t> ids(n);
-    conveyor_error err{};
-    EXPECT_EQ(api_->enqueue(h, jobs.data(), n, ids.data(), &err), CONVEYOR_OK) << err.message;
-    return ids;
-  }
-
-  std::vector<JobCopy> claim(conveyor_storage* h, const std::string& queue, uint32_t max,
-                             int64_t token, int64_t now, int64_t expires,
-                             conveyor_status expect = CONVEYOR_OK) {
-    std::vector<JobCopy> out;
-    uint32_t n = 12345;
-    conveyor_error err{};
-    conveyor_status st = api_->claim(
-        h, str(queue), max, token, now, expires,
-        [](void* ctx, const conveyor_job* j) {
-          static_cast<std::vector<JobCopy>*>(ctx)->push_back(copy_job(j));
-        },
-        &out, &n, &err);
-    EXPECT_EQ(st, expect) << err.message;
-    if (st == CONVEYOR_OK) {
-      EXPECT_EQ(n, out.size()) << "out_claimed must match the callbacks";
-    }
-    return out;
-  }
-
-  using LeaseFn = conveyor_status (*)(conveyor_storage*, const conveyor_lease*, size_t, int64_t,
-                                      conveyor_status*, conveyor_error*);
-  std::vector<conveyor_status> leases_op(LeaseFn fn, conveyor_storage* h,
-                                         const std::vector<conveyor_lease>& leases,
-                                         int64_t t) {
-    std::vector<conveyor_status> results(leases.size(), -1);
-    conveyor_error err{};
-    EXPECT_EQ(fn(h, leases.data(), leases.size(), t, results.data(), &err), CONVEYOR_OK)
-        << err.message;
-    return results;
-  }
-  std::vector<conveyor_status> complete(conveyor_storage* h,
-                                        const std::vector<conveyor_lease>& l, int64_t now) {
-    return leases_op(api_->complete, h, l, now);
-  }
-  std::vector<conveyor_status> release(conveyor_storage* h, const std::vector<conveyor_lease>& l,
-                                       int64_t now) {
-    return leases_op(api_->release, h, l, now);
-  }
-  std::vector<conveyor_status> extend(conveyor_storage* h, const std::vector<conveyor_lease>& l,
-                                      int64_t expires) {
-    return leases_op(api_->extend_leases, h, l, expires);
-  }
-
-  conveyor_status fail(conveyor_storage* h, conveyor_lease l, const std::string& text,
-                       int64_t retry_at, int64_t now, std::string* msg = nullptr) {
-    conveyor_error err{};
-    conveyor_status st = api_->fail(h, l, str(text), retry_at, now, &err);
-    if (msg != nullptr) *msg = err.message;
-    return st;
-  }
-
-  conveyor_status get(conveyor_storage* h, int64_t id, int64_t now, JobCopy* out) {
-    std::vector<JobCopy> got;
-    conveyor_error err{};
-    conveyor_status st = api_->get_job(
-        h, id, now,
-        [](void* ctx, const conveyor_job* j) {
-          static_cast<std::vector<JobCopy>*>(ctx)->push_back(copy_job(j));
-        },
-        &got, &err);
-    if (st == CONVEYOR_OK) {
-      EXPECT_EQ(got.size(), 1u) << "get_job must call on_job exactly once";
-      if (!got.empty() && out != nullptr) *out = got[0];
-    } else {
-      EXPECT_TRUE(got.empty()) << "no callback on error";
-    }
-    return st;
-  }
-  JobCopy job(conveyor_storage* h, int64_t id, int64_t now) {
-    JobCopy j;
-    EXPECT_EQ(get(h, id, now, &j), CONVEYOR_OK) << "job " << id;
-    return j;
-  }
-
-  std::vector<StatsCopy> stats(conveyor_storage* h, int64_t now) {
-    std::vector<StatsCopy> out;
-    conveyor_error err{};
-    EXPECT_EQ(api_->queue_stats(
-                  h, now,
-                  [](void* ctx, const conveyor_queue_stats* q) {
-                    EXPECT_EQ(q->struct_size, sizeof(conveyor_queue_stats));
-                    static_cast<std::vector<StatsCopy>*>(ctx)->push_back(
-                        StatsCopy{s(q->queue), q->paused, q->pending, q->scheduled, q->running,
-                                  q->completed, q->failed, q->cancelled});
-                  },
-                  &out, &err),
-              CONVEYOR_OK)
-        << err.message;
-    return out;
-  }
-
-  std::vector<LimitCopy> limits(conveyor_storage* h) {
-    std::vector<LimitCopy> out;
-    conveyor_error err{};
-    EXPECT_EQ(api_->list_rate_limits(
-                  h,
-                  [](void* ctx, const conveyor_rate_limit* l) {
-                    EXPECT_EQ(l->struct_size, sizeof(conveyor_rate_limit));
-                    static_cast<std::vector<LimitCopy>*>(ctx)->push_back(
-                        LimitCopy{s(l->queue), l->rate_per_sec, l->burst, l->updated_at_us});
-                  },
-                  &out, &err),
-              CONVEYOR_OK)
-        << err.message;
-    return out;
-  }
-
-  std::vector<std::pair<std::string, int32_t>> queues(conveyor_storage* h) {
-    std::vector<std::pair<std::string, int32_t>> out;
-    conveyor_error err{};
-    EXPECT_EQ(api_->list_queues(
-                  h,
-                  [](void* ctx, conveyor_str q, int32_t paused) {
-                    static_cast<std::vector<std::pair<std::string, int32_t>>*>(ctx)->emplace_back(
-                        s(q), paused);
-                  },
-                  &out, &err),
-              CONVEYOR_OK)
-        << err.message;
-    return out;
-  }
-
-  int64_t marker(conveyor_storage* h) {
-    int64_t m = 0;
-    conveyor_error err{};
-    EXPECT_EQ(api_->change_marker(h, &m, &err), CONVEYOR_OK) << err.message;
-    return m;
-  }
-
-  conveyor_status pause(conveyor_storage* h, const std::string& q, bool paused) {
-    conveyor_error err{};
-    conveyor_status st = api_->set_queue_paused(h, str(q), paused ? 1 : 0, 0, &err);
-    EXPECT_EQ(st, CONVEYOR_OK) << err.message;
-    return st;
-  }
-
-  const conveyor_storage_plugin* api_ = nullptr;
   std::string dir_;
   std::string db_path_;
-  std::vector<conveyor_storage*> handles_;
 };
-
-std::vector<int64_t> ids_of(const std::vector<JobCopy>& jobs) {
-  std::vector<int64_t> ids;
-  for (const auto& j : jobs) ids.push_back(j.id);
-  return ids;
-}
-
-std::vector<conveyor_lease> leases_of(const std::vector<JobCopy>& jobs) {
-  std::vector<conveyor_lease> l;
-  for (const auto& j : jobs) l.push_back({j.id, j.lease_token});
-  return l;
-}
 
 // ---------------------------------------------------------------------------
 
@@ -473,8 +224,7 @@ TEST_F(SqliteStorageTest, StaleLeaseCannotTouchTheNewClaimant) {
   std::string msg;
   EXPECT_EQ(fail(h, stale, "boom", -1, 150, &msg), CONVEYOR_E_LEASE_LOST);
   EXPECT_NE(msg.find(std::to_string(id)), std::string::npos) << msg;
-  EXPECT_EQ(fail(h, {id + 1000, 222}, "boom", -1, 150), CONVEYOR_E_LEASE_LOST)
-      << "unknown job id";
+  EXPECT_EQ(fail(h, {id + 1000, 222}, "boom", -1, 150), CONVEYOR_E_LEASE_LOST) << "unknown job id";
 
   JobCopy still = job(h, id, 160);
   EXPECT_EQ(still.state, CONVEYOR_JOB_RUNNING) << "stale calls changed nothing";
@@ -663,8 +413,7 @@ TEST_F(SqliteStorageTest, PauseAndResume) {
   EXPECT_EQ(st[0].paused, 0);
 
   conveyor_error err{};
-  EXPECT_EQ(api_->set_queue_paused(h, conveyor_str{nullptr, 0}, 1, 0, &err),
-            CONVEYOR_E_INVALID);
+  EXPECT_EQ(api_->set_queue_paused(h, conveyor_str{nullptr, 0}, 1, 0, &err), CONVEYOR_E_INVALID);
 }
 
 TEST_F(SqliteStorageTest, QueueStatsCountsEveryState) {
@@ -789,8 +538,7 @@ TEST_F(SqliteStorageTest, RateLimitCrudAndChangeMarker) {
   EXPECT_TRUE(limits(h).empty());
   int64_t m0 = marker(h);
 
-  ASSERT_EQ(api_->set_rate_limit(h, str("zeta"), 2.5, 10, 100, &err), CONVEYOR_OK)
-      << err.message;
+  ASSERT_EQ(api_->set_rate_limit(h, str("zeta"), 2.5, 10, 100, &err), CONVEYOR_OK) << err.message;
   int64_t m1 = marker(h);
   EXPECT_NE(m1, m0) << "set advances the marker";
   ASSERT_EQ(api_->set_rate_limit(h, str("alpha"), 100.0, 1, 200, &err), CONVEYOR_OK);
@@ -855,15 +603,13 @@ TEST_F(SqliteStorageTest, EnqueueValidatesAndIsAllOrNothing) {
     };
     return api_->enqueue(h, batch.data(), batch.size(), ids.data(), &err);
   };
-  EXPECT_EQ(attempt({str("q"), conveyor_str{nullptr, 0}, str("{}"), 0, 1, 0}),
-            CONVEYOR_E_INVALID)
+  EXPECT_EQ(attempt({str("q"), conveyor_str{nullptr, 0}, str("{}"), 0, 1, 0}), CONVEYOR_E_INVALID)
       << "empty kind";
   EXPECT_NE(std::string(err.message).find("kind"), std::string::npos) << err.message;
   EXPECT_EQ(attempt({str("q"), str("k"), str("{}"), 0, 0, 0}), CONVEYOR_E_INVALID)
       << "max_attempts 0";
   EXPECT_NE(std::string(err.message).find("max_attempts"), std::string::npos) << err.message;
-  EXPECT_EQ(attempt({conveyor_str{nullptr, 0}, str("k"), str("{}"), 0, 1, 0}),
-            CONVEYOR_E_INVALID)
+  EXPECT_EQ(attempt({conveyor_str{nullptr, 0}, str("k"), str("{}"), 0, 1, 0}), CONVEYOR_E_INVALID)
       << "empty queue";
   EXPECT_TRUE(stats(h, 0).empty()) << "a rejected batch enqueues nothing";
   EXPECT_TRUE(claim(h, "q", 10, 1, 0, 10).empty());
@@ -888,9 +634,9 @@ TEST_F(SqliteStorageTest, OptionsAreValidated) {
             CONVEYOR_E_INVALID);
   EXPECT_EQ(h, nullptr);
   for (const char* sync : {"full", "OFF", "Normal"}) {
-    ASSERT_EQ(try_open({{"path", db_path_}, {"synchronous", sync}, {"busy_timeout_ms", "250"}},
-                       &h, &msg),
-              CONVEYOR_OK)
+    ASSERT_EQ(
+        try_open({{"path", db_path_}, {"synchronous", sync}, {"busy_timeout_ms", "250"}}, &h, &msg),
+        CONVEYOR_OK)
         << sync << ": " << msg;
     api_->close(h);
     h = nullptr;
