@@ -16,12 +16,8 @@ ClaimHints::Start ClaimHints::start(std::string_view queue) {
   const uint64_t ticket = next_ticket_++;
   in_flight_.emplace(ticket, InFlight{std::string(queue), now});
   auto it = hints_.find(std::string(queue));
-  if (it == hints_.end()) return Start{ClaimKey{}, -1, epoch_, ticket, false};
-  if (now - it->second.probed_at >= period_after(it->second.probe_cost)) {
-    it->second.probed_at = now;
-    return Start{ClaimKey{}, it->second.moves, epoch_, ticket, true};
-  }
-  return Start{it->second.key, it->second.moves, epoch_, ticket, false};
+  if (it == hints_.end()) return Start{ClaimKey{}, -1, epoch_, ticket};
+  return Start{it->second.key, it->second.moves, epoch_, ticket};
 }
 
 void ClaimHints::abandon(const Start& from) {
@@ -41,10 +37,10 @@ void ClaimHints::advance(std::string_view queue, const Start& from, const ClaimK
   if (epoch_ != from.epoch) return;  // forgotten meanwhile
   auto [it, added] = hints_.try_emplace(std::string(queue));
   Hint& h = it->second;
-  // A claim that started from the beginning (a probe, the first claim of
-  // the queue, or one whose hint was void) walked the history: the next
-  // probe waits in proportion to what that cost.
-  if (from.probe || added || h.moves != moves) {
+  // A claim that started from the beginning (the first claim of the queue,
+  // or one whose hint was void) walked the history: the next probe waits in
+  // proportion to what that cost.
+  if (added || h.moves != moves) {
     h.probed_at = now;
     h.probe_cost = took;
   }
@@ -56,18 +52,43 @@ void ClaimHints::advance(std::string_view queue, const Start& from, const ClaimK
   // Not past an entry appended while the claim ran (its snapshot may have
   // missed it).
   const ClaimKey to = std::min(*first, lowest_appended);
-  // A probe that found entries below the hint (another process appended
-  // them) takes the hint back there.
-  if (from.probe && to < h.key) h.key = to;
   if (h.key < to) h.key = to;
 }
 
 void ClaimHints::lower(std::string_view queue, const ClaimKey& key) {
   std::lock_guard lock(mu_);
+  lower_locked(queue, key);
+}
+
+void ClaimHints::lower_locked(std::string_view queue, const ClaimKey& key) {
   for (auto& [ticket, f] : in_flight_)
     if (f.queue == queue && key < f.lowest_appended) f.lowest_appended = key;
   auto it = hints_.find(std::string(queue));
   if (it != hints_.end() && key < it->second.key) it->second.key = key;
+}
+
+std::vector<std::string> ClaimHints::due_probes() {
+  std::lock_guard lock(mu_);
+  const auto now = now_();
+  std::vector<std::string> due;
+  for (auto& [queue, h] : hints_) {
+    if (now - h.probed_at < period_after(h.probe_cost)) continue;
+    h.probed_at = now;
+    due.push_back(queue);
+  }
+  return due;
+}
+
+void ClaimHints::probed(std::string_view queue, const ClaimKey* lowest, int64_t moves,
+                        Clock::duration took) {
+  std::lock_guard lock(mu_);
+  auto it = hints_.find(std::string(queue));
+  if (it == hints_.end()) return;  // forgotten meanwhile: the next claim starts afresh
+  it->second.probed_at = now_();
+  it->second.probe_cost = took;
+  // Under another move generation the hint is void anyway (the next claim
+  // starts from the beginning).
+  if (lowest != nullptr && moves == it->second.moves) lower_locked(queue, *lowest);
 }
 
 void ClaimHints::forget_all() {

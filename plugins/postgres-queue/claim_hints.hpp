@@ -12,17 +12,16 @@
 //   * release, retries and rescues (rare) forget every hint;
 //   * a hint is valid only under the ring's move generation it was made in
 //     (entries copied forward keep their key, maybe below a hint);
-//   * once each reset period, one claim of the queue (a probe) starts from
-//     the beginning, and the hint goes back to the first key it took, which
+//   * once each reset period a probe, off the claim path (HintProber, a
+//     thread of its own), looks for the queue's first unclaimed entry from
+//     the beginning and takes the hint back there if it is below, which
 //     bounds how long an entry another process appended below the hint waits
 //     (its order is then off by at most that long; nothing is ever lost).
-//     The other claims keep the hint meanwhile: one claim walks the history,
-//     not every claim in flight. A probe walks every claimed entry of the
-//     queue still in the ring (a backlog of a million jobs enqueued at once
-//     keeps its whole slot, so up to a million): the period grows with what
-//     the last probe cost (kProbeCostFactor times its duration, at most
-//     kMaxResetPeriod), so probes never take more than about 1/20 of the
-//     queue's claim time.
+//     Claims never walk the history for it, so a probe does not show in
+//     their latency. A probe walks every claimed entry of the queue still in
+//     the ring (a backlog of a million jobs enqueued at once keeps its whole
+//     slot, so up to a million): the period grows with what the last probe
+//     cost (kProbeCostFactor times its duration, at most kMaxResetPeriod).
 #ifndef CONVEYOR_PLUGINS_POSTGRES_QUEUE_CLAIM_HINTS_HPP
 #define CONVEYOR_PLUGINS_POSTGRES_QUEUE_CLAIM_HINTS_HPP
 
@@ -35,6 +34,7 @@
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 namespace conveyor::pgqueue {
 
@@ -68,7 +68,6 @@ class ClaimHints {
     int64_t moves = -1;
     uint64_t epoch = 0;
     uint64_t ticket = 0;  // 0: no claim in flight
-    bool probe = false;   // the periodic claim from the beginning
   };
   // Every start is ended by exactly one advance() or abandon().
   Start start(std::string_view queue);
@@ -81,9 +80,17 @@ class ClaimHints {
   void lower(std::string_view queue, const ClaimKey& key);
   void forget_all();
 
+  // The queues whose probe is due now. Each is not due again until its
+  // period after probed() has passed.
+  std::vector<std::string> due_probes();
+  // The probe of queue ran under move generation moves and took `took`;
+  // lowest is the first unclaimed entry it found (nullptr: none).
+  void probed(std::string_view queue, const ClaimKey* lowest, int64_t moves, Clock::duration took);
+
  private:
   // The least time from one probe of a queue to the next.
   Clock::duration period_after(Clock::duration probe_cost) const;
+  void lower_locked(std::string_view queue, const ClaimKey& key);
 
   const std::chrono::milliseconds reset_period_;
   const std::function<Clock::time_point()> now_;

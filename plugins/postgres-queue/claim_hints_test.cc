@@ -3,7 +3,8 @@
 
 #include <gtest/gtest.h>
 
-#include <thread>
+#include <string>
+#include <vector>
 
 namespace conveyor::pgqueue {
 namespace {
@@ -88,27 +89,46 @@ TEST(ClaimHints, AHintFromAnotherMoveGenerationIsVoid) {
   EXPECT_EQ(hints.start("q").moves, 2);
 }
 
-TEST(ClaimHints, ForgetAllAndThePeriodicResetStartOver) {
+TEST(ClaimHints, ForgetAllStartsOver) {
   ClaimHints hints(kNoReset);
   took(hints, hints.start("q"), ClaimKey{0, 10, 5});
   hints.forget_all();
   EXPECT_TRUE(same(hints.start("q").key, ClaimKey{}));
+}
 
-  ClaimHints short_lived(std::chrono::milliseconds(1));
-  took(short_lived, short_lived.start("q"), ClaimKey{0, 10, 5});
-  // Wait past the reset period (a deadline, not a race: any later start probes).
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const auto probe = short_lived.start("q");
-  EXPECT_TRUE(probe.probe);
-  EXPECT_TRUE(same(probe.key, ClaimKey{}));
-  // Other claims meanwhile keep the hint.
-  const auto other = short_lived.start("q");
-  EXPECT_FALSE(other.probe);
-  EXPECT_TRUE(same(other.key, ClaimKey{0, 10, 5}));
-  short_lived.abandon(other);
-  // The probe found an entry another process appended below the hint.
-  took(short_lived, probe, ClaimKey{0, 2, 99});
-  EXPECT_TRUE(same(short_lived.start("q").key, ClaimKey{0, 2, 99}));
+// The periodic probe runs off the claim path: claims always start at the
+// hint, and a probe that found an unclaimed entry below it (another process
+// appended it) takes the hint back there, also for claims in flight.
+TEST(ClaimHints, AProbeBelowTheHintTakesItBackAndClaimsNeverProbe) {
+  using namespace std::chrono_literals;
+  ClaimHints::Clock::time_point now{};
+  ClaimHints hints(1s, [&] { return now; });
+  EXPECT_TRUE(hints.due_probes().empty()) << "no hint, nothing to probe";
+  took(hints, hints.start("q"), ClaimKey{0, 10, 5});
+  EXPECT_TRUE(hints.due_probes().empty()) << "not due before the period";
+  now += 1s;
+  const auto in_flight = hints.start("q");
+  EXPECT_TRUE(same(in_flight.key, ClaimKey{0, 10, 5})) << "a claim starts at the hint, always";
+  ASSERT_EQ(hints.due_probes(), std::vector<std::string>{"q"});
+  EXPECT_TRUE(hints.due_probes().empty()) << "returned once per period";
+  const ClaimKey below{0, 2, 99};
+  hints.probed("q", &below, /*moves=*/0, 5ms);
+  EXPECT_TRUE(same(hints.start("q").key, below));
+  // The claim in flight took entries above: it does not move the hint past
+  // what the probe found.
+  took(hints, in_flight, ClaimKey{0, 11, 6});
+  EXPECT_TRUE(same(hints.start("q").key, below));
+  // A probe under another move generation, or one that found nothing,
+  // changes no hint.
+  now += 1s;
+  ASSERT_EQ(hints.due_probes().size(), 1u);
+  const ClaimKey lower{0, 1, 1};
+  hints.probed("q", &lower, /*moves=*/1, 5ms);
+  EXPECT_TRUE(same(hints.start("q").key, below));
+  now += 1s;
+  ASSERT_EQ(hints.due_probes().size(), 1u);
+  hints.probed("q", nullptr, 0, 5ms);
+  EXPECT_TRUE(same(hints.start("q").key, below));
 }
 
 // A probe walks the claimed history of the queue: the longer it took, the
@@ -123,32 +143,23 @@ TEST(ClaimHints, TheProbePeriodGrowsWithWhatTheLastProbeCost) {
   now += 200ms;
   took(hints, first, ClaimKey{0, 10, 5});
   now += 3900ms;  // 4.1 s after the walk began, 3.9 s after it ended
-  auto early = hints.start("q");
-  EXPECT_FALSE(early.probe) << "the next probe is due 20 x 200 ms = 4 s after the walk";
-  hints.abandon(early);
+  EXPECT_TRUE(hints.due_probes().empty()) << "due 20 x 200 ms = 4 s after the walk";
   now += 100ms;
-  auto probe = hints.start("q");
-  ASSERT_TRUE(probe.probe);
+  ASSERT_EQ(hints.due_probes().size(), 1u);
   // This probe takes 5 s (a backlog of a million claimed entries).
   now += 5s;
-  took(hints, probe, ClaimKey{0, 10, 7});
+  hints.probed("q", nullptr, 0, 5s);
   now += 29s;
-  auto waiting = hints.start("q");
-  EXPECT_FALSE(waiting.probe) << "20 x 5 s is capped at 30 s, not yet reached";
-  EXPECT_TRUE(same(waiting.key, ClaimKey{0, 10, 7}));
-  hints.abandon(waiting);
+  EXPECT_TRUE(hints.due_probes().empty()) << "20 x 5 s is capped at 30 s, not yet reached";
   now += 1s;
-  auto capped = hints.start("q");
-  EXPECT_TRUE(capped.probe) << "at most 30 s between probes";
+  ASSERT_EQ(hints.due_probes().size(), 1u) << "at most 30 s between probes";
   // A quick probe brings the period back down to the reset period.
   now += 10ms;
-  took(hints, capped, ClaimKey{0, 10, 8});
+  hints.probed("q", nullptr, 0, 10ms);
   now += 999ms;
-  auto soon = hints.start("q");
-  EXPECT_FALSE(soon.probe);
-  hints.abandon(soon);
+  EXPECT_TRUE(hints.due_probes().empty());
   now += 1ms;
-  EXPECT_TRUE(hints.start("q").probe);
+  EXPECT_EQ(hints.due_probes().size(), 1u);
 }
 
 }  // namespace

@@ -290,6 +290,20 @@ SELECT c.job_id, c.kind, c.payload, c.priority, c.attempt + 1, c.max_attempts, c
        c.created_at, c.last_error, ring.moves, c.slot
 FROM ring LEFT JOIN claimed c ON true)sql"},
 
+    // The queue's first unclaimed entry in claim order, from the beginning
+    // (hint_prober.hpp), with the ring's move generation: always one row.
+    // A read: no row lock, no mark.
+    Statement{stmt::kProbe, R"sql(
+SELECT ring.moves, f.priority, f.run_at, f.job_id
+FROM {s}.ring LEFT JOIN LATERAL (
+  SELECT r.priority, r.run_at, r.job_id FROM {s}.ready r
+  WHERE r.queue = $1::text
+    AND NOT EXISTS (SELECT 1 FROM {s}.marks m
+                    WHERE m.slot = r.slot AND m.entry_id = r.entry_id AND m.stage = 1 OFFSET 0)
+  ORDER BY r.priority, r.run_at, r.job_id
+  LIMIT 1) f ON true
+WHERE ring.id = true)sql"},
+
     // Lease-guarded batches: a lease is current while its stage-1 claim mark
     // has no stage-2 mark; the stage-2 insert is the arbiter. RETURNING names
     // the leases that were current. The cost follows the batch, not the

@@ -36,6 +36,7 @@ namespace stmt {
 inline constexpr const char* kEnqueue = "q_enqueue";
 inline constexpr const char* kPromote = "q_promote";
 inline constexpr const char* kClaim = "q_claim";
+inline constexpr const char* kProbe = "q_probe";
 inline constexpr const char* kComplete = "q_complete";
 inline constexpr const char* kExtend = "q_extend";
 inline constexpr const char* kRelease = "q_release";

@@ -62,6 +62,7 @@
 // the canonical plugins.
 #include "queue_storage.hpp"
 
+#include "hint_prober.hpp"
 #include "job_calls.hpp"
 #include "pg_errors.hpp"
 #include "pg_rows.hpp"
@@ -112,7 +113,9 @@ QueueStorage::QueueStorage(QueueOptions options)
       promotions_(kPromotionCheckPeriod) {}
 
 QueueStorage::~QueueStorage() {
-  maintainer_.reset();  // before the pool goes
+  // Before the pool and the hints go.
+  prober_.reset();
+  maintainer_.reset();
 }
 
 std::unique_ptr<QueueStorage> QueueStorage::open(const sdk::Options& options) {
@@ -125,6 +128,7 @@ void QueueStorage::start_maintenance() {
   std::call_once(maintenance_started_, [this] {
     maintainer_ = std::make_unique<RingMaintainer>(
         pool(), options_.pg.schema, std::chrono::milliseconds(options_.rotation_interval_ms));
+    prober_ = std::make_unique<HintProber>(pool(), hints_);
   });
 }
 

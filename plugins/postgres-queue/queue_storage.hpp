@@ -26,6 +26,7 @@ extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storag
 
 namespace conveyor::pgqueue {
 
+class HintProber;
 class RingMaintainer;
 
 class QueueStorage : public postgres::PgStorageBase {
@@ -42,8 +43,9 @@ class QueueStorage : public postgres::PgStorageBase {
  private:
   explicit QueueStorage(QueueOptions options);
 
-  // Starts the ring's maintenance thread (on the first claim: a process that
-  // claims serves the queue; one that only enqueues or inspects does not).
+  // Starts the ring's maintenance thread and the claim-hint prober (on the
+  // first claim: a process that claims serves the queue; one that only
+  // enqueues or inspects does not).
   void start_maintenance();
 
   // Gives back whatever a claim with this token took when its reply was lost.
@@ -56,6 +58,7 @@ class QueueStorage : public postgres::PgStorageBase {
   RescueWindow rescue_window_;
   std::once_flag maintenance_started_;
   std::unique_ptr<RingMaintainer> maintainer_;
+  std::unique_ptr<HintProber> prober_;
 };
 
 }  // namespace conveyor::pgqueue

@@ -270,6 +270,31 @@ TEST_F(QueueStorageTest, LeasesAndScheduledJobsOfAnotherHandleAreFound) {
   EXPECT_EQ(due[0].id, id);
 }
 
+// An entry another process appends below this process's claim hint (here a
+// more urgent priority) is skipped by claims that start at the hint, until
+// the periodic probe (hint_prober.hpp, about once a second) takes the hint
+// back: it is claimed within seconds, never lost.
+TEST_F(QueueStorageTest, AnEntryAnotherProcessAppendsBelowTheHintIsFoundByTheProbe) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* mine = open_store();
+  conveyor_storage* other = open_store({}, false);
+  ASSERT_NE(mine, nullptr);
+  ASSERT_NE(other, nullptr);
+  const int64_t now = wall_us();
+  enqueue_many(mine, "q", 3);
+  ASSERT_EQ(claim(mine, "q", 3, 1, now, now + kHour).size(), 3u);  // the hint moves past them
+  const int64_t urgent = enqueue(other, "q", /*priority=*/-5);
+  std::vector<JobCopy> got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  int64_t token = 2;
+  while (got.empty() && std::chrono::steady_clock::now() < deadline) {
+    got = claim(mine, "q", 10, token++, now, now + kHour);
+    if (got.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(got.size(), 1u) << "never found the entry below the hint";
+  EXPECT_EQ(got[0].id, urgent);
+}
+
 // A schema made by the first release (version 1, no `retired` table) is
 // upgraded in place by migrate, and the jobs in it are kept.
 TEST_F(QueueStorageTest, MigrateUpgradesAVersion1SchemaAndKeepsItsJobs) {

@@ -1,0 +1,58 @@
+#include "hint_prober.hpp"
+
+#include "connection_pool.hpp"
+#include "pg_rows.hpp"
+#include "pg_run.hpp"
+#include "queue_schema.hpp"
+
+#include <pqxx/nontransaction>
+
+#include <optional>
+
+namespace conveyor::pgqueue {
+
+HintProber::HintProber(postgres::ConnectionPool& pool, ClaimHints& hints)
+    : pool_(pool), hints_(hints) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+HintProber::~HintProber() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void HintProber::loop() {
+  std::unique_lock lock(mu_);
+  while (!cv_.wait_for(lock, kTick, [this] { return stop_; })) {
+    lock.unlock();
+    for (const std::string& queue : hints_.due_probes()) probe(queue);
+    lock.lock();
+  }
+}
+
+void HintProber::probe(const std::string& queue) {
+  const auto started = ClaimHints::Clock::now();
+  std::optional<ClaimKey> lowest;
+  int64_t moves = -1;
+  try {
+    postgres::run_on_pool(
+        pool_, "probing the claim order", postgres::Retry::kNever, [&](pqxx::connection& c) {
+          pqxx::nontransaction tx(c);
+          pqxx::result r = tx.exec_prepared(stmt::kProbe, queue);
+          moves = postgres::int_at(r[0], 0);
+          lowest.reset();
+          if (!r[0][1].is_null())
+            lowest = ClaimKey{postgres::int32_at(r[0], 1), postgres::int_at(r[0], 2),
+                              postgres::int_at(r[0], 3)};
+        });
+  } catch (...) {
+    return;  // due again after its period; claims go on from their hints
+  }
+  hints_.probed(queue, lowest ? &*lowest : nullptr, moves, ClaimHints::Clock::now() - started);
+}
+
+}  // namespace conveyor::pgqueue
