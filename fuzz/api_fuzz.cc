@@ -1,18 +1,20 @@
-// Fuzzes the admin/task API's request path as the HTTP handler runs it
-// (admin_server.cc rpc()): authentication, read-only refusal, the body size
-// limit, parse_request_body, then ApiService::call for the method, against a
-// real Engine on the real SQLite plugin loaded through the real loader.
-// Every outcome must be a response that serialises to a JSON object, or an
-// ApiError with a known Connect code and a message; nothing may crash, leak,
-// throw out, or end as "internal" (an exception nobody mapped). The client's
-// response decoders (api_messages.hpp), which read what a server sends, are
-// fuzzed on the same bytes.
+// Fuzzes the admin/task API's request path through the function the HTTP
+// handler calls (api_request.hpp handle_api_request: authentication,
+// read-only refusal, the body size limit, parse_request_body, then
+// ApiService::call), against a real Engine on the real SQLite plugin loaded
+// through the real loader. Every answer must be JSON: a 200 with a response
+// message object, or a Connect error whose code is known, matches the HTTP
+// status and carries a message; nothing may crash, leak, or end as
+// "internal"/"unknown" (an exception nobody mapped). The client's response
+// decoders (api_messages.hpp), which read what a server sends, are fuzzed on
+// the same bytes.
 //
 // Input: byte 0 picks the target (a method, or a client decoder), byte 1 the
-// Authorization header and whether the server is read-only; the rest is the
-// body.
+// Authorization header, the server's token settings and whether it is
+// read-only, and the spelling of headers the server must accept alike; the
+// rest is the body.
+#include "api_request.hpp"
 #include "api_service.hpp"
-#include "auth.hpp"
 #include "proto_json.hpp"
 
 #include <conveyor/api_error.hpp>
@@ -108,23 +110,25 @@ void remove_world() {
   world = nullptr;
 }
 
-void check_error(const conveyor::ApiError& e) {
-  const conveyor::ApiCode code = e.code();
-  const char* name = conveyor::to_string(code);
-  if (!name || !conveyor::parse_api_code(name) || *conveyor::parse_api_code(name) != code)
-    die("error code does not round-trip", e.what());
-  const int status = conveyor::http_status(code);
-  if (status < 400 || status > 599) die("error status out of range", e.what());
-  if (std::string_view(e.what()).empty()) die("error without a message", name);
+// A refusal must be a Connect error the server and its clients agree on.
+void check_error(const conveyor::ApiResponse& response) {
+  const json body = json::parse(response.body, nullptr, false);
+  if (!body.is_object() || body.size() != 2 || !body.contains("code") ||
+      !body["code"].is_string() || !body.contains("message") || !body["message"].is_string())
+    die("error body is not {code, message}", response.body);
+  const auto code = conveyor::parse_api_code(body["code"].get<std::string>());
+  if (!code) die("unknown error code", response.body);
+  if (std::string_view(conveyor::to_string(*code)) != body["code"].get<std::string>())
+    die("error code does not round-trip", response.body);
+  if (response.status < 400 || response.status > 599 ||
+      conveyor::http_status(*code) != response.status)
+    die("error status does not match its code", response.body);
+  if (body["message"].get<std::string>().empty()) die("error without a message", response.body);
   // Nothing a request can send is an internal failure: that means an
   // exception no layer mapped to a code, or storage choking on input that
   // validation let through.
-  if (code == conveyor::ApiCode::kInternal || code == conveyor::ApiCode::kUnknown)
-    die("internal error", e.what());
-  // The error body the server writes must be JSON with the code.
-  const json body = json::parse(conveyor::api::to_text(json{{"code", name}, {"message", e.what()}}),
-                                nullptr, false);
-  if (!body.is_object() || body["code"] != name) die("error body is not JSON", e.what());
+  if (*code == conveyor::ApiCode::kInternal || *code == conveyor::ApiCode::kUnknown)
+    die("internal error", response.body);
 }
 
 std::optional<std::string> authorization(uint8_t flags) {
@@ -146,45 +150,40 @@ std::optional<std::string> authorization(uint8_t flags) {
   }
 }
 
-// As admin_server.cc rpc(): the answer, or ApiError.
-json serve(const char* path, std::string_view body, uint8_t flags) {
+// The answer the admin server would send for this POST.
+conveyor::ApiResponse serve(const char* path, std::string_view body, uint8_t flags) {
   conveyor::ServerConfig server;
   server.listen = "127.0.0.1:0";
   server.admin_token = (flags & 8) ? "" : kToken;
   server.allow_unauthenticated = (flags & 16) != 0;
   server.read_only = (flags & 32) != 0;
   server.max_body_bytes = kMaxBodyBytes;
-  const conveyor::Authenticator auth(server);
   const auto header = authorization(flags);
-  if (auto error = auth.check(header ? std::optional<std::string_view>(*header) : std::nullopt))
-    throw *error;
+  conveyor::ApiRequest request;
+  request.path = path;
+  if (header) request.authorization = *header;
+  // Spellings the server must accept alike.
+  request.content_type = (flags & 64) ? "Application/JSON; charset=UTF-8" : "application/json";
+  if (flags & 128) request.connect_protocol_version = "1";
+  request.body = body;
+  request.remote_addr = "fuzz";
   const conveyor::ApiService::Method* method = world->api->find(path);
   if (!method) die("method not found", path);
-  if (method->mutates && server.read_only)
-    throw conveyor::ApiError(conveyor::ApiCode::kPermissionDenied, "read-only");
-  if (body.size() > server.max_body_bytes)
-    throw conveyor::ApiError(conveyor::ApiCode::kResourceExhausted, "too large");
-  json request;
-  try {
-    request = conveyor::api::parse_request_body(body);
-  } catch (const conveyor::ValidationError& e) {
-    throw conveyor::ApiError(conveyor::ApiCode::kInvalidArgument, e.what());
-  }
   if (method->mutates) ++world->mutations;
-  return world->api->call(*method, request);
+  return conveyor::handle_api_request(*world->api, server, request);
 }
 
 void fuzz_method(size_t index, std::string_view body, uint8_t flags) {
   const char* path = kMethods[index];
-  json response;
-  try {
-    response = serve(path, body, flags);
-  } catch (const conveyor::ApiError& e) {
-    check_error(e);
+  const conveyor::ApiResponse answer = serve(path, body, flags);
+  if (answer.content_type != "application/json") die("answer is not JSON", answer.content_type);
+  if (!answer.headers.empty()) die("unexpected header", answer.headers.front().first);
+  if (answer.status != 200) {
+    check_error(answer);
     return;
   }
-  const json reread = json::parse(conveyor::api::to_text(response), nullptr, false);
-  if (!reread.is_object()) die("response is not a JSON object", path);
+  const json response = json::parse(answer.body, nullptr, false);
+  if (!response.is_object()) die("response is not a JSON object", path);
   // An accepted job is stored as sent: GetJob finds it on its queue.
   if (index == 6) {
     const json request = conveyor::api::parse_request_body(body);

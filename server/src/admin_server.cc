@@ -2,13 +2,13 @@
 // (admin_server.hpp). HTTP comes from cpp-httplib.
 #include <conveyor/admin_server.hpp>
 
+#include "api_request.hpp"
 #include "api_service.hpp"
 #include "auth.hpp"
 #include "prometheus.hpp"
 #include "proto_json.hpp"
 
 #include <conveyor/engine.hpp>
-#include <conveyor/validation.hpp>
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -39,25 +39,20 @@ constexpr std::string_view kApiPrefix = "/conveyor.v1.";
 
 bool is_api_path(std::string_view path) { return path.rfind(kApiPrefix, 0) == 0; }
 
-void write_error(httplib::Response& res, const ApiError& e) {
-  res.status = http_status(e.code());
-  res.set_content(api::to_text(json{{"code", to_string(e.code())}, {"message", e.what()}}),
-                  "application/json");
+void write(httplib::Response& res, const ApiResponse& response) {
+  res.status = response.status;
+  for (const auto& [name, value] : response.headers) res.set_header(name.c_str(), value);
+  res.set_content(response.body, response.content_type);
 }
 
-// "application/json", "application/json; charset=utf-8" (any case) are JSON.
-bool is_json_content_type(std::string_view value) {
-  const size_t semi = value.find(';');
-  std::string_view media = value.substr(0, semi);
-  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
-  std::string lower(media);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower != "application/json") return false;
-  if (semi == std::string_view::npos) return true;
-  std::string params(value.substr(semi + 1));
-  for (char& c : params) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  params.erase(std::remove(params.begin(), params.end(), ' '), params.end());
-  return params.empty() || params == "charset=utf-8";
+void write_error(httplib::Response& res, const ApiError& e) { write(res, api_error_response(e)); }
+
+// A request header's value (the first when repeated, as httplib's
+// get_header_value), nullopt when absent.
+std::optional<std::string_view> header(const httplib::Request& req, const char* name) {
+  const auto [first, last] = req.headers.equal_range(name);
+  if (first == last) return std::nullopt;
+  return first->second;
 }
 
 std::optional<StaticFile> builtin_page(std::string_view path) {
@@ -146,70 +141,19 @@ struct AdminServer::Impl {
 
   // Throws ApiError when the caller may not proceed.
   void authenticate(const httplib::Request& req) const {
-    std::optional<std::string> header;
-    if (req.has_header("Authorization")) header = req.get_header_value("Authorization");
-    if (auto error = auth.check(header ? std::optional<std::string_view>(*header) : std::nullopt))
-      throw *error;
+    if (auto error = auth.check(header(req, "Authorization"))) throw *error;
   }
 
+  // The API call (api_request.hpp) over HTTP.
   void rpc(const httplib::Request& req, httplib::Response& res) {
-    try {
-      authenticate(req);
-      const ApiService::Method* method = api.find(req.path);
-      if (!method) {
-        // As a Connect mux does: HTTP 404, read by clients as unimplemented.
-        ApiError e(ApiCode::kUnimplemented, fmt::format("no API method at {} (methods: {})",
-                                                        req.path, fmt::join(api.paths(), ", ")));
-        write_error(res, e);
-        res.status = 404;
-        return;
-      }
-      const std::string content_type = req.get_header_value("Content-Type");
-      if (!is_json_content_type(content_type)) {
-        res.set_header("Accept-Post", "application/json");
-        write_error(res, ApiError(ApiCode::kUnknown,
-                                  "Content-Type must be application/json (the Connect protocol's "
-                                  "unary JSON), got " +
-                                      quote_for_message(content_type)));
-        res.status = 415;
-        return;
-      }
-      if (req.has_header("Connect-Protocol-Version") &&
-          req.get_header_value("Connect-Protocol-Version") != "1")
-        throw ApiError(ApiCode::kInvalidArgument, "Connect-Protocol-Version must be 1");
-      if (method->mutates && config.read_only)
-        throw ApiError(ApiCode::kPermissionDenied,
-                       "this server is read-only ([server] read_only = true): " +
-                           req.path.substr(req.path.rfind('/') + 1) + " changes state");
-      if (req.body.size() > config.max_body_bytes)
-        throw ApiError(ApiCode::kResourceExhausted,
-                       "request body is larger than [server] max_body_bytes");
-      json request;
-      try {
-        request = api::parse_request_body(req.body);
-      } catch (const ValidationError& e) {
-        throw ApiError(ApiCode::kInvalidArgument, e.what());
-      }
-      const json response = api.call(*method, request);
-      log_call(req, request, *method);
-      res.status = 200;
-      res.set_content(api::to_text(response), "application/json");
-    } catch (const ApiError& e) {
-      write_error(res, e);
-    }
-  }
-
-  // Changes to limits and queues are logged for the audit trail; enqueues
-  // (frequent, payloads may be private) only at debug level, without payloads.
-  static void log_call(const httplib::Request& req, const json& request,
-                       const ApiService::Method& method) {
-    const std::string_view name = std::string_view(req.path).substr(req.path.rfind('/') + 1);
-    if (!method.mutates || name == "Enqueue" || name == "EnqueueBatch") {
-      spdlog::debug("admin API: {} from {}", name, req.remote_addr);
-    } else {
-      spdlog::info("admin API: {} {} from {}", name, api::to_text(request).substr(0, 300),
-                   req.remote_addr);
-    }
+    ApiRequest request;
+    request.path = req.path;
+    request.authorization = header(req, "Authorization");
+    request.content_type = header(req, "Content-Type");
+    request.connect_protocol_version = header(req, "Connect-Protocol-Version");
+    request.body = req.body;
+    request.remote_addr = req.remote_addr;
+    write(res, handle_api_request(api, config, request));
   }
 
   void get(const httplib::Request& req, httplib::Response& res) {

@@ -1,0 +1,120 @@
+// The API's request path without HTTP (api_request.hpp).
+#include "api_request.hpp"
+
+#include "auth.hpp"
+#include "proto_json.hpp"
+
+#include <conveyor/validation.hpp>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <exception>
+
+namespace conveyor {
+namespace {
+
+using nlohmann::json;
+
+// "application/json", "application/json; charset=utf-8" (any case) are JSON.
+bool is_json_content_type(std::string_view value) {
+  const size_t semi = value.find(';');
+  std::string_view media = value.substr(0, semi);
+  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
+  std::string lower(media);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower != "application/json") return false;
+  if (semi == std::string_view::npos) return true;
+  std::string params(value.substr(semi + 1));
+  for (char& c : params) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  params.erase(std::remove(params.begin(), params.end(), ' '), params.end());
+  return params.empty() || params == "charset=utf-8";
+}
+
+// "ListQueues" of "/conveyor.v1.AdminService/ListQueues".
+std::string_view method_name(std::string_view path) { return path.substr(path.rfind('/') + 1); }
+
+// Changes to limits and queues are logged for the audit trail; enqueues
+// (frequent, payloads may be private) only at debug level, without payloads.
+void log_call(const ApiRequest& request, const json& message, const ApiService::Method& method) {
+  const std::string_view name = method_name(request.path);
+  if (!method.mutates || name == "Enqueue" || name == "EnqueueBatch") {
+    spdlog::debug("admin API: {} from {}", name, request.remote_addr);
+  } else {
+    spdlog::info("admin API: {} {} from {}", name, api::to_text(message).substr(0, 300),
+                 request.remote_addr);
+  }
+}
+
+// The steps of handle_api_request; failures throw ApiError.
+ApiResponse answer(const ApiService& api, const ServerConfig& config, const ApiRequest& request) {
+  if (auto error = Authenticator(config).check(request.authorization)) throw *error;
+  const ApiService::Method* method = api.find(request.path);
+  if (!method) {
+    // As a Connect mux does: HTTP 404, read by clients as unimplemented.
+    ApiResponse response = api_error_response(
+        ApiError(ApiCode::kUnimplemented, fmt::format("no API method at {} (methods: {})",
+                                                      request.path, fmt::join(api.paths(), ", "))));
+    response.status = 404;
+    return response;
+  }
+  const std::string_view content_type = request.content_type.value_or("");
+  if (!is_json_content_type(content_type)) {
+    ApiResponse response = api_error_response(
+        ApiError(ApiCode::kUnknown,
+                 "Content-Type must be application/json (the Connect protocol's unary JSON), got " +
+                     quote_for_message(content_type)));
+    response.status = 415;
+    response.headers.emplace_back("Accept-Post", "application/json");
+    return response;
+  }
+  if (request.connect_protocol_version && *request.connect_protocol_version != "1")
+    throw ApiError(ApiCode::kInvalidArgument, "Connect-Protocol-Version must be 1");
+  if (method->mutates && config.read_only)
+    throw ApiError(ApiCode::kPermissionDenied,
+                   "this server is read-only ([server] read_only = true): " +
+                       std::string(method_name(request.path)) + " changes state");
+  if (request.body.size() > config.max_body_bytes)
+    throw ApiError(ApiCode::kResourceExhausted,
+                   "request body is larger than [server] max_body_bytes");
+  json message;
+  try {
+    message = api::parse_request_body(request.body);
+  } catch (const ValidationError& e) {
+    throw ApiError(ApiCode::kInvalidArgument, e.what());
+  }
+  const json result = api.call(*method, message);
+  log_call(request, message, *method);
+  ApiResponse response;
+  response.body = api::to_text(result);
+  return response;
+}
+
+}  // namespace
+
+ApiResponse api_error_response(const ApiError& e) {
+  ApiResponse response;
+  response.status = http_status(e.code());
+  response.body = api::to_text(json{{"code", to_string(e.code())}, {"message", e.what()}});
+  return response;
+}
+
+ApiResponse handle_api_request(const ApiService& api, const ServerConfig& config,
+                               const ApiRequest& request) noexcept {
+  try {
+    return answer(api, config, request);
+  } catch (const ApiError& e) {
+    return api_error_response(e);
+  } catch (const std::exception& e) {
+    spdlog::error("admin server: request failed: {}", e.what());
+    return api_error_response(
+        ApiError(ApiCode::kInternal, std::string("internal error: ") + e.what()));
+  } catch (...) {
+    spdlog::error("admin server: request failed: unknown exception");
+    return api_error_response(ApiError(ApiCode::kInternal, "internal error: unknown exception"));
+  }
+}
+
+}  // namespace conveyor

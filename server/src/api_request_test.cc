@@ -1,0 +1,214 @@
+// One API call through handle_api_request, without HTTP, on a real engine
+// over the real SQLite plugin: the HTTP status, headers and Connect body the
+// admin server sends for each outcome.
+#include "api_request.hpp"
+
+#include <conveyor/engine.hpp>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+namespace conveyor {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kToken = "s3cret-token";
+constexpr const char* kBearer = "Bearer s3cret-token";
+constexpr const char* kList = "/conveyor.v1.AdminService/ListQueues";
+constexpr const char* kListLimits = "/conveyor.v1.AdminService/ListRateLimits";
+constexpr const char* kSet = "/conveyor.v1.AdminService/SetQueueRateLimit";
+constexpr const char* kPause = "/conveyor.v1.AdminService/PauseQueue";
+constexpr const char* kEnqueue = "/conveyor.v1.TaskService/Enqueue";
+constexpr const char* kGet = "/conveyor.v1.TaskService/GetJob";
+
+class ApiRequestTest : public ::testing::Test {
+ protected:
+  ApiRequestTest() {
+    std::random_device rd;
+    dir_ = std::filesystem::temp_directory_path() /
+           ("conveyor-api-request-" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(dir_);
+    Config c;
+    c.storage.plugin = "sqlite";
+    c.storage.plugin_dir = CONVEYOR_TEST_PLUGIN_DIR;
+    c.storage.options = {{"path", (dir_ / "db.sqlite").string()}};
+    engine_ = std::make_unique<Engine>(c);
+    api_ = std::make_unique<ApiService>(*engine_);
+    config_.listen = "127.0.0.1:0";
+    config_.admin_token = kToken;
+    config_.max_body_bytes = 1024;
+  }
+  ~ApiRequestTest() override {
+    api_.reset();
+    engine_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  // A well-formed call with the right token; tests change what they test.
+  static ApiRequest request(std::string_view path, std::string_view body) {
+    ApiRequest r;
+    r.path = path;
+    r.authorization = kBearer;
+    r.content_type = "application/json";
+    r.body = body;
+    r.remote_addr = "127.0.0.1";
+    return r;
+  }
+
+  ApiResponse handle(const ApiRequest& r) const { return handle_api_request(*api_, config_, r); }
+
+  // A successful answer's message.
+  json ok(const ApiRequest& r) const {
+    const ApiResponse response = handle(r);
+    EXPECT_EQ(response.status, 200) << response.body;
+    EXPECT_EQ(response.content_type, "application/json");
+    EXPECT_TRUE(response.headers.empty());
+    const json message = json::parse(response.body, nullptr, false);
+    EXPECT_TRUE(message.is_object()) << response.body;
+    return message;
+  }
+
+  // Asserts a Connect error answer: status, code, and a message containing text.
+  static void expect_error(const ApiResponse& response, int status, const std::string& code,
+                           const std::string& text) {
+    EXPECT_EQ(response.status, status) << response.body;
+    EXPECT_EQ(response.content_type, "application/json");
+    const json body = json::parse(response.body, nullptr, false);
+    ASSERT_TRUE(body.is_object()) << response.body;
+    EXPECT_EQ(body.size(), 2u) << response.body;
+    EXPECT_EQ(body.value("code", ""), code) << response.body;
+    EXPECT_NE(body.value("message", "").find(text), std::string::npos) << response.body;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ApiService> api_;
+  ServerConfig config_;
+};
+
+TEST_F(ApiRequestTest, AGoodCallIs200WithTheResponseMessage) {
+  EXPECT_EQ(ok(request(kList, "{}"))["queues"], json::array());
+  // An empty body is the empty message.
+  EXPECT_EQ(ok(request(kListLimits, ""))["overrides"], json::array());
+
+  const json enqueued = ok(
+      request(kEnqueue, R"({"job": {"queue": "email", "kind": "noop", "payload": "{\"n\": 1}"}})"));
+  ASSERT_TRUE(enqueued["id"].is_string()) << enqueued;
+  const auto stored = engine_->get_job(std::stoll(enqueued["id"].get<std::string>()));
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->queue, "email");
+  EXPECT_EQ(stored->kind, "noop");
+  EXPECT_EQ(json::parse(stored->payload), (json{{"n", 1}}));
+
+  const std::string get = json{{"id", enqueued["id"]}}.dump();
+  const json job = ok(request(kGet, get))["job"];
+  EXPECT_EQ(job["id"], enqueued["id"]);
+  EXPECT_EQ(job["queue"], "email");
+}
+
+TEST_F(ApiRequestTest, MissingOrWrongTokenIs401) {
+  ApiRequest r = request(kSet, R"({"queue": "q", "ratePerSec": 5, "burst": 1})");
+  r.authorization = std::nullopt;
+  expect_error(handle(r), 401, "unauthenticated", "missing Authorization header");
+  r.authorization = "Bearer s3cret-tokeN";
+  expect_error(handle(r), 401, "unauthenticated", "wrong admin token");
+  r.authorization = "Basic czNjcmV0";
+  expect_error(handle(r), 401, "unauthenticated", "Bearer <admin token>");
+  // Unknown methods are not revealed without the token either.
+  r.path = "/conveyor.v1.AdminService/Nope";
+  expect_error(handle(r), 401, "unauthenticated", "Bearer");
+  // Nothing was set by the refused calls.
+  EXPECT_EQ(ok(request(kListLimits, "{}"))["overrides"], json::array());
+
+  // No token configured and no permission: refused, saying what to set.
+  config_.admin_token.clear();
+  expect_error(handle(request(kList, "{}")), 401, "unauthenticated", "allow_unauthenticated");
+  // allow_unauthenticated: no header is fine, a wrong token is not.
+  config_.admin_token = kToken;
+  config_.allow_unauthenticated = true;
+  r = request(kList, "{}");
+  r.authorization = std::nullopt;
+  EXPECT_EQ(ok(r)["queues"], json::array());
+  r.authorization = "Bearer nope";
+  expect_error(handle(r), 401, "unauthenticated", "wrong admin token");
+}
+
+TEST_F(ApiRequestTest, ReadOnlyRefusesMutationsWith403) {
+  config_.read_only = true;
+  expect_error(handle(request(kSet, R"({"queue": "q", "ratePerSec": 5, "burst": 1})")), 403,
+               "permission_denied",
+               "this server is read-only ([server] read_only = true): SetQueueRateLimit changes "
+               "state");
+  expect_error(handle(request(kEnqueue, R"({"job": {"queue": "q", "kind": "noop"}})")), 403,
+               "permission_denied", "Enqueue changes state");
+  // Refused before the body is read: a malformed body changes nothing.
+  expect_error(handle(request(kPause, "{")), 403, "permission_denied", "read-only");
+  // Reads still work, and nothing was stored.
+  EXPECT_EQ(ok(request(kListLimits, "{}"))["overrides"], json::array());
+  EXPECT_EQ(ok(request(kList, "{}"))["queues"], json::array());
+}
+
+TEST_F(ApiRequestTest, ABodyOverMaxBodyBytesIs429) {
+  const std::string big = json{{"queue", std::string(2000, 'a')}}.dump();
+  expect_error(handle(request(kPause, big)), 429, "resource_exhausted",
+               "request body is larger than [server] max_body_bytes");
+  // Exactly at the limit is accepted (spaces pad a valid message).
+  std::string at_limit = R"({"queue": "q"})";
+  at_limit.resize(config_.max_body_bytes, ' ');
+  ok(request(kPause, at_limit));
+  at_limit.push_back(' ');
+  expect_error(handle(request(kPause, at_limit)), 429, "resource_exhausted", "max_body_bytes");
+}
+
+TEST_F(ApiRequestTest, AMalformedBodyIs400InvalidArgument) {
+  expect_error(handle(request(kList, "{\"queue\": ")), 400, "invalid_argument",
+               "body is not valid JSON");
+  expect_error(handle(request(kList, "[1, 2]")), 400, "invalid_argument",
+               "body must be a JSON object, got an array");
+  // A well-formed message the method refuses names the field.
+  expect_error(handle(request(kSet, R"({"queue": "q", "ratePerSec": -1, "burst": 1})")), 400,
+               "invalid_argument", "ratePerSec");
+  expect_error(handle(request(kGet, R"({"id": 424242})")), 404, "not_found", "job 424242");
+}
+
+TEST_F(ApiRequestTest, ContentTypeAndConnectProtocolVersion) {
+  ApiRequest r = request(kList, "{}");
+  r.content_type = "text/plain";
+  ApiResponse response = handle(r);
+  expect_error(response, 415, "unknown", "Content-Type must be application/json");
+  ASSERT_EQ(response.headers.size(), 1u);
+  EXPECT_EQ(response.headers[0].first, "Accept-Post");
+  EXPECT_EQ(response.headers[0].second, "application/json");
+  r.content_type = std::nullopt;
+  expect_error(handle(r), 415, "unknown", "Content-Type must be application/json");
+
+  r.content_type = "Application/JSON; charset=UTF-8";
+  ok(r);
+  r.connect_protocol_version = "1";
+  ok(r);
+  r.connect_protocol_version = "2";
+  expect_error(handle(r), 400, "invalid_argument", "Connect-Protocol-Version must be 1");
+}
+
+TEST_F(ApiRequestTest, AnUnknownMethodIs404Unimplemented) {
+  const ApiResponse response = handle(request("/conveyor.v1.AdminService/DropEverything", "{}"));
+  expect_error(response, 404, "unimplemented",
+               "no API method at /conveyor.v1.AdminService/DropEverything (methods: ");
+  EXPECT_NE(response.body.find(kList), std::string::npos) << response.body;
+}
+
+TEST_F(ApiRequestTest, ErrorResponseCarriesTheConnectStatusAndCode) {
+  const ApiResponse response =
+      api_error_response(ApiError(ApiCode::kUnavailable, "storage is down"));
+  EXPECT_EQ(response.status, 503);
+  EXPECT_EQ(response.content_type, "application/json");
+  EXPECT_EQ(json::parse(response.body),
+            (json{{"code", "unavailable"}, {"message", "storage is down"}}));
+}
+
+}  // namespace
+}  // namespace conveyor
