@@ -12,29 +12,11 @@
 namespace conveyor::pgqueue {
 
 HintProber::HintProber(postgres::ConnectionPool& pool, ClaimHints& hints)
-    : pool_(pool), hints_(hints) {
-  thread_ = std::thread([this] { loop(); });
-}
+    : pool_(pool), hints_(hints), thread_(kTick, [this] {
+        for (const std::string& queue : hints_.due_probes()) probe(queue);
+      }) {}
 
-HintProber::~HintProber() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
-
-void HintProber::loop() {
-  std::unique_lock lock(mu_);
-  while (!cv_.wait_for(lock, kTick, [this] { return stop_; })) {
-    lock.unlock();
-    for (const std::string& queue : hints_.due_probes()) probe(queue);
-    lock.lock();
-  }
-}
-
-void HintProber::probe(const std::string& queue) {
+void HintProber::probe(const std::string& queue) noexcept {
   const auto started = ClaimHints::Clock::now();
   std::optional<ClaimKey> lowest;
   int64_t moves = -1;

@@ -7,11 +7,10 @@
 #define CONVEYOR_PLUGINS_POSTGRES_QUEUE_HINT_PROBER_HPP
 
 #include "claim_hints.hpp"
+#include "periodic_thread.hpp"
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
+#include <string>
 
 namespace conveyor::postgres {
 class ConnectionPool;
@@ -26,20 +25,13 @@ class HintProber {
   static constexpr std::chrono::milliseconds kTick{100};
 
   HintProber(postgres::ConnectionPool& pool, ClaimHints& hints);
-  ~HintProber();
-  HintProber(const HintProber&) = delete;
-  HintProber& operator=(const HintProber&) = delete;
 
  private:
-  void loop();
-  void probe(const std::string& queue);
+  void probe(const std::string& queue) noexcept;
 
   postgres::ConnectionPool& pool_;
   ClaimHints& hints_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // mu_
-  std::thread thread_;
+  PeriodicThread thread_;  // last: stopped before the members it uses go
 };
 
 }  // namespace conveyor::pgqueue

@@ -165,36 +165,22 @@ RotationResult rotate_ring(pqxx::connection& conn, const std::string& schema, in
 
 RingMaintainer::RingMaintainer(postgres::ConnectionPool& pool, std::string schema,
                                std::chrono::milliseconds interval)
-    : pool_(pool), schema_(std::move(schema)), interval_(interval) {
-  thread_ = std::thread([this] { loop(); });
-}
+    : pool_(pool),
+      schema_(std::move(schema)),
+      interval_(interval),
+      thread_(
+          std::clamp(interval / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(1000)),
+          [this] { tick(); }) {}
 
-RingMaintainer::~RingMaintainer() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
-
-void RingMaintainer::loop() {
-  const auto tick =
-      std::clamp(interval_ / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
-  const int64_t interval_us = interval_.count() * 1000;
-  std::unique_lock lock(mu_);
-  while (!cv_.wait_for(lock, tick, [this] { return stop_; })) {
-    lock.unlock();
-    try {
-      postgres::run_on_pool(pool_, "rotating the ring", postgres::Retry::kNever,
-                            [&](pqxx::connection& c) {
-                              rotate_ring(c, schema_, interval_us, postgres::wall_clock_us());
-                            });
-    } catch (...) {
-      // The server is away or busy: the next tick tries again. Nothing is
-      // lost by a missed rotation; the ring only grows a little longer.
-    }
-    lock.lock();
+void RingMaintainer::tick() noexcept {
+  try {
+    postgres::run_on_pool(
+        pool_, "rotating the ring", postgres::Retry::kNever, [&](pqxx::connection& c) {
+          rotate_ring(c, schema_, interval_.count() * 1000, postgres::wall_clock_us());
+        });
+  } catch (...) {
+    // The server is away or busy: the next tick tries again. Nothing is
+    // lost by a missed rotation; the ring only grows a little longer.
   }
 }
 

@@ -24,12 +24,11 @@
 
 #include <pqxx/connection>
 
+#include "periodic_thread.hpp"
+
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
-#include <thread>
 
 namespace conveyor::postgres {
 class ConnectionPool;
@@ -69,20 +68,14 @@ class RingMaintainer {
  public:
   RingMaintainer(postgres::ConnectionPool& pool, std::string schema,
                  std::chrono::milliseconds interval);
-  ~RingMaintainer();
-  RingMaintainer(const RingMaintainer&) = delete;
-  RingMaintainer& operator=(const RingMaintainer&) = delete;
 
  private:
-  void loop();
+  void tick() noexcept;
 
   postgres::ConnectionPool& pool_;
   const std::string schema_;
   const std::chrono::milliseconds interval_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // mu_
-  std::thread thread_;
+  PeriodicThread thread_;  // last: stopped before the members it uses go
 };
 
 }  // namespace conveyor::pgqueue
