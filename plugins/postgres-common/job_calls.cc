@@ -159,32 +159,16 @@ void report_job(const std::optional<OwnedJob>& job, int64_t job_id, const sdk::J
   sink(v);
 }
 
-std::vector<QueueStatsRow> queue_stats_rows(const pqxx::result& r) {
-  std::vector<QueueStatsRow> rows;
+std::vector<sdk::OwnedQueueStats> queue_stats_rows(const pqxx::result& r) {
+  std::vector<sdk::OwnedQueueStats> rows;
   rows.reserve(r.size());
   for (const auto& row : r) {
-    QueueStatsRow& out = rows.emplace_back();
-    out.name = text_at(row, 0);
+    sdk::OwnedQueueStats& out = rows.emplace_back();
+    out.queue = text_at(row, 0);
     out.paused = bool_at(row, 1);
     for (int i = 0; i < 6; ++i) out.counts[i] = int_at(row, 2 + i);
   }
   return rows;
-}
-
-void report_queue_stats(const std::vector<QueueStatsRow>& rows, const sdk::QueueStatsSink& sink) {
-  for (const QueueStatsRow& r : rows) {
-    conveyor_queue_stats s{};
-    s.struct_size = sizeof(conveyor_queue_stats);
-    s.paused = r.paused ? 1 : 0;
-    s.queue = sdk::str(r.name);
-    s.pending = r.counts[0];
-    s.scheduled = r.counts[1];
-    s.running = r.counts[2];
-    s.completed = r.counts[3];
-    s.failed = r.counts[4];
-    s.cancelled = r.counts[5];
-    sink(s);
-  }
 }
 
 }  // namespace conveyor::postgres

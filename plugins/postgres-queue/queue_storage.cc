@@ -332,12 +332,12 @@ void QueueStorage::cancel(int64_t job_id, int64_t now_us) {
 }
 
 void QueueStorage::queue_stats(int64_t now_us, const sdk::QueueStatsSink& sink) {
-  std::vector<postgres::QueueStatsRow> rows;
+  std::vector<sdk::OwnedQueueStats> rows;
   run("queue_stats", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
     rows = postgres::queue_stats_rows(tx.exec_prepared(stmt::kQueueStats, now_us));
   });
-  postgres::report_queue_stats(rows, sink);
+  for (const sdk::OwnedQueueStats& r : rows) sink(r.view());
 }
 
 void QueueStorage::get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& sink) {

@@ -200,12 +200,12 @@ void PostgresStorage::cancel(int64_t job_id, int64_t now_us) {
 }
 
 void PostgresStorage::queue_stats(int64_t now_us, const sdk::QueueStatsSink& sink) {
-  std::vector<QueueStatsRow> rows;
+  std::vector<sdk::OwnedQueueStats> rows;
   run("queue_stats", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
     rows = queue_stats_rows(tx.exec_prepared(stmt::kQueueStats, now_us));
   });
-  report_queue_stats(rows, sink);
+  for (const sdk::OwnedQueueStats& r : rows) sink(r.view());
 }
 
 void PostgresStorage::get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& sink) {

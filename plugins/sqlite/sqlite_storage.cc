@@ -789,37 +789,20 @@ void SqliteStorage::set_queue_paused(std::string_view queue, bool paused, int64_
 }
 
 void SqliteStorage::queue_stats(int64_t now_us, const sdk::QueueStatsSink& sink) {
-  struct Row {
-    std::string name;
-    int32_t paused;
-    int64_t counts[6];
-  };
-  std::vector<Row> rows;
+  std::vector<sdk::OwnedQueueStats> rows;
   read("queue_stats", [&](Conn& c) {
     rows.clear();
     SQLite::Statement& st = c.get(kQueueStats);
     Use u(st);
     st.bind(1, static_cast<int64_t>(now_us));
     while (st.executeStep()) {
-      Row& r = rows.emplace_back();
-      r.name = column_text(st, 0);
-      r.paused = st.getColumn(1).getInt64() != 0 ? 1 : 0;
+      sdk::OwnedQueueStats& r = rows.emplace_back();
+      r.queue = column_text(st, 0);
+      r.paused = st.getColumn(1).getInt64() != 0;
       for (int i = 0; i < 6; ++i) r.counts[i] = st.getColumn(2 + i).getInt64();
     }
   });
-  for (const Row& r : rows) {
-    conveyor_queue_stats s{};
-    s.struct_size = sizeof(conveyor_queue_stats);
-    s.paused = r.paused;
-    s.queue = sdk::str(r.name);
-    s.pending = r.counts[0];
-    s.scheduled = r.counts[1];
-    s.running = r.counts[2];
-    s.completed = r.counts[3];
-    s.failed = r.counts[4];
-    s.cancelled = r.counts[5];
-    sink(s);
-  }
+  for (const sdk::OwnedQueueStats& r : rows) sink(r.view());
 }
 
 void SqliteStorage::list_queues(const sdk::QueueSink& sink) {

@@ -185,6 +185,29 @@ struct OwnedRateLimit {
   }
 };
 
+// One queue's counts copied out of a result, reported (view()) after the
+// read has ended. The view borrows queue: report it while this object lives.
+struct OwnedQueueStats {
+  std::string queue;
+  bool paused = false;
+  // pending, scheduled, running, completed, failed, cancelled
+  int64_t counts[6] = {};
+
+  conveyor_queue_stats view() const noexcept {
+    conveyor_queue_stats s{};
+    s.struct_size = sizeof(conveyor_queue_stats);
+    s.queue = str(queue);
+    s.paused = paused ? 1 : 0;
+    s.pending = counts[0];
+    s.scheduled = counts[1];
+    s.running = counts[2];
+    s.completed = counts[3];
+    s.failed = counts[4];
+    s.cancelled = counts[5];
+    return s;
+  }
+};
+
 class QueueSink {
  public:
   QueueSink(conveyor_queue_fn fn, void* ctx) : fn_(fn), ctx_(ctx) {}
