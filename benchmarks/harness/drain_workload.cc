@@ -2,6 +2,7 @@
 #include "postgres_probe.hpp"
 #include "process_stats.hpp"
 #include "sample_stats.hpp"
+#include "stall_watch.hpp"
 #include "workloads.hpp"
 
 #include <fmt/format.h>
@@ -13,8 +14,6 @@ namespace conveyor::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// A drain that makes no progress for this long has failed (e.g. every claim errors).
-constexpr auto kStallLimit = std::chrono::seconds(60);
 
 DrainRun drain_once(Backend& backend, const BenchOptions& options, Progress& progress,
                     std::optional<PostgresCost>& pg_cost) {
@@ -49,19 +48,13 @@ DrainRun drain_once(Backend& backend, const BenchOptions& options, Progress& pro
     const double cpu0 = process_cpu_seconds();
     const auto t0 = Clock::now();
     engine.start();
-    uint64_t last_done = 0;
-    auto last_progress = t0, last_report = t0, last_sample = t0;
+    StallWatch stall("drain", t0);
+    auto last_report = t0, last_sample = t0;
     while (completed.load(std::memory_order_relaxed) < n) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       const auto now = Clock::now();
       const uint64_t done = completed.load(std::memory_order_relaxed);
-      if (done != last_done) {
-        last_done = done;
-        last_progress = now;
-      } else if (now - last_progress > kStallLimit) {
-        throw std::runtime_error(
-            fmt::format("drain stalled at {}/{} jobs for {} s", done, n, kStallLimit.count()));
-      }
+      stall.check(done, n, now);
       if (now - last_report >= std::chrono::seconds(1)) {
         last_report = now;
         const double s = std::chrono::duration<double>(now - t0).count();

@@ -8,6 +8,7 @@
 #include "held_transaction.hpp"
 #include "pickup_log.hpp"
 #include "postgres_probe.hpp"
+#include "stall_watch.hpp"
 #include "workloads.hpp"
 
 #include <fmt/format.h>
@@ -21,8 +22,6 @@ namespace conveyor::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// A run that completes no job for this long has failed (e.g. every claim errors).
-constexpr auto kStallLimit = std::chrono::seconds(60);
 constexpr auto kSampleEvery = std::chrono::milliseconds(500);
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
@@ -153,20 +152,14 @@ SteadyResult run_steady(Backend& backend, const BenchOptions& options, Progress&
                             options.enqueue_batch);
     producer.start();
     const auto t0 = producer.started();
-    uint64_t last_done = 0;
-    auto last_progress = t0, last_report = t0, last_sample = t0;
+    StallWatch stall("steady", t0);
+    auto last_report = t0, last_sample = t0;
     while (completed.load(std::memory_order_relaxed) < n) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       const auto now = Clock::now();
       if (producer.done() && producer.error()) std::rethrow_exception(producer.error());
       const uint64_t done = completed.load(std::memory_order_relaxed);
-      if (done != last_done) {
-        last_done = done;
-        last_progress = now;
-      } else if (now - last_progress > kStallLimit) {
-        throw std::runtime_error(
-            fmt::format("stalled at {}/{} jobs completed for {} s", done, n, kStallLimit.count()));
-      }
+      stall.check(done, n, now);
       if (probe && now - last_sample >= kSampleEvery) {
         last_sample = now;
         const int64_t dead = probe->tuples(schema).dead;
