@@ -15,6 +15,8 @@
 #include <spdlog/spdlog.h>
 
 #include <csignal>
+#include <cstring>
+#include <optional>
 #include <iostream>
 #include <pthread.h>
 
@@ -58,20 +60,22 @@ int serve(const GlobalOptions& g) {
     if (k == "path") where = " at " + v;
   spdlog::info("conveyor serving: storage '{}'{}, config {}; Ctrl-C to stop", config.storage.plugin,
                where, config.source);
-  int sig = 0;
-  sigwait(&signals, &sig);
-  spdlog::info("received {}, stopping: no new claims, waiting up to {} ms for running jobs",
-               sig == SIGINT ? "SIGINT" : "SIGTERM", config.engine.shutdown_timeout_ms);
+  // Wait for a stop signal, or for storage to turn out broken for good.
+  const timespec poll{0, 250'000'000};
+  int sig = -1;
+  std::optional<std::string> broken;
+  while (sig < 0 && !(broken = engine.storage_failure())) sig = sigtimedwait(&signals, nullptr, &poll);
+  if (broken)
+    spdlog::critical("stopping: storage cannot be used: {}", *broken);
+  else
+    spdlog::info("received {}, stopping: no new claims, waiting up to {} ms for running jobs",
+                 strsignal(sig), config.engine.shutdown_timeout_ms);
   // No API calls into an engine that is stopping.
   if (server) server->stop();
-  uint32_t released = engine.stop();
-  if (released > 0) {
-    // Handlers still running own pool threads we cannot join; their leases
-    // were given back, so leave without waiting for them.
-    spdlog::warn("{} jobs were still running and were released for another worker", released);
-    spdlog::shutdown();
-    std::_Exit(0);
-  }
+  // Handlers that outlive the shutdown timeout are abandoned with their
+  // leases released; the process exits normally while they run.
+  engine.stop();
+  if (broken) throw std::runtime_error("storage cannot be used: " + *broken);
   return 0;
 }
 

@@ -34,8 +34,7 @@ std::vector<int64_t> enqueue_batched(Engine& engine, const std::string& queue,
 }
 
 void cancel_unfinished(Engine& engine, std::span<const int64_t> ids) {
-  const int64_t now = wall_us();
-  for (int64_t id : ids) engine.storage().cancel(id, now);
+  for (int64_t id : ids) engine.cancel_job(id);
 }
 
 TimestampLog::TimestampLog(size_t capacity)

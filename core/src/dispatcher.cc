@@ -196,7 +196,10 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
         wall + std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count());
     if (r.error_backoff.count() > 0) spdlog::info("queue {}: claims work again", r.name);
     r.error_backoff = std::chrono::milliseconds(0);
+    if (options_.health) options_.health->succeeded();
   } catch (const std::exception& e) {
+    if (auto* se = dynamic_cast<const StorageError*>(&e); se && options_.health)
+      options_.health->failed("claiming jobs", *se);
     if (r.bucket) r.bucket->refund(batch);
     r.error_backoff =
         std::min(kMaxErrorBackoff, std::max(std::chrono::milliseconds(50), r.error_backoff * 2));

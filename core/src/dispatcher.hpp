@@ -17,6 +17,8 @@
 #include <conveyor/storage.hpp>
 #include <conveyor/token_bucket.hpp>
 
+#include "storage_health.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -40,15 +42,15 @@ struct QueueRunner {
   const std::string name;
   const uint32_t max_workers;
   QueueCounters& counters;
-  std::atomic<uint32_t> in_flight{0};   // claimed and not yet finished
-  std::atomic<bool> parked{false};      // waiting for a permit (no timer)
-  std::optional<TokenBucket> bucket;    // (D) present iff limited
-  EffectiveLimit limit;                 // (D)
-  uint64_t limit_generation = 0;        // (D) resolver generation of limit
-  SteadyTime due{};                     // (D) when it is next polled
-  bool scheduled = false;               // (D) present in the timer set
+  std::atomic<uint32_t> in_flight{0};          // claimed and not yet finished
+  std::atomic<bool> parked{false};             // waiting for a permit (no timer)
+  std::optional<TokenBucket> bucket;           // (D) present iff limited
+  EffectiveLimit limit;                        // (D)
+  uint64_t limit_generation = 0;               // (D) resolver generation of limit
+  SteadyTime due{};                            // (D) when it is next polled
+  bool scheduled = false;                      // (D) present in the timer set
   std::chrono::milliseconds error_backoff{0};  // (D)
-  bool coalescing = false;              // (D) waiting briefly for more permits
+  bool coalescing = false;                     // (D) waiting briefly for more permits
   // While coalescing: wake as soon as in_flight drops below this (0: off),
   // i.e. when a full batch of permits is free, instead of at the timer.
   std::atomic<uint32_t> wake_below{0};
@@ -71,6 +73,8 @@ class Dispatcher {
     // When a busy queue gets a permit back, wait this long for more to free
     // up before claiming, so fast jobs are claimed in batches, not one by one.
     std::chrono::microseconds coalesce{1000};
+    // Where claim outcomes are reported (may be null).
+    StorageHealth* health = nullptr;
   };
   // Receives each claimed batch; must not block on the jobs' execution.
   using Execute = std::function<void(QueueRunner&, std::vector<Job>&&)>;
@@ -116,11 +120,11 @@ class Dispatcher {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::unique_ptr<QueueRunner>, std::less<>> runners_;  // mu_
-  std::set<std::pair<SteadyTime, QueueRunner*>> timers_;                       // mu_
-  std::vector<QueueRunner*> woken_;                                            // mu_
-  std::vector<QueueRunner*> waiting_global_;                                   // mu_
+  std::set<std::pair<SteadyTime, QueueRunner*>> timers_;                      // mu_
+  std::vector<QueueRunner*> woken_;                                           // mu_
+  std::vector<QueueRunner*> waiting_global_;                                  // mu_
   std::atomic<bool> has_global_waiters_{false};
-  bool interrupted_ = false;                                                   // mu_
+  bool interrupted_ = false;  // mu_
   std::atomic<uint32_t> total_in_flight_{0};
 };
 

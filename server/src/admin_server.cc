@@ -197,7 +197,7 @@ struct AdminServer::Impl {
     const auto now = std::chrono::steady_clock::now();
     if (!stats_read || now - stats_at >= kStatsMaxAge) {
       try {
-        stats = engine.storage().queue_stats(SystemClock::instance().wall_now_us());
+        stats = engine.queue_stats();
         stats_read = true;
         stats_at = now;
       } catch (const std::exception& e) {

@@ -58,7 +58,9 @@ class Engine {
   // Loads the plugin, opens and migrates storage. Throws PluginLoadError,
   // StorageError. The clock is borrowed and must outlive the engine.
   explicit Engine(Config config, const Clock& clock = SystemClock::instance());
-  // Stops (as stop()) and waits for every handler to return.
+  // Stops (as stop()). Handlers still running after the shutdown timeout
+  // are abandoned (their leases released): destroying the engine does not
+  // wait for them, and they record nothing when they return.
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -77,10 +79,12 @@ class Engine {
   // Starts dispatching. Queues are discovered from storage within
   // poll_interval_ms; queues in [queues.*] and local enqueues start at once.
   void start();
-  // Graceful stop: claims stop at once; running handlers get
-  // shutdown_timeout_ms to finish; leases of jobs still running then are
-  // released so another process can run them (at-least-once). Returns the
-  // number of jobs released that way. Idempotent.
+  // Graceful stop: claims stop at once; claimed jobs that have not started
+  // are not started; running handlers get shutdown_timeout_ms to finish;
+  // the leases of jobs not started and of handlers still running then are
+  // released so another process runs them (at-least-once), and each such
+  // handler is logged. Every thread the engine started is joined. Returns
+  // the number of leases released. Idempotent.
   uint32_t stop();
   bool running() const;
 
@@ -92,16 +96,29 @@ class Engine {
   void set_queue_paused(std::string_view queue, bool paused);
 
   std::vector<QueueReport> queues();
+  // Storage's counts per queue, without limits (cheaper than queues()).
+  std::vector<QueueStats> queue_stats();
   std::optional<Job> get_job(int64_t id);
+  // Cancels a job that is not final; false when there is no such job or it
+  // already ended. A running job's lease is lost (its result is refused).
+  bool cancel_job(int64_t id);
+
+  // Set when storage failed with errors retrying cannot fix (a removed or
+  // overwritten database file, say) long enough to give up: the engine then
+  // stops working and `conveyor serve` exits 1. Empty while storage works or
+  // is only unreachable for a while. Thread-safe.
+  std::optional<std::string> storage_failure() const;
 
   const Config& config() const;
-  Storage& storage();
   const LimitResolver& limits() const;
   Metrics& metrics();
   // Worker threads started so far (bounded by [engine] worker_threads).
   uint32_t worker_threads() const;
 
  private:
+  friend struct EngineInternals;  // in-tree tests build engines on a given storage
+  Engine(Config config, const Clock& clock, std::shared_ptr<Storage> storage);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -1,0 +1,31 @@
+#include "handler_registry.hpp"
+
+#include <conveyor/validation.hpp>
+
+#include <algorithm>
+#include <mutex>
+
+namespace conveyor {
+
+void HandlerRegistry::add(std::string kind, Handler handler) {
+  validate_job_kind(kind);
+  std::unique_lock lock(mu_);
+  handlers_[std::move(kind)] = std::move(handler);
+}
+
+Handler HandlerRegistry::find(const std::string& kind) const {
+  std::shared_lock lock(mu_);
+  auto it = handlers_.find(kind);
+  return it == handlers_.end() ? Handler{} : it->second;
+}
+
+std::vector<std::string> HandlerRegistry::kinds() const {
+  std::shared_lock lock(mu_);
+  std::vector<std::string> out;
+  out.reserve(handlers_.size());
+  for (const auto& [kind, h] : handlers_) out.push_back(kind);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,76 @@
+// JobRunner: runs claimed jobs on the worker pool. For each job it finds the
+// kind's handler and runs it, turns what happened into an Outcome (success,
+// a retry after backoff, a final failure), hands that to the completer and
+// frees the job's permit.
+//
+// shutdown(deadline): no job starts any more; jobs not yet started are
+// dropped (their leases are returned for release); handlers still running at
+// the deadline are abandoned: when one returns it touches nothing of the
+// engine (its lease was released and another process runs the job again),
+// so the engine can be destroyed and the process exit while it runs.
+//
+// Thread-safety: execute() from the dispatcher thread; shutdown() once, from
+// the engine's owner; the rest from any thread.
+#pragma once
+
+#include "completer.hpp"
+#include "dispatcher.hpp"
+#include "handler_registry.hpp"
+#include "lease_table.hpp"
+#include "worker_pool.hpp"
+
+#include <conveyor/clock.hpp>
+#include <conveyor/config.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <vector>
+
+namespace conveyor {
+
+class JobRunner {
+ public:
+  // job_finished(runner) frees a permit in the dispatcher.
+  JobRunner(const HandlerRegistry& handlers, LeaseTable& leases, Completer& completer,
+            const Clock& clock, const EngineConfig& config,
+            std::function<void(QueueRunner&)> job_finished);
+
+  // Queues the jobs of a claimed batch for the workers. Never blocks on them.
+  void execute(QueueRunner& runner, std::vector<Job>&& jobs);
+
+  struct Stopped {
+    std::vector<conveyor_lease> dropped;         // claimed, never started
+    std::vector<LeaseTable::Running> abandoned;  // still running at the deadline
+  };
+  // See the class comment. The deadline is on the steady clock.
+  Stopped shutdown(std::chrono::steady_clock::time_point deadline);
+
+  // Worker threads started so far.
+  uint32_t threads() const { return pool_.threads(); }
+
+ private:
+  // Closed by shutdown(): a handler returning after that records nothing.
+  struct Gate {
+    std::shared_mutex mu;
+    bool open = true;  // mu
+  };
+  void run(QueueRunner& runner, const Job& job, Gate& gate);
+  void drop(QueueRunner& runner, const conveyor_lease& lease);
+  int64_t retry_at(const Job& job) const;
+
+  const HandlerRegistry& handlers_;
+  LeaseTable& leases_;
+  Completer& completer_;
+  const Clock& clock_;
+  const EngineConfig& config_;
+  const std::function<void(QueueRunner&)> job_finished_;
+  const std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
+  std::mutex dropped_mu_;
+  std::vector<conveyor_lease> dropped_;  // dropped_mu_
+  WorkerPool pool_;                      // last: its threads use the members above
+};
+
+}  // namespace conveyor

@@ -1,0 +1,60 @@
+// LeaseTable: the leases of the jobs this process claimed and has not yet
+// settled. A lease enters when its job is handed to a worker, is marked
+// handler-done when the job's outcome goes to the completer, and leaves when
+// the completer settles it (recorded, refused or abandoned) or shutdown
+// gives it back. Heartbeats extend exactly the leases whose handler still
+// runs: an outcome may be committed while its entry still exists, so a
+// refused extension of a finished job is not a lost lease.
+//
+// Thread-safe: every method may be called from any thread.
+#pragma once
+
+#include <conveyor/storage.hpp>
+
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace conveyor {
+
+class LeaseTable {
+ public:
+  struct Running {
+    conveyor_lease lease;
+    std::string queue;
+    std::string kind;
+  };
+
+  // Adds the leases of freshly claimed jobs.
+  void add(std::span<const Job> jobs);
+  // The job's handler returned; its outcome is with the completer.
+  void mark_handler_done(const conveyor_lease& lease);
+  // Removes the lease. Returns false when it was not present (settled before).
+  bool settle(const conveyor_lease& lease);
+  // Leases whose handler is still running, for heartbeats and shutdown.
+  std::vector<conveyor_lease> running() const;
+  // The same with the queue and kind, for what shutdown reports.
+  std::vector<Running> running_jobs() const;
+  // True while the lease is present and its handler has not returned.
+  bool handler_running(const conveyor_lease& lease) const;
+  size_t size() const;
+
+ private:
+  struct Entry {
+    int64_t lease_token = 0;
+    bool handler_done = false;
+    std::string queue;
+    std::string kind;
+  };
+  using Map = std::unordered_multimap<int64_t, Entry>;  // by job id
+  Map::iterator find(const conveyor_lease& lease);
+  Map::const_iterator find(const conveyor_lease& lease) const;
+
+  mutable std::mutex mu_;
+  Map entries_;  // mu_
+};
+
+}  // namespace conveyor

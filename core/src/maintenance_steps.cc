@@ -1,0 +1,114 @@
+#include "maintenance_steps.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace conveyor {
+namespace {
+constexpr uint32_t kRescueBatch = 1000;
+constexpr uint32_t kPurgeBatch = 10000;
+constexpr size_t kAbandonedLogLines = 20;
+using std::chrono::milliseconds;
+
+// Purge often enough that nothing outlives retention by much more than a
+// quarter of it, and at least once a minute.
+milliseconds purge_period(uint32_t retention_s) {
+  return std::clamp(milliseconds(int64_t(retention_s) * 250), milliseconds(100),
+                    milliseconds(60'000));
+}
+}  // namespace
+
+std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts p) {
+  const EngineConfig& e = p.config.engine;
+  const auto lease = milliseconds(e.lease_ms);
+  const auto retention = std::chrono::seconds(e.retention_s);
+  return {
+      {kOverridesStep, milliseconds(250),
+       [p] {
+         if (p.follower.refresh()) p.dispatcher.wake_all();
+       }},
+      {"discovering queues", milliseconds(e.poll_interval_ms),
+       [p] { discover_queues(p.storage, p.dispatcher, p.config); }},
+      {"extending leases", std::max(lease / 3, milliseconds(10)),
+       [p, lease] { extend_running_leases(p.storage, p.leases, p.clock, lease); }},
+      {"rescuing expired leases", milliseconds(e.rescue_interval_ms),
+       [p] {
+         if (rescue_expired_jobs(p.storage, p.clock) > 0) p.dispatcher.wake_all();
+       }},
+      {"purging finished jobs", purge_period(e.retention_s),
+       [p, retention] { purge_finished_jobs(p.storage, p.clock, retention); }},
+  };
+}
+
+uint32_t extend_running_leases(Storage& storage, const LeaseTable& leases, const Clock& clock,
+                               std::chrono::milliseconds lease) {
+  const std::vector<conveyor_lease> running = leases.running();
+  if (running.empty()) return 0;
+  const int64_t expires =
+      clock.wall_now_us() + std::chrono::duration_cast<std::chrono::microseconds>(lease).count();
+  const std::vector<conveyor_status> results = storage.extend_leases(running, expires);
+  uint32_t lost = 0;
+  for (size_t i = 0; i < results.size() && i < running.size(); ++i) {
+    if (results[i] == CONVEYOR_OK) continue;
+    // A handler that finished since the snapshot may have had its outcome
+    // recorded, which ends the lease: not a lost lease.
+    if (!leases.handler_running(running[i])) continue;
+    ++lost;
+    spdlog::warn("job {}: lease lost while running (cancelled or rescued elsewhere)",
+                 running[i].job_id);
+  }
+  return lost;
+}
+
+uint64_t rescue_expired_jobs(Storage& storage, const Clock& clock) {
+  uint64_t total = 0;
+  uint32_t n;
+  do {
+    n = storage.rescue_expired(clock.wall_now_us(), kRescueBatch);
+    total += n;
+  } while (n == kRescueBatch);
+  if (total > 0) spdlog::info("rescued {} jobs whose leases expired", total);
+  return total;
+}
+
+uint64_t purge_finished_jobs(Storage& storage, const Clock& clock, std::chrono::seconds retention) {
+  const int64_t cutoff = clock.wall_now_us() - retention.count() * 1'000'000;
+  uint64_t total = 0, n;
+  do {
+    n = storage.purge_finished(cutoff, kPurgeBatch);
+    total += n;
+  } while (n == kPurgeBatch);
+  return total;
+}
+
+void discover_queues(Storage& storage, Dispatcher& dispatcher, const Config& config) {
+  for (const auto& [name, paused] : storage.list_queues())
+    if (!dispatcher.has_queue(name)) dispatcher.add_queue(name, config.max_workers_for(name));
+}
+
+uint32_t release_unfinished_leases(Storage& storage, const Clock& clock,
+                                   const JobRunner::Stopped& s) {
+  std::vector<conveyor_lease> leases_back = s.dropped;
+  size_t logged = 0;
+  for (const auto& a : s.abandoned) {
+    leases_back.push_back(a.lease);
+    if (logged++ < kAbandonedLogLines)
+      spdlog::warn(
+          "job {} (queue {}, kind {}) still running after the shutdown timeout; "
+          "its lease is released and another worker will run it",
+          a.lease.job_id, a.queue, a.kind);
+  }
+  if (leases_back.empty()) return 0;
+  uint32_t released = 0;
+  try {
+    for (auto r : storage.release(leases_back, clock.wall_now_us())) released += r == CONVEYOR_OK;
+    spdlog::warn("shutdown: released {} leases ({} still running, {} never started)", released,
+                 s.abandoned.size(), s.dropped.size());
+  } catch (const std::exception& e) {
+    spdlog::error("releasing leases at shutdown failed (they will expire): {}", e.what());
+  }
+  return released;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,57 @@
+// The bodies of the engine's maintenance steps (Maintenance runs them on
+// their periods). Each throws StorageError when storage fails.
+#pragma once
+
+#include "dispatcher.hpp"
+#include "job_runner.hpp"
+#include "lease_table.hpp"
+#include "maintenance.hpp"
+#include "override_follower.hpp"
+
+#include <conveyor/clock.hpp>
+#include <conveyor/config.hpp>
+#include <conveyor/storage.hpp>
+
+#include <chrono>
+#include <cstdint>
+
+namespace conveyor {
+
+// Extends by lease from now the lease of every job whose handler still runs.
+// A refused extension of a job that is still running means another process
+// rescued or cancelled it: logged. Returns how many were refused that way.
+uint32_t extend_running_leases(Storage& storage, const LeaseTable& leases, const Clock& clock,
+                               std::chrono::milliseconds lease);
+
+// Makes every job whose lease expired available again (in batches of 1,000).
+// Returns how many were rescued.
+uint64_t rescue_expired_jobs(Storage& storage, const Clock& clock);
+
+// Deletes finished jobs finalized more than retention ago (in batches).
+uint64_t purge_finished_jobs(Storage& storage, const Clock& clock, std::chrono::seconds retention);
+
+// Adds to the dispatcher every queue storage knows that it does not.
+void discover_queues(Storage& storage, Dispatcher& dispatcher, const Config& config);
+
+// What the engine's maintenance steps work on.
+struct MaintainedParts {
+  Storage& storage;
+  OverrideFollower& follower;
+  Dispatcher& dispatcher;
+  const LeaseTable& leases;
+  const Clock& clock;
+  const Config& config;
+};
+// The name of the step that follows overrides (run_soon on a notification).
+inline constexpr const char* kOverridesStep = "reading rate-limit overrides";
+// The engine's steps on their periods: overrides (250 ms), queue discovery
+// (poll interval), heartbeats (a third of the lease), rescue, purge.
+std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts parts);
+
+// Gives back to storage the leases of jobs this process will not finish
+// (dropped or abandoned at shutdown) so another process runs them; logs the
+// abandoned ones. Returns how many were released; never throws.
+uint32_t release_unfinished_leases(Storage& storage, const Clock& clock,
+                                   const JobRunner::Stopped& stopped);
+
+}  // namespace conveyor

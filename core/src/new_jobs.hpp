@@ -1,0 +1,17 @@
+// The engine's checks and defaults for jobs about to be enqueued.
+#pragma once
+
+#include <conveyor/config.hpp>
+#include <conveyor/storage.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace conveyor {
+
+// Validates every job (queue name, kind, payload size, max_attempts:
+// ValidationError naming the field) and fills the defaults: max_attempts 0
+// becomes [engine] max_attempts, run_at_us 0 becomes now_us.
+void prepare_new_jobs(std::vector<NewJob>& jobs, const EngineConfig& engine, int64_t now_us);
+
+}  // namespace conveyor

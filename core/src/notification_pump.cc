@@ -1,0 +1,63 @@
+#include "notification_pump.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+namespace conveyor {
+namespace {
+constexpr int64_t kWaitUs = 200'000;
+constexpr auto kPauseAfterFailure = std::chrono::milliseconds(500);
+}  // namespace
+
+NotificationPump::NotificationPump(Storage& storage, Sink sink)
+    : storage_(storage), sink_(std::move(sink)) {}
+
+NotificationPump::~NotificationPump() { stop(); }
+
+bool NotificationPump::supported(const Storage& storage) {
+  const auto& missing = storage.plugin_info().optional_slots_missing;
+  return storage.has_capability(CONVEYOR_CAP_NOTIFY) &&
+         std::find(missing.begin(), missing.end(), "wait_for_notification") == missing.end();
+}
+
+void NotificationPump::start() {
+  thread_ = std::thread([this] { loop(); });
+}
+
+void NotificationPump::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_.store(true);
+    cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void NotificationPump::loop() {
+  std::set<std::string> queues;
+  bool limits = false;
+  while (!stop_.load()) {
+    try {
+      // Only record here: this runs inside the plugin's callback.
+      storage_.wait_for_notification(kWaitUs, [&](int32_t kind, std::string_view queue) {
+        if (kind == CONVEYOR_NOTIFY_RATE_LIMITS)
+          limits = true;
+        else if (!queue.empty())
+          queues.emplace(queue);
+      });
+    } catch (const std::exception& e) {
+      spdlog::warn("waiting for storage notifications failed: {}", e.what());
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, kPauseAfterFailure, [this] { return stop_.load(); });
+    }
+    // The wait has returned: the plugin holds nothing of ours now.
+    if (limits) sink_.limits_changed();
+    for (const std::string& q : queues) sink_.queue_changed(q);
+    limits = false;
+    queues.clear();
+  }
+}
+
+}  // namespace conveyor

@@ -1,0 +1,42 @@
+// OverrideFollower: keeps the LimitResolver's rate-limit overrides equal to
+// what storage holds, which any process may change. A refresh reads the
+// change marker and reads the list only when the marker moved. Refreshes are
+// serialised under one lock with the marker they install, so two refreshes
+// (maintenance, an API call, a notification) can never interleave and
+// install an older list over a newer one.
+//
+// Thread-safe. refresh() calls storage; request_refresh() never does, so it
+// is safe inside a plugin's callback.
+#pragma once
+
+#include <conveyor/limit_resolver.hpp>
+#include <conveyor/storage.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+namespace conveyor {
+
+class OverrideFollower {
+ public:
+  OverrideFollower(Storage& storage, LimitResolver& limits);
+
+  // Reads storage now. Returns true when the effective overrides changed.
+  // Throws StorageError (the installed overrides stay as they were).
+  bool refresh();
+  // Asks for a refresh soon, from any thread or callback (see take_request).
+  void request_refresh() { requested_.store(true, std::memory_order_release); }
+  // Consumes a pending request: true when one was made since the last call.
+  bool take_request() { return requested_.exchange(false, std::memory_order_acq_rel); }
+
+ private:
+  Storage& storage_;
+  LimitResolver& limits_;
+  std::mutex mu_;
+  int64_t marker_ = 0;         // mu_: the marker of the installed list
+  bool marker_known_ = false;  // mu_
+  std::atomic<bool> requested_{false};
+};
+
+}  // namespace conveyor

@@ -1,0 +1,55 @@
+// StorageHealth: tells a storage outage that may end (a database restarting:
+// CONVEYOR_E_UNAVAILABLE, retried for as long as it lasts) from storage that
+// is broken for good (a database file removed or overwritten, a schema that
+// is not ours: every other error). The engine's storage calls report here;
+// once max_failures non-transient failures in a row have spanned at least
+// min_span with no success between them, the storage is declared broken:
+// fatal() returns the last error and on_fatal runs once, so `conveyor serve`
+// can exit 1 instead of retrying forever.
+//
+// Thread-safe.
+#pragma once
+
+#include <conveyor/clock.hpp>
+#include <conveyor/storage.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace conveyor {
+
+class StorageHealth {
+ public:
+  struct Options {
+    uint32_t max_failures = 10;
+    std::chrono::milliseconds min_span{5000};
+  };
+  StorageHealth(const Clock& clock, Options options);
+
+  // Runs once, on the reporting thread, when the storage is declared broken.
+  // Set before the engine starts.
+  void on_fatal(std::function<void(const std::string& error)> fn) { on_fatal_ = std::move(fn); }
+
+  void succeeded();
+  // A storage call failed. Transient errors neither count nor reset.
+  void failed(std::string_view operation, const StorageError& error);
+  // The error that made the storage broken, if it is.
+  std::optional<std::string> fatal() const;
+
+ private:
+  const Clock& clock_;
+  const Options options_;
+  std::function<void(const std::string&)> on_fatal_;
+  mutable std::mutex mu_;
+  std::atomic<uint32_t> failures_{0};  // non-transient, in a row (written under mu_)
+  SteadyTime first_failure_{};        // mu_
+  std::optional<std::string> fatal_;  // mu_: set once
+};
+
+}  // namespace conveyor
