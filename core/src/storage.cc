@@ -1,6 +1,8 @@
 #include <conveyor/config.hpp>
 #include <conveyor/storage.hpp>
 
+#include "plugin_storage.hpp"
+
 #include <fmt/format.h>
 
 namespace conveyor {
@@ -97,12 +99,12 @@ const char* to_string(JobState state) noexcept {
   return "unknown";
 }
 
-Storage::Storage(std::shared_ptr<const Plugin> plugin, conveyor_storage* handle)
+PluginStorage::PluginStorage(std::shared_ptr<const Plugin> plugin, conveyor_storage* handle)
     : plugin_(std::move(plugin)), t_(&plugin_->table()), handle_(handle) {}
 
-Storage::~Storage() { t_->close(handle_); }
+PluginStorage::~PluginStorage() { t_->close(handle_); }
 
-std::shared_ptr<Storage> Storage::open(
+std::shared_ptr<PluginStorage> PluginStorage::open(
     std::shared_ptr<const Plugin> plugin,
     const std::vector<std::pair<std::string, std::string>>& options) {
   std::vector<conveyor_option> c_options;
@@ -117,19 +119,20 @@ std::shared_ptr<Storage> Storage::open(
                        fmt::format("storage plugin '{}' could not open: {}", plugin->info().name,
                                    st == CONVEYOR_OK ? "it returned no handle" : err.message));
   }
-  std::shared_ptr<Storage> storage(new Storage(std::move(plugin), handle));
+  std::shared_ptr<PluginStorage> storage(new PluginStorage(std::move(plugin), handle));
   err = {};
   st = t.migrate(handle, &err);
   if (st != CONVEYOR_OK) storage->throw_error("migrate", st, err);
   return storage;
 }
 
-void Storage::throw_error(const char* op, conveyor_status status, const conveyor_error& err) const {
+void PluginStorage::throw_error(const char* op, conveyor_status status,
+                                const conveyor_error& err) const {
   throw StorageError(status, fmt::format("storage plugin '{}': {} failed: {}", plugin_->info().name,
                                          op, err.message[0] ? err.message : "no message"));
 }
 
-std::vector<int64_t> Storage::enqueue(std::span<const NewJob> jobs, int64_t now_us) {
+std::vector<int64_t> PluginStorage::enqueue(std::span<const NewJob> jobs, int64_t now_us) {
   std::vector<conveyor_new_job> c(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
     const NewJob& j = jobs[i];
@@ -143,8 +146,9 @@ std::vector<int64_t> Storage::enqueue(std::span<const NewJob> jobs, int64_t now_
   return ids;
 }
 
-std::vector<Job> Storage::claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
-                                int64_t now_us, int64_t lease_expires_us) {
+std::vector<Job> PluginStorage::claim(std::string_view queue, uint32_t max_jobs,
+                                      int64_t lease_token, int64_t now_us,
+                                      int64_t lease_expires_us) {
   Collected<Job> collected;
   collected.items.reserve(max_jobs);
   uint32_t claimed = 0;
@@ -176,7 +180,7 @@ std::vector<conveyor_status> per_lease(const Storage& s, std::span<const conveyo
 }
 }  // namespace
 
-std::vector<conveyor_status> Storage::complete(std::span<const conveyor_lease> leases,
+std::vector<conveyor_status> PluginStorage::complete(std::span<const conveyor_lease> leases,
                                                int64_t now_us) {
   try {
     return per_lease(*this, leases, [&](conveyor_status* r, conveyor_error* e) {
@@ -188,7 +192,7 @@ std::vector<conveyor_status> Storage::complete(std::span<const conveyor_lease> l
   }
 }
 
-conveyor_status Storage::fail(conveyor_lease lease, std::string_view error_text,
+conveyor_status PluginStorage::fail(conveyor_lease lease, std::string_view error_text,
                               int64_t retry_at_us, int64_t now_us) {
   conveyor_error err{};
   auto st = t_->fail(handle_, lease, cstr(error_text), retry_at_us, now_us, &err);
@@ -196,7 +200,7 @@ conveyor_status Storage::fail(conveyor_lease lease, std::string_view error_text,
   throw_error("fail", st, err);
 }
 
-std::vector<conveyor_status> Storage::extend_leases(std::span<const conveyor_lease> leases,
+std::vector<conveyor_status> PluginStorage::extend_leases(std::span<const conveyor_lease> leases,
                                                     int64_t lease_expires_us) {
   try {
     return per_lease(*this, leases, [&](conveyor_status* r, conveyor_error* e) {
@@ -208,7 +212,7 @@ std::vector<conveyor_status> Storage::extend_leases(std::span<const conveyor_lea
   }
 }
 
-std::vector<conveyor_status> Storage::release(std::span<const conveyor_lease> leases,
+std::vector<conveyor_status> PluginStorage::release(std::span<const conveyor_lease> leases,
                                               int64_t now_us) {
   try {
     return per_lease(*this, leases, [&](conveyor_status* r, conveyor_error* e) {
@@ -220,7 +224,7 @@ std::vector<conveyor_status> Storage::release(std::span<const conveyor_lease> le
   }
 }
 
-uint32_t Storage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
+uint32_t PluginStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
   uint32_t n = 0;
   conveyor_error err{};
   if (auto st = t_->rescue_expired(handle_, now_us, max_jobs, &n, &err); st != CONVEYOR_OK)
@@ -228,7 +232,7 @@ uint32_t Storage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
   return n;
 }
 
-bool Storage::cancel(int64_t job_id, int64_t now_us) {
+bool PluginStorage::cancel(int64_t job_id, int64_t now_us) {
   conveyor_error err{};
   auto st = t_->cancel(handle_, job_id, now_us, &err);
   if (st == CONVEYOR_E_NOT_FOUND) return false;
@@ -236,14 +240,14 @@ bool Storage::cancel(int64_t job_id, int64_t now_us) {
   return true;
 }
 
-void Storage::set_queue_paused(std::string_view queue, bool paused, int64_t now_us) {
+void PluginStorage::set_queue_paused(std::string_view queue, bool paused, int64_t now_us) {
   conveyor_error err{};
   if (auto st = t_->set_queue_paused(handle_, cstr(queue), paused ? 1 : 0, now_us, &err);
       st != CONVEYOR_OK)
     throw_error(paused ? "pause" : "resume", st, err);
 }
 
-std::vector<QueueStats> Storage::queue_stats(int64_t now_us) {
+std::vector<QueueStats> PluginStorage::queue_stats(int64_t now_us) {
   Collected<QueueStats> out;
   conveyor_error err{};
   auto on_stats = [](void* ctx, const conveyor_queue_stats* s) {
@@ -266,7 +270,7 @@ std::vector<QueueStats> Storage::queue_stats(int64_t now_us) {
   return out.take();
 }
 
-std::vector<std::pair<std::string, bool>> Storage::list_queues() {
+std::vector<std::pair<std::string, bool>> PluginStorage::list_queues() {
   Collected<std::pair<std::string, bool>> out;
   conveyor_error err{};
   auto on_queue = [](void* ctx, conveyor_str queue, int32_t paused) {
@@ -278,7 +282,7 @@ std::vector<std::pair<std::string, bool>> Storage::list_queues() {
   return out.take();
 }
 
-std::optional<Job> Storage::get_job(int64_t job_id, int64_t now_us) {
+std::optional<Job> PluginStorage::get_job(int64_t job_id, int64_t now_us) {
   Collected<Job> collected;
   conveyor_error err{};
   auto st = t_->get_job(handle_, job_id, now_us, &collect_job, &collected, &err);
@@ -290,7 +294,7 @@ std::optional<Job> Storage::get_job(int64_t job_id, int64_t now_us) {
   return std::move(jobs.front());
 }
 
-uint64_t Storage::purge_finished(int64_t finalized_before_us, uint32_t max_jobs) {
+uint64_t PluginStorage::purge_finished(int64_t finalized_before_us, uint32_t max_jobs) {
   uint64_t n = 0;
   conveyor_error err{};
   if (auto st = t_->purge_finished(handle_, finalized_before_us, max_jobs, &n, &err);
@@ -299,14 +303,14 @@ uint64_t Storage::purge_finished(int64_t finalized_before_us, uint32_t max_jobs)
   return n;
 }
 
-void Storage::set_rate_limit(std::string_view queue, const RateLimit& limit, int64_t now_us) {
+void PluginStorage::set_rate_limit(std::string_view queue, const RateLimit& limit, int64_t now_us) {
   conveyor_error err{};
   if (auto st = t_->set_rate_limit(handle_, cstr(queue), limit.rate_per_sec, limit.burst, now_us, &err);
       st != CONVEYOR_OK)
     throw_error("set_rate_limit", st, err);
 }
 
-bool Storage::delete_rate_limit(std::string_view queue) {
+bool PluginStorage::delete_rate_limit(std::string_view queue) {
   conveyor_error err{};
   auto st = t_->delete_rate_limit(handle_, cstr(queue), &err);
   if (st == CONVEYOR_E_NOT_FOUND) return false;
@@ -314,7 +318,7 @@ bool Storage::delete_rate_limit(std::string_view queue) {
   return true;
 }
 
-std::vector<RateLimitOverride> Storage::list_rate_limits() {
+std::vector<RateLimitOverride> PluginStorage::list_rate_limits() {
   Collected<RateLimitOverride> out;
   conveyor_error err{};
   auto on_limit = [](void* ctx, const conveyor_rate_limit* l) {
@@ -329,7 +333,7 @@ std::vector<RateLimitOverride> Storage::list_rate_limits() {
   return out.take();
 }
 
-int64_t Storage::change_marker() {
+int64_t PluginStorage::change_marker() {
   int64_t marker = 0;
   conveyor_error err{};
   if (auto st = t_->change_marker(handle_, &marker, &err); st != CONVEYOR_OK)
@@ -337,7 +341,7 @@ int64_t Storage::change_marker() {
   return marker;
 }
 
-void Storage::wait_for_notification(
+void PluginStorage::wait_for_notification(
     int64_t timeout_us, const std::function<void(int32_t kind, std::string_view queue)>& fn) {
   if (t_->wait_for_notification == nullptr)
     throw StorageError(CONVEYOR_E_UNSUPPORTED, "storage plugin '" + plugin_->info().name +
@@ -360,9 +364,15 @@ void Storage::wait_for_notification(
   ctx.failure.take();
 }
 
+std::shared_ptr<Storage> Storage::open(
+    std::shared_ptr<const Plugin> plugin,
+    const std::vector<std::pair<std::string, std::string>>& options) {
+  return PluginStorage::open(std::move(plugin), options);
+}
+
 std::shared_ptr<Storage> open_storage(const StorageConfig& config) {
   auto path = resolve_plugin_path(config.plugin, config.plugin_dir);
-  return Storage::open(load_plugin(path), config.options);
+  return PluginStorage::open(load_plugin(path), config.options);
 }
 
 }  // namespace conveyor

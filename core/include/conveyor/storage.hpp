@@ -1,11 +1,21 @@
-// Storage: the core's C++ view of one open plugin handle. Every call goes
-// through the C function table; errors come back as StorageError. The handle
-// keeps its Plugin (and so the library) alive.
+// Storage: what the core needs from a job store. The implementation over a
+// plugin's C function table is PluginStorage (core/src/plugin_storage.hpp);
+// tests wrap any Storage in a FaultInjectingStorage.
+//
+// Conventions, for every method unless it says otherwise:
+//  - Success returns normally. Failure throws StorageError; transient() tells
+//    whether a retry may succeed (the store was busy or unreachable). A call
+//    that throws may still have been applied (the reply can be lost after the
+//    commit), so callers that retry must tolerate that.
+//  - Thread-safe: any method may be called from any thread concurrently,
+//    except that the destructor runs after every call has returned.
+//  - Times are microseconds since the Unix epoch, read by the caller.
 #pragma once
 
+#include <conveyor/storage_plugin.h>
+#include <conveyor/job.hpp>
 #include <conveyor/plugin_loader.hpp>
 #include <conveyor/rate_limit.hpp>
-#include <conveyor/storage_plugin.h>
 
 #include <cstdint>
 #include <functional>
@@ -33,101 +43,75 @@ class StorageError : public std::runtime_error {
   conveyor_status code_;
 };
 
-enum class JobState { kAvailable, kScheduled, kRunning, kCompleted, kFailed, kCancelled };
-// "available", "scheduled", "running", "completed", "failed", "cancelled".
-const char* to_string(JobState state) noexcept;
-
-struct NewJob {
-  std::string queue;
-  std::string kind;
-  std::string payload;
-  int32_t priority = 0;
-  int32_t max_attempts = 25;
-  int64_t run_at_us = 0;  // 0: now
-};
-
-struct Job {
-  int64_t id = 0;
-  JobState state = JobState::kAvailable;
-  std::string queue;
-  std::string kind;
-  std::string payload;
-  int32_t priority = 0;
-  int32_t attempt = 0;
-  int32_t max_attempts = 0;
-  int64_t run_at_us = 0;
-  int64_t created_at_us = 0;
-  int64_t finalized_at_us = 0;
-  int64_t lease_token = 0;
-  int64_t lease_expires_us = 0;
-  std::string last_error;
-
-  conveyor_lease lease() const { return conveyor_lease{id, lease_token}; }
-};
-
-struct QueueStats {
-  std::string queue;
-  bool paused = false;
-  int64_t pending = 0;
-  int64_t scheduled = 0;
-  int64_t running = 0;
-  int64_t completed = 0;
-  int64_t failed = 0;
-  int64_t cancelled = 0;
-};
-
-// Thread-safe: every method may be called concurrently (the plugin promises
-// it), except that the destructor runs after all calls returned.
 class Storage {
  public:
-  // Opens the plugin with options and migrates the schema. Throws StorageError.
-  static std::shared_ptr<Storage> open(std::shared_ptr<const Plugin> plugin,
-                                       const std::vector<std::pair<std::string, std::string>>& options);
-  ~Storage();
+  // Opens the plugin with options and migrates the schema: a PluginStorage.
+  // Throws StorageError.
+  static std::shared_ptr<Storage> open(
+      std::shared_ptr<const Plugin> plugin,
+      const std::vector<std::pair<std::string, std::string>>& options);
+  virtual ~Storage() = default;
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  const PluginInfo& plugin_info() const { return plugin_->info(); }
-  bool has_capability(uint64_t cap) const { return (plugin_->info().capabilities & cap) != 0; }
+  // The plugin behind this storage. Never throws.
+  virtual const PluginInfo& plugin_info() const = 0;
+  // Whether the plugin declared a CONVEYOR_CAP_* bit. Never throws.
+  virtual bool has_capability(uint64_t cap) const = 0;
 
-  // Each throws StorageError on failure, unless said otherwise.
-  std::vector<int64_t> enqueue(std::span<const NewJob> jobs, int64_t now_us);
-  // Claimed jobs, in the plugin's order (priority, run_at, id).
-  std::vector<Job> claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
-                         int64_t now_us, int64_t lease_expires_us);
-  // Per lease: CONVEYOR_OK or CONVEYOR_E_LEASE_LOST.
-  std::vector<conveyor_status> complete(std::span<const conveyor_lease> leases, int64_t now_us);
-  // CONVEYOR_OK or CONVEYOR_E_LEASE_LOST; other failures throw.
-  conveyor_status fail(conveyor_lease lease, std::string_view error_text, int64_t retry_at_us,
-                       int64_t now_us);
-  std::vector<conveyor_status> extend_leases(std::span<const conveyor_lease> leases,
-                                             int64_t lease_expires_us);
-  std::vector<conveyor_status> release(std::span<const conveyor_lease> leases, int64_t now_us);
-  uint32_t rescue_expired(int64_t now_us, uint32_t max_jobs);
-  // false when the job does not exist or is already final.
-  bool cancel(int64_t job_id, int64_t now_us);
-  void set_queue_paused(std::string_view queue, bool paused, int64_t now_us);
-  std::vector<QueueStats> queue_stats(int64_t now_us);
+  // Inserts jobs atomically (all or none); their ids, in order.
+  virtual std::vector<int64_t> enqueue(std::span<const NewJob> jobs, int64_t now_us) = 0;
+  // Leases up to max_jobs due jobs of queue under lease_token until
+  // lease_expires_us, in the plugin's order (priority, run_at, id). Empty
+  // when none is due or the queue is paused.
+  virtual std::vector<Job> claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
+                                 int64_t now_us, int64_t lease_expires_us) = 0;
+  // Marks leased jobs completed. Per lease, in order: CONVEYOR_OK or
+  // CONVEYOR_E_LEASE_LOST (the lease expired or was taken over; nothing done).
+  virtual std::vector<conveyor_status> complete(std::span<const conveyor_lease> leases,
+                                                int64_t now_us) = 0;
+  // Records a failed attempt: the job runs again at retry_at_us (>= 0) or
+  // fails for good (< 0). CONVEYOR_OK or CONVEYOR_E_LEASE_LOST.
+  virtual conveyor_status fail(conveyor_lease lease, std::string_view error_text,
+                               int64_t retry_at_us, int64_t now_us) = 0;
+  // Moves the leases' expiry to lease_expires_us. Per lease: CONVEYOR_OK or
+  // CONVEYOR_E_LEASE_LOST.
+  virtual std::vector<conveyor_status> extend_leases(std::span<const conveyor_lease> leases,
+                                                     int64_t lease_expires_us) = 0;
+  // Gives leased jobs back unrun (available now, attempt not counted). Per
+  // lease: CONVEYOR_OK or CONVEYOR_E_LEASE_LOST.
+  virtual std::vector<conveyor_status> release(std::span<const conveyor_lease> leases,
+                                               int64_t now_us) = 0;
+  // Rescues up to max_jobs running jobs whose lease expired before now_us
+  // (runnable again, or failed with no attempts left); how many.
+  virtual uint32_t rescue_expired(int64_t now_us, uint32_t max_jobs) = 0;
+  // Cancels a job; false when it does not exist or is already final.
+  virtual bool cancel(int64_t job_id, int64_t now_us) = 0;
+  virtual void set_queue_paused(std::string_view queue, bool paused, int64_t now_us) = 0;
+  // Counts per known queue.
+  virtual std::vector<QueueStats> queue_stats(int64_t now_us) = 0;
   // Known queues and whether each is paused (cheap; for discovery).
-  std::vector<std::pair<std::string, bool>> list_queues();
-  std::optional<Job> get_job(int64_t job_id, int64_t now_us);
-  uint64_t purge_finished(int64_t finalized_before_us, uint32_t max_jobs);
-  void set_rate_limit(std::string_view queue, const RateLimit& limit, int64_t now_us);
+  virtual std::vector<std::pair<std::string, bool>> list_queues() = 0;
+  // nullopt when the job does not exist (or was purged).
+  virtual std::optional<Job> get_job(int64_t job_id, int64_t now_us) = 0;
+  // Deletes up to max_jobs final jobs finalized before the cutoff; how many.
+  virtual uint64_t purge_finished(int64_t finalized_before_us, uint32_t max_jobs) = 0;
+  // Stores a queue's rate-limit override.
+  virtual void set_rate_limit(std::string_view queue, const RateLimit& limit, int64_t now_us) = 0;
   // false when the queue had no override.
-  bool delete_rate_limit(std::string_view queue);
-  std::vector<RateLimitOverride> list_rate_limits();
-  int64_t change_marker();
-  // Only with CONVEYOR_CAP_NOTIFY. Blocks up to timeout_us.
-  void wait_for_notification(int64_t timeout_us,
-                             const std::function<void(int32_t kind, std::string_view queue)>& fn);
+  virtual bool delete_rate_limit(std::string_view queue) = 0;
+  virtual std::vector<RateLimitOverride> list_rate_limits() = 0;
+  // A value that changes whenever any process pauses or resumes a queue or
+  // sets or deletes an override. Cheap.
+  virtual int64_t change_marker() = 0;
+  // Only with CONVEYOR_CAP_NOTIFY (else throws CONVEYOR_E_UNSUPPORTED).
+  // Blocks until a notification arrives or timeout_us passes, calling fn on
+  // the calling thread for each; if fn throws, the wait throws StorageError.
+  virtual void wait_for_notification(
+      int64_t timeout_us, const std::function<void(int32_t kind, std::string_view queue)>& fn) = 0;
 
- private:
-  Storage(std::shared_ptr<const Plugin> plugin, conveyor_storage* handle);
-  [[noreturn]] void throw_error(const char* op, conveyor_status status, const conveyor_error& err) const;
-
-  std::shared_ptr<const Plugin> plugin_;
-  const conveyor_storage_plugin* t_;  // plugin_->table(), cached
-  conveyor_storage* handle_;          // owned: closed by the destructor
+ protected:
+  Storage() = default;
 };
 
 // Loads the configured plugin and opens it: resolve, load, open, migrate.

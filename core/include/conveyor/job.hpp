@@ -1,0 +1,55 @@
+// Job value types: what is enqueued, what a claim or a lookup returns, and a
+// queue's counts. Plain values, shared by the embedding API and storage.
+#pragma once
+
+#include <conveyor/storage_plugin.h>
+
+#include <cstdint>
+#include <string>
+
+namespace conveyor {
+
+enum class JobState { kAvailable, kScheduled, kRunning, kCompleted, kFailed, kCancelled };
+// "available", "scheduled", "running", "completed", "failed", "cancelled".
+const char* to_string(JobState state) noexcept;
+
+struct NewJob {
+  std::string queue;
+  std::string kind;
+  std::string payload;
+  int32_t priority = 0;
+  int32_t max_attempts = 25;
+  int64_t run_at_us = 0;  // 0: now
+};
+
+struct Job {
+  int64_t id = 0;
+  JobState state = JobState::kAvailable;
+  std::string queue;
+  std::string kind;
+  std::string payload;
+  int32_t priority = 0;
+  int32_t attempt = 0;
+  int32_t max_attempts = 0;
+  int64_t run_at_us = 0;
+  int64_t created_at_us = 0;
+  int64_t finalized_at_us = 0;
+  int64_t lease_token = 0;
+  int64_t lease_expires_us = 0;
+  std::string last_error;
+
+  conveyor_lease lease() const { return conveyor_lease{id, lease_token}; }
+};
+
+struct QueueStats {
+  std::string queue;
+  bool paused = false;
+  int64_t pending = 0;
+  int64_t scheduled = 0;
+  int64_t running = 0;
+  int64_t completed = 0;
+  int64_t failed = 0;
+  int64_t cancelled = 0;
+};
+
+}  // namespace conveyor

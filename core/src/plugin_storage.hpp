@@ -1,0 +1,60 @@
+// PluginStorage: Storage over one open plugin handle. Every call goes through
+// the plugin's C function table; errors come back as StorageError. The handle
+// keeps its Plugin (and so the library) alive.
+#pragma once
+
+#include <conveyor/storage.hpp>
+
+namespace conveyor {
+
+// Thread-safe as Storage promises (the plugin promises it for its handle).
+class PluginStorage final : public Storage {
+ public:
+  // Opens the plugin with options and migrates the schema. Throws StorageError.
+  static std::shared_ptr<PluginStorage> open(
+      std::shared_ptr<const Plugin> plugin,
+      const std::vector<std::pair<std::string, std::string>>& options);
+  ~PluginStorage() override;
+
+  const PluginInfo& plugin_info() const override { return plugin_->info(); }
+  bool has_capability(uint64_t cap) const override {
+    return (plugin_->info().capabilities & cap) != 0;
+  }
+
+  std::vector<int64_t> enqueue(std::span<const NewJob> jobs, int64_t now_us) override;
+  std::vector<Job> claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
+                         int64_t now_us, int64_t lease_expires_us) override;
+  std::vector<conveyor_status> complete(std::span<const conveyor_lease> leases,
+                                        int64_t now_us) override;
+  conveyor_status fail(conveyor_lease lease, std::string_view error_text, int64_t retry_at_us,
+                       int64_t now_us) override;
+  std::vector<conveyor_status> extend_leases(std::span<const conveyor_lease> leases,
+                                             int64_t lease_expires_us) override;
+  std::vector<conveyor_status> release(std::span<const conveyor_lease> leases,
+                                       int64_t now_us) override;
+  uint32_t rescue_expired(int64_t now_us, uint32_t max_jobs) override;
+  bool cancel(int64_t job_id, int64_t now_us) override;
+  void set_queue_paused(std::string_view queue, bool paused, int64_t now_us) override;
+  std::vector<QueueStats> queue_stats(int64_t now_us) override;
+  std::vector<std::pair<std::string, bool>> list_queues() override;
+  std::optional<Job> get_job(int64_t job_id, int64_t now_us) override;
+  uint64_t purge_finished(int64_t finalized_before_us, uint32_t max_jobs) override;
+  void set_rate_limit(std::string_view queue, const RateLimit& limit, int64_t now_us) override;
+  bool delete_rate_limit(std::string_view queue) override;
+  std::vector<RateLimitOverride> list_rate_limits() override;
+  int64_t change_marker() override;
+  void wait_for_notification(
+      int64_t timeout_us,
+      const std::function<void(int32_t kind, std::string_view queue)>& fn) override;
+
+ private:
+  PluginStorage(std::shared_ptr<const Plugin> plugin, conveyor_storage* handle);
+  [[noreturn]] void throw_error(const char* op, conveyor_status status,
+                                const conveyor_error& err) const;
+
+  std::shared_ptr<const Plugin> plugin_;
+  const conveyor_storage_plugin* t_;  // plugin_->table(), cached
+  conveyor_storage* handle_;          // owned: closed by the destructor
+};
+
+}  // namespace conveyor

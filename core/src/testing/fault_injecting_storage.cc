@@ -1,0 +1,290 @@
+#include "testing/fault_injecting_storage.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+namespace conveyor::testing {
+
+const char* to_string(StorageOp op) noexcept {
+  switch (op) {
+    case StorageOp::kEnqueue:
+      return "enqueue";
+    case StorageOp::kClaim:
+      return "claim";
+    case StorageOp::kComplete:
+      return "complete";
+    case StorageOp::kFail:
+      return "fail";
+    case StorageOp::kExtendLeases:
+      return "extend_leases";
+    case StorageOp::kRelease:
+      return "release";
+    case StorageOp::kRescueExpired:
+      return "rescue_expired";
+    case StorageOp::kCancel:
+      return "cancel";
+    case StorageOp::kSetQueuePaused:
+      return "set_queue_paused";
+    case StorageOp::kQueueStats:
+      return "queue_stats";
+    case StorageOp::kListQueues:
+      return "list_queues";
+    case StorageOp::kGetJob:
+      return "get_job";
+    case StorageOp::kPurgeFinished:
+      return "purge_finished";
+    case StorageOp::kSetRateLimit:
+      return "set_rate_limit";
+    case StorageOp::kDeleteRateLimit:
+      return "delete_rate_limit";
+    case StorageOp::kListRateLimits:
+      return "list_rate_limits";
+    case StorageOp::kChangeMarker:
+      return "change_marker";
+    case StorageOp::kWaitForNotification:
+      return "wait_for_notification";
+  }
+  return "unknown";
+}
+
+namespace {
+size_t index(StorageOp op) { return static_cast<size_t>(op); }
+}  // namespace
+
+FaultInjectingStorage::FaultInjectingStorage(std::shared_ptr<Storage> inner)
+    : inner_(std::move(inner)) {}
+
+void FaultInjectingStorage::fail_next(StorageOp op, uint32_t n, conveyor_status status) {
+  if (n == 0) return;
+  std::lock_guard lock(mu_);
+  ops_[index(op)].fail.push_back(Failure{n, status});
+}
+
+void FaultInjectingStorage::drop_reply_next(StorageOp op, uint32_t n) {
+  std::lock_guard lock(mu_);
+  ops_[index(op)].drop_reply += n;
+}
+
+void FaultInjectingStorage::set_hook(StorageOp op, Hook hook) {
+  std::lock_guard lock(mu_);
+  ops_[index(op)].hook = std::move(hook);
+}
+
+void FaultInjectingStorage::lose_lease(conveyor_lease lease) {
+  std::lock_guard lock(mu_);
+  lost_leases_.insert({lease.job_id, lease.lease_token});
+}
+
+void FaultInjectingStorage::lose_all_leases(bool lost) {
+  std::lock_guard lock(mu_);
+  lose_all_ = lost;
+}
+
+void FaultInjectingStorage::clear_faults() {
+  std::lock_guard lock(mu_);
+  for (auto& o : ops_) o = OpFaults{};
+  lost_leases_.clear();
+  lose_all_ = false;
+}
+
+uint64_t FaultInjectingStorage::calls(StorageOp op) const { return calls_[index(op)].load(); }
+uint64_t FaultInjectingStorage::faults(StorageOp op) const { return faults_[index(op)].load(); }
+
+bool FaultInjectingStorage::before(StorageOp op) {
+  calls_[index(op)].fetch_add(1);
+  Hook hook;
+  {
+    std::lock_guard lock(mu_);
+    hook = ops_[index(op)].hook;
+  }
+  // Outside the lock: a hook may block until the test releases it.
+  if (hook) hook();
+  std::lock_guard lock(mu_);
+  OpFaults& f = ops_[index(op)];
+  if (!f.fail.empty()) {
+    const conveyor_status status = f.fail.front().status;
+    if (--f.fail.front().count == 0) f.fail.erase(f.fail.begin());
+    faults_[index(op)].fetch_add(1);
+    throw StorageError(
+        status, fmt::format("injected fault: {} failed with status {}", to_string(op), status));
+  }
+  if (f.drop_reply > 0) {
+    --f.drop_reply;
+    faults_[index(op)].fetch_add(1);
+    return true;
+  }
+  return false;
+}
+
+void FaultInjectingStorage::reply_lost(StorageOp op) const {
+  throw StorageError(CONVEYOR_E_UNAVAILABLE,
+                     fmt::format("injected fault: {} was applied but its reply was lost "
+                                 "(connection closed)",
+                                 to_string(op)));
+}
+
+bool FaultInjectingStorage::lost(const conveyor_lease& lease) const {
+  return lose_all_ || lost_leases_.count({lease.job_id, lease.lease_token}) != 0;
+}
+
+template <typename Call>
+std::vector<conveyor_status> FaultInjectingStorage::per_lease(
+    StorageOp op, std::span<const conveyor_lease> leases, Call&& call) {
+  const bool drop = before(op);
+  std::vector<conveyor_status> out(leases.size(), CONVEYOR_E_LEASE_LOST);
+  std::vector<conveyor_lease> kept;
+  std::vector<size_t> kept_at;
+  {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < leases.size(); ++i) {
+      if (lost(leases[i])) continue;
+      kept.push_back(leases[i]);
+      kept_at.push_back(i);
+    }
+  }
+  if (kept.size() < leases.size()) faults_[index(op)].fetch_add(1);
+  if (!kept.empty()) {
+    std::vector<conveyor_status> r = call(std::span<const conveyor_lease>(kept));
+    for (size_t j = 0; j < kept.size(); ++j) out[kept_at[j]] = r.at(j);
+  }
+  if (drop) reply_lost(op);
+  return out;
+}
+
+std::vector<int64_t> FaultInjectingStorage::enqueue(std::span<const NewJob> jobs, int64_t now_us) {
+  const bool drop = before(StorageOp::kEnqueue);
+  auto r = inner_->enqueue(jobs, now_us);
+  if (drop) reply_lost(StorageOp::kEnqueue);
+  return r;
+}
+
+std::vector<Job> FaultInjectingStorage::claim(std::string_view queue, uint32_t max_jobs,
+                                              int64_t lease_token, int64_t now_us,
+                                              int64_t lease_expires_us) {
+  const bool drop = before(StorageOp::kClaim);
+  auto r = inner_->claim(queue, max_jobs, lease_token, now_us, lease_expires_us);
+  if (drop) reply_lost(StorageOp::kClaim);
+  return r;
+}
+
+std::vector<conveyor_status> FaultInjectingStorage::complete(std::span<const conveyor_lease> leases,
+                                                             int64_t now_us) {
+  return per_lease(StorageOp::kComplete, leases,
+                   [&](std::span<const conveyor_lease> l) { return inner_->complete(l, now_us); });
+}
+
+conveyor_status FaultInjectingStorage::fail(conveyor_lease lease, std::string_view error_text,
+                                            int64_t retry_at_us, int64_t now_us) {
+  auto r = per_lease(
+      StorageOp::kFail, std::span<const conveyor_lease>(&lease, 1),
+      [&](std::span<const conveyor_lease> l) {
+        return std::vector<conveyor_status>{inner_->fail(l[0], error_text, retry_at_us, now_us)};
+      });
+  return r[0];
+}
+
+std::vector<conveyor_status> FaultInjectingStorage::extend_leases(
+    std::span<const conveyor_lease> leases, int64_t lease_expires_us) {
+  return per_lease(StorageOp::kExtendLeases, leases, [&](std::span<const conveyor_lease> l) {
+    return inner_->extend_leases(l, lease_expires_us);
+  });
+}
+
+std::vector<conveyor_status> FaultInjectingStorage::release(std::span<const conveyor_lease> leases,
+                                                            int64_t now_us) {
+  return per_lease(StorageOp::kRelease, leases,
+                   [&](std::span<const conveyor_lease> l) { return inner_->release(l, now_us); });
+}
+
+uint32_t FaultInjectingStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
+  const bool drop = before(StorageOp::kRescueExpired);
+  auto r = inner_->rescue_expired(now_us, max_jobs);
+  if (drop) reply_lost(StorageOp::kRescueExpired);
+  return r;
+}
+
+bool FaultInjectingStorage::cancel(int64_t job_id, int64_t now_us) {
+  const bool drop = before(StorageOp::kCancel);
+  auto r = inner_->cancel(job_id, now_us);
+  if (drop) reply_lost(StorageOp::kCancel);
+  return r;
+}
+
+void FaultInjectingStorage::set_queue_paused(std::string_view queue, bool paused, int64_t now_us) {
+  const bool drop = before(StorageOp::kSetQueuePaused);
+  inner_->set_queue_paused(queue, paused, now_us);
+  if (drop) reply_lost(StorageOp::kSetQueuePaused);
+}
+
+std::vector<QueueStats> FaultInjectingStorage::queue_stats(int64_t now_us) {
+  const bool drop = before(StorageOp::kQueueStats);
+  auto r = inner_->queue_stats(now_us);
+  if (drop) reply_lost(StorageOp::kQueueStats);
+  return r;
+}
+
+std::vector<std::pair<std::string, bool>> FaultInjectingStorage::list_queues() {
+  const bool drop = before(StorageOp::kListQueues);
+  auto r = inner_->list_queues();
+  if (drop) reply_lost(StorageOp::kListQueues);
+  return r;
+}
+
+std::optional<Job> FaultInjectingStorage::get_job(int64_t job_id, int64_t now_us) {
+  const bool drop = before(StorageOp::kGetJob);
+  auto r = inner_->get_job(job_id, now_us);
+  if (drop) reply_lost(StorageOp::kGetJob);
+  return r;
+}
+
+uint64_t FaultInjectingStorage::purge_finished(int64_t finalized_before_us, uint32_t max_jobs) {
+  const bool drop = before(StorageOp::kPurgeFinished);
+  auto r = inner_->purge_finished(finalized_before_us, max_jobs);
+  if (drop) reply_lost(StorageOp::kPurgeFinished);
+  return r;
+}
+
+void FaultInjectingStorage::set_rate_limit(std::string_view queue, const RateLimit& limit,
+                                           int64_t now_us) {
+  const bool drop = before(StorageOp::kSetRateLimit);
+  inner_->set_rate_limit(queue, limit, now_us);
+  if (drop) reply_lost(StorageOp::kSetRateLimit);
+}
+
+bool FaultInjectingStorage::delete_rate_limit(std::string_view queue) {
+  const bool drop = before(StorageOp::kDeleteRateLimit);
+  auto r = inner_->delete_rate_limit(queue);
+  if (drop) reply_lost(StorageOp::kDeleteRateLimit);
+  return r;
+}
+
+std::vector<RateLimitOverride> FaultInjectingStorage::list_rate_limits() {
+  const bool drop = before(StorageOp::kListRateLimits);
+  auto r = inner_->list_rate_limits();
+  if (drop) reply_lost(StorageOp::kListRateLimits);
+  return r;
+}
+
+int64_t FaultInjectingStorage::change_marker() {
+  const bool drop = before(StorageOp::kChangeMarker);
+  auto r = inner_->change_marker();
+  if (drop) reply_lost(StorageOp::kChangeMarker);
+  return r;
+}
+
+void FaultInjectingStorage::wait_for_notification(
+    int64_t timeout_us, const std::function<void(int32_t kind, std::string_view queue)>& fn) {
+  const bool drop = before(StorageOp::kWaitForNotification);
+  inner_->wait_for_notification(timeout_us, fn);
+  if (drop) reply_lost(StorageOp::kWaitForNotification);
+}
+
+std::shared_ptr<Storage> open_memory_storage() {
+  // Handles with the same name share one store in the process: a fresh name
+  // per call keeps tests apart.
+  static std::atomic<uint64_t> next{0};
+  const std::string name = fmt::format("test-{}-{}", ::getpid(), next.fetch_add(1));
+  return Storage::open(load_plugin(CONVEYOR_TEST_MEMORY_PLUGIN), {{"name", name}});
+}
+
+}  // namespace conveyor::testing
