@@ -4,6 +4,7 @@
 #include <conveyor/admin_client.hpp>
 #include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
+#include <conveyor/engine_internals.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -37,7 +38,7 @@ class StorageBackend final : public Backend {
     return engine_.delete_rate_limit(queue);
   }
   api::RateLimitListing rate_limits() override {
-    const LimitResolver& l = engine_.limits();
+    const LimitResolver& l = EngineInternals::limits(engine_);
     return {l.enabled(), l.default_limit(), l.overrides()};
   }
   std::vector<QueueReport> queues() override { return engine_.queues(); }

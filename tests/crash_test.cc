@@ -13,6 +13,7 @@
 #include "test_support.hpp"
 
 #include <conveyor/engine.hpp>
+#include <conveyor/storage.hpp>
 
 #include <gtest/gtest.h>
 

@@ -5,6 +5,8 @@
 #include "test_support.hpp"
 
 #include <conveyor/engine.hpp>
+#include <conveyor/storage.hpp>
+#include <conveyor/engine_internals.hpp>
 #include <conveyor/validation.hpp>
 
 #include <gtest/gtest.h>
@@ -49,7 +51,7 @@ TEST(EngineSqlite, DrainsNoopJobs) {
   auto s = stats_of(engine, "bulk");
   EXPECT_EQ(s.pending, 0);
   EXPECT_EQ(s.running, 0);
-  EXPECT_EQ(engine.metrics().queue("bulk").completed.load(), 2000u);
+  EXPECT_EQ(EngineInternals::metrics(engine).queue("bulk").completed.load(), 2000u);
   EXPECT_LE(engine.worker_threads(), engine.config().engine.worker_threads);
 }
 
@@ -73,7 +75,7 @@ TEST(EngineSqlite, RetriesWithBackoffUntilTheHandlerSucceeds) {
   EXPECT_EQ(job->attempt, 3);
   EXPECT_EQ(calls.load(), 3);
   EXPECT_EQ(job->last_error, "downstream 503 on attempt 2");
-  EXPECT_EQ(engine.metrics().queue("q").retried.load(), 2u);
+  EXPECT_EQ(EngineInternals::metrics(engine).queue("q").retried.load(), 2u);
 }
 
 TEST(EngineSqlite, FailsAfterMaxAttemptsWithTheLastError) {
@@ -91,7 +93,7 @@ TEST(EngineSqlite, FailsAfterMaxAttemptsWithTheLastError) {
   EXPECT_EQ(job->attempt, 3);
   EXPECT_EQ(job->last_error, "boom 3");
   EXPECT_EQ(stats_of(engine, "q").failed, 1);
-  EXPECT_EQ(engine.metrics().queue("q").failed.load(), 1u);
+  EXPECT_EQ(EngineInternals::metrics(engine).queue("q").failed.load(), 1u);
 }
 
 TEST(EngineSqlite, PermanentErrorFailsAtOnce) {
@@ -164,8 +166,8 @@ TEST(EngineSqlite, TwoEnginesNeverRunAJobTwice) {
   std::lock_guard lock(mu);
   ASSERT_EQ(runs.size(), 3000u);
   for (int64_t id : ids) EXPECT_EQ(runs[id], 1) << "job " << id;
-  EXPECT_GT(a.metrics().queue("shared").completed.load(), 0u);
-  EXPECT_GT(b.metrics().queue("shared").completed.load(), 0u);
+  EXPECT_GT(EngineInternals::metrics(a).queue("shared").completed.load(), 0u);
+  EXPECT_GT(EngineInternals::metrics(b).queue("shared").completed.load(), 0u);
 }
 
 // An override written by another process (here: another storage handle) is
@@ -179,11 +181,11 @@ TEST(EngineSqlite, RunningEngineSeesOverridesMadeElsewhere) {
   auto other = open_storage(c.storage);
   const auto set_at = std::chrono::steady_clock::now();
   other->set_rate_limit("email", RateLimit{5, 1}, SystemClock::instance().wall_now_us());
-  ASSERT_TRUE(wait_until([&] { return engine.limits().resolve("email").source == LimitSource::kOverride; }, 5s));
+  ASSERT_TRUE(wait_until([&] { return EngineInternals::limits(engine).resolve("email").source == LimitSource::kOverride; }, 5s));
   EXPECT_LT(std::chrono::steady_clock::now() - set_at, 1500ms);
-  EXPECT_EQ(engine.limits().resolve("email").limit, (RateLimit{5, 1}));
+  EXPECT_EQ(EngineInternals::limits(engine).resolve("email").limit, (RateLimit{5, 1}));
   other->delete_rate_limit("email");
-  ASSERT_TRUE(wait_until([&] { return engine.limits().resolve("email").source == LimitSource::kNone; }, 5s));
+  ASSERT_TRUE(wait_until([&] { return EngineInternals::limits(engine).resolve("email").source == LimitSource::kNone; }, 5s));
 }
 
 TEST(EngineSqlite, PausedQueueIsNotDispatchedUntilResumed) {
@@ -319,7 +321,7 @@ TEST(EngineSqlite, FiftyPerSecondLimitHoldsOnARealClock) {
   const double rate = (starts.size() - 10) / span;
   EXPECT_NEAR(rate, 50.0, 5.0);
   EXPECT_LT(bulk_s, 1.5) << "the unlimited queue must not wait for the limited one";
-  EXPECT_GT(engine.metrics().queue("email").throttled.load(), 0u);
+  EXPECT_GT(EngineInternals::metrics(engine).queue("email").throttled.load(), 0u);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "test_support.hpp"
 
 #include <conveyor/engine.hpp>
+#include <conveyor/storage.hpp>
 
 #include <gtest/gtest.h>
 

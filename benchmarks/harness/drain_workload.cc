@@ -42,7 +42,7 @@ DrainRun drain_once(Backend& backend, const BenchOptions& options, Progress& pro
     run.enqueue_seconds = std::chrono::duration<double>(Clock::now() - e0).count();
     run.enqueue_jobs_per_sec = static_cast<double>(n) / run.enqueue_seconds;
 
-    const std::atomic<uint64_t>& completed = engine.metrics().queue(queue).completed;
+    const std::atomic<uint64_t>& completed = EngineInternals::metrics(engine).queue(queue).completed;
     std::map<int, double> server_cpu0;
     if (probe) server_cpu0 = probe->server_cpu_by_pid();
     const double cpu0 = process_cpu_seconds();

@@ -1,4 +1,6 @@
 #include "bench_engine.hpp"
+
+#include <conveyor/storage.hpp>
 #include "pickup_log.hpp"
 #include "workloads.hpp"
 

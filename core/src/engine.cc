@@ -2,6 +2,8 @@
 // does one thing (see its header); this file builds them, starts their
 // threads in order and stops them in the reverse order.
 #include <conveyor/engine.hpp>
+#include <conveyor/engine_internals.hpp>
+#include <conveyor/queue_reports.hpp>
 
 #include "completer.hpp"
 #include "dispatcher.hpp"
@@ -132,7 +134,8 @@ void Engine::start() {
   i.started = true;
   for (const auto& [name, q] : i.config.queues)
     i.dispatcher.add_queue(name, i.config.max_workers_for(name));
-  discover_queues(*i.storage, i.dispatcher, i.config);
+  // Storage may be down at start: maintenance discovers the queues later.
+  i.maintenance.run_soon("discovering queues");
   i.completer_thread = std::thread([&i] { i.completer.run(i.stop_completer.get_token()); });
   i.dispatcher_thread = std::thread([&i] { i.dispatcher.run(i.stop_claims.get_token()); });
   i.maintenance.start();
@@ -213,8 +216,8 @@ bool Engine::cancel_job(int64_t id) {
 std::optional<std::string> Engine::storage_failure() const { return impl_->health.fatal(); }
 
 const Config& Engine::config() const { return impl_->config; }
-const LimitResolver& Engine::limits() const { return impl_->limits; }
-Metrics& Engine::metrics() { return impl_->metrics; }
+const LimitResolver& EngineInternals::limits(const Engine& e) { return e.impl_->limits; }
+Metrics& EngineInternals::metrics(Engine& e) { return e.impl_->metrics; }
 uint32_t Engine::worker_threads() const { return impl_->runner.threads(); }
 
 }  // namespace conveyor

@@ -1,4 +1,4 @@
-#include <conveyor/queue_report.hpp>
+#include <conveyor/queue_reports.hpp>
 
 #include <map>
 

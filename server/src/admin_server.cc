@@ -9,6 +9,7 @@
 #include "proto_json.hpp"
 
 #include <conveyor/engine.hpp>
+#include <conveyor/engine_internals.hpp>
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -186,7 +187,7 @@ struct AdminServer::Impl {
       write_error(res, e);
       return;
     }
-    res.set_content(render_prometheus(engine.metrics().snapshot(), queue_stats()),
+    res.set_content(render_prometheus(EngineInternals::metrics(engine).snapshot(), queue_stats()),
                     kPrometheusContentType);
   }
 

@@ -5,6 +5,8 @@
 
 #include <conveyor/api_messages.hpp>
 #include <conveyor/engine.hpp>
+#include <conveyor/storage.hpp>
+#include <conveyor/engine_internals.hpp>
 #include <conveyor/validation.hpp>
 
 #include <fmt/format.h>
@@ -116,7 +118,7 @@ json ApiService::set_queue_rate_limit(const json& request) {
   engine_.set_rate_limit(queue, limit);
   // The engine re-read its overrides; show what storage recorded.
   RateLimitOverride stored{queue, limit, 0};
-  for (auto& o : engine_.limits().overrides())
+  for (auto& o : EngineInternals::limits(engine_).overrides())
     if (o.queue == queue) stored = std::move(o);
   return json{{"override", api::override_json(stored)}};
 }
@@ -131,7 +133,7 @@ json ApiService::delete_queue_rate_limit(const json& request) {
 
 json ApiService::list_rate_limits(const json& request) {
   MessageReader m(request, "");  // no fields; still must be an object
-  const LimitResolver& limits = engine_.limits();
+  const LimitResolver& limits = EngineInternals::limits(engine_);
   return api::listing_json(
       api::RateLimitListing{limits.enabled(), limits.default_limit(), limits.overrides()});
 }
@@ -139,7 +141,7 @@ json ApiService::list_rate_limits(const json& request) {
 json ApiService::list_queues(const json& request) {
   MessageReader m(request, "");
   std::map<std::string, uint64_t, std::less<>> dispatched;
-  for (const auto& c : engine_.metrics().snapshot()) dispatched[c.queue] = c.dispatched;
+  for (const auto& c : EngineInternals::metrics(engine_).snapshot()) dispatched[c.queue] = c.dispatched;
   json queues = json::array();
   for (const QueueReport& r : engine_.queues()) {
     auto it = dispatched.find(r.stats.queue);

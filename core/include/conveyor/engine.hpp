@@ -21,10 +21,9 @@
 
 #include <conveyor/clock.hpp>
 #include <conveyor/config.hpp>
-#include <conveyor/limit_resolver.hpp>
-#include <conveyor/metrics.hpp>
+#include <conveyor/job.hpp>
 #include <conveyor/queue_report.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/rate_limit.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -38,6 +37,8 @@
 #include <vector>
 
 namespace conveyor {
+
+class Storage;  // internal: the C ABI behind an interface
 
 // Thrown by a handler to fail its job without further retries.
 class PermanentError : public std::runtime_error {
@@ -110,13 +111,11 @@ class Engine {
   std::optional<std::string> storage_failure() const;
 
   const Config& config() const;
-  const LimitResolver& limits() const;
-  Metrics& metrics();
   // Worker threads started so far (bounded by [engine] worker_threads).
   uint32_t worker_threads() const;
 
  private:
-  friend struct EngineInternals;  // in-tree tests build engines on a given storage
+  friend struct EngineInternals;  // in-tree access (server, benchmarks, tests)
   Engine(Config config, const Clock& clock, std::shared_ptr<Storage> storage);
 
   struct Impl;

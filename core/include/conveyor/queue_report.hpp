@@ -3,11 +3,10 @@
 // process's own counters when an engine is running.
 #pragma once
 
-#include <conveyor/limit_resolver.hpp>
-#include <conveyor/metrics.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/job.hpp>
+#include <conveyor/rate_limit.hpp>
 
-#include <vector>
+#include <cstdint>
 
 namespace conveyor {
 
@@ -16,12 +15,5 @@ struct QueueReport {
   EffectiveLimit limit;
   uint64_t throttled = 0;  // this process's conveyor_ratelimit_throttled_total
 };
-
-// Every queue storage reports, plus queues that only have a static limit or
-// an override (so a configured, empty queue still shows). Sorted by name.
-// metrics may be null (the CLI has no engine).
-std::vector<QueueReport> build_queue_reports(Storage& storage, const LimitResolver& limits,
-                                             const std::map<std::string, QueueConfig>& configured,
-                                             const Metrics* metrics, int64_t now_us);
 
 }  // namespace conveyor

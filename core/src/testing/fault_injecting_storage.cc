@@ -116,6 +116,21 @@ bool FaultInjectingStorage::before(StorageOp op) {
   return false;
 }
 
+void FaultInjectingStorage::set_after_hook(StorageOp op, Hook hook) {
+  std::lock_guard lock(mu_);
+  ops_[index(op)].after_hook = std::move(hook);
+}
+
+void FaultInjectingStorage::after(StorageOp op, bool drop) {
+  Hook hook;
+  {
+    std::lock_guard lock(mu_);
+    hook = ops_[index(op)].after_hook;
+  }
+  if (hook) hook();  // outside the lock, as before()'s
+  if (drop) reply_lost(op);
+}
+
 void FaultInjectingStorage::reply_lost(StorageOp op) const {
   throw StorageError(CONVEYOR_E_UNAVAILABLE,
                      fmt::format("injected fault: {} was applied but its reply was lost "
@@ -147,14 +162,14 @@ std::vector<conveyor_status> FaultInjectingStorage::per_lease(
     std::vector<conveyor_status> r = call(std::span<const conveyor_lease>(kept));
     for (size_t j = 0; j < kept.size(); ++j) out[kept_at[j]] = r.at(j);
   }
-  if (drop) reply_lost(op);
+  after(op, drop);
   return out;
 }
 
 std::vector<int64_t> FaultInjectingStorage::enqueue(std::span<const NewJob> jobs, int64_t now_us) {
   const bool drop = before(StorageOp::kEnqueue);
   auto r = inner_->enqueue(jobs, now_us);
-  if (drop) reply_lost(StorageOp::kEnqueue);
+  after(StorageOp::kEnqueue, drop);
   return r;
 }
 
@@ -163,7 +178,7 @@ std::vector<Job> FaultInjectingStorage::claim(std::string_view queue, uint32_t m
                                               int64_t lease_expires_us) {
   const bool drop = before(StorageOp::kClaim);
   auto r = inner_->claim(queue, max_jobs, lease_token, now_us, lease_expires_us);
-  if (drop) reply_lost(StorageOp::kClaim);
+  after(StorageOp::kClaim, drop);
   return r;
 }
 
@@ -199,48 +214,48 @@ std::vector<conveyor_status> FaultInjectingStorage::release(std::span<const conv
 uint32_t FaultInjectingStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
   const bool drop = before(StorageOp::kRescueExpired);
   auto r = inner_->rescue_expired(now_us, max_jobs);
-  if (drop) reply_lost(StorageOp::kRescueExpired);
+  after(StorageOp::kRescueExpired, drop);
   return r;
 }
 
 bool FaultInjectingStorage::cancel(int64_t job_id, int64_t now_us) {
   const bool drop = before(StorageOp::kCancel);
   auto r = inner_->cancel(job_id, now_us);
-  if (drop) reply_lost(StorageOp::kCancel);
+  after(StorageOp::kCancel, drop);
   return r;
 }
 
 void FaultInjectingStorage::set_queue_paused(std::string_view queue, bool paused, int64_t now_us) {
   const bool drop = before(StorageOp::kSetQueuePaused);
   inner_->set_queue_paused(queue, paused, now_us);
-  if (drop) reply_lost(StorageOp::kSetQueuePaused);
+  after(StorageOp::kSetQueuePaused, drop);
 }
 
 std::vector<QueueStats> FaultInjectingStorage::queue_stats(int64_t now_us) {
   const bool drop = before(StorageOp::kQueueStats);
   auto r = inner_->queue_stats(now_us);
-  if (drop) reply_lost(StorageOp::kQueueStats);
+  after(StorageOp::kQueueStats, drop);
   return r;
 }
 
 std::vector<std::pair<std::string, bool>> FaultInjectingStorage::list_queues() {
   const bool drop = before(StorageOp::kListQueues);
   auto r = inner_->list_queues();
-  if (drop) reply_lost(StorageOp::kListQueues);
+  after(StorageOp::kListQueues, drop);
   return r;
 }
 
 std::optional<Job> FaultInjectingStorage::get_job(int64_t job_id, int64_t now_us) {
   const bool drop = before(StorageOp::kGetJob);
   auto r = inner_->get_job(job_id, now_us);
-  if (drop) reply_lost(StorageOp::kGetJob);
+  after(StorageOp::kGetJob, drop);
   return r;
 }
 
 uint64_t FaultInjectingStorage::purge_finished(int64_t finalized_before_us, uint32_t max_jobs) {
   const bool drop = before(StorageOp::kPurgeFinished);
   auto r = inner_->purge_finished(finalized_before_us, max_jobs);
-  if (drop) reply_lost(StorageOp::kPurgeFinished);
+  after(StorageOp::kPurgeFinished, drop);
   return r;
 }
 
@@ -248,27 +263,27 @@ void FaultInjectingStorage::set_rate_limit(std::string_view queue, const RateLim
                                            int64_t now_us) {
   const bool drop = before(StorageOp::kSetRateLimit);
   inner_->set_rate_limit(queue, limit, now_us);
-  if (drop) reply_lost(StorageOp::kSetRateLimit);
+  after(StorageOp::kSetRateLimit, drop);
 }
 
 bool FaultInjectingStorage::delete_rate_limit(std::string_view queue) {
   const bool drop = before(StorageOp::kDeleteRateLimit);
   auto r = inner_->delete_rate_limit(queue);
-  if (drop) reply_lost(StorageOp::kDeleteRateLimit);
+  after(StorageOp::kDeleteRateLimit, drop);
   return r;
 }
 
 std::vector<RateLimitOverride> FaultInjectingStorage::list_rate_limits() {
   const bool drop = before(StorageOp::kListRateLimits);
   auto r = inner_->list_rate_limits();
-  if (drop) reply_lost(StorageOp::kListRateLimits);
+  after(StorageOp::kListRateLimits, drop);
   return r;
 }
 
 int64_t FaultInjectingStorage::change_marker() {
   const bool drop = before(StorageOp::kChangeMarker);
   auto r = inner_->change_marker();
-  if (drop) reply_lost(StorageOp::kChangeMarker);
+  after(StorageOp::kChangeMarker, drop);
   return r;
 }
 
@@ -276,7 +291,7 @@ void FaultInjectingStorage::wait_for_notification(
     int64_t timeout_us, const std::function<void(int32_t kind, std::string_view queue)>& fn) {
   const bool drop = before(StorageOp::kWaitForNotification);
   inner_->wait_for_notification(timeout_us, fn);
-  if (drop) reply_lost(StorageOp::kWaitForNotification);
+  after(StorageOp::kWaitForNotification, drop);
 }
 
 std::shared_ptr<Storage> open_memory_storage() {

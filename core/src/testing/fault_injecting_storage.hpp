@@ -69,6 +69,10 @@ class FaultInjectingStorage final : public Storage {
   void drop_reply_next(StorageOp op, uint32_t n = 1);
   // Sets (or with an empty hook removes) the hook of op.
   void set_hook(StorageOp op, Hook hook);
+  // Sets (or removes) the hook run after op's call returned from the inner
+  // storage, before its result (or dropped reply) goes back: a test can
+  // stall a caller between a read and what it does with it.
+  void set_after_hook(StorageOp op, Hook hook);
   // complete, fail, extend_leases and release report CONVEYOR_E_LEASE_LOST
   // for this exact lease (job id and token) from now on.
   void lose_lease(conveyor_lease lease);
@@ -121,11 +125,14 @@ class FaultInjectingStorage final : public Storage {
     std::vector<Failure> fail;  // in order; front first
     uint32_t drop_reply = 0;
     Hook hook;
+    Hook after_hook;
   };
 
   // Counts the call, runs the hook, throws an injected failure. Returns
   // whether the reply of this call must be dropped after applying it.
   bool before(StorageOp op);
+  // Runs the after-hook, then throws the lost reply if drop.
+  void after(StorageOp op, bool drop);
   [[noreturn]] void reply_lost(StorageOp op) const;
   // Applies call to the leases not lost, splicing LEASE_LOST in for the rest.
   template <typename Call>

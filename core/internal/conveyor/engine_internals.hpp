@@ -1,0 +1,25 @@
+// In-tree access to what the public Engine API does not offer: the
+// effective limits and this process's counters (the server, the CLI and the
+// benchmarks show them), and an engine built on a given storage (tests wrap
+// storage to inject faults).
+#pragma once
+
+#include <conveyor/engine.hpp>
+#include <conveyor/limit_resolver.hpp>
+#include <conveyor/metrics.hpp>
+#include <conveyor/storage.hpp>
+
+#include <memory>
+
+namespace conveyor {
+
+struct EngineInternals {
+  static const LimitResolver& limits(const Engine& engine);
+  static Metrics& metrics(Engine& engine);
+  static std::unique_ptr<Engine> make(Config config, const Clock& clock,
+                                      std::shared_ptr<Storage> storage) {
+    return std::unique_ptr<Engine>(new Engine(std::move(config), clock, std::move(storage)));
+  }
+};
+
+}  // namespace conveyor

@@ -1,0 +1,203 @@
+// The engine's wiring under storage faults: an engine built on a
+// FaultInjectingStorage over the in-memory example plugin (loaded through the
+// real loader; no database). Real time, with short leases and intervals and
+// generous bounds: these check what happens, not how fast.
+#include <conveyor/engine_internals.hpp>
+#include "testing/fault_injecting_storage.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace conveyor {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FaultInjectingStorage;
+using testing::StorageOp;
+
+// Polls cond until it holds or the bound passes (then returns false).
+bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds bound = 10s) {
+  const auto until = std::chrono::steady_clock::now() + bound;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+// A gate a handler waits at until the test opens it.
+class Latch {
+ public:
+  void open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+class EngineFaultTest : public ::testing::Test {
+ protected:
+  EngineFaultTest() {
+    config.engine.poll_interval_ms = 20;
+    config.engine.lease_ms = 900;  // heartbeats every 300 ms
+    config.engine.shutdown_timeout_ms = 200;
+    config.engine.retry_backoff_base_ms = 10;
+  }
+  std::unique_ptr<Engine> make() {
+    return EngineInternals::make(config, SystemClock::instance(), storage);
+  }
+  JobState state_of(Engine& e, int64_t id) { return e.get_job(id).value().state; }
+
+  std::shared_ptr<FaultInjectingStorage> storage =
+      std::make_shared<FaultInjectingStorage>(testing::open_memory_storage());
+  Config config;
+};
+
+TEST_F(EngineFaultTest, HeartbeatFailuresDoNotLoseARunningJob) {
+  auto engine = make();
+  Latch release;
+  std::atomic<int> runs{0};
+  engine->register_handler("slow", [&](const Job&) {
+    ++runs;
+    release.wait();
+  });
+  storage->fail_next(StorageOp::kExtendLeases, 1);
+  const int64_t id = engine->enqueue("q", "slow");
+  engine->start();
+  // One heartbeat fails, the next ones extend the lease before it expires.
+  ASSERT_TRUE(eventually([&] { return storage->calls(StorageOp::kExtendLeases) >= 3; }));
+  EXPECT_EQ(storage->faults(StorageOp::kExtendLeases), 1u);
+  release.open();
+  ASSERT_TRUE(eventually([&] { return state_of(*engine, id) == JobState::kCompleted; }));
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(engine->get_job(id)->attempt, 1);
+  EXPECT_FALSE(engine->storage_failure());
+}
+
+TEST_F(EngineFaultTest, RescueRunsTheJobOfAWorkerThatDied) {
+  config.engine.rescue_interval_ms = 50;
+  auto engine = make();
+  std::atomic<int> runs{0};
+  engine->register_handler("k", [&](const Job&) { ++runs; });
+  const int64_t id = engine->enqueue("q", "k");
+  // Another worker claims it and dies: its lease simply expires.
+  const int64_t now = SystemClock::instance().wall_now_us();
+  ASSERT_EQ(storage->inner().claim("q", 1, 42, now, now + 100'000).size(), 1u);
+  engine->start();
+  ASSERT_TRUE(eventually([&] { return state_of(*engine, id) == JobState::kCompleted; }));
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_GE(storage->calls(StorageOp::kRescueExpired), 1u);
+}
+
+TEST_F(EngineFaultTest, AReplyLostAfterCommitRecordsTheOutcomeOnce) {
+  auto engine = make();
+  std::atomic<int> runs{0};
+  engine->register_handler("k", [&](const Job&) { ++runs; });
+  storage->drop_reply_next(StorageOp::kComplete, 1);
+  const int64_t id = engine->enqueue("q", "k");
+  engine->start();
+  ASSERT_TRUE(eventually([&] { return state_of(*engine, id) == JobState::kCompleted; }));
+  // The retry of the lost reply was refused, not applied twice, and the job
+  // never ran again.
+  ASSERT_TRUE(eventually([&] { return storage->calls(StorageOp::kComplete) >= 2; }));
+  engine->stop();
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(engine->get_job(id)->attempt, 1);
+}
+
+TEST_F(EngineFaultTest, StopReleasesTheLeasesOfHandlersThatIgnoreTheTimeout) {
+  config.engine.max_workers = 3;
+  auto engine = make();
+  Latch release;
+  std::atomic<int> started{0};
+  std::atomic<int> returned{0};
+  engine->register_handler("stuck", [&](const Job&) {
+    ++started;
+    release.wait();
+    ++returned;
+  });
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(engine->enqueue("q", "stuck"));
+  engine->start();
+  ASSERT_TRUE(eventually([&] { return started.load() == 3; }));
+  // Every handler ignores the timeout: the three leases go back, and no
+  // thread of the engine outlives stop() but the stuck handlers'.
+  EXPECT_EQ(engine->stop(), 3u);
+  for (int64_t id : ids) EXPECT_EQ(state_of(*engine, id), JobState::kAvailable) << id;
+  // The engine is gone before the abandoned handlers return: they must touch
+  // nothing of it (AddressSanitizer reports it if it does).
+  engine.reset();
+  release.open();
+  ASSERT_TRUE(eventually([&] { return returned.load() == 3; }));
+  EXPECT_EQ(storage->calls(StorageOp::kComplete), 0u);
+}
+
+TEST_F(EngineFaultTest, StopReturnsWhenOutcomesCannotBeRecordedAndTheJobRunsAgainLater) {
+  config.engine.rescue_interval_ms = 50;
+  auto engine = make();
+  std::atomic<int> runs{0};
+  engine->register_handler("k", [&](const Job&) { ++runs; });
+  storage->fail_next(StorageOp::kComplete, 1'000'000);
+  const int64_t id = engine->enqueue("q", "k");
+  engine->start();
+  ASSERT_TRUE(eventually([&] { return runs.load() == 1; }));
+  const auto before = std::chrono::steady_clock::now();
+  engine->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - before, 10s);
+  // Not recorded: the job is not completed (its lease runs out, or has).
+  EXPECT_NE(state_of(*engine, id), JobState::kCompleted);
+  engine.reset();
+  // Storage recovers; another engine rescues the job once the lease expires.
+  storage->clear_faults();
+  auto second = make();
+  second->register_handler("k", [&](const Job&) { ++runs; });
+  second->start();
+  ASSERT_TRUE(eventually([&] { return state_of(*second, id) == JobState::kCompleted; }));
+  EXPECT_EQ(runs.load(), 2);
+}
+
+TEST_F(EngineFaultTest, StorageThatKeepsFailingForGoodIsDeclaredBroken) {
+  auto engine = make();
+  for (StorageOp op : {StorageOp::kClaim, StorageOp::kChangeMarker, StorageOp::kListQueues,
+                       StorageOp::kRescueExpired, StorageOp::kPurgeFinished})
+    storage->fail_next(op, 1'000'000, CONVEYOR_E_INTERNAL);
+  engine->enqueue("q", "k");
+  engine->start();
+  ASSERT_TRUE(eventually([&] { return engine->storage_failure().has_value(); }, 30s));
+  EXPECT_NE(engine->storage_failure()->find("retrying cannot fix"), std::string::npos);
+}
+
+TEST_F(EngineFaultTest, AStorageOutageIsWaitedOutNotDeclaredBroken) {
+  config.engine.rescue_interval_ms = 50;
+  auto engine = make();
+  std::atomic<int> runs{0};
+  engine->register_handler("k", [&](const Job&) { ++runs; });
+  // UNAVAILABLE, as from a database restarting, for longer than the storage
+  // health's budget of errors that retrying cannot fix (10 in a row, 5 s).
+  storage->fail_next(StorageOp::kClaim, 5);
+  storage->fail_next(StorageOp::kChangeMarker, 30);  // every 250 ms: 7.5 s
+  const int64_t id = engine->enqueue("q", "k");
+  engine->start();
+  ASSERT_TRUE(eventually([&] { return state_of(*engine, id) == JobState::kCompleted; }, 60s));
+  ASSERT_TRUE(eventually([&] { return storage->faults(StorageOp::kChangeMarker) == 30; }, 60s));
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_FALSE(engine->storage_failure());
+}
+
+}  // namespace
+}  // namespace conveyor
