@@ -1,94 +1,168 @@
 #include "worker_pool.hpp"
 
-#include <chrono>
-
 namespace conveyor {
 namespace {
 // How long an out-of-work thread keeps looking before it sleeps.
 constexpr auto kSearchFor = std::chrono::microseconds(50);
 }  // namespace
 
-WorkerPool::WorkerPool(uint32_t max_threads) : max_threads_(max_threads == 0 ? 1 : max_threads) {}
+struct WorkerPool::State {
+  explicit State(uint32_t max) : max_threads(max) {}
+  const uint32_t max_threads;
+  std::mutex mu;
+  std::condition_variable cv;          // work for sleepers, or stop
+  std::condition_variable idle_cv;     // a thread exited
+  std::deque<Task> tasks;              // mu
+  uint32_t sleeping = 0;               // mu: threads blocked on cv
+  uint32_t wakes_pending = 0;          // mu: notified, not yet running
+  uint32_t running = 0;                // mu: tasks inside run()
+  uint32_t live = 0;                   // mu: threads not yet out of loop()
+  bool stop = false;                   // mu
+  std::vector<std::thread> threads;    // mu
+  std::vector<bool> exited;            // mu: per thread, out of loop()
+  std::atomic<uint32_t> searching{0};  // threads looking for work, not asleep
+  std::atomic<size_t> queued{0};       // tasks.size(), readable without mu
+};
+
+WorkerPool::WorkerPool(uint32_t max_threads)
+    : state_(std::make_shared<State>(max_threads == 0 ? 1 : max_threads)) {}
 
 WorkerPool::~WorkerPool() {
-  std::vector<std::thread> threads;
+  bool done;
   {
-    std::lock_guard lock(mu_);
-    stop_ = true;
+    std::lock_guard lock(shutdown_mu_);
+    done = shut_down_;
   }
-  cv_.notify_all();
-  {
-    std::lock_guard lock(mu_);
-    threads.swap(threads_);
-  }
-  for (auto& t : threads) t.join();
+  if (!done) shutdown(std::chrono::steady_clock::time_point::max());
 }
 
-void WorkerPool::wake_one_locked() {
-  if (sleeping_ > wakes_pending_) {
-    ++wakes_pending_;
-    cv_.notify_one();
-  } else if (threads_.size() < max_threads_) {
-    searching_.fetch_add(1, std::memory_order_acq_rel);  // it starts out looking
-    threads_.emplace_back([this] { loop(); });
+void WorkerPool::wake_one_locked(const std::shared_ptr<State>& s) {
+  if (s->sleeping > s->wakes_pending) {
+    ++s->wakes_pending;
+    s->cv.notify_one();
+  } else if (s->threads.size() < s->max_threads) {
+    s->searching.fetch_add(1, std::memory_order_acq_rel);  // it starts out looking
+    const size_t slot = s->threads.size();
+    s->exited.push_back(false);
+    ++s->live;
+    s->threads.emplace_back([s, slot] { loop(s, slot); });
   }
 }
 
 void WorkerPool::submit(Task task) {
-  std::lock_guard lock(mu_);
-  tasks_.push_back(std::move(task));
-  queued_.store(tasks_.size(), std::memory_order_release);
-  if (searching_.load(std::memory_order_acquire) == 0) wake_one_locked();
+  State& s = *state_;
+  {
+    std::lock_guard lock(s.mu);
+    if (!s.stop) {
+      s.tasks.push_back(std::move(task));
+      s.queued.store(s.tasks.size(), std::memory_order_release);
+      if (s.searching.load(std::memory_order_acquire) == 0) wake_one_locked(state_);
+      return;
+    }
+  }
+  if (task.drop) task.drop();
 }
 
 void WorkerPool::submit(std::vector<Task>&& tasks) {
   if (tasks.empty()) return;
-  std::lock_guard lock(mu_);
-  for (auto& t : tasks) tasks_.push_back(std::move(t));
-  queued_.store(tasks_.size(), std::memory_order_release);
-  if (searching_.load(std::memory_order_acquire) == 0) wake_one_locked();
+  State& s = *state_;
+  {
+    std::lock_guard lock(s.mu);
+    if (!s.stop) {
+      for (auto& t : tasks) s.tasks.push_back(std::move(t));
+      s.queued.store(s.tasks.size(), std::memory_order_release);
+      if (s.searching.load(std::memory_order_acquire) == 0) wake_one_locked(state_);
+      return;
+    }
+  }
+  for (auto& t : tasks)
+    if (t.drop) t.drop();
+}
+
+uint32_t WorkerPool::shutdown(std::chrono::steady_clock::time_point deadline) {
+  State& s = *state_;
+  std::deque<Task> dropped;
+  {
+    std::lock_guard lock(s.mu);
+    s.stop = true;
+    dropped.swap(s.tasks);
+    s.queued.store(0, std::memory_order_release);
+  }
+  s.cv.notify_all();
+  for (auto& t : dropped)
+    if (t.drop) t.drop();
+
+  std::lock_guard once(shutdown_mu_);
+  std::unique_lock lock(s.mu);
+  s.idle_cv.wait_until(lock, deadline, [&] { return s.live == 0; });
+  const uint32_t still_running = s.running;
+  if (shut_down_) return still_running;  // threads joined or detached before
+  shut_down_ = true;
+  std::vector<std::thread> threads;
+  threads.swap(s.threads);
+  const std::vector<bool> exited = s.exited;
+  lock.unlock();
+  for (size_t i = 0; i < threads.size(); ++i) {
+    // Out of loop(): returns at once. The others hold the state themselves.
+    if (exited[i])
+      threads[i].join();
+    else
+      threads[i].detach();
+  }
+  return still_running;
 }
 
 uint32_t WorkerPool::threads() const {
-  std::lock_guard lock(mu_);
-  return static_cast<uint32_t>(threads_.size());
+  std::lock_guard lock(state_->mu);
+  return static_cast<uint32_t>(state_->exited.size());
 }
 
-void WorkerPool::loop() {
-  std::unique_lock lock(mu_);
+void WorkerPool::loop(const std::shared_ptr<State>& state, size_t slot) {
+  State& s = *state;
+  std::unique_lock lock(s.mu);
   for (;;) {
-    if (tasks_.empty()) {
+    if (s.stop) break;
+    if (s.tasks.empty()) {
       // Look for work a little while before sleeping.
       lock.unlock();
       const auto until = std::chrono::steady_clock::now() + kSearchFor;
-      while (queued_.load(std::memory_order_acquire) == 0 &&
+      while (s.queued.load(std::memory_order_acquire) == 0 &&
              std::chrono::steady_clock::now() < until)
         std::this_thread::yield();
       lock.lock();
-      if (tasks_.empty()) {
-        if (stop_) break;
-        searching_.fetch_sub(1, std::memory_order_acq_rel);
-        ++sleeping_;
-        cv_.wait(lock, [this] { return stop_ || (!tasks_.empty() && wakes_pending_ > 0) || (!tasks_.empty() && searching_ == 0); });
-        --sleeping_;
-        if (wakes_pending_ > 0) --wakes_pending_;
-        searching_.fetch_add(1, std::memory_order_acq_rel);
+      if (s.tasks.empty()) {
+        if (s.stop) break;
+        s.searching.fetch_sub(1, std::memory_order_acq_rel);
+        ++s.sleeping;
+        s.cv.wait(lock, [&] {
+          return s.stop || (!s.tasks.empty() && s.wakes_pending > 0) ||
+                 (!s.tasks.empty() && s.searching == 0);
+        });
+        --s.sleeping;
+        if (s.wakes_pending > 0) --s.wakes_pending;
+        s.searching.fetch_add(1, std::memory_order_acq_rel);
         continue;
       }
     }
-    Task task = std::move(tasks_.front());
-    tasks_.pop_front();
-    queued_.store(tasks_.size(), std::memory_order_release);
+    Task task = std::move(s.tasks.front());
+    s.tasks.pop_front();
+    s.queued.store(s.tasks.size(), std::memory_order_release);
     // This thread stops looking; if work remains and nobody else is
     // looking, hand the search to a successor.
-    const uint32_t still_searching = searching_.fetch_sub(1, std::memory_order_acq_rel) - 1;
-    if (!tasks_.empty() && still_searching == 0) wake_one_locked();
+    const uint32_t still_searching = s.searching.fetch_sub(1, std::memory_order_acq_rel) - 1;
+    if (!s.tasks.empty() && still_searching == 0) wake_one_locked(state);
+    ++s.running;
     lock.unlock();
-    task();
-    searching_.fetch_add(1, std::memory_order_acq_rel);
+    task.run();
+    task = {};  // what it captured goes now, not at the next task
+    s.searching.fetch_add(1, std::memory_order_acq_rel);
     lock.lock();
+    --s.running;
   }
-  searching_.fetch_sub(1, std::memory_order_acq_rel);
+  s.searching.fetch_sub(1, std::memory_order_acq_rel);
+  s.exited[slot] = true;
+  --s.live;
+  s.idle_cv.notify_all();
 }
 
 }  // namespace conveyor

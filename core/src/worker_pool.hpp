@@ -8,13 +8,20 @@
 // nobody is looking, and a thread that takes a task while more are queued
 // and nobody else is looking wakes one successor first. Short jobs then flow
 // through one or two hot threads; long jobs still fan out to many.
+//
+// Shutdown starts no queued task: each one's drop runs instead, so its owner
+// can give back what the task held (a job's lease). Running tasks get until
+// a deadline; threads still running one then are detached and finish later,
+// touching only state they share with the pool (kept alive by them).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -23,34 +30,40 @@ namespace conveyor {
 
 class WorkerPool {
  public:
-  using Task = std::function<void()>;
+  struct Task {
+    std::function<void()> run;
+    // Runs instead of run when the pool shuts down before the task started
+    // (on the thread calling shutdown, or submit after it). May be empty.
+    std::function<void()> drop;
+  };
 
   explicit WorkerPool(uint32_t max_threads);
-  // Runs the tasks already submitted, then joins every thread.
+  // shutdown() with no deadline, unless it was called.
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   // Queues tasks; never blocks on a running task. Thread-safe. Tasks must
-  // not throw.
+  // not throw. After shutdown, each task's drop runs at once instead.
   void submit(Task task);
   void submit(std::vector<Task>&& tasks);
-  uint32_t threads() const;
+
+  // No queued task starts any more: each one's drop runs, on this thread.
+  // Then waits until every running task returned or deadline passed, and
+  // returns how many were still running then; their threads are detached.
+  // Thread-safe and idempotent: a later call waits for those again, up to
+  // its own deadline.
+  uint32_t shutdown(std::chrono::steady_clock::time_point deadline);
+  uint32_t threads() const;  // threads started so far
 
  private:
-  void loop();
-  void wake_one_locked();  // mu_ held: wakes a sleeper or starts a thread
+  struct State;  // shared with the threads: they may outlive the pool
+  static void loop(const std::shared_ptr<State>& s, size_t slot);
+  static void wake_one_locked(const std::shared_ptr<State>& s);  // mu held
 
-  const uint32_t max_threads_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task> tasks_;        // mu_
-  uint32_t sleeping_ = 0;         // mu_: threads blocked on cv_
-  uint32_t wakes_pending_ = 0;    // mu_: notified, not yet running
-  bool stop_ = false;             // mu_
-  std::vector<std::thread> threads_;  // mu_
-  std::atomic<uint32_t> searching_{0};  // threads looking for work, not asleep
-  std::atomic<size_t> queued_{0};       // tasks_.size(), readable without mu_
+  std::shared_ptr<State> state_;
+  bool shut_down_ = false;  // shutdown_mu_
+  std::mutex shutdown_mu_;
 };
 
 }  // namespace conveyor
