@@ -15,27 +15,14 @@ namespace {
 // The first outcome starts a short linger; a full batch ends it early.
 constexpr size_t kGroupSize = 256;
 constexpr auto kLinger = std::chrono::microseconds(1000);
-}  // namespace
+constexpr auto kMinBackoff = std::chrono::milliseconds(20);
+constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
 
-void Completer::push(Outcome outcome) {
-  std::lock_guard lock(mu_);
-  pending_.push_back(std::move(outcome));
-  if (pending_.size() == 1 || pending_.size() == kGroupSize) cv_.notify_one();
+// A StorageError that says so may succeed later; anything else will not.
+bool transient(const std::exception& e) {
+  const auto* se = dynamic_cast<const StorageError*>(&e);
+  return se != nullptr && se->transient();
 }
-
-size_t Completer::pending() const {
-  std::lock_guard lock(mu_);
-  return pending_.size();
-}
-
-void Completer::finish(std::chrono::steady_clock::time_point deadline) {
-  std::lock_guard lock(mu_);
-  finishing_ = true;
-  deadline_ = deadline;
-  cv_.notify_one();
-}
-
-namespace {
 
 void refused(const Outcome& o, const char* what) {
   if (o.retried)
@@ -50,89 +37,171 @@ void refused(const Outcome& o, const char* what) {
 
 }  // namespace
 
+void Completer::push(Outcome outcome) {
+  std::unique_lock lock(mu_);
+  if (closed_) {
+    // run() has returned: nobody will record it.
+    lock.unlock();
+    std::vector<Outcome> late;
+    late.push_back(std::move(outcome));
+    abandon(late, "it finished after the completer stopped");
+    return;
+  }
+  pending_.push_back(std::move(outcome));
+  if (pending_.size() == 1 || pending_.size() == kGroupSize) cv_.notify_one();
+}
+
+size_t Completer::pending() const {
+  std::lock_guard lock(mu_);
+  return pending_.size();
+}
+
+Completer::Stats Completer::stats() const {
+  return Stats{recorded_.load(), refused_.load(), abandoned_.load()};
+}
+
+void Completer::finish(std::chrono::steady_clock::time_point deadline) {
+  std::lock_guard lock(mu_);
+  finishing_ = true;
+  ++finish_calls_;
+  deadline_ = deadline;
+  cv_.notify_one();
+}
+
+void Completer::settle(const Outcome& o, std::atomic<uint64_t>& how) {
+  how.fetch_add(1, std::memory_order_relaxed);
+  settled_(o.lease);
+}
+
+void Completer::abandon(std::vector<Outcome>& batch, const char* why) {
+  if (batch.empty()) return;
+  spdlog::error(
+      "{} job outcomes not recorded ({}); those jobs will run again after their leases "
+      "expire",
+      batch.size(), why);
+  for (const Outcome& o : batch) settle(o, abandoned_);
+  batch.clear();
+}
+
 bool Completer::record(std::vector<Outcome>& batch) {
   const int64_t now = clock_.wall_now_us();
-  std::vector<conveyor_lease> ok;
-  for (const Outcome& o : batch)
-    if (o.succeeded) ok.push_back(o.lease);
-  try {
-    std::vector<conveyor_status> results = storage_.complete(ok, now);
-    size_t i = 0;
-    for (Outcome& o : batch) {
-      if (!o.succeeded) continue;
-      if (results[i++] == CONVEYOR_OK) {
-        o.counters->completed.fetch_add(1, std::memory_order_relaxed);
-      } else {
-        refused(o, "finished");
-      }
-      o.succeeded = false;
-      o.retry_at_us = -2;  // recorded: skip below
+  std::vector<bool> done(batch.size(), false);   // settled in this attempt
+  std::vector<bool> tried(batch.size(), false);  // met a transient error
+  bool unavailable = false;
+  // A non-transient error: retrying would fail the same way.
+  auto give_up = [&](const std::vector<size_t>& at, const std::exception& e) {
+    std::vector<Outcome> abandoned;
+    for (size_t i : at) {
+      abandoned.push_back(std::move(batch[i]));
+      done[i] = true;
     }
-    for (Outcome& o : batch) {
-      if (o.retry_at_us == -2) continue;
-      conveyor_status st = storage_.fail(o.lease, o.error, o.retry_at_us, now);
-      if (st == CONVEYOR_OK) {
+    abandon(abandoned, e.what());
+  };
+
+  std::vector<conveyor_lease> ok;
+  std::vector<size_t> ok_at;
+  for (size_t i = 0; i < batch.size(); ++i)
+    if (batch[i].succeeded) {
+      ok.push_back(batch[i].lease);
+      ok_at.push_back(i);
+    }
+  if (!ok.empty()) {
+    try {
+      std::vector<conveyor_status> results = storage_.complete(ok, now);
+      for (size_t j = 0; j < ok_at.size(); ++j) {
+        Outcome& o = batch[ok_at[j]];
+        if (results.at(j) == CONVEYOR_OK) {
+          o.counters->completed.fetch_add(1, std::memory_order_relaxed);
+          settle(o, recorded_);
+        } else {
+          refused(o, "finished");
+          settle(o, refused_);
+        }
+        done[ok_at[j]] = true;
+      }
+    } catch (const std::exception& e) {
+      if (transient(e)) {
+        spdlog::warn("recording {} job outcomes failed, will retry: {}", batch.size(), e.what());
+        for (size_t i : ok_at) tried[i] = true;
+        unavailable = true;
+      } else {
+        give_up(ok_at, e);
+      }
+    }
+  }
+  for (size_t i = 0; i < batch.size() && !unavailable; ++i) {
+    Outcome& o = batch[i];
+    if (done[i] || o.succeeded) continue;
+    try {
+      if (storage_.fail(o.lease, o.error, o.retry_at_us, now) == CONVEYOR_OK) {
         (o.retry_at_us >= 0 ? o.counters->retried : o.counters->failed)
             .fetch_add(1, std::memory_order_relaxed);
+        settle(o, recorded_);
       } else {
         refused(o, "failed");
+        settle(o, refused_);
       }
-      o.retry_at_us = -2;
+      done[i] = true;
+    } catch (const std::exception& e) {
+      if (transient(e)) {
+        spdlog::warn("recording a job failure failed, will retry: {}", e.what());
+        tried[i] = true;
+        unavailable = true;
+      } else {
+        give_up({i}, e);
+      }
     }
-  } catch (const StorageError& e) {
-    // Keep what was not recorded; the caller retries later.
-    std::erase_if(batch, [](const Outcome& o) { return o.retry_at_us == -2; });
-    for (Outcome& o : batch) o.retried = true;
-    if (e.transient()) {
-      spdlog::warn("recording {} job outcomes failed, will retry: {}", batch.size(), e.what());
-      return false;
-    }
-    spdlog::error(
-        "recording {} job outcomes failed; their leases will expire and the jobs run "
-        "again: {}",
-        batch.size(), e.what());
-    batch.clear();
-    return true;
   }
-  for (const Outcome& o : batch) settled_(o.lease);
-  batch.clear();
-  return true;
+  // Keep the rest for the retry. What met a transient error may have been
+  // committed with only the reply lost: a refusal then is no proof of a
+  // lost lease.
+  size_t kept = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (done[i]) continue;
+    if (tried[i]) batch[i].retried = true;
+    if (kept != i) batch[kept] = std::move(batch[i]);
+    ++kept;
+  }
+  batch.resize(kept);
+  return !unavailable;
 }
 
 void Completer::run(std::stop_token stop) {
   std::vector<Outcome> batch;
   std::chrono::milliseconds backoff{0};
   for (;;) {
-    {
-      std::unique_lock lock(mu_);
-      auto ready = [&] { return !pending_.empty() || finishing_ || stop.stop_requested(); };
-      if (backoff.count() > 0) {
-        cv_.wait_for(lock, backoff, [&] { return finishing_ || stop.stop_requested(); });
-      } else if (batch.empty()) {
-        cv_.wait(lock, ready);
-        cv_.wait_for(lock, kLinger, [&] {
-          return pending_.size() >= kGroupSize || finishing_ || stop.stop_requested();
-        });
+    std::unique_lock lock(mu_);
+    if (backoff.count() > 0) {
+      // Retry after the backoff, or stop trying at the finish deadline if
+      // that comes first (finish() may move it while we wait).
+      const auto retry_at = std::chrono::steady_clock::now() + backoff;
+      for (;;) {
+        const auto until = finishing_ ? std::min(retry_at, deadline_) : retry_at;
+        const uint64_t calls = finish_calls_;
+        if (!cv_.wait_until(lock, stop, until, [&] { return finish_calls_ != calls; })) break;
       }
-      for (auto& o : pending_) batch.push_back(std::move(o));
-      pending_.clear();
-      const bool out_of_time = finishing_ && std::chrono::steady_clock::now() >= deadline_;
-      if (batch.empty() && (finishing_ || stop.stop_requested())) return;
-      if (out_of_time || (stop.stop_requested() && !finishing_)) {
-        spdlog::error(
-            "shutting down with {} job outcomes unrecorded; those jobs will run again "
-            "after their leases expire",
-            batch.size());
-        return;
-      }
+    } else if (batch.empty()) {
+      cv_.wait(lock, stop, [&] { return !pending_.empty() || finishing_; });
+      cv_.wait_for(lock, stop, kLinger,
+                   [&] { return pending_.size() >= kGroupSize || finishing_; });
     }
+    for (auto& o : pending_) batch.push_back(std::move(o));
+    pending_.clear();
+    const bool out_of_time = finishing_ && std::chrono::steady_clock::now() >= deadline_;
+    const bool stopping = finishing_ || stop.stop_requested();
+    if ((batch.empty() && stopping) || out_of_time || (stop.stop_requested() && !finishing_)) {
+      closed_ = true;
+      lock.unlock();
+      abandon(batch, "shutting down with them unrecorded");
+      return;
+    }
+    lock.unlock();
     if (batch.empty()) continue;
     if (record(batch)) {
       if (backoff.count() > 0) spdlog::info("recording job outcomes works again");
       backoff = std::chrono::milliseconds(0);
     } else {
-      backoff = std::min(std::chrono::milliseconds(2000),
-                         std::max(std::chrono::milliseconds(20), backoff * 2));
+      backoff = std::min(kMaxBackoff, std::max(kMinBackoff, backoff * 2));
     }
   }
 }

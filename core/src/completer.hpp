@@ -3,14 +3,21 @@
 // through fail() with the retry time the engine chose. Transient storage
 // errors keep the outcomes and retry with backoff: nothing is forgotten
 // while the process lives (and if it dies, leases expire and jobs re-run).
+//
+// Every pushed outcome is settled (the settled callback runs for its lease)
+// exactly once: when it is recorded, when storage refuses it (lease lost),
+// or when it is abandoned (a non-transient storage error, or shutdown before
+// it could be recorded; its lease then expires and the job runs again).
 #pragma once
 
 #include <conveyor/clock.hpp>
 #include <conveyor/metrics.hpp>
 #include <conveyor/storage.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <stop_token>
@@ -33,29 +40,47 @@ struct Outcome {
 
 class Completer {
  public:
-  // settled(lease) runs after an outcome was recorded (or found stale).
+  // How the settled outcomes ended, so far.
+  struct Stats {
+    uint64_t recorded = 0;   // storage accepted them
+    uint64_t refused = 0;    // storage answered LEASE_LOST
+    uint64_t abandoned = 0;  // never recorded: non-transient error or shutdown
+  };
+
+  // settled(lease) runs once per outcome, on the completer's thread (or on
+  // the pusher's, for an outcome pushed after run() returned).
   Completer(Storage& storage, const Clock& clock,
             std::function<void(const conveyor_lease&)> settled);
 
   void push(Outcome outcome);  // thread-safe, never blocks on storage
   // The thread body: records outcomes until stop is requested and nothing
-  // is pending (or the deadline given to finish() has passed).
+  // is pending (or the deadline given to finish() has passed). Outcomes left
+  // unrecorded then are abandoned (logged with their count).
   void run(std::stop_token stop);
-  // Asks run() to drain what is pending and return by deadline.
+  // Asks run() to drain what is pending and return by deadline: no storage
+  // call starts after it.
   void finish(std::chrono::steady_clock::time_point deadline);
   size_t pending() const;
+  Stats stats() const;
 
  private:
-  bool record(std::vector<Outcome>& batch);  // false: storage unavailable, keep batch
+  // Records what it can of batch and settles that; what is left in batch
+  // met a transient error (false) and is retried later.
+  bool record(std::vector<Outcome>& batch);
+  void settle(const Outcome& o, std::atomic<uint64_t>& how);
+  void abandon(std::vector<Outcome>& batch, const char* why);
 
   Storage& storage_;
   const Clock& clock_;
   std::function<void(const conveyor_lease&)> settled_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable_any cv_;                    // _any: a stop request wakes run() too
   std::vector<Outcome> pending_;                      // mu_
   bool finishing_ = false;                            // mu_
+  uint64_t finish_calls_ = 0;                         // mu_
+  bool closed_ = false;                               // mu_: run() returned
   std::chrono::steady_clock::time_point deadline_{};  // mu_
+  std::atomic<uint64_t> recorded_{0}, refused_{0}, abandoned_{0};
 };
 
 }  // namespace conveyor

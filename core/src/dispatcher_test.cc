@@ -1,47 +1,41 @@
-// The dispatcher's poll path, driven by a ManualClock against the real SQLite
-// plugin loaded through the real loader: permits, then tokens, then claim,
-// refund of unused tokens, throttling and exact wake-up times.
+// The dispatcher's poll path, driven by a ManualClock against the real
+// in-memory plugin loaded through the real loader, behind a
+// FaultInjectingStorage: permits, then tokens, then claim, refund of unused
+// tokens, throttling, exact wake-up times, and what failed claims do.
 #include "dispatcher.hpp"
+
+#include "testing/fault_injecting_storage.hpp"
 
 #include <conveyor/config.hpp>
 #include <conveyor/storage.hpp>
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <random>
-
 namespace conveyor {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::FaultInjectingStorage;
+using testing::StorageOp;
 
 class DispatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("conveyor-dispatcher-" + std::to_string(std::random_device{}()));
-    std::filesystem::create_directories(dir_);
-    StorageConfig sc;
-    sc.plugin = "sqlite";
-    sc.plugin_dir = CONVEYOR_TEST_PLUGIN_DIR;
-    sc.options = {{"path", (dir_ / "q.db").string()}};
-    storage_ = open_storage(sc);
+    storage_ = std::make_shared<FaultInjectingStorage>(testing::open_memory_storage());
   }
   void TearDown() override {
     dispatcher_.reset();
     storage_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   void make(EngineConfig engine = {}, Dispatcher::Options options = {}) {
     resolver_ = std::make_unique<LimitResolver>(engine, std::map<std::string, QueueConfig>{});
-    dispatcher_ = std::make_unique<Dispatcher>(
-        *storage_, *resolver_, clock_, metrics_, options,
-        [this](QueueRunner& r, std::vector<Job>&& jobs) {
-          runner_ = &r;
-          for (Job& j : jobs) claimed_.push_back(std::move(j));
-        });
+    dispatcher_ = std::make_unique<Dispatcher>(*storage_, *resolver_, clock_, metrics_, options,
+                                               [this](QueueRunner& r, std::vector<Job>&& jobs) {
+                                                 runner_ = &r;
+                                                 for (Job& j : jobs)
+                                                   claimed_.push_back(std::move(j));
+                                               });
   }
 
   void enqueue(const std::string& queue, int n) {
@@ -60,8 +54,7 @@ class DispatcherTest : public ::testing::Test {
     claimed_.clear();
   }
 
-  std::filesystem::path dir_;
-  std::shared_ptr<Storage> storage_;
+  std::shared_ptr<FaultInjectingStorage> storage_;
   ManualClock clock_;
   Metrics metrics_;
   std::unique_ptr<LimitResolver> resolver_;
@@ -106,7 +99,7 @@ TEST_F(DispatcherTest, LimitedQueueTakesBurstThenWakesExactlyWhenTheNextTokenIsD
   enqueue("email", 100);
   dispatcher_->add_queue("email", 50);
   SteadyTime next = dispatcher_->run_due(clock_.steady_now());
-  EXPECT_EQ(claimed_.size(), 10u);  // the burst
+  EXPECT_EQ(claimed_.size(), 10u);       // the burst
   EXPECT_EQ(next, clock_.steady_now());  // a full batch: come back at once
   next = dispatcher_->run_due(clock_.steady_now());
   EXPECT_EQ(claimed_.size(), 10u);
@@ -206,6 +199,102 @@ TEST_F(DispatcherTest, EngineWideCapLimitsClaimsAcrossQueues) {
   dispatcher_->run_due(clock_.steady_now());
   EXPECT_EQ(claimed_.size(), 8u);
   EXPECT_EQ(dispatcher_->total_in_flight(), 8u);
+}
+
+// ---- storage faults ----
+
+// A queue whose claims fail waits 50, 100, 200 ms... between tries, gives
+// back the tokens each failed try took, and claims normally once storage
+// answers again (the backoff then starts over).
+TEST_F(DispatcherTest, FailedClaimsBackOffRefundTheirTokensAndRecover) {
+  make();
+  // Ten tokens, refilled so slowly that none come back during the test:
+  // every token the claim gets was refunded by a failed try.
+  resolver_->set_overrides({RateLimitOverride{"email", RateLimit{0.001, 10}, 0}});
+  enqueue("email", 30);
+  storage_->fail_next(StorageOp::kClaim, 2);                       // UNAVAILABLE
+  storage_->fail_next(StorageOp::kClaim, 1, CONVEYOR_E_INTERNAL);  // and a non-transient one
+  dispatcher_->add_queue("email", 50);
+  SteadyTime next = dispatcher_->run_due(clock_.steady_now());
+  for (auto backoff : {50ms, 100ms, 200ms}) {
+    EXPECT_EQ(next - clock_.steady_now(), backoff);
+    // Not polled again before then.
+    clock_.advance(backoff - 1ms);
+    const uint64_t calls = storage_->calls(StorageOp::kClaim);
+    EXPECT_EQ(dispatcher_->run_due(clock_.steady_now()), next);
+    EXPECT_EQ(storage_->calls(StorageOp::kClaim), calls);
+    clock_.advance(1ms);
+    next = dispatcher_->run_due(clock_.steady_now());
+  }
+  EXPECT_EQ(storage_->calls(StorageOp::kClaim), 4u);
+  EXPECT_EQ(claimed_.size(), 10u);  // the whole burst: no token was lost
+  EXPECT_EQ(dispatcher_->total_in_flight(), 10u);
+  EXPECT_EQ(metrics_.queue("email").dispatched.load(), 10u);
+  EXPECT_EQ(metrics_.queue("email").throttled.load(), 0u);
+  // Recovered: the next failure backs off from the start again.
+  finish_all();
+  resolver_->set_overrides({});
+  storage_->fail_next(StorageOp::kClaim);
+  dispatcher_->wake("email");
+  next = dispatcher_->run_due(clock_.steady_now());
+  EXPECT_EQ(next - clock_.steady_now(), 50ms);
+  clock_.advance(50ms);
+  dispatcher_->run_due(clock_.steady_now());
+  EXPECT_EQ(claimed_.size(), 20u);
+}
+
+// Failed claims take no permits, and their backoff is capped.
+TEST_F(DispatcherTest, FailingClaimsTakeNoPermits) {
+  Dispatcher::Options o;
+  o.max_in_flight = 10;
+  make({}, o);
+  enqueue("a", 10);
+  storage_->fail_next(StorageOp::kClaim, 1'000'000);
+  dispatcher_->add_queue("a", 10);
+  for (int i = 0; i < 20; ++i) {
+    SteadyTime next = dispatcher_->run_due(clock_.steady_now());
+    ASSERT_NE(next, SteadyTime::max());
+    clock_.advance(next - clock_.steady_now());
+  }
+  EXPECT_EQ(dispatcher_->total_in_flight(), 0u);
+  EXPECT_EQ(claimed_.size(), 0u);
+  // The backoff is capped: at most 5 s between tries.
+  SteadyTime next = dispatcher_->run_due(clock_.steady_now());
+  EXPECT_EQ(next - clock_.steady_now(), 5000ms);
+  storage_->clear_faults();
+  clock_.advance(5000ms);
+  dispatcher_->run_due(clock_.steady_now());
+  EXPECT_EQ(claimed_.size(), 10u);  // the engine-wide cap was never used up
+}
+
+// A claim applied by storage whose reply was lost: the dispatcher never saw
+// those jobs, so it runs none of them and holds no permit or token for them.
+// Nothing reports LEASE_LOST; the leases simply expire, and rescue makes the
+// jobs claimable again, so none is lost.
+TEST_F(DispatcherTest, ClaimWhoseReplyWasLostLeavesTheJobsToLeaseExpiry) {
+  Dispatcher::Options o;
+  o.lease = 1000ms;
+  make({}, o);
+  resolver_->set_overrides({RateLimitOverride{"q", RateLimit{0.001, 5}, 0}});
+  enqueue("q", 5);
+  storage_->drop_reply_next(StorageOp::kClaim);
+  dispatcher_->add_queue("q", 10);
+  SteadyTime next = dispatcher_->run_due(clock_.steady_now());
+  EXPECT_TRUE(claimed_.empty());
+  EXPECT_EQ(dispatcher_->total_in_flight(), 0u);
+  EXPECT_EQ(storage_->inner().queue_stats(clock_.wall_now_us()).at(0).running, 5);
+  // The retry finds nothing: the jobs are leased to the lost reply.
+  clock_.advance(next - clock_.steady_now());
+  next = dispatcher_->run_due(clock_.steady_now());
+  EXPECT_TRUE(claimed_.empty());
+  EXPECT_EQ(next - clock_.steady_now(), 1000ms);  // drained: the poll interval
+  // The leases expire; rescue returns the jobs; the tokens were refunded.
+  clock_.advance(1001ms);
+  EXPECT_EQ(storage_->rescue_expired(clock_.wall_now_us(), 100), 5u);
+  dispatcher_->wake("q");
+  dispatcher_->run_due(clock_.steady_now());
+  EXPECT_EQ(claimed_.size(), 5u);
+  EXPECT_EQ(metrics_.queue("q").throttled.load(), 0u);
 }
 
 }  // namespace

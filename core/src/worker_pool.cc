@@ -6,11 +6,34 @@ namespace {
 constexpr auto kSearchFor = std::chrono::microseconds(50);
 }  // namespace
 
+struct WorkerPool::State {
+  explicit State(uint32_t max) : max_threads(max) {}
+  const uint32_t max_threads;
+  std::mutex mu;
+  std::condition_variable cv;          // work for sleepers, or stop
+  std::condition_variable idle_cv;     // a thread exited
+  std::deque<Task> tasks;              // mu
+  uint32_t sleeping = 0;               // mu: threads blocked on cv
+  uint32_t wakes_pending = 0;          // mu: notified, not yet running
+  uint32_t running = 0;                // mu: tasks inside run()
+  uint32_t live = 0;                   // mu: threads not yet out of loop()
+  bool stop = false;                   // mu
+  std::vector<std::thread> threads;    // mu
+  std::vector<bool> exited;            // mu: per thread, out of loop()
+  std::atomic<uint32_t> searching{0};  // threads looking for work, not asleep
+  std::atomic<size_t> queued{0};       // tasks.size(), readable without mu
+};
+
 WorkerPool::WorkerPool(uint32_t max_threads)
     : state_(std::make_shared<State>(max_threads == 0 ? 1 : max_threads)) {}
 
 WorkerPool::~WorkerPool() {
-  if (!shut_down_) shutdown(std::chrono::steady_clock::time_point::max());
+  bool done;
+  {
+    std::lock_guard lock(shutdown_mu_);
+    done = shut_down_;
+  }
+  if (!done) shutdown(std::chrono::steady_clock::time_point::max());
 }
 
 void WorkerPool::wake_one_locked(const std::shared_ptr<State>& s) {
@@ -19,15 +42,25 @@ void WorkerPool::wake_one_locked(const std::shared_ptr<State>& s) {
     s->cv.notify_one();
   } else if (s->threads.size() < s->max_threads) {
     s->searching.fetch_add(1, std::memory_order_acq_rel);  // it starts out looking
-    ++s->alive;
-    s->threads.emplace_back([s] { loop(s); });
+    const size_t slot = s->threads.size();
+    s->exited.push_back(false);
+    ++s->live;
+    s->threads.emplace_back([s, slot] { loop(s, slot); });
   }
 }
 
 void WorkerPool::submit(Task task) {
-  std::vector<Task> one;
-  one.push_back(std::move(task));
-  submit(std::move(one));
+  State& s = *state_;
+  {
+    std::lock_guard lock(s.mu);
+    if (!s.stop) {
+      s.tasks.push_back(std::move(task));
+      s.queued.store(s.tasks.size(), std::memory_order_release);
+      if (s.searching.load(std::memory_order_acquire) == 0) wake_one_locked(state_);
+      return;
+    }
+  }
+  if (task.drop) task.drop();
 }
 
 void WorkerPool::submit(std::vector<Task>&& tasks) {
@@ -46,51 +79,50 @@ void WorkerPool::submit(std::vector<Task>&& tasks) {
     if (t.drop) t.drop();
 }
 
-uint32_t WorkerPool::threads() const {
-  std::lock_guard lock(state_->mu);
-  return static_cast<uint32_t>(state_->threads.size());
-}
-
 uint32_t WorkerPool::shutdown(std::chrono::steady_clock::time_point deadline) {
-  if (shut_down_) return 0;
-  shut_down_ = true;
   State& s = *state_;
-  std::deque<Task> unstarted;
+  std::deque<Task> dropped;
   {
     std::lock_guard lock(s.mu);
     s.stop = true;
-    unstarted.swap(s.tasks);
+    dropped.swap(s.tasks);
     s.queued.store(0, std::memory_order_release);
   }
   s.cv.notify_all();
-  for (Task& t : unstarted)
+  for (auto& t : dropped)
     if (t.drop) t.drop();
+
+  std::lock_guard once(shutdown_mu_);
+  std::unique_lock lock(s.mu);
+  s.idle_cv.wait_until(lock, deadline, [&] { return s.live == 0; });
+  const uint32_t still_running = s.running;
+  if (shut_down_) return still_running;  // threads joined or detached before
+  shut_down_ = true;
   std::vector<std::thread> threads;
-  uint32_t still_running;
-  {
-    std::unique_lock lock(s.mu);
-    s.idle_cv.wait_until(lock, deadline, [&] { return s.running == 0; });
-    still_running = s.running;
-    // Threads with nothing to run exit at once: wait for that, so only
-    // threads still inside a task outlive shutdown.
-    s.idle_cv.wait(lock, [&] { return s.alive <= s.running; });
-    threads.swap(s.threads);
-  }
-  for (auto& t : threads) {
-    if (still_running == 0)
-      t.join();
+  threads.swap(s.threads);
+  const std::vector<bool> exited = s.exited;
+  lock.unlock();
+  for (size_t i = 0; i < threads.size(); ++i) {
+    // Out of loop(): returns at once. The others hold the state themselves.
+    if (exited[i])
+      threads[i].join();
     else
-      t.detach();  // those still in a task hold the shared state themselves
+      threads[i].detach();
   }
   return still_running;
 }
 
-void WorkerPool::loop(const std::shared_ptr<State>& sp) {
-  State& s = *sp;
+uint32_t WorkerPool::threads() const {
+  std::lock_guard lock(state_->mu);
+  return static_cast<uint32_t>(state_->exited.size());
+}
+
+void WorkerPool::loop(const std::shared_ptr<State>& state, size_t slot) {
+  State& s = *state;
   std::unique_lock lock(s.mu);
   for (;;) {
+    if (s.stop) break;
     if (s.tasks.empty()) {
-      if (s.stop) break;
       // Look for work a little while before sleeping.
       lock.unlock();
       const auto until = std::chrono::steady_clock::now() + kSearchFor;
@@ -115,20 +147,21 @@ void WorkerPool::loop(const std::shared_ptr<State>& sp) {
     Task task = std::move(s.tasks.front());
     s.tasks.pop_front();
     s.queued.store(s.tasks.size(), std::memory_order_release);
-    ++s.running;
     // This thread stops looking; if work remains and nobody else is
     // looking, hand the search to a successor.
     const uint32_t still_searching = s.searching.fetch_sub(1, std::memory_order_acq_rel) - 1;
-    if (!s.tasks.empty() && still_searching == 0) wake_one_locked(sp);
+    if (!s.tasks.empty() && still_searching == 0) wake_one_locked(state);
+    ++s.running;
     lock.unlock();
     task.run();
-    task = {};  // the task's captures go before the thread reports idle
+    task = {};  // what it captured goes now, not at the next task
     s.searching.fetch_add(1, std::memory_order_acq_rel);
     lock.lock();
-    if (--s.running == 0 && s.stop) s.idle_cv.notify_all();
+    --s.running;
   }
   s.searching.fetch_sub(1, std::memory_order_acq_rel);
-  --s.alive;
+  s.exited[slot] = true;
+  --s.live;
   s.idle_cv.notify_all();
 }
 

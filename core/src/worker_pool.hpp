@@ -8,6 +8,11 @@
 // nobody is looking, and a thread that takes a task while more are queued
 // and nobody else is looking wakes one successor first. Short jobs then flow
 // through one or two hot threads; long jobs still fan out to many.
+//
+// Shutdown starts no queued task: each one's drop runs instead, so its owner
+// can give back what the task held (a job's lease). Running tasks get until
+// a deadline; threads still running one then are detached and finish later,
+// touching only state they share with the pool (kept alive by them).
 #pragma once
 
 #include <atomic>
@@ -23,60 +28,42 @@
 
 namespace conveyor {
 
-//
-// Shutdown drops what has not started (each task's drop runs instead of it)
-// and waits for running tasks up to a deadline; a task still running then is
-// left to finish on its detached thread, which only touches state it shares
-// with the pool by ownership, so the pool can be destroyed meanwhile.
 class WorkerPool {
  public:
   struct Task {
-    std::function<void()> run;   // must not throw
-    std::function<void()> drop;  // runs instead of run at shutdown; may be empty
+    std::function<void()> run;
+    // Runs instead of run when the pool shuts down before the task started
+    // (on the thread calling shutdown, or submit after it). May be empty.
+    std::function<void()> drop;
   };
 
   explicit WorkerPool(uint32_t max_threads);
-  // shutdown() with no deadline, unless it ran already.
+  // shutdown() with no deadline, unless it was called.
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  // Queues tasks; never blocks on a running task. Thread-safe. After
-  // shutdown() a submitted task is dropped at once.
+  // Queues tasks; never blocks on a running task. Thread-safe. Tasks must
+  // not throw. After shutdown, each task's drop runs at once instead.
   void submit(Task task);
   void submit(std::vector<Task>&& tasks);
-  uint32_t threads() const;
 
-  // No task starts any more; every queued task is dropped (its drop runs on
-  // this thread); then waits until running tasks return or deadline passes.
-  // Returns how many were still running then: their threads are detached.
-  // Idempotent (a second call returns 0).
+  // No queued task starts any more: each one's drop runs, on this thread.
+  // Then waits until every running task returned or deadline passed, and
+  // returns how many were still running then; their threads are detached.
+  // Thread-safe and idempotent: a later call waits for those again, up to
+  // its own deadline.
   uint32_t shutdown(std::chrono::steady_clock::time_point deadline);
+  uint32_t threads() const;  // threads started so far
 
  private:
-  // What the threads use: shared with them, so a detached thread outlives
-  // the pool safely.
-  struct State {
-    explicit State(uint32_t max) : max_threads(max) {}
-    const uint32_t max_threads;
-    std::mutex mu;
-    std::condition_variable cv;          // work or stop
-    std::condition_variable idle_cv;     // a task returned (shutdown waits)
-    std::deque<Task> tasks;              // mu
-    uint32_t sleeping = 0;               // mu: threads blocked on cv
-    uint32_t wakes_pending = 0;          // mu: notified, not yet running
-    uint32_t running = 0;                // mu: tasks inside run()
-    uint32_t alive = 0;                  // mu: threads not yet returned from loop()
-    bool stop = false;                   // mu
-    std::vector<std::thread> threads;    // mu
-    std::atomic<uint32_t> searching{0};  // threads looking for work, not asleep
-    std::atomic<size_t> queued{0};       // tasks.size(), readable without mu
-  };
-  static void loop(const std::shared_ptr<State>& s);
+  struct State;  // shared with the threads: they may outlive the pool
+  static void loop(const std::shared_ptr<State>& s, size_t slot);
   static void wake_one_locked(const std::shared_ptr<State>& s);  // mu held
 
-  const std::shared_ptr<State> state_;
-  bool shut_down_ = false;  // owner only
+  std::shared_ptr<State> state_;
+  bool shut_down_ = false;  // shutdown_mu_
+  std::mutex shutdown_mu_;
 };
 
 }  // namespace conveyor
