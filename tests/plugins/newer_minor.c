@@ -14,7 +14,8 @@
 #include <conveyor/storage_plugin.h>
 
 /* memory.c exports its own entry; renamed and hidden, it stays an unused
- * internal function, and the entry below is the library's only export. */
+ * internal function, and the entry below is the library's only export. Its
+ * table, memory_plugin, is the start of this one. */
 #undef CONVEYOR_PLUGIN_EXPORT
 #define CONVEYOR_PLUGIN_EXPORT
 #define conveyor_storage_plugin_entry memory_c_entry
@@ -73,42 +74,29 @@ typedef struct newer_storage_plugin {
   conveyor_status (*future_slot)(conveyor_storage* storage, conveyor_error* err);
 } newer_storage_plugin;
 
-static const newer_storage_plugin table = {
-    {
-        .struct_size = sizeof(newer_storage_plugin),
-        .abi_major = CONVEYOR_ABI_MAJOR,
-        .abi_minor = CONVEYOR_ABI_MINOR + 1,
-        .name = "newer_minor",
-        .version = "0.0.1",
-        .kind = CONVEYOR_KIND_CANONICAL,
-        .capabilities = 0,
-        .open = mem_open,
-        .close = mem_close,
-        .migrate = mem_migrate,
-        .enqueue = mem_enqueue,
-        .claim = mem_claim,
-        .complete = mem_complete,
-        .fail = mem_fail,
-        .extend_leases = mem_extend_leases,
-        .release = mem_release,
-        .rescue_expired = mem_rescue_expired,
-        .cancel = mem_cancel,
-        .set_queue_paused = no_pause,
-        .queue_stats = no_stats,
-        .list_queues = mem_list_queues,
-        .get_job = mem_get_job,
-        .purge_finished = mem_purge_finished,
-        .set_rate_limit = no_set_rate_limit,
-        .delete_rate_limit = no_delete_rate_limit,
-        .list_rate_limits = mem_list_rate_limits,
-        .change_marker = mem_change_marker,
-        .wait_for_notification = NULL,
-    },
-    future_slot,
-};
+/* memory.c's table with what differs here; filled once, on the first entry call. */
+static newer_storage_plugin table;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void fill_table(void) {
+  table.v1_0 = memory_plugin;
+  table.v1_0.struct_size = sizeof(newer_storage_plugin);
+  table.v1_0.abi_minor = CONVEYOR_ABI_MINOR + 1;
+  table.v1_0.name = "newer_minor";
+  table.v1_0.version = "0.0.1";
+  table.v1_0.capabilities = 0;
+  table.v1_0.set_queue_paused = no_pause;
+  table.v1_0.queue_stats = no_stats;
+  table.v1_0.set_rate_limit = no_set_rate_limit;
+  table.v1_0.delete_rate_limit = no_delete_rate_limit;
+  table.v1_0.wait_for_notification = NULL;
+  table.future_slot = future_slot;
+}
 
 CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storage_plugin_entry(
     uint32_t host_abi_major, uint32_t host_abi_minor) {
   (void)host_abi_minor; /* serves any 1.x host: older ones read a prefix */
-  return host_abi_major == CONVEYOR_ABI_MAJOR ? &table.v1_0 : NULL;
+  if (host_abi_major != CONVEYOR_ABI_MAJOR) return NULL;
+  pthread_once(&table_once, fill_table);
+  return &table.v1_0;
 }

@@ -123,7 +123,6 @@ class Storage {
 
  private:
   Storage(std::shared_ptr<const Plugin> plugin, conveyor_storage* handle);
-  [[noreturn]] void throw_error(const char* op, conveyor_status status, const conveyor_error& err) const;
 
   std::shared_ptr<const Plugin> plugin_;
   const conveyor_storage_plugin* t_;  // plugin_->table(), cached
