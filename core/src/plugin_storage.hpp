@@ -49,8 +49,6 @@ class PluginStorage final : public Storage {
 
  private:
   PluginStorage(std::shared_ptr<const Plugin> plugin, conveyor_storage* handle);
-  [[noreturn]] void throw_error(const char* op, conveyor_status status,
-                                const conveyor_error& err) const;
 
   std::shared_ptr<const Plugin> plugin_;
   const conveyor_storage_plugin* t_;  // plugin_->table(), cached

@@ -12,19 +12,10 @@ namespace conveyor::conformance {
 namespace {
 
 constexpr char kPoison = '\x01';
-// A value no plugin writes into results: an unwritten slot stays visible.
-constexpr conveyor_status kUnwritten = -77;
+// A value no plugin writes into results or err->code: an unwritten one stays visible.
+constexpr conveyor_status kUnwritten = host::kUnwritten;
 
-conveyor_str cstr(std::string_view s) { return conveyor_str{s.data(), s.size()}; }
-
-std::vector<conveyor_new_job> to_c(const std::vector<JobSpec>& jobs) {
-  std::vector<conveyor_new_job> out;
-  out.reserve(jobs.size());
-  for (const JobSpec& j : jobs)
-    out.push_back(conveyor_new_job{cstr(j.queue), cstr(j.kind), cstr(j.payload), j.priority,
-                                   j.max_attempts, j.run_at_us});
-  return out;
-}
+Status outcome(const char* op, const host::Status& s) { return Status{op, s.code, s.message}; }
 
 // Per-lease results (complete, extend_leases, release): "receives per lease
 // CONVEYOR_OK or CONVEYOR_E_LEASE_LOST".
@@ -39,6 +30,15 @@ void check_results(const char* op, const Status& status,
                   << " (storage_plugin.h: results \"receives per lease CONVEYOR_OK or "
                      "CONVEYOR_E_LEASE_LOST\")";
   }
+}
+
+// A batch call's outcome, its results checked and handed to *results.
+Status batch(const char* op, host::Result<std::vector<conveyor_status>>&& r,
+             std::vector<conveyor_status>* results) {
+  Status s = outcome(op, r.status);
+  check_results(op, s, r.value);
+  if (results != nullptr) *results = std::move(r.value);
+  return s;
 }
 
 }  // namespace
@@ -87,246 +87,167 @@ std::string check_error(conveyor_status code, const conveyor_error& err) {
   return problems;
 }
 
+// The binding with the conventions every function shares checked around each
+// call: a poisoned err before, and after it the reports' form and rules, the
+// status a defined one, and a failure's err filled in.
+class CheckedBinding : public host::PluginBinding {
+ public:
+  using PluginBinding::PluginBinding;
+
+ protected:
+  void before_call(const char*, conveyor_error& err) noexcept override { err = poisoned_error(); }
+
+  host::Reports* reports_for(const char* op) override { return &new_call_context(op); }
+
+  void after_call(const char* op, conveyor_status code, const conveyor_error& err,
+                  host::Reports* reports) override {
+    if (reports != nullptr) {
+      std::vector<std::string> problems = reports->problems;
+      for (const JobCopy& j : reports->jobs) check_job(j, problems);
+      for (const StatsCopy& st : reports->stats) check_stats(st, problems);
+      for (const LimitCopy& l : reports->limits) check_limit(l, problems);
+      for (const QueueCopy& q : reports->queues) check_queue(q, problems);
+      for (const NotificationCopy& n : reports->notifications) check_notification(n, problems);
+      for (const std::string& p : problems) ADD_FAILURE() << op << ": " << p;
+      if (reports->notifications_off_caller_thread > 0)
+        ADD_FAILURE() << op << " called on_notify " << reports->notifications_off_caller_thread
+                      << " time(s) on another thread (storage_plugin.h: \"calling on_notify for "
+                      << "each on the calling thread\")";
+    }
+    if (code < CONVEYOR_OK || code > CONVEYOR_E_UNSUPPORTED)
+      ADD_FAILURE() << op << " returned " << code << ", not a conveyor_status defined in "
+                    << "storage_plugin.h";
+    if (code != CONVEYOR_OK) {
+      if (std::string problems = check_error(code, err); !problems.empty())
+        ADD_FAILURE() << op << " returned " << status_name(code) << " but " << problems;
+    }
+  }
+};
+
 Handle::Handle(std::shared_ptr<const Plugin> plugin, conveyor_storage* storage)
-    : plugin_(std::move(plugin)), table_(&plugin_->table()), storage_(storage) {}
+    : plugin_(std::move(plugin)),
+      table_(&plugin_->table()),
+      storage_(storage),
+      binding_(std::make_unique<CheckedBinding>(*table_, storage_)) {}
 
-Handle::~Handle() { table_->close(storage_); }
+Handle::~Handle() { binding_->close(); }
 
-Status Handle::finish(const char* op, conveyor_status code, const conveyor_error& err,
-                      CallContext* ctx) {
-  Status s;
-  s.op = op;
-  s.code = code;
-  if (ctx != nullptr) {
-    ctx->active.store(false);
-    std::lock_guard lock(ctx->mu);
-    for (const std::string& p : ctx->problems) ADD_FAILURE() << op << ": " << p;
-    ctx->problems.clear();
-  }
-  if (code < CONVEYOR_OK || code > CONVEYOR_E_UNSUPPORTED)
-    ADD_FAILURE() << op << " returned " << code << ", not a conveyor_status defined in "
-                  << "storage_plugin.h";
-  if (code != CONVEYOR_OK) {
-    const void* nul = std::memchr(err.message, '\0', sizeof err.message);
-    s.message =
-        nul != nullptr ? std::string(err.message) : std::string(err.message, sizeof err.message);
-    if (std::string problems = check_error(code, err); !problems.empty())
-      ADD_FAILURE() << op << " returned " << status_name(code) << " but " << problems;
-  }
-  return s;
-}
-
-Status Handle::migrate() {
-  conveyor_error err = poisoned_error();
-  return finish("migrate", table_->migrate(storage_, &err), err, nullptr);
-}
+Status Handle::migrate() { return outcome("migrate", binding_->migrate()); }
 
 Status Handle::enqueue(const std::vector<JobSpec>& jobs, std::vector<int64_t>* ids) {
-  std::vector<conveyor_new_job> c = to_c(jobs);
-  std::vector<int64_t> out(jobs.size(), 0);
-  conveyor_error err = poisoned_error();
-  Status s = finish("enqueue",
-                    table_->enqueue(storage_, c.empty() ? nullptr : c.data(), c.size(),
-                                    out.empty() ? nullptr : out.data(), &err),
-                    err, nullptr);
-  if (ids != nullptr) *ids = std::move(out);
-  return s;
+  auto r = binding_->enqueue(host::new_jobs(std::span<const JobSpec>(jobs)));
+  if (ids != nullptr) *ids = std::move(r.value);
+  return outcome("enqueue", r.status);
 }
 
 Status Handle::claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token, int64_t now_us,
                      int64_t lease_expires_us, std::vector<JobCopy>* jobs) {
-  CallContext& ctx = new_call_context("claim");
-  uint32_t claimed = 0xDEADBEEF;
-  conveyor_error err = poisoned_error();
-  Status s = finish("claim",
-                    table_->claim(storage_, cstr(queue), max_jobs, lease_token, now_us,
-                                  lease_expires_us, &CallContext::on_job, &ctx, &claimed, &err),
-                    err, &ctx);
-  std::lock_guard lock(ctx.mu);
-  if (s.ok() && claimed != ctx.jobs.size())
-    ADD_FAILURE() << "claim set *out_claimed = " << claimed << " but called on_job "
-                  << ctx.jobs.size() << " times (storage_plugin.h: \"on_job is called once per "
-                  << "claimed job\", \"*out_claimed = number claimed\")";
-  if (jobs != nullptr) *jobs = std::move(ctx.jobs);
-  ctx.jobs.clear();
+  auto r = binding_->claim(queue, max_jobs, lease_token, now_us, lease_expires_us);
+  Status s = outcome("claim", r.status);
+  if (s.ok() && r.value.out_claimed != r.value.jobs.size())
+    ADD_FAILURE() << "claim set *out_claimed = " << r.value.out_claimed << " but called on_job "
+                  << r.value.jobs.size() << " times (storage_plugin.h: \"on_job is called once "
+                  << "per claimed job\", \"*out_claimed = number claimed\")";
+  if (jobs != nullptr) *jobs = std::move(r.value.jobs);
   return s;
 }
 
 Status Handle::complete(const std::vector<conveyor_lease>& leases, int64_t now_us,
                         std::vector<conveyor_status>* results) {
-  std::vector<conveyor_status> out(leases.size(), kUnwritten);
-  conveyor_error err = poisoned_error();
-  Status s =
-      finish("complete",
-             table_->complete(storage_, leases.empty() ? nullptr : leases.data(), leases.size(),
-                              now_us, out.empty() ? nullptr : out.data(), &err),
-             err, nullptr);
-  check_results("complete", s, out);
-  if (results != nullptr) *results = std::move(out);
-  return s;
+  return batch("complete", binding_->complete(leases, now_us), results);
 }
 
 Status Handle::fail(conveyor_lease lease, std::string_view error_text, int64_t retry_at_us,
                     int64_t now_us) {
-  conveyor_error err = poisoned_error();
-  return finish("fail", table_->fail(storage_, lease, cstr(error_text), retry_at_us, now_us, &err),
-                err, nullptr);
+  return outcome("fail", binding_->fail(lease, error_text, retry_at_us, now_us));
 }
 
 Status Handle::extend_leases(const std::vector<conveyor_lease>& leases, int64_t lease_expires_us,
                              std::vector<conveyor_status>* results) {
-  std::vector<conveyor_status> out(leases.size(), kUnwritten);
-  conveyor_error err = poisoned_error();
-  Status s = finish(
-      "extend_leases",
-      table_->extend_leases(storage_, leases.empty() ? nullptr : leases.data(), leases.size(),
-                            lease_expires_us, out.empty() ? nullptr : out.data(), &err),
-      err, nullptr);
-  check_results("extend_leases", s, out);
-  if (results != nullptr) *results = std::move(out);
-  return s;
+  return batch("extend_leases", binding_->extend_leases(leases, lease_expires_us), results);
 }
 
 Status Handle::release(const std::vector<conveyor_lease>& leases, int64_t now_us,
                        std::vector<conveyor_status>* results) {
-  std::vector<conveyor_status> out(leases.size(), kUnwritten);
-  conveyor_error err = poisoned_error();
-  Status s =
-      finish("release",
-             table_->release(storage_, leases.empty() ? nullptr : leases.data(), leases.size(),
-                             now_us, out.empty() ? nullptr : out.data(), &err),
-             err, nullptr);
-  check_results("release", s, out);
-  if (results != nullptr) *results = std::move(out);
-  return s;
+  return batch("release", binding_->release(leases, now_us), results);
 }
 
 Status Handle::rescue_expired(int64_t now_us, uint32_t max_jobs, uint32_t* rescued) {
-  uint32_t out = 0xDEADBEEF;
-  conveyor_error err = poisoned_error();
-  Status s = finish("rescue_expired",
-                    table_->rescue_expired(storage_, now_us, max_jobs, &out, &err), err, nullptr);
-  if (rescued != nullptr) *rescued = out;
-  return s;
+  auto r = binding_->rescue_expired(now_us, max_jobs);
+  if (rescued != nullptr) *rescued = r.value;
+  return outcome("rescue_expired", r.status);
 }
 
 Status Handle::cancel(int64_t job_id, int64_t now_us) {
-  conveyor_error err = poisoned_error();
-  return finish("cancel", table_->cancel(storage_, job_id, now_us, &err), err, nullptr);
+  return outcome("cancel", binding_->cancel(job_id, now_us));
 }
 
 Status Handle::set_queue_paused(std::string_view queue, bool paused, int64_t now_us) {
-  conveyor_error err = poisoned_error();
-  return finish("set_queue_paused",
-                table_->set_queue_paused(storage_, cstr(queue), paused ? 1 : 0, now_us, &err), err,
-                nullptr);
+  return outcome("set_queue_paused", binding_->set_queue_paused(queue, paused, now_us));
 }
 
 Status Handle::queue_stats(int64_t now_us, std::vector<StatsCopy>* stats) {
-  CallContext& ctx = new_call_context("queue_stats");
-  conveyor_error err = poisoned_error();
-  Status s =
-      finish("queue_stats",
-             table_->queue_stats(storage_, now_us, &CallContext::on_stats, &ctx, &err), err, &ctx);
-  std::lock_guard lock(ctx.mu);
-  if (stats != nullptr) *stats = std::move(ctx.stats);
-  ctx.stats.clear();
-  return s;
+  auto r = binding_->queue_stats(now_us);
+  if (stats != nullptr) *stats = std::move(r.value);
+  return outcome("queue_stats", r.status);
 }
 
 Status Handle::list_queues(std::vector<QueueCopy>* queues) {
-  CallContext& ctx = new_call_context("list_queues");
-  conveyor_error err = poisoned_error();
-  Status s = finish("list_queues",
-                    table_->list_queues(storage_, &CallContext::on_queue, &ctx, &err), err, &ctx);
-  std::lock_guard lock(ctx.mu);
-  if (queues != nullptr) *queues = std::move(ctx.queues);
-  ctx.queues.clear();
-  return s;
+  auto r = binding_->list_queues();
+  if (queues != nullptr) *queues = std::move(r.value);
+  return outcome("list_queues", r.status);
 }
 
 Status Handle::get_job(int64_t job_id, int64_t now_us, std::optional<JobCopy>* job) {
-  CallContext& ctx = new_call_context("get_job");
-  conveyor_error err = poisoned_error();
-  Status s =
-      finish("get_job", table_->get_job(storage_, job_id, now_us, &CallContext::on_job, &ctx, &err),
-             err, &ctx);
-  std::lock_guard lock(ctx.mu);
-  if (s.ok() && ctx.jobs.size() != 1)
+  auto r = binding_->get_job(job_id, now_us);
+  Status s = outcome("get_job", r.status);
+  const std::vector<JobCopy>& jobs = r.value;
+  if (s.ok() && jobs.size() != 1)
     ADD_FAILURE() << "get_job(" << job_id << ") returned CONVEYOR_OK but called on_job "
-                  << ctx.jobs.size() << " times (storage_plugin.h: \"Reports one job through "
+                  << jobs.size() << " times (storage_plugin.h: \"Reports one job through "
                   << "on_job\")";
-  if (s.ok() && ctx.jobs.size() == 1 && ctx.jobs[0].id != job_id)
-    ADD_FAILURE() << "get_job(" << job_id << ") reported job " << ctx.jobs[0].id;
+  if (s.ok() && jobs.size() == 1 && jobs[0].id != job_id)
+    ADD_FAILURE() << "get_job(" << job_id << ") reported job " << jobs[0].id;
   if (job != nullptr) {
     job->reset();
-    if (s.ok() && !ctx.jobs.empty()) *job = std::move(ctx.jobs.front());
+    if (s.ok() && !r.value.empty()) *job = std::move(r.value.front());
   }
-  ctx.jobs.clear();
   return s;
 }
 
 Status Handle::purge_finished(int64_t finalized_before_us, uint32_t max_jobs, uint64_t* deleted) {
-  uint64_t out = 0xDEADBEEF;
-  conveyor_error err = poisoned_error();
-  Status s = finish("purge_finished",
-                    table_->purge_finished(storage_, finalized_before_us, max_jobs, &out, &err),
-                    err, nullptr);
-  if (deleted != nullptr) *deleted = out;
-  return s;
+  auto r = binding_->purge_finished(finalized_before_us, max_jobs);
+  if (deleted != nullptr) *deleted = r.value;
+  return outcome("purge_finished", r.status);
 }
 
 Status Handle::set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst,
                               int64_t now_us) {
-  conveyor_error err = poisoned_error();
-  return finish("set_rate_limit",
-                table_->set_rate_limit(storage_, cstr(queue), rate_per_sec, burst, now_us, &err),
-                err, nullptr);
+  return outcome("set_rate_limit", binding_->set_rate_limit(queue, rate_per_sec, burst, now_us));
 }
 
 Status Handle::delete_rate_limit(std::string_view queue) {
-  conveyor_error err = poisoned_error();
-  return finish("delete_rate_limit", table_->delete_rate_limit(storage_, cstr(queue), &err), err,
-                nullptr);
+  return outcome("delete_rate_limit", binding_->delete_rate_limit(queue));
 }
 
 Status Handle::list_rate_limits(std::vector<LimitCopy>* limits) {
-  CallContext& ctx = new_call_context("list_rate_limits");
-  conveyor_error err = poisoned_error();
-  Status s =
-      finish("list_rate_limits",
-             table_->list_rate_limits(storage_, &CallContext::on_limit, &ctx, &err), err, &ctx);
-  std::lock_guard lock(ctx.mu);
-  if (limits != nullptr) *limits = std::move(ctx.limits);
-  ctx.limits.clear();
-  return s;
+  auto r = binding_->list_rate_limits();
+  if (limits != nullptr) *limits = std::move(r.value);
+  return outcome("list_rate_limits", r.status);
 }
 
 Status Handle::change_marker(int64_t* marker) {
-  int64_t out = 0;
-  conveyor_error err = poisoned_error();
-  Status s = finish("change_marker", table_->change_marker(storage_, &out, &err), err, nullptr);
-  if (marker != nullptr) *marker = out;
-  return s;
+  auto r = binding_->change_marker();
+  if (marker != nullptr) *marker = r.value;
+  return outcome("change_marker", r.status);
 }
 
 Status Handle::wait_for_notification(int64_t timeout_us, std::vector<NotificationCopy>* notes) {
   if (table_->wait_for_notification == nullptr)
     throw CallFailed("wait_for_notification is NULL in the plugin's table");
-  CallContext& ctx = new_call_context("wait_for_notification");
-  conveyor_error err = poisoned_error();
-  Status s = finish(
-      "wait_for_notification",
-      table_->wait_for_notification(storage_, timeout_us, &CallContext::on_notify, &ctx, &err), err,
-      &ctx);
-  std::lock_guard lock(ctx.mu);
-  if (ctx.callbacks_off_caller_thread > 0)
-    ADD_FAILURE() << "wait_for_notification called on_notify " << ctx.callbacks_off_caller_thread
-                  << " time(s) on another thread (storage_plugin.h: \"calling on_notify for each "
-                  << "on the calling thread\")";
-  if (notes != nullptr) *notes = std::move(ctx.notifications);
-  ctx.notifications.clear();
-  return s;
+  auto r = binding_->wait_for_notification(timeout_us);
+  if (notes != nullptr) *notes = std::move(r.value);
+  return outcome("wait_for_notification", r.status);
 }
 
 // ---- must succeed ----

@@ -1,5 +1,6 @@
 // One open storage handle of the plugin under test, driven through its C
-// function table. Every call checks the conventions every function shares
+// function table by the host binding (conveyor/host/plugin_binding.hpp).
+// Every call checks the conventions every function shares
 // (storage_plugin.h "Conventions for every function"): a known status code;
 // on failure err->code equal to the status and a non-empty, NUL-terminated
 // message; callbacks only during the call; reported structs well formed. A
@@ -118,13 +119,11 @@ class Handle {
   uint64_t purge(int64_t finalized_before_us, uint32_t max_jobs);
 
  private:
-  // Checks the shared conventions and turns the outcome into a Status.
-  Status finish(const char* op, conveyor_status code, const conveyor_error& err,
-                struct CallContext* ctx);
-
   std::shared_ptr<const Plugin> plugin_;
   const conveyor_storage_plugin* table_;
   conveyor_storage* storage_;
+  // The host binding with the shared conventions checked around every call.
+  std::unique_ptr<class CheckedBinding> binding_;
 };
 
 // Throws CallFailed describing status unless it is CONVEYOR_OK.

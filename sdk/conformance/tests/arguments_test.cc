@@ -98,7 +98,7 @@ TEST_F(NullArguments, LeaseBatchesWithNullArrays) {
   }
   JobCopy j = h->job(id, kT0);
   EXPECT_STATE(j.state, CONVEYOR_JOB_RUNNING) << "a rejected call changed the job";
-  EXPECT_EQ(j.lease_expires_us, running.lease_expires_us);
+  EXPECT_EQ(j.lease_expires, running.lease_expires);
   EXPECT_EQ(j.attempt, 1);
 }
 

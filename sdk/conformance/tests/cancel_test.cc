@@ -13,7 +13,7 @@ TEST_F(Cancel, AvailableJob) {
   ASSERT_TRUE(s.ok()) << s;
   JobCopy j = h->job(id, kT0 + kSecond);
   EXPECT_STATE(j.state, CONVEYOR_JOB_CANCELLED);
-  EXPECT_EQ(j.finalized_at_us, kT0 + kSecond) << "finalized_at_us must be cancel's now_us";
+  EXPECT_EQ(j.finalized_at, kT0 + kSecond) << "finalized_at_us must be cancel's now_us";
   EXPECT_TRUE(h->claim_jobs("default", 10, kT0 + kSecond).empty()) << "a CANCELLED job was claimed";
 }
 
@@ -75,7 +75,7 @@ TEST_F(Cancel, FinalJobIsNotFound) {
         << "FAILED or CANCELLED\")";
     JobCopy after = h->job(id, kT0 + 2);
     EXPECT_EQ(after.state, before.state) << "cancel changed a final job";
-    EXPECT_EQ(after.finalized_at_us, before.finalized_at_us);
+    EXPECT_EQ(after.finalized_at, before.finalized_at);
   }
 }
 

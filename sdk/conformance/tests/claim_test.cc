@@ -144,14 +144,14 @@ TEST_F(Claim, MarksRunningWithAttemptAndLease) {
     EXPECT_STATE(j.state, CONVEYOR_JOB_RUNNING);
     EXPECT_EQ(j.attempt, 1) << "storage_plugin.h claim: \"attempt + 1\"";
     EXPECT_EQ(j.lease_token, token) << "the lease token must be the one the host passed";
-    EXPECT_EQ(j.lease_expires_us, expires);
+    EXPECT_EQ(j.lease_expires, expires);
     EXPECT_EQ(j.queue, "default");
     EXPECT_EQ(j.kind, "work");
     EXPECT_EQ(j.payload, "{\"x\":1}");
     EXPECT_EQ(j.priority, 7);
     EXPECT_EQ(j.max_attempts, 4);
-    EXPECT_EQ(j.run_at_us, kT0 - 5);
-    EXPECT_EQ(j.finalized_at_us, 0);
+    EXPECT_EQ(j.run_at, kT0 - 5);
+    EXPECT_EQ(j.finalized_at, 0);
   }
 }
 

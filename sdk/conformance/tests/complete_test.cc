@@ -15,7 +15,7 @@ TEST_F(Complete, MarksCompletedWithFinalizedAt) {
   h->complete_one(running.lease(), done_at);
   JobCopy j = h->job(id, done_at);
   EXPECT_STATE(j.state, CONVEYOR_JOB_COMPLETED);
-  EXPECT_EQ(j.finalized_at_us, done_at)
+  EXPECT_EQ(j.finalized_at, done_at)
       << "finalized_at_us must be the now_us passed to complete (storage_plugin.h Time: use the "
          "host's now_us instead of a clock of its own)";
   EXPECT_EQ(j.attempt, 1);
@@ -38,7 +38,7 @@ TEST_F(Complete, WrongTokenIsLeaseLostAndChangesNothing) {
   EXPECT_STATE(j.state, CONVEYOR_JOB_RUNNING)
       << "a completion under the wrong token changed the job";
   EXPECT_EQ(j.lease_token, running.lease_token);
-  EXPECT_EQ(j.lease_expires_us, running.lease_expires_us);
+  EXPECT_EQ(j.lease_expires, running.lease_expires);
   EXPECT_EQ(j.attempt, 1);
 }
 
@@ -62,7 +62,7 @@ TEST_F(Complete, BatchReportsEachLease) {
   EXPECT_STATUS(r[3], CONVEYOR_E_LEASE_LOST) << "the lease of a job already completed";
   EXPECT_STATE(h->job(running[0].id, kT0 + 2).state, CONVEYOR_JOB_COMPLETED);
   EXPECT_STATE(h->job(running[1].id, kT0 + 2).state, CONVEYOR_JOB_RUNNING);
-  EXPECT_EQ(h->job(running[2].id, kT0 + 2).finalized_at_us, kT0 + 1)
+  EXPECT_EQ(h->job(running[2].id, kT0 + 2).finalized_at, kT0 + 1)
       << "completing a COMPLETED job again changed its finalized_at_us";
 }
 
@@ -85,11 +85,11 @@ TEST_F(Fail, WithRetryAtSchedulesTheJobUntilThen) {
   EXPECT_STATE(j.state, CONVEYOR_JOB_SCHEDULED)
       << " (storage_plugin.h: \"fail(lease, retry_at >= 0) -> AVAILABLE "
       << "at retry_at (SCHEDULED until due)\")";
-  EXPECT_EQ(j.run_at_us, retry_at);
+  EXPECT_EQ(j.run_at, retry_at);
   EXPECT_EQ(j.last_error, "boom: upstream said 503")
       << "storage_plugin.h fail: \"error_text is stored as last_error\"";
   EXPECT_EQ(j.attempt, 1) << "a failed attempt stays spent";
-  EXPECT_EQ(j.finalized_at_us, 0);
+  EXPECT_EQ(j.finalized_at, 0);
   EXPECT_TRUE(h->claim_jobs("default", 10, retry_at - 1).empty())
       << "the job was claimable before its retry_at";
   JobCopy again = h->claim_one("default", retry_at);
@@ -119,7 +119,7 @@ TEST_F(Fail, WithNegativeRetryAtIsFinal) {
   EXPECT_STATE(j.state, CONVEYOR_JOB_FAILED)
       << " (storage_plugin.h: \"fail(lease, retry_at < 0) -> FAILED\", "
       << "even with attempts left)";
-  EXPECT_EQ(j.finalized_at_us, failed_at);
+  EXPECT_EQ(j.finalized_at, failed_at);
   EXPECT_EQ(j.last_error, "permanent: bad address");
   EXPECT_TRUE(h->claim_jobs("default", 10, failed_at + 1000 * kSecond).empty())
       << "a FAILED job was claimed again";

@@ -45,7 +45,7 @@ TEST_F(Durability, EverythingSurvivesCloseAndReopen) {
   EXPECT_EQ(r.lease_token, lease_holder.lease_token) << "the lease did not survive";
   JobCopy c = h->job(completed, kT0);
   EXPECT_STATE(c.state, CONVEYOR_JOB_COMPLETED);
-  EXPECT_EQ(c.finalized_at_us, kT0 + 1);
+  EXPECT_EQ(c.finalized_at, kT0 + 1);
   JobCopy f = h->job(failed, kT0);
   EXPECT_STATE(f.state, CONVEYOR_JOB_FAILED);
   EXPECT_EQ(f.last_error, "gone");

@@ -27,11 +27,11 @@ TEST_F(GetJob, FieldsRoundTrip) {
   EXPECT_EQ(j.payload, payload) << "payload bytes changed";
   EXPECT_EQ(j.priority, -17);
   EXPECT_EQ(j.max_attempts, 9);
-  EXPECT_EQ(j.run_at_us, kT0 - 123);
+  EXPECT_EQ(j.run_at, kT0 - 123);
   EXPECT_EQ(j.attempt, 0);
-  EXPECT_EQ(j.finalized_at_us, 0);
+  EXPECT_EQ(j.finalized_at, 0);
   EXPECT_EQ(j.lease_token, 0);
-  EXPECT_EQ(j.lease_expires_us, 0);
+  EXPECT_EQ(j.lease_expires, 0);
   EXPECT_EQ(j.last_error, "");
   EXPECT_GE(j.struct_size, sizeof(conveyor_job));
   // The claim reports the same bytes.
@@ -103,7 +103,7 @@ TEST_F(GetJob, ReportsTheLeaseOfARunningJobOnly) {
   JobCopy after = h->job(id, kT0 + 1);
   EXPECT_EQ(after.lease_token, 0)
       << "storage_plugin.h conveyor_job.lease_token: \"0 unless RUNNING\"";
-  EXPECT_EQ(after.lease_expires_us, 0);
+  EXPECT_EQ(after.lease_expires, 0);
 }
 
 }  // namespace

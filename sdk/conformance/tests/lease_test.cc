@@ -21,7 +21,7 @@ TEST_F(ExtendLeases, MovesTheExpiry) {
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_STATUS(r.at(0), CONVEYOR_OK);
   JobCopy j = h->job(id, kT0 + 1);
-  EXPECT_EQ(j.lease_expires_us, later);
+  EXPECT_EQ(j.lease_expires, later);
   EXPECT_EQ(j.lease_token, running.lease_token) << "extending must keep the token";
   EXPECT_STATE(j.state, CONVEYOR_JOB_RUNNING);
   EXPECT_EQ(h->rescue(kT0 + 2 * kLease, 100), 0u)
@@ -40,7 +40,7 @@ TEST_F(ExtendLeases, ReportsEachLease) {
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_STATUS(r.at(0), CONVEYOR_OK);
   EXPECT_STATUS(r.at(1), CONVEYOR_E_LEASE_LOST);
-  EXPECT_EQ(h->job(running[1].id, kT0).lease_expires_us, running[1].lease_expires_us)
+  EXPECT_EQ(h->job(running[1].id, kT0).lease_expires, running[1].lease_expires)
       << "a heartbeat under the wrong token moved the expiry";
 }
 
@@ -58,7 +58,7 @@ TEST_F(Release, ReturnsTheJobWithTheAttemptRestored) {
   EXPECT_STATE(j.state, CONVEYOR_JOB_AVAILABLE);
   EXPECT_EQ(j.attempt, 0) << "storage_plugin.h release: \"attempt - 1, so the attempt is not "
                              "spent\"";
-  EXPECT_EQ(j.run_at_us, released_at) << "storage_plugin.h release: \"AVAILABLE at now_us\"";
+  EXPECT_EQ(j.run_at, released_at) << "storage_plugin.h release: \"AVAILABLE at now_us\"";
   EXPECT_EQ(j.lease_token, 0);
   JobCopy again = h->claim_one("default", released_at);
   EXPECT_EQ(again.id, id);
@@ -94,7 +94,7 @@ TEST_F(Rescue, RescuesOnlyExpiredLeases) {
   const int64_t rescued_at = kT0 + 10 * kSecond + 1;
   JobCopy e = h->job(early, rescued_at);
   EXPECT_STATE(e.state, CONVEYOR_JOB_AVAILABLE);
-  EXPECT_EQ(e.run_at_us, rescued_at) << "storage_plugin.h rescue_expired: \"AVAILABLE at now_us\"";
+  EXPECT_EQ(e.run_at, rescued_at) << "storage_plugin.h rescue_expired: \"AVAILABLE at now_us\"";
   EXPECT_EQ(e.lease_token, 0);
   EXPECT_FALSE(e.last_error.empty())
       << "storage_plugin.h rescue_expired: \"last_error says the lease expired\"";
@@ -135,7 +135,7 @@ TEST_F(Rescue, ExhaustedAttemptsBecomeFailed) {
   EXPECT_STATE(j.state, CONVEYOR_JOB_FAILED)
       << " (storage_plugin.h rescue_expired: with no attempts left "
       << "(attempt == max_attempts) the job becomes FAILED)";
-  EXPECT_EQ(j.finalized_at_us, after);
+  EXPECT_EQ(j.finalized_at, after);
   EXPECT_FALSE(j.last_error.empty());
   EXPECT_TRUE(h->claim_jobs("default", 10, after).empty());
 }
@@ -177,7 +177,7 @@ void expect_fresh_intact(Handle& h, const StaleStory& s) {
   JobCopy j = h.job(s.id, s.now);
   EXPECT_STATE(j.state, CONVEYOR_JOB_RUNNING);
   EXPECT_EQ(j.lease_token, s.fresh.lease_token);
-  EXPECT_EQ(j.lease_expires_us, s.fresh.lease_expires_us);
+  EXPECT_EQ(j.lease_expires, s.fresh.lease_expires);
   EXPECT_EQ(j.attempt, 2);
   // And B still owns it.
   EXPECT_STATUS(h.complete_all({s.fresh.lease()}, s.now + 1).at(0), CONVEYOR_OK)

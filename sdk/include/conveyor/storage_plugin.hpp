@@ -125,9 +125,11 @@ using JobSink = Sink<conveyor_job, conveyor_job_fn>;
 using QueueStatsSink = Sink<conveyor_queue_stats, conveyor_queue_stats_fn>;
 using RateLimitSink = Sink<conveyor_rate_limit, conveyor_rate_limit_fn>;
 
-// A job whose strings the plugin owns: copy rows into these inside a
-// transaction, end it, then hand view() to a JobSink (so a host callback
-// never runs while the plugin holds locks). view() borrows from this object.
+// A job with its own strings. A plugin copies rows into these inside a
+// transaction, ends it, then hands view() to a JobSink (so a host callback
+// never runs while the plugin holds locks); view() borrows from this object.
+// The host copies what a plugin reported into the same type
+// (conveyor/host/plugin_binding.hpp), struct_size and reserved0 included.
 struct OwnedJob {
   int64_t id = 0;
   int32_t state = 0;
@@ -143,6 +145,12 @@ struct OwnedJob {
   int64_t lease_token = 0;
   int64_t lease_expires = 0;
   std::string last_error;
+  // As a plugin reported them, in a host's copy; view() always reports
+  // sizeof(conveyor_job) and 0.
+  uint32_t struct_size = sizeof(conveyor_job);
+  int32_t reserved0 = 0;
+
+  conveyor_lease lease() const noexcept { return conveyor_lease{id, lease_token}; }
 
   conveyor_job view() const noexcept {
     conveyor_job j{};

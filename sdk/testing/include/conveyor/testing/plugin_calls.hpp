@@ -1,5 +1,6 @@
 // Calls into a storage plugin's C function table for a plugin's own unit
-// tests (sqlite, postgres, postgres-queue): each wrapper makes one ABI call,
+// tests (sqlite, postgres, postgres-queue): each wrapper makes one ABI call
+// through the host binding (conveyor/host/plugin_binding.hpp),
 // checks what the ABI promises about it with GoogleTest EXPECT_* (a broken
 // promise fails the test but the test goes on), and hands back plain C++
 // copies of what the plugin reported.
@@ -9,6 +10,7 @@
 #pragma once
 
 #include <conveyor/storage_plugin.h>
+#include <conveyor/host/plugin_binding.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -37,21 +39,12 @@ conveyor_str str(std::string&&) = delete;
 // Wall-clock time in microseconds since the Unix epoch.
 int64_t wall_us();
 
-// A job as reported through conveyor_job, copied out of the callback.
-struct JobCopy {
-  int64_t id = 0;
-  int32_t state = 0;
-  std::string queue, kind, payload, last_error;
-  int32_t priority = 0, attempt = 0, max_attempts = 0;
-  int64_t run_at = 0, created_at = 0, finalized_at = 0, lease_token = 0, lease_expires = 0;
-};
+// A job as reported through conveyor_job, copied out of the callback (the
+// host binding's copy: struct_size and reserved0 as reported).
+using JobCopy = host::JobCopy;
 
 // One queue's conveyor_queue_stats.
-struct StatsCopy {
-  std::string queue;
-  int32_t paused = 0;
-  int64_t pending = 0, scheduled = 0, running = 0, completed = 0, failed = 0, cancelled = 0;
-};
+using StatsCopy = host::StatsCopy;
 
 // One conveyor_rate_limit.
 struct LimitCopy {
@@ -62,10 +55,7 @@ struct LimitCopy {
 };
 
 // One notification delivered by wait_for_notification.
-struct Notice {
-  int32_t kind;
-  std::string queue;
-};
+using Notice = host::NotificationCopy;
 
 // Copies j; expects struct_size == sizeof(conveyor_job) and reserved0 == 0.
 JobCopy copy_job(const conveyor_job* j);

@@ -1,0 +1,411 @@
+#include "conveyor/host/plugin_binding.hpp"
+
+#include <cstring>
+#include <exception>
+#include <type_traits>
+
+namespace conveyor::host {
+namespace {
+
+// Copies a plugin string; "data may be NULL only when len is 0".
+std::string copy_str(conveyor_str s, const char* what, std::vector<std::string>& problems) {
+  if (s.len == 0) return {};
+  if (s.data == nullptr) {
+    problems.push_back(std::string(what) + " has data NULL with len " + std::to_string(s.len) +
+                       " (storage_plugin.h: \"data may be NULL only when len is 0\")");
+    return {};
+  }
+  return std::string(s.data, s.len);
+}
+
+// Reads a reported struct whose first member is struct_size: only the part the
+// plugin says it wrote, the rest zero. Reporting a struct smaller than ABI 1.0
+// defines is itself a violation (every 1.0 field exists in every plugin).
+template <typename T>
+T read_sized(const T* reported, const char* what, std::vector<std::string>& problems) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  T copy;
+  std::memset(&copy, 0, sizeof copy);
+  uint32_t size = 0;
+  std::memcpy(&size, reported, sizeof size);
+  if (size < sizeof(T)) {
+    problems.push_back(std::string(what) + ".struct_size is " + std::to_string(size) +
+                       ", smaller than sizeof(" + what + ") = " + std::to_string(sizeof(T)) +
+                       " in ABI 1.0 (storage_plugin.h rule 5: set struct_size = sizeof as built)");
+    std::memcpy(&copy, reported, size < sizeof size ? sizeof size : size);
+  } else {
+    std::memcpy(&copy, reported, sizeof copy);
+  }
+  return copy;
+}
+
+std::string message_of(const conveyor_error& err) {
+  const void* nul = std::memchr(err.message, '\0', sizeof err.message);
+  return nul != nullptr ? std::string(err.message) : std::string(err.message, sizeof err.message);
+}
+
+conveyor_str cstr(std::string_view s) { return conveyor_str{s.data(), s.size()}; }
+
+template <typename T>
+const T* data_or_null(std::span<const T> items) {
+  return items.empty() ? nullptr : items.data();
+}
+
+// A take for run_reporting: moves one kind of copies out of the reports.
+template <typename T>
+auto moving(std::vector<T> Reports::*field, std::vector<T>& into) {
+  return [field, &into](Reports& rep) {
+    into = std::move(rep.*field);
+    (rep.*field).clear();
+  };
+}
+
+// Callbacks run inside plugin code, possibly C: nothing may leave them.
+// Runs at the start of each: a callback after its call returned is reported.
+Reports& enter(void* ctx) noexcept {
+  auto& r = *static_cast<Reports*>(ctx);
+  if (!r.in_call.load()) r.late_callback();
+  return r;
+}
+
+template <typename Body>
+void guarded(Reports& r, Body&& body) noexcept {
+  try {
+    std::lock_guard lock(r.mu);
+    try {
+      body();
+    } catch (const std::exception& e) {
+      r.problems.push_back(std::string("copying a report failed: ") + e.what());
+    }
+  } catch (...) {
+    // Out of memory even for the problem, or the lock failed: nothing more
+    // can be recorded, and nothing may be thrown into the plugin.
+  }
+}
+
+void on_job(void* ctx, const conveyor_job* job) {
+  Reports& r = enter(ctx);
+  guarded(r, [&] { r.jobs.push_back(copy_job(job, r.problems)); });
+}
+
+void on_stats(void* ctx, const conveyor_queue_stats* stats) {
+  Reports& r = enter(ctx);
+  guarded(r, [&] { r.stats.push_back(copy_stats(stats, r.problems)); });
+}
+
+void on_limit(void* ctx, const conveyor_rate_limit* limit) {
+  Reports& r = enter(ctx);
+  guarded(r, [&] { r.limits.push_back(copy_limit(limit, r.problems)); });
+}
+
+void on_queue(void* ctx, conveyor_str queue, int32_t paused) {
+  Reports& r = enter(ctx);
+  guarded(r, [&] {
+    r.queues.push_back(QueueCopy{copy_str(queue, "list_queues queue", r.problems), paused});
+  });
+}
+
+void on_notify(void* ctx, int32_t kind, conveyor_str queue) {
+  Reports& r = enter(ctx);
+  NotificationCopy note;
+  guarded(r, [&] {
+    if (std::this_thread::get_id() != r.caller) ++r.notifications_off_caller_thread;
+    note = NotificationCopy{kind, copy_str(queue, "notification queue", r.problems)};
+    r.notifications.push_back(note);
+  });
+  if (!r.on_notification) return;
+  // Outside the lock: the handler is the caller's code.
+  std::string failure;
+  try {
+    r.on_notification(note.kind, note.queue);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  } catch (...) {
+    failure = "unknown exception";
+  }
+  if (!failure.empty())
+    guarded(r, [&] { r.problems.push_back("the notification handler failed: " + failure); });
+}
+
+}  // namespace
+
+JobCopy copy_job(const conveyor_job* reported, std::vector<std::string>& problems) {
+  if (reported == nullptr) {
+    problems.push_back("on_job was called with a NULL job");
+    return {};
+  }
+  const conveyor_job j = read_sized(reported, "conveyor_job", problems);
+  JobCopy c;
+  c.struct_size = j.struct_size;
+  c.state = j.state;
+  c.id = j.id;
+  c.queue = copy_str(j.queue, "conveyor_job.queue", problems);
+  c.kind = copy_str(j.kind, "conveyor_job.kind", problems);
+  c.payload = copy_str(j.payload, "conveyor_job.payload", problems);
+  c.priority = j.priority;
+  c.attempt = j.attempt;
+  c.max_attempts = j.max_attempts;
+  c.reserved0 = j.reserved0;
+  c.run_at = j.run_at_us;
+  c.created_at = j.created_at_us;
+  c.finalized_at = j.finalized_at_us;
+  c.lease_token = j.lease_token;
+  c.lease_expires = j.lease_expires_us;
+  c.last_error = copy_str(j.last_error, "conveyor_job.last_error", problems);
+  return c;
+}
+
+StatsCopy copy_stats(const conveyor_queue_stats* reported, std::vector<std::string>& problems) {
+  if (reported == nullptr) {
+    problems.push_back("on_stats was called with NULL stats");
+    return {};
+  }
+  const conveyor_queue_stats s = read_sized(reported, "conveyor_queue_stats", problems);
+  return StatsCopy{
+      s.struct_size, s.paused,    copy_str(s.queue, "conveyor_queue_stats.queue", problems),
+      s.pending,     s.scheduled, s.running,
+      s.completed,   s.failed,    s.cancelled};
+}
+
+LimitCopy copy_limit(const conveyor_rate_limit* reported, std::vector<std::string>& problems) {
+  if (reported == nullptr) {
+    problems.push_back("on_limit was called with a NULL limit");
+    return {};
+  }
+  const conveyor_rate_limit l = read_sized(reported, "conveyor_rate_limit", problems);
+  return LimitCopy{l.struct_size, l.burst, copy_str(l.queue, "conveyor_rate_limit.queue", problems),
+                   l.rate_per_sec, l.updated_at_us};
+}
+
+template <typename Slot>
+Status PluginBinding::run(const char* op, Slot&& slot) {
+  conveyor_error err;
+  std::memset(&err, 0, sizeof err);
+  before_call(op, err);
+  Status s;
+  s.code = slot(&err);
+  if (!s.ok()) s.message = message_of(err);
+  after_call(op, s.code, err, nullptr);
+  return s;
+}
+
+template <typename T, typename Slot>
+Result<T> PluginBinding::run_out(const char* op, T unwritten, Slot&& slot) {
+  Result<T> r;
+  r.value = unwritten;
+  r.status = run(op, [&](conveyor_error* e) { return slot(&r.value, e); });
+  return r;
+}
+
+template <typename Slot, typename Take>
+Status PluginBinding::run_reporting(const char* op, std::vector<std::string>& problems, Slot&& slot,
+                                    Take&& take,
+                                    std::function<void(int32_t, std::string_view)> on_each) {
+  conveyor_error err;
+  std::memset(&err, 0, sizeof err);
+  before_call(op, err);
+  Reports local;
+  Reports* r = reports_for(op);
+  if (r == nullptr) r = &local;
+  r->caller = std::this_thread::get_id();
+  r->on_notification = std::move(on_each);
+  r->in_call.store(true);
+  Status s;
+  s.code = slot(&err, static_cast<void*>(r));
+  r->in_call.store(false);
+  if (!s.ok()) s.message = message_of(err);
+  std::lock_guard lock(r->mu);
+  after_call(op, s.code, err, r);
+  problems = std::move(r->problems);
+  r->problems.clear();
+  take(*r);
+  return s;
+}
+
+Result<conveyor_storage*> PluginBinding::open(const Options& options) {
+  std::vector<conveyor_option> c;
+  c.reserve(options.size());
+  for (const auto& [k, v] : options) c.push_back({cstr(k), cstr(v)});
+  Result<conveyor_storage*> r;
+  conveyor_storage* out = nullptr;
+  r.status = run("open", [&](conveyor_error* e) {
+    return table_->open(c.empty() ? nullptr : c.data(), c.size(), &out, e);
+  });
+  if (r.ok()) handle_ = out;
+  r.value = r.ok() ? out : nullptr;
+  return r;
+}
+
+void PluginBinding::close() noexcept {
+  if (handle_ != nullptr) table_->close(handle_);
+  handle_ = nullptr;
+}
+
+Status PluginBinding::migrate() {
+  return run("migrate", [&](conveyor_error* e) { return table_->migrate(handle_, e); });
+}
+
+Result<std::vector<int64_t>> PluginBinding::enqueue(std::span<const conveyor_new_job> jobs) {
+  Result<std::vector<int64_t>> r;
+  r.value.assign(jobs.size(), 0);
+  r.status = run("enqueue", [&](conveyor_error* e) {
+    return table_->enqueue(handle_, data_or_null(jobs), jobs.size(),
+                           r.value.empty() ? nullptr : r.value.data(), e);
+  });
+  return r;
+}
+
+Result<PluginBinding::Claimed> PluginBinding::claim(std::string_view queue, uint32_t max_jobs,
+                                                    int64_t lease_token, int64_t now_us,
+                                                    int64_t lease_expires_us) {
+  Result<Claimed> r;
+  uint32_t claimed = kUnwrittenCount;
+  r.status = run_reporting(
+      "claim", r.problems,
+      [&](conveyor_error* e, void* ctx) {
+        return table_->claim(handle_, cstr(queue), max_jobs, lease_token, now_us, lease_expires_us,
+                             &on_job, ctx, &claimed, e);
+      },
+      moving(&Reports::jobs, r.value.jobs));
+  r.value.out_claimed = claimed;
+  return r;
+}
+
+// complete, extend_leases and release share one shape: a batch of leases and
+// a time in, one status per lease out.
+Result<std::vector<conveyor_status>> PluginBinding::lease_batch(
+    const char* op, LeaseSlot slot, std::span<const conveyor_lease> leases, int64_t time_us) {
+  Result<std::vector<conveyor_status>> r;
+  r.value.assign(leases.size(), kUnwritten);
+  r.status = run(op, [&](conveyor_error* e) {
+    return slot(handle_, data_or_null(leases), leases.size(), time_us,
+                r.value.empty() ? nullptr : r.value.data(), e);
+  });
+  return r;
+}
+
+Result<std::vector<conveyor_status>> PluginBinding::complete(std::span<const conveyor_lease> leases,
+                                                             int64_t now_us) {
+  return lease_batch("complete", table_->complete, leases, now_us);
+}
+
+Result<std::vector<conveyor_status>> PluginBinding::extend_leases(
+    std::span<const conveyor_lease> leases, int64_t lease_expires_us) {
+  return lease_batch("extend_leases", table_->extend_leases, leases, lease_expires_us);
+}
+
+Result<std::vector<conveyor_status>> PluginBinding::release(std::span<const conveyor_lease> leases,
+                                                            int64_t now_us) {
+  return lease_batch("release", table_->release, leases, now_us);
+}
+
+Status PluginBinding::fail(conveyor_lease lease, std::string_view error_text, int64_t retry_at_us,
+                           int64_t now_us) {
+  return run("fail", [&](conveyor_error* e) {
+    return table_->fail(handle_, lease, cstr(error_text), retry_at_us, now_us, e);
+  });
+}
+
+Result<uint32_t> PluginBinding::rescue_expired(int64_t now_us, uint32_t max_jobs) {
+  return run_out("rescue_expired", kUnwrittenCount, [&](uint32_t* out, conveyor_error* e) {
+    return table_->rescue_expired(handle_, now_us, max_jobs, out, e);
+  });
+}
+
+Status PluginBinding::cancel(int64_t job_id, int64_t now_us) {
+  return run("cancel",
+             [&](conveyor_error* e) { return table_->cancel(handle_, job_id, now_us, e); });
+}
+
+Status PluginBinding::set_queue_paused(std::string_view queue, bool paused, int64_t now_us) {
+  return run("set_queue_paused", [&](conveyor_error* e) {
+    return table_->set_queue_paused(handle_, cstr(queue), paused ? 1 : 0, now_us, e);
+  });
+}
+
+Result<std::vector<StatsCopy>> PluginBinding::queue_stats(int64_t now_us) {
+  Result<std::vector<StatsCopy>> r;
+  r.status = run_reporting(
+      "queue_stats", r.problems,
+      [&](conveyor_error* e, void* ctx) {
+        return table_->queue_stats(handle_, now_us, &on_stats, ctx, e);
+      },
+      moving(&Reports::stats, r.value));
+  return r;
+}
+
+Result<std::vector<QueueCopy>> PluginBinding::list_queues() {
+  Result<std::vector<QueueCopy>> r;
+  r.status = run_reporting(
+      "list_queues", r.problems,
+      [&](conveyor_error* e, void* ctx) { return table_->list_queues(handle_, &on_queue, ctx, e); },
+      moving(&Reports::queues, r.value));
+  return r;
+}
+
+Result<std::vector<JobCopy>> PluginBinding::get_job(int64_t job_id, int64_t now_us) {
+  Result<std::vector<JobCopy>> r;
+  r.status = run_reporting(
+      "get_job", r.problems,
+      [&](conveyor_error* e, void* ctx) {
+        return table_->get_job(handle_, job_id, now_us, &on_job, ctx, e);
+      },
+      moving(&Reports::jobs, r.value));
+  return r;
+}
+
+Result<uint64_t> PluginBinding::purge_finished(int64_t finalized_before_us, uint32_t max_jobs) {
+  return run_out("purge_finished", uint64_t{kUnwrittenCount},
+                 [&](uint64_t* out, conveyor_error* e) {
+                   return table_->purge_finished(handle_, finalized_before_us, max_jobs, out, e);
+                 });
+}
+
+Status PluginBinding::set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst,
+                                     int64_t now_us) {
+  return run("set_rate_limit", [&](conveyor_error* e) {
+    return table_->set_rate_limit(handle_, cstr(queue), rate_per_sec, burst, now_us, e);
+  });
+}
+
+Status PluginBinding::delete_rate_limit(std::string_view queue) {
+  return run("delete_rate_limit",
+             [&](conveyor_error* e) { return table_->delete_rate_limit(handle_, cstr(queue), e); });
+}
+
+Result<std::vector<LimitCopy>> PluginBinding::list_rate_limits() {
+  Result<std::vector<LimitCopy>> r;
+  r.status = run_reporting(
+      "list_rate_limits", r.problems,
+      [&](conveyor_error* e, void* ctx) {
+        return table_->list_rate_limits(handle_, &on_limit, ctx, e);
+      },
+      moving(&Reports::limits, r.value));
+  return r;
+}
+
+Result<int64_t> PluginBinding::change_marker() {
+  return run_out("change_marker", int64_t{0}, [&](int64_t* out, conveyor_error* e) {
+    return table_->change_marker(handle_, out, e);
+  });
+}
+
+Result<std::vector<NotificationCopy>> PluginBinding::wait_for_notification(
+    int64_t timeout_us, std::function<void(int32_t kind, std::string_view queue)> on_each) {
+  Result<std::vector<NotificationCopy>> r;
+  if (table_->wait_for_notification == nullptr) {
+    r.status = Status{CONVEYOR_E_UNSUPPORTED,
+                      std::string("storage plugin '") + (table_->name ? table_->name : "?") +
+                          "' does not support notifications (wait_for_notification is NULL)"};
+    return r;
+  }
+  r.status = run_reporting(
+      "wait_for_notification", r.problems,
+      [&](conveyor_error* e, void* ctx) {
+        return table_->wait_for_notification(handle_, timeout_us, &on_notify, ctx, e);
+      },
+      moving(&Reports::notifications, r.value), std::move(on_each));
+  return r;
+}
+
+}  // namespace conveyor::host

@@ -1,0 +1,209 @@
+// The host binding against real plugins through the real loader: the SQLite
+// plugin, wrapped by the conformance suite's mutant (one broken behaviour per
+// open, mutant=none for none), the C example (notifications) and the
+// newer_minor test plugin (no notification slot).
+#include <conveyor/host/plugin_binding.hpp>
+#include <conveyor/plugin_loader.hpp>
+#include <conveyor/storage.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace conveyor::host {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr int64_t kNow = 1'000'000'000;
+
+// What the tests enqueue: the core's NewJob (new_jobs takes any type of its shape).
+using Spec = NewJob;
+
+class PluginBindingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/conveyor-binding-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    // The mutant loads the plugin it wraps from here on its first entry call.
+    ::setenv("CONVEYOR_MUTANT_INNER", CONVEYOR_TEST_SQLITE_PLUGIN, 1);
+  }
+  void TearDown() override {
+    for (auto& b : open_) b->close();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // A migrated handle of the mutant with bug (its storage in this test's directory).
+  PluginBinding& mutant(const std::string& bug) {
+    return open_plugin(CONVEYOR_TEST_MUTANT_PLUGIN,
+                       {{"path", (dir_ / "jobs.db").string()}, {"mutant", bug}});
+  }
+
+  PluginBinding& open_plugin(const std::string& path, const PluginBinding::Options& options) {
+    plugins_.push_back(load_plugin(path));
+    auto b = std::make_unique<PluginBinding>(plugins_.back()->table(), nullptr);
+    Result<conveyor_storage*> opened = b->open(options);
+    if (!opened.ok() || opened.value == nullptr)
+      throw std::runtime_error("open failed: " + opened.status.message);
+    EXPECT_EQ(b->handle(), opened.value);
+    Status migrated = b->migrate();
+    if (!migrated.ok()) throw std::runtime_error("migrate failed: " + migrated.message);
+    open_.push_back(std::move(b));
+    return *open_.back();
+  }
+
+  fs::path dir_;
+  std::vector<std::shared_ptr<const Plugin>> plugins_;
+  std::vector<std::unique_ptr<PluginBinding>> open_;
+};
+
+TEST_F(PluginBindingTest, CopiesWhatTheCallbacksReportAndTheResults) {
+  PluginBinding& b = mutant("none");
+  const std::vector<Spec> specs = {
+      Spec{.queue = "q", .kind = "k", .payload = "{\"n\":1}", .run_at_us = kNow},
+      Spec{.queue = "q", .kind = "k", .payload = "{\"n\":2}", .priority = -1, .run_at_us = kNow}};
+  Result<std::vector<int64_t>> ids = b.enqueue(new_jobs(std::span<const Spec>(specs)));
+  ASSERT_TRUE(ids.ok()) << ids.status.message;
+  ASSERT_EQ(ids.value.size(), 2u);
+
+  Result<PluginBinding::Claimed> claimed = b.claim("q", 10, 77, kNow, kNow + 30'000'000);
+  ASSERT_TRUE(claimed.ok()) << claimed.status.message;
+  EXPECT_TRUE(claimed.problems.empty());
+  EXPECT_EQ(claimed.value.out_claimed, 2u);
+  ASSERT_EQ(claimed.value.jobs.size(), 2u);
+  const JobCopy& first = claimed.value.jobs[0];
+  EXPECT_EQ(first.id, ids.value[1]) << "priority -1 runs first";
+  EXPECT_EQ(first.payload, "{\"n\":2}");
+  EXPECT_EQ(first.state, CONVEYOR_JOB_RUNNING);
+  EXPECT_EQ(first.lease_token, 77);
+  EXPECT_EQ(first.lease_expires, kNow + 30'000'000);
+  EXPECT_EQ(first.struct_size, sizeof(conveyor_job));
+  EXPECT_EQ(first.reserved0, 0);
+
+  const std::vector<conveyor_lease> leases = {first.lease(), {ids.value[0], 78}};
+  Result<std::vector<conveyor_status>> done = b.complete(leases, kNow + 1);
+  ASSERT_TRUE(done.ok()) << done.status.message;
+  EXPECT_EQ(done.value, (std::vector<conveyor_status>{CONVEYOR_OK, CONVEYOR_E_LEASE_LOST}));
+
+  Result<std::vector<JobCopy>> got = b.get_job(first.id, kNow + 2);
+  ASSERT_TRUE(got.ok()) << got.status.message;
+  ASSERT_EQ(got.value.size(), 1u);
+  EXPECT_EQ(got.value[0].state, CONVEYOR_JOB_COMPLETED);
+  EXPECT_EQ(got.value[0].finalized_at, kNow + 1);
+
+  Result<std::vector<StatsCopy>> stats = b.queue_stats(kNow + 2);
+  ASSERT_TRUE(stats.ok()) << stats.status.message;
+  ASSERT_EQ(stats.value.size(), 1u);
+  EXPECT_EQ(stats.value[0].queue, "q");
+  EXPECT_EQ(stats.value[0].running, 1);
+  EXPECT_EQ(stats.value[0].completed, 1);
+
+  ASSERT_TRUE(b.set_rate_limit("q", 2.5, 4, kNow).ok());
+  Result<std::vector<LimitCopy>> limits = b.list_rate_limits();
+  ASSERT_TRUE(limits.ok()) << limits.status.message;
+  ASSERT_EQ(limits.value.size(), 1u);
+  EXPECT_EQ(limits.value[0].rate_per_sec, 2.5);
+  EXPECT_EQ(limits.value[0].burst, 4u);
+  EXPECT_EQ(limits.value[0].struct_size, sizeof(conveyor_rate_limit));
+}
+
+TEST_F(PluginBindingTest, AFailureCarriesThePluginsStatusAndMessage) {
+  PluginBinding& b = mutant("none");
+  Status s = b.cancel(424242, kNow);
+  EXPECT_EQ(s.code, CONVEYOR_E_NOT_FOUND);
+  EXPECT_THAT(s.message, HasSubstr("424242"));
+
+  Result<std::vector<JobCopy>> got = b.get_job(424242, kNow);
+  EXPECT_EQ(got.status.code, CONVEYOR_E_NOT_FOUND);
+  EXPECT_TRUE(got.value.empty());
+}
+
+TEST_F(PluginBindingTest, AnUndersizedStructIsAProblemNotARefusal) {
+  PluginBinding& b = mutant("small_struct");
+  const std::vector<Spec> specs = {
+      Spec{.queue = "q", .kind = "k", .payload = "x", .run_at_us = kNow}};
+  const int64_t id = b.enqueue(new_jobs(std::span<const Spec>(specs))).value.at(0);
+
+  Result<std::vector<JobCopy>> got = b.get_job(id, kNow);
+  ASSERT_TRUE(got.ok()) << got.status.message;
+  ASSERT_EQ(got.problems.size(), 1u);
+  EXPECT_THAT(got.problems[0], HasSubstr("conveyor_job.struct_size is"));
+  ASSERT_EQ(got.value.size(), 1u);
+  // The mutant reports struct_size 8: struct_size and state, nothing after.
+  EXPECT_EQ(got.value[0].struct_size, 8u);
+  EXPECT_EQ(got.value[0].state, CONVEYOR_JOB_AVAILABLE) << "what struct_size covers is kept";
+  EXPECT_EQ(got.value[0].id, 0) << "what it does not cover is not read";
+  EXPECT_EQ(got.value[0].payload, "");
+}
+
+// Reports that outlive their call, as the conformance suite keeps them.
+struct KeptReports : Reports {
+  std::atomic<int> late{0};
+  void late_callback() noexcept override { ++late; }
+};
+
+class KeepingBinding : public PluginBinding {
+ public:
+  using PluginBinding::PluginBinding;
+  std::vector<std::unique_ptr<KeptReports>> kept;
+
+ protected:
+  Reports* reports_for(const char*) override {
+    kept.push_back(std::make_unique<KeptReports>());
+    return kept.back().get();
+  }
+};
+
+TEST_F(PluginBindingTest, ACallbackAfterItsCallReachesReportsThatOutlivedIt) {
+  PluginBinding& plain = mutant("late_callback");
+  const std::vector<Spec> specs = {
+      Spec{.queue = "q", .kind = "k", .payload = "{}", .run_at_us = kNow}};
+  const int64_t id = plain.enqueue(new_jobs(std::span<const Spec>(specs))).value.at(0);
+
+  KeepingBinding b(plain.table(), plain.handle());
+  ASSERT_TRUE(b.get_job(id, kNow).ok());
+  ASSERT_TRUE(b.get_job(id, kNow).ok());  // the mutant calls the first call's callback again
+  ASSERT_EQ(b.kept.size(), 2u);
+  EXPECT_EQ(b.kept[0]->late.load(), 1);
+  EXPECT_EQ(b.kept[1]->late.load(), 0);
+}
+
+TEST_F(PluginBindingTest, NotificationsReachTheHandlerAsTheyArriveAndItsFailureIsAProblem) {
+  PluginBinding& b = open_plugin(CONVEYOR_TEST_MEMORY_C_PLUGIN, {{"name", "binding-test"}});
+  const std::vector<Spec> specs = {
+      Spec{.queue = "mail", .kind = "k", .payload = "{}", .run_at_us = kNow}};
+  ASSERT_TRUE(b.enqueue(new_jobs(std::span<const Spec>(specs))).ok());
+
+  std::vector<std::string> seen;
+  Result<std::vector<NotificationCopy>> notes =
+      b.wait_for_notification(1'000'000, [&](int32_t kind, std::string_view queue) {
+        seen.push_back(std::to_string(kind) + ":" + std::string(queue));
+        throw std::runtime_error("handler broke");
+      });
+  ASSERT_TRUE(notes.ok()) << notes.status.message;
+  ASSERT_EQ(notes.value.size(), 1u);
+  EXPECT_EQ(notes.value[0].kind, CONVEYOR_NOTIFY_JOBS);
+  EXPECT_EQ(notes.value[0].queue, "mail");
+  EXPECT_EQ(seen, std::vector<std::string>{std::to_string(CONVEYOR_NOTIFY_JOBS) + ":mail"});
+  ASSERT_EQ(notes.problems.size(), 1u);
+  EXPECT_THAT(notes.problems[0], HasSubstr("handler broke"));
+}
+
+TEST_F(PluginBindingTest, ANullOptionalSlotIsUnsupportedWithoutACall) {
+  PluginBinding& b = open_plugin(CONVEYOR_TEST_NEWER_MINOR_PLUGIN, {});
+  Result<std::vector<NotificationCopy>> notes = b.wait_for_notification(0);
+  EXPECT_EQ(notes.status.code, CONVEYOR_E_UNSUPPORTED);
+  EXPECT_THAT(notes.status.message, HasSubstr("'newer_minor' does not support notifications"));
+}
+
+}  // namespace
+}  // namespace conveyor::host
