@@ -56,9 +56,11 @@ class StorageBackend final : public Backend {
     if ((info.capabilities & (CONVEYOR_CAP_DURABLE | CONVEYOR_CAP_MULTI_PROCESS)) != 0) return;
     std::cerr << fmt::format(
         "conveyor: warning: storage plugin '{}' is neither durable nor multi-process, so the {} "
-        "enqueued here vanish when this command exits; enqueue through the server that runs "
-        "them (conveyor --server URL enqueue ...) or use a durable plugin\n",
-        info.name, count == 1 ? "job" : fmt::format("{} jobs", count));
+        "when this command exits; enqueue through the server that runs them (conveyor --server "
+        "URL enqueue ...) or use a durable plugin\n",
+        info.name,
+        count == 1 ? "job enqueued here vanishes"
+                   : fmt::format("{} jobs enqueued here vanish", count));
   }
 
   Engine engine_;
