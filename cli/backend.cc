@@ -5,9 +5,14 @@
 #include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
 #include <conveyor/engine_internals.hpp>
+#include <conveyor/plugin_loader.hpp>
+#include <conveyor/storage.hpp>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <iostream>
 
 namespace conveyor::cli {
 namespace {
@@ -18,6 +23,7 @@ class StorageBackend final : public Backend {
   explicit StorageBackend(Config config) : engine_(std::move(config)) {}
 
   std::pair<int64_t, int64_t> enqueue(const JobRequest& job, int64_t count) override {
+    warn_if_jobs_die_with_this_process(count);
     constexpr int64_t kBatch = 5000;
     const int64_t now = SystemClock::instance().wall_now_us();
     const NewJob one = to_new_job(job, now);
@@ -44,6 +50,20 @@ class StorageBackend final : public Backend {
   std::vector<QueueReport> queues() override { return engine_.queues(); }
 
  private:
+  // Storage that is neither durable nor shared with other processes lives in
+  // this process only: what the command enqueues is gone when it exits.
+  void warn_if_jobs_die_with_this_process(int64_t count) {
+    const PluginInfo& info = engine_.storage().plugin_info();
+    if ((info.capabilities & (CONVEYOR_CAP_DURABLE | CONVEYOR_CAP_MULTI_PROCESS)) != 0) return;
+    std::cerr << fmt::format(
+        "conveyor: warning: storage plugin '{}' is neither durable nor multi-process, so the {} "
+        "when this command exits; enqueue through the server that runs them (conveyor --server "
+        "URL enqueue ...) or use a durable plugin\n",
+        info.name,
+        count == 1 ? "job enqueued here vanishes"
+                   : fmt::format("{} jobs enqueued here vanish", count));
+  }
+
   Engine engine_;
 };
 

@@ -149,18 +149,30 @@ int plugin_info(const GlobalOptions& g, const std::string& plugin) {
       j["kind"] = kind_name(d.kind);
       j["version"] = d.version;
       j["capabilities"] = capability_names(d.capabilities);
+      // A newer minor's kind or capability bits: loaded, shown, not used.
+      j["kind_known"] = d.kind_known;
+      if (d.unknown_capabilities != 0)
+        j["unknown_capabilities"] = capability_names(d.unknown_capabilities);
+      j["notifications"] = d.has_notify;
     }
     if (!d.error.empty()) j["error"] = d.error;
     print(j);
   } else {
+    const std::string newer =
+        fmt::format("not defined by ABI {}, perhaps a newer minor's", host_abi);
     if (d.table_read)
-      std::cout << fmt::format("name:          {}\nkind:          {}\nversion:       {}\n", d.name,
-                               kind_name(d.kind), d.version);
+      std::cout << fmt::format(
+          "name:          {}\nkind:          {}{}\nversion:       {}\n", d.name, kind_name(d.kind),
+          d.kind_known ? "" : fmt::format(" ({}; loaded anyway)", newer), d.version);
     if (d.table_returned)
       std::cout << fmt::format("ABI version:   {}.{} (host speaks {})\n", d.abi_major,
                                d.abi_minor, host_abi);
     if (d.table_read)
-      std::cout << fmt::format("capabilities:  {}\n", capability_names(d.capabilities));
+      std::cout << fmt::format(
+          "capabilities:  {}{}\n", capability_names(d.capabilities),
+          d.unknown_capabilities == 0
+              ? ""
+              : fmt::format(" ({} {}; ignored)", capability_names(d.unknown_capabilities), newer));
     std::cout << fmt::format("path:          {}\nentry symbol:  {} ({})\n", d.path.string(),
                              CONVEYOR_PLUGIN_ENTRY_SYMBOL, entry_status);
     if (d.table_returned)

@@ -355,12 +355,6 @@ std::vector<CliRow> cli_rows(const TempDir& dir) {
        1,
        load + "notify_without_slot.so: the plugin advertises the notify capability but "
               "wait_for_notification is NULL; implement it or drop CONVEYOR_CAP_NOTIFY"},
-      {"unknown kind (unknown_kind)",
-       storage("unknown_kind", kBrokenDir),
-       {"queues"},
-       1,
-       load + "unknown_kind.so: unknown plugin kind 99 (this conveyor knows 1 = canonical and 2 "
-              "= queue-storage); set kind to a CONVEYOR_KIND_* value"},
       {"no name (null_name)",
        storage("null_name", kBrokenDir),
        {"queues"},

@@ -1,12 +1,15 @@
 // The plugin loader against real shared libraries: deliberately broken test
 // plugins (tests/plugins) must be refused with messages naming the file and
-// the reason; a plugin from a newer minor and a throwing C++ plugin must load
-// and behave; the real sqlite plugin must load when it has been built.
+// the reason; a plugin from a newer minor (more slots, or a kind and
+// capability bits this host does not know) and a throwing C++ plugin must
+// load and behave; the real sqlite plugin must load when it has been built.
 #include <conveyor/plugin_loader.hpp>
 #include <conveyor/storage_plugin.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -179,11 +182,57 @@ TEST(PluginLoader, NotifyCapabilityWithoutWaitSlot) {
   EXPECT_THAT(msg, HasSubstr("notify capability but wait_for_notification is NULL"));
 }
 
-TEST(PluginLoader, UnknownKind) {
+// A kind and a capability bit from a newer minor load (storage_plugin.h rule
+// 7): PluginInfo says what the host does not know, and one warning per file
+// names the plugin and the values, however often it is loaded.
+TEST(PluginLoader, UnknownKindAndCapabilityBitsLoadWithOneWarning) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  auto logger = std::make_shared<spdlog::logger>("loader-test", sink);
+  const std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  spdlog::set_default_logger(logger);
   const fs::path path = test_plugin("unknown_kind");
-  const std::string msg = load_error(path);
-  EXPECT_THAT(msg, StartsWith(prefix_for(path)));
-  EXPECT_THAT(msg, HasSubstr("unknown plugin kind 99"));
+  std::shared_ptr<const Plugin> plugin;
+  try {
+    plugin = load_plugin(path);
+    load_plugin(path);  // again: no second warning
+  } catch (const PluginLoadError& e) {
+    ADD_FAILURE() << e.what();
+  }
+  spdlog::set_default_logger(previous);
+  ASSERT_NE(plugin, nullptr);
+
+  const PluginInfo& info = plugin->info();
+  EXPECT_EQ(info.kind, 99u);
+  EXPECT_FALSE(info.kind_known);
+  EXPECT_EQ(info.capabilities, CONVEYOR_CAP_DURABLE | (uint64_t{1} << 40));
+  EXPECT_EQ(info.unknown_capabilities, uint64_t{1} << 40);
+  EXPECT_FALSE(info.has_notify);
+  EXPECT_EQ(kind_name(info.kind), "unknown(99)");
+  EXPECT_EQ(capability_names(info.capabilities), "durable,bit40");
+
+  const std::vector<std::string> lines = sink->last_formatted();
+  int kind_lines = 0, cap_lines = 0;
+  for (const std::string& line : lines) {
+    EXPECT_THAT(line, HasSubstr("[warning]"));
+    EXPECT_THAT(line, HasSubstr("'unknown_kind'"));
+    if (line.find("declares kind 99") != std::string::npos) ++kind_lines;
+    if (line.find("capability bits 0x10000000000 (bit40)") != std::string::npos) ++cap_lines;
+  }
+  EXPECT_EQ(kind_lines, 1) << ::testing::PrintToString(lines);
+  EXPECT_EQ(cap_lines, 1) << ::testing::PrintToString(lines);
+  EXPECT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
+
+  // diagnose_plugin (conveyor plugin info) reports the same facts.
+  const PluginDiagnosis d = diagnose_plugin(path);
+  EXPECT_TRUE(d.error.empty()) << d.error;
+  EXPECT_FALSE(d.kind_known);
+  EXPECT_EQ(d.unknown_capabilities, uint64_t{1} << 40);
+}
+
+// Notifications depend on the notify capability and its slot only.
+TEST(PluginLoader, HasNotifyNeedsTheCapabilityAndTheSlot) {
+  EXPECT_TRUE(load_plugin(test_plugin("reentry_guard"))->info().has_notify);
+  EXPECT_FALSE(load_plugin(test_plugin("newer_minor"))->info().has_notify);  // neither
 }
 
 TEST(PluginLoader, NullName) {

@@ -4,6 +4,12 @@
 #include "pickup_log.hpp"
 #include "workloads.hpp"
 
+#include <conveyor/plugin_loader.hpp>
+#include <conveyor/storage.hpp>
+
+#include <fmt/format.h>
+
+#include <stdexcept>
 #include <thread>
 
 namespace conveyor::bench {
@@ -11,6 +17,25 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kWarmUp = std::chrono::milliseconds(500);  // not measured
+
+// storage_plugin.h promises that a second handle on the same options sees the
+// first one's jobs only with CONVEYOR_CAP_MULTI_PROCESS; check it rather than
+// wait for jobs the engine never sees.
+void check_handles_share_storage(Engine& engine, const std::string& queue) {
+  const PluginInfo& info = engine.storage().plugin_info();
+  for (const auto& [name, paused] : engine.storage().list_queues())
+    if (name == queue) return;
+  const bool promised = (info.capabilities & CONVEYOR_CAP_MULTI_PROCESS) != 0;
+  throw std::runtime_error(fmt::format(
+      "storage plugin '{}' does not share storage between handles: the separate producer "
+      "enqueued through a second handle opened with the same options, and the engine's handle "
+      "does not see queue '{}'. {} The latency workload's separate producer needs that; run "
+      "--workloads without latency for this plugin.",
+      info.name, queue,
+      promised ? "The plugin advertises CONVEYOR_CAP_MULTI_PROCESS, which promises it: a bug in "
+                 "the plugin."
+               : "It does not advertise CONVEYOR_CAP_MULTI_PROCESS, so it need not."));
+}
 
 LatencyResult measure(Backend& backend, const BenchOptions& options, Progress& progress,
                       bool separate_producer) {
@@ -52,6 +77,7 @@ LatencyResult measure(Backend& backend, const BenchOptions& options, Progress& p
   if (separate_producer) {
     producer = open_storage(config.storage);
     produce();
+    check_handles_share_storage(engine, queue);
   }
   engine.start();
 
@@ -88,8 +114,12 @@ LatencyResult measure(Backend& backend, const BenchOptions& options, Progress& p
   r.p99_ms = s.p99_ms;
   r.max_ms = s.max_ms;
   if (ran.load() < total)
-    throw std::runtime_error(
-        fmt::format("{} producer: only {} of {} jobs ran", r.producer, ran.load(), total));
+    throw std::runtime_error(fmt::format(
+        "{} producer: only {} of {} jobs ran within {} ms of the last one being offered{}",
+        r.producer, ran.load(), total, 10'000 + 3 * config.engine.poll_interval_ms,
+        separate_producer ? " (the engine hears of a second handle's jobs through storage only: "
+                            "through notifications or its poll)"
+                          : ""));
   progress.line(
       "{} producer at {:.0f}/s: pickup p50 {:.3f} ms, p95 {:.3f} ms, p99 {:.3f} ms "
       "({} samples)",

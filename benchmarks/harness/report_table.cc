@@ -291,8 +291,8 @@ std::string render_targets(const BenchReport& report) {
     }
   }
   if (out.empty()) return "";
-  return "Targets (targets.md) measured in this run:\n" + out +
-         "  (limiter cost on an unlimited queue: see build/bin/conveyor_microbench)\n";
+  return "Performance targets measured in this run:\n" + out +
+         "  (the limiter's cost on an unlimited queue is measured by conveyor_microbench)\n";
 }
 
 }  // namespace conveyor::bench

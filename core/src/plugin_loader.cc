@@ -4,6 +4,7 @@
 // that names the file, the reason and what to do about it.
 #include <conveyor/plugin_loader.hpp>
 
+#include <spdlog/spdlog.h>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 
@@ -14,7 +15,10 @@
 #include <exception>
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <set>
 #include <system_error>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -163,6 +167,15 @@ std::string kind_name(uint32_t kind) {
   }
 }
 
+bool kind_known(uint32_t kind) {
+  return kind == CONVEYOR_KIND_CANONICAL || kind == CONVEYOR_KIND_QUEUE_STORAGE;
+}
+
+uint64_t unknown_capabilities(uint64_t capabilities) {
+  return capabilities & ~(CONVEYOR_CAP_DURABLE | CONVEYOR_CAP_MULTI_PROCESS |
+                          CONVEYOR_CAP_MULTI_HOST | CONVEYOR_CAP_NOTIFY);
+}
+
 std::string capability_names(uint64_t capabilities) {
   static constexpr std::pair<uint64_t, const char*> kNames[] = {
       {CONVEYOR_CAP_DURABLE, "durable"},
@@ -170,6 +183,7 @@ std::string capability_names(uint64_t capabilities) {
       {CONVEYOR_CAP_MULTI_HOST, "multi-host"},
       {CONVEYOR_CAP_NOTIFY, "notify"},
   };
+  static_assert(std::size(kNames) == 4, "unknown_capabilities() lists the same bits");
   std::vector<std::string> names;
   for (int bit = 0; bit < 64; ++bit) {
     const uint64_t mask = uint64_t{1} << bit;
@@ -240,6 +254,31 @@ std::filesystem::path resolve_plugin_path(std::string_view plugin, std::string_v
 }
 
 namespace {
+
+// One warning per plugin file and value per process: an Engine, the CLI and
+// conveyor-bench may load the same plugin several times.
+void warn_about_newer_values(const PluginInfo& info) {
+  if (info.kind_known && info.unknown_capabilities == 0) return;
+  static std::mutex mu;
+  static std::set<std::tuple<std::string, uint32_t, uint64_t>> warned;
+  {
+    std::lock_guard lock(mu);
+    if (!warned.emplace(info.path.string(), info.kind, info.unknown_capabilities).second) return;
+  }
+  const std::string host_abi =
+      std::to_string(CONVEYOR_ABI_MAJOR) + "." + std::to_string(CONVEYOR_ABI_MINOR);
+  if (!info.kind_known)
+    spdlog::warn(
+        "storage plugin '{}' ({}) declares kind {}, which this conveyor (ABI {}) does not know; "
+        "loading it anyway (a newer ABI minor may define it): the host treats every kind alike",
+        info.name, info.path.string(), info.kind, host_abi);
+  if (info.unknown_capabilities != 0)
+    spdlog::warn(
+        "storage plugin '{}' ({}) advertises capability bits {:#x} ({}), which this conveyor "
+        "(ABI {}) does not know; loading it anyway and ignoring them",
+        info.name, info.path.string(), info.unknown_capabilities,
+        capability_names(info.unknown_capabilities), host_abi);
+}
 
 // load_plugin's steps, recording in d what each one found before it refuses.
 std::shared_ptr<const Plugin> load_recording(const fs::path& requested, PluginDiagnosis& d) {
@@ -353,6 +392,12 @@ std::shared_ptr<const Plugin> load_recording(const fs::path& requested, PluginDi
   if (table.version != nullptr) d.version = table.version;
   d.kind = table.kind;
   d.capabilities = table.capabilities;
+  // A kind or capability bit from a newer minor is loaded, not refused
+  // (storage_plugin.h rule 7): the host uses only what it knows.
+  d.kind_known = kind_known(table.kind);
+  d.unknown_capabilities = unknown_capabilities(table.capabilities);
+  d.has_notify =
+      (table.capabilities & CONVEYOR_CAP_NOTIFY) != 0 && table.wait_for_notification != nullptr;
   for (const Slot& slot : kRequiredSlots)
     if (slot_is_null(table, slot)) d.required_slots_missing.emplace_back(slot.name);
   for (const Slot& slot : kOptionalSlots)
@@ -362,12 +407,6 @@ std::shared_ptr<const Plugin> load_recording(const fs::path& requested, PluginDi
     refuse(path, "the function table has no name; set name in the plugin's table");
   if (table.version == nullptr || table.version[0] == '\0')
     refuse(path, "the function table has no version; set version in the plugin's table");
-  if (table.kind != CONVEYOR_KIND_CANONICAL && table.kind != CONVEYOR_KIND_QUEUE_STORAGE)
-    refuse(path, "unknown plugin kind " + std::to_string(table.kind) +
-                     " (this conveyor knows " + std::to_string(CONVEYOR_KIND_CANONICAL) +
-                     " = canonical and " + std::to_string(CONVEYOR_KIND_QUEUE_STORAGE) +
-                     " = queue-storage); set kind to a CONVEYOR_KIND_* value");
-
   const std::vector<std::string>& missing = d.required_slots_missing;
   if (!missing.empty())
     refuse(path, std::string(missing.size() == 1 ? "required slot " : "required slots ") +
@@ -388,6 +427,10 @@ std::shared_ptr<const Plugin> load_recording(const fs::path& requested, PluginDi
   info.abi_minor = abi_minor;
   info.struct_size = struct_size;
   info.optional_slots_missing = d.optional_slots_missing;
+  info.kind_known = d.kind_known;
+  info.unknown_capabilities = d.unknown_capabilities;
+  info.has_notify = d.has_notify;
+  warn_about_newer_values(info);
 
   return std::make_shared<const LoadedPlugin>(std::move(library), table, std::move(info));
 }

@@ -1,4 +1,6 @@
-/* A complete table with a kind this host does not know: refused. */
+/* A table as a newer minor might declare it: a kind and a capability bit
+ * this host does not know. The host loads it (storage_plugin.h rule 7), warns
+ * once and shows both in `conveyor plugin info`; its slots are stubs. */
 #include <conveyor/storage_plugin.h>
 
 #include "stub_slots.h"
@@ -10,6 +12,7 @@ static const conveyor_storage_plugin table = {
     .name = "unknown_kind",
     .version = "0.0.1",
     .kind = 99,
+    .capabilities = CONVEYOR_CAP_DURABLE | ((uint64_t)1 << 40),
     STUB_SLOTS_1_0_REQUIRED,
 };
 

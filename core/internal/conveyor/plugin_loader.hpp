@@ -32,10 +32,21 @@ struct PluginInfo {
   uint32_t abi_minor = 0;
   uint32_t struct_size = 0;              // as the plugin reported it
   std::vector<std::string> optional_slots_missing;  // optional slots the host knows but cannot use
+  // False for a kind this host does not know (a newer minor's): loaded anyway.
+  bool kind_known = true;
+  // Capability bits this host does not know (a newer minor's): ignored.
+  uint64_t unknown_capabilities = 0;
+  // CONVEYOR_CAP_NOTIFY advertised and wait_for_notification present: the
+  // one condition for using notifications (other optional slots do not matter).
+  bool has_notify = false;
 };
 
 // "canonical" or "queue-storage" (or "unknown(N)").
 std::string kind_name(uint32_t kind);
+// True for the CONVEYOR_KIND_* values this host's ABI defines.
+bool kind_known(uint32_t kind);
+// The bits of capabilities this host's ABI does not define (0 when none).
+uint64_t unknown_capabilities(uint64_t capabilities);
 // "durable,multi-process,..." in bit order; "none" when empty.
 std::string capability_names(uint64_t capabilities);
 
@@ -63,7 +74,9 @@ std::filesystem::path resolve_plugin_path(std::string_view plugin, std::string_v
 // Loads and checks a plugin file. Throws PluginLoadError naming the file and
 // the reason: not found, not a shared library, no entry symbol, entry returned
 // NULL, ABI major mismatch (both versions named), table too small, a required
-// slot NULL. Thread-safe.
+// slot NULL. An unknown kind or unknown capability bits (a newer minor's) are
+// accepted: logged once per file (spdlog warn) and set in PluginInfo.
+// Thread-safe.
 std::shared_ptr<const Plugin> load_plugin(const std::filesystem::path& path);
 
 // Everything the loader learned about a plugin file, as far as it got, for
@@ -83,6 +96,9 @@ struct PluginDiagnosis {
   std::string version;
   uint32_t kind = 0;
   uint64_t capabilities = 0;
+  bool kind_known = true;                           // as in PluginInfo
+  uint64_t unknown_capabilities = 0;                // as in PluginInfo
+  bool has_notify = false;                          // as in PluginInfo
   std::vector<std::string> required_slots_missing;  // a load fails when not empty
   std::vector<std::string> optional_slots_missing;
   std::string error;  // what load_plugin throws; empty when the plugin loads

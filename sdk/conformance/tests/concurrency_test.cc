@@ -146,27 +146,39 @@ TEST_F(Concurrency, TwoProcessesClaimEachJobOnce) {
   }  // closed: no connection may be open across fork()
   ASSERT_FALSE(HasFailure());
   // fds: child -> parent ("R" once it has claimed a first batch, then its
-  // ids); go: parent -> child (one byte: go on), so both claim at once.
-  int fds[2], go[2];
+  // ids; or "X" and why it gave up before that); go: parent -> child (one
+  // byte: go on), so both claim at once; errs: the child's stderr.
+  int fds[2], go[2], errs[2];
   ASSERT_EQ(::pipe(fds), 0);
   ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(errs), 0);
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0) << "fork failed";
   if (pid == 0) {
     // Child: plain calls, results through the pipe, never back into gtest.
     ::close(fds[0]);
     ::close(go[1]);
+    ::close(errs[0]);
+    ::dup2(errs[1], STDERR_FILENO);
+    const auto give_up = [&](int code, const std::string& why) {
+      const std::string msg = "X" + why;
+      if (::write(fds[1], msg.data(), msg.size()) < 0) code = 13;
+      ::_exit(code);
+    };
     int code = 0;
     {
       std::unique_ptr<Handle> h;
       try {
         h = open(/*migrate=*/false);
+      } catch (const std::exception& e) {
+        give_up(10, std::string("its open failed: ") + e.what());
       } catch (...) {
-        ::_exit(10);
+        give_up(10, "its open threw a non-standard exception");
       }
       std::string out;
       // Signals "ready" after its first batch, so both processes surely claim.
-      for (bool signalled = false;;) {
+      bool signalled = false;
+      for (;;) {
         if (!signalled && !out.empty()) {
           char byte = 'R';
           if (::write(fds[1], &byte, 1) != 1 || ::read(go[0], &byte, 1) != 1) ::_exit(13);
@@ -176,15 +188,30 @@ TEST_F(Concurrency, TwoProcessesClaimEachJobOnce) {
         Status s = h->claim("load", 5, next_lease_token(), kT0, kT0 + 1000 * kLease, &jobs);
         if (s.code == CONVEYOR_E_UNAVAILABLE) continue;
         if (!s.ok()) {
+          std::ostringstream why;
+          why << "its claim failed: " << s;
+          if (!signalled) give_up(11, why.str());
           code = 11;
           break;
         }
-        if (jobs.empty()) break;  // every job was enqueued before the fork
+        if (jobs.empty()) {
+          // Every job was enqueued before the fork: none ready at the start
+          // means this process does not see them.
+          if (!signalled)
+            give_up(15, "its first claim found no job on queue 'load', so it does not see the " +
+                            std::to_string(kJobs) +
+                            " jobs the parent enqueued before the fork (is the storage not shared "
+                            "between processes, as CONVEYOR_CAP_MULTI_PROCESS promises?)");
+          break;
+        }
         std::vector<conveyor_lease> leases;
         for (const JobCopy& j : jobs) leases.push_back(j.lease());
         std::vector<conveyor_status> results;
         Status c = h->complete(leases, kT0 + 1, &results);
         if (!c.ok()) {
+          std::ostringstream why;
+          why << "its complete failed: " << c;
+          if (!signalled) give_up(12, why.str());
           code = 12;
           break;
         }
@@ -201,6 +228,12 @@ TEST_F(Concurrency, TwoProcessesClaimEachJobOnce) {
   }
   ::close(fds[1]);
   ::close(go[0]);
+  ::close(errs[1]);
+  std::string child_err;
+  std::thread err_reader([&] {
+    char buf[4096];
+    for (ssize_t n; (n = ::read(errs[0], buf, sizeof buf)) > 0;) child_err.append(buf, n);
+  });
   std::unique_ptr<Handle> h;
   std::string child_out;
   char ready = 0;
@@ -210,8 +243,8 @@ TEST_F(Concurrency, TwoProcessesClaimEachJobOnce) {
     ADD_FAILURE() << e.what();
   }
   // Start together, then read the child's ids on a thread while claiming too.
-  const bool started =
-      h && ::read(fds[0], &ready, 1) == 1 && ready == 'R' && ::write(go[1], &ready, 1) == 1;
+  const bool got_first = h && ::read(fds[0], &ready, 1) == 1;
+  const bool started = got_first && ready == 'R' && ::write(go[1], &ready, 1) == 1;
   ::close(go[1]);  // a child still waiting sees end-of-file and gives up
   std::thread reader([&] {
     char buf[4096];
@@ -237,14 +270,31 @@ TEST_F(Concurrency, TwoProcessesClaimEachJobOnce) {
     ::waitpid(pid, &status, 0);
   }
   reader.join();
+  err_reader.join();
   ::close(fds[0]);
-  ASSERT_TRUE(started) << "the two processes did not start claiming (the child could not open "
-                          "its handle: exit status "
-                       << (WIFEXITED(status) ? WEXITSTATUS(status) : -1) << ")";
+  ::close(errs[0]);
+  const std::string exit_text =
+      WIFEXITED(status)     ? "exit status " + std::to_string(WEXITSTATUS(status))
+      : WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                            : "status " + std::to_string(status);
+  const std::string child_stderr =
+      child_err.empty() ? " (its stderr was empty)" : "; its stderr:\n" + child_err;
+  if (!started) {
+    std::string what;
+    if (!h)
+      what = "this process could not open its handle (see the failure above)";
+    else if (got_first && ready == 'X')
+      what = "the child gave up before claiming: " + child_out;
+    else
+      what = "the child exited before reporting that it had claimed a first batch";
+    FAIL() << "the two processes did not start claiming: " << what << " (child " << exit_text << ")"
+           << child_stderr;
+  }
   ASSERT_FALSE(killed) << "the two processes did not finish within " << kDeadline.count() << " s";
-  ASSERT_TRUE(WIFEXITED(status)) << "the child process died of signal " << WTERMSIG(status);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child process died of signal " << WTERMSIG(status)
+                                 << child_stderr;
   ASSERT_EQ(WEXITSTATUS(status), 0)
-      << "the child process failed (10 open, 11 claim, 12 complete, 13 pipe, 14 convention)";
+      << "the child process failed (11 claim, 12 complete, 13 pipe, 14 convention)" << child_stderr;
   std::istringstream in(child_out);
   int64_t from_child = 0;
   {

@@ -3,15 +3,16 @@
  * everything in memory. It implements every slot of ABI 1.0, including the
  * optional wait_for_notification, and passes conveyor-conformance.
  *
- * Read it next to docs/writing-a-storage-plugin.md and
+ * Read it next to writing-a-storage-plugin.md (share/doc/conveyor) and
  * <conveyor/storage_plugin.h> (the contract every function below follows).
  *
  * What it is and is not:
  *   - Not durable: data lives as long as the process and at least one open
  *     handle. It advertises CONVEYOR_CAP_NOTIFY and nothing else.
  *   - Handles opened with the same "name" option in one process share one
- *     store (the host, and conveyor-conformance, open several handles on the
- *     same storage and expect to see the same jobs). The store is freed when
+ *     store. storage_plugin.h requires that only with CONVEYOR_CAP_MULTI_PROCESS
+ *     ("Sharing"), but a tool with a second handle (conveyor-bench's separate
+ *     producer) then works too, at no cost here. The store is freed when
  *     its last handle closes, so every conformance test starts empty.
  *   - One mutex per store serialises every call: simple and obviously
  *     correct. Claims scan the store's AVAILABLE jobs; a real backend keeps

@@ -4,10 +4,10 @@
 // function table of <conveyor/storage_plugin.h> and every exception into a
 // status code, so nothing but C crosses the boundary.
 //
-// The same plugin as sdk/examples/memory_c/memory.c, in C++: not durable;
+// The same plugin as examples/memory_c/memory.c, in C++: not durable;
 // handles opened with the same "name" option in one process share one store,
 // freed with its last handle; one mutex per store. Read it next to
-// docs/writing-a-storage-plugin.md.
+// writing-a-storage-plugin.md (both in share/doc/conveyor).
 //
 // Options ([storage.options] in the Conveyor config):
 //   name = "..."   which in-process store to open (default "default").

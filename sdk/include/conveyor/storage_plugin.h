@@ -18,11 +18,13 @@
  * The host refuses a plugin (with an error naming the file and the reason)
  * when: the entry symbol is missing; the entry returns NULL; abi_major differs
  * from the host's; struct_size is smaller than CONVEYOR_PLUGIN_V1_0_SIZE; a
- * required slot is NULL.
+ * required slot is NULL; name or version is NULL or empty; it advertises
+ * CONVEYOR_CAP_NOTIFY without wait_for_notification. A kind or capability bit
+ * the host does not know is not a refusal (rule 7): it loads, with a warning.
  *
  * Rules that keep old plugins working on new hosts, and new plugins on old
- * hosts. tests/abi holds a frozen copy of the 1.0 header and checks every
- * 1.0 offset, size, signature and constant against this file.
+ * hosts. Conveyor's own tests keep a frozen copy of the 1.0 header and
+ * check every 1.0 offset, size, signature and constant against this file.
  *   1. Append only. New slots go at the end of conveyor_storage_plugin, after
  *      the last one; nothing is ever inserted, reordered, removed, resized or
  *      retyped. A function's signature never changes (not a parameter's
@@ -82,6 +84,41 @@
  *            a call; it catches everything and returns CONVEYOR_E_INTERNAL.
  *            Transient trouble (busy database, lost connection) is
  *            CONVEYOR_E_UNAVAILABLE: the host retries later with backoff.
+ * NULL:      the storage handle is always one open returned (close alone
+ *            accepts NULL). Any other pointer the function must read, write
+ *            or call (out-parameters, callbacks, jobs, leases, results and
+ *            out_ids with n > 0) may arrive NULL from a faulty caller: that is
+ *            CONVEYOR_E_INVALID with nothing changed, never a crash. With
+ *            n == 0 the arrays may be NULL. err may be NULL: the status is
+ *            returned all the same.
+ * Callbacks: the host never calls into a handle from inside a callback of
+ *            that handle (on_job, on_stats, on_queue, on_limit, on_notify),
+ *            neither on the callback's thread nor by waiting there for
+ *            another thread that does. So a plugin may hold its own locks
+ *            while it calls a callback. Other threads may call the handle
+ *            meanwhile (Threading).
+ * Batches:   the ABI sets no upper bound on n or max_jobs: a plugin takes any
+ *            value, splitting work internally if it must (enqueue stays all
+ *            or none). What this host sends: claim's max_jobs <= [engine]
+ *            claim_batch_max (default 100, at most 10000); complete,
+ *            extend_leases and release at most the jobs it has running (at
+ *            most its workers in total); rescue_expired's max_jobs 1000;
+ *            purge_finished's 10000; enqueue one API request's jobs (bounded
+ *            by the request size), 5000 from the CLI, any number from a
+ *            program embedding the engine.
+ * Counts:    batch lengths are size_t; max_jobs, *out_claimed and
+ *            *out_rescued are uint32_t; *out_deleted is uint64_t; ids and
+ *            the counts of conveyor_queue_stats are int64_t (ids > 0, counts
+ *            >= 0).
+ * Order:     "name order" (queue_stats, list_queues, list_rate_limits) is
+ *            bytewise: memcmp of the UTF-8 bytes, a name before every longer
+ *            name it is a prefix of; never a locale's collation.
+ * Sharing:   handles opened with the same options in one process reach the
+ *            same storage only when the plugin advertises
+ *            CONVEYOR_CAP_MULTI_PROCESS; without it each handle may hold a
+ *            storage of its own. The server opens one handle; a tool that
+ *            needs a second one on the same storage (conveyor-bench's
+ *            separate producer) needs the capability or says so.
  *
  * ---------------------------------------------------------------------------
  * The life of a job as the host drives it
@@ -140,14 +177,17 @@ typedef int32_t conveyor_status;
 /* The operation is not supported by this plugin (an optional slot). */
 #define CONVEYOR_E_UNSUPPORTED 6
 
-/* ---- plugin kinds (storage-engines.md) ---- */
+/* ---- plugin kinds (what the storage looks like; the host treats both alike
+ * and loads a kind it does not know, from a newer minor, with a warning) ---- */
 #define CONVEYOR_KIND_CANONICAL 1     /* one mutable row per job */
 #define CONVEYOR_KIND_QUEUE_STORAGE 2 /* append-only ring, TRUNCATE */
 
-/* ---- capabilities: advertised, never guessed from names ---- */
+/* ---- capabilities: advertised, never guessed from names. A host ignores
+ * bits it does not know (from a newer minor), with a warning. ---- */
 /* Data survives close and process exit. */
 #define CONVEYOR_CAP_DURABLE ((uint64_t)1 << 0)
-/* Several processes may open the same storage at once, safely. */
+/* Several processes, and several handles in one process, may open the same
+ * storage at once, safely, and see each other's data (see Sharing above). */
 #define CONVEYOR_CAP_MULTI_PROCESS ((uint64_t)1 << 1)
 /* Several hosts may share the storage over a network. */
 #define CONVEYOR_CAP_MULTI_HOST ((uint64_t)1 << 2)
@@ -253,7 +293,7 @@ typedef struct conveyor_rate_limit {
 } conveyor_rate_limit;
 
 /* Callbacks. ctx is the host's, passed back untouched. A callback never
- * fails and never calls back into the same handle. */
+ * fails and never calls back into the same handle (see Callbacks above). */
 typedef void (*conveyor_job_fn)(void* ctx, const conveyor_job* job);
 typedef void (*conveyor_queue_stats_fn)(void* ctx,
                                         const conveyor_queue_stats* stats);
@@ -315,7 +355,12 @@ typedef struct conveyor_storage_plugin {
   /* Completes leases[0..n) in one go. results (caller-owned, n elements)
    * receives per lease CONVEYOR_OK or CONVEYOR_E_LEASE_LOST (the job is not
    * RUNNING under that token; nothing changed for it). The function's own
-   * status is an error only when nothing could be applied. */
+   * status is an error only when the batch as a whole failed: then results
+   * mean nothing (the host does not read them). After CONVEYOR_E_UNAVAILABLE
+   * the host sends the same leases again; after another error the jobs run
+   * again once their leases expire. So apply all or none; a lease applied
+   * before a lost reply comes back CONVEYOR_E_LEASE_LOST on the retry, which
+   * the host accepts. */
   conveyor_status (*complete)(conveyor_storage* storage,
                               const conveyor_lease* leases, size_t n,
                               int64_t now_us, conveyor_status* results,
@@ -329,8 +374,8 @@ typedef struct conveyor_storage_plugin {
                           conveyor_str error_text, int64_t retry_at_us,
                           int64_t now_us, conveyor_error* err);
 
-  /* Heartbeat: sets lease_expires_us on each current lease. results as for
-   * complete. */
+  /* Heartbeat: sets lease_expires_us on each current lease. results, and
+   * their meaning when the call fails, as for complete. */
   conveyor_status (*extend_leases)(conveyor_storage* storage,
                                    const conveyor_lease* leases, size_t n,
                                    int64_t lease_expires_us,
@@ -339,7 +384,7 @@ typedef struct conveyor_storage_plugin {
 
   /* Gives leases back unrun (shutdown): each current lease's job becomes
    * AVAILABLE at now_us with attempt - 1, so the attempt is not spent.
-   * results as for complete. */
+   * results, and their meaning when the call fails, as for complete. */
   conveyor_status (*release)(conveyor_storage* storage,
                              const conveyor_lease* leases, size_t n,
                              int64_t now_us, conveyor_status* results,

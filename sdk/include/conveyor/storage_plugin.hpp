@@ -35,7 +35,10 @@
 //   void wait_for_notification(int64_t timeout_us, const NotifySink& sink);
 //
 // Threading is as the C header says: every method but the destructor may be
-// called concurrently.
+// called concurrently. The host never calls the object from inside one of its
+// sinks (storage_plugin.h "Callbacks"), so a method may hold its own lock
+// while it calls a sink. Batches have no fixed upper bound ("Batches"); when
+// complete, extend_leases or release throws, the results are not read.
 #ifndef CONVEYOR_STORAGE_PLUGIN_HPP
 #define CONVEYOR_STORAGE_PLUGIN_HPP
 
