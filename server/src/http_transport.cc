@@ -125,6 +125,7 @@ struct Server::Impl {
   bool stopping = false;
   Clock::time_point last_accept_warning{};
   std::atomic<size_t> open_count{0};
+  uint16_t bound_port = 0;
 
   std::mutex drain_mu;
   std::condition_variable drain_cv;
@@ -486,7 +487,10 @@ void Server::bind(const std::string& host, uint16_t port) {
     i.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) i.acceptor.bind(endpoint, ec);
     if (!ec) i.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-    if (!ec) return;
+    if (!ec) {
+      i.bound_port = i.acceptor.local_endpoint(ec).port();
+      return;
+    }
     last = ec;
     beast::error_code ignored;
     i.acceptor.close(ignored);
@@ -494,11 +498,7 @@ void Server::bind(const std::string& host, uint16_t port) {
   throw std::runtime_error(last.message());
 }
 
-uint16_t Server::port() const {
-  beast::error_code ec;
-  const auto endpoint = impl_->acceptor.local_endpoint(ec);
-  return ec ? 0 : endpoint.port();
-}
+uint16_t Server::port() const { return impl_->bound_port; }
 
 size_t Server::connections() const { return impl_->open_count; }
 

@@ -86,7 +86,7 @@ class Server {
   // SO_REUSEADDR only: a second server on a busy port fails. Throws
   // std::runtime_error saying why.
   void bind(const std::string& host, uint16_t port);
-  uint16_t port() const;
+  uint16_t port() const;  // the bound port (0 before bind()), also after stop()
   // Starts the I/O thread and the workers (after bind()).
   void start();
   // Stops accepting, closes idle connections, lets requests in flight finish
