@@ -253,6 +253,18 @@ TEST(HttpTransport, MalformedRequestsAre400) {
   }
 }
 
+TEST(HttpTransport, AHeaderOverTheLimitIs431) {
+  Transport t;
+  const int fd = connect_to(t.port());
+  send_all(fd, "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(20000, 'h') + "\r\n\r\n");
+  const Received r = read_from(fd, 3000ms);
+  EXPECT_TRUE(r.closed);
+  EXPECT_EQ(r.data.rfind("HTTP/1.1 431 ", 0), 0u) << r.data.substr(0, 200);
+  EXPECT_NE(r.data.find("header: request header is larger than 16384 bytes"), std::string::npos)
+      << r.data.substr(0, 200);
+  ::close(fd);
+}
+
 TEST(HttpTransport, AboveTheCapAConnectionIsRefusedAndTheOthersAreServed) {
   Limits limits = short_limits();
   limits.max_connections = 3;
