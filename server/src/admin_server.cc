@@ -1,10 +1,12 @@
 // The admin HTTP server: Connect unary JSON, /metrics, static files
-// (admin_server.hpp). HTTP comes from cpp-httplib.
+// (admin_server.hpp). HTTP comes from http_transport (Boost.Beast): slow and
+// idle clients hold a socket there, never one of the request threads.
 #include <conveyor/admin_server.hpp>
 
 #include "api_request.hpp"
 #include "api_service.hpp"
 #include "auth.hpp"
+#include "http_transport.hpp"
 #include "prometheus.hpp"
 #include "proto_json.hpp"
 
@@ -12,14 +14,11 @@
 #include <conveyor/engine_internals.hpp>
 
 #include <fmt/format.h>
-#include <httplib.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
-#include <atomic>
-#include <cerrno>
-#include <cstring>
+#include <algorithm>
 #include <mutex>
-#include <thread>
 
 namespace conveyor {
 namespace {
@@ -28,11 +27,12 @@ using nlohmann::json;
 
 // Few threads: the API is for operators and producers, not a hot path, and
 // each request's storage work runs here, never on the dispatcher.
-constexpr size_t kHttpThreads = 8;
-// An idle keep-alive connection holds a thread this long; it also bounds how
-// long stop() waits for one.
-constexpr time_t kKeepAliveSeconds = 2;
-constexpr time_t kIoTimeoutSeconds = 10;
+constexpr unsigned kHttpThreads = 4;
+// Connections open at once; more are answered 503 and closed. Idle ones
+// cost a descriptor and a few kB, no thread.
+constexpr size_t kMaxConnections = 1024;
+// Descriptors kept free of connections for storage, logs and the like.
+constexpr rlim_t kReservedDescriptors = 128;
 // /metrics reads queue counts from storage at most this often.
 constexpr auto kStatsMaxAge = std::chrono::seconds(1);
 
@@ -40,21 +40,11 @@ constexpr std::string_view kApiPrefix = "/conveyor.v1.";
 
 bool is_api_path(std::string_view path) { return path.rfind(kApiPrefix, 0) == 0; }
 
-void write(httplib::Response& res, const ApiResponse& response) {
-  res.status = response.status;
-  for (const auto& [name, value] : response.headers) res.set_header(name.c_str(), value);
-  res.set_content(response.body, response.content_type);
+http::Response to_http(const ApiResponse& response) {
+  return http::Response{response.status, response.content_type, response.headers, response.body};
 }
 
-void write_error(httplib::Response& res, const ApiError& e) { write(res, api_error_response(e)); }
-
-// A request header's value (the first when repeated, as httplib's
-// get_header_value), nullopt when absent.
-std::optional<std::string_view> header(const httplib::Request& req, const char* name) {
-  const auto [first, last] = req.headers.equal_range(name);
-  if (first == last) return std::nullopt;
-  return first->second;
-}
+http::Response error_response(const ApiError& e) { return to_http(api_error_response(e)); }
 
 std::optional<StaticFile> builtin_page(std::string_view path) {
   static constexpr std::string_view kPage =
@@ -64,6 +54,52 @@ std::optional<StaticFile> builtin_page(std::string_view path) {
       "<a href=\"/metrics\">/metrics</a>.</p></body></html>\n";
   if (path == "index.html") return StaticFile{"text/html; charset=utf-8", kPage};
   return std::nullopt;
+}
+
+// The connection cap this process can keep: kMaxConnections, after raising
+// the soft descriptor limit toward the hard one if it is lower than that
+// needs (Debian's soft default is 1024).
+size_t connection_cap() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return kMaxConnections;
+  const rlim_t wanted = kMaxConnections + kReservedDescriptors;
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < wanted) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, limit.rlim_max);
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= wanted) return kMaxConnections;
+  const rlim_t usable = limit.rlim_cur > 2 * kReservedDescriptors
+                            ? limit.rlim_cur - kReservedDescriptors
+                            : limit.rlim_cur / 2;
+  return static_cast<size_t>(usable);
+}
+
+// What the transport answers by itself, as Connect errors.
+http::Response refusal(http::Refusal why, const std::string& message) {
+  switch (why) {
+    case http::Refusal::kTooManyConnections: {
+      http::Response r = error_response(ApiError(ApiCode::kUnavailable, message));
+      r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
+    case http::Refusal::kBodyTooLarge:
+      return error_response(ApiError(ApiCode::kResourceExhausted,
+                                     "request body is larger than [server] max_body_bytes"));
+    case http::Refusal::kHeaderTooLarge: {
+      http::Response r = error_response(ApiError(ApiCode::kResourceExhausted, message));
+      r.status = 431;
+      return r;
+    }
+    case http::Refusal::kTimeout: {
+      http::Response r = error_response(ApiError(ApiCode::kDeadlineExceeded, message));
+      r.status = 408;
+      return r;
+    }
+    case http::Refusal::kMalformed:
+      break;
+  }
+  return error_response(ApiError(ApiCode::kInvalidArgument, message));
 }
 
 }  // namespace
@@ -77,118 +113,71 @@ struct AdminServer::Impl {
         auth(config),
         static_files(builtin_page) {
     check_server_security(config);
-    routes();
   }
 
-  void routes() {
-    http.new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
-    http.set_payload_max_length(config.max_body_bytes);
-    http.set_keep_alive_timeout(kKeepAliveSeconds);
-    http.set_read_timeout(kIoTimeoutSeconds);
-    http.set_write_timeout(kIoTimeoutSeconds);
-    // SO_REUSEADDR only: a second server on a busy port must fail, not share it.
-    http.set_socket_options([](socket_t sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    });
-    http.Post(".*", [this](const httplib::Request& req, httplib::Response& res) { rpc(req, res); });
-    http.Get(".*", [this](const httplib::Request& req, httplib::Response& res) { get(req, res); });
-    const auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
-      const bool api_path = is_api_path(req.path);
-      res.set_header("Allow", api_path ? "POST" : "GET");
-      res.status = 405;
-      res.set_content(
-          api::to_text(json{{"code", "unknown"},
-                            {"message", fmt::format("{} is not allowed on {}: use {}", req.method,
-                                                    req.path, api_path ? "POST" : "GET")}}),
-          "application/json");
-    };
-    http.Put(".*", not_allowed);
-    http.Delete(".*", not_allowed);
-    http.Patch(".*", not_allowed);
-    http.Options(".*", not_allowed);
-    // Answers httplib gives by itself (body too large, malformed request,
-    // no route) become Connect errors too; answers we wrote stay as they are.
-    http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,
-                                                                   httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      if (res.status == 413) {
-        write_error(res, ApiError(ApiCode::kResourceExhausted,
-                                  "request body is larger than [server] max_body_bytes"));
-      } else if (res.status == 404) {
-        write_error(res, ApiError(ApiCode::kNotFound, "no such path: " + req.path));
-      } else if (res.status == 400) {
-        write_error(res, ApiError(ApiCode::kInvalidArgument,
-                                  "malformed HTTP request (a POST needs a body with Content-Length "
-                                  "or chunked encoding; send {} for an empty message)"));
-      } else {
-        return httplib::Server::HandlerResponse::Unhandled;
-      }
-      return httplib::Server::HandlerResponse::Handled;
-    }));
-    http.set_exception_handler(
-        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-          std::string what = "unknown exception";
-          try {
-            std::rethrow_exception(ep);
-          } catch (const std::exception& e) {
-            what = e.what();
-          } catch (...) {
-          }
-          spdlog::error("admin server: request failed: {}", what);
-          write_error(res, ApiError(ApiCode::kInternal, "internal error: " + what));
-        });
+  // Every complete request, on a transport worker thread.
+  http::Response handle(const http::Request& req) {
+    try {
+      if (req.method == "POST") return rpc(req);
+      if (req.method == "GET" || req.method == "HEAD") return get(req);
+      return not_allowed(req);
+    } catch (const std::exception& e) {
+      spdlog::error("admin server: request failed: {}", e.what());
+      return error_response(
+          ApiError(ApiCode::kInternal, std::string("internal error: ") + e.what()));
+    }
   }
 
-  // Throws ApiError when the caller may not proceed.
-  void authenticate(const httplib::Request& req) const {
-    if (auto error = auth.check(header(req, "Authorization"))) throw *error;
+  static http::Response not_allowed(const http::Request& req) {
+    const bool api_path = is_api_path(req.path);
+    http::Response res;
+    res.status = 405;
+    res.headers.emplace_back("Allow", api_path ? "POST" : "GET");
+    res.content_type = "application/json";
+    res.body =
+        api::to_text(json{{"code", "unknown"},
+                          {"message", fmt::format("{} is not allowed on {}: use {}", req.method,
+                                                  req.path, api_path ? "POST" : "GET")}});
+    return res;
   }
 
   // The API call (api_request.hpp) over HTTP.
-  void rpc(const httplib::Request& req, httplib::Response& res) {
+  http::Response rpc(const http::Request& req) {
     ApiRequest request;
     request.path = req.path;
-    request.authorization = header(req, "Authorization");
-    request.content_type = header(req, "Content-Type");
-    request.connect_protocol_version = header(req, "Connect-Protocol-Version");
+    request.authorization = req.header("Authorization");
+    request.content_type = req.header("Content-Type");
+    request.connect_protocol_version = req.header("Connect-Protocol-Version");
     request.body = req.body;
     request.remote_addr = req.remote_addr;
-    write(res, handle_api_request(api, config, request));
+    return to_http(handle_api_request(api, config, request));
   }
 
-  void get(const httplib::Request& req, httplib::Response& res) {
+  http::Response get(const http::Request& req) {
     if (is_api_path(req.path)) {
-      res.set_header("Allow", "POST");
-      write_error(res, ApiError(ApiCode::kUnknown,
-                                "API methods take POST with a JSON body (Connect unary), not GET"));
+      http::Response res = error_response(ApiError(
+          ApiCode::kUnknown, "API methods take POST with a JSON body (Connect unary), not GET"));
       res.status = 405;
-      return;
+      res.headers.emplace_back("Allow", "POST");
+      return res;
     }
-    if (req.path == "/metrics") return metrics(req, res);
+    if (req.path == "/metrics") return metrics(req);
     std::string_view path = req.path;
-    path.remove_prefix(1);  // the leading '/'
+    path.remove_prefix(1);  // the leading '/' (the transport guarantees one)
     if (path.empty()) path = "index.html";
     std::optional<StaticFile> file;
     if (path.find("..") == std::string_view::npos) file = static_files(path);
-    if (!file) {
-      res.status = 404;
-      res.set_content("not found\n", "text/plain; charset=utf-8");
-      return;
-    }
-    res.set_header("Cache-Control", "no-cache");
-    res.set_content(file->body.data(), file->body.size(), file->content_type.c_str());
+    if (!file) return http::Response{404, "text/plain; charset=utf-8", {}, "not found\n"};
+    return http::Response{
+        200, file->content_type, {{"Cache-Control", "no-cache"}}, std::string(file->body)};
   }
 
-  void metrics(const httplib::Request& req, httplib::Response& res) {
-    try {
-      authenticate(req);
-    } catch (const ApiError& e) {
-      write_error(res, e);
-      return;
-    }
-    res.set_content(render_prometheus(EngineInternals::metrics(engine).snapshot(), queue_stats()),
-                    kPrometheusContentType);
+  http::Response metrics(const http::Request& req) {
+    if (auto error = auth.check(req.header("Authorization"))) return error_response(*error);
+    return http::Response{200,
+                          std::string(kPrometheusContentType),
+                          {},
+                          render_prometheus(EngineInternals::metrics(engine).snapshot(), queue_stats())};
   }
 
   // Storage's queue counts, read at most once per kStatsMaxAge; on a storage
@@ -214,19 +203,19 @@ struct AdminServer::Impl {
   ApiService api;
   Authenticator auth;
   StaticFileProvider static_files;
-  httplib::Server http;
-  std::thread thread;
-  std::atomic<bool> listener_done{false};
-  int port = 0;
 
   std::mutex lifecycle_mu;
   bool started = false;
   bool stopped = false;
+  size_t max_connections = 0;
 
   std::mutex stats_mu;
   bool stats_read = false;
   std::chrono::steady_clock::time_point stats_at;
   std::vector<QueueStats> stats;
+
+  // Last: its threads call the members above, and its destructor joins them.
+  std::unique_ptr<http::Server> http;
 };
 
 AdminServer::AdminServer(Engine& engine, ServerConfig config)
@@ -242,30 +231,28 @@ void AdminServer::start() {
   std::lock_guard lock(impl_->lifecycle_mu);
   Impl& i = *impl_;
   if (i.started) return;
-  errno = 0;
-  if (!i.http.bind_to_port(i.address.host, i.address.port)) {
-    const int err = errno;
-    throw ServerStartError(fmt::format(
-        "cannot listen on {}: {}", i.config.listen,
-        err != 0 ? std::strerror(err) : "the address is not local or the port is taken"));
+  http::Limits limits;
+  limits.max_connections = i.max_connections = connection_cap();
+  limits.max_body_bytes = i.config.max_body_bytes;
+  limits.worker_threads = kHttpThreads;
+  auto server = std::make_unique<http::Server>(
+      limits, [&i](const http::Request& req) { return i.handle(req); }, refusal);
+  try {
+    server->bind(i.address.host, i.address.port);
+  } catch (const std::exception& e) {
+    throw ServerStartError(fmt::format("cannot listen on {}: {}", i.config.listen, e.what()));
   }
-  i.port = i.address.port;
+  server->start();
+  i.http = std::move(server);
   i.started = true;
-  i.thread = std::thread([&i] {
-    i.http.listen_after_bind();
-    i.listener_done = true;
-  });
-  // httplib's stop() only works once the listener runs: wait for that, so a
-  // stop() right after start() cannot leave the thread blocked in accept().
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!i.http.is_running() && !i.listener_done && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  spdlog::info("admin server listening on http://{} (API, /metrics, dashboard){}{}",
-               i.config.listen, i.config.read_only ? ", read-only" : "",
-               i.config.admin_token.empty()
-                   ? (i.config.allow_unauthenticated ? ", no token required"
-                                                     : ", no token set: API calls refused")
-                   : ", bearer token required");
+  spdlog::info(
+      "admin server listening on http://{} (API, /metrics, dashboard){}{}; at most {} connections",
+      i.config.listen, i.config.read_only ? ", read-only" : "",
+      i.config.admin_token.empty()
+          ? (i.config.allow_unauthenticated ? ", no token required"
+                                            : ", no token set: API calls refused")
+          : ", bearer token required",
+      i.max_connections);
 }
 
 void AdminServer::stop() {
@@ -273,11 +260,10 @@ void AdminServer::stop() {
   Impl& i = *impl_;
   if (!i.started || i.stopped) return;
   i.stopped = true;
-  i.http.stop();
-  if (i.thread.joinable()) i.thread.join();
+  i.http->stop();
   spdlog::info("admin server stopped");
 }
 
-uint16_t AdminServer::port() const { return static_cast<uint16_t>(impl_->port); }
+uint16_t AdminServer::port() const { return impl_->http ? impl_->http->port() : 0; }
 
 }  // namespace conveyor

@@ -1,6 +1,6 @@
 // One admin/task API call as the admin server answers it, apart from HTTP:
 // the parts of a POST the API reads in, the HTTP answer out. admin_server.cc
-// adapts httplib to it and the API fuzzer (fuzz/api_fuzz.cc) calls it
+// adapts the HTTP transport to it and the API fuzzer (fuzz/api_fuzz.cc) calls it
 // directly, so both run the same steps.
 #pragma once
 

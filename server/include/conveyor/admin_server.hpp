@@ -37,9 +37,21 @@
 // - The dashboard's static files are public: they hold no data; the page calls
 //   the API, which applies the rules above.
 //
-// Threads: requests run on a small pool of HTTP threads that call the Engine's
-// thread-safe methods (storage reads and writes of their own). The engine's
-// dispatcher never waits on an HTTP thread.
+// Connections (HTTP/1.1, Boost.Beast): one I/O thread reads every connection
+// against deadlines, so idle and slow clients cost a socket, not a thread:
+// - a request's header must arrive within 10 s (of the accept, or of its
+//   first byte on a kept-alive connection), its body within 30 s of the
+//   header; otherwise 408 and the connection is closed;
+// - a kept-alive connection idle for 5 s is closed, and after 100 requests;
+// - at most 1024 connections are open (fewer when the descriptor limit, whose
+//   soft value the server raises toward the hard one, cannot hold them);
+//   above that a new connection is answered 503 unavailable
+//   (Retry-After: 1) and closed, while the open ones are served;
+// - a header over 16 KiB is 431; a malformed request is 400.
+//
+// Threads: complete requests run on a small pool of HTTP threads that call
+// the Engine's thread-safe methods (storage reads and writes of their own).
+// The engine's dispatcher never waits on an HTTP thread.
 #pragma once
 
 #include <conveyor/config.hpp>

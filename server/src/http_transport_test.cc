@@ -1,0 +1,364 @@
+// The transport's deadlines, connection cap, keep-alive limits, body limits
+// and stop, over real sockets on 127.0.0.1 with short limits.
+#include "http_transport.hpp"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace conveyor::http {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+int connect_to(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void send_all(int fd, const std::string& data) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return;
+    sent += static_cast<size_t>(n);
+  }
+}
+
+struct Received {
+  std::string data;
+  bool closed = false;  // the server closed (EOF or reset) before the timeout
+  Clock::duration elapsed{};
+};
+
+// Reads until the server closes or until `until` bytes end what was read
+// (e.g. a response's body), waiting at most timeout.
+Received read_from(int fd, std::chrono::milliseconds timeout, const std::string& until = "") {
+  Received r;
+  const auto start = Clock::now();
+  const auto deadline = start + timeout;
+  char buf[4096];
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left <= 0ms) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) {
+      r.closed = true;
+      break;
+    }
+    r.data.append(buf, static_cast<size_t>(n));
+    if (!until.empty() && r.data.size() >= until.size() &&
+        r.data.compare(r.data.size() - until.size(), until.size(), until) == 0)
+      break;
+  }
+  r.elapsed = Clock::now() - start;
+  return r;
+}
+
+Response echo(const Request& req) {
+  return Response{200, "text/plain", {{"X-Method", req.method}}, req.path + ":" + req.body};
+}
+
+Response refusal(Refusal why, const std::string& message) {
+  switch (why) {
+    case Refusal::kTooManyConnections:
+      return Response{503, "text/plain", {}, "full: " + message};
+    case Refusal::kBodyTooLarge:
+      return Response{429, "text/plain", {}, "big: " + message};
+    case Refusal::kHeaderTooLarge:
+      return Response{431, "text/plain", {}, "header: " + message};
+    case Refusal::kTimeout:
+      return Response{408, "text/plain", {}, "late: " + message};
+    case Refusal::kMalformed:
+      break;
+  }
+  return Response{400, "text/plain", {}, "bad: " + message};
+}
+
+Limits short_limits() {
+  Limits l;
+  l.header_timeout = 600ms;
+  l.body_timeout = 800ms;
+  l.idle_timeout = 400ms;
+  l.write_timeout = 2000ms;
+  l.max_connections = 8;
+  l.max_requests_per_connection = 3;
+  l.max_body_bytes = 100;
+  l.worker_threads = 2;
+  l.stop_grace = 2000ms;
+  return l;
+}
+
+class Transport {
+ public:
+  explicit Transport(Limits limits = short_limits(), Handler handler = echo)
+      : server_(limits, std::move(handler), refusal) {
+    server_.bind("127.0.0.1", 0);
+    server_.start();
+  }
+  uint16_t port() const { return server_.port(); }
+  Server& server() { return server_; }
+
+ private:
+  Server server_;
+};
+
+const std::string kGet = "GET /a%20b?q=1 HTTP/1.1\r\nHost: x\r\n\r\n";
+
+TEST(HttpTransport, AnswersAndKeepsAliveUpToTheRequestLimit) {
+  Transport t;
+  const int fd = connect_to(t.port());
+  ASSERT_GE(fd, 0);
+  for (int i = 1; i <= 3; ++i) {
+    send_all(fd, kGet);
+    const Received r = read_from(fd, 2000ms, "/a b:");
+    ASSERT_NE(r.data.find("HTTP/1.1 200 OK\r\n"), std::string::npos) << r.data;
+    EXPECT_NE(r.data.find("X-Method: GET\r\n"), std::string::npos) << r.data;
+    EXPECT_FALSE(r.closed) << i;
+    // The third answer is the last on this connection and says so.
+    EXPECT_EQ(r.data.find("Connection: close\r\n") != std::string::npos, i == 3) << r.data;
+  }
+  EXPECT_TRUE(read_from(fd, 2000ms).closed);
+  ::close(fd);
+}
+
+TEST(HttpTransport, AnIdleKeepAliveConnectionIsClosedAfterTheIdleTimeout) {
+  Transport t;
+  const int fd = connect_to(t.port());
+  send_all(fd, kGet);
+  ASSERT_NE(read_from(fd, 2000ms, "/a b:").data.find("200 OK"), std::string::npos);
+  const Received r = read_from(fd, 3000ms);
+  EXPECT_TRUE(r.closed);
+  EXPECT_EQ(r.data, "");  // nothing was asked, so nothing is answered
+  EXPECT_GE(r.elapsed, 350ms);
+  EXPECT_LT(r.elapsed, 1500ms);
+  ::close(fd);
+}
+
+TEST(HttpTransport, ASilentConnectionIsClosedAtTheHeaderDeadline) {
+  Transport t;
+  const int fd = connect_to(t.port());
+  const Received r = read_from(fd, 3000ms);
+  EXPECT_TRUE(r.closed);
+  EXPECT_EQ(r.data, "");
+  EXPECT_GE(r.elapsed, 550ms);
+  EXPECT_LT(r.elapsed, 1800ms);
+  ::close(fd);
+}
+
+TEST(HttpTransport, AHeaderTrickledInIsAnswered408AtItsDeadline) {
+  Transport t;
+  const int fd = connect_to(t.port());
+  const auto start = Clock::now();
+  // One byte every 100 ms: each read is quick, the header never completes.
+  std::string got;
+  bool closed = false;
+  for (char c : std::string("GET / HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaa")) {
+    send_all(fd, std::string(1, c));
+    const Received r = read_from(fd, 100ms);
+    got += r.data;
+    if (r.closed) {
+      closed = true;
+      break;
+    }
+  }
+  if (!closed) closed = read_from(fd, 2000ms).closed;
+  const auto elapsed = Clock::now() - start;
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(got.rfind("HTTP/1.1 408 ", 0), 0u) << got;
+  EXPECT_NE(got.find("late: the request's header did not arrive within 600 ms"), std::string::npos)
+      << got;
+  EXPECT_GE(elapsed, 550ms);
+  EXPECT_LT(elapsed, 2000ms);
+  ::close(fd);
+}
+
+TEST(HttpTransport, AMissingBodyIsAnswered408AtTheBodyDeadline) {
+  Transport t;
+  const int fd = connect_to(t.port());
+  send_all(fd, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345");
+  const Received r = read_from(fd, 3000ms);
+  EXPECT_TRUE(r.closed);
+  EXPECT_EQ(r.data.rfind("HTTP/1.1 408 ", 0), 0u) << r.data;
+  EXPECT_NE(r.data.find("body did not arrive within 800 ms"), std::string::npos) << r.data;
+  EXPECT_GE(r.elapsed, 750ms);
+  EXPECT_LT(r.elapsed, 2000ms);
+  ::close(fd);
+}
+
+TEST(HttpTransport, BodiesOverTheLimitAreRefusedWithContentLengthAndChunked) {
+  Transport t;
+  int fd = connect_to(t.port());
+  send_all(fd,
+           "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\n\r\n" + std::string(101, 'a'));
+  Received r = read_from(fd, 3000ms);
+  EXPECT_TRUE(r.closed);
+  EXPECT_EQ(r.data.rfind("HTTP/1.1 429 ", 0), 0u) << r.data;
+  ::close(fd);
+
+  fd = connect_to(t.port());
+  std::string chunked = "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 3; ++i) chunked += "28\r\n" + std::string(40, 'b') + "\r\n";
+  send_all(fd, chunked + "0\r\n\r\n");
+  r = read_from(fd, 3000ms);
+  EXPECT_TRUE(r.closed);
+  EXPECT_EQ(r.data.rfind("HTTP/1.1 429 ", 0), 0u) << r.data;
+  ::close(fd);
+
+  // At the limit, chunked, is fine.
+  fd = connect_to(t.port());
+  send_all(fd,
+           "POST /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
+           "64\r\n" +
+               std::string(100, 'c') + "\r\n0\r\n\r\n");
+  r = read_from(fd, 3000ms);
+  EXPECT_EQ(r.data.rfind("HTTP/1.1 200 ", 0), 0u) << r.data;
+  EXPECT_NE(r.data.find("/x:" + std::string(100, 'c')), std::string::npos) << r.data;
+  ::close(fd);
+}
+
+TEST(HttpTransport, MalformedRequestsAre400) {
+  Transport t;
+  for (const std::string& raw : {std::string("NOT HTTP AT ALL\r\n\r\n"),
+                                 std::string("GET nopath HTTP/1.1\r\nHost: x\r\n\r\n")}) {
+    const int fd = connect_to(t.port());
+    send_all(fd, raw);
+    const Received r = read_from(fd, 3000ms);
+    EXPECT_TRUE(r.closed);
+    EXPECT_EQ(r.data.rfind("HTTP/1.1 400 ", 0), 0u) << raw << " -> " << r.data;
+    ::close(fd);
+  }
+}
+
+TEST(HttpTransport, AHeaderOverTheLimitIs431) {
+  Transport t;
+  const int fd = connect_to(t.port());
+  send_all(fd, "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(20000, 'h') + "\r\n\r\n");
+  const Received r = read_from(fd, 3000ms);
+  EXPECT_TRUE(r.closed);
+  EXPECT_EQ(r.data.rfind("HTTP/1.1 431 ", 0), 0u) << r.data.substr(0, 200);
+  EXPECT_NE(r.data.find("header: request header is larger than 16384 bytes"), std::string::npos)
+      << r.data.substr(0, 200);
+  ::close(fd);
+}
+
+TEST(HttpTransport, AboveTheCapAConnectionIsRefusedAndTheOthersAreServed) {
+  Limits limits = short_limits();
+  limits.max_connections = 3;
+  limits.header_timeout = 10s;  // the held connections stay for the test
+  Transport t(limits);
+  int held[3];
+  for (int& fd : held) {
+    fd = connect_to(t.port());
+    ASSERT_GE(fd, 0);
+  }
+  // The server has taken all three (accepting is asynchronous).
+  for (int i = 0; i < 200 && t.server().connections() < 3; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(t.server().connections(), 3u);
+  int extra = connect_to(t.port());
+  Received r = read_from(extra, 3000ms);
+  EXPECT_TRUE(r.closed);
+  EXPECT_EQ(r.data.rfind("HTTP/1.1 503 ", 0), 0u) << r.data;
+  EXPECT_NE(r.data.find("full: the admin server has 3 connections open, its limit"),
+            std::string::npos)
+      << r.data;
+  ::close(extra);
+  // One held connection still gets its answer.
+  send_all(held[0], kGet);
+  EXPECT_NE(read_from(held[0], 2000ms, "/a b:").data.find("200 OK"), std::string::npos);
+  // Once one closes there is room again.
+  ::close(held[1]);
+  for (int i = 0; i < 200 && t.server().connections() > 2; ++i) std::this_thread::sleep_for(5ms);
+  extra = connect_to(t.port());
+  send_all(extra, kGet);
+  EXPECT_NE(read_from(extra, 2000ms, "/a b:").data.find("200 OK"), std::string::npos);
+  ::close(extra);
+  ::close(held[0]);
+  ::close(held[2]);
+}
+
+TEST(HttpTransport, SlowHandlersDoNotStopTheIoThread) {
+  // The only worker blocks; a refusal (answered on the I/O thread) still comes.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> waiting{0};
+  Limits limits = short_limits();
+  limits.worker_threads = 1;
+  Transport t(limits, [&](const Request& req) {
+    ++waiting;
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return release; });
+    return echo(req);
+  });
+  const int busy = connect_to(t.port());
+  send_all(busy, kGet);
+  for (int i = 0; i < 200 && waiting == 0; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(waiting, 1);
+  const int big = connect_to(t.port());
+  send_all(big, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n");
+  const Received r = read_from(big, 2000ms);
+  EXPECT_EQ(r.data.rfind("HTTP/1.1 429 ", 0), 0u) << r.data;
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  EXPECT_NE(read_from(busy, 2000ms, "/a b:").data.find("200 OK"), std::string::npos);
+  ::close(big);
+  ::close(busy);
+}
+
+TEST(HttpTransport, StopFinishesTheRequestInFlightAndClosesIdleOnes) {
+  std::promise<void> entered;
+  std::atomic<bool> first{true};
+  Transport t(short_limits(), [&](const Request& req) {
+    if (first.exchange(false)) {
+      entered.set_value();
+      std::this_thread::sleep_for(300ms);  // a request that takes a while
+    }
+    return echo(req);
+  });
+  const int idle = connect_to(t.port());
+  const int busy = connect_to(t.port());
+  send_all(busy, kGet);
+  entered.get_future().wait();
+  const uint16_t port = t.port();
+  const auto start = Clock::now();
+  t.server().stop();
+  const auto took = Clock::now() - start;
+  EXPECT_LT(took, 1500ms);
+  const Received answered = read_from(busy, 2000ms);
+  EXPECT_EQ(answered.data.rfind("HTTP/1.1 200 ", 0), 0u) << answered.data;
+  EXPECT_NE(answered.data.find("Connection: close\r\n"), std::string::npos) << answered.data;
+  EXPECT_TRUE(read_from(idle, 2000ms).closed);
+  EXPECT_LT(connect_to(port), 0);  // nothing listens
+  ::close(idle);
+  ::close(busy);
+}
+
+}  // namespace
+}  // namespace conveyor::http
