@@ -21,8 +21,9 @@
 # rate500 (500/s, burst 50) and rate5000 (5,000/s, burst 500), each with a
 # backlog of rate * LIMIT_SECONDS (60) jobs, so each stays backlogged for
 # about LIMIT_SECONDS; queue bulk (no limit) gets the rest of TOTAL_JOBS
-# (1,000,000). Every queue has max_workers WORKERS (50). All jobs are
-# enqueued before the engine starts.
+# (1,000,000). Every queue has max_workers WORKERS (100: a claim may take
+# a whole claim_batch_max of 100). All jobs are enqueued before the engine
+# starts.
 #
 # Every SAMPLE_S (2) seconds it records the engine process's VmRSS and the
 # number of jobs started in $OUT_DIR/soak-limits.csv (default soak-out/).
@@ -48,7 +49,7 @@ build=${BUILD_DIR:-build}
 plugin=${SOAK_PLUGIN:-sqlite}
 total=${TOTAL_JOBS:-1000000}
 limit_s=${LIMIT_SECONDS:-60}
-workers=${WORKERS:-50}
+workers=${WORKERS:-100}
 sample_s=${SAMPLE_S:-2}
 margin_pct=${RSS_MARGIN_PCT:-10}
 tol_pct=${RATE_TOL_PCT:-0.5}
@@ -249,6 +250,16 @@ fi
 
 # Rates, from the start times of each limited queue's jobs.
 engine_start=$(awk '$1 == 0 && $2 == "engine-start" { print $3; exit }' "$starts")
+# Jobs started per queue in each second since the engine started.
+per_s="$out/soak-limits-per-second.csv"
+awk -v e0="$engine_start" '$1 != 0 {
+    s = int(($3 - e0) / 1e9); n[s, $2]++; if (s > last) last = s
+  }
+  END {
+    print "second,rate50,rate500,rate5000,bulk"
+    for (s = 0; s <= last; s++)
+      printf "%d,%d,%d,%d,%d\n", s, n[s, "rate50"], n[s, "rate500"], n[s, "rate5000"], n[s, "bulk"]
+  }' "$starts" >"$per_s"
 for l in "${limits[@]}"; do
   read -r name rate burst <<<"$l"
   awk -v q="$name" '$2 == q { print $3 }' "$starts" | sort -n >"$work/$name.ns"
@@ -279,6 +290,7 @@ for l in "${limits[@]}"; do
     fail=1
   fi
 done
-echo "soak-limits: samples in $csv; engine log in $out/soak-limits-worker.log"
+echo "soak-limits: samples in $csv, starts per second in $per_s; engine log in" \
+  "$out/soak-limits-worker.log"
 ((fail == 0)) && echo "soak-limits: PASS"
 exit "$fail"
