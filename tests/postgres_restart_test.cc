@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <array>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -232,6 +233,162 @@ TEST_P(PostgresRestart, EngineRidesOutAServerRestartMidDrainAndLosesNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Postgres, PostgresRestart, ::testing::Values("fast", "immediate"));
+
+// The plugins the two-restart test runs on.
+std::vector<std::string> restart_plugins() {
+  std::vector<std::string> plugins = {"postgres"};
+#ifdef CONVEYOR_TEST_HAS_POSTGRES_QUEUE
+  plugins.push_back("postgres-queue");
+#endif
+  return plugins;
+}
+
+// Two restarts in one drain, on each PostgreSQL plugin: the first a fast
+// shutdown, the second a crash (immediate), each once the engine has
+// recovered from the one before. Every job completes and runs once.
+class PostgresRestartTwice : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const auto so =
+        std::filesystem::path(CONVEYOR_TEST_PLUGIN_DIR) / ("libconveyor-" + GetParam() + ".so");
+    if (!std::filesystem::exists(so)) {
+      if (test::running_in_ci()) FAIL() << "CI=true but the plugin is not built: " << so;
+      GTEST_SKIP() << "plugin not built: " << so;
+    }
+    if (!test::ThrowawayCluster::available()) {
+      if (test::running_in_ci()) FAIL() << "CI=true but PostgreSQL 15 server binaries are missing";
+      GTEST_SKIP() << "PostgreSQL 15 server binaries (/usr/lib/postgresql/15/bin) not installed";
+    }
+    cluster_ = std::make_unique<test::ThrowawayCluster>(5460, 5469);
+  }
+
+  std::unique_ptr<test::ThrowawayCluster> cluster_;
+  test::TempDir dir_;
+};
+
+TEST_P(PostgresRestartTwice, EngineRidesOutTwoRestartsInOneDrainAndLosesNothing) {
+  constexpr int kJobs = 4000;
+  constexpr auto kOutage = 2s;
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + 240s;
+  auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::max(
+        deadline - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration(0)));
+  };
+  // Leases far longer than an outage plus reconnect backoff: a second run of
+  // any job would be a lost outcome or a lost claim handed out again.
+  const auto config = test::write_postgres_config(
+      dir_, GetParam(), cluster_->dsn(), "restart",
+      "[engine]\npoll_interval_ms = 200\nlease_ms = 20000\nrescue_interval_ms = 500\n"
+      "max_workers = 10\n");
+  const auto record = dir_ / "runs.txt";
+  const auto log = dir_ / "worker.log";
+  std::vector<int64_t> ids;
+  {
+    Engine producer(load_config_file(config));
+    ids = producer.enqueue_batch(
+        std::vector<NewJob>(kJobs, NewJob{"restart", "record", R"({"ms": 20})", 0, 25, 0}));
+  }
+  auto storage = open_storage(load_config_file(config).storage);
+  // -1 while the server cannot answer (the test's own plugin reconnects too).
+  auto completed = [&]() -> int64_t {
+    try {
+      for (const auto& s : storage->queue_stats(wall_us()))
+        if (s.queue == "restart") return s.completed;
+      return 0;
+    } catch (const StorageError&) {
+      return -1;
+    }
+  };
+
+  CrashWorker worker(config, record, log);
+  struct Outage {
+    const char* mode;
+    int64_t completed_before = 0;
+    double down_ms = 0;
+    double to_progress_ms = 0;  // from the server's start to new completions
+  };
+  std::array<Outage, 2> outages = {Outage{"fast"}, Outage{"immediate"}};
+  int64_t threshold = kJobs / 4;
+  for (Outage& o : outages) {
+    ASSERT_TRUE(test::wait_until([&] { return completed() >= threshold; }, left()))
+        << "completed " << completed() << " of " << kJobs << " before the " << o.mode
+        << " restart\n"
+        << log_excerpt(test::read_file(log));
+    o.completed_before = completed();
+    const int64_t halt_started_us = wall_us();
+    cluster_->halt(o.mode);
+    std::this_thread::sleep_for(kOutage);
+    ASSERT_TRUE(worker.alive()) << "the engine process died with the server:\n"
+                                << log_excerpt(test::read_file(log));
+    cluster_->resume();
+    const int64_t up_us = wall_us();
+    o.down_ms = static_cast<double>(up_us - halt_started_us) / 1000.0;
+    // Recovered: jobs complete again (not only those finished during the
+    // outage, whose outcomes wait in the engine).
+    const int64_t after = o.completed_before + 200;
+    ASSERT_TRUE(test::wait_until([&] { return completed() >= after; }, left()))
+        << "no progress after the " << o.mode << " restart\n"
+        << log_excerpt(test::read_file(log));
+    o.to_progress_ms = static_cast<double>(wall_us() - up_us) / 1000.0;
+    threshold = std::max<int64_t>(kJobs / 2, completed() + 200);
+    ASSERT_LT(threshold, kJobs) << "the drain outran the restarts";
+  }
+  ASSERT_TRUE(test::wait_until([&] { return completed() == kJobs; }, left()))
+      << "completed " << completed() << " of " << kJobs << "\n"
+      << log_excerpt(test::read_file(log));
+  const double drain_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ASSERT_TRUE(worker.alive()) << log_excerpt(test::read_file(log));
+  worker.kill(SIGTERM);
+  const std::string text = test::read_file(log);
+  EXPECT_TRUE(WIFEXITED(worker.exit_status()) && WEXITSTATUS(worker.exit_status()) == 0)
+      << "wait status " << worker.exit_status() << "; its log:\n"
+      << log_excerpt(text);
+
+  // Each outage was noticed and recovered from.
+  EXPECT_GE(count_lines_with(text, "claims work again"), 2) << outage_summary(text);
+  // Nothing lost: every job completed, none failed, pending or running.
+  QueueStats end;
+  for (const auto& s : storage->queue_stats(wall_us()))
+    if (s.queue == "restart") end = s;
+  EXPECT_EQ(end.completed, kJobs);
+  EXPECT_EQ(end.pending + end.scheduled + end.running + end.failed + end.cancelled, 0);
+  // Every enqueued id ran exactly once.
+  const auto runs = test::read_executions(record);
+  EXPECT_EQ(runs.size(), static_cast<size_t>(kJobs));
+  int repeated = 0;
+  for (int64_t id : ids) {
+    const size_t n = runs.count(id) ? runs.at(id).size() : 0;
+    EXPECT_GE(n, 1u) << "job " << id << " never ran";
+    repeated += n > 1;
+  }
+  EXPECT_EQ(repeated, 0) << "jobs executed more than once although no lease expired";
+  EXPECT_EQ(text.find("after its lease was lost"), std::string::npos) << log_excerpt(text);
+  const std::vector<int64_t> discarded = refused_on_retry(text);
+  for (int64_t id : discarded) {
+    const auto job = storage->get_job(id, wall_us());
+    EXPECT_TRUE(job && job->state == JobState::kCompleted) << "job " << id;
+  }
+
+  std::printf("two-restart test on %s: %d jobs of 20 ms, 10 workers, drained in %.1f s\n",
+              GetParam().c_str(), kJobs, drain_s);
+  for (const Outage& o : outages)
+    std::printf(
+        "  %s restart after %lld jobs: server down %.0f ms; %.0f ms from its start to 200 more "
+        "completions\n",
+        o.mode, static_cast<long long>(o.completed_before), o.down_ms, o.to_progress_ms);
+  std::printf("  0 lost, %d executed twice, %zu late completions refused; the engine's log:\n%s",
+              repeated, discarded.size(), outage_summary(text).c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Postgres, PostgresRestartTwice, ::testing::ValuesIn(restart_plugins()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace conveyor
