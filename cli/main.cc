@@ -1,5 +1,5 @@
 // conveyor: the command line. Parses arguments with CLI11 and runs a command.
-// Exit codes (contract.md): 0 success; 1 runtime failure; 2 usage or
+// Exit codes (docs/reference.md): 0 success; 1 runtime failure; 2 usage or
 // validation error. Errors are one line on stderr starting with "conveyor:".
 #include "commands.hpp"
 

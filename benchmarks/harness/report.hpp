@@ -12,7 +12,7 @@
 namespace conveyor::bench {
 
 std::string render_table(const BenchReport& report);
-// One line per target of targets.md this run measured: value, target, PASS/MISS.
+// One line per target of docs/performance/README.md this run measured: value, target, PASS/MISS.
 std::string render_targets(const BenchReport& report);
 nlohmann::json to_json(const BenchReport& report);
 std::string render_svg(const BenchReport& report);

@@ -291,7 +291,7 @@ std::string render_targets(const BenchReport& report) {
     }
   }
   if (out.empty()) return "";
-  return "Targets (targets.md) measured in this run:\n" + out +
+  return "Targets (docs/performance/README.md) measured in this run:\n" + out +
          "  (limiter cost on an unlimited queue: see build/bin/conveyor_microbench)\n";
 }
 
