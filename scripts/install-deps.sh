@@ -1,28 +1,46 @@
 #!/usr/bin/env bash
-# Installs every Debian package Conveyor needs to build, test and run.
-# Idempotent: packages already present are left alone. Needs root (or sudo).
+# Installs the Debian packages Conveyor needs. Idempotent: packages already
+# present are left alone. Needs root (or sudo).
+#
+#   scripts/install-deps.sh            build and run on SQLite (scripts/run.sh)
+#   scripts/install-deps.sh postgres   also build the PostgreSQL plugins (libpqxx)
+#   scripts/install-deps.sh test       everything scripts/test.sh needs: the
+#                                      PostgreSQL plugins and server, GoogleTest,
+#                                      Google Benchmark, clang (fuzzing,
+#                                      formatting), chromium and Node.js
 set -euo pipefail
 
+set_name=${1:-run}
+# Build and run on SQLite: the core, the admin server and the dashboard.
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libboost-dev            # Boost.DLL (header-only with BOOST_DLL_USE_STD_FS)
   libsqlitecpp-dev libsqlite3-dev
-  libpqxx-dev libpq-dev
   libtomlplusplus-dev libfmt-dev libspdlog-dev libcli11-dev
   nlohmann-json3-dev libcpp-httplib-dev
-  libgtest-dev libgmock-dev googletest libbenchmark-dev
-  postgresql-15 postgresql-client-15
 )
-if [[ "${CONVEYOR_DEPS_TEST:-0}" == 1 ]]; then
-  packages+=(clang clang-format)
-  packages+=(libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes for scripts/fuzz.sh
-  # The dashboard's browser test: Debian's chromium, driven by playwright-core from npm.
-  packages+=(chromium)
-  # Node.js may come from elsewhere (NodeSource's nodejs bundles npm, and Debian's npm
-  # conflicts with it): add Debian's only for a command that is missing.
-  command -v node >/dev/null || packages+=(nodejs)
-  command -v npm >/dev/null || packages+=(npm)
-fi
+postgres_build=(libpqxx-dev libpq-dev)
+case "$set_name" in
+  run) ;;
+  postgres) packages+=("${postgres_build[@]}") ;;
+  test)
+    packages+=("${postgres_build[@]}")
+    packages+=(postgresql-15 postgresql-client-15)  # the throwaway server of the tests
+    packages+=(libgtest-dev libgmock-dev googletest libbenchmark-dev)
+    packages+=(clang clang-format)
+    packages+=(libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes for scripts/fuzz.sh
+    # The dashboard's browser test: Debian's chromium, driven by playwright-core from npm.
+    packages+=(chromium)
+    # Node.js may come from elsewhere (NodeSource's nodejs bundles npm, and Debian's npm
+    # conflicts with it): add Debian's only for a command that is missing.
+    command -v node >/dev/null || packages+=(nodejs)
+    command -v npm >/dev/null || packages+=(npm)
+    ;;
+  *)
+    echo "usage: $0 [run|postgres|test] (got '$set_name')" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

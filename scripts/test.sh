@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Sets up and runs every test: installs the Debian packages, builds with
 # warnings as errors, runs the whole suite (CTest), then builds again under
-# AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite there too.
+# AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite there too,
+# then a third time under ThreadSanitizer for the core, server and SQLite
+# tests (CTest labels core, server, sqlite), then fuzzes the parsers.
 # A throwaway PostgreSQL cluster on 127.0.0.1 is started for the PostgreSQL
 # tests and always stopped. With CI=true, PostgreSQL tests fail instead of
 # skipping when no server is reachable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-CONVEYOR_DEPS_TEST=1 bash scripts/install-deps.sh
+bash scripts/install-deps.sh test
 jobs=$(nproc)
 
 pg_dir=$(mktemp -d /tmp/conveyor-pg.XXXXXX)
@@ -20,18 +22,43 @@ fi
 export CONVEYOR_TEST_PG_DSN
 echo "conveyor: PostgreSQL for tests at $CONVEYOR_TEST_PG_DSN"
 
-run_suite() {  # build-dir, extra cmake args...
-  local dir=$1; shift
-  cmake -S . -B "$dir" -G Ninja -DCONVEYOR_WERROR=ON "$@" >/dev/null
-  cmake --build "$dir" -j "$jobs"
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 600)
+stage_start=$SECONDS
+stage() {  # name: prints how long the previous stage took
+  echo "conveyor: $1 (previous stage: $((SECONDS - stage_start)) s)"
+  stage_start=$SECONDS
 }
 
+# build-dir, then cmake args, then optionally `--` and the ctest args that
+# select tests (and, with TARGETS set, only those targets are built).
+run_suite() {
+  local dir=$1; shift
+  local cmake_args=() ctest_args=()
+  while (($#)) && [[ $1 != -- ]]; do cmake_args+=("$1"); shift; done
+  (($#)) && shift && ctest_args=("$@")
+  cmake -S . -B "$dir" -G Ninja -DCONVEYOR_WERROR=ON "${cmake_args[@]}" >/dev/null
+  # shellcheck disable=SC2086  # TARGETS is a list of names
+  cmake --build "$dir" -j "$jobs" ${TARGETS:+--target $TARGETS}
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 600 "${ctest_args[@]}")
+}
+
+stage "regular build and the whole suite"
 run_suite build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
+stage "AddressSanitizer + UBSan build and the whole suite"
 (
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DCONVEYOR_SANITIZE=ON -DCONVEYOR_BUILD_BENCHMARKS=OFF
 )
+stage "ThreadSanitizer build: core, server and SQLite tests"
+(
+  # No suppressions: every report is a failure. RelWithDebInfo: TSan's
+  # slowdown is large enough without -O0 on top.
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+  TARGETS="core_tests server_tests sqlite_storage_tests" run_suite build-tsan \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCONVEYOR_SANITIZE=thread -DCONVEYOR_BUILD_BENCHMARKS=OFF \
+    -- -L '^(core|server|sqlite)$'
+)
+stage "fuzzing"
 # Fuzz the parsers for a bounded time (replays kept regression inputs first).
 FUZZ_SECONDS=${FUZZ_SECONDS:-60} bash scripts/fuzz.sh
-echo "conveyor: all tests passed (regular and sanitizer builds, fuzzing)"
+stage "done"
+echo "conveyor: all tests passed (regular, ASan/UBSan and TSan builds, fuzzing) in $SECONDS s"

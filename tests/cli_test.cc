@@ -1,4 +1,4 @@
-// The conveyor command as a real process: outputs of contract.md, exit codes
+// The conveyor command as a real process: outputs of docs/reference.md, exit codes
 // (0 ok, 1 runtime, 2 usage/validation), one-line errors, and `serve` with a
 // graceful Ctrl-C and a restart that keeps jobs and overrides.
 #include "test_support.hpp"

@@ -1,7 +1,7 @@
 // Dispatcher: one thread polls every queue, each when it is due, so an idle
 // queue costs a timer entry and an occasional claim, not a thread.
 //
-// A poll of one queue (contract.md, "Rate-limit semantics"):
+// A poll of one queue (docs/reference.md, "Rate limits"):
 //   permits = min(max_workers - in flight, engine-wide free slots)
 //   batch   = min(permits, claim_batch_max)
 //   limited queue: batch = bucket.take(batch); 0 -> count a throttle and

@@ -71,7 +71,7 @@ TEST(TokenBucket, ClockGoingBackwardsRefillsNothing) {
   EXPECT_EQ(b.available(at(1'100'000'000)), 1u);
 }
 
-// The conformance property of contract.md: starting from a full bucket, for
+// The conformance property of docs/reference.md ("Rate limits"): starting from a full bucket, for
 // any sequence of takes, the tokens taken in [0, t] never exceed
 // burst + rate * t. Checked for many random schedules and limits.
 TEST(TokenBucket, NeverExceedsBurstPlusRateTimesT) {

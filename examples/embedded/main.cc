@@ -1,5 +1,7 @@
 // Conveyor embedded in a C++ program: configure in code, register a handler,
 // enqueue, run, stop. Usage: embedded_example DB_PATH [PLUGIN_DIR]
+// PLUGIN_DIR defaults to the plugin directory of the Conveyor it was built
+// against (CONVEYOR_PACKAGE_PLUGIN_DIR, set by find_package(Conveyor)).
 // Exits 0 when every job ran exactly once.
 #include <conveyor/engine.hpp>
 
@@ -20,7 +22,9 @@ int main(int argc, char** argv) {
 
   conveyor::Config config;  // or conveyor::load_config_file("conveyor.toml")
   config.storage.plugin = "sqlite";
-  if (argc > 2) config.storage.plugin_dir = argv[2];
+  // The engine looks for plugins beside its executable (../lib/conveyor/plugins),
+  // which a program of your own is not installed with: point it at Conveyor's.
+  config.storage.plugin_dir = argc > 2 ? argv[2] : CONVEYOR_PACKAGE_PLUGIN_DIR;
   config.storage.options = {{"path", argv[1]}};
   config.engine.poll_interval_ms = 100;
   config.queues["greetings"].rate_limit = conveyor::RateLimit{200, 20};
@@ -56,7 +60,8 @@ int main(int argc, char** argv) {
   for (const auto& q : engine.queues())
     std::printf("%s: %lld completed, limit %s\n", q.stats.queue.c_str(),
                 static_cast<long long>(q.stats.completed), conveyor::to_string(q.limit.source));
-  if (distinct.size() != static_cast<size_t>(kJobs) || greeted.size() != static_cast<size_t>(kJobs)) {
+  if (distinct.size() != static_cast<size_t>(kJobs) ||
+      greeted.size() != static_cast<size_t>(kJobs)) {
     std::fprintf(stderr, "expected %d distinct jobs once each, got %zu runs of %zu jobs\n", kJobs,
                  greeted.size(), distinct.size());
     return 1;

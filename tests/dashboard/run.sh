@@ -18,7 +18,7 @@ command -v node >/dev/null || missing+=("node (apt-get install nodejs)")
 command -v npm >/dev/null || missing+=("npm (apt-get install npm)")
 if ((${#missing[@]})); then
   if [[ ${CI:-} == true ]]; then
-    echo "dashboard test FAILED: missing ${missing[*]}; CONVEYOR_DEPS_TEST=1 scripts/install-deps.sh installs them" >&2
+    echo "dashboard test FAILED: missing ${missing[*]}; scripts/install-deps.sh test installs them" >&2
     exit 1
   fi
   echo "dashboard test SKIPPED: missing ${missing[*]}"

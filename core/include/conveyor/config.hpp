@@ -1,4 +1,4 @@
-// Conveyor's configuration: the TOML file (contract.md) plus the environment.
+// Conveyor's configuration: the TOML file (docs/reference.md) plus the environment.
 #pragma once
 
 #include <conveyor/rate_limit.hpp>

@@ -18,7 +18,7 @@ struct RateLimit {
 // Builds a validated RateLimit; burst 0 means ceil(rate). Throws ValidationError.
 RateLimit make_rate_limit(double rate_per_sec, int64_t burst);
 
-// Where a queue's effective limit came from (contract.md, first match wins).
+// Where a queue's effective limit came from (docs/reference.md, first match wins).
 enum class LimitSource { kDisabled, kOverride, kQueueConfig, kDefault, kNone };
 
 // "override", "queue-config", "default", "none", "disabled".

@@ -1,5 +1,5 @@
 // LimitResolver: a queue's effective rate limit, by the precedence of
-// contract.md (first match wins, layers replace, never stack):
+// docs/reference.md (first match wins, layers replace, never stack):
 //   1. rate_limit_enabled = false      -> unlimited, source "disabled"
 //   2. the queue's durable override    -> source "override"
 //   3. [queues.NAME] rate_limit        -> source "queue-config"

@@ -3,7 +3,7 @@
 #   plugins/postgres/bench/drain.sh DSN [BUILD_DIR] [RUNS]
 #
 # For each run (median reported), in a fresh schema each time:
-#   reference   the bare SQL loop of targets.md, with pgbench: 4 clients, each
+#   reference   the bare SQL loop of docs/performance/README.md, with pgbench: 4 clients, each
 #               claiming 100 jobs (CTE, FOR UPDATE SKIP LOCKED) and completing
 #               them, two transactions per batch, over 100,000 noop jobs
 #   drain-1     100,000 noop jobs enqueued, then 1 `conveyor serve`
