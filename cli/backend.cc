@@ -53,7 +53,7 @@ class StorageBackend final : public Backend {
   // Storage that is neither durable nor shared with other processes lives in
   // this process only: what the command enqueues is gone when it exits.
   void warn_if_jobs_die_with_this_process(int64_t count) {
-    const PluginInfo& info = engine_.storage().plugin_info();
+    const PluginInfo& info = EngineInternals::plugin_info(engine_);
     if ((info.capabilities & (CONVEYOR_CAP_DURABLE | CONVEYOR_CAP_MULTI_PROCESS)) != 0) return;
     std::cerr << fmt::format(
         "conveyor: warning: storage plugin '{}' is neither durable nor multi-process, so the {} "

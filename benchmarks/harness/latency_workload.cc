@@ -22,9 +22,9 @@ constexpr auto kWarmUp = std::chrono::milliseconds(500);  // not measured
 // first one's jobs only with CONVEYOR_CAP_MULTI_PROCESS; check it rather than
 // wait for jobs the engine never sees.
 void check_handles_share_storage(Engine& engine, const std::string& queue) {
-  const PluginInfo& info = engine.storage().plugin_info();
-  for (const auto& [name, paused] : engine.storage().list_queues())
-    if (name == queue) return;
+  const PluginInfo& info = EngineInternals::plugin_info(engine);
+  for (const QueueStats& s : engine.queue_stats())
+    if (s.queue == queue) return;
   const bool promised = (info.capabilities & CONVEYOR_CAP_MULTI_PROCESS) != 0;
   throw std::runtime_error(fmt::format(
       "storage plugin '{}' does not share storage between handles: the separate producer "

@@ -218,6 +218,9 @@ std::optional<std::string> Engine::storage_failure() const { return impl_->healt
 const Config& Engine::config() const { return impl_->config; }
 const LimitResolver& EngineInternals::limits(const Engine& e) { return e.impl_->limits; }
 Metrics& EngineInternals::metrics(Engine& e) { return e.impl_->metrics; }
+const PluginInfo& EngineInternals::plugin_info(const Engine& e) {
+  return e.impl_->storage->plugin_info();
+}
 uint32_t Engine::worker_threads() const { return impl_->runner.threads(); }
 
 }  // namespace conveyor

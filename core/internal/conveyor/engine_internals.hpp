@@ -16,6 +16,8 @@ namespace conveyor {
 struct EngineInternals {
   static const LimitResolver& limits(const Engine& engine);
   static Metrics& metrics(Engine& engine);
+  // The storage plugin the engine opened (name, capabilities, ABI).
+  static const PluginInfo& plugin_info(const Engine& engine);
   static std::unique_ptr<Engine> make(Config config, const Clock& clock,
                                       std::shared_ptr<Storage> storage) {
     return std::unique_ptr<Engine>(new Engine(std::move(config), clock, std::move(storage)));
