@@ -2,6 +2,7 @@
 #include "backend.hpp"
 
 #include <conveyor/admin_client.hpp>
+#include <conveyor/api_error.hpp>
 #include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
 #include <conveyor/engine_internals.hpp>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <filesystem>
 
 namespace conveyor::cli {
 namespace {
@@ -20,22 +22,13 @@ namespace {
 // Storage opened in this process through an Engine (not started: no dispatch).
 class StorageBackend final : public Backend {
  public:
-  explicit StorageBackend(Config config) : engine_(std::move(config)) {}
+  explicit StorageBackend(const Config& config) : engine_ptr_(open_engine(config)) {}
 
-  std::pair<int64_t, int64_t> enqueue(const JobRequest& job, int64_t count) override {
+  std::vector<int64_t> enqueue(const JobRequest& job, int64_t count) override {
     warn_if_jobs_die_with_this_process(count);
-    constexpr int64_t kBatch = 5000;
-    const int64_t now = SystemClock::instance().wall_now_us();
-    const NewJob one = to_new_job(job, now);
-    int64_t first = 0, last = 0;
-    for (int64_t done = 0; done < count;) {
-      const int64_t n = std::min(kBatch, count - done);
-      auto ids = engine_.enqueue_batch(std::vector<NewJob>(static_cast<size_t>(n), one));
-      if (done == 0) first = ids.front();
-      last = ids.back();
-      done += n;
-    }
-    return {first, last};
+    // One storage call: the plugin enqueues a batch atomically (all or none).
+    const NewJob one = to_new_job(job, SystemClock::instance().wall_now_us());
+    return engine_.enqueue_batch(std::vector<NewJob>(static_cast<size_t>(count), one));
   }
   void set_rate_limit(const std::string& queue, const RateLimit& limit) override {
     engine_.set_rate_limit(queue, limit);
@@ -64,7 +57,8 @@ class StorageBackend final : public Backend {
                    : fmt::format("{} jobs enqueued here vanish", count));
   }
 
-  Engine engine_;
+  std::unique_ptr<Engine> engine_ptr_;
+  Engine& engine_ = *engine_ptr_;
 };
 
 // A running server's API.
@@ -72,20 +66,19 @@ class ApiBackend final : public Backend {
  public:
   ApiBackend(std::string url, std::string token) : client_(std::move(url), std::move(token)) {}
 
-  std::pair<int64_t, int64_t> enqueue(const JobRequest& job, int64_t count) override {
-    // Batches stay well under the server's default max_body_bytes (1 MiB).
-    constexpr size_t kBatchBytes = 256 * 1024;
-    const size_t per_job = job.payload.size() + job.queue.size() + job.kind.size() + 100;
-    const int64_t batch = static_cast<int64_t>(std::clamp<size_t>(kBatchBytes / per_job, 1, 1000));
-    int64_t first = 0, last = 0;
-    for (int64_t done = 0; done < count;) {
-      const int64_t n = std::min(batch, count - done);
-      auto ids = client_.enqueue_batch(std::vector<JobRequest>(static_cast<size_t>(n), job));
-      if (done == 0) first = ids.front();
-      last = ids.back();
-      done += n;
+  std::vector<int64_t> enqueue(const JobRequest& job, int64_t count) override {
+    // One EnqueueBatch call, which the server commits in one transaction; a
+    // body over its max_body_bytes is refused whole (429), nothing enqueued.
+    try {
+      return client_.enqueue_batch(std::vector<JobRequest>(static_cast<size_t>(count), job));
+    } catch (const ApiError& e) {
+      if (e.code() != ApiCode::kResourceExhausted || count == 1) throw;
+      throw ApiError(e.code(),
+                     fmt::format("{} (--count {} is one EnqueueBatch request of all the jobs, so "
+                                 "that they are enqueued all or none): nothing was enqueued; use a "
+                                 "smaller --count or raise the server's [server] max_body_bytes",
+                                 e.what(), count));
     }
-    return {first, last};
   }
   void set_rate_limit(const std::string& queue, const RateLimit& limit) override {
     client_.set_rate_limit(queue, limit);
@@ -109,11 +102,32 @@ std::string admin_token(const GlobalOptions& g) {
   return {};
 }
 
+// The SQLite plugin built with conveyor (by name or by its file name).
+bool is_builtin_sqlite(const std::string& plugin) {
+  return plugin == "sqlite" || std::filesystem::path(plugin).filename() == "libconveyor-sqlite.so";
+}
+
 }  // namespace
 
-std::unique_ptr<Backend> open_backend(const GlobalOptions& g) {
+std::unique_ptr<Engine> open_engine(const Config& config) {
+  try {
+    return std::make_unique<Engine>(config);
+  } catch (const StorageError& e) {
+    if (e.code() == CONVEYOR_E_INVALID)
+      if (auto error = storage_option_error(config, e.what())) throw *error;
+    throw;
+  }
+}
+
+std::unique_ptr<Backend> open_backend(const GlobalOptions& g, bool read_only) {
   if (g.server_url) return std::make_unique<ApiBackend>(*g.server_url, admin_token(g));
-  return std::make_unique<StorageBackend>(load(g));
+  Config config = load(g);
+  auto& options = config.storage.options;
+  if (read_only && is_builtin_sqlite(config.storage.plugin) &&
+      std::none_of(options.begin(), options.end(),
+                   [](const auto& o) { return o.first == "create"; }))
+    options.emplace_back("create", "false");
+  return std::make_unique<StorageBackend>(config);
 }
 
 }  // namespace conveyor::cli

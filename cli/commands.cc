@@ -42,9 +42,13 @@ int serve(const GlobalOptions& g) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  // A closed terminal (or a supervisor's reload) must not kill the process
+  // with leases held: SIGHUP stops it as SIGTERM does.
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  Engine engine(config);
+  const std::unique_ptr<Engine> engine_ptr = open_engine(config);
+  Engine& engine = *engine_ptr;
   register_builtin_handlers(engine);
   std::unique_ptr<AdminServer> server;
   if (with_server) {
@@ -81,11 +85,21 @@ int serve(const GlobalOptions& g) {
 
 int enqueue(const GlobalOptions& g, const EnqueueArgs& a) {
   validate_job_request(a.job);
-  if (a.count < 1 || a.count > 10'000'000)
-    throw ValidationError("count", fmt::format("--count must be between 1 and 10000000, got {}", a.count));
+  // Every --count is one transaction (all or none), held in memory at once:
+  // these bound its size.
+  if (a.count < 1 || a.count > kMaxEnqueueCount)
+    throw ValidationError("count", fmt::format("--count must be between 1 and {}, got {}",
+                                               kMaxEnqueueCount, a.count));
+  const uint64_t payload_bytes = static_cast<uint64_t>(a.count) * a.job.payload.size();
+  if (payload_bytes > kMaxEnqueuePayloadBytes)
+    throw ValidationError(
+        "count",
+        fmt::format("--count {} with a {}-byte payload is {} payload bytes in one "
+                    "transaction; the most is {} (256 MiB): use a smaller --count",
+                    a.count, a.job.payload.size(), payload_bytes, kMaxEnqueuePayloadBytes));
   auto backend = open_backend(g);
-  const auto [first, last] = backend->enqueue(a.job, a.count);
-  print_enqueued(g, a.job.queue, a.job.kind, a.count, first, last);
+  const std::vector<int64_t> ids = backend->enqueue(a.job, a.count);
+  print_enqueued(g, a.job.queue, a.job.kind, ids);
   return 0;
 }
 
@@ -101,7 +115,7 @@ int ratelimit_set(const GlobalOptions& g, const std::string& queue, double rate,
 }
 
 int ratelimit_ls(const GlobalOptions& g) {
-  print_rate_limits(g, open_backend(g)->rate_limits());
+  print_rate_limits(g, open_backend(g, /*read_only=*/true)->rate_limits());
   return 0;
 }
 
@@ -114,7 +128,7 @@ int ratelimit_rm(const GlobalOptions& g, const std::string& queue) {
 }
 
 int queues(const GlobalOptions& g) {
-  print_queues(g, open_backend(g)->queues());
+  print_queues(g, open_backend(g, /*read_only=*/true)->queues());
   return 0;
 }
 

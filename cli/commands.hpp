@@ -17,6 +17,10 @@ struct GlobalOptions {
   bool json = false;                       // --json
 };
 
+// Bounds of one `conveyor enqueue --count`, which is one transaction.
+inline constexpr int64_t kMaxEnqueueCount = 1'000'000;
+inline constexpr uint64_t kMaxEnqueuePayloadBytes = 256ull << 20;
+
 struct EnqueueArgs {
   JobRequest job;
   int64_t count = 1;

@@ -35,7 +35,7 @@ std::string conversion_problem(const CLI::ConversionError& e) {
   static const std::map<std::string, std::string> kTakes = {
       {"--rate", "a number of jobs per second greater than 0 (e.g. 50 or 2.5)"},
       {"--burst", "a whole number from 1 to 4294967295"},
-      {"--count", "a whole number from 1 to 10000000"},
+      {"--count", "a whole number from 1 to 1000000"},
       {"--priority", "a whole number from -2147483648 to 2147483647 (lower runs first)"},
       {"--delay", "a number of seconds >= 0"},
       {"--max-attempts", "a whole number >= 1"},

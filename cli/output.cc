@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <ctime>
 #include <iostream>
 
@@ -34,18 +35,52 @@ void print(const json& j) { std::cout << j.dump(2) << "\n"; }
 }  // namespace
 
 void print_enqueued(const GlobalOptions& g, const std::string& queue, const std::string& kind,
-                    int64_t count, int64_t first_id, int64_t last_id) {
+                    const std::vector<int64_t>& ids) {
+  // Runs of consecutive ids: one run unless another enqueue interleaved
+  // (PostgreSQL sequences are shared by concurrent transactions).
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  std::vector<int64_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t id : sorted) {
+    if (!runs.empty() && runs.back().second + 1 == id) {
+      runs.back().second = id;
+    } else {
+      runs.emplace_back(id, id);
+    }
+  }
+  const auto count = static_cast<int64_t>(ids.size());
   if (g.json) {
-    print(json{{"queue", queue},
-               {"kind", kind},
-               {"count", count},
-               {"first_id", first_id},
-               {"last_id", last_id}});
+    json j{{"queue", queue},
+           {"kind", kind},
+           {"count", count},
+           {"first_id", sorted.front()},
+           {"last_id", sorted.back()}};
+    if (runs.size() > 1) {  // only then: the usual answer keeps its shape
+      j["contiguous"] = false;
+      json list = json::array();
+      for (const auto& [a, b] : runs) list.push_back(json::array({a, b}));
+      j["id_ranges"] = std::move(list);
+    }
+    print(j);
   } else if (count == 1) {
-    std::cout << fmt::format("enqueued job {} on queue {}\n", first_id, queue);
+    std::cout << fmt::format("enqueued job {} on queue {}\n", sorted.front(), queue);
+  } else if (runs.size() == 1) {
+    std::cout << fmt::format("enqueued {} jobs on queue {} (ids {}..{})\n", count, queue,
+                             sorted.front(), sorted.back());
   } else {
-    std::cout << fmt::format("enqueued {} jobs on queue {} (ids {}..{})\n", count, queue, first_id,
-                             last_id);
+    constexpr size_t kShown = 8;
+    std::string shown;
+    for (size_t i = 0; i < runs.size() && i < kShown; ++i) {
+      if (i > 0) shown += ", ";
+      shown += runs[i].first == runs[i].second
+                   ? std::to_string(runs[i].first)
+                   : fmt::format("{}..{}", runs[i].first, runs[i].second);
+    }
+    if (runs.size() > kShown) shown += fmt::format(" and {} more ranges", runs.size() - kShown);
+    std::cout << fmt::format(
+        "enqueued {} jobs on queue {} (ids not contiguous, other jobs were enqueued at the same "
+        "time: {})\n",
+        count, queue, shown);
   }
 }
 

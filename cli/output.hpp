@@ -14,8 +14,9 @@
 
 namespace conveyor::cli {
 
+// ids in the order storage returned them (one per job, at least one).
 void print_enqueued(const GlobalOptions& g, const std::string& queue, const std::string& kind,
-                    int64_t count, int64_t first_id, int64_t last_id);
+                    const std::vector<int64_t>& ids);
 void print_rate_limit_set(const GlobalOptions& g, const std::string& queue, const RateLimit& limit);
 void print_rate_limits(const GlobalOptions& g, const api::RateLimitListing& listing);
 void print_rate_limit_cleared(const GlobalOptions& g, const std::string& queue);

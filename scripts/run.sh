@@ -31,4 +31,5 @@ echo "  build/bin/conveyor ratelimit set email --rate 50 --burst 10"
 echo "  build/bin/conveyor enqueue email noop --count 2000"
 echo "  build/bin/conveyor queues"
 echo "  dashboard and API: http://127.0.0.1:8080/"
+mkdir -p data  # the database's directory (config/conveyor.toml: data/conveyor.db)
 exec build/bin/conveyor --config config/conveyor.toml serve

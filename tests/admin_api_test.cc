@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -323,14 +325,97 @@ TEST(AdminApi, BearerTokenFromTheEnvironment) {
   EXPECT_EQ(s.get("/").status, 200);
 }
 
-TEST(AdminApi, AllowUnauthenticatedStillRejectsAWrongToken) {
+TEST(AdminApi, AConfiguredTokenIsRequiredEvenWithAllowUnauthenticated) {
   test::TempDir dir;
   Server s(dir, "admin_token = \"tok\"\nallow_unauthenticated = true\n");
   ASSERT_TRUE(s.ready()) << s.process().stderr_text();
-  EXPECT_EQ(s.call("ListQueues", json::object()).status, 200);
-  EXPECT_EQ(s.call("ListQueues", json::object(), {"Authorization: Bearer tok"}).status, 200);
+  expect_error(s.call("PauseQueue", {{"queue", "q"}}), 401, "unauthenticated",
+               "missing Authorization header");
+  expect_error(s.call("Enqueue", {{"job", {{"queue", "q"}, {"kind", "noop"}}}}), 401,
+               "unauthenticated", "missing Authorization header");
+  expect_error(s.get("/metrics"), 401, "unauthenticated", "Authorization");
   expect_error(s.call("ListQueues", json::object(), {"Authorization: Bearer nope"}), 401,
                "unauthenticated", "wrong");
+  // Nothing was paused or enqueued by the refused calls.
+  EXPECT_EQ(
+      json_body(s.call("ListQueues", json::object(), {"Authorization: Bearer tok"}))["queues"],
+      json::array());
+  EXPECT_NE(s.process().stderr_text().find("allow_unauthenticated is ignored"), std::string::npos)
+      << s.process().stderr_text();
+}
+
+// The shipped config/conveyor.toml, storage moved into dir and the plugins of
+// this tree; its [server] section as shipped.
+std::filesystem::path shipped_config(const test::TempDir& dir) {
+  std::string text =
+      test::read_file(std::string(CONVEYOR_TEST_SOURCE_DIR) + "/config/conveyor.toml");
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  };
+  replace("path = \"data/conveyor.db\"", "path = \"" + (dir / "conveyor.db").string() + "\"");
+  replace("plugin = \"sqlite\"",
+          "plugin = \"sqlite\"\nplugin_dir = \"" + std::string(CONVEYOR_TEST_PLUGIN_DIR) + "\"");
+  const auto path = dir / "shipped.toml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+// The report: the shipped config, a token and a public listen address
+// from the environment; a call without Authorization was accepted.
+TEST(AdminApi, TheShippedConfigWithATokenOnAPublicAddressNeedsTheToken) {
+  test::TempDir dir;
+  const uint16_t port = test::free_port();
+  test::Process p(
+      {"--config", shipped_config(dir).string(), "serve"},
+      {"CONVEYOR_ADMIN_TOKEN=s3cret", "CONVEYOR_SERVER_LISTEN=0.0.0.0:" + std::to_string(port)});
+  ASSERT_TRUE(test::wait_until([&] {
+    return p.wait(std::chrono::milliseconds(1)) >= 0 ||
+           test::http_send(port, test::http_request("GET", "/", {}, "")).status != 0;
+  }));
+  ASSERT_LT(p.wait(std::chrono::milliseconds(1)), 0) << p.stderr_text();
+  const auto post = [&](const std::string& method, const json& body,
+                        std::vector<std::string> headers) {
+    headers.push_back("Content-Type: application/json");
+    return test::http_send(
+        port, test::http_request("POST", Server::api_path(method), headers, body.dump()));
+  };
+  expect_error(post("PauseQueue", {{"queue", "q"}}, {}), 401, "unauthenticated",
+               "missing Authorization header");
+  expect_error(post("Enqueue", {{"job", {{"queue", "q"}, {"kind", "noop"}}}}, {}), 401,
+               "unauthenticated", "missing Authorization header");
+  EXPECT_EQ(
+      json_body(post("ListQueues", json::object(), {"Authorization: Bearer s3cret"}))["queues"],
+      json::array());
+  EXPECT_NE(p.stderr_text().find("bearer token required"), std::string::npos) << p.stderr_text();
+}
+
+TEST(AdminApi, TheShippedConfigOnAPublicAddressWithoutATokenDoesNotStart) {
+  test::TempDir dir;
+  auto r = test::run_conveyor({"--config", shipped_config(dir).string(), "serve"},
+                              {"CONVEYOR_SERVER_LISTEN=0.0.0.0:18080"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("conveyor: [server] allow_unauthenticated = \"loopback\" allows calls "
+                       "without a token only on a loopback address, but listen = 0.0.0.0:18080"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "conveyor.db"));  // refused before storage opened
+}
+
+TEST(AdminApi, TheShippedConfigServesLoopbackWithoutAToken) {
+  test::TempDir dir;
+  const uint16_t port = test::free_port();
+  test::Process p({"--config", shipped_config(dir).string(), "serve"},
+                  {"CONVEYOR_SERVER_LISTEN=127.0.0.1:" + std::to_string(port)});
+  ASSERT_TRUE(test::wait_until([&] {
+    return p.wait(std::chrono::milliseconds(1)) >= 0 ||
+           test::http_send(port, test::http_request("GET", "/", {}, "")).status != 0;
+  }));
+  const auto r =
+      test::http_send(port, test::http_request("POST", Server::api_path("ListQueues"),
+                                               {"Content-Type: application/json"}, "{}"));
+  EXPECT_EQ(r.status, 200) << r.body << p.stderr_text();
 }
 
 TEST(AdminApi, NoTokenAndNoPermissionOnLoopbackRefusesCallsAndSaysWhy) {

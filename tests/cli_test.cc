@@ -98,10 +98,10 @@ TEST_F(Cli, ValidationErrorsExitTwoAndStoreNothing) {
   expect_one_line_error(run({"enqueue", "q", "noop", "--count", "0"}), 2, "--count");
   expect_one_line_error(run({"frobnicate"}), 2, "frobnicate");
   expect_one_line_error(run({"ratelimit", "set", "email"}), 2, "--rate");
-  auto r = run({"--json", "ratelimit", "ls"});
-  EXPECT_TRUE(json::parse(r.out)["overrides"].empty());
-  r = run({"--json", "queues"});
-  EXPECT_TRUE(json::parse(r.out).empty());
+  // None of them created the database (the read-only commands do not either).
+  expect_one_line_error(run({"--json", "ratelimit", "ls"}), 1, "does not exist");
+  expect_one_line_error(run({"--json", "queues"}), 1, "does not exist");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "conveyor.db"));
 }
 
 TEST_F(Cli, BadConfigNamesFileLineAndKey) {
@@ -114,6 +114,7 @@ TEST_F(Cli, BadConfigNamesFileLineAndKey) {
 }
 
 TEST_F(Cli, EnvironmentOverridesTheFile) {
+  ASSERT_EQ(run({"enqueue", "q", "noop"}).exit_code, 0);  // creates the database
   auto r = run({"--json", "ratelimit", "ls"},
                {"CONVEYOR_RATE_LIMIT_RATE_PER_SEC=20", "CONVEYOR_RATE_LIMIT_ENABLED=false"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -172,6 +173,74 @@ TEST_F(Cli, ServeDrainsStopsOnSigintAndKeepsStateAcrossRestart) {
   EXPECT_EQ(j[1]["pending"].get<int>() + j[1]["completed"].get<int>(), 50);
   EXPECT_GT(j[1]["pending"].get<int>(), 40);  // 1/s: only a few ran
   EXPECT_EQ(j[1]["limit"]["source"], "override");
+}
+
+// Read-only commands never create a database: a wrong path is an error
+// naming it, and nothing appears on disk.
+TEST_F(Cli, ReadOnlyCommandsDoNotCreateTheDatabase) {
+  const std::string db = (dir_ / "conveyor.db").string();
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"queues"}, {"--json", "queues"}, {"ratelimit", "ls"}}) {
+    auto r = run(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.err, "conveyor: storage plugin 'sqlite' could not open: sqlite database '" + db +
+                         "' does not exist (storage option 'path'); `conveyor serve` or `conveyor "
+                         "enqueue` creates it, or fix the path\n");
+    EXPECT_FALSE(std::filesystem::exists(db)) << args.back();
+  }
+  ASSERT_EQ(run({"enqueue", "q", "noop"}).exit_code, 0);
+  EXPECT_EQ(run({"queues"}).exit_code, 0);
+}
+
+// --count is one transaction: whoever looks (or kills the process) sees
+// none of the jobs or all of them, never the first chunks.
+TEST_F(Cli, EnqueueCountIsAllOrNothing) {
+  ASSERT_EQ(run({"enqueue", "q", "noop"}).exit_code, 0);  // the database and queue exist
+  constexpr int64_t kCount = 200000;
+  test::Process enqueue(
+      {"--config", config_.string(), "enqueue", "q", "noop", "--count", std::to_string(kCount)});
+  std::vector<int64_t> seen;
+  const auto pending = [&]() -> int64_t {
+    auto r = run({"--json", "queues"});
+    if (r.exit_code != 0) return -1;
+    return json::parse(r.out)[0]["pending"].get<int64_t>() - 1;
+  };
+  ASSERT_TRUE(test::wait_until([&] {
+    const int64_t n = pending();
+    if (n >= 0) seen.push_back(n);
+    return n > 0 || enqueue.wait(std::chrono::milliseconds(1)) >= 0;
+  }));
+  enqueue.signal(SIGKILL);  // mid-run with chunks; after the commit now
+  enqueue.wait();
+  seen.push_back(pending());
+  for (int64_t n : seen) EXPECT_TRUE(n == 0 || n == kCount) << n << " jobs were visible";
+}
+
+// SIGHUP (a closed terminal, a supervisor) stops serve as SIGTERM does: the
+// running job's lease is given back, not left to expire.
+TEST_F(Cli, SighupStopsServeGracefullyAndReleasesLeases) {
+  std::ofstream(config_, std::ios::app)
+      << "[engine]\npoll_interval_ms = 50\nshutdown_timeout_ms = 100\nlease_ms = 600000\n";
+  ASSERT_EQ(run({"enqueue", "long", "sleep", "--payload", R"({"ms": 600000})"}).exit_code, 0);
+  test::Process serve({"--config", config_.string(), "serve"});
+  auto running = [&]() -> int64_t {
+    auto r = run({"--json", "queues"});
+    if (r.exit_code != 0) return -1;
+    for (const auto& q : json::parse(r.out))
+      if (q["queue"] == "long") return q["running"].get<int64_t>();
+    return -1;
+  };
+  ASSERT_TRUE(test::wait_until([&] { return running() == 1; })) << serve.stderr_text();
+  serve.signal(SIGHUP);
+  EXPECT_EQ(serve.wait(), 0) << serve.stderr_text();
+  EXPECT_NE(serve.stderr_text().find("received SIGHUP, stopping"), std::string::npos)
+      << serve.stderr_text();
+  auto r = run({"--json", "queues"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j.size(), 1u) << r.out;
+  EXPECT_EQ(j[0]["running"], 0) << r.out;  // released, not held for lease_ms
+  EXPECT_EQ(j[0]["pending"], 1) << r.out;
 }
 
 }  // namespace

@@ -70,6 +70,18 @@ std::string listen_problem(std::string_view listen) {
          quote_for_message(listen);
 }
 
+// Why a token cannot be used, or nullopt. HTTP drops the spaces around a
+// header value, so a padded token could never be presented: everyone would be
+// locked out.
+std::optional<std::string> admin_token_problem(std::string_view token) {
+  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  if (!token.empty() && (space(token.front()) || space(token.back())))
+    return std::string(
+        "must not start or end with whitespace (HTTP strips it from the Authorization "
+        "header, so no client could send this token): remove it");
+  return std::nullopt;
+}
+
 // ---- value text -------------------------------------------------------------
 
 // A TOML float as text that still reads as a float: 2.0 stays "2.0", not "2".
@@ -265,12 +277,19 @@ double Reader::read_number(const Field& f, bool allow_zero) const {
   if (!value) fail_type(f, rule);
   if (!std::isfinite(*value)) fail_type(f, "a finite " + rule.substr(2));
   if (*value < 0 || (*value == 0 && !allow_zero)) fail_type(f, rule);
+  // Only rates are read as numbers; they share validate_rate's maximum.
+  if (*value > kMaxRatePerSec)
+    fail_type(f, "at most " + std::to_string(static_cast<int64_t>(kMaxRatePerSec)) +
+                     " (jobs per second)");
   return *value;
 }
 
 uint32_t Reader::read_u32(const Field& f, int64_t min, int64_t max) const {
   const auto* value = f.node.as_integer();
-  if (value == nullptr || value->get() < min || value->get() > max) {
+  // Above the top the rule states it (an ">= 100" alone would mislead).
+  if (value != nullptr && value->get() > max)
+    fail_type(f, "an integer from " + std::to_string(min) + " to " + std::to_string(max));
+  if (value == nullptr || value->get() < min) {
     fail_type(f, integer_rule(min, max));
   }
   return static_cast<uint32_t>(value->get());
@@ -307,6 +326,7 @@ void Reader::read_storage(const Field& f, StorageConfig& storage) const {
 // Plugins take options as text; scalars are spelled the way TOML spells them.
 void Reader::read_storage_options(const Field& f, StorageConfig& storage) const {
   storage.options.clear();
+  storage.option_lines.clear();
   for (const auto& [key, node] : in_file_order(read_table(f))) {
     const Field option{*node, key_path(f.path, key->str()), key->source().begin.line};
     std::string text;
@@ -317,6 +337,7 @@ void Reader::read_storage_options(const Field& f, StorageConfig& storage) const 
     } else {
       fail_type(option, "a string, integer, float or boolean (no nested tables or arrays)");
     }
+    storage.option_lines[std::string(key->str())] = option.key_line;
     storage.options.emplace_back(key->str(), std::move(text));
   }
 }
@@ -390,9 +411,22 @@ void Reader::read_server(const Field& f, ServerConfig& server) const {
   };
   walk(read_table(f), f.path,
        {{"listen", read_listen},
-        {"admin_token", [&](const Field& k) { server.admin_token = read_string(k, false); }},
+        {"admin_token",
+         [&](const Field& k) {
+           server.admin_token = read_string(k, false);
+           if (auto problem = admin_token_problem(server.admin_token)) fail(k, *problem);
+         }},
         {"allow_unauthenticated",
-         [&](const Field& k) { server.allow_unauthenticated = read_bool(k); }},
+         [&](const Field& k) {
+           if (const auto* s = k.node.as_string(); s != nullptr && s->get() == "loopback") {
+             server.allow_unauthenticated = true;
+             server.unauthenticated_loopback_only = true;
+             return;
+           }
+           if (k.node.as_boolean() == nullptr) fail_type(k, "true, false or \"loopback\"");
+           server.allow_unauthenticated = read_bool(k);
+           server.unauthenticated_loopback_only = false;
+         }},
         {"read_only", [&](const Field& k) { server.read_only = read_bool(k); }},
         {"max_body_bytes",
          [&](const Field& k) { server.max_body_bytes = read_u32(k, kMinBodyBytes); }}});
@@ -427,6 +461,10 @@ double parse_env_rate(const char* name, const std::string& value) {
   if (ec != std::errc() || ptr != end || !std::isfinite(rate) || rate < 0) {
     fail_env(name, "must be a finite number >= 0, got " + quote_for_message(value));
   }
+  if (rate > kMaxRatePerSec) {
+    fail_env(name, "must be at most " + std::to_string(static_cast<int64_t>(kMaxRatePerSec)) +
+                       " (jobs per second), got " + quote_for_message(value));
+  }
   return rate;
 }
 
@@ -455,7 +493,10 @@ void apply_env(Config& config, const EnvLookup& env) {
     if (!try_parse_listen(*v)) fail_env("CONVEYOR_SERVER_LISTEN", listen_problem(*v));
     config.server.listen = *v;
   }
-  if (auto v = env_value(env, "CONVEYOR_ADMIN_TOKEN")) config.server.admin_token = *v;
+  if (auto v = env_value(env, "CONVEYOR_ADMIN_TOKEN")) {
+    if (auto problem = admin_token_problem(*v)) fail_env("CONVEYOR_ADMIN_TOKEN", *problem);
+    config.server.admin_token = *v;
+  }
 }
 
 // toml++ descriptions may quote the offending text, newlines included; errors
@@ -509,6 +550,15 @@ uint32_t Config::max_workers_for(std::string_view queue) const {
   const auto it = queues.find(std::string(queue));
   if (it != queues.end() && it->second.max_workers) return *it->second.max_workers;
   return engine.max_workers;
+}
+
+std::optional<ConfigError> storage_option_error(const Config& config, std::string_view message) {
+  for (const auto& [key, line] : config.storage.option_lines) {
+    if (message.find("storage option '" + key + "'") == std::string_view::npos) continue;
+    return ConfigError(config.source + ":" + std::to_string(line) + ": " +
+                       key_path("storage.options", key) + ": " + std::string(message));
+  }
+  return std::nullopt;
 }
 
 EnvLookup process_env() {

@@ -161,7 +161,55 @@ TEST(Config, TheShippedDefaultConfigParses) {
   EXPECT_TRUE(c.queues.empty());
   EXPECT_EQ(c.server.listen, "127.0.0.1:8080");
   EXPECT_TRUE(c.server.allow_unauthenticated);
+  EXPECT_TRUE(c.server.unauthenticated_loopback_only);  // never open beyond loopback
   EXPECT_EQ(c.server.admin_token, "");
+}
+
+TEST(Config, AllowUnauthenticatedTakesABooleanOrLoopback) {
+  Config c = parse("[server]\nallow_unauthenticated = \"loopback\"\n");
+  EXPECT_TRUE(c.server.allow_unauthenticated);
+  EXPECT_TRUE(c.server.unauthenticated_loopback_only);
+  c = parse("[server]\nallow_unauthenticated = true\n");
+  EXPECT_TRUE(c.server.allow_unauthenticated);
+  EXPECT_FALSE(c.server.unauthenticated_loopback_only);
+  EXPECT_THROW(
+      {
+        try {
+          parse("[server]\nallow_unauthenticated = \"yes\"\n");
+        } catch (const ConfigError& e) {
+          EXPECT_STREQ(e.what(),
+                       "test.toml:2: server.allow_unauthenticated: must be true, false or "
+                       "\"loopback\", got \"yes\"");
+          throw;
+        }
+      },
+      ConfigError);
+}
+
+// HTTP strips the spaces around a header value: a padded token would lock
+// everyone out, so it is refused where it is configured.
+TEST(Config, APaddedAdminTokenIsRefused) {
+  for (const char* token : {" padded ", "padded ", "\\tpadded"}) {
+    try {
+      parse(std::string("[server]\nadmin_token = \"") + token + "\"\n");
+      FAIL() << token;
+    } catch (const ConfigError& e) {
+      EXPECT_STREQ(e.what(),
+                   "test.toml:2: server.admin_token: must not start or end with whitespace (HTTP "
+                   "strips it from the Authorization header, so no client could send this "
+                   "token): remove it");
+    }
+  }
+  try {
+    parse("", {{"CONVEYOR_ADMIN_TOKEN", " s3cret"}});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("environment variable CONVEYOR_ADMIN_TOKEN: must not start"),
+        std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(parse("[server]\nadmin_token = \"in side\"\n").server.admin_token, "in side");
 }
 
 TEST(Config, ContractExampleParses) {
@@ -297,7 +345,9 @@ TEST(ConfigRange, IntegerBounds) {
   const std::pair<const char*, const char*> cases[] = {
       {"rate_limit_burst = -1", "engine.rate_limit_burst: must be an integer >= 0, got -1"},
       {"rate_limit_burst = 4294967296",
-       "engine.rate_limit_burst: must be an integer >= 0, got 4294967296"},
+       "engine.rate_limit_burst: must be an integer from 0 to 4294967295, got 4294967296"},
+      {"lease_ms = 5000000000",
+       "engine.lease_ms: must be an integer from 100 to 4294967295, got 5000000000"},
       {"max_workers = 0", "engine.max_workers: must be an integer >= 1, got 0"},
       {"worker_threads = 0", "engine.worker_threads: must be an integer >= 1, got 0"},
       {"claim_batch_max = 0", "engine.claim_batch_max: must be an integer from 1 to 10000, got 0"},
@@ -309,7 +359,8 @@ TEST(ConfigRange, IntegerBounds) {
       {"max_attempts = 0", "engine.max_attempts: must be an integer >= 1, got 0"},
       {"retry_backoff_base_ms = 0", "engine.retry_backoff_base_ms: must be an integer >= 1, got 0"},
       {"shutdown_timeout_ms = -5", "engine.shutdown_timeout_ms: must be an integer >= 0, got -5"},
-      {"retention_s = 5000000000", "engine.retention_s: must be an integer >= 0, got 5000000000"},
+      {"retention_s = 5000000000",
+       "engine.retention_s: must be an integer from 0 to 4294967295, got 5000000000"},
   };
   for (const auto& [line, message] : cases) {
     EXPECT_EQ(config_error(std::string("[engine]\n") + line + "\n"),

@@ -88,7 +88,11 @@ void validate_job_kind(std::string_view kind) {
 }
 
 void validate_rate(double rate_per_sec) {
-  if (std::isfinite(rate_per_sec) && rate_per_sec > 0) return;
+  if (rate_per_sec > 0 && rate_per_sec <= kMaxRatePerSec) return;  // false for NaN
+  if (std::isfinite(rate_per_sec) && rate_per_sec > 0)
+    throw ValidationError("rate", "rate must be at most " +
+                                      std::to_string(static_cast<int64_t>(kMaxRatePerSec)) +
+                                      " jobs per second, got " + format_number(rate_per_sec));
   throw ValidationError(
       "rate", "rate must be a finite number greater than 0, got " + format_number(rate_per_sec));
 }

@@ -104,6 +104,15 @@ TEST(Rate, RejectsNanInfinityZeroAndNegatives) {
   EXPECT_EQ(error_of([] { validate_rate(-0.25); }), prefix + "-0.25");
 }
 
+// 1e308 used to pass here and fail later in storage with a wrong message.
+TEST(Rate, RejectsRatesAboveTheMaximumNamingIt) {
+  EXPECT_NO_THROW(validate_rate(kMaxRatePerSec));
+  EXPECT_EQ(error_of([] { validate_rate(1e308); }),
+            "rate must be at most 1000000000 jobs per second, got 1e+308");
+  EXPECT_EQ(error_of([] { validate_rate(1000000001); }),
+            "rate must be at most 1000000000 jobs per second, got 1000000001");
+}
+
 TEST(Burst, BoundsDependOnZeroMeaningAuto) {
   EXPECT_NO_THROW(validate_burst(1, false));
   EXPECT_NO_THROW(validate_burst(4294967295, false));

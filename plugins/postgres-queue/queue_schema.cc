@@ -413,6 +413,8 @@ SELECT job_id FROM closed)sql"},
 
     // Open claims whose lease (extended or not) expired before the host's
     // now; claim marks only from lease expiry $4 (>= 1) on (rescue_window.hpp).
+    // Requeued with their run_at, so their place in the queue (rescue forgets
+    // this process's claim hints; probes find them for other processes).
     // Returns how many it rescued and how many expired claims it found (at
     // most $3: fewer means it saw them all).
     Statement{stmt::kRescue, R"sql(
@@ -447,7 +449,7 @@ WITH expired AS (
   RETURNING slot, entry_id, job_id, what
 ), requeued AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
-  SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, $1::bigint,
+  SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, r.run_at,
          r.attempt + 1, r.max_attempts, r.created_at, r.kind, r.payload, $2::text
   FROM closed c JOIN entry r ON r.slot = c.slot AND r.entry_id = c.entry_id
   WHERE c.what = 1

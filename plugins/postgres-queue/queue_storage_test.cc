@@ -270,6 +270,26 @@ TEST_F(QueueStorageTest, LeasesAndScheduledJobsOfAnotherHandleAreFound) {
   EXPECT_EQ(due[0].id, id);
 }
 
+// A rescued job keeps its run_at, so its place: it is claimed before a job
+// enqueued after it (a fresh run_at would have put it behind).
+TEST_F(QueueStorageTest, ARescuedJobKeepsItsPlaceInTheQueue) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  const int64_t now = wall_us();
+  const int64_t first = enqueue(h, "q", 0, now - 2000);
+  ASSERT_EQ(claim(h, "q", 1, 1, now, now + 1).size(), 1u);
+  const int64_t second = enqueue(h, "q", 0, now - 1000);
+  conveyor_error err{};
+  uint32_t rescued = 0;
+  ASSERT_EQ(api_->rescue_expired(h, now + 10, 10, &rescued, &err), CONVEYOR_OK) << err.message;
+  ASSERT_EQ(rescued, 1u);
+  EXPECT_EQ(job(h, first, now + 10).run_at, now - 2000);
+  const std::vector<JobCopy> next = claim(h, "q", 1, 2, now + 10, now + kHour);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].id, first) << "the rescued job went behind job " << second;
+}
+
 // An entry another process appends below this process's claim hint (here a
 // more urgent priority) is skipped by claims that start at the hint, until
 // the periodic probe (hint_prober.hpp, about once a second) takes the hint

@@ -155,6 +155,7 @@ SET state = 5, finalized_at = $1::bigint, last_error = $2::text, lease_token = 0
     lease_expires = 0
 WHERE id = $3::bigint AND state = 3 AND lease_token = $4::bigint)sql"},
 
+    // run_at is kept: a rescued job keeps its place in its queue.
     Statement{stmt::kRescue, R"sql(
 WITH expired AS (
   SELECT id FROM {s}.jobs
@@ -165,7 +166,6 @@ WITH expired AS (
 )
 UPDATE {s}.jobs AS j
 SET state = CASE WHEN j.attempt < j.max_attempts THEN 1 ELSE 5 END,
-    run_at = CASE WHEN j.attempt < j.max_attempts THEN $1::bigint ELSE j.run_at END,
     finalized_at = CASE WHEN j.attempt < j.max_attempts THEN 0 ELSE $1::bigint END,
     lease_token = 0, lease_expires = 0, last_error = $2::text
 WHERE j.id = ANY(ARRAY(SELECT id FROM expired)))sql"},

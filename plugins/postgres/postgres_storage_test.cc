@@ -280,7 +280,7 @@ TEST_F(PgStorageTest, ReleaseExtendAndRescue) {
   EXPECT_EQ(rescued, 1u);
   JobCopy back = job(h, id, 501);
   EXPECT_EQ(back.state, CONVEYOR_JOB_AVAILABLE) << "attempt 1 < max_attempts 2";
-  EXPECT_EQ(back.run_at, 501);
+  EXPECT_EQ(back.run_at, 40) << "a rescued job keeps its run_at (here the release's)";
   EXPECT_EQ(back.last_error, "lease expired: worker presumed dead");
   ASSERT_EQ(claim(h, "q", 1, 10, 501, 600).size(), 1u);
   ASSERT_EQ(api_->rescue_expired(h, 601, 10, &rescued, &err), CONVEYOR_OK) << err.message;
@@ -295,6 +295,23 @@ TEST_F(PgStorageTest, ReleaseExtendAndRescue) {
   EXPECT_EQ(rescued, 2u) << "max_jobs bounds the work";
   ASSERT_EQ(api_->rescue_expired(h, 20, 2, &rescued, &err), CONVEYOR_OK);
   EXPECT_EQ(rescued, 1u);
+}
+
+// A rescued job keeps its place: it is claimed before jobs enqueued after it.
+TEST_F(PgStorageTest, RescuedJobKeepsItsPlaceInTheQueue) {
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  const int64_t first = enqueue(h, "q", 0, /*run_at=*/10);
+  ASSERT_EQ(claim(h, "q", 1, 1, 50, 100).size(), 1u);
+  const int64_t second = enqueue(h, "q", 0, /*run_at=*/60);
+  conveyor_error err{};
+  uint32_t rescued = 0;
+  ASSERT_EQ(api_->rescue_expired(h, 200, 10, &rescued, &err), CONVEYOR_OK) << err.message;
+  ASSERT_EQ(rescued, 1u);
+  EXPECT_EQ(job(h, first, 200).run_at, 10);
+  auto next = claim(h, "q", 1, 2, 200, 300);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].id, first) << "the rescued job went behind job " << second;
 }
 
 TEST_F(PgStorageTest, CancelNonFinalJobsOnly) {

@@ -5,6 +5,7 @@
 #include <SQLiteCpp/Statement.h>
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <climits>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -155,8 +157,7 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     " WHERE id = ?2 AND state = 3 AND lease_token = ?3",
     /* kRescue */
     "UPDATE jobs SET"
-    " state = CASE WHEN attempt < max_attempts THEN 1 ELSE 5 END,"
-    " run_at = CASE WHEN attempt < max_attempts THEN ?1 ELSE run_at END,"
+    " state = CASE WHEN attempt < max_attempts THEN 1 ELSE 5 END,"  // run_at kept: its place
     " finalized_at = CASE WHEN attempt < max_attempts THEN 0 ELSE ?1 END,"
     " lease_token = 0, lease_expires = 0, last_error = ?2"
     " WHERE id IN (SELECT id FROM jobs WHERE state = 3 AND lease_expires < ?1"
@@ -321,26 +322,45 @@ std::string upper(std::string s) {
   return s;
 }
 
-// Creates the parent directories and checks that the file can be opened for
-// writing, so the error names the path and the OS reason.
-void prepare_path(const std::string& path) {
+// Checks the path before SQLite sees it, so errors name the path and what to
+// do: the directory must exist (a typo must not silently start an empty
+// database elsewhere), and with create = false so must the file.
+void prepare_path(const Config& cfg) {
   namespace fs = std::filesystem;
-  fs::path p(path);
-  fs::path parent = p.parent_path();
-  if (!parent.empty()) {
-    std::error_code ec;
-    fs::create_directories(parent, ec);
-    if (ec)
-      throw Error(CONVEYOR_E_UNAVAILABLE, "sqlite: cannot create directory '" + parent.string() +
-                                              "' for database '" + path + "': " + ec.message());
+  const std::string& path = cfg.path;
+  const fs::path parent = fs::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !fs::is_directory(parent, ec)) {
+    if (fs::exists(parent, ec))
+      throw Error(CONVEYOR_E_INVALID, "sqlite: '" + parent.string() +
+                                          "' in storage option 'path' ('" + path +
+                                          "') is not a directory");
+    throw Error(CONVEYOR_E_INVALID, "sqlite: directory '" + parent.string() +
+                                        "' of storage option 'path' ('" + path +
+                                        "') does not exist: create it (mkdir -p " +
+                                        parent.string() + ") or fix the path");
   }
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (!cfg.create && !fs::exists(path, ec))
+    throw Error(CONVEYOR_E_NOT_FOUND,
+                "sqlite database '" + path +
+                    "' does not exist (storage option 'path'); `conveyor serve` or `conveyor "
+                    "enqueue` creates it, or fix the path");
+  int fd = ::open(path.c_str(), O_RDWR | (cfg.create ? O_CREAT : 0) | O_CLOEXEC, 0644);
   if (fd < 0) {
     int err = errno;
-    throw Error(CONVEYOR_E_UNAVAILABLE, "sqlite: cannot open database file '" + path +
-                                            "' for reading and writing: " + os_error(err));
+    throw Error(err == EISDIR || err == ENOENT || err == ENOTDIR ? CONVEYOR_E_INVALID
+                                                                 : CONVEYOR_E_UNAVAILABLE,
+                "sqlite: cannot open database file '" + path +
+                    "' for reading and writing: " + os_error(err));
   }
   ::close(fd);
+}
+
+// The file a path names now; nullopt when there is none.
+std::optional<FileId> file_id(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileId{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
 }
 
 }  // namespace
@@ -368,7 +388,7 @@ struct Conn {
 };
 
 Config parse_config(const sdk::Options& options) {
-  options.require_known({"path", "busy_timeout_ms", "synchronous"});
+  options.require_known({"path", "busy_timeout_ms", "synchronous", "create"});
   Config cfg;
   if (!options.has("path") || options.get("path").empty())
     throw Error(CONVEYOR_E_INVALID, "storage option 'path' is required (the SQLite database file)");
@@ -399,6 +419,13 @@ Config parse_config(const sdk::Options& options) {
                       options.get("synchronous") + "'");
     cfg.synchronous = v;
   }
+  if (options.has("create")) {
+    const std::string v = options.get("create");
+    if (v != "true" && v != "false")
+      throw Error(CONVEYOR_E_INVALID,
+                  "storage option 'create' must be true or false, got '" + v + "'");
+    cfg.create = v == "true";
+  }
   return cfg;
 }
 
@@ -407,9 +434,15 @@ SqliteStorage::~SqliteStorage() = default;
 
 std::unique_ptr<SqliteStorage> SqliteStorage::open(const sdk::Options& options) {
   Config cfg = parse_config(options);
-  prepare_path(cfg.path);
+  prepare_path(cfg);
   std::unique_ptr<SqliteStorage> s(new SqliteStorage(std::move(cfg)));
   s->writer_ = s->open_conn(/*writer=*/true);
+  // The file the connections use; later calls check the path still names it.
+  const std::optional<FileId> id = file_id(s->config_.path);
+  if (!id)
+    throw Error(CONVEYOR_E_INVALID,
+                "sqlite database '" + s->config_.path + "' disappeared while it was opened");
+  s->file_ = *id;
   return s;
 }
 
@@ -467,9 +500,22 @@ void SqliteStorage::with_busy_retry(const char* op, Fn&& fn) {
   }
 }
 
+void SqliteStorage::check_file(const char* op) const {
+  // One stat() per call: the open connections keep a removed or replaced file
+  // alive, so writes would be acknowledged into a database nobody will see.
+  const std::optional<FileId> now = file_id(config_.path);
+  if (now && *now == file_) return;
+  throw Error(CONVEYOR_E_INTERNAL,
+              std::string("sqlite ") + op + ": database '" + config_.path + "' was " +
+                  (now ? "replaced by another file" : "removed") +
+                  " while this process had it open; nothing more is written to the old file. "
+                  "Restore the file and restart Conveyor");
+}
+
 template <typename Fn>
 void SqliteStorage::write_txn(const char* op, Fn&& fn) {
   std::lock_guard<std::mutex> lock(writer_mu_);
+  check_file(op);
   Conn& c = *writer_;
   with_busy_retry(op, [&] {
     try {
@@ -532,11 +578,38 @@ class ReaderLease {
 
 template <typename Fn>
 void SqliteStorage::read(const char* op, Fn&& fn) {
+  check_file(op);
   ReaderLease lease(*this);
   with_busy_retry(op, [&] { fn(lease.conn()); });
 }
 
 // ---------------------------------------------------------------------------
+
+// A database Conveyor did not create (another application's file named by
+// mistake) is refused, not filled with Conveyor's tables.
+void SqliteStorage::check_schema_owner(Conn& c, int version) {
+  std::vector<std::string> tables;
+  {
+    SQLite::Statement st(c.db,
+                         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+                         "'sqlite_%' ORDER BY name");
+    while (st.executeStep()) tables.push_back(st.getColumn(0).getString());
+  }
+  if (version == 0 && tables.empty()) return;  // a new database
+  static constexpr const char* kOurs[] = {"jobs", "meta", "queues", "rate_limits"};
+  std::vector<std::string> missing;
+  for (const char* t : kOurs)
+    if (std::find(tables.begin(), tables.end(), t) == tables.end()) missing.emplace_back(t);
+  if (version >= 1 && missing.empty()) return;
+  std::string listed;
+  for (size_t i = 0; i < tables.size() && i < 5; ++i) listed += (i ? ", " : "") + tables[i];
+  if (tables.size() > 5) listed += ", ...";
+  throw Error(CONVEYOR_E_INVALID,
+              "sqlite database '" + config_.path + "' is not a Conveyor database (it has " +
+                  (tables.empty() ? std::string("no tables") : "tables " + listed) +
+                  " and schema version " + std::to_string(version) +
+                  "): point storage option 'path' at a new file or at a Conveyor database");
+}
 
 void SqliteStorage::migrate() {
   write_txn("migrate", [&](Conn& c) {
@@ -556,6 +629,7 @@ void SqliteStorage::migrate() {
       throw Error(CONVEYOR_E_INVALID, "sqlite database '" + config_.path +
                                           "' has an invalid schema version " +
                                           std::to_string(version));
+    check_schema_owner(c, version);
     for (int v = version; v < kSchemaVersion; ++v) c.db.exec(kMigrations[v]);
     if (version != kSchemaVersion)
       c.db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));

@@ -41,6 +41,8 @@ inline constexpr int kSchemaVersion = 1;
 
 struct Config {
   std::string path;
+  // false: the database file must exist (read-only commands pass this).
+  bool create = true;
   int busy_timeout_ms = 5000;
   std::string synchronous = "NORMAL";  // NORMAL, FULL or OFF (validated)
 };
@@ -49,6 +51,13 @@ struct Config {
 Config parse_config(const sdk::Options& options);
 
 struct Conn;  // one SQLite connection plus its cached statements
+
+// Which file a path names (device and inode).
+struct FileId {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  friend bool operator==(const FileId&, const FileId&) = default;
+};
 
 class SqliteStorage {
  public:
@@ -86,6 +95,9 @@ class SqliteStorage {
   explicit SqliteStorage(Config config);
 
   std::unique_ptr<Conn> open_conn(bool writer);
+  // Throws CONVEYOR_E_INTERNAL when config_.path no longer names file_.
+  void check_file(const char* op) const;
+  void check_schema_owner(Conn& c, int version);
 
   // Runs fn(conn) inside BEGIN IMMEDIATE ... COMMIT on the writer connection,
   // retrying the whole transaction on SQLITE_BUSY/SQLITE_LOCKED. fn must be
@@ -107,6 +119,7 @@ class SqliteStorage {
   void return_reader(std::unique_ptr<Conn> conn) noexcept;
 
   Config config_;
+  FileId file_;  // the database file opened
   std::mutex writer_mu_;
   std::unique_ptr<Conn> writer_;
   std::mutex readers_mu_;

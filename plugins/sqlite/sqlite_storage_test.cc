@@ -321,7 +321,7 @@ TEST_F(SqliteStorageTest, RescueExpiredLeases) {
   EXPECT_EQ(rescued, 1u);
   JobCopy back = job(h, id, 101);
   EXPECT_EQ(back.state, CONVEYOR_JOB_AVAILABLE) << "attempt 1 < max_attempts 2";
-  EXPECT_EQ(back.run_at, 101);
+  EXPECT_EQ(back.run_at, 0) << "a rescued job keeps its run_at";
   EXPECT_EQ(back.attempt, 1);
   EXPECT_EQ(back.lease_token, 0);
   EXPECT_EQ(back.last_error, "lease expired: worker presumed dead");
@@ -643,41 +643,145 @@ TEST_F(SqliteStorageTest, OptionsAreValidated) {
   }
 }
 
-TEST_F(SqliteStorageTest, CreatesMissingParentDirectories) {
-  db_path_ = (fs::path(dir_) / "a" / "b" / "c" / "jobs.db").string();
+// A rescued job keeps its place: it is claimed before jobs enqueued after it.
+TEST_F(SqliteStorageTest, RescuedJobKeepsItsPlaceInTheQueue) {
   conveyor_storage* h = open_store();
   ASSERT_NE(h, nullptr);
-  EXPECT_TRUE(fs::is_regular_file(db_path_));
-  EXPECT_GT(enqueue(h, "q"), 0);
+  const int64_t first = enqueue(h, "q", 0, /*run_at=*/10);
+  ASSERT_EQ(claim(h, "q", 1, 1, 50, 100).size(), 1u);
+  const int64_t second = enqueue(h, "q", 0, /*run_at=*/60);
+  conveyor_error err{};
+  uint32_t rescued = 0;
+  ASSERT_EQ(api_->rescue_expired(h, 200, 10, &rescued, &err), CONVEYOR_OK) << err.message;
+  ASSERT_EQ(rescued, 1u);
+  EXPECT_EQ(job(h, first, 200).run_at, 10);
+  auto next = claim(h, "q", 1, 2, 200, 300);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].id, first) << "the rescued job went behind job " << second;
 }
 
-TEST_F(SqliteStorageTest, UnwritablePathIsReportedWithPathAndReason) {
-  // Tests may run as root, so use paths no permission bit can fix: a parent
-  // that is a regular file, and a database path that is a directory.
-  const std::string file = (fs::path(dir_) / "plain-file").string();
-  std::ofstream(file) << "not a directory";
-  const std::string under_file = file + "/sub/jobs.db";
+// A typo in path must not start an empty database somewhere new.
+TEST_F(SqliteStorageTest, AMissingDirectoryIsAnErrorNamingIt) {
+  const std::string missing = (fs::path(dir_) / "a" / "b").string();
   conveyor_storage* h = nullptr;
   std::string msg;
-  conveyor_status st = try_open({{"path", under_file}}, &h, &msg);
-  EXPECT_TRUE(st == CONVEYOR_E_UNAVAILABLE || st == CONVEYOR_E_INVALID) << st << ": " << msg;
-  EXPECT_NE(msg.find(under_file), std::string::npos) << "names the path: " << msg;
-  EXPECT_NE(msg.find("directory"), std::string::npos) << "gives the OS reason: " << msg;
+  EXPECT_EQ(try_open({{"path", missing + "/jobs.db"}}, &h, &msg), CONVEYOR_E_INVALID) << msg;
+  EXPECT_EQ(msg, "sqlite: directory '" + missing + "' of storage option 'path' ('" + missing +
+                     "/jobs.db') does not exist: create it (mkdir -p " + missing +
+                     ") or fix the path");
   EXPECT_EQ(h, nullptr);
+  EXPECT_FALSE(fs::exists(fs::path(dir_) / "a")) << "nothing was created";
+}
 
-  const std::string a_dir = (fs::path(dir_) / "i-am-a-dir").string();
-  fs::create_directories(a_dir);
-  st = try_open({{"path", a_dir}}, &h, &msg);
-  EXPECT_TRUE(st == CONVEYOR_E_UNAVAILABLE || st == CONVEYOR_E_INVALID) << st << ": " << msg;
-  EXPECT_NE(msg.find(a_dir), std::string::npos) << msg;
-  EXPECT_NE(msg.find("Is a directory"), std::string::npos) << msg;
+// create = false (read-only commands): a missing file is an error naming it.
+TEST_F(SqliteStorageTest, CreateFalseRefusesAMissingFileAndCreatesNothing) {
+  conveyor_storage* h = nullptr;
+  std::string msg;
+  EXPECT_EQ(try_open({{"path", db_path_}, {"create", "false"}}, &h, &msg), CONVEYOR_E_NOT_FOUND);
+  EXPECT_EQ(msg, "sqlite database '" + db_path_ +
+                     "' does not exist (storage option 'path'); `conveyor serve` or `conveyor "
+                     "enqueue` creates it, or fix the path");
+  EXPECT_FALSE(fs::exists(db_path_));
+  EXPECT_EQ(try_open({{"path", db_path_}, {"create", "no"}}, &h, &msg), CONVEYOR_E_INVALID);
+  EXPECT_EQ(msg, "storage option 'create' must be true or false, got 'no'");
+  // Once it exists, create = false opens it.
+  conveyor_storage* w = open_store();
+  ASSERT_NE(w, nullptr);
+  const int64_t id = enqueue(w, "q");
+  conveyor_storage* r = open_store({{"create", "false"}});
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(job(r, id, 0).state, CONVEYOR_JOB_AVAILABLE);
+}
 
-  // Not a database at all.
-  const std::string junk = (fs::path(dir_) / "junk.db").string();
-  std::ofstream(junk) << std::string(4096, 'x');
-  st = try_open({{"path", junk}}, &h, &msg);
-  EXPECT_EQ(st, CONVEYOR_E_INVALID) << msg;
-  EXPECT_NE(msg.find(junk), std::string::npos) << msg;
+// Another application's SQLite file is refused, not given Conveyor's tables.
+TEST_F(SqliteStorageTest, AnotherApplicationsDatabaseIsRefused) {
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path_.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw,
+                         "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);"
+                         "CREATE TABLE orders (id INTEGER);",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  conveyor_storage* h = open_store({}, /*migrate=*/false);
+  ASSERT_NE(h, nullptr);
+  conveyor_error err{};
+  EXPECT_EQ(api_->migrate(h, &err), CONVEYOR_E_INVALID);
+  EXPECT_EQ(std::string(err.message),
+            "sqlite database '" + db_path_ +
+                "' is not a Conveyor database (it has tables orders, users and schema version 0): "
+                "point storage option 'path' at a new file or at a Conveyor database")
+      << err.message;
+  // Its tables are untouched and none of Conveyor's were added.
+  ASSERT_EQ(sqlite3_open(db_path_.c_str(), &raw), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(raw, "SELECT count(*) FROM sqlite_master WHERE type = 'table'", -1,
+                               &st, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(st, 0), 2);
+  sqlite3_finalize(st);
+  // One that claims a schema version but lacks Conveyor's tables is refused too.
+  ASSERT_EQ(sqlite3_exec(raw, "PRAGMA user_version = 1", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+  EXPECT_EQ(api_->migrate(h, &err), CONVEYOR_E_INVALID);
+  EXPECT_NE(std::string(err.message).find("is not a Conveyor database"), std::string::npos)
+      << err.message;
+}
+
+// The file removed or replaced under a running process: writes must not be
+// acknowledged into the unlinked database; the error is not transient.
+TEST_F(SqliteStorageTest, ARemovedOrReplacedFileFailsEveryCallNonTransiently) {
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  ASSERT_GT(enqueue(h, "q"), 0);
+  fs::remove(db_path_);
+  std::vector<conveyor_new_job> one = {{str("q"), str("noop"), str("{}"), 0, 1, 0}};
+  int64_t id = 0;
+  conveyor_error err{};
+  EXPECT_EQ(api_->enqueue(h, one.data(), one.size(), &id, &err), CONVEYOR_E_INTERNAL);
+  EXPECT_EQ(std::string(err.message),
+            "sqlite enqueue: database '" + db_path_ +
+                "' was removed while this process had it open; nothing more is written to the "
+                "old file. Restore the file and restart Conveyor");
+  int64_t m = 0;
+  EXPECT_EQ(api_->change_marker(h, &m, &err), CONVEYOR_E_INTERNAL) << "reads too";
+  // Another database now at the same path (a restore, a mistaken copy).
+  conveyor_storage* other = open_store();
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(api_->enqueue(h, one.data(), one.size(), &id, &err), CONVEYOR_E_INTERNAL);
+  EXPECT_NE(std::string(err.message).find("was replaced by another file"), std::string::npos)
+      << err.message;
+  EXPECT_TRUE(stats(other, 0).empty()) << "nothing reached the new file through the old handle";
+}
+
+// A database overwritten with garbage: a clear error that is not UNAVAILABLE
+// (which the host would retry forever).
+TEST_F(SqliteStorageTest, ADatabaseOverwrittenWithGarbageIsNotTransient) {
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  ASSERT_GT(enqueue(h, "q"), 0);
+  close_all();
+  {
+    std::fstream f(db_path_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f << std::string(8192, 'g');
+  }
+  fs::remove(db_path_ + "-wal");
+  fs::remove(db_path_ + "-shm");
+  conveyor_storage* g = nullptr;
+  std::string msg;
+  conveyor_status st = try_open({{"path", db_path_}}, &g, &msg);
+  if (st == CONVEYOR_OK) {
+    conveyor_error err{};
+    st = api_->migrate(g, &err);
+    msg = err.message;
+    api_->close(g);
+  }
+  EXPECT_NE(st, CONVEYOR_OK);
+  EXPECT_NE(st, CONVEYOR_E_UNAVAILABLE) << msg;
+  EXPECT_NE(msg.find(db_path_), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not a database"), std::string::npos) << msg;
 }
 
 TEST_F(SqliteStorageTest, MigrateIsIdempotentAndRefusesNewerSchemas) {

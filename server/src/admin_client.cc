@@ -21,11 +21,18 @@ constexpr std::string_view kTask = "conveyor.v1.TaskService/";
 std::string normalize_url(std::string url) {
   static const std::regex kForm(
       R"(^(https?)://(\[[0-9A-Fa-f:.%]+\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?/?$)");
-  if (!std::regex_match(url, kForm))
+  std::smatch m;
+  if (!std::regex_match(url, m, kForm))
     throw ValidationError("server",
                           "--server must be a URL like http://127.0.0.1:8080 (scheme, "
                           "host and port, no path), got " +
                               quote_for_message(url));
+  if (m[3].matched) {
+    const int port = std::stoi(m[3].str().substr(1));  // at most 5 digits: no overflow
+    if (port < 1 || port > 65535)
+      throw ValidationError("server", "--server port must be from 1 to 65535, got " +
+                                          std::to_string(port) + " in " + quote_for_message(url));
+  }
   if (url.back() == '/') url.pop_back();
   return url;
 }

@@ -50,7 +50,9 @@ void log_call(const ApiRequest& request, const json& message, const ApiService::
 
 // The steps of handle_api_request; failures throw ApiError.
 ApiResponse answer(const ApiService& api, const ServerConfig& config, const ApiRequest& request) {
-  if (auto error = Authenticator(config).check(request.authorization)) throw *error;
+  const Authenticator auth(config);
+  if (auto error = auth.check(request.authorization)) throw *error;
+  if (auto error = auth.check_host(request.host)) throw *error;
   const ApiService::Method* method = api.find(request.path);
   if (!method) {
     // As a Connect mux does: HTTP 404, read by clients as unimplemented.

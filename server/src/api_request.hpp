@@ -22,6 +22,9 @@ struct ApiRequest {
   std::string_view path;  // "/conveyor.v1.AdminService/ListQueues"
   // Header values; nullopt when the header is absent.
   std::optional<std::string_view> authorization;
+  // The Host header; checked against the listen address when the server has
+  // no token (Authenticator::check_host). A transport must fill it in.
+  std::optional<std::string_view> host;
   std::optional<std::string_view> content_type;
   std::optional<std::string_view> connect_protocol_version;
   std::string_view body;
@@ -42,7 +45,8 @@ struct ApiResponse {
 ApiResponse api_error_response(const ApiError& e);
 
 // Answers one call, in this order: the Authorization header against
-// config's admin_token / allow_unauthenticated (401), the method at path
+// config's admin_token / allow_unauthenticated (401), without a token the
+// Host header against loopback and the listen address (403), the method at path
 // (404 "unimplemented"), Content-Type application/json (415),
 // Connect-Protocol-Version 1 when sent (400), config.read_only for methods
 // that change state (403), config.max_body_bytes (429), the body as a JSON

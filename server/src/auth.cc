@@ -3,7 +3,10 @@
 
 #include <conveyor/admin_server.hpp>
 
+#include <conveyor/validation.hpp>
+
 #include <arpa/inet.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cctype>
@@ -23,23 +26,84 @@ bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
   return diff == 0;
 }
 
+namespace {
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+bool is_ip_literal(const std::string& host) {
+  in_addr v4{};
+  in6_addr v6{};
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 || inet_pton(AF_INET6, host.c_str(), &v6) == 1;
+}
+
+// The host of a Host header value ("name", "name:port", "[v6]", "[v6]:port"),
+// lower case and without brackets; nullopt when malformed.
+std::optional<std::string> host_of(std::string_view value) {
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  std::string_view host = value;
+  if (!value.empty() && value.front() == '[') {
+    const size_t close = value.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    host = value.substr(1, close - 1);
+    const std::string_view rest = value.substr(close + 1);
+    if (!rest.empty() && rest.front() != ':') return std::nullopt;
+  } else if (const size_t colon = value.find(':'); colon != std::string_view::npos) {
+    host = value.substr(0, colon);
+  }
+  // A fully qualified name may end with a dot ("localhost.").
+  if (!host.empty() && host.back() == '.') host.remove_suffix(1);
+  if (host.empty()) return std::nullopt;
+  return lower(host);
+}
+
+}  // namespace
+
 Authenticator::Authenticator(const ServerConfig& config)
-    : token_(config.admin_token), allow_unauthenticated_(config.allow_unauthenticated) {}
+    : token_(config.admin_token), allow_unauthenticated_(config.allow_unauthenticated) {
+  try {
+    listen_host_ = lower(parse_listen_address(config.listen).host);
+  } catch (const ValidationError&) {
+    // No usable listen (a test harness, the fuzzer): only loopback and IP Hosts pass.
+  }
+}
+
+std::optional<ApiError> Authenticator::check_host(std::optional<std::string_view> host) const {
+  // With a token, the token is what protects the API (a rebinding page has none).
+  if (!token_.empty() || !host) return std::nullopt;
+  const std::optional<std::string> name = host_of(*host);
+  if (name && (is_loopback_host(*name) || is_ip_literal(*name) ||
+               (!listen_host_.empty() && *name == listen_host_)))
+    return std::nullopt;
+  return ApiError(ApiCode::kPermissionDenied,
+                  "Host " + quote_for_message(*host) +
+                      " is not this server's address: without an admin token the API only "
+                      "answers requests addressed to localhost, a loopback or other IP address, "
+                      "or the [server] listen host" +
+                      (listen_host_.empty() ? std::string() : " (" + listen_host_ + ")") +
+                      " (this blocks DNS rebinding from web pages); use one of those, or set "
+                      "[server] admin_token");
+}
 
 std::optional<ApiError> Authenticator::check(std::optional<std::string_view> authorization) const {
   if (token_.empty()) {
-    if (allow_unauthenticated_) return std::nullopt;
+    if (allow_unauthenticated_) return std::nullopt;  // check_host still applies
     return ApiError(
         ApiCode::kUnauthenticated,
         "this server has no admin token and does not allow unauthenticated calls: "
         "set [server] admin_token (or CONVEYOR_ADMIN_TOKEN), or allow_unauthenticated = "
         "true");
   }
-  if (!authorization) {
-    if (allow_unauthenticated_) return std::nullopt;
+  // A token is set: it is required, whatever allow_unauthenticated says
+  // (that setting only means something for a server without a token).
+  if (!authorization)
     return ApiError(ApiCode::kUnauthenticated,
                     "missing Authorization header: send \"Authorization: Bearer <admin token>\"");
-  }
   // The scheme name is case-insensitive (RFC 9110); the token is not.
   constexpr std::string_view kScheme = "bearer ";
   std::string_view value = *authorization;
@@ -71,8 +135,20 @@ bool is_loopback_host(std::string_view host) {
 
 void check_server_security(const ServerConfig& config) {
   const ListenAddress address = parse_listen_address(config.listen);
-  if (!config.admin_token.empty() || config.allow_unauthenticated || is_loopback_host(address.host))
+  if (!config.admin_token.empty()) {
+    if (config.allow_unauthenticated)
+      spdlog::warn(
+          "[server] admin_token (or CONVEYOR_ADMIN_TOKEN) is set, so every API call needs it: "
+          "allow_unauthenticated is ignored");
     return;
+  }
+  if (is_loopback_host(address.host)) return;
+  if (config.allow_unauthenticated && config.unauthenticated_loopback_only)
+    throw ConfigError(
+        "[server] allow_unauthenticated = \"loopback\" allows calls without a token "
+        "only on a loopback address, but listen = " +
+        config.listen + ": set admin_token (or CONVEYOR_ADMIN_TOKEN), or listen on 127.0.0.1");
+  if (config.allow_unauthenticated) return;
   throw ConfigError("[server] listen = " + config.listen +
                     " is not a loopback address: set admin_token (or CONVEYOR_ADMIN_TOKEN), or "
                     "allow_unauthenticated = true to accept the risk");

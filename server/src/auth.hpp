@@ -19,11 +19,19 @@ class Authenticator {
   explicit Authenticator(const ServerConfig& config);
   // The error to answer a request with this Authorization header value
   // (nullopt when the header is absent), or nullopt when the call may proceed.
+  // A configured token is always required, whatever allow_unauthenticated says.
   std::optional<ApiError> check(std::optional<std::string_view> authorization) const;
+  // The error for a request with this Host header (nullopt when absent), or
+  // nullopt. Only an unauthenticated server checks it: a browser page from
+  // another site can reach a loopback server through a DNS name it controls
+  // (DNS rebinding) and would send that name as Host. Accepted: loopback names
+  // and addresses, IP literals (no rebinding through them), the listen host.
+  std::optional<ApiError> check_host(std::optional<std::string_view> host) const;
 
  private:
   std::string token_;
   bool allow_unauthenticated_;
+  std::string listen_host_;  // lower case, without brackets; "" when unknown
 };
 
 }  // namespace conveyor

@@ -43,9 +43,11 @@ TEST(Authenticator, TokenRequiredWhenConfigured) {
   EXPECT_TRUE(auth.check("Bearer "));
 }
 
-TEST(Authenticator, AllowUnauthenticatedStillChecksATokenThatIsSent) {
+TEST(Authenticator, AConfiguredTokenIsRequiredWhateverAllowUnauthenticatedSays) {
   Authenticator auth(server("s3cret", true));
-  EXPECT_FALSE(auth.check(std::nullopt));
+  auto missing = auth.check(std::nullopt);
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->code(), ApiCode::kUnauthenticated);
   EXPECT_FALSE(auth.check("Bearer s3cret"));
   EXPECT_TRUE(auth.check("Bearer nope"));
   Authenticator open(server("", true));
@@ -84,6 +86,25 @@ TEST(ServerSecurity, RefusesAnOpenNonLoopbackAddress) {
   EXPECT_NO_THROW(check_server_security(server("", true, "0.0.0.0:8080")));
   EXPECT_NO_THROW(check_server_security(server("", false, "127.0.0.1:8080")));
   EXPECT_NO_THROW(check_server_security(server("", false, "[::1]:8080")));
+}
+
+TEST(ServerSecurity, LoopbackOnlyPermissionRefusesAnotherAddressNamingBothSettings) {
+  ServerConfig c = server("", true, "0.0.0.0:8080");
+  c.unauthenticated_loopback_only = true;
+  try {
+    check_server_security(c);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "[server] allow_unauthenticated = \"loopback\" allows calls without a token only "
+                 "on a loopback address, but listen = 0.0.0.0:8080: set admin_token (or "
+                 "CONVEYOR_ADMIN_TOKEN), or listen on 127.0.0.1");
+  }
+  c.listen = "127.0.0.1:8080";
+  EXPECT_NO_THROW(check_server_security(c));
+  c.listen = "0.0.0.0:8080";
+  c.admin_token = "t";
+  EXPECT_NO_THROW(check_server_security(c));
 }
 
 }  // namespace

@@ -24,6 +24,8 @@ struct StorageConfig {
   std::string plugin_dir;
   // [storage.options], handed to the plugin as text, in file order.
   std::vector<std::pair<std::string, std::string>> options;
+  // The line of each option in the config file, for errors about it.
+  std::map<std::string, uint32_t, std::less<>> option_lines;
 };
 
 struct EngineConfig {
@@ -54,7 +56,12 @@ struct QueueConfig {
 struct ServerConfig {
   std::string listen;                  // "host:port"; empty: no admin server
   std::string admin_token;             // Bearer token for the admin API; empty: none
-  bool allow_unauthenticated = false;  // serve the API without a token
+  // Serve the API without a token (only while admin_token is empty: a token
+  // that is set is always required).
+  bool allow_unauthenticated = false;
+  // allow_unauthenticated = "loopback": as true, but only while listen is a
+  // loopback address; the server refuses to start elsewhere without a token.
+  bool unauthenticated_loopback_only = false;
   bool read_only = false;              // refuse calls that change state
   uint32_t max_body_bytes = 1048576;   // largest request body accepted (>= 1024)
 };
@@ -86,6 +93,11 @@ class ConfigError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// A plugin's refusal of its options as a config error: when message (the
+// plugin's words) names "storage option 'KEY'" for a KEY of the file's
+// [storage.options], "FILE:LINE: storage.options.KEY: message"; else nullopt.
+std::optional<ConfigError> storage_option_error(const Config& config, std::string_view message);
 
 // Reads an environment variable; returns nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(const char* name)>;

@@ -28,7 +28,11 @@ bool is_valid_queue_name(std::string_view name) noexcept;
 // A job kind: 1..128 printable ASCII characters, no spaces. Throws.
 void validate_job_kind(std::string_view kind);
 
-// rate: > 0 and finite. Throws ValidationError("rate", ...).
+// The highest rate accepted, jobs/s: one token per nanosecond, the token
+// bucket's resolution (a higher rate could not be told apart from it).
+inline constexpr double kMaxRatePerSec = 1e9;
+
+// rate: > 0 and <= kMaxRatePerSec. Throws ValidationError("rate", ...).
 void validate_rate(double rate_per_sec);
 
 // burst as given by a user: a whole number >= 1 (or >= 0 where 0 means auto)

@@ -392,8 +392,9 @@ typedef struct conveyor_storage_plugin {
 
   /* Rescues up to max_jobs RUNNING jobs whose lease_expires_us < now_us (their
    * worker is presumed dead): with attempts left (attempt < max_attempts)
-   * they become AVAILABLE at now_us, otherwise FAILED; last_error says the
-   * lease expired. *out_rescued = number changed. */
+   * they become AVAILABLE at once, otherwise FAILED; last_error says the
+   * lease expired. A rescued job should keep its run_at (its place in the
+   * queue; the shipped plugins do); setting run_at to now_us is allowed. *out_rescued = number changed. */
   conveyor_status (*rescue_expired)(conveyor_storage* storage, int64_t now_us,
                                     uint32_t max_jobs, uint32_t* out_rescued,
                                     conveyor_error* err);

@@ -27,8 +27,11 @@
 //   "Authorization: Bearer <token>" (compared in constant time); a wrong or
 //   missing token is 401 unauthenticated. Prometheus sends it with
 //   `authorization: {credentials: <token>}` in its scrape config.
-// - allow_unauthenticated = true: calls without an Authorization header are
-//   accepted (a token that is sent must still be right).
+// - allow_unauthenticated = true (without a token; a token that is set is
+//   always required): calls without an Authorization header are accepted (a
+//   token that is sent must still be right), and only when their Host header
+//   is a loopback name, an IP address or the listen host (DNS rebinding).
+//   "loopback": the same, and the server starts only on a loopback address.
 // - Neither: the server starts only on a loopback address and answers every
 //   API call and /metrics with 401 saying what to configure.
 // - read_only = true: calls that change state (SetQueueRateLimit,
