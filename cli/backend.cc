@@ -13,8 +13,8 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <iostream>
 #include <filesystem>
+#include <iostream>
 
 namespace conveyor::cli {
 namespace {

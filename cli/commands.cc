@@ -11,14 +11,13 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
-#include <csignal>
-#include <cstring>
-#include <optional>
-#include <iostream>
 #include <pthread.h>
+#include <csignal>
+#include <iostream>
+#include <optional>
 
 namespace conveyor::cli {
 namespace {
@@ -68,12 +67,16 @@ int serve(const GlobalOptions& g) {
   const timespec poll{0, 250'000'000};
   int sig = -1;
   std::optional<std::string> broken;
-  while (sig < 0 && !(broken = engine.storage_failure())) sig = sigtimedwait(&signals, nullptr, &poll);
+  while (sig < 0 && !(broken = engine.storage_failure()))
+    sig = sigtimedwait(&signals, nullptr, &poll);
   if (broken)
     spdlog::critical("stopping: storage cannot be used: {}", *broken);
   else
     spdlog::info("received {}, stopping: no new claims, waiting up to {} ms for running jobs",
-                 strsignal(sig), config.engine.shutdown_timeout_ms);
+                 sig == SIGINT   ? "SIGINT"
+                 : sig == SIGHUP ? "SIGHUP"
+                                 : "SIGTERM",
+                 config.engine.shutdown_timeout_ms);
   // No API calls into an engine that is stopping.
   if (server) server->stop();
   // Handlers that outlive the shutdown timeout are abandoned with their
@@ -122,7 +125,8 @@ int ratelimit_ls(const GlobalOptions& g) {
 int ratelimit_rm(const GlobalOptions& g, const std::string& queue) {
   validate_queue_name(queue);
   if (!open_backend(g)->delete_rate_limit(queue))
-    throw NotFound(fmt::format("queue {} has no rate-limit override (see: conveyor ratelimit ls)", queue));
+    throw NotFound(
+        fmt::format("queue {} has no rate-limit override (see: conveyor ratelimit ls)", queue));
   print_rate_limit_cleared(g, queue);
   return 0;
 }
@@ -179,8 +183,8 @@ int plugin_info(const GlobalOptions& g, const std::string& plugin) {
           "name:          {}\nkind:          {}{}\nversion:       {}\n", d.name, kind_name(d.kind),
           d.kind_known ? "" : fmt::format(" ({}; loaded anyway)", newer), d.version);
     if (d.table_returned)
-      std::cout << fmt::format("ABI version:   {}.{} (host speaks {})\n", d.abi_major,
-                               d.abi_minor, host_abi);
+      std::cout << fmt::format("ABI version:   {}.{} (host speaks {})\n", d.abi_major, d.abi_minor,
+                               host_abi);
     if (d.table_read)
       std::cout << fmt::format(
           "capabilities:  {}{}\n", capability_names(d.capabilities),
@@ -190,11 +194,11 @@ int plugin_info(const GlobalOptions& g, const std::string& plugin) {
     std::cout << fmt::format("path:          {}\nentry symbol:  {} ({})\n", d.path.string(),
                              CONVEYOR_PLUGIN_ENTRY_SYMBOL, entry_status);
     if (d.table_returned)
-      std::cout << fmt::format("table size:    {} bytes{}\n", d.struct_size,
-                               d.struct_size < CONVEYOR_PLUGIN_V1_0_SIZE
-                                   ? fmt::format(" (ABI 1.0 needs at least {})",
-                                                 CONVEYOR_PLUGIN_V1_0_SIZE)
-                                   : "");
+      std::cout << fmt::format(
+          "table size:    {} bytes{}\n", d.struct_size,
+          d.struct_size < CONVEYOR_PLUGIN_V1_0_SIZE
+              ? fmt::format(" (ABI 1.0 needs at least {})", CONVEYOR_PLUGIN_V1_0_SIZE)
+              : "");
     if (!d.required_slots_missing.empty())
       std::cout << fmt::format("required slots missing: {}\n",
                                fmt::join(d.required_slots_missing, ", "));

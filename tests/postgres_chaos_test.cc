@@ -18,6 +18,7 @@
 #include "test_support.hpp"
 
 #include <conveyor/engine.hpp>
+#include <conveyor/storage.hpp>
 
 #include <gtest/gtest.h>
 

@@ -32,6 +32,9 @@ class Maintenance {
     std::string name;  // what it does, for logs: "rescuing expired leases"
     std::chrono::milliseconds period;
     std::function<void()> run;  // throws on failure
+    // Whether a run that returns proves storage works (it always calls
+    // storage), so it may reset the StorageHealth's count of failures.
+    bool proves_storage = true;
   };
 
   Maintenance(const Clock& clock, StorageHealth& health, std::vector<Step> steps);

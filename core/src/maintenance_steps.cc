@@ -31,7 +31,8 @@ std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts p) {
       {"discovering queues", milliseconds(e.poll_interval_ms),
        [p] { discover_queues(p.storage, p.dispatcher, p.config); }},
       {"extending leases", std::max(lease / 3, milliseconds(10)),
-       [p, lease] { extend_running_leases(p.storage, p.leases, p.clock, lease); }},
+       [p, lease] { extend_running_leases(p.storage, p.leases, p.clock, lease); },
+       /*proves_storage=*/false},  // nothing to extend: no storage call
       {"rescuing expired leases", milliseconds(e.rescue_interval_ms),
        [p] {
          if (rescue_expired_jobs(p.storage, p.clock) > 0) p.dispatcher.wake_all();

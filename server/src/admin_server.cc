@@ -146,6 +146,7 @@ struct AdminServer::Impl {
     ApiRequest request;
     request.path = req.path;
     request.authorization = req.header("Authorization");
+    request.host = req.header("Host");
     request.content_type = req.header("Content-Type");
     request.connect_protocol_version = req.header("Connect-Protocol-Version");
     request.body = req.body;
@@ -173,11 +174,13 @@ struct AdminServer::Impl {
   }
 
   http::Response metrics(const http::Request& req) {
+    if (auto error = auth.check_host(req.header("Host"))) return error_response(*error);
     if (auto error = auth.check(req.header("Authorization"))) return error_response(*error);
-    return http::Response{200,
-                          std::string(kPrometheusContentType),
-                          {},
-                          render_prometheus(EngineInternals::metrics(engine).snapshot(), queue_stats())};
+    return http::Response{
+        200,
+        std::string(kPrometheusContentType),
+        {},
+        render_prometheus(EngineInternals::metrics(engine).snapshot(), queue_stats())};
   }
 
   // Storage's queue counts, read at most once per kStatsMaxAge; on a storage
