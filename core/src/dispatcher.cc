@@ -39,6 +39,23 @@ void Dispatcher::add_queue(const std::string& name, uint32_t max_workers) {
   cv_.notify_one();
 }
 
+Dispatcher::Options Dispatcher::options_for(const EngineConfig& engine, StorageHealth* health) {
+  Options o;
+  o.claim_batch_max = engine.claim_batch_max;
+  o.poll_interval = std::chrono::milliseconds(engine.poll_interval_ms);
+  o.lease = std::chrono::milliseconds(engine.lease_ms);
+  o.max_in_flight = engine.worker_threads;
+  o.health = health;
+  return o;
+}
+
+void Dispatcher::add_or_wake(const std::string& name, uint32_t max_workers) {
+  if (!has_queue(name))
+    add_queue(name, max_workers);
+  else
+    wake(name);
+}
+
 bool Dispatcher::has_queue(std::string_view name) const {
   std::lock_guard lock(mu_);
   return runners_.find(name) != runners_.end();

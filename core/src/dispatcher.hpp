@@ -12,6 +12,7 @@
 #pragma once
 
 #include <conveyor/clock.hpp>
+#include <conveyor/config.hpp>
 #include <conveyor/limit_resolver.hpp>
 #include <conveyor/metrics.hpp>
 #include <conveyor/storage.hpp>
@@ -82,8 +83,13 @@ class Dispatcher {
   Dispatcher(Storage& storage, const LimitResolver& limits, const Clock& clock, Metrics& metrics,
              Options options, Execute execute);
 
+  // The options an engine configured with engine gives its dispatcher.
+  static Options options_for(const EngineConfig& engine, StorageHealth* health);
+
   // Adds a queue (no-op if known) and makes it due now. Thread-safe.
   void add_queue(const std::string& name, uint32_t max_workers);
+  // Makes the queue due now, adding it first when it is new. Thread-safe.
+  void add_or_wake(const std::string& name, uint32_t max_workers);
   bool has_queue(std::string_view name) const;
   // Makes a known queue due now (new jobs, a changed limit). Thread-safe.
   void wake(std::string_view name);

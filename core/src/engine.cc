@@ -1,9 +1,9 @@
-// Engine: the wiring of the parts that run queues in a process. Each part
-// does one thing (see its header); this file builds them, starts their
-// threads in order and stops them in the reverse order.
+// Engine: the wiring of the parts that run queues (each does one thing; see
+// its header): builds them, starts their threads, stops them in reverse.
 #include <conveyor/engine.hpp>
 #include <conveyor/engine_internals.hpp>
 #include <conveyor/queue_reports.hpp>
+#include <conveyor/validation.hpp>
 
 #include "completer.hpp"
 #include "dispatcher.hpp"
@@ -23,11 +23,8 @@
 #include <thread>
 
 namespace conveyor {
-
-namespace {
 using std::chrono::milliseconds;
-constexpr auto kOutcomeDrainTime = milliseconds(5000);
-}  // namespace
+constexpr auto kOutcomeDrainTime = milliseconds(5000);  // outcomes recorded at stop
 
 struct Engine::Impl {
   Impl(Config c, const Clock& clk, std::shared_ptr<Storage> s)
@@ -40,32 +37,20 @@ struct Engine::Impl {
         completer(*storage, clock, [this](const conveyor_lease& l) { leases.settle(l); }),
         runner(handlers, leases, completer, clock, config.engine,
                [this](QueueRunner& r) { dispatcher.job_finished(r); }),
-        dispatcher(*storage, limits, clock, metrics, dispatcher_options(),
+        dispatcher(*storage, limits, clock, metrics,
+                   Dispatcher::options_for(config.engine, &health),
                    [this](QueueRunner& r, std::vector<Job>&& jobs) {
                      runner.execute(r, std::move(jobs));
                    }),
         maintenance(
             clock, health,
             engine_maintenance_steps({*storage, follower, dispatcher, leases, clock, config})),
-        pump(*storage, {[this](const std::string& q) { queue_changed(q); },
+        pump(*storage, {[this](const std::string& q) {
+                          dispatcher.add_or_wake(q, config.max_workers_for(q));
+                        },
                         [this] { maintenance.run_soon(kOverridesStep); }}) {
     health.on_fatal([](const std::string& e) { spdlog::critical("storage is broken: {}", e); });
     follower.refresh();
-  }
-
-  Dispatcher::Options dispatcher_options() {
-    Dispatcher::Options o;
-    o.claim_batch_max = config.engine.claim_batch_max;
-    o.poll_interval = milliseconds(config.engine.poll_interval_ms);
-    o.lease = milliseconds(config.engine.lease_ms);
-    o.max_in_flight = config.engine.worker_threads;
-    o.health = &health;
-    return o;
-  }
-
-  void queue_changed(const std::string& queue) {
-    if (!dispatcher.has_queue(queue)) dispatcher.add_queue(queue, config.max_workers_for(queue));
-    dispatcher.wake(queue);
   }
 
   Config config;
@@ -103,14 +88,8 @@ void Engine::register_handler(std::string kind, Handler handler) {
 
 int64_t Engine::enqueue(std::string_view queue, std::string_view kind, std::string_view payload,
                         const EnqueueOptions& options) {
-  NewJob job{std::string(queue),
-             std::string(kind),
-             std::string(payload),
-             options.priority,
-             options.max_attempts.value_or(0),
-             0};
-  if (options.delay.count() > 0) job.run_at_us = impl_->clock.wall_now_us() + options.delay.count();
-  return enqueue_batch({std::move(job)}).front();
+  return enqueue_batch({make_new_job(queue, kind, payload, options, impl_->clock.wall_now_us())})
+      .front();
 }
 
 std::vector<int64_t> Engine::enqueue_batch(std::vector<NewJob> jobs) {
@@ -174,18 +153,12 @@ uint32_t Engine::stop() {
 }
 
 void Engine::set_rate_limit(std::string_view queue, const RateLimit& limit) {
-  validate_queue_name(queue);
-  validate_rate(limit.rate_per_sec);
-  validate_burst(limit.burst, false);
-  impl_->storage->set_rate_limit(queue, limit, impl_->clock.wall_now_us());
-  impl_->follower.refresh();
+  impl_->follower.set(queue, limit, impl_->clock.wall_now_us());
   impl_->dispatcher.wake(queue);
 }
 
 bool Engine::delete_rate_limit(std::string_view queue) {
-  validate_queue_name(queue);
-  const bool existed = impl_->storage->delete_rate_limit(queue);
-  impl_->follower.refresh();
+  const bool existed = impl_->follower.remove(queue);
   impl_->dispatcher.wake(queue);
   return existed;
 }

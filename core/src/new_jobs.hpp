@@ -2,12 +2,18 @@
 #pragma once
 
 #include <conveyor/config.hpp>
+#include <conveyor/engine.hpp>
 #include <conveyor/storage.hpp>
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 namespace conveyor {
+
+// The job Engine::enqueue makes of its arguments (run_at now_us + delay).
+NewJob make_new_job(std::string_view queue, std::string_view kind, std::string_view payload,
+                    const EnqueueOptions& options, int64_t now_us);
 
 // Validates every job (queue name, kind, payload size, max_attempts:
 // ValidationError naming the field) and fills the defaults: max_attempts 0

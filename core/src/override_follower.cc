@@ -1,5 +1,7 @@
 #include "override_follower.hpp"
 
+#include <conveyor/validation.hpp>
+
 namespace conveyor {
 
 OverrideFollower::OverrideFollower(Storage& storage, LimitResolver& limits)
@@ -16,6 +18,21 @@ bool OverrideFollower::refresh() {
   marker_ = marker;
   marker_known_ = true;
   return limits_.generation() != before;
+}
+
+void OverrideFollower::set(std::string_view queue, const RateLimit& limit, int64_t now_us) {
+  validate_queue_name(queue);
+  validate_rate(limit.rate_per_sec);
+  validate_burst(limit.burst, false);
+  storage_.set_rate_limit(queue, limit, now_us);
+  refresh();
+}
+
+bool OverrideFollower::remove(std::string_view queue) {
+  validate_queue_name(queue);
+  const bool existed = storage_.delete_rate_limit(queue);
+  refresh();
+  return existed;
 }
 
 }  // namespace conveyor

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <string_view>
 
 namespace conveyor {
 
@@ -25,6 +26,11 @@ class OverrideFollower {
   // Reads storage now. Returns true when the effective overrides changed.
   // Throws StorageError (the installed overrides stay as they were).
   bool refresh();
+  // Stores (validated: ValidationError) or deletes the queue's override,
+  // then refreshes, so this process follows its own change at once. remove()
+  // returns false when the queue had none. Throw StorageError.
+  void set(std::string_view queue, const RateLimit& limit, int64_t now_us);
+  bool remove(std::string_view queue);
   // Asks for a refresh soon, from any thread or callback (see take_request).
   void request_refresh() { requested_.store(true, std::memory_order_release); }
   // Consumes a pending request: true when one was made since the last call.
