@@ -1,5 +1,4 @@
-// Engine: the wiring of the parts that run queues (each does one thing; see
-// its header): builds them, starts their threads, stops them in reverse.
+// Engine: builds the parts that run queues (one job each), starts, stops.
 #include <conveyor/engine.hpp>
 #include <conveyor/engine_internals.hpp>
 #include <conveyor/queue_reports.hpp>
@@ -111,6 +110,8 @@ void Engine::start() {
   Impl& i = *impl_;
   if (i.started) return;
   i.started = true;
+  spdlog::default_logger_raw();  // spdlog's registry exists before our threads log
+
   for (const auto& [name, q] : i.config.queues)
     i.dispatcher.add_queue(name, i.config.max_workers_for(name));
   // Storage may be down at start: maintenance discovers the queues later.
@@ -187,7 +188,6 @@ bool Engine::cancel_job(int64_t id) {
 }
 
 std::optional<std::string> Engine::storage_failure() const { return impl_->health.fatal(); }
-
 const Config& Engine::config() const { return impl_->config; }
 const LimitResolver& EngineInternals::limits(const Engine& e) { return e.impl_->limits; }
 Metrics& EngineInternals::metrics(Engine& e) { return e.impl_->metrics; }
