@@ -4,6 +4,7 @@
 // generous bounds: these check what happens, not how fast.
 #include <conveyor/engine_internals.hpp>
 #include "testing/fault_injecting_storage.hpp"
+#include "testing/sync.hpp"
 
 #include <gtest/gtest.h>
 
@@ -18,37 +19,10 @@ namespace conveyor {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::eventually;
 using testing::FaultInjectingStorage;
+using testing::Gate;
 using testing::StorageOp;
-
-// Polls cond until it holds or the bound passes (then returns false).
-bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds bound = 10s) {
-  const auto until = std::chrono::steady_clock::now() + bound;
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
-
-// A gate a handler waits at until the test opens it.
-class Latch {
- public:
-  void open() {
-    std::lock_guard lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return open_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
 
 class EngineFaultTest : public ::testing::Test {
  protected:
@@ -70,11 +44,11 @@ class EngineFaultTest : public ::testing::Test {
 
 TEST_F(EngineFaultTest, HeartbeatFailuresDoNotLoseARunningJob) {
   auto engine = make();
-  Latch release;
+  Gate release;
   std::atomic<int> runs{0};
   engine->register_handler("slow", [&](const Job&) {
     ++runs;
-    release.wait();
+    release.pass();
   });
   storage->fail_next(StorageOp::kExtendLeases, 1);
   const int64_t id = engine->enqueue("q", "slow");
@@ -123,12 +97,12 @@ TEST_F(EngineFaultTest, AReplyLostAfterCommitRecordsTheOutcomeOnce) {
 TEST_F(EngineFaultTest, StopReleasesTheLeasesOfHandlersThatIgnoreTheTimeout) {
   config.engine.max_workers = 3;
   auto engine = make();
-  Latch release;
+  Gate release;
   std::atomic<int> started{0};
   std::atomic<int> returned{0};
   engine->register_handler("stuck", [&](const Job&) {
     ++started;
-    release.wait();
+    release.pass();
     ++returned;
   });
   std::vector<int64_t> ids;

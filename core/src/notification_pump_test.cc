@@ -2,6 +2,7 @@
 // FaultInjectingStorage that watches for calls made while a wait is open.
 #include "notification_pump.hpp"
 #include "testing/fault_injecting_storage.hpp"
+#include "testing/sync.hpp"
 
 #include <conveyor/clock.hpp>
 
@@ -17,17 +18,9 @@ namespace conveyor {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::eventually;
 using testing::FaultInjectingStorage;
 using testing::StorageOp;
-
-bool eventually(const std::function<bool()>& cond) {
-  const auto until = std::chrono::steady_clock::now() + 10s;
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
 
 TEST(NotificationPump, WakeUpsRunAfterTheWaitNeverInsideIt) {
   auto storage = std::make_shared<FaultInjectingStorage>(testing::open_memory_storage());

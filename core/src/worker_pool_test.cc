@@ -3,6 +3,8 @@
 // leaves a stuck task behind safely.
 #include "worker_pool.hpp"
 
+#include "testing/sync.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -18,25 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-// A door tasks wait at until the test opens it.
-class Gate {
- public:
-  void open() {
-    std::lock_guard lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  void pass() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return open_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
+using testing::Gate;
 
 // Counts tasks inside run() and the most there ever were at once.
 struct Occupancy {
