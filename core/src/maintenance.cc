@@ -82,8 +82,11 @@ void Maintenance::start() {
       const SteadyTime now = clock_.steady_now();
       const SteadyTime next = run_due(now);
       lock.lock();
-      const auto wait =
-          std::clamp<SteadyTime::duration>(next - now, SteadyTime::duration::zero(), kMaxWait);
+      // run_soon() may have set a step due at SteadyTime::min() meanwhile;
+      // compare before subtracting so that `next - now` cannot overflow.
+      const SteadyTime::duration wait =
+          next <= now ? SteadyTime::duration::zero()
+                      : std::min<SteadyTime::duration>(next - now, kMaxWait);
       cv_.wait_for(lock, wait, [this] { return stop_requested_ || woken_; });
       woken_ = false;
     }

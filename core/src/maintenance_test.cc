@@ -7,6 +7,8 @@
 #include <atomic>
 #include <thread>
 
+#include "testing/sync.hpp"
+
 namespace conveyor {
 namespace {
 
@@ -39,6 +41,25 @@ TEST(Maintenance, RunSoonMakesAStepDueAtOnce) {
   m.run_soon("overrides");
   m.run_due(clock.steady_now());
   EXPECT_EQ(runs, 2);
+}
+
+// A step that asks for another run while it runs (as the override follower
+// does when a notification arrives mid-pass) leaves a step due at
+// SteadyTime::min(); the thread's wait must not overflow on it (UBSan
+// killed the engine on exactly this) and the step runs again promptly.
+TEST(Maintenance, RunSoonDuringAPassRunsTheStepAgainWithoutOverflow) {
+  StorageHealth health(SystemClock::instance(), {});
+  std::atomic<int> runs{0};
+  Maintenance* self = nullptr;
+  Maintenance m(SystemClock::instance(), health, {{"overrides", 1h, [&] {
+                                                     if (runs.fetch_add(1) == 0)
+                                                       self->run_soon("overrides");
+                                                   }}});
+  self = &m;
+  m.start();
+  EXPECT_TRUE(testing::eventually([&] { return runs.load() >= 2; }))
+      << "the step asked for in mid-pass ran again, not an hour later";
+  m.stop();
 }
 
 TEST(Maintenance, AFailingStepIsCountedReportedAndRecovers) {
