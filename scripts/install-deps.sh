@@ -18,6 +18,7 @@ packages=(
   libsqlitecpp-dev libsqlite3-dev
   libtomlplusplus-dev libfmt-dev libspdlog-dev libcli11-dev
   nlohmann-json3-dev libcpp-httplib-dev
+  libprotobuf-dev protobuf-compiler   # the API's messages, generated from proto/ at build time
 )
 postgres_build=(libpqxx-dev libpq-dev)
 case "$set_name" in
@@ -28,6 +29,7 @@ case "$set_name" in
     packages+=(postgresql-15 postgresql-client-15)  # the throwaway server of the tests
     packages+=(libgtest-dev libgmock-dev googletest libbenchmark-dev)
     packages+=(clang clang-format)
+    packages+=(prometheus)  # promtool checks a /metrics scrape
     packages+=(libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes for scripts/fuzz.sh
     # The dashboard's browser test: Debian's chromium, driven by playwright-core from npm.
     packages+=(chromium)
