@@ -37,24 +37,42 @@ struct Slot {
   std::size_t offset;
 };
 
-#define CONVEYOR_SLOT(member) Slot{#member, offsetof(conveyor_storage_plugin, member)}
+#define CONVEYOR_SLOT(member) \
+  Slot { #member, offsetof(conveyor_storage_plugin, member) }
 // Every 1.0 slot except wait_for_notification is required (storage_plugin.h).
 constexpr Slot kRequiredSlots[] = {
-    CONVEYOR_SLOT(open),           CONVEYOR_SLOT(close),
-    CONVEYOR_SLOT(migrate),        CONVEYOR_SLOT(enqueue),
-    CONVEYOR_SLOT(claim),          CONVEYOR_SLOT(complete),
-    CONVEYOR_SLOT(fail),           CONVEYOR_SLOT(extend_leases),
-    CONVEYOR_SLOT(release),        CONVEYOR_SLOT(rescue_expired),
-    CONVEYOR_SLOT(cancel),         CONVEYOR_SLOT(set_queue_paused),
-    CONVEYOR_SLOT(queue_stats),    CONVEYOR_SLOT(list_queues),
-    CONVEYOR_SLOT(get_job),        CONVEYOR_SLOT(purge_finished),
-    CONVEYOR_SLOT(set_rate_limit), CONVEYOR_SLOT(delete_rate_limit),
-    CONVEYOR_SLOT(list_rate_limits), CONVEYOR_SLOT(change_marker),
+    CONVEYOR_SLOT(open),
+    CONVEYOR_SLOT(close),
+    CONVEYOR_SLOT(migrate),
+    CONVEYOR_SLOT(enqueue),
+    CONVEYOR_SLOT(claim),
+    CONVEYOR_SLOT(complete),
+    CONVEYOR_SLOT(fail),
+    CONVEYOR_SLOT(extend_leases),
+    CONVEYOR_SLOT(release),
+    CONVEYOR_SLOT(rescue_expired),
+    CONVEYOR_SLOT(cancel),
+    CONVEYOR_SLOT(set_queue_paused),
+    CONVEYOR_SLOT(queue_stats),
+    CONVEYOR_SLOT(list_queues),
+    CONVEYOR_SLOT(get_job),
+    CONVEYOR_SLOT(purge_finished),
+    CONVEYOR_SLOT(set_rate_limit),
+    CONVEYOR_SLOT(delete_rate_limit),
+    CONVEYOR_SLOT(list_rate_limits),
+    CONVEYOR_SLOT(change_marker),
 };
 // Optional slots: wait_for_notification, then every slot appended after 1.0
 // (each new minor adds its slots here).
 constexpr Slot kOptionalSlots[] = {
     CONVEYOR_SLOT(wait_for_notification),
+    // 1.1
+    CONVEYOR_SLOT(enqueue_v2),
+    CONVEYOR_SLOT(claim_kinds),
+    CONVEYOR_SLOT(list_jobs),
+    CONVEYOR_SLOT(retry_jobs),
+    CONVEYOR_SLOT(delete_jobs),
+    CONVEYOR_SLOT(job_counts),
 };
 #undef CONVEYOR_SLOT
 
@@ -113,8 +131,8 @@ std::string dlerror_text(const std::exception& e) {
 bool is_simple_name(std::string_view name) {
   if (name.empty()) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
   });
 }
 
@@ -209,7 +227,8 @@ std::filesystem::path default_plugin_dir() {
   if (ec || exe.empty())
     throw PluginLoadError(
         "cannot find the default storage plugin directory: the running executable's path is "
-        "unknown (" + ec.message() + "); set [storage] plugin_dir or CONVEYOR_PLUGIN_DIR");
+        "unknown (" +
+        ec.message() + "); set [storage] plugin_dir or CONVEYOR_PLUGIN_DIR");
   // Same relative layout in the build tree and in an install (CMakeLists.txt).
   return (exe.parent_path() / ".." / "lib" / "conveyor" / "plugins").lexically_normal();
 }
@@ -219,10 +238,9 @@ std::filesystem::path resolve_plugin_path(std::string_view plugin, std::string_v
     throw PluginLoadError(
         "no storage plugin configured; set [storage] plugin to a plugin name (e.g. sqlite) or "
         "to a path to a .so");
-  const bool is_path =
-      plugin.find('/') != std::string_view::npos ||
-      (plugin.size() >= kPluginSuffix.size() &&
-       plugin.substr(plugin.size() - kPluginSuffix.size()) == kPluginSuffix);
+  const bool is_path = plugin.find('/') != std::string_view::npos ||
+                       (plugin.size() >= kPluginSuffix.size() &&
+                        plugin.substr(plugin.size() - kPluginSuffix.size()) == kPluginSuffix);
   // A path is used as given, relative to the working directory; load_plugin
   // reports a missing file.
   if (is_path) return fs::path(plugin);
@@ -240,8 +258,9 @@ std::filesystem::path resolve_plugin_path(std::string_view plugin, std::string_v
 
   std::string where;
   if (!fs::is_directory(dir, ec)) {
-    where = "the directory does not exist; set [storage] plugin_dir or CONVEYOR_PLUGIN_DIR to "
-            "the plugin directory, or [storage] plugin to a path to a .so";
+    where =
+        "the directory does not exist; set [storage] plugin_dir or CONVEYOR_PLUGIN_DIR to "
+        "the plugin directory, or [storage] plugin to a path to a .so";
   } else {
     const std::vector<std::string> names = available_plugins(dir);
     where = names.empty() ? "no plugins there; set [storage] plugin_dir or CONVEYOR_PLUGIN_DIR "
@@ -414,8 +433,9 @@ std::shared_ptr<const Plugin> load_recording(const fs::path& requested, PluginDi
                      " NULL; every ABI 1.0 slot but wait_for_notification must be implemented "
                      "(return CONVEYOR_E_UNSUPPORTED from what the plugin cannot do)");
   if ((table.capabilities & CONVEYOR_CAP_NOTIFY) != 0 && table.wait_for_notification == nullptr)
-    refuse(path, "the plugin advertises the notify capability but wait_for_notification is NULL; "
-                 "implement it or drop CONVEYOR_CAP_NOTIFY");
+    refuse(path,
+           "the plugin advertises the notify capability but wait_for_notification is NULL; "
+           "implement it or drop CONVEYOR_CAP_NOTIFY");
 
   PluginInfo info;
   info.path = path;

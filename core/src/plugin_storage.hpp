@@ -47,6 +47,15 @@ class PluginStorage final : public Storage {
       int64_t timeout_us,
       const std::function<void(int32_t kind, std::string_view queue)>& fn) override;
 
+  bool has_slot(std::string_view slot) const override;
+  std::vector<Job> claim_kinds(std::string_view queue, std::span<const std::string> kinds,
+                               uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                               int64_t lease_expires_us) override;
+  std::vector<Job> list_jobs(const JobQuery& query, int64_t now_us) override;
+  std::vector<conveyor_status> retry_jobs(std::span<const int64_t> ids, int64_t now_us) override;
+  std::vector<conveyor_status> delete_jobs(std::span<const int64_t> ids) override;
+  std::vector<QueueStats> job_counts(int64_t now_us) override;
+
  private:
   PluginStorage(std::shared_ptr<const Plugin> plugin, conveyor_storage* handle);
 

@@ -8,7 +8,8 @@ std::vector<QueueReport> build_queue_reports(Storage& storage, const LimitResolv
                                              const std::map<std::string, QueueConfig>& configured,
                                              const Metrics* metrics, int64_t now_us) {
   std::map<std::string, QueueReport> by_name;
-  for (QueueStats& s : storage.queue_stats(now_us)) {
+  // job_counts: no scan of retained jobs on an ABI 1.1 plugin (queue_stats on 1.0).
+  for (QueueStats& s : storage.job_counts(now_us)) {
     std::string name = s.queue;
     by_name[name].stats = std::move(s);
   }

@@ -7,18 +7,28 @@
 
 #include <fmt/format.h>
 
+#include <cstddef>
+
 namespace conveyor {
 namespace {
 
 JobState state_from_c(int32_t s) {
   switch (s) {
-    case CONVEYOR_JOB_AVAILABLE: return JobState::kAvailable;
-    case CONVEYOR_JOB_SCHEDULED: return JobState::kScheduled;
-    case CONVEYOR_JOB_RUNNING: return JobState::kRunning;
-    case CONVEYOR_JOB_COMPLETED: return JobState::kCompleted;
-    case CONVEYOR_JOB_FAILED: return JobState::kFailed;
-    case CONVEYOR_JOB_CANCELLED: return JobState::kCancelled;
-    default: throw StorageError(CONVEYOR_E_INTERNAL, fmt::format("plugin reported unknown job state {}", s));
+    case CONVEYOR_JOB_AVAILABLE:
+      return JobState::kAvailable;
+    case CONVEYOR_JOB_SCHEDULED:
+      return JobState::kScheduled;
+    case CONVEYOR_JOB_RUNNING:
+      return JobState::kRunning;
+    case CONVEYOR_JOB_COMPLETED:
+      return JobState::kCompleted;
+    case CONVEYOR_JOB_FAILED:
+      return JobState::kFailed;
+    case CONVEYOR_JOB_CANCELLED:
+      return JobState::kCancelled;
+    default:
+      throw StorageError(CONVEYOR_E_INTERNAL,
+                         fmt::format("plugin reported unknown job state {}", s));
   }
 }
 
@@ -81,12 +91,18 @@ std::vector<conveyor_status> checked_results(const std::string& plugin, const ch
 
 const char* to_string(JobState state) noexcept {
   switch (state) {
-    case JobState::kAvailable: return "available";
-    case JobState::kScheduled: return "scheduled";
-    case JobState::kRunning: return "running";
-    case JobState::kCompleted: return "completed";
-    case JobState::kFailed: return "failed";
-    case JobState::kCancelled: return "cancelled";
+    case JobState::kAvailable:
+      return "available";
+    case JobState::kScheduled:
+      return "scheduled";
+    case JobState::kRunning:
+      return "running";
+    case JobState::kCompleted:
+      return "completed";
+    case JobState::kFailed:
+      return "failed";
+    case JobState::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
@@ -116,11 +132,15 @@ std::vector<int64_t> PluginStorage::enqueue(std::span<const NewJob> jobs, int64_
   std::vector<conveyor_new_job> c = host::new_jobs(jobs);
   for (conveyor_new_job& j : c)
     if (j.run_at_us == 0) j.run_at_us = now_us;
-  return value_or_throw(plugin_->info().name, "enqueue", binding(t_, handle_).enqueue(c));
+  host::PluginBinding b = binding(t_, handle_);
+  if (has_slot("enqueue_v2"))
+    return value_or_throw(plugin_->info().name, "enqueue", b.enqueue_v2(c, now_us));
+  return value_or_throw(plugin_->info().name, "enqueue", b.enqueue(c));
 }
 
-std::vector<Job> PluginStorage::claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
-                                int64_t now_us, int64_t lease_expires_us) {
+std::vector<Job> PluginStorage::claim(std::string_view queue, uint32_t max_jobs,
+                                      int64_t lease_token, int64_t now_us,
+                                      int64_t lease_expires_us) {
   host::PluginBinding::Claimed claimed = value_or_throw(
       plugin_->info().name, "claim",
       binding(t_, handle_).claim(queue, max_jobs, lease_token, now_us, lease_expires_us));
@@ -135,28 +155,28 @@ std::vector<Job> PluginStorage::claim(std::string_view queue, uint32_t max_jobs,
 }
 
 std::vector<conveyor_status> PluginStorage::complete(std::span<const conveyor_lease> leases,
-                                               int64_t now_us) {
+                                                     int64_t now_us) {
   if (leases.empty()) return {};
   return checked_results(plugin_->info().name, "complete",
                          binding(t_, handle_).complete(leases, now_us));
 }
 
 conveyor_status PluginStorage::fail(conveyor_lease lease, std::string_view error_text,
-                              int64_t retry_at_us, int64_t now_us) {
+                                    int64_t retry_at_us, int64_t now_us) {
   host::Status st = binding(t_, handle_).fail(lease, error_text, retry_at_us, now_us);
   if (st.code == CONVEYOR_OK || st.code == CONVEYOR_E_LEASE_LOST) return st.code;
   throw_failed(plugin_->info().name, "fail", st);
 }
 
 std::vector<conveyor_status> PluginStorage::extend_leases(std::span<const conveyor_lease> leases,
-                                                    int64_t lease_expires_us) {
+                                                          int64_t lease_expires_us) {
   if (leases.empty()) return {};
   return checked_results(plugin_->info().name, "extend_leases",
                          binding(t_, handle_).extend_leases(leases, lease_expires_us));
 }
 
 std::vector<conveyor_status> PluginStorage::release(std::span<const conveyor_lease> leases,
-                                              int64_t now_us) {
+                                                    int64_t now_us) {
   if (leases.empty()) return {};
   return checked_results(plugin_->info().name, "release",
                          binding(t_, handle_).release(leases, now_us));
@@ -250,6 +270,145 @@ void PluginStorage::wait_for_notification(
                                                    "' does not support notifications");
   value_or_throw(plugin_->info().name, "wait_for_notification",
                  binding(t_, handle_).wait_for_notification(timeout_us, fn));
+}
+
+namespace {
+
+struct SlotSpan {
+  std::string_view name;
+  std::size_t offset;
+  std::size_t size;
+};
+#define CONVEYOR_SLOT_SPAN(member)                                      \
+  SlotSpan {                                                            \
+#member, offsetof(conveyor_storage_plugin, member),                 \
+        sizeof(static_cast <conveyor_storage_plugin*>(nullptr)->member) \
+  }
+constexpr SlotSpan kV1_1Slots[] = {
+    CONVEYOR_SLOT_SPAN(enqueue_v2), CONVEYOR_SLOT_SPAN(claim_kinds), CONVEYOR_SLOT_SPAN(list_jobs),
+    CONVEYOR_SLOT_SPAN(retry_jobs), CONVEYOR_SLOT_SPAN(delete_jobs), CONVEYOR_SLOT_SPAN(job_counts),
+};
+#undef CONVEYOR_SLOT_SPAN
+
+int32_t state_to_c(JobState s) {
+  switch (s) {
+    case JobState::kAvailable:
+      return CONVEYOR_JOB_AVAILABLE;
+    case JobState::kScheduled:
+      return CONVEYOR_JOB_SCHEDULED;
+    case JobState::kRunning:
+      return CONVEYOR_JOB_RUNNING;
+    case JobState::kCompleted:
+      return CONVEYOR_JOB_COMPLETED;
+    case JobState::kFailed:
+      return CONVEYOR_JOB_FAILED;
+    case JobState::kCancelled:
+      return CONVEYOR_JOB_CANCELLED;
+  }
+  return 0;
+}
+
+// Per id: CONVEYOR_OK, NOT_FOUND or WRONG_STATE; anything else is a broken plugin.
+std::vector<conveyor_status> checked_id_results(const std::string& plugin, const char* op,
+                                                host::Result<std::vector<conveyor_status>>&& r) {
+  std::vector<conveyor_status> results = value_or_throw(plugin, op, std::move(r));
+  for (size_t i = 0; i < results.size(); ++i)
+    if (results[i] != CONVEYOR_OK && results[i] != CONVEYOR_E_NOT_FOUND &&
+        results[i] != CONVEYOR_E_WRONG_STATE)
+      throw StorageError(CONVEYOR_E_INTERNAL,
+                         fmt::format("storage plugin '{}': {} returned CONVEYOR_OK but results[{}] "
+                                     "is {}, not CONVEYOR_OK, CONVEYOR_E_NOT_FOUND or "
+                                     "CONVEYOR_E_WRONG_STATE",
+                                     plugin, op, i,
+                                     results[i] == host::kUnwritten ? std::string("unwritten")
+                                                                    : std::to_string(results[i])));
+  return results;
+}
+
+std::vector<Job> jobs_from_copies(std::vector<host::JobCopy>&& copies) {
+  std::vector<Job> jobs;
+  jobs.reserve(copies.size());
+  for (host::JobCopy& c : copies) jobs.push_back(job_from_copy(std::move(c)));
+  return jobs;
+}
+
+}  // namespace
+
+bool PluginStorage::has_slot(std::string_view slot) const {
+  host::PluginBinding b = binding(t_, handle_);
+  for (const SlotSpan& s : kV1_1Slots)
+    if (s.name == slot) return b.has_slot(s.offset, s.size);
+  return false;
+}
+
+std::vector<Job> PluginStorage::claim_kinds(std::string_view queue,
+                                            std::span<const std::string> kinds, uint32_t max_jobs,
+                                            int64_t lease_token, int64_t now_us,
+                                            int64_t lease_expires_us) {
+  if (kinds.empty()) return claim(queue, max_jobs, lease_token, now_us, lease_expires_us);
+  host::Result<host::PluginBinding::Claimed> r =
+      binding(t_, handle_)
+          .claim_kinds(queue, kinds, max_jobs, lease_token, now_us, lease_expires_us);
+  if (r.status.code == CONVEYOR_E_UNSUPPORTED && !has_slot("claim_kinds"))
+    throw StorageError(CONVEYOR_E_UNSUPPORTED, r.status.message);
+  host::PluginBinding::Claimed claimed =
+      value_or_throw(plugin_->info().name, "claim_kinds", std::move(r));
+  if (claimed.out_claimed != claimed.jobs.size() || claimed.out_claimed > max_jobs)
+    throw StorageError(CONVEYOR_E_INTERNAL,
+                       fmt::format("storage plugin '{}': claim_kinds reported {} jobs but "
+                                   "delivered {}",
+                                   plugin_->info().name, claimed.out_claimed, claimed.jobs.size()));
+  return jobs_from_copies(std::move(claimed.jobs));
+}
+
+std::vector<Job> PluginStorage::list_jobs(const JobQuery& query, int64_t now_us) {
+  std::vector<int32_t> states;
+  for (JobState s : query.states) states.push_back(state_to_c(s));
+  host::Result<host::PluginBinding::Listed> r =
+      binding(t_, handle_)
+          .list_jobs(query.queue, states, query.kind, query.after_id, query.limit, now_us);
+  if (r.status.code == CONVEYOR_E_UNSUPPORTED && !has_slot("list_jobs"))
+    throw StorageError(CONVEYOR_E_UNSUPPORTED, r.status.message);
+  host::PluginBinding::Listed listed =
+      value_or_throw(plugin_->info().name, "list_jobs", std::move(r));
+  if (listed.out_listed != listed.jobs.size() || listed.out_listed > query.limit)
+    throw StorageError(
+        CONVEYOR_E_INTERNAL,
+        fmt::format("storage plugin '{}': list_jobs reported {} jobs but "
+                    "delivered {} (limit {})",
+                    plugin_->info().name, listed.out_listed, listed.jobs.size(), query.limit));
+  return jobs_from_copies(std::move(listed.jobs));
+}
+
+std::vector<conveyor_status> PluginStorage::retry_jobs(std::span<const int64_t> ids,
+                                                       int64_t now_us) {
+  if (!has_slot("retry_jobs"))
+    throw StorageError(CONVEYOR_E_UNSUPPORTED,
+                       binding(t_, handle_).missing_slot("retry_jobs", "retrying jobs").message);
+  if (ids.empty()) return {};
+  return checked_id_results(plugin_->info().name, "retry_jobs",
+                            binding(t_, handle_).retry_jobs(ids, now_us));
+}
+
+std::vector<conveyor_status> PluginStorage::delete_jobs(std::span<const int64_t> ids) {
+  if (!has_slot("delete_jobs"))
+    throw StorageError(CONVEYOR_E_UNSUPPORTED,
+                       binding(t_, handle_).missing_slot("delete_jobs", "deleting jobs").message);
+  if (ids.empty()) return {};
+  return checked_id_results(plugin_->info().name, "delete_jobs",
+                            binding(t_, handle_).delete_jobs(ids));
+}
+
+std::vector<QueueStats> PluginStorage::job_counts(int64_t now_us) {
+  if (!has_slot("job_counts")) return queue_stats(now_us);
+  std::vector<host::StatsCopy> reported =
+      value_or_throw(plugin_->info().name, "job_counts", binding(t_, handle_).job_counts(now_us));
+  std::vector<QueueStats> out;
+  out.reserve(reported.size());
+  for (host::StatsCopy& s : reported)
+    out.push_back(QueueStats{std::move(s.queue), s.paused != 0, s.pending, s.scheduled, s.running,
+                             s.completed, s.failed, s.cancelled});
+  return out;
 }
 
 std::shared_ptr<Storage> Storage::open(

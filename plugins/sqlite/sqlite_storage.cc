@@ -89,6 +89,36 @@ CREATE TABLE meta (
 ) WITHOUT ROWID;
 INSERT INTO meta (key, value) VALUES ('change_marker', 0);
 )sql",
+    // 1 -> 2: ABI 1.1 (job operations)
+    R"sql(
+-- list_jobs: one index range per state, in id order (with and without a kind).
+CREATE INDEX jobs_list ON jobs (queue, state, id);
+CREATE INDEX jobs_list_kind ON jobs (queue, kind, state, id);
+-- claim_kinds: the ready jobs of one kind, in claim order.
+CREATE INDEX jobs_claim_kind ON jobs (queue, kind, priority, run_at, id) WHERE state = 1;
+-- job_counts: jobs per queue and stored state, kept by the triggers below so
+-- counting never scans retained jobs. Stored states only: scheduled is
+-- derived from the queue's available jobs at the caller's now.
+CREATE TABLE job_counts (
+  queue TEXT    NOT NULL,
+  state INTEGER NOT NULL,
+  n     INTEGER NOT NULL,
+  PRIMARY KEY (queue, state)
+) WITHOUT ROWID;
+INSERT INTO job_counts (queue, state, n) SELECT queue, state, COUNT(*) FROM jobs GROUP BY queue, state;
+CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
+  INSERT INTO job_counts (queue, state, n) VALUES (new.queue, new.state, 1)
+    ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER jobs_count_update AFTER UPDATE OF state ON jobs WHEN old.state <> new.state BEGIN
+  UPDATE job_counts SET n = n - 1 WHERE queue = old.queue AND state = old.state;
+  INSERT INTO job_counts (queue, state, n) VALUES (new.queue, new.state, 1)
+    ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN
+  UPDATE job_counts SET n = n - 1 WHERE queue = old.queue AND state = old.state;
+END;
+)sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration step per schema version");
 
@@ -119,6 +149,15 @@ enum Stmt : int {
   kDeleteRateLimit,
   kListRateLimits,
   kGetMarker,
+  kListJobs,
+  kListJobsKind,
+  kClaimKindCandidates,
+  kClaimOne,
+  kRetryJob,
+  kDeleteJob,
+  kJobExists,
+  kJobCounts,
+  kCountScheduled,
   kStmtCount
 };
 
@@ -198,6 +237,35 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     /* kListRateLimits */
     "SELECT queue, rate, burst, updated_at FROM rate_limits ORDER BY queue",
     /* kGetMarker */ "SELECT value FROM meta WHERE key = 'change_marker'",
+    /* kListJobs: jobs_list */
+    "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
+    " created_at, finalized_at, lease_token, lease_expires, last_error"
+    " FROM jobs WHERE queue = ?1 AND state = ?2 AND id > ?3 AND run_at BETWEEN ?4 AND ?5"
+    " ORDER BY id LIMIT ?6",
+    /* kListJobsKind: jobs_list_kind */
+    "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
+    " created_at, finalized_at, lease_token, lease_expires, last_error"
+    " FROM jobs WHERE queue = ?1 AND kind = ?7 AND state = ?2 AND id > ?3"
+    " AND run_at BETWEEN ?4 AND ?5 ORDER BY id LIMIT ?6",
+    /* kClaimKindCandidates: jobs_claim_kind */
+    "SELECT id, priority, run_at FROM jobs WHERE queue = ?1 AND kind = ?2 AND state = 1"
+    " AND run_at <= ?3 ORDER BY priority, run_at, id LIMIT ?4",
+    /* kClaimOne */
+    "UPDATE jobs SET state = 3, attempt = attempt + 1, lease_token = ?1, lease_expires = ?2"
+    " WHERE id = ?3 AND state = 1"
+    " RETURNING id, kind, payload, priority, attempt, max_attempts, run_at,"
+    " created_at, last_error",
+    /* kRetryJob: failed (5) or cancelled (6) only */
+    "UPDATE jobs SET state = 1, run_at = ?1, attempt = 0, finalized_at = 0, lease_token = 0,"
+    " lease_expires = 0 WHERE id = ?2 AND state >= 5",
+    /* kDeleteJob: final only */
+    "DELETE FROM jobs WHERE id = ?1 AND state >= 4",
+    /* kJobExists */ "SELECT 1 FROM jobs WHERE id = ?1",
+    /* kJobCounts */
+    "SELECT queue, state, n FROM job_counts WHERE n <> 0"
+    " UNION ALL SELECT name, 0, 1 FROM queues WHERE paused <> 0 ORDER BY 1",
+    /* kCountScheduled: jobs_claim (the queue's available jobs only) */
+    "SELECT COUNT(*) FROM jobs WHERE queue = ?1 AND state = 1 AND run_at > ?2",
 };
 
 // A missing comma above would silently merge two entries and shift the rest.
@@ -596,7 +664,7 @@ void SqliteStorage::check_schema_owner(Conn& c, int version) {
     while (st.executeStep()) tables.push_back(st.getColumn(0).getString());
   }
   if (version == 0 && tables.empty()) return;  // a new database
-  static constexpr const char* kOurs[] = {"jobs", "meta", "queues", "rate_limits"};
+  static constexpr const char* kOurs[] = {"jobs", "meta", "queues", "rate_limits"};  // since 1
   std::vector<std::string> missing;
   for (const char* t : kOurs)
     if (std::find(tables.begin(), tables.end(), t) == tables.end()) missing.emplace_back(t);
@@ -637,6 +705,16 @@ void SqliteStorage::migrate() {
 }
 
 void SqliteStorage::enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids) {
+  insert_jobs(jobs, wall_clock_us(), out_ids);
+}
+
+void SqliteStorage::enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
+                               std::span<int64_t> out_ids) {
+  insert_jobs(jobs, now_us, out_ids);
+}
+
+void SqliteStorage::insert_jobs(std::span<const conveyor_new_job> jobs, int64_t created,
+                                std::span<int64_t> out_ids) {
   for (size_t i = 0; i < jobs.size(); ++i) {
     const conveyor_new_job& j = jobs[i];
     const std::string where = "enqueue: job " + std::to_string(i) + ": ";
@@ -660,7 +738,6 @@ void SqliteStorage::enqueue(std::span<const conveyor_new_job> jobs, std::span<in
   }
   std::sort(queues.begin(), queues.end());
   queues.erase(std::unique(queues.begin(), queues.end()), queues.end());
-  const int64_t created = wall_clock_us();
   std::vector<int64_t> ids(jobs.size());
   write_txn("enqueue", [&](Conn& c) {
     {
@@ -1001,6 +1078,289 @@ int64_t SqliteStorage::change_marker() {
     marker = st.executeStep() ? st.getColumn(0).getInt64() : 0;
   });
   return marker;
+}
+
+// ---- ABI 1.1 ----------------------------------------------------------------
+
+namespace {
+
+// A row of kGetJob / kListJobs (same columns), reported as get_job reports it.
+OwnedJob job_from_row(const SQLite::Statement& st, int64_t now_us) {
+  OwnedJob j;
+  j.id = st.getColumn(0).getInt64();
+  j.queue = column_text(st, 1);
+  j.kind = column_text(st, 2);
+  j.payload = column_blob(st, 3);
+  j.priority = st.getColumn(4).getInt();
+  j.state = st.getColumn(5).getInt();
+  j.attempt = st.getColumn(6).getInt();
+  j.max_attempts = st.getColumn(7).getInt();
+  j.run_at = st.getColumn(8).getInt64();
+  j.created_at = st.getColumn(9).getInt64();
+  j.finalized_at = st.getColumn(10).getInt64();
+  j.lease_token = st.getColumn(11).getInt64();
+  j.lease_expires = st.getColumn(12).getInt64();
+  j.last_error = column_text(st, 13);
+  if (j.state == kAvailable && j.run_at > now_us) j.state = CONVEYOR_JOB_SCHEDULED;
+  if (j.state != kRunning) {
+    j.lease_token = 0;
+    j.lease_expires = 0;
+  }
+  return j;
+}
+
+// One index range of list_jobs: a stored state and the run_at bounds that
+// split AVAILABLE (run_at <= now) from SCHEDULED (run_at > now).
+struct ListRange {
+  int stored_state;
+  int64_t run_at_min;
+  int64_t run_at_max;
+};
+
+std::vector<ListRange> list_ranges(std::span<const int32_t> states, int64_t now_us) {
+  bool want[7] = {};
+  if (states.empty())
+    for (int s = 1; s <= 6; ++s) want[s] = true;
+  for (int32_t s : states) want[s] = true;  // 1..6, checked by the adapter
+  std::vector<ListRange> ranges;
+  const int64_t lo = INT64_MIN, hi = INT64_MAX;
+  if (want[CONVEYOR_JOB_AVAILABLE] && want[CONVEYOR_JOB_SCHEDULED])
+    ranges.push_back({kAvailable, lo, hi});
+  else if (want[CONVEYOR_JOB_AVAILABLE])
+    ranges.push_back({kAvailable, lo, now_us});
+  else if (want[CONVEYOR_JOB_SCHEDULED])
+    ranges.push_back({kAvailable, now_us == hi ? hi : now_us + 1, hi});
+  for (int s :
+       {CONVEYOR_JOB_RUNNING, CONVEYOR_JOB_COMPLETED, CONVEYOR_JOB_FAILED, CONVEYOR_JOB_CANCELLED})
+    if (want[s]) ranges.push_back({s, lo, hi});
+  return ranges;
+}
+
+}  // namespace
+
+uint32_t SqliteStorage::list_jobs(std::string_view queue, std::span<const int32_t> states,
+                                  std::string_view kind, int64_t after_id, uint32_t limit,
+                                  int64_t now_us, const sdk::JobSink& sink) {
+  const std::vector<ListRange> ranges = list_ranges(states, now_us);
+  std::vector<OwnedJob> jobs;
+  read("list_jobs", [&](Conn& c) {
+    jobs.clear();
+    SQLite::Statement& st = c.get(kind.empty() ? kListJobs : kListJobsKind);
+    // Each range in id order, at most limit each; merged below.
+    for (const ListRange& r : ranges) {
+      Use u(st);
+      bind_text(st, 1, queue);
+      st.bind(2, r.stored_state);
+      st.bind(3, static_cast<int64_t>(after_id));
+      st.bind(4, static_cast<int64_t>(r.run_at_min));
+      st.bind(5, static_cast<int64_t>(r.run_at_max));
+      st.bind(6, static_cast<int64_t>(limit));
+      if (!kind.empty()) bind_text(st, 7, kind);
+      while (st.executeStep()) jobs.push_back(job_from_row(st, now_us));
+    }
+  });
+  std::sort(jobs.begin(), jobs.end(),
+            [](const OwnedJob& a, const OwnedJob& b) { return a.id < b.id; });
+  if (jobs.size() > limit) jobs.resize(limit);
+  for (const OwnedJob& j : jobs) {
+    conveyor_job v = j.view();
+    sink(v);
+  }
+  return static_cast<uint32_t>(jobs.size());
+}
+
+uint32_t SqliteStorage::claim_kinds(std::string_view queue, std::span<const std::string_view> kinds,
+                                    uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                                    int64_t lease_expires_us, const sdk::JobSink& sink) {
+  require_queue(queue, "claim_kinds");
+  if (max_jobs == 0) return 0;
+  std::vector<std::string_view> wanted(kinds.begin(), kinds.end());
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  struct Candidate {
+    int64_t id;
+    int64_t priority;
+    int64_t run_at;
+  };
+  // The first max_jobs ready jobs of the wanted kinds in claim order: the
+  // first max_jobs of each kind (one jobs_claim_kind range each), merged.
+  auto candidates = [&](Conn& c) {
+    std::vector<Candidate> out;
+    SQLite::Statement& st = c.get(kClaimKindCandidates);
+    for (std::string_view k : wanted) {
+      Use u(st);
+      bind_text(st, 1, queue);
+      bind_text(st, 2, k);
+      st.bind(3, static_cast<int64_t>(now_us));
+      st.bind(4, static_cast<int64_t>(max_jobs));
+      while (st.executeStep())
+        out.push_back(
+            {st.getColumn(0).getInt64(), st.getColumn(1).getInt64(), st.getColumn(2).getInt64()});
+    }
+    std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+      if (a.priority != b.priority) return a.priority < b.priority;
+      if (a.run_at != b.run_at) return a.run_at < b.run_at;
+      return a.id < b.id;
+    });
+    if (out.size() > max_jobs) out.resize(max_jobs);
+    return out;
+  };
+  // As claim: look on a reader first so idle polling never takes the write lock.
+  bool any_ready = false;
+  read("claim_kinds", [&](Conn& c) {
+    {
+      SQLite::Statement& paused = c.get(kQueuePaused);
+      Use u(paused);
+      bind_text(paused, 1, queue);
+      if (paused.executeStep() && paused.getColumn(0).getInt64() != 0) return;
+    }
+    any_ready = !candidates(c).empty();
+  });
+  if (!any_ready) return 0;
+  std::vector<OwnedJob> claimed;
+  write_txn("claim_kinds", [&](Conn& c) {
+    claimed.clear();
+    {
+      SQLite::Statement& paused = c.get(kQueuePaused);
+      Use u(paused);
+      bind_text(paused, 1, queue);
+      if (paused.executeStep() && paused.getColumn(0).getInt64() != 0) return;
+    }
+    const std::vector<Candidate> picked = candidates(c);
+    SQLite::Statement& st = c.get(kClaimOne);
+    for (const Candidate& cand : picked) {
+      Use u(st);
+      st.bind(1, static_cast<int64_t>(lease_token));
+      st.bind(2, static_cast<int64_t>(lease_expires_us));
+      st.bind(3, static_cast<int64_t>(cand.id));
+      while (st.executeStep()) {
+        OwnedJob& j = claimed.emplace_back();
+        j.id = st.getColumn(0).getInt64();
+        j.kind = column_text(st, 1);
+        j.payload = column_blob(st, 2);
+        j.priority = st.getColumn(3).getInt();
+        j.attempt = st.getColumn(4).getInt();
+        j.max_attempts = st.getColumn(5).getInt();
+        j.run_at = st.getColumn(6).getInt64();
+        j.created_at = st.getColumn(7).getInt64();
+        j.last_error = column_text(st, 8);
+      }
+    }
+  });
+  for (OwnedJob& j : claimed) {  // already in claim order
+    j.state = CONVEYOR_JOB_RUNNING;
+    j.queue.assign(queue);
+    j.lease_token = lease_token;
+    j.lease_expires = lease_expires_us;
+    j.finalized_at = 0;
+    conveyor_job v = j.view();
+    sink(v);
+  }
+  return static_cast<uint32_t>(claimed.size());
+}
+
+void SqliteStorage::retry_jobs(std::span<const int64_t> ids, int64_t now_us,
+                               std::span<conveyor_status> results) {
+  std::vector<conveyor_status> out(ids.size(), CONVEYOR_E_NOT_FOUND);
+  write_txn("retry_jobs", [&](Conn& c) {
+    SQLite::Statement& st = c.get(kRetryJob);
+    SQLite::Statement& exists = c.get(kJobExists);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      int changed = 0;
+      {
+        Use u(st);
+        st.bind(1, static_cast<int64_t>(now_us));
+        st.bind(2, static_cast<int64_t>(ids[i]));
+        changed = st.exec();
+      }
+      if (changed > 0) {
+        out[i] = CONVEYOR_OK;
+        continue;
+      }
+      Use u(exists);
+      exists.bind(1, static_cast<int64_t>(ids[i]));
+      out[i] = exists.executeStep() ? CONVEYOR_E_WRONG_STATE : CONVEYOR_E_NOT_FOUND;
+    }
+  });
+  std::copy(out.begin(), out.end(), results.begin());
+}
+
+void SqliteStorage::delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results) {
+  std::vector<conveyor_status> out(ids.size(), CONVEYOR_E_NOT_FOUND);
+  write_txn("delete_jobs", [&](Conn& c) {
+    SQLite::Statement& st = c.get(kDeleteJob);
+    SQLite::Statement& exists = c.get(kJobExists);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      int changed = 0;
+      {
+        Use u(st);
+        st.bind(1, static_cast<int64_t>(ids[i]));
+        changed = st.exec();
+      }
+      if (changed > 0) {
+        out[i] = CONVEYOR_OK;
+        continue;
+      }
+      Use u(exists);
+      exists.bind(1, static_cast<int64_t>(ids[i]));
+      out[i] = exists.executeStep() ? CONVEYOR_E_WRONG_STATE : CONVEYOR_E_NOT_FOUND;
+    }
+  });
+  std::copy(out.begin(), out.end(), results.begin());
+}
+
+void SqliteStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) {
+  std::vector<sdk::OwnedQueueStats> rows;
+  read("job_counts", [&](Conn& c) {
+    rows.clear();
+    {
+      // The maintained counts (state 0: a paused queue's marker row), in name order.
+      SQLite::Statement& st = c.get(kJobCounts);
+      Use u(st);
+      while (st.executeStep()) {
+        std::string queue = column_text(st, 0);
+        if (rows.empty() || rows.back().queue != queue)
+          rows.emplace_back().queue = std::move(queue);
+        sdk::OwnedQueueStats& r = rows.back();
+        const int state = st.getColumn(1).getInt();
+        const int64_t n = st.getColumn(2).getInt64();
+        switch (state) {
+          case 0:
+            r.paused = true;
+            break;
+          case CONVEYOR_JOB_AVAILABLE:
+            r.counts[0] = n;
+            break;  // split below
+          case CONVEYOR_JOB_RUNNING:
+            r.counts[2] = n;
+            break;
+          case CONVEYOR_JOB_COMPLETED:
+            r.counts[3] = n;
+            break;
+          case CONVEYOR_JOB_FAILED:
+            r.counts[4] = n;
+            break;
+          case CONVEYOR_JOB_CANCELLED:
+            r.counts[5] = n;
+            break;
+          default:
+            break;
+        }
+      }
+    }
+    // Only the available jobs are read, to split pending from scheduled.
+    SQLite::Statement& sched = c.get(kCountScheduled);
+    for (sdk::OwnedQueueStats& r : rows) {
+      if (r.counts[0] == 0) continue;
+      Use u(sched);
+      bind_text(sched, 1, r.queue);
+      sched.bind(2, static_cast<int64_t>(now_us));
+      const int64_t scheduled = sched.executeStep() ? sched.getColumn(0).getInt64() : 0;
+      r.counts[1] = scheduled;
+      r.counts[0] -= scheduled;
+    }
+  });
+  for (const sdk::OwnedQueueStats& r : rows) sink(r.view());
 }
 
 }  // namespace conveyor::sqlite

@@ -17,6 +17,11 @@
 //     CONVEYOR_E_UNAVAILABLE.
 //   * Callbacks run only after the transaction committed and after the
 //     connection was released, from buffered copies of the rows.
+//   * ABI 1.1 (schema 2): list_jobs reads one index range per state
+//     (jobs_list, jobs_list_kind), claim_kinds one per kind (jobs_claim_kind),
+//     and job_counts reads job_counts, per (queue, state) counts kept by
+//     triggers on jobs, so counting never scans retained jobs; only the split
+//     of AVAILABLE into pending and scheduled reads the queue's AVAILABLE rows.
 #ifndef CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
 #define CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
 
@@ -31,13 +36,13 @@
 #include <string_view>
 #include <vector>
 
-extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin*
-conveyor_storage_plugin_entry(uint32_t host_abi_major, uint32_t host_abi_minor);
+extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storage_plugin_entry(
+    uint32_t host_abi_major, uint32_t host_abi_minor);
 
 namespace conveyor::sqlite {
 
 // The schema version this build creates and understands (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 struct Config {
   std::string path;
@@ -68,12 +73,11 @@ class SqliteStorage {
 
   void migrate();
   void enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids);
-  uint32_t claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
-                 int64_t now_us, int64_t lease_expires_us, const sdk::JobSink& sink);
+  uint32_t claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                 int64_t lease_expires_us, const sdk::JobSink& sink);
   void complete(std::span<const conveyor_lease> leases, int64_t now_us,
                 std::span<conveyor_status> results);
-  void fail(conveyor_lease lease, std::string_view error_text, int64_t retry_at_us,
-            int64_t now_us);
+  void fail(conveyor_lease lease, std::string_view error_text, int64_t retry_at_us, int64_t now_us);
   void extend_leases(std::span<const conveyor_lease> leases, int64_t lease_expires_us,
                      std::span<conveyor_status> results);
   void release(std::span<const conveyor_lease> leases, int64_t now_us,
@@ -85,13 +89,25 @@ class SqliteStorage {
   void list_queues(const sdk::QueueSink& sink);
   void get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& sink);
   uint64_t purge_finished(int64_t finalized_before_us, uint32_t max_jobs);
-  void set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst,
-                      int64_t now_us);
+  void set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst, int64_t now_us);
   void delete_rate_limit(std::string_view queue);
   void list_rate_limits(const sdk::RateLimitSink& sink);
   int64_t change_marker();
+  // ABI 1.1
+  void enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
+                  std::span<int64_t> out_ids);
+  uint32_t claim_kinds(std::string_view queue, std::span<const std::string_view> kinds,
+                       uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                       int64_t lease_expires_us, const sdk::JobSink& sink);
+  uint32_t list_jobs(std::string_view queue, std::span<const int32_t> states, std::string_view kind,
+                     int64_t after_id, uint32_t limit, int64_t now_us, const sdk::JobSink& sink);
+  void retry_jobs(std::span<const int64_t> ids, int64_t now_us, std::span<conveyor_status> results);
+  void delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results);
+  void job_counts(int64_t now_us, const sdk::QueueStatsSink& sink);
 
  private:
+  void insert_jobs(std::span<const conveyor_new_job> jobs, int64_t created,
+                   std::span<int64_t> out_ids);
   explicit SqliteStorage(Config config);
 
   std::unique_ptr<Conn> open_conn(bool writer);

@@ -820,6 +820,68 @@ TEST_F(SqliteStorageTest, MigrateIsIdempotentAndRefusesNewerSchemas) {
       << "names the plugin's version: " << msg;
 }
 
+// A database made by schema 1 (before ABI 1.1) upgrades in place: its jobs
+// stay, and job_counts starts from counts of the jobs already there, then
+// follows every change (the triggers).
+TEST_F(SqliteStorageTest, UpgradeFromSchema1FillsTheMaintainedCounts) {
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  close_all();
+  // Back to schema 1: without the 1.1 indexes, table and triggers, and with
+  // jobs written by a schema-1 plugin (no trigger saw them).
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path_.c_str(), &raw), SQLITE_OK);
+  const char* downgrade =
+      "DROP TRIGGER jobs_count_insert; DROP TRIGGER jobs_count_update;"
+      "DROP TRIGGER jobs_count_delete; DROP TABLE job_counts; DROP INDEX jobs_list;"
+      "DROP INDEX jobs_list_kind; DROP INDEX jobs_claim_kind; PRAGMA user_version = 1;"
+      "INSERT INTO queues (name, paused) VALUES ('q', 0);"
+      "INSERT INTO jobs (queue, kind, payload, priority, state, max_attempts, run_at, created_at)"
+      " VALUES ('q', 'k', '', 0, 1, 1, 10, 10), ('q', 'k', '', 0, 4, 1, 10, 10),"
+      " ('q', 'k', '', 0, 4, 1, 10, 10), ('q', 'k', '', 0, 5, 1, 10, 10);";
+  char* msg = nullptr;
+  ASSERT_EQ(sqlite3_exec(raw, downgrade, nullptr, nullptr, &msg), SQLITE_OK) << msg;
+  sqlite3_close(raw);
+
+  h = open_store();  // migrates 1 -> 2
+  ASSERT_NE(h, nullptr);
+  struct Counts {
+    std::vector<conveyor::sdk::OwnedQueueStats> rows;
+  } got;
+  auto counts = [&] {
+    got.rows.clear();
+    conveyor_error err{};
+    EXPECT_EQ(api_->job_counts(
+                  h, 100,
+                  [](void* ctx, const conveyor_queue_stats* s) {
+                    auto& r = static_cast<Counts*>(ctx)->rows.emplace_back();
+                    r.queue.assign(s->queue.data, s->queue.len);
+                    r.counts[0] = s->pending;
+                    r.counts[3] = s->completed;
+                    r.counts[4] = s->failed;
+                  },
+                  &got, &err),
+              CONVEYOR_OK)
+        << err.message;
+  };
+  counts();
+  ASSERT_EQ(got.rows.size(), 1u);
+  EXPECT_EQ(got.rows[0].counts[0], 1) << "pending";
+  EXPECT_EQ(got.rows[0].counts[3], 2) << "completed";
+  EXPECT_EQ(got.rows[0].counts[4], 1) << "failed";
+  // The triggers follow a new job and a purge.
+  enqueue(h, "q");
+  uint64_t deleted = 0;
+  conveyor_error err{};
+  ASSERT_EQ(api_->purge_finished(h, 1000, 10, &deleted, &err), CONVEYOR_OK) << err.message;
+  EXPECT_EQ(deleted, 3u) << "the three final rows (finalized_at 0) are purged";
+  counts();
+  ASSERT_EQ(got.rows.size(), 1u);
+  EXPECT_EQ(got.rows[0].counts[0], 2) << "pending after an enqueue";
+  EXPECT_EQ(got.rows[0].counts[3], 0) << "completed after the purge";
+  EXPECT_EQ(got.rows[0].counts[4], 0) << "failed after the purge";
+}
+
 TEST_F(SqliteStorageTest, OperationsBeforeMigrateFailCleanly) {
   conveyor_storage* h = open_store({}, /*migrate=*/false);
   ASSERT_NE(h, nullptr);

@@ -1,5 +1,6 @@
 #include "conveyor/host/plugin_binding.hpp"
 
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <type_traits>
@@ -407,5 +408,137 @@ Result<std::vector<NotificationCopy>> PluginBinding::wait_for_notification(
       moving(&Reports::notifications, r.value), std::move(on_each));
   return r;
 }
+
+bool PluginBinding::has_slot(std::size_t offset, std::size_t size) const noexcept {
+  if (offset + size > table_->struct_size) return false;
+  void (*fn)() = nullptr;
+  std::memcpy(&fn, reinterpret_cast<const unsigned char*>(table_) + offset, sizeof fn);
+  return fn != nullptr;
+}
+
+Status PluginBinding::missing_slot(const char* slot, const char* need) const {
+  const std::string name = table_->name != nullptr ? table_->name : "?";
+  const std::string abi =
+      std::to_string(table_->abi_major) + "." + std::to_string(table_->abi_minor);
+  if (table_->abi_minor < 1)
+    return Status{CONVEYOR_E_UNSUPPORTED, "storage plugin '" + name + "' implements ABI " + abi +
+                                              "; " + need + " needs ABI 1.1 (slot " + slot +
+                                              "): upgrade the plugin"};
+  return Status{CONVEYOR_E_UNSUPPORTED, "storage plugin '" + name + "' (ABI " + abi +
+                                            ") does not implement " + slot + ", which " + need +
+                                            " needs"};
+}
+
+#define CONVEYOR_HAS_SLOT(member)                     \
+  has_slot(offsetof(conveyor_storage_plugin, member), \
+           sizeof(static_cast<conveyor_storage_plugin*>(nullptr)->member))
+
+Result<std::vector<int64_t>> PluginBinding::enqueue_v2(std::span<const conveyor_new_job> jobs,
+                                                       int64_t now_us) {
+  Result<std::vector<int64_t>> r;
+  if (!CONVEYOR_HAS_SLOT(enqueue_v2)) {
+    r.status = missing_slot("enqueue_v2", "enqueueing with the host's clock");
+    return r;
+  }
+  r.value.assign(jobs.size(), 0);
+  r.status = run("enqueue_v2", [&](conveyor_error* e) {
+    return table_->enqueue_v2(handle_, data_or_null(jobs), jobs.size(), now_us,
+                              r.value.empty() ? nullptr : r.value.data(), e);
+  });
+  return r;
+}
+
+Result<PluginBinding::Claimed> PluginBinding::claim_kinds(std::string_view queue,
+                                                          std::span<const std::string> kinds,
+                                                          uint32_t max_jobs, int64_t lease_token,
+                                                          int64_t now_us,
+                                                          int64_t lease_expires_us) {
+  Result<Claimed> r;
+  if (!CONVEYOR_HAS_SLOT(claim_kinds)) {
+    r.status = missing_slot("claim_kinds", "claiming only some kinds");
+    return r;
+  }
+  std::vector<conveyor_str> c;
+  c.reserve(kinds.size());
+  for (const std::string& k : kinds) c.push_back(cstr(k));
+  uint32_t claimed = kUnwrittenCount;
+  r.status = run_reporting(
+      "claim_kinds", r.problems,
+      [&](conveyor_error* e, void* ctx) {
+        return table_->claim_kinds(handle_, cstr(queue), c.empty() ? nullptr : c.data(), c.size(),
+                                   max_jobs, lease_token, now_us, lease_expires_us, &on_job, ctx,
+                                   &claimed, e);
+      },
+      moving(&Reports::jobs, r.value.jobs));
+  r.value.out_claimed = claimed;
+  return r;
+}
+
+Result<PluginBinding::Listed> PluginBinding::list_jobs(std::string_view queue,
+                                                       std::span<const int32_t> states,
+                                                       std::string_view kind, int64_t after_id,
+                                                       uint32_t limit, int64_t now_us) {
+  Result<Listed> r;
+  if (!CONVEYOR_HAS_SLOT(list_jobs)) {
+    r.status = missing_slot("list_jobs", "listing jobs");
+    return r;
+  }
+  uint32_t listed = kUnwrittenCount;
+  r.status = run_reporting(
+      "list_jobs", r.problems,
+      [&](conveyor_error* e, void* ctx) {
+        return table_->list_jobs(handle_, cstr(queue), data_or_null(states), states.size(),
+                                 cstr(kind), after_id, limit, now_us, &on_job, ctx, &listed, e);
+      },
+      moving(&Reports::jobs, r.value.jobs));
+  r.value.out_listed = listed;
+  return r;
+}
+
+Result<std::vector<conveyor_status>> PluginBinding::retry_jobs(std::span<const int64_t> job_ids,
+                                                               int64_t now_us) {
+  Result<std::vector<conveyor_status>> r;
+  if (!CONVEYOR_HAS_SLOT(retry_jobs)) {
+    r.status = missing_slot("retry_jobs", "retrying jobs");
+    return r;
+  }
+  r.value.assign(job_ids.size(), kUnwritten);
+  r.status = run("retry_jobs", [&](conveyor_error* e) {
+    return table_->retry_jobs(handle_, data_or_null(job_ids), job_ids.size(), now_us,
+                              r.value.empty() ? nullptr : r.value.data(), e);
+  });
+  return r;
+}
+
+Result<std::vector<conveyor_status>> PluginBinding::delete_jobs(std::span<const int64_t> job_ids) {
+  Result<std::vector<conveyor_status>> r;
+  if (!CONVEYOR_HAS_SLOT(delete_jobs)) {
+    r.status = missing_slot("delete_jobs", "deleting jobs");
+    return r;
+  }
+  r.value.assign(job_ids.size(), kUnwritten);
+  r.status = run("delete_jobs", [&](conveyor_error* e) {
+    return table_->delete_jobs(handle_, data_or_null(job_ids), job_ids.size(),
+                               r.value.empty() ? nullptr : r.value.data(), e);
+  });
+  return r;
+}
+
+Result<std::vector<StatsCopy>> PluginBinding::job_counts(int64_t now_us) {
+  Result<std::vector<StatsCopy>> r;
+  if (!CONVEYOR_HAS_SLOT(job_counts)) {
+    r.status = missing_slot("job_counts", "counting jobs without a scan");
+    return r;
+  }
+  r.status = run_reporting(
+      "job_counts", r.problems,
+      [&](conveyor_error* e, void* ctx) {
+        return table_->job_counts(handle_, now_us, &on_stats, ctx, e);
+      },
+      moving(&Reports::stats, r.value));
+  return r;
+}
+
+#undef CONVEYOR_HAS_SLOT
 
 }  // namespace conveyor::host

@@ -6,14 +6,19 @@
 #include "test_support.hpp"
 
 #include <conveyor/storage_plugin.h>
+#include <conveyor/engine.hpp>
 #include <conveyor/plugin_loader.hpp>
+#include <conveyor/storage.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace conveyor {
 namespace {
@@ -40,15 +45,91 @@ TEST(VersionHandshake, PluginBuiltAgainstTheV1_0HeaderLoads) {
   EXPECT_EQ(info.abi_major, 1u);
   EXPECT_EQ(info.abi_minor, 0u) << "the plugin was not built against tests/abi/v1_0";
   EXPECT_EQ(info.struct_size, CONVEYOR_PLUGIN_V1_0_SIZE);
-  EXPECT_TRUE(info.optional_slots_missing.empty());
+  // Every 1.1 slot is missing, and listed as such (`conveyor plugin info`).
+  EXPECT_THAT(info.optional_slots_missing,
+              ::testing::ElementsAre("enqueue_v2", "claim_kinds", "list_jobs", "retry_jobs",
+                                     "delete_jobs", "job_counts"));
   // The host's copy holds the plugin's 1.0 prefix; every slot a later minor
-  // appended (none while the host is 1.0) is NULL, so the host never calls
-  // what the plugin does not have.
+  // appended is NULL, so the host never calls what the plugin does not have.
   const conveyor_storage_plugin& table = plugin->table();
   EXPECT_EQ(table.struct_size, CONVEYOR_PLUGIN_V1_0_SIZE);
   const auto* bytes = reinterpret_cast<const unsigned char*>(&table);
   for (size_t at = CONVEYOR_PLUGIN_V1_0_SIZE; at < sizeof table; ++at)
     EXPECT_EQ(bytes[at], 0) << "byte " << at << " of the host's table is beyond the plugin's";
+}
+
+// A 1.0 plugin runs on this 1.1 host; every 1.1 operation answers with an
+// error naming the plugin and its ABI, never a crash (job counts fall back to
+// the 1.0 queue_stats: the same answer, by a scan).
+TEST(VersionHandshake, V1_0PluginRunsAndRefuses1_1FeaturesByName) {
+  std::shared_ptr<Storage> storage = Storage::open(load_plugin(kV1_0Plugin), {{"name", "old"}});
+  const int64_t now = 4'000'000'000'000'000;
+  std::vector<NewJob> jobs = {{"q", "k", "{}", 0, 1, 0}, {"q", "k", "{}", 0, 1, 0}};
+  std::vector<int64_t> ids = storage->enqueue(jobs, now);
+  ASSERT_EQ(ids.size(), 2u);
+  std::vector<Job> claimed = storage->claim("q", 1, 7, now, now + 1'000'000);
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(storage->fail(claimed[0].lease(), "boom", -1, now), CONVEYOR_OK);
+  for (const char* slot :
+       {"enqueue_v2", "claim_kinds", "list_jobs", "retry_jobs", "delete_jobs", "job_counts"})
+    EXPECT_FALSE(storage->has_slot(slot)) << slot;
+
+  auto expect_refused = [](auto&& call, const std::string& need, const std::string& slot) {
+    try {
+      call();
+      ADD_FAILURE() << need << " on a 1.0 plugin did not throw";
+    } catch (const StorageError& e) {
+      EXPECT_EQ(e.code(), CONVEYOR_E_UNSUPPORTED);
+      EXPECT_THAT(e.what(), HasSubstr("storage plugin 'memory_c' implements ABI 1.0; " + need +
+                                      " needs ABI 1.1 (slot " + slot + ")"));
+    }
+  };
+  JobQuery query;
+  query.queue = "q";
+  expect_refused([&] { storage->list_jobs(query, now); }, "listing jobs", "list_jobs");
+  const int64_t failed_id = claimed[0].id;
+  expect_refused([&] { storage->retry_jobs(std::span(&failed_id, 1), now); }, "retrying jobs",
+                 "retry_jobs");
+  expect_refused([&] { storage->delete_jobs(std::span(&failed_id, 1)); }, "deleting jobs",
+                 "delete_jobs");
+  const std::vector<std::string> kinds = {"k"};
+  expect_refused([&] { storage->claim_kinds("q", kinds, 1, 8, now, now + 1); },
+                 "claiming only some kinds", "claim_kinds");
+  // Nothing changed by the refusals: the failed job is still failed.
+  std::optional<Job> failed = storage->get_job(failed_id, now);
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(failed->state, JobState::kFailed);
+  // Counts fall back to queue_stats.
+  std::vector<QueueStats> counts = storage->job_counts(now);
+  ASSERT_EQ(counts.size(), 1u);
+  EXPECT_EQ(counts[0].pending, 1);
+  EXPECT_EQ(counts[0].failed, 1);
+  // claim_kinds without a filter is a plain claim, which 1.0 has.
+  EXPECT_EQ(storage->claim_kinds("q", {}, 1, 9, now, now + 1).size(), 1u);
+}
+
+// The same through the engine, the API the CLI and the server call.
+TEST(VersionHandshake, EngineOnAV1_0PluginNamesItsAbiForJobOperations) {
+  Config c;
+  c.storage.plugin = kV1_0Plugin.string();
+  c.storage.options = {{"name", "engine_old"}};
+  Engine engine(c);
+  const int64_t id = engine.enqueue("q", "k", "{}");
+  try {
+    engine.list_jobs(JobQuery{.queue = "q"});
+    ADD_FAILURE() << "list_jobs on a 1.0 plugin did not throw";
+  } catch (const StorageError& e) {
+    EXPECT_EQ(e.code(), CONVEYOR_E_UNSUPPORTED);
+    EXPECT_THAT(e.what(), HasSubstr("storage plugin 'memory_c' implements ABI 1.0; listing jobs "
+                                    "needs ABI 1.1"));
+  }
+  EXPECT_THROW(engine.retry_jobs(std::span(&id, 1)), StorageError);
+  EXPECT_THROW(engine.delete_jobs(std::span(&id, 1)), StorageError);
+  // Counts work (queue_stats), and the job is untouched.
+  std::vector<QueueStats> counts = engine.job_counts();
+  ASSERT_EQ(counts.size(), 1u);
+  EXPECT_EQ(counts[0].pending, 1);
+  EXPECT_EQ(engine.get_job(id)->state, JobState::kAvailable);
 }
 
 TEST(VersionHandshake, PluginInfoShowsAV1_0Plugin) {

@@ -26,6 +26,7 @@
 #include <conveyor/rate_limit.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,9 +50,9 @@ class PermanentError : public std::runtime_error {
 using Handler = std::function<void(const Job& job)>;
 
 struct EnqueueOptions {
-  int32_t priority = 0;                     // lower runs first
-  std::optional<int32_t> max_attempts;      // default: [engine] max_attempts
-  std::chrono::microseconds delay{0};       // run no earlier than now + delay
+  int32_t priority = 0;                 // lower runs first
+  std::optional<int32_t> max_attempts;  // default: [engine] max_attempts
+  std::chrono::microseconds delay{0};   // run no earlier than now + delay
 };
 
 class Engine {
@@ -97,12 +98,38 @@ class Engine {
   void set_queue_paused(std::string_view queue, bool paused);
 
   std::vector<QueueReport> queues();
-  // Storage's counts per queue, without limits (cheaper than queues()).
+  // Storage's counts per queue, without limits (cheaper than queues()). On
+  // an ABI 1.1 plugin these are job_counts: no scan of retained jobs.
   std::vector<QueueStats> queue_stats();
+  // The same as queue_stats(), named for the operation (job_counts).
+  std::vector<QueueStats> job_counts();
   std::optional<Job> get_job(int64_t id);
   // Cancels a job that is not final; false when there is no such job or it
   // already ended. A running job's lease is lost (its result is refused).
   bool cancel_job(int64_t id);
+
+  // ---- Job operations (storage ABI 1.1). On a plugin without the slot each
+  // throws StorageError(CONVEYOR_E_UNSUPPORTED) whose message names the
+  // plugin and its ABI ("storage plugin 'x' implements ABI 1.0; listing jobs
+  // needs ABI 1.1 (slot list_jobs): upgrade the plugin"). Other failures:
+  // ValidationError for bad input (nothing done), StorageError from storage
+  // (transient() when retrying may help). Thread-safe like every method.
+
+  // One page of a queue's jobs with id > query.after_id, in id order, at
+  // most query.limit (1..kListJobsMax); the next page starts after the last
+  // id; fewer than limit means the end. Validated: queue name, limit,
+  // after_id >= 0, kind (when given).
+  std::vector<Job> list_jobs(const JobQuery& query);
+  // Retries up to kJobBatchMax ids: each FAILED or CANCELLED job becomes
+  // available now with its attempts reset (last_error kept until a new
+  // attempt fails). Per id, in order: CONVEYOR_OK, CONVEYOR_E_NOT_FOUND or
+  // CONVEYOR_E_WRONG_STATE (that job unchanged). Bulk retries go page by
+  // page: list_jobs(failed) then retry_jobs of the page.
+  std::vector<JobOutcome> retry_jobs(std::span<const int64_t> ids);
+  // Deletes up to kJobBatchMax final (completed, failed, cancelled) jobs.
+  // Per id as retry_jobs; a job not final is WRONG_STATE and kept.
+  std::vector<JobOutcome> delete_jobs(std::span<const int64_t> ids);
+  static constexpr size_t kJobBatchMax = 1000;
 
   // Set when storage failed with errors retrying cannot fix (a removed or
   // overwritten database file, say) long enough to give up: the engine then

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace conveyor {
 
@@ -50,6 +51,24 @@ struct QueueStats {
   int64_t completed = 0;
   int64_t failed = 0;
   int64_t cancelled = 0;
+};
+
+// Which jobs of one queue to list (Engine::list_jobs, Storage::list_jobs):
+// id > after_id, in id order, at most limit (1..kListJobsMax).
+struct JobQuery {
+  std::string queue{};             // required
+  std::vector<JobState> states{};  // empty: every state
+  std::string kind{};              // empty: every kind
+  int64_t after_id = 0;            // keyset cursor: the last id of the previous page
+  uint32_t limit = 100;
+};
+inline constexpr uint32_t kListJobsMax = CONVEYOR_LIST_JOBS_MAX;
+
+// One id's outcome of a retry or delete: CONVEYOR_OK, CONVEYOR_E_NOT_FOUND
+// (no such job) or CONVEYOR_E_WRONG_STATE (a state the operation refuses).
+struct JobOutcome {
+  int64_t id = 0;
+  conveyor_status status = CONVEYOR_OK;
 };
 
 }  // namespace conveyor

@@ -59,7 +59,8 @@ class Storage {
   // Whether the plugin declared a CONVEYOR_CAP_* bit. Never throws.
   virtual bool has_capability(uint64_t cap) const = 0;
 
-  // Inserts jobs atomically (all or none); their ids, in order.
+  // Inserts jobs atomically (all or none); their ids, in order. created_at is
+  // now_us when the plugin has ABI 1.1's enqueue_v2, the plugin's clock otherwise.
   virtual std::vector<int64_t> enqueue(std::span<const NewJob> jobs, int64_t now_us) = 0;
   // Leases up to max_jobs due jobs of queue under lease_token until
   // lease_expires_us, in the plugin's order (priority, run_at, id). Empty
@@ -109,6 +110,28 @@ class Storage {
   // the calling thread for each; if fn throws, the wait throws StorageError.
   virtual void wait_for_notification(
       int64_t timeout_us, const std::function<void(int32_t kind, std::string_view queue)>& fn) = 0;
+
+  // ---- ABI 1.1 (storage_plugin.h). On a plugin without the slot each
+  // throws StorageError(CONVEYOR_E_UNSUPPORTED) whose message names the
+  // plugin, its ABI and what needed the slot, except job_counts (below).
+  // Whether the plugin has the 1.1 slot (by its name: "list_jobs", ...).
+  virtual bool has_slot(std::string_view slot) const = 0;
+  // claim, only jobs whose kind is in kinds (empty: any kind, as claim).
+  virtual std::vector<Job> claim_kinds(std::string_view queue, std::span<const std::string> kinds,
+                                       uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                                       int64_t lease_expires_us) = 0;
+  // One page of a queue's jobs in id order. Bad queries (empty queue, limit
+  // 0 or above kListJobsMax, after_id < 0) throw CONVEYOR_E_INVALID.
+  virtual std::vector<Job> list_jobs(const JobQuery& query, int64_t now_us) = 0;
+  // Per id, in order: FAILED/CANCELLED jobs become available now with
+  // attempts reset (CONVEYOR_OK), else NOT_FOUND / WRONG_STATE, unchanged.
+  virtual std::vector<conveyor_status> retry_jobs(std::span<const int64_t> ids, int64_t now_us) = 0;
+  // Per id, in order: final jobs deleted (CONVEYOR_OK), else NOT_FOUND /
+  // WRONG_STATE, unchanged.
+  virtual std::vector<conveyor_status> delete_jobs(std::span<const int64_t> ids) = 0;
+  // queue_stats without scanning retained jobs (job_counts). On a plugin
+  // without the slot: queue_stats (a scan, but the same answer).
+  virtual std::vector<QueueStats> job_counts(int64_t now_us) = 0;
 
  protected:
   Storage() = default;

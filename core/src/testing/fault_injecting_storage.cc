@@ -43,6 +43,16 @@ const char* to_string(StorageOp op) noexcept {
       return "change_marker";
     case StorageOp::kWaitForNotification:
       return "wait_for_notification";
+    case StorageOp::kClaimKinds:
+      return "claim_kinds";
+    case StorageOp::kListJobs:
+      return "list_jobs";
+    case StorageOp::kRetryJobs:
+      return "retry_jobs";
+    case StorageOp::kDeleteJobs:
+      return "delete_jobs";
+    case StorageOp::kJobCounts:
+      return "job_counts";
   }
   return "unknown";
 }
@@ -300,6 +310,45 @@ std::shared_ptr<Storage> open_memory_storage() {
   static std::atomic<uint64_t> next{0};
   const std::string name = fmt::format("test-{}-{}", ::getpid(), next.fetch_add(1));
   return Storage::open(load_plugin(CONVEYOR_TEST_MEMORY_PLUGIN), {{"name", name}});
+}
+
+std::vector<Job> FaultInjectingStorage::claim_kinds(std::string_view queue,
+                                                    std::span<const std::string> kinds,
+                                                    uint32_t max_jobs, int64_t lease_token,
+                                                    int64_t now_us, int64_t lease_expires_us) {
+  const bool drop = before(StorageOp::kClaimKinds);
+  auto r = inner_->claim_kinds(queue, kinds, max_jobs, lease_token, now_us, lease_expires_us);
+  after(StorageOp::kClaimKinds, drop);
+  return r;
+}
+
+std::vector<Job> FaultInjectingStorage::list_jobs(const JobQuery& query, int64_t now_us) {
+  const bool drop = before(StorageOp::kListJobs);
+  auto r = inner_->list_jobs(query, now_us);
+  after(StorageOp::kListJobs, drop);
+  return r;
+}
+
+std::vector<conveyor_status> FaultInjectingStorage::retry_jobs(std::span<const int64_t> ids,
+                                                               int64_t now_us) {
+  const bool drop = before(StorageOp::kRetryJobs);
+  auto r = inner_->retry_jobs(ids, now_us);
+  after(StorageOp::kRetryJobs, drop);
+  return r;
+}
+
+std::vector<conveyor_status> FaultInjectingStorage::delete_jobs(std::span<const int64_t> ids) {
+  const bool drop = before(StorageOp::kDeleteJobs);
+  auto r = inner_->delete_jobs(ids);
+  after(StorageOp::kDeleteJobs, drop);
+  return r;
+}
+
+std::vector<QueueStats> FaultInjectingStorage::job_counts(int64_t now_us) {
+  const bool drop = before(StorageOp::kJobCounts);
+  auto r = inner_->job_counts(now_us);
+  after(StorageOp::kJobCounts, drop);
+  return r;
 }
 
 }  // namespace conveyor::testing

@@ -47,8 +47,14 @@ enum class StorageOp {
   kListRateLimits,
   kChangeMarker,
   kWaitForNotification,
+  // ABI 1.1
+  kClaimKinds,
+  kListJobs,
+  kRetryJobs,
+  kDeleteJobs,
+  kJobCounts,
 };
-inline constexpr size_t kStorageOpCount = static_cast<size_t>(StorageOp::kWaitForNotification) + 1;
+inline constexpr size_t kStorageOpCount = static_cast<size_t>(StorageOp::kJobCounts) + 1;
 // "enqueue", "claim", "extend_leases", ...: the Storage method's name.
 const char* to_string(StorageOp op) noexcept;
 
@@ -115,6 +121,15 @@ class FaultInjectingStorage final : public Storage {
   void wait_for_notification(
       int64_t timeout_us,
       const std::function<void(int32_t kind, std::string_view queue)>& fn) override;
+
+  bool has_slot(std::string_view slot) const override { return inner_->has_slot(slot); }
+  std::vector<Job> claim_kinds(std::string_view queue, std::span<const std::string> kinds,
+                               uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                               int64_t lease_expires_us) override;
+  std::vector<Job> list_jobs(const JobQuery& query, int64_t now_us) override;
+  std::vector<conveyor_status> retry_jobs(std::span<const int64_t> ids, int64_t now_us) override;
+  std::vector<conveyor_status> delete_jobs(std::span<const int64_t> ids) override;
+  std::vector<QueueStats> job_counts(int64_t now_us) override;
 
  private:
   struct Failure {

@@ -29,6 +29,10 @@ struct Mutant {
   conveyor_storage* storage = nullptr;
   std::string bug;  // "none" or one of the names below
   bool is(std::string_view name) const { return bug == name; }
+  // counts_cached: the first job_counts answer (queue names owned here).
+  std::mutex counts_mu;
+  bool counts_taken = false;
+  std::vector<std::pair<std::string, conveyor_queue_stats>> counts;
 };
 
 Mutant* self(conveyor_storage* s) { return reinterpret_cast<Mutant*>(s); }
@@ -60,6 +64,20 @@ constexpr const char* kBugs[] = {
     "purge_inclusive",    // purge_finished: also jobs finalized at the cutoff
     "pause_ignored",      // set_queue_paused: does nothing
     "unknown_option_ok",  // open: ignores unknown options
+    // ABI 1.1
+    "created_plugin_clock",  // enqueue_v2: the 1.0 enqueue (created_at from the plugin's clock)
+    "kinds_ignored",         // claim_kinds: a plain claim
+    "kinds_first_only",      // claim_kinds: only the first kind of the set
+    "list_ignores_after",    // list_jobs: always from the first id
+    "list_ignores_states",   // list_jobs: every state
+    "list_ignores_kind",     // list_jobs: every kind
+    "list_no_max",           // list_jobs: a limit above the maximum is cut to it
+    "retry_later",           // retry_jobs: available an hour after now_us
+    "retry_wrong_state_ok",  // retry_jobs: WRONG_STATE reported as OK
+    "delete_any_state",      // delete_jobs: cancels a job that is not final, then deletes it
+    "delete_nothing",        // delete_jobs: reports OK, deletes nothing
+    "counts_no_scheduled",   // job_counts: scheduled jobs counted as pending
+    "counts_cached",         // job_counts: the handle's first answer, forever
 };
 
 bool known_bug(std::string_view name) {
@@ -95,7 +113,11 @@ conveyor_status m_open(const conveyor_option* options, size_t n, conveyor_storag
   conveyor_storage* s = nullptr;
   conveyor_status st = inner->open(pass.data(), pass.size(), &s, err);
   if (st != CONVEYOR_OK) return st;
-  auto* m = new (std::nothrow) Mutant{s, bug};
+  auto* m = new (std::nothrow) Mutant;
+  if (m != nullptr) {
+    m->storage = s;
+    m->bug = bug;
+  }
   if (m == nullptr) {
     inner->close(s);
     set_error(err, CONVEYOR_E_INTERNAL, "out of memory");
@@ -339,6 +361,104 @@ conveyor_status m_marker(conveyor_storage* s, int64_t* out, conveyor_error* err)
   return out_status(s, inner->change_marker(in(s), out, err), err);
 }
 
+// ---- ABI 1.1 ----
+conveyor_status m_enqueue_v2(conveyor_storage* s, const conveyor_new_job* jobs, size_t n,
+                             int64_t now, int64_t* ids, conveyor_error* err) {
+  if (self(s)->is("created_plugin_clock"))
+    return out_status(s, inner->enqueue(in(s), jobs, n, ids, err), err);
+  return out_status(s, inner->enqueue_v2(in(s), jobs, n, now, ids, err), err);
+}
+conveyor_status m_claim_kinds(conveyor_storage* s, conveyor_str queue, const conveyor_str* kinds,
+                              size_t n_kinds, uint32_t max_jobs, int64_t token, int64_t now,
+                              int64_t expires, conveyor_job_fn fn, void* ctx, uint32_t* out,
+                              conveyor_error* err) {
+  if (self(s)->is("kinds_ignored")) n_kinds = 0;
+  if (self(s)->is("kinds_first_only") && n_kinds > 1) n_kinds = 1;
+  return out_status(s,
+                    inner->claim_kinds(in(s), queue, kinds, n_kinds, max_jobs, token, now, expires,
+                                       fn, ctx, out, err),
+                    err);
+}
+conveyor_status m_list_jobs(conveyor_storage* s, conveyor_str queue, const int32_t* states,
+                            size_t n_states, conveyor_str kind, int64_t after_id, uint32_t limit,
+                            int64_t now, conveyor_job_fn fn, void* ctx, uint32_t* out,
+                            conveyor_error* err) {
+  Mutant& m = *self(s);
+  if (m.is("list_ignores_after")) after_id = 0;
+  if (m.is("list_ignores_states")) n_states = 0;
+  if (m.is("list_ignores_kind")) kind = conveyor_str{nullptr, 0};
+  if (m.is("list_no_max") && limit > CONVEYOR_LIST_JOBS_MAX) limit = CONVEYOR_LIST_JOBS_MAX;
+  return out_status(s,
+                    inner->list_jobs(in(s), queue, states, n_states, kind, after_id, limit, now, fn,
+                                     ctx, out, err),
+                    err);
+}
+conveyor_status m_retry_jobs(conveyor_storage* s, const int64_t* ids, size_t n, int64_t now,
+                             conveyor_status* results, conveyor_error* err) {
+  if (self(s)->is("retry_later")) now += int64_t{3600} * 1'000'000;
+  conveyor_status st = inner->retry_jobs(in(s), ids, n, now, results, err);
+  if (st == CONVEYOR_OK && self(s)->is("retry_wrong_state_ok"))
+    for (size_t i = 0; i < n; ++i)
+      if (results[i] == CONVEYOR_E_WRONG_STATE) results[i] = CONVEYOR_OK;
+  return out_status(s, st, err);
+}
+conveyor_status m_delete_jobs(conveyor_storage* s, const int64_t* ids, size_t n,
+                              conveyor_status* results, conveyor_error* err) {
+  if (self(s)->is("delete_nothing") && results != nullptr) {
+    for (size_t i = 0; i < n; ++i) results[i] = CONVEYOR_OK;
+    return CONVEYOR_OK;
+  }
+  if (self(s)->is("delete_any_state") && ids != nullptr)
+    for (size_t i = 0; i < n; ++i) inner->cancel(in(s), ids[i], 1, nullptr);
+  return out_status(s, inner->delete_jobs(in(s), ids, n, results, err), err);
+}
+struct CountsTap {
+  Mutant* m;
+  conveyor_queue_stats_fn fn;
+  void* ctx;
+};
+conveyor_status m_job_counts(conveyor_storage* s, int64_t now, conveyor_queue_stats_fn fn,
+                             void* ctx, conveyor_error* err) {
+  Mutant& m = *self(s);
+  if (m.is("counts_no_scheduled") && fn != nullptr) {
+    CountsTap tap{&m, fn, ctx};
+    return out_status(s,
+                      inner->job_counts(
+                          in(s), now,
+                          [](void* c, const conveyor_queue_stats* st) {
+                            auto* t = static_cast<CountsTap*>(c);
+                            conveyor_queue_stats copy = *st;
+                            copy.pending += copy.scheduled;
+                            copy.scheduled = 0;
+                            t->fn(t->ctx, &copy);
+                          },
+                          &tap, err),
+                      err);
+  }
+  if (m.is("counts_cached") && fn != nullptr) {
+    std::lock_guard lock(m.counts_mu);
+    if (!m.counts_taken) {
+      CountsTap tap{&m, fn, ctx};
+      conveyor_status st = inner->job_counts(
+          in(s), now,
+          [](void* c, const conveyor_queue_stats* q) {
+            auto* t = static_cast<CountsTap*>(c);
+            t->m->counts.emplace_back(std::string(q->queue.data, q->queue.len), *q);
+          },
+          &tap, err);
+      if (st != CONVEYOR_OK) return out_status(s, st, err);
+      m.counts_taken = true;
+    }
+    for (auto& [name, q] : m.counts) {
+      conveyor_queue_stats copy = q;
+      copy.queue = conveyor_str{name.data(), name.size()};
+      fn(ctx, &copy);
+    }
+    return CONVEYOR_OK;
+  }
+  return out_status(s, inner->job_counts(in(s), now, fn, ctx, err), err);
+}
+
 conveyor_storage_plugin table;
 
 }  // namespace
@@ -385,7 +505,13 @@ extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storag
                                     m_delete_rate,
                                     m_list_rates,
                                     m_marker,
-                                    nullptr};
+                                    nullptr,
+                                    m_enqueue_v2,
+                                    m_claim_kinds,
+                                    m_list_jobs,
+                                    m_retry_jobs,
+                                    m_delete_jobs,
+                                    m_job_counts};
   });
   return inner == nullptr ? nullptr : &table;
 }

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -57,6 +58,19 @@ class ConformanceTest : public ::testing::Test {
   ASSERT_PRED_FORMAT2(::conveyor::conformance::status_is, actual, expected)
 #define EXPECT_STATE(actual, expected) \
   EXPECT_PRED_FORMAT2(::conveyor::conformance::state_is, actual, expected)
+
+// Skips a test of an ABI 1.1 slot unless the plugin implements ABI 1.1 and
+// fills that slot (every slot after 1.0 is optional: storage_plugin.h rule 2).
+// member is the slot's name in conveyor_storage_plugin.
+#define CONFORMANCE_REQUIRE_SLOT(handle, member)                                             \
+  do {                                                                                       \
+    if (info().abi_minor < 1)                                                                \
+      GTEST_SKIP() << "needs ABI 1.1 (slot " #member "); the plugin implements ABI "         \
+                   << info().abi_major << "." << info().abi_minor;                           \
+    if (!(handle)->has_slot(offsetof(conveyor_storage_plugin, member),                       \
+                            sizeof(static_cast<conveyor_storage_plugin*>(nullptr)->member))) \
+      GTEST_SKIP() << "needs slot " #member " (ABI 1.1), which the plugin leaves NULL";      \
+  } while (0)
 
 // Skips the test, saying which capability it needs, unless the plugin
 // advertises it. Tests are chosen by capabilities, never by plugin name.

@@ -114,7 +114,7 @@ class CheckedBinding : public host::PluginBinding {
                       << " time(s) on another thread (storage_plugin.h: \"calling on_notify for "
                       << "each on the calling thread\")";
     }
-    if (code < CONVEYOR_OK || code > CONVEYOR_E_UNSUPPORTED)
+    if (code < CONVEYOR_OK || code > CONVEYOR_E_WRONG_STATE)
       ADD_FAILURE() << op << " returned " << code << ", not a conveyor_status defined in "
                     << "storage_plugin.h";
     if (code != CONVEYOR_OK) {
@@ -248,6 +248,114 @@ Status Handle::wait_for_notification(int64_t timeout_us, std::vector<Notificatio
   auto r = binding_->wait_for_notification(timeout_us);
   if (notes != nullptr) *notes = std::move(r.value);
   return outcome("wait_for_notification", r.status);
+}
+
+// ---- ABI 1.1 ----
+
+namespace {
+// Per-id results (retry_jobs, delete_jobs): "per id CONVEYOR_OK, or
+// CONVEYOR_E_NOT_FOUND ... or CONVEYOR_E_WRONG_STATE".
+Status id_batch(const char* op, host::Result<std::vector<conveyor_status>>&& r,
+                std::vector<conveyor_status>* results) {
+  Status s = outcome(op, r.status);
+  if (s.ok())
+    for (size_t i = 0; i < r.value.size(); ++i) {
+      const conveyor_status c = r.value[i];
+      if (c == CONVEYOR_OK || c == CONVEYOR_E_NOT_FOUND || c == CONVEYOR_E_WRONG_STATE) continue;
+      ADD_FAILURE() << op << " returned CONVEYOR_OK but results[" << i << "] is "
+                    << (c == kUnwritten ? std::string("not written") : status_name(c))
+                    << " (storage_plugin.h: results receives per id CONVEYOR_OK, "
+                       "CONVEYOR_E_NOT_FOUND or CONVEYOR_E_WRONG_STATE)";
+    }
+  if (results != nullptr) *results = std::move(r.value);
+  return s;
+}
+}  // namespace
+
+bool Handle::has_slot(std::size_t offset, std::size_t size) const {
+  return binding_->has_slot(offset, size);
+}
+
+Status Handle::enqueue_v2(const std::vector<JobSpec>& jobs, int64_t now_us,
+                          std::vector<int64_t>* ids) {
+  auto r = binding_->enqueue_v2(host::new_jobs(std::span<const JobSpec>(jobs)), now_us);
+  if (ids != nullptr) *ids = std::move(r.value);
+  return outcome("enqueue_v2", r.status);
+}
+
+Status Handle::claim_kinds(std::string_view queue, const std::vector<std::string>& kinds,
+                           uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                           int64_t lease_expires_us, std::vector<JobCopy>* jobs) {
+  auto r = binding_->claim_kinds(queue, kinds, max_jobs, lease_token, now_us, lease_expires_us);
+  Status s = outcome("claim_kinds", r.status);
+  if (s.ok() && r.value.out_claimed != r.value.jobs.size())
+    ADD_FAILURE() << "claim_kinds set *out_claimed = " << r.value.out_claimed
+                  << " but called on_job " << r.value.jobs.size() << " times";
+  if (jobs != nullptr) *jobs = std::move(r.value.jobs);
+  return s;
+}
+
+Status Handle::list_jobs(std::string_view queue, const std::vector<int32_t>& states,
+                         std::string_view kind, int64_t after_id, uint32_t limit, int64_t now_us,
+                         std::vector<JobCopy>* jobs) {
+  auto r = binding_->list_jobs(queue, states, kind, after_id, limit, now_us);
+  Status s = outcome("list_jobs", r.status);
+  if (s.ok() && r.value.out_listed != r.value.jobs.size())
+    ADD_FAILURE() << "list_jobs set *out_listed = " << r.value.out_listed << " but called on_job "
+                  << r.value.jobs.size() << " times (storage_plugin.h: \"*out_listed = number "
+                  << "reported\")";
+  if (jobs != nullptr) *jobs = std::move(r.value.jobs);
+  return s;
+}
+
+Status Handle::retry_jobs(const std::vector<int64_t>& ids, int64_t now_us,
+                          std::vector<conveyor_status>* results) {
+  return id_batch("retry_jobs", binding_->retry_jobs(ids, now_us), results);
+}
+
+Status Handle::delete_jobs(const std::vector<int64_t>& ids, std::vector<conveyor_status>* results) {
+  return id_batch("delete_jobs", binding_->delete_jobs(ids), results);
+}
+
+Status Handle::job_counts(int64_t now_us, std::vector<StatsCopy>* stats) {
+  auto r = binding_->job_counts(now_us);
+  if (stats != nullptr) *stats = std::move(r.value);
+  return outcome("job_counts", r.status);
+}
+
+std::vector<JobCopy> Handle::claim_kinds_jobs(std::string_view queue,
+                                              const std::vector<std::string>& kinds,
+                                              uint32_t max_jobs, int64_t now_us) {
+  std::vector<JobCopy> jobs;
+  require_ok(
+      claim_kinds(queue, kinds, max_jobs, next_lease_token(), now_us, now_us + kLease, &jobs));
+  return jobs;
+}
+
+std::vector<JobCopy> Handle::list(std::string_view queue, const std::vector<int32_t>& states,
+                                  std::string_view kind, int64_t after_id, uint32_t limit,
+                                  int64_t now_us) {
+  std::vector<JobCopy> jobs;
+  require_ok(list_jobs(queue, states, kind, after_id, limit, now_us, &jobs));
+  return jobs;
+}
+
+std::vector<conveyor_status> Handle::retry(const std::vector<int64_t>& ids, int64_t now_us) {
+  std::vector<conveyor_status> r;
+  require_ok(retry_jobs(ids, now_us, &r));
+  return r;
+}
+
+std::vector<conveyor_status> Handle::remove(const std::vector<int64_t>& ids) {
+  std::vector<conveyor_status> r;
+  require_ok(delete_jobs(ids, &r));
+  return r;
+}
+
+std::vector<StatsCopy> Handle::counts(int64_t now_us) {
+  std::vector<StatsCopy> s;
+  require_ok(job_counts(now_us, &s));
+  return s;
 }
 
 // ---- must succeed ----

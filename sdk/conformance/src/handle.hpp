@@ -17,6 +17,7 @@
 #include <conveyor/storage_plugin.h>
 #include <conveyor/plugin_loader.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -99,6 +100,20 @@ class Handle {
   Status change_marker(int64_t* marker);
   Status wait_for_notification(int64_t timeout_us, std::vector<NotificationCopy>* notes);
 
+  // ---- ABI 1.1 raw outcomes (the binding answers CONVEYOR_E_UNSUPPORTED
+  // without a call when the slot is missing: tests check has_slot first) ----
+  Status enqueue_v2(const std::vector<JobSpec>& jobs, int64_t now_us, std::vector<int64_t>* ids);
+  Status claim_kinds(std::string_view queue, const std::vector<std::string>& kinds,
+                     uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                     int64_t lease_expires_us, std::vector<JobCopy>* jobs);
+  Status list_jobs(std::string_view queue, const std::vector<int32_t>& states,
+                   std::string_view kind, int64_t after_id, uint32_t limit, int64_t now_us,
+                   std::vector<JobCopy>* jobs);
+  Status retry_jobs(const std::vector<int64_t>& ids, int64_t now_us,
+                    std::vector<conveyor_status>* results);
+  Status delete_jobs(const std::vector<int64_t>& ids, std::vector<conveyor_status>* results);
+  Status job_counts(int64_t now_us, std::vector<StatsCopy>* stats);
+
   // ---- must succeed (throw CallFailed) ----
   int64_t add(const JobSpec& job);
   std::vector<int64_t> add_all(const std::vector<JobSpec>& jobs);
@@ -117,6 +132,18 @@ class Handle {
   std::vector<LimitCopy> limits();
   int64_t marker();
   uint64_t purge(int64_t finalized_before_us, uint32_t max_jobs);
+  // ABI 1.1
+  std::vector<JobCopy> claim_kinds_jobs(std::string_view queue,
+                                        const std::vector<std::string>& kinds, uint32_t max_jobs,
+                                        int64_t now_us);
+  std::vector<JobCopy> list(std::string_view queue, const std::vector<int32_t>& states,
+                            std::string_view kind, int64_t after_id, uint32_t limit,
+                            int64_t now_us);
+  std::vector<conveyor_status> retry(const std::vector<int64_t>& ids, int64_t now_us);
+  std::vector<conveyor_status> remove(const std::vector<int64_t>& ids);
+  std::vector<StatsCopy> counts(int64_t now_us);
+  // Whether the plugin's table has this 1.1 slot (covered and non-NULL).
+  bool has_slot(std::size_t offset, std::size_t size) const;
 
  private:
   std::shared_ptr<const Plugin> plugin_;

@@ -25,11 +25,15 @@ std::string state_name(int32_t state) {
 }
 
 std::string status_name(int32_t status) {
-  static constexpr const char* kNames[] = {
-      "CONVEYOR_OK",           "CONVEYOR_E_INVALID",     "CONVEYOR_E_NOT_FOUND",
-      "CONVEYOR_E_LEASE_LOST", "CONVEYOR_E_UNAVAILABLE", "CONVEYOR_E_INTERNAL",
-      "CONVEYOR_E_UNSUPPORTED"};
-  std::string name = status >= 0 && status <= 6 ? kNames[status] : "unknown status";
+  static constexpr const char* kNames[] = {"CONVEYOR_OK",
+                                           "CONVEYOR_E_INVALID",
+                                           "CONVEYOR_E_NOT_FOUND",
+                                           "CONVEYOR_E_LEASE_LOST",
+                                           "CONVEYOR_E_UNAVAILABLE",
+                                           "CONVEYOR_E_INTERNAL",
+                                           "CONVEYOR_E_UNSUPPORTED",
+                                           "CONVEYOR_E_WRONG_STATE"};
+  std::string name = status >= 0 && status <= 7 ? kNames[status] : "unknown status";
   return name + " (" + std::to_string(status) + ")";
 }
 

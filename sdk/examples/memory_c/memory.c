@@ -134,8 +134,9 @@ static void* grow(void* items, size_t* cap, size_t need, size_t size) {
   return bigger;
 }
 
-/* The only clock this plugin reads: for created_at_us, since enqueue has no
- * now_us. Every comparison of times uses the host's now_us (header: Time). */
+/* The only clock this plugin reads: for created_at_us of the 1.0 enqueue,
+ * which has no now_us (enqueue_v2 has). Every comparison of times uses the host's now_us (header:
+ * Time). */
 static int64_t wall_clock_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -570,12 +571,13 @@ static conveyor_status mem_migrate(conveyor_storage* h, conveyor_error* err) {
  * enqueue and claim
  * ------------------------------------------------------------------------ */
 
-static conveyor_status mem_enqueue(conveyor_storage* h, const conveyor_new_job* jobs, size_t n,
-                                   int64_t* out_ids, conveyor_error* err) {
+/* enqueue and enqueue_v2 (ABI 1.1): the same but for created_at_us. */
+static conveyor_status enqueue_created_at(conveyor_storage* h, const conveyor_new_job* jobs,
+                                          size_t n, int64_t created_at_us, int64_t* out_ids,
+                                          conveyor_error* err) {
   mem_store* s = h->store;
   mem_job** fresh;
   mem_job** bigger;
-  const int64_t created_at_us = wall_clock_us();
   size_t i;
   int ok;
   if (n == 0) return CONVEYOR_OK; /* header: "n == 0 is a no-op" */
@@ -650,6 +652,17 @@ static conveyor_status mem_enqueue(conveyor_storage* h, const conveyor_new_job* 
   return CONVEYOR_OK;
 }
 
+static conveyor_status mem_enqueue(conveyor_storage* h, const conveyor_new_job* jobs, size_t n,
+                                   int64_t* out_ids, conveyor_error* err) {
+  return enqueue_created_at(h, jobs, n, wall_clock_us(), out_ids, err);
+}
+
+/* ABI 1.1: created_at_us is the host's now_us. */
+static conveyor_status mem_enqueue_v2(conveyor_storage* h, const conveyor_new_job* jobs, size_t n,
+                                      int64_t now_us, int64_t* out_ids, conveyor_error* err) {
+  return enqueue_created_at(h, jobs, n, now_us, out_ids, err);
+}
+
 /* Claim order: priority, then run_at, then id, lowest first. */
 static int runs_before(const mem_job* a, const mem_job* b) {
   if (a->priority != b->priority) return a->priority < b->priority;
@@ -657,10 +670,21 @@ static int runs_before(const mem_job* a, const mem_job* b) {
   return a->id < b->id;
 }
 
-static conveyor_status mem_claim(conveyor_storage* h, conveyor_str queue, uint32_t max_jobs,
-                                 int64_t lease_token, int64_t now_us, int64_t lease_expires_us,
-                                 conveyor_job_fn on_job, void* ctx, uint32_t* out_claimed,
-                                 conveyor_error* err) {
+/* Whether kind is one of kinds[0..n_kinds); n_kinds == 0 accepts every kind. */
+static int kind_wanted(const mem_bytes* kind, const conveyor_str* kinds, size_t n_kinds) {
+  size_t i;
+  if (n_kinds == 0) return 1;
+  for (i = 0; i < n_kinds; ++i)
+    if (str_compare(bytes_str(kind), kinds[i]) == 0) return 1;
+  return 0;
+}
+
+/* claim, and claim_kinds (ABI 1.1) with kinds[0..n_kinds) (checked by the caller). */
+static conveyor_status claim_of_kinds(conveyor_storage* h, conveyor_str queue,
+                                      const conveyor_str* kinds, size_t n_kinds, uint32_t max_jobs,
+                                      int64_t lease_token, int64_t now_us, int64_t lease_expires_us,
+                                      conveyor_job_fn on_job, void* ctx, uint32_t* out_claimed,
+                                      conveyor_error* err) {
   mem_store* s = h->store;
   mem_queue* q;
   mem_job** best; /* the first `found` jobs in claim order, sorted */
@@ -691,6 +715,7 @@ static conveyor_status mem_claim(conveyor_storage* h, conveyor_str queue, uint32
     mem_job* j = s->available[i];
     size_t at;
     if (j->queue != q || j->run_at_us > now_us) continue;
+    if (!kind_wanted(&j->kind, kinds, n_kinds)) continue;
     if (found == want && !runs_before(j, best[found - 1])) continue;
     at = found < want ? found++ : found - 1;
     while (at > 0 && runs_before(j, best[at - 1])) {
@@ -708,6 +733,30 @@ static conveyor_status mem_claim(conveyor_storage* h, conveyor_str queue, uint32
   free(best);
   *out_claimed = (uint32_t)found;
   return CONVEYOR_OK;
+}
+
+static conveyor_status mem_claim(conveyor_storage* h, conveyor_str queue, uint32_t max_jobs,
+                                 int64_t lease_token, int64_t now_us, int64_t lease_expires_us,
+                                 conveyor_job_fn on_job, void* ctx, uint32_t* out_claimed,
+                                 conveyor_error* err) {
+  return claim_of_kinds(h, queue, NULL, 0, max_jobs, lease_token, now_us, lease_expires_us, on_job,
+                        ctx, out_claimed, err);
+}
+
+/* ABI 1.1: claim, only jobs whose kind is in kinds. */
+static conveyor_status mem_claim_kinds(conveyor_storage* h, conveyor_str queue,
+                                       const conveyor_str* kinds, size_t n_kinds, uint32_t max_jobs,
+                                       int64_t lease_token, int64_t now_us,
+                                       int64_t lease_expires_us, conveyor_job_fn on_job, void* ctx,
+                                       uint32_t* out_claimed, conveyor_error* err) {
+  size_t i;
+  if (n_kinds > 0 && kinds == NULL)
+    return set_error(err, CONVEYOR_E_INVALID, "memory plugin: kinds is NULL with n_kinds > 0");
+  for (i = 0; i < n_kinds; ++i)
+    if (!str_is_valid(kinds[i]) || kinds[i].len == 0)
+      return set_error(err, CONVEYOR_E_INVALID, "memory plugin: kinds[%zu] is empty", i);
+  return claim_of_kinds(h, queue, kinds, n_kinds, max_jobs, lease_token, now_us, lease_expires_us,
+                        on_job, ctx, out_claimed, err);
 }
 
 /* ------------------------------------------------------------------------
@@ -1125,6 +1174,131 @@ static conveyor_status mem_wait_for_notification(conveyor_storage* h, int64_t ti
 /* Static and constant: the host reads it for as long as the library is
  * loaded and never writes or frees it. Designated initialisers keep every
  * slot next to its name; reserved fields are zero. */
+/* ------------------------------------------------------------------------
+ * ABI 1.1 job operations: list_jobs, retry_jobs, delete_jobs (job_counts is
+ * queue_stats: the counts are kept per queue, no retained job is read)
+ * ------------------------------------------------------------------------ */
+
+/* Index of the first job whose id is > id (binary search). */
+static size_t job_position_after(const mem_store* s, int64_t id) {
+  size_t lo = 0, hi = s->n_jobs;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (s->jobs[mid]->id <= id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static conveyor_status mem_list_jobs(conveyor_storage* h, conveyor_str queue, const int32_t* states,
+                                     size_t n_states, conveyor_str kind, int64_t after_id,
+                                     uint32_t limit, int64_t now_us, conveyor_job_fn on_job,
+                                     void* ctx, uint32_t* out_listed, conveyor_error* err) {
+  mem_store* s = h->store;
+  const mem_queue* q;
+  uint32_t listed = 0;
+  size_t i, k;
+  if (on_job == NULL || out_listed == NULL)
+    return set_error(err, CONVEYOR_E_INVALID, "memory plugin: on_job or out_listed is NULL");
+  if (!str_is_valid(queue) || queue.len == 0)
+    return set_error(err, CONVEYOR_E_INVALID, "list_jobs: queue name is empty");
+  if (!str_is_valid(kind))
+    return set_error(err, CONVEYOR_E_INVALID, "list_jobs: kind has NULL data");
+  if (after_id < 0)
+    return set_error(err, CONVEYOR_E_INVALID, "list_jobs: after_id must be >= 0, got %lld",
+                     (long long)after_id);
+  if (limit == 0 || limit > CONVEYOR_LIST_JOBS_MAX)
+    return set_error(err, CONVEYOR_E_INVALID, "list_jobs: limit must be 1..%d, got %u",
+                     CONVEYOR_LIST_JOBS_MAX, (unsigned)limit);
+  if (n_states > 0 && states == NULL)
+    return set_error(err, CONVEYOR_E_INVALID, "list_jobs: states is NULL with n_states > 0");
+  for (k = 0; k < n_states; ++k)
+    if (states[k] < CONVEYOR_JOB_AVAILABLE || states[k] > CONVEYOR_JOB_CANCELLED)
+      return set_error(err, CONVEYOR_E_INVALID,
+                       "list_jobs: states[%zu] is %d, not a CONVEYOR_JOB_* state (1..6)", k,
+                       (int)states[k]);
+  pthread_mutex_lock(&s->mu);
+  q = find_queue(s, queue);
+  /* jobs[] is in id order: start after after_id, stop at limit. (An example:
+   * other queues' jobs are skipped one by one; a real backend keeps an index
+   * per queue and state.) */
+  for (i = job_position_after(s, after_id); q != NULL && i < s->n_jobs && listed < limit; ++i) {
+    const mem_job* j = s->jobs[i];
+    int32_t reported = j->state;
+    int wanted = n_states == 0;
+    if (j->queue != q) continue;
+    if (kind.len > 0 && str_compare(bytes_str(&j->kind), kind) != 0) continue;
+    if (reported == CONVEYOR_JOB_AVAILABLE && j->run_at_us > now_us)
+      reported = CONVEYOR_JOB_SCHEDULED;
+    for (k = 0; k < n_states && !wanted; ++k) wanted = states[k] == reported;
+    if (!wanted) continue;
+    report_job(j, now_us, on_job, ctx);
+    ++listed;
+  }
+  pthread_mutex_unlock(&s->mu);
+  *out_listed = listed;
+  return CONVEYOR_OK;
+}
+
+static conveyor_status mem_retry_jobs(conveyor_storage* h, const int64_t* job_ids, size_t n,
+                                      int64_t now_us, conveyor_status* results,
+                                      conveyor_error* err) {
+  mem_store* s = h->store;
+  size_t i;
+  if (n == 0) return CONVEYOR_OK;
+  if (job_ids == NULL || results == NULL)
+    return set_error(err, CONVEYOR_E_INVALID, "memory plugin: job_ids or results is NULL");
+  pthread_mutex_lock(&s->mu);
+  for (i = 0; i < n; ++i) {
+    mem_job* j = find_job(s, job_ids[i]);
+    if (j == NULL) {
+      results[i] = CONVEYOR_E_NOT_FOUND;
+    } else if (j->state != CONVEYOR_JOB_FAILED && j->state != CONVEYOR_JOB_CANCELLED) {
+      results[i] = CONVEYOR_E_WRONG_STATE;
+    } else {
+      /* available[] has room: it always holds every retained job. */
+      make_available(s, j, now_us);
+      j->attempt = 0;
+      j->finalized_at_us = 0; /* last_error is kept */
+      notify(s, CONVEYOR_NOTIFY_JOBS, &j->queue->name);
+      results[i] = CONVEYOR_OK;
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  return CONVEYOR_OK;
+}
+
+static conveyor_status mem_delete_jobs(conveyor_storage* h, const int64_t* job_ids, size_t n,
+                                       conveyor_status* results, conveyor_error* err) {
+  mem_store* s = h->store;
+  size_t i;
+  if (n == 0) return CONVEYOR_OK;
+  if (job_ids == NULL || results == NULL)
+    return set_error(err, CONVEYOR_E_INVALID, "memory plugin: job_ids or results is NULL");
+  pthread_mutex_lock(&s->mu);
+  for (i = 0; i < n; ++i) {
+    /* The job, if there, is just before the first job with a greater id. */
+    size_t at = job_position_after(s, job_ids[i]);
+    mem_job* j = at > 0 && s->jobs[at - 1]->id == job_ids[i] ? s->jobs[--at] : NULL;
+    if (j == NULL) {
+      results[i] = CONVEYOR_E_NOT_FOUND;
+    } else if (!is_final(j->state)) {
+      results[i] = CONVEYOR_E_WRONG_STATE;
+    } else {
+      /* Final jobs are never AVAILABLE: only jobs[] and the count change. */
+      j->queue->count[j->state]--;
+      job_free(j);
+      memmove(&s->jobs[at], &s->jobs[at + 1], (s->n_jobs - at - 1) * sizeof *s->jobs);
+      s->n_jobs--;
+      results[i] = CONVEYOR_OK;
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  return CONVEYOR_OK;
+}
+
 static const conveyor_storage_plugin memory_plugin = {
     .struct_size = sizeof(conveyor_storage_plugin),
     .abi_major = CONVEYOR_ABI_MAJOR,
@@ -1154,6 +1328,13 @@ static const conveyor_storage_plugin memory_plugin = {
     .list_rate_limits = mem_list_rate_limits,
     .change_marker = mem_change_marker,
     .wait_for_notification = mem_wait_for_notification,
+    /* ABI 1.1 */
+    .enqueue_v2 = mem_enqueue_v2,
+    .claim_kinds = mem_claim_kinds,
+    .list_jobs = mem_list_jobs,
+    .retry_jobs = mem_retry_jobs,
+    .delete_jobs = mem_delete_jobs,
+    .job_counts = mem_queue_stats,
 };
 
 /* The one exported symbol. A host of any 1.x minor gets the table: an older

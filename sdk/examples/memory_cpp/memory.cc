@@ -45,7 +45,8 @@ bool is_final(int32_t state) {
          state == CONVEYOR_JOB_CANCELLED;
 }
 
-// The only clock read here: for created_at_us (enqueue has no now_us). Every
+// The only clock read here: for created_at_us of the 1.0 enqueue (it has no
+// now_us; enqueue_v2 has). Every
 // comparison of times uses the host's now_us (storage_plugin.h: Time).
 int64_t wall_clock_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -209,6 +210,12 @@ class MemoryStorage {
   void migrate() {}  // memory has no schema
 
   void enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids) {
+    enqueue_at(jobs, wall_clock_us(), out_ids);
+  }
+
+  // ABI 1.1's enqueue_v2: created_at_us is the host's now_us.
+  void enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
+                  std::span<int64_t> out_ids) {
     // Check the whole batch before storing any of it: all or none.
     for (size_t i = 0; i < jobs.size(); ++i) {
       const std::string at = "job " + std::to_string(i) + " of the batch: ";
@@ -220,7 +227,7 @@ class MemoryStorage {
             at + "max_attempts is " + std::to_string(jobs[i].max_attempts) + ", must be >= 1");
     }
     // Copy everything before taking the lock.
-    const int64_t created_at_us = wall_clock_us();
+    const int64_t created_at_us = now_us;
     std::vector<Job> batch(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
       batch[i].kind = view(jobs[i].kind);
@@ -440,6 +447,92 @@ class MemoryStorage {
     std::lock_guard lock(store_->mu);
     return store_->marker;
   }
+
+  // ---- ABI 1.1: job operations ----
+
+  // claim, only kinds in the set. Walks the queue's claim order, skipping
+  // other kinds (a real backend keeps an index per kind instead).
+  uint32_t claim_kinds(std::string_view queue, std::span<const std::string_view> kinds,
+                       uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                       int64_t lease_expires_us, const JobSink& sink) {
+    std::lock_guard lock(store_->mu);
+    auto q = store_->queues.find(queue);
+    if (q == store_->queues.end() || q->second.paused) return 0;
+    std::vector<int64_t> ids;
+    for (const auto& [priority, run_at_us, id] : q->second.available) {
+      if (ids.size() == max_jobs) break;
+      if (run_at_us > now_us) continue;
+      const std::string& kind = store_->jobs.at(id).kind;
+      if (std::find(kinds.begin(), kinds.end(), kind) != kinds.end()) ids.push_back(id);
+    }
+    for (int64_t id : ids) store_->make_running(store_->jobs.at(id), lease_token, lease_expires_us);
+    for (int64_t id : ids) report(store_->jobs.at(id), now_us, sink);
+    return static_cast<uint32_t>(ids.size());
+  }
+
+  // One page of a queue's jobs in id order (the helper checked the arguments).
+  uint32_t list_jobs(std::string_view queue, std::span<const int32_t> states, std::string_view kind,
+                     int64_t after_id, uint32_t limit, int64_t now_us, const JobSink& sink) {
+    std::lock_guard lock(store_->mu);
+    uint32_t listed = 0;
+    for (auto it = store_->jobs.upper_bound(after_id); it != store_->jobs.end() && listed < limit;
+         ++it) {
+      const Job& j = it->second;
+      if (j.queue->name != queue || (!kind.empty() && j.kind != kind)) continue;
+      const int32_t reported = j.state == CONVEYOR_JOB_AVAILABLE && j.run_at_us > now_us
+                                   ? CONVEYOR_JOB_SCHEDULED
+                                   : j.state;
+      if (!states.empty() && std::find(states.begin(), states.end(), reported) == states.end())
+        continue;
+      report(j, now_us, sink);
+      ++listed;
+    }
+    return listed;
+  }
+
+  // FAILED or CANCELLED -> AVAILABLE now, attempts reset; last_error kept.
+  void retry_jobs(std::span<const int64_t> ids, int64_t now_us,
+                  std::span<conveyor_status> results) {
+    std::lock_guard lock(store_->mu);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto it = store_->jobs.find(ids[i]);
+      if (it == store_->jobs.end()) {
+        results[i] = CONVEYOR_E_NOT_FOUND;
+        continue;
+      }
+      Job& j = it->second;
+      if (j.state != CONVEYOR_JOB_FAILED && j.state != CONVEYOR_JOB_CANCELLED) {
+        results[i] = CONVEYOR_E_WRONG_STATE;
+        continue;
+      }
+      store_->make_available(j, now_us);
+      j.attempt = 0;
+      j.finalized_at_us = 0;
+      store_->notify(CONVEYOR_NOTIFY_JOBS, j.queue->name);
+      results[i] = CONVEYOR_OK;
+    }
+  }
+
+  // Deletes final jobs; others are kept.
+  void delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results) {
+    std::lock_guard lock(store_->mu);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto it = store_->jobs.find(ids[i]);
+      if (it == store_->jobs.end()) {
+        results[i] = CONVEYOR_E_NOT_FOUND;
+      } else if (!is_final(it->second.state)) {
+        results[i] = CONVEYOR_E_WRONG_STATE;
+      } else {
+        it->second.queue->count[it->second.state]--;
+        store_->jobs.erase(it);
+        results[i] = CONVEYOR_OK;
+      }
+    }
+  }
+
+  // The counts are maintained per queue already (Queue::count): queue_stats
+  // never scans retained jobs here.
+  void job_counts(int64_t now_us, const QueueStatsSink& sink) { queue_stats(now_us, sink); }
 
   // Present, so the helper sets CONVEYOR_CAP_NOTIFY and fills the optional
   // slot. Blocks until this handle has a note or the timeout passes.

@@ -106,6 +106,9 @@
  *            purge_finished's 10000; enqueue one API request's jobs (bounded
  *            by the request size), 5000 from the CLI, any number from a
  *            program embedding the engine.
+ *            From 1.1: list_jobs' limit <= CONVEYOR_LIST_JOBS_MAX (a plugin
+ *            refuses more); retry_jobs and delete_jobs at most 1000 ids per
+ *            call (bulk operations go page by page through list_jobs).
  * Counts:    batch lengths are size_t; max_jobs, *out_claimed and
  *            *out_rescued are uint32_t; *out_deleted is uint64_t; ids and
  *            the counts of conveyor_queue_stats are int64_t (ids > 0, counts
@@ -133,6 +136,9 @@
  *                                     or FAILED (attempts exhausted)
  *   cancel                       ─> CANCELLED (any non-final state)
  *   purge_finished               ─> COMPLETED/FAILED/CANCELLED rows deleted
+ *   retry_jobs (1.1)             ─> FAILED/CANCELLED become AVAILABLE now,
+ *                                   attempt 0
+ *   delete_jobs (1.1)            ─> COMPLETED/FAILED/CANCELLED rows deleted
  * Every mutation of a RUNNING job names its lease (job id + lease token). A
  * plugin applies it only when the job is RUNNING under that very token, so a
  * worker whose lease expired and whose job was claimed again cannot complete,
@@ -150,7 +156,7 @@ extern "C" {
 
 /* The ABI version this header describes. */
 #define CONVEYOR_ABI_MAJOR 1
-#define CONVEYOR_ABI_MINOR 0
+#define CONVEYOR_ABI_MINOR 1
 
 /* The one symbol a plugin exports. */
 #define CONVEYOR_PLUGIN_ENTRY_SYMBOL "conveyor_storage_plugin_entry"
@@ -176,6 +182,10 @@ typedef int32_t conveyor_status;
 #define CONVEYOR_E_INTERNAL 5
 /* The operation is not supported by this plugin (an optional slot). */
 #define CONVEYOR_E_UNSUPPORTED 6
+/* ABI 1.1: the job exists but its state does not allow the operation (retry
+ * of a job that is not FAILED or CANCELLED, delete of a job not final). Used
+ * only in the per-job results of retry_jobs and delete_jobs. */
+#define CONVEYOR_E_WRONG_STATE 7
 
 /* ---- plugin kinds (what the storage looks like; the host treats both alike
  * and loads a kind it does not know, from a newer minor, with a warning) ---- */
@@ -209,6 +219,10 @@ typedef int32_t conveyor_status;
 #define CONVEYOR_NOTIFY_QUEUE_STATE 3 /* queue paused or resumed */
 
 #define CONVEYOR_ERROR_MESSAGE_MAX 1024
+
+/* ABI 1.1: the largest limit list_jobs accepts; a larger one is
+ * CONVEYOR_E_INVALID. */
+#define CONVEYOR_LIST_JOBS_MAX 1000
 
 /* Caller-owned error object. The plugin sets code and message on failure. */
 typedef struct conveyor_error {
@@ -303,7 +317,8 @@ typedef void (*conveyor_notify_fn)(void* ctx, int32_t kind, conveyor_str queue);
 typedef void (*conveyor_queue_fn)(void* ctx, conveyor_str queue, int32_t paused);
 
 /* The function table. Members up to and including wait_for_notification form
- * version 1.0; every slot of 1.0 is required except wait_for_notification. */
+ * version 1.0; every slot of 1.0 is required except wait_for_notification.
+ * The slots after it form 1.1 (all optional). */
 typedef struct conveyor_storage_plugin {
   uint32_t struct_size; /* sizeof(conveyor_storage_plugin) as built */
   uint32_t abi_major;   /* CONVEYOR_ABI_MAJOR as built */
@@ -471,12 +486,94 @@ typedef struct conveyor_storage_plugin {
                                            conveyor_notify_fn on_notify,
                                            void* ctx, conveyor_error* err);
   /* ---- end of version 1.0. Append new slots below this line only. ---- */
+
+  /* ---- version 1.1 (job operations). Every slot is optional: a host calls
+   * one only when struct_size covers it and it is non-NULL, and tells the
+   * user which plugin lacks it otherwise. Threading, ownership and callbacks
+   * as every 1.0 function ("Conventions"). ---- */
+
+  /* ABI 1.1. enqueue with the host's clock: as enqueue in every respect
+   * (atomic, ids in order, n == 0 a no-op, same refusals), and each job's
+   * created_at_us is now_us instead of a clock of the plugin's (Time).
+   * Cost: as enqueue. */
+  conveyor_status (*enqueue_v2)(conveyor_storage* storage, const conveyor_new_job* jobs, size_t n,
+                                int64_t now_us, int64_t* out_ids, conveyor_error* err);
+
+  /* ABI 1.1. claim, restricted to jobs whose kind is one of kinds[0..n_kinds)
+   * (exact bytewise match): a consumer takes only what it can run. Jobs of
+   * other kinds are left AVAILABLE, untouched, and do not block the queue:
+   * the claim returns the first matching jobs in claim order (priority,
+   * run_at, id). n_kinds == 0 means no filter: exactly claim. kinds == NULL
+   * with n_kinds > 0, or an empty kind, is CONVEYOR_E_INVALID. Everything
+   * else (leases, pause, out_claimed, on_job) as claim.
+   * Cost: indexed on (queue, kind) among ready jobs; at most
+   * n_kinds * max_jobs rows read; without a filter no slower than claim. */
+  conveyor_status (*claim_kinds)(conveyor_storage* storage, conveyor_str queue,
+                                 const conveyor_str* kinds, size_t n_kinds, uint32_t max_jobs,
+                                 int64_t lease_token, int64_t now_us, int64_t lease_expires_us,
+                                 conveyor_job_fn on_job, void* ctx, uint32_t* out_claimed,
+                                 conveyor_error* err);
+
+  /* ABI 1.1. Lists the jobs of one queue with id > after_id, in increasing
+   * id order, at most limit of them: one on_job call per job, each reported
+   * as get_job reports it at now_us (SCHEDULED for AVAILABLE jobs whose
+   * run_at > now_us). Filters: states[0..n_states) (CONVEYOR_JOB_* values;
+   * n_states == 0: every state) and kind (len 0: every kind). Keyset
+   * pagination: the next page starts after the last id reported; fewer than
+   * limit jobs means there are no more. *out_listed = number reported.
+   * Failure (CONVEYOR_E_INVALID, nothing reported): empty queue name,
+   * after_id < 0, limit 0 or above CONVEYOR_LIST_JOBS_MAX, an unknown state,
+   * states NULL with n_states > 0. An unknown queue lists nothing (OK).
+   * Cost: an index range per requested state (never a scan of the queue's
+   * history), at most 6 * limit rows read. */
+  conveyor_status (*list_jobs)(conveyor_storage* storage, conveyor_str queue, const int32_t* states,
+                               size_t n_states, conveyor_str kind, int64_t after_id, uint32_t limit,
+                               int64_t now_us, conveyor_job_fn on_job, void* ctx,
+                               uint32_t* out_listed, conveyor_error* err);
+
+  /* ABI 1.1. Retries job_ids[0..n): each FAILED or CANCELLED job becomes
+   * AVAILABLE with run_at = now_us, attempt = 0 (a full max_attempts again)
+   * and finalized_at_us 0. Kept: id, queue, kind, payload, priority,
+   * max_attempts, created_at_us and last_error (the failure that ended it,
+   * until a new attempt fails); no history of attempts is stored. results
+   * (caller-owned, n elements) receives per id CONVEYOR_OK, or
+   * CONVEYOR_E_NOT_FOUND (no such job, or purged) or CONVEYOR_E_WRONG_STATE
+   * (any other state), and then nothing changed for that id. A repeated id:
+   * its first occurrence is applied, the later ones see the new state
+   * (WRONG_STATE). The call's own status and the meaning of results on
+   * failure as for complete (all or none). n == 0 is a no-op.
+   * Cost: one primary-key lookup per id. */
+  conveyor_status (*retry_jobs)(conveyor_storage* storage, const int64_t* job_ids, size_t n,
+                                int64_t now_us, conveyor_status* results, conveyor_error* err);
+
+  /* ABI 1.1. Deletes job_ids[0..n) that are final (COMPLETED, FAILED,
+   * CANCELLED), as purge_finished would. Per id in results: CONVEYOR_OK,
+   * CONVEYOR_E_NOT_FOUND (no such job) or CONVEYOR_E_WRONG_STATE (not final:
+   * kept). Ids are never reused. Status, results and repeats as retry_jobs.
+   * Cost: one primary-key lookup per id. */
+  conveyor_status (*delete_jobs)(conveyor_storage* storage, const int64_t* job_ids, size_t n,
+                                 conveyor_status* results, conveyor_error* err);
+
+  /* ABI 1.1. The same report as queue_stats (every queue with retained jobs
+   * or paused, one on_stats per queue, name order, the same counts at
+   * now_us) without scanning retained jobs: final-state counts are
+   * maintained (or derived from an index of counts), never counted row by
+   * row. Only splitting AVAILABLE into pending and scheduled may read the
+   * queue's AVAILABLE jobs. A queue whose counts all reached zero and that is
+   * not paused may be reported with zeros or left out.
+   * Cost: independent of the number of retained (final) jobs. */
+  conveyor_status (*job_counts)(conveyor_storage* storage, int64_t now_us,
+                                conveyor_queue_stats_fn on_stats, void* ctx, conveyor_error* err);
 } conveyor_storage_plugin;
 
 /* The size of a 1.0 table: the least struct_size a host accepts. */
 #define CONVEYOR_PLUGIN_V1_0_SIZE                                   \
   (offsetof(conveyor_storage_plugin, wait_for_notification) +       \
    sizeof(((conveyor_storage_plugin*)0)->wait_for_notification))
+/* The size of a 1.1 table (every 1.1 slot covered). */
+#define CONVEYOR_PLUGIN_V1_1_SIZE                                   \
+  (offsetof(conveyor_storage_plugin, job_counts) +                  \
+   sizeof(((conveyor_storage_plugin*)0)->job_counts))
 
 /* The entry point every plugin exports under CONVEYOR_PLUGIN_ENTRY_SYMBOL.
  * Returns the plugin's table (static, never freed) or NULL when the plugin

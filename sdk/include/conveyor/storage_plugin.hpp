@@ -33,6 +33,20 @@
 //   int64_t change_marker();
 // and optionally (advertise CONVEYOR_CAP_NOTIFY when present):
 //   void wait_for_notification(int64_t timeout_us, const NotifySink& sink);
+// and optionally the ABI 1.1 slots (each left NULL when absent; the adapter
+// checks the arguments storage_plugin.h says are invalid before calling):
+//   void enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
+//                   std::span<int64_t> out_ids);                    // enqueue_v2
+//   uint32_t claim_kinds(std::string_view queue, std::span<const std::string_view> kinds,
+//                        uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+//                        int64_t lease_expires_us, const JobSink& sink);  // kinds non-empty
+//   uint32_t list_jobs(std::string_view queue, std::span<const int32_t> states,
+//                      std::string_view kind, int64_t after_id, uint32_t limit,
+//                      int64_t now_us, const JobSink& sink);
+//   void retry_jobs(std::span<const int64_t> ids, int64_t now_us,
+//                   std::span<conveyor_status> results);
+//   void delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results);
+//   void job_counts(int64_t now_us, const QueueStatsSink& sink);
 //
 // Threading is as the C header says: every method but the destructor may be
 // called concurrently. The host never calls the object from inside one of its
@@ -418,6 +432,139 @@ struct Adapter {
     });
   }
 
+  // ---- ABI 1.1 ----
+  static conveyor_status enqueue_v2(conveyor_storage* s, const conveyor_new_job* jobs, size_t n,
+                                    int64_t now, int64_t* ids, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (n == 0) return;
+      if (jobs == nullptr || ids == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "jobs or out_ids is NULL");
+      self(s)->enqueue_at(std::span(jobs, n), now, std::span(ids, n));
+    });
+  }
+  static conveyor_status claim_kinds(conveyor_storage* s, conveyor_str queue,
+                                     const conveyor_str* kinds, size_t n_kinds, uint32_t max_jobs,
+                                     int64_t token, int64_t now, int64_t expires,
+                                     conveyor_job_fn fn, void* ctx, uint32_t* out_claimed,
+                                     conveyor_error* err) {
+    return guarded(err, [&] {
+      if (fn == nullptr || out_claimed == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "on_job or out_claimed is NULL");
+      if (token == 0) throw Error(CONVEYOR_E_INVALID, "lease_token must be non-zero");
+      if (n_kinds > 0 && kinds == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "claim_kinds: kinds is NULL with n_kinds > 0");
+      if (n_kinds == 0) {
+        *out_claimed = self(s)->claim(view(queue), max_jobs, token, now, expires, JobSink(fn, ctx));
+        return;
+      }
+      std::vector<std::string_view> k;
+      k.reserve(n_kinds);
+      for (size_t i = 0; i < n_kinds; ++i) {
+        if (kinds[i].len == 0)
+          throw Error(CONVEYOR_E_INVALID, "claim_kinds: kinds[" + std::to_string(i) + "] is empty");
+        if (kinds[i].data == nullptr)
+          throw Error(CONVEYOR_E_INVALID,
+                      "claim_kinds: kinds[" + std::to_string(i) + "] has data NULL with a length");
+        k.push_back(view(kinds[i]));
+      }
+      *out_claimed = self(s)->claim_kinds(view(queue), std::span<const std::string_view>(k),
+                                          max_jobs, token, now, expires, JobSink(fn, ctx));
+    });
+  }
+  static conveyor_status list_jobs(conveyor_storage* s, conveyor_str queue, const int32_t* states,
+                                   size_t n_states, conveyor_str kind, int64_t after_id,
+                                   uint32_t limit, int64_t now, conveyor_job_fn fn, void* ctx,
+                                   uint32_t* out_listed, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (fn == nullptr || out_listed == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "on_job or out_listed is NULL");
+      if (queue.len == 0) throw Error(CONVEYOR_E_INVALID, "list_jobs: queue name is empty");
+      if (after_id < 0)
+        throw Error(CONVEYOR_E_INVALID,
+                    "list_jobs: after_id must be >= 0, got " + std::to_string(after_id));
+      if (limit == 0 || limit > CONVEYOR_LIST_JOBS_MAX)
+        throw Error(CONVEYOR_E_INVALID, "list_jobs: limit must be 1.." +
+                                            std::to_string(CONVEYOR_LIST_JOBS_MAX) + ", got " +
+                                            std::to_string(limit));
+      if (n_states > 0 && states == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "list_jobs: states is NULL with n_states > 0");
+      for (size_t i = 0; i < n_states; ++i)
+        if (states[i] < CONVEYOR_JOB_AVAILABLE || states[i] > CONVEYOR_JOB_CANCELLED)
+          throw Error(CONVEYOR_E_INVALID, "list_jobs: states[" + std::to_string(i) + "] is " +
+                                              std::to_string(states[i]) +
+                                              ", not a CONVEYOR_JOB_* state (1..6)");
+      *out_listed = self(s)->list_jobs(view(queue), std::span<const int32_t>(states, n_states),
+                                       view(kind), after_id, limit, now, JobSink(fn, ctx));
+    });
+  }
+  static conveyor_status retry_jobs(conveyor_storage* s, const int64_t* ids, size_t n, int64_t now,
+                                    conveyor_status* results, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (n == 0) return;
+      if (ids == nullptr || results == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "job_ids or results is NULL");
+      self(s)->retry_jobs(std::span(ids, n), now, std::span(results, n));
+    });
+  }
+  static conveyor_status delete_jobs(conveyor_storage* s, const int64_t* ids, size_t n,
+                                     conveyor_status* results, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (n == 0) return;
+      if (ids == nullptr || results == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "job_ids or results is NULL");
+      self(s)->delete_jobs(std::span(ids, n), std::span(results, n));
+    });
+  }
+  static conveyor_status job_counts(conveyor_storage* s, int64_t now, conveyor_queue_stats_fn fn,
+                                    void* ctx, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (fn == nullptr) throw Error(CONVEYOR_E_INVALID, "on_stats is NULL");
+      self(s)->job_counts(now, QueueStatsSink(fn, ctx));
+    });
+  }
+
+  static constexpr bool has_enqueue_at =
+      requires(Impl & i, std::span<const conveyor_new_job> j, std::span<int64_t> o) {
+    i.enqueue_at(j, int64_t{}, o);
+  };
+  static constexpr bool has_claim_kinds =
+      requires(Impl & i, std::span<const std::string_view> k, const JobSink& sink) {
+    i.claim_kinds(std::string_view{}, k, uint32_t{}, int64_t{}, int64_t{}, int64_t{}, sink);
+  };
+  static constexpr bool has_list_jobs =
+      requires(Impl & i, std::span<const int32_t> st, const JobSink& sink) {
+    i.list_jobs(std::string_view{}, st, std::string_view{}, int64_t{}, uint32_t{}, int64_t{}, sink);
+  };
+  static constexpr bool has_retry_jobs =
+      requires(Impl & i, std::span<const int64_t> ids, std::span<conveyor_status> r) {
+    i.retry_jobs(ids, int64_t{}, r);
+  };
+  static constexpr bool has_delete_jobs =
+      requires(Impl & i, std::span<const int64_t> ids, std::span<conveyor_status> r) {
+    i.delete_jobs(ids, r);
+  };
+  static constexpr bool has_job_counts = requires(Impl & i, const QueueStatsSink& sink) {
+    i.job_counts(int64_t{}, sink);
+  };
+
+    // Each optional slot: the adapter function when Impl has the method, else
+    // NULL; if constexpr keeps the adapter function from being instantiated.
+#define CONVEYOR_SDK_OPTIONAL_SLOT(getter, has, fn)                       \
+  static constexpr auto getter() {                                        \
+    if constexpr (has) {                                                  \
+      return &Adapter::fn;                                                \
+    } else {                                                              \
+      return static_cast<decltype(conveyor_storage_plugin::fn)>(nullptr); \
+    }                                                                     \
+  }
+  CONVEYOR_SDK_OPTIONAL_SLOT(enqueue_v2_slot, has_enqueue_at, enqueue_v2)
+  CONVEYOR_SDK_OPTIONAL_SLOT(claim_kinds_slot, has_claim_kinds, claim_kinds)
+  CONVEYOR_SDK_OPTIONAL_SLOT(list_jobs_slot, has_list_jobs, list_jobs)
+  CONVEYOR_SDK_OPTIONAL_SLOT(retry_jobs_slot, has_retry_jobs, retry_jobs)
+  CONVEYOR_SDK_OPTIONAL_SLOT(delete_jobs_slot, has_delete_jobs, delete_jobs)
+  CONVEYOR_SDK_OPTIONAL_SLOT(job_counts_slot, has_job_counts, job_counts)
+#undef CONVEYOR_SDK_OPTIONAL_SLOT
+
   static constexpr bool has_notify = requires(Impl & i, const NotifySink& sink) {
     i.wait_for_notification(0, sink);
   };
@@ -467,6 +614,12 @@ struct Adapter {
         &Adapter::list_rate_limits,
         &Adapter::change_marker,
         notify_slot(),
+        enqueue_v2_slot(),
+        claim_kinds_slot(),
+        list_jobs_slot(),
+        retry_jobs_slot(),
+        delete_jobs_slot(),
+        job_counts_slot(),
     };
     return &t;
   }

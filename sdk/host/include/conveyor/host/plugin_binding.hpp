@@ -203,6 +203,33 @@ class PluginBinding {
   Result<std::vector<NotificationCopy>> wait_for_notification(
       int64_t timeout_us, std::function<void(int32_t kind, std::string_view queue)> on_each = {});
 
+  // ABI 1.1 slots. Each is optional: when the plugin's table does not cover
+  // it (an older plugin) or it is NULL, the result is CONVEYOR_E_UNSUPPORTED,
+  // without a call, with a message naming the plugin, its ABI and what needs
+  // the slot ("storage plugin 'x' implements ABI 1.0; listing jobs needs ABI
+  // 1.1 (slot list_jobs)").
+  Result<std::vector<int64_t>> enqueue_v2(std::span<const conveyor_new_job> jobs, int64_t now_us);
+  Result<Claimed> claim_kinds(std::string_view queue, std::span<const std::string> kinds,
+                              uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                              int64_t lease_expires_us);
+  struct Listed {
+    std::vector<JobCopy> jobs;
+    uint32_t out_listed = kUnwrittenCount;
+  };
+  // kind empty: every kind; states empty: every state.
+  Result<Listed> list_jobs(std::string_view queue, std::span<const int32_t> states,
+                           std::string_view kind, int64_t after_id, uint32_t limit, int64_t now_us);
+  // Per id as written (kUnwritten where not).
+  Result<std::vector<conveyor_status>> retry_jobs(std::span<const int64_t> job_ids, int64_t now_us);
+  Result<std::vector<conveyor_status>> delete_jobs(std::span<const int64_t> job_ids);
+  Result<std::vector<StatsCopy>> job_counts(int64_t now_us);
+
+  // Whether the table covers a slot (offset, size) and it is non-NULL.
+  bool has_slot(std::size_t offset, std::size_t size) const noexcept;
+  // The CONVEYOR_E_UNSUPPORTED status for a missing slot: slot is its name,
+  // need what the caller wanted ("listing jobs").
+  Status missing_slot(const char* slot, const char* need) const;
+
  protected:
   // Hooks around every call, for a caller that checks the conventions every
   // function shares. op is the slot's name.
