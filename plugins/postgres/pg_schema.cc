@@ -190,6 +190,27 @@ WITH doomed AS (
   FOR UPDATE SKIP LOCKED
 )
 DELETE FROM {s}.jobs WHERE id = ANY(ARRAY(SELECT id FROM doomed)))sql"},
+
+    // ABI 1.1. One statement each (all or none), primary-key lookups only:
+    // the rows applied to, and (the outer SELECT sees the snapshot before the
+    // change) which of the ids exist at all.
+    Statement{stmt::kRetryJobs, R"sql(
+WITH retried AS (
+  UPDATE {s}.jobs
+  SET state = 1, run_at = $1::bigint, attempt = 0, finalized_at = 0, lease_token = 0,
+      lease_expires = 0
+  WHERE id = ANY($2::bigint[]) AND state >= 5
+  RETURNING id
+)
+SELECT j.id, r.id IS NOT NULL FROM {s}.jobs AS j LEFT JOIN retried AS r ON r.id = j.id
+WHERE j.id = ANY($2::bigint[]))sql"},
+
+    Statement{stmt::kDeleteJobs, R"sql(
+WITH deleted AS (
+  DELETE FROM {s}.jobs WHERE id = ANY($1::bigint[]) AND state >= 4 RETURNING id
+)
+SELECT j.id, d.id IS NOT NULL FROM {s}.jobs AS j LEFT JOIN deleted AS d ON d.id = j.id
+WHERE j.id = ANY($1::bigint[]))sql"},
 };
 
 }  // namespace

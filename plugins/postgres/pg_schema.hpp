@@ -33,6 +33,9 @@ inline constexpr const char* kCancel = "conveyor_cancel";
 inline constexpr const char* kQueueStats = "conveyor_queue_stats";
 inline constexpr const char* kGetJob = "conveyor_get_job";
 inline constexpr const char* kPurge = "conveyor_purge";
+// ABI 1.1
+inline constexpr const char* kRetryJobs = "conveyor_retry_jobs";
+inline constexpr const char* kDeleteJobs = "conveyor_delete_jobs";
 }  // namespace stmt
 
 // Defines every statement above and the control statements

@@ -87,9 +87,18 @@ void PostgresStorage::migrate() {
 }
 
 void PostgresStorage::enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids) {
+  // created_at is the plugin's clock: enqueue has no now_us (enqueue_v2 has).
+  insert_jobs(jobs, wall_clock_us(), out_ids);
+}
+
+void PostgresStorage::enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
+                                 std::span<int64_t> out_ids) {
+  insert_jobs(jobs, now_us, out_ids);
+}
+
+void PostgresStorage::insert_jobs(std::span<const conveyor_new_job> jobs, int64_t created,
+                                  std::span<int64_t> out_ids) {
   const EnqueueArrays a = encode_enqueue_batch(jobs);
-  // created_at is the plugin's clock: enqueue has no now_us (as for sqlite).
-  const int64_t created = wall_clock_us();
   std::vector<int64_t> ids;
   run("enqueue", Retry::kNever, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
@@ -225,6 +234,69 @@ uint64_t PostgresStorage::purge_finished(int64_t finalized_before_us, uint32_t m
   if (max_jobs == 0) return 0;
   return rows_changed("purge_finished", Retry::kAfterConnectionLoss, stmt::kPurge,
                       finalized_before_us, max_jobs);
+}
+
+namespace {
+
+// retry_jobs and delete_jobs: statement(..., ids[]) returns (id, applied) for
+// every id that existed. Per id in order: OK for the first occurrence of an
+// applied id, then_status for a later one (the job has changed), WRONG_STATE
+// for an existing id not applied, NOT_FOUND for the rest.
+template <typename Exec>
+void per_id(std::span<const int64_t> ids, std::span<conveyor_status> results,
+            conveyor_status repeat_status, Exec&& exec) {
+  std::vector<int64_t> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  std::vector<std::pair<int64_t, bool>> found = exec(bigint_array(sorted));
+  std::sort(found.begin(), found.end());
+  std::vector<int64_t> seen;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = std::lower_bound(found.begin(), found.end(), std::pair(ids[i], false));
+    if (it == found.end() || it->first != ids[i]) {
+      results[i] = CONVEYOR_E_NOT_FOUND;
+    } else if (!it->second) {
+      results[i] = CONVEYOR_E_WRONG_STATE;
+    } else if (std::find(seen.begin(), seen.end(), ids[i]) != seen.end()) {
+      results[i] = repeat_status;
+    } else {
+      seen.push_back(ids[i]);
+      results[i] = CONVEYOR_OK;
+    }
+  }
+}
+
+std::vector<std::pair<int64_t, bool>> id_flags(const pqxx::result& r) {
+  std::vector<std::pair<int64_t, bool>> out;
+  out.reserve(r.size());
+  for (const auto& row : r) out.emplace_back(int_at(row, 0), row[1].as<bool>());
+  return out;
+}
+
+}  // namespace
+
+void PostgresStorage::retry_jobs(std::span<const int64_t> ids, int64_t now_us,
+                                 std::span<conveyor_status> results) {
+  per_id(ids, results, CONVEYOR_E_WRONG_STATE, [&](const std::string& ids_text) {
+    std::vector<std::pair<int64_t, bool>> found;
+    run("retry_jobs", Retry::kNever, [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      found = id_flags(tx.exec_prepared(stmt::kRetryJobs, now_us, ids_text));
+    });
+    return found;
+  });
+}
+
+void PostgresStorage::delete_jobs(std::span<const int64_t> ids,
+                                  std::span<conveyor_status> results) {
+  per_id(ids, results, CONVEYOR_E_NOT_FOUND, [&](const std::string& ids_text) {
+    std::vector<std::pair<int64_t, bool>> found;
+    run("delete_jobs", Retry::kNever, [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      found = id_flags(tx.exec_prepared(stmt::kDeleteJobs, ids_text));
+    });
+    return found;
+  });
 }
 
 }  // namespace conveyor::postgres

@@ -29,7 +29,17 @@ class PostgresStorage : public PgStorageBase {
 
   CONVEYOR_PG_JOB_CALLS;
 
+  // ABI 1.1 (list_jobs, claim_kinds and job_counts are not implemented yet:
+  // their slots stay NULL and the host says so).
+  void enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
+                  std::span<int64_t> out_ids);
+  void retry_jobs(std::span<const int64_t> ids, int64_t now_us,
+                  std::span<conveyor_status> results);
+  void delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results);
+
  private:
+  void insert_jobs(std::span<const conveyor_new_job> jobs, int64_t created,
+                   std::span<int64_t> out_ids);
   explicit PostgresStorage(PgOptions options);
 
   // Gives back whatever a claim with this token took when its reply was lost.

@@ -549,7 +549,8 @@ typedef struct conveyor_storage_plugin {
   /* ABI 1.1. Deletes job_ids[0..n) that are final (COMPLETED, FAILED,
    * CANCELLED), as purge_finished would. Per id in results: CONVEYOR_OK,
    * CONVEYOR_E_NOT_FOUND (no such job) or CONVEYOR_E_WRONG_STATE (not final:
-   * kept). Ids are never reused. Status, results and repeats as retry_jobs.
+   * kept). Ids are never reused. Status and results as retry_jobs; a
+   * repeated id's later occurrences are CONVEYOR_E_NOT_FOUND (it is gone).
    * Cost: one primary-key lookup per id. */
   conveyor_status (*delete_jobs)(conveyor_storage* storage, const int64_t* job_ids, size_t n,
                                  conveyor_status* results, conveyor_error* err);
