@@ -33,8 +33,7 @@ class PostgresStorage : public PgStorageBase {
   // their slots stay NULL and the host says so).
   void enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
                   std::span<int64_t> out_ids);
-  void retry_jobs(std::span<const int64_t> ids, int64_t now_us,
-                  std::span<conveyor_status> results);
+  void retry_jobs(std::span<const int64_t> ids, int64_t now_us, std::span<conveyor_status> results);
   void delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results);
 
  private:

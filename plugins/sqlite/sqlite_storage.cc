@@ -96,26 +96,33 @@ CREATE INDEX jobs_list ON jobs (queue, state, id);
 CREATE INDEX jobs_list_kind ON jobs (queue, kind, state, id);
 -- claim_kinds: the ready jobs of one kind, in claim order.
 CREATE INDEX jobs_claim_kind ON jobs (queue, kind, priority, run_at, id) WHERE state = 1;
--- job_counts: jobs per queue and stored state, kept by the triggers below so
--- counting never scans retained jobs. Stored states only: scheduled is
--- derived from the queue's available jobs at the caller's now.
+-- job_counts: retained final jobs per queue and state (4 completed, 5 failed,
+-- 6 cancelled), kept by the triggers below so counting never scans retained
+-- jobs. Only transitions into or out of a final state touch it (claims and
+-- enqueues do not); live states are counted from jobs_list at read time,
+-- which reads only the queue's available and running rows.
 CREATE TABLE job_counts (
   queue TEXT    NOT NULL,
   state INTEGER NOT NULL,
   n     INTEGER NOT NULL,
   PRIMARY KEY (queue, state)
 ) WITHOUT ROWID;
-INSERT INTO job_counts (queue, state, n) SELECT queue, state, COUNT(*) FROM jobs GROUP BY queue, state;
-CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
+INSERT INTO job_counts (queue, state, n)
+  SELECT queue, state, COUNT(*) FROM jobs WHERE state >= 4 GROUP BY queue, state;
+CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs WHEN new.state >= 4 BEGIN
   INSERT INTO job_counts (queue, state, n) VALUES (new.queue, new.state, 1)
     ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
 END;
-CREATE TRIGGER jobs_count_update AFTER UPDATE OF state ON jobs WHEN old.state <> new.state BEGIN
+CREATE TRIGGER jobs_count_final AFTER UPDATE OF state ON jobs
+  WHEN new.state >= 4 AND old.state < 4 BEGIN
+  INSERT INTO job_counts (queue, state, n) VALUES (new.queue, new.state, 1)
+    ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER jobs_count_unfinal AFTER UPDATE OF state ON jobs
+  WHEN old.state >= 4 AND new.state < 4 BEGIN
   UPDATE job_counts SET n = n - 1 WHERE queue = old.queue AND state = old.state;
-  INSERT INTO job_counts (queue, state, n) VALUES (new.queue, new.state, 1)
-    ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
 END;
-CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN
+CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs WHEN old.state >= 4 BEGIN
   UPDATE job_counts SET n = n - 1 WHERE queue = old.queue AND state = old.state;
 END;
 )sql",
@@ -261,11 +268,15 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     /* kDeleteJob: final only */
     "DELETE FROM jobs WHERE id = ?1 AND state >= 4",
     /* kJobExists */ "SELECT 1 FROM jobs WHERE id = ?1",
-    /* kJobCounts */
+    /* kJobCounts: the maintained final counts, the paused marker (state 0)
+       and every known queue (state -1: its live jobs are counted next) */
     "SELECT queue, state, n FROM job_counts WHERE n <> 0"
-    " UNION ALL SELECT name, 0, 1 FROM queues WHERE paused <> 0 ORDER BY 1",
-    /* kCountScheduled: jobs_claim (the queue's available jobs only) */
-    "SELECT COUNT(*) FROM jobs WHERE queue = ?1 AND state = 1 AND run_at > ?2",
+    " UNION ALL SELECT name, 0, 1 FROM queues WHERE paused <> 0"
+    " UNION ALL SELECT name, -1, 0 FROM queues ORDER BY 1",
+    /* kCountScheduled: jobs_list (the queue's available and running rows only):
+       available, of which scheduled, and running */
+    "SELECT COALESCE(SUM(state = 1), 0), COALESCE(SUM(state = 1 AND run_at > ?2), 0),"
+    " COALESCE(SUM(state = 3), 0) FROM jobs WHERE queue = ?1 AND state IN (1, 3)",
 };
 
 // A missing comma above would silently merge two entries and shift the rest.
@@ -1328,12 +1339,6 @@ void SqliteStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) 
           case 0:
             r.paused = true;
             break;
-          case CONVEYOR_JOB_AVAILABLE:
-            r.counts[0] = n;
-            break;  // split below
-          case CONVEYOR_JOB_RUNNING:
-            r.counts[2] = n;
-            break;
           case CONVEYOR_JOB_COMPLETED:
             r.counts[3] = n;
             break;
@@ -1348,19 +1353,26 @@ void SqliteStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) 
         }
       }
     }
-    // Only the available jobs are read, to split pending from scheduled.
-    SQLite::Statement& sched = c.get(kCountScheduled);
+    // Live jobs are counted from the index: only the queue's available and
+    // running rows are read, never its retained ones.
+    SQLite::Statement& live = c.get(kCountScheduled);
     for (sdk::OwnedQueueStats& r : rows) {
-      if (r.counts[0] == 0) continue;
-      Use u(sched);
-      bind_text(sched, 1, r.queue);
-      sched.bind(2, static_cast<int64_t>(now_us));
-      const int64_t scheduled = sched.executeStep() ? sched.getColumn(0).getInt64() : 0;
-      r.counts[1] = scheduled;
-      r.counts[0] -= scheduled;
+      Use u(live);
+      bind_text(live, 1, r.queue);
+      live.bind(2, static_cast<int64_t>(now_us));
+      if (!live.executeStep()) continue;
+      const int64_t available = live.getColumn(0).getInt64();
+      r.counts[1] = live.getColumn(1).getInt64();
+      r.counts[0] = available - r.counts[1];
+      r.counts[2] = live.getColumn(2).getInt64();
     }
   });
-  for (const sdk::OwnedQueueStats& r : rows) sink(r.view());
+  // As queue_stats: queues with retained jobs or paused.
+  for (const sdk::OwnedQueueStats& r : rows) {
+    bool any = r.paused;
+    for (int64_t n : r.counts) any = any || n != 0;
+    if (any) sink(r.view());
+  }
 }
 
 }  // namespace conveyor::sqlite

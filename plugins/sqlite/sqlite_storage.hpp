@@ -19,9 +19,10 @@
 //     connection was released, from buffered copies of the rows.
 //   * ABI 1.1 (schema 2): list_jobs reads one index range per state
 //     (jobs_list, jobs_list_kind), claim_kinds one per kind (jobs_claim_kind),
-//     and job_counts reads job_counts, per (queue, state) counts kept by
-//     triggers on jobs, so counting never scans retained jobs; only the split
-//     of AVAILABLE into pending and scheduled reads the queue's AVAILABLE rows.
+//     and job_counts reads job_counts, per (queue, final state) counts kept
+//     by triggers on jobs (only transitions into or out of a final state
+//     fire), so counting never scans retained jobs; live states are counted
+//     from jobs_list, reading only the queue's available and running rows.
 #ifndef CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
 #define CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
 

@@ -832,7 +832,8 @@ TEST_F(SqliteStorageTest, UpgradeFromSchema1FillsTheMaintainedCounts) {
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(db_path_.c_str(), &raw), SQLITE_OK);
   const char* downgrade =
-      "DROP TRIGGER jobs_count_insert; DROP TRIGGER jobs_count_update;"
+      "DROP TRIGGER jobs_count_insert; DROP TRIGGER jobs_count_final;"
+      "DROP TRIGGER jobs_count_unfinal;"
       "DROP TRIGGER jobs_count_delete; DROP TABLE job_counts; DROP INDEX jobs_list;"
       "DROP INDEX jobs_list_kind; DROP INDEX jobs_claim_kind; PRAGMA user_version = 1;"
       "INSERT INTO queues (name, paused) VALUES ('q', 0);"
