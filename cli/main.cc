@@ -78,6 +78,10 @@ int main(int argc, char** argv) {
                  "a running server's URL (http://HOST:PORT): enqueue, ratelimit and queues use its "
                  "API instead of storage; token from $CONVEYOR_ADMIN_TOKEN");
   app.add_flag("--json", g.json, "machine-readable output");
+  // Subcommands made after this inherit it: options they do not know (the
+  // global ones above) go up to the parent, so `conveyor queues --json`
+  // works as well as `conveyor --json queues`.
+  app.fallthrough();
 
   auto* serve_cmd = app.add_subcommand("serve", "run the engine and its workers until Ctrl-C");
 
