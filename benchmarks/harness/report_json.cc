@@ -142,6 +142,19 @@ json backend_json(const BackendResult& b) {
     }
     j["steady"] = steady;
   }
+  if (!b.many_queues.empty()) {
+    json many = json::array();
+    for (const ManyQueuesResult& m : b.many_queues)
+      many.push_back({{"queues", m.queues},
+                      {"jobs_per_queue", m.jobs_per_queue},
+                      {"runs_jobs_per_sec", m.runs_jobs_per_sec},
+                      {"median_jobs_per_sec", m.median_jobs_per_sec},
+                      {"to_single_queue_drain",
+                       b.drain && b.drain->median_jobs_per_sec > 0
+                           ? json(m.median_jobs_per_sec / b.drain->median_jobs_per_sec)
+                           : json(nullptr)}});
+    j["many_queues"] = many;
+  }
   if (b.idle && b.idle->server_cpu_pct_of_core)
     j["idle_queues"]["database_server_cpu_pct_of_one_core"] = *b.idle->server_cpu_pct_of_core;
   return j;

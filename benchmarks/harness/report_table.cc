@@ -172,6 +172,21 @@ std::string render_table(const BenchReport& report) {
                                       b.idle->worker_thread_cap)
                         : "";
         });
+  for (size_t shape = 0; shape < 2; ++shape) {
+    const BackendResult* with = nullptr;
+    for (const BackendResult& b : report.backends)
+      if (b.many_queues.size() > shape) with = &b;
+    if (!with) continue;
+    const ManyQueuesResult& m = with->many_queues[shape];
+    t.row(fmt::format("{} busy queues x {} jobs (jobs/s, / single queue)", grouped(m.queues),
+                      grouped(double(m.jobs_per_queue))),
+          [shape](const BackendResult& b) {
+            if (b.many_queues.size() <= shape) return std::string();
+            const double v = b.many_queues[shape].median_jobs_per_sec;
+            if (!b.drain || b.drain->median_jobs_per_sec <= 0) return grouped(v);
+            return fmt::format("{} ({:.0f}%)", grouped(v), v / b.drain->median_jobs_per_sec * 100);
+          });
+  }
   t.row("PostgreSQL: WAL bytes per job", [](const BackendResult& b) {
     return b.drain && b.drain->postgres ? grouped(b.drain->postgres->wal_bytes_per_job) : "";
   });
@@ -260,6 +275,13 @@ std::string render_targets(const BenchReport& report) {
                        r.burst),
            fmt::format("excess {:.2f}", r.worst_excess), r.worst_excess <= 0);
     }
+    for (const ManyQueuesResult& m : b.many_queues)
+      if (b.drain && b.drain->median_jobs_per_sec > 0) {
+        const double x = m.median_jobs_per_sec / b.drain->median_jobs_per_sec;
+        line(fmt::format("{}: {} busy queues >= 90% of the single-queue drain", label,
+                         grouped(m.queues)),
+             fmt::format("{:.0f}%", x * 100), x >= 0.9);
+      }
     if (b.idle) {
       line(fmt::format("{}: {} idle queues < 2% of one core", b.label, grouped(b.idle->queues)),
            fmt::format("{:.2f}%", b.idle->cpu_pct_of_core), b.idle->cpu_pct_of_core < 2);

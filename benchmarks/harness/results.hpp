@@ -79,6 +79,15 @@ struct RateResult {
   double first_start_ms = 0;   // engine start -> first handler start
 };
 
+// Many queues draining at once (every queue unlimited, all filled before the
+// engine starts): jobs/s over all of them, against the single-queue drain.
+struct ManyQueuesResult {
+  uint32_t queues = 0;
+  uint64_t jobs_per_queue = 0;
+  std::vector<double> runs_jobs_per_sec;
+  double median_jobs_per_sec = 0;
+};
+
 struct IdleResult {
   uint32_t queues = 0;
   double seconds = 0;
@@ -153,6 +162,7 @@ struct BackendResult {
   std::vector<LatencyResult> latency;
   std::vector<RateResult> rate;
   std::optional<IdleResult> idle;
+  std::vector<ManyQueuesResult> many_queues;
   std::vector<ReferenceResult> references;
   std::vector<SteadyResult> steady;
   std::vector<std::string> errors;  // "workload: message"

@@ -96,6 +96,11 @@ BackendResult run_backend(Backend& backend, const BenchOptions& options, Progres
     scope("idle");
     attempt(r, progress, "idle", [&] { r.idle = run_idle_queues(backend, options, progress); });
   }
+  if (options.runs("many-queues")) {
+    scope("many-queues");
+    attempt(r, progress, "many-queues",
+            [&] { r.many_queues = run_many_queues(backend, options, progress); });
+  }
   for (const bool held : {false, true}) {
     const std::string workload = held ? "steady-held-txn" : "steady";
     if (!options.runs(workload)) continue;
