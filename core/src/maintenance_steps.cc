@@ -35,7 +35,9 @@ std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts p) {
        /*proves_storage=*/false},  // nothing to extend: no storage call
       {"rescuing expired leases", milliseconds(e.rescue_interval_ms),
        [p] {
-         if (rescue_expired_jobs(p.storage, p.clock) > 0) p.dispatcher.wake_all();
+         const uint64_t rescued = rescue_expired_jobs(p.storage, p.clock);
+         p.metrics.rescued.fetch_add(rescued, std::memory_order_relaxed);
+         if (rescued > 0) p.dispatcher.wake_all();
        }},
       {"purging finished jobs", purge_period(e.retention_s),
        [p, retention] { purge_finished_jobs(p.storage, p.clock, retention); }},

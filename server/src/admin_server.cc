@@ -180,7 +180,7 @@ struct AdminServer::Impl {
         200,
         std::string(kPrometheusContentType),
         {},
-        render_prometheus(EngineInternals::metrics(engine).snapshot(), queue_stats())};
+        render_prometheus(collect_metrics_page(engine, queue_stats()))};
   }
 
   // Storage's queue counts, read at most once per kStatsMaxAge; on a storage
