@@ -149,8 +149,8 @@ bool Completer::record(std::vector<Outcome>& batch) {
       if (storage_.fail(o.lease, o.error, o.retry_at_us, now) == CONVEYOR_OK) {
         (o.retry_at_us >= 0 ? o.counters->retried : o.counters->failed)
             .fetch_add(1, std::memory_order_relaxed);
-        failure_log_.failed({*o.queue, o.lease.job_id, o.kind, o.attempt, o.max_attempts, o.error,
-                             o.retry_at_us});
+        failure_log_.failed(
+            {*o.queue, o.lease.job_id, o.kind, o.attempt, o.max_attempts, o.error, o.retry_at_us});
         settle(o, recorded_);
       } else {
         refused(o, "failed");

@@ -4,9 +4,9 @@
 
 #include <conveyor/log.hpp>
 
+#include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <sstream>

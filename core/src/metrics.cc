@@ -15,7 +15,8 @@ void Histogram::observe(double seconds) {
 
 Histogram::Snapshot Histogram::snapshot() const {
   Snapshot s;
-  for (size_t i = 0; i < buckets_.size(); ++i) s.buckets[i] = buckets_[i].load(std::memory_order_relaxed);
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    s.buckets[i] = buckets_[i].load(std::memory_order_relaxed);
   s.count = count_.load(std::memory_order_relaxed);
   s.sum = static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9;
   return s;

@@ -55,8 +55,8 @@ class StorageHealth {
   std::function<void(const std::string&)> on_fatal_;
   mutable std::mutex mu_;
   std::atomic<uint32_t> failures_{0};  // non-transient, in a row (written under mu_)
-  SteadyTime first_failure_{};        // mu_
-  std::optional<std::string> fatal_;  // mu_: set once
+  SteadyTime first_failure_{};         // mu_
+  std::optional<std::string> fatal_;   // mu_: set once
 };
 
 }  // namespace conveyor

@@ -4,6 +4,7 @@
 #include <conveyor/engine_internals.hpp>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -154,8 +155,57 @@ std::optional<ProcessStats> read_process_stats() {
   return p;
 }
 
-MetricsPage collect_metrics_page(Engine& engine, std::vector<QueueStats> stats) {
+QueueStatsCache::QueueStatsCache(Read read, const Clock& clock, std::chrono::milliseconds max_age)
+    : read_(std::move(read)), clock_(clock), max_age_(max_age) {}
+
+QueueStatsCache::~QueueStatsCache() {
+  std::lock_guard lock(mu_);
+  if (in_flight_.valid()) in_flight_.wait();
+}
+
+void QueueStatsCache::take_finished() {
+  if (!in_flight_.valid() ||
+      in_flight_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return;
+  Done done = in_flight_.get();
+  if (!done.error.empty()) {
+    spdlog::warn("/metrics: reading queue counts failed: {}", done.error);
+    return;
+  }
+  stats_ = std::move(done.stats);
+  read_at_ = done.started;
+}
+
+QueueStatsCache::Counts QueueStatsCache::get() {
+  std::lock_guard lock(mu_);
+  take_finished();
+  const SteadyTime now = clock_.steady_now();
+  if (!in_flight_.valid() && (!read_at_ || now - *read_at_ >= max_age_)) {
+    in_flight_ = std::async(std::launch::async, [this, now] {
+      Done done{{}, now, {}};
+      try {
+        done.stats = read_();
+      } catch (const std::exception& e) {
+        done.error = e.what();
+        if (done.error.empty()) done.error = "unknown error";
+      }
+      return done;
+    });
+    // Nothing to show yet: the first scrape waits for its counts.
+    if (!read_at_) {
+      in_flight_.wait();
+      take_finished();
+    }
+  }
+  Counts out{stats_, std::nullopt};
+  if (read_at_) out.age_seconds = std::chrono::duration<double>(now - *read_at_).count();
+  return out;
+}
+
+MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts) {
   MetricsPage page;
+  std::vector<QueueStats> stats = std::move(counts.stats);
+  page.stats_age_seconds = counts.age_seconds;
   Metrics& metrics = EngineInternals::metrics(engine);
   const LimitResolver& limits = EngineInternals::limits(engine);
   page.counters = metrics.snapshot();
@@ -243,18 +293,24 @@ std::string render_prometheus(const MetricsPage& page) {
     int64_t QueueStats::*field;
   };
   static constexpr State kStates[] = {
-      {"pending", &QueueStats::pending},     {"scheduled", &QueueStats::scheduled},
-      {"running", &QueueStats::running},     {"completed", &QueueStats::completed},
-      {"failed", &QueueStats::failed},       {"cancelled", &QueueStats::cancelled},
+      {"pending", &QueueStats::pending}, {"scheduled", &QueueStats::scheduled},
+      {"running", &QueueStats::running}, {"completed", &QueueStats::completed},
+      {"failed", &QueueStats::failed},   {"cancelled", &QueueStats::cancelled},
   };
   family(out, "conveyor_queue_jobs", "gauge",
          "Jobs per queue and state as storage counts them, all processes: pending (ready now), "
          "scheduled (run later), running, and the retained completed, failed and cancelled ones "
-         "(until purged). Read from storage at most once a second.");
+         "(until purged). Read from storage at most once a second, in the background.");
   for (const auto& [queue, row] : rows)
     for (const State& s : kStates)
       sample(out, "conveyor_queue_jobs", queue_label(queue) + ",state=\"" + s.name + "\"",
              std::to_string(row.stats ? row.stats->*s.field : 0));
+  if (page.stats_age_seconds) {
+    family(out, "conveyor_queue_stats_age_seconds", "gauge",
+           "How old the conveyor_queue_jobs counts are (read from storage in the background, "
+           "at most once a second).");
+    sample(out, "conveyor_queue_stats_age_seconds", "", value_text(*page.stats_age_seconds));
+  }
   family(out, "conveyor_queue_pending", "gauge",
          "Jobs ready to run now, as storage counts them (conveyor_queue_jobs{state=\"pending\"}).");
   for (const auto& [queue, row] : rows)
@@ -276,8 +332,7 @@ std::string render_prometheus(const MetricsPage& page) {
                 : "The queue's effective burst in jobs (see conveyor_ratelimit_rate).");
     for (const auto& [queue, row] : rows) {
       if (!row.limit || !row.limit->limit) continue;
-      sample(out, name,
-             queue_label(queue) + ",source=\"" + to_string(row.limit->source) + "\"",
+      sample(out, name, queue_label(queue) + ",source=\"" + to_string(row.limit->source) + "\"",
              rate ? value_text(row.limit->limit->rate_per_sec)
                   : std::to_string(row.limit->limit->burst));
     }

@@ -6,8 +6,14 @@
 #include <conveyor/rate_limit.hpp>
 #include <conveyor/storage.hpp>
 
+#include <conveyor/clock.hpp>
+
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,10 +37,49 @@ struct ProcessStats {
 // From /proc/self; nullopt where that cannot be read.
 std::optional<ProcessStats> read_process_stats();
 
+// Storage's queue counts for /metrics, read at most once per max_age and in
+// the background: a scrape gets the last counts at once and, when they are
+// older than max_age, starts one read for the next scrape. Only the first
+// scrape waits for storage. So a count that takes seconds (millions of
+// retained jobs) never holds a scrape, and scrapes never pile reads up.
+// A failed read keeps the last counts (logged). Thread-safe.
+class QueueStatsCache {
+ public:
+  using Read = std::function<std::vector<QueueStats>()>;
+  QueueStatsCache(Read read, const Clock& clock,
+                  std::chrono::milliseconds max_age = std::chrono::seconds(1));
+  ~QueueStatsCache();  // waits for a read in flight
+  QueueStatsCache(const QueueStatsCache&) = delete;
+  QueueStatsCache& operator=(const QueueStatsCache&) = delete;
+
+  struct Counts {
+    std::vector<QueueStats> stats;
+    std::optional<double> age_seconds;  // since the read began; none: never read
+  };
+  Counts get();
+
+ private:
+  struct Done {
+    std::vector<QueueStats> stats;
+    SteadyTime started;
+    std::string error;  // non-empty: the read failed
+  };
+  void take_finished();  // mu_ held
+
+  const Read read_;
+  const Clock& clock_;
+  const std::chrono::milliseconds max_age_;
+  std::mutex mu_;
+  std::future<Done> in_flight_;        // mu_
+  std::vector<QueueStats> stats_;      // mu_
+  std::optional<SteadyTime> read_at_;  // mu_: when the counts' read began
+};
+
 // Everything the page shows.
 struct MetricsPage {
-  std::vector<QueueCountersSnapshot> counters;  // this process's, per queue
-  std::vector<QueueStats> stats;                // storage's counts (all processes)
+  std::vector<QueueCountersSnapshot> counters;   // this process's, per queue
+  std::vector<QueueStats> stats;                 // storage's counts (all processes)
+  std::optional<double> stats_age_seconds;       // how old those counts are
   std::map<std::string, EffectiveLimit> limits;  // effective limit per queue
   bool rate_limit_enabled = true;
   uint64_t rescued = 0;
@@ -45,7 +90,7 @@ struct MetricsPage {
 
 // The page of a running engine: its counters and limits, stats as given
 // (the caller caches storage's counts), the build and the process.
-MetricsPage collect_metrics_page(Engine& engine, std::vector<QueueStats> stats);
+MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts);
 
 // Every family with # HELP and # TYPE before its samples, one series per
 // queue found in counters, stats or limits (queues without counters show

@@ -22,7 +22,7 @@ namespace conveyor {
 class Histogram {
  public:
   static constexpr std::array<double, 21> kBounds = {
-      0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25, 0.5,  1,
+      0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25, 0.5, 1,
       2.5,    5,     10,    30,    60,   300,   900,  1800, 3600, 7200};
   void observe(double seconds);
   struct Snapshot {
@@ -42,12 +42,12 @@ struct QueueCounters {
   std::atomic<uint64_t> enqueued{0};
   std::atomic<uint64_t> dispatched{0};
   std::atomic<uint64_t> completed{0};
-  std::atomic<uint64_t> failed{0};     // ended failed (attempts exhausted or permanent)
-  std::atomic<uint64_t> retried{0};    // failed attempts scheduled for a retry
-  std::atomic<uint64_t> throttled{0};  // dispatch deferred on an exhausted limit
+  std::atomic<uint64_t> failed{0};       // ended failed (attempts exhausted or permanent)
+  std::atomic<uint64_t> retried{0};      // failed attempts scheduled for a retry
+  std::atomic<uint64_t> throttled{0};    // dispatch deferred on an exhausted limit
   std::atomic<uint64_t> leases_lost{0};  // an outcome refused: the lease was gone
-  Histogram pickup_latency;            // ready (run_at) -> claimed
-  Histogram duration;                  // handler start -> end
+  Histogram pickup_latency;              // ready (run_at) -> claimed
+  Histogram duration;                    // handler start -> end
 };
 
 struct QueueCountersSnapshot {
