@@ -2,6 +2,7 @@
 #include <conveyor/log.hpp>
 
 #include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -114,10 +115,12 @@ std::unique_ptr<spdlog::formatter> make_log_formatter(LogFormat format) {
                                                      spdlog::pattern_time_type::utc);
 }
 
-void setup_logging(LogLevel level, LogFormat format) {
+void setup_logging(LogLevel level, LogFormat format, std::ostream* out) {
   std::shared_ptr<spdlog::sinks::sink> sink;
   // JSON lines are for machines: no colour codes in them.
-  if (format == LogFormat::kJson)
+  if (out != nullptr)
+    sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*out);
+  else if (format == LogFormat::kJson)
     sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   else
     sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <iosfwd>
 #include <memory>
 #include <string_view>
 #include <variant>
@@ -48,8 +49,9 @@ class LogFields {
 // A formatter for a format (text or JSON lines, time in UTC).
 std::unique_ptr<spdlog::formatter> make_log_formatter(LogFormat format);
 
-// Makes the default logger write to stderr in format, at level. Safe to call
-// again (a config read after the first setup changes it).
-void setup_logging(LogLevel level, LogFormat format);
+// Makes the default logger write to stderr (or to out, for tests) in format,
+// at level. Call it again to change either (a config read after the first
+// setup), but not while other threads log.
+void setup_logging(LogLevel level, LogFormat format, std::ostream* out = nullptr);
 
 }  // namespace conveyor
