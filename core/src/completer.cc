@@ -1,5 +1,7 @@
 #include "completer.hpp"
 
+#include <conveyor/log.hpp>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -37,6 +39,7 @@ bool transient(const std::exception& e) {
 // first try may have been committed) counts in the queue's leases_lost.
 void refused(const Outcome& o, const char* what) {
   if (!o.retried && o.counters) o.counters->leases_lost.fetch_add(1, std::memory_order_relaxed);
+  LogFields fields{{"queue", *o.queue}, {"job_id", o.lease.job_id}, {"kind", o.kind}};
   if (o.retried)
     spdlog::info(
         "queue {}: job {} {}; recording it again was refused: it was recorded before "

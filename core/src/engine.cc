@@ -42,10 +42,9 @@ struct Engine::Impl {
                    [this](QueueRunner& r, std::vector<Job>&& jobs) {
                      runner.execute(r, std::move(jobs));
                    }),
-        maintenance(
-            clock, health,
-            engine_maintenance_steps(
-                {*storage, follower, dispatcher, leases, clock, config, metrics})),
+        maintenance(clock, health,
+                    engine_maintenance_steps(
+                        {*storage, follower, dispatcher, leases, clock, config, metrics})),
         pump(*storage, {[this](const std::string& q) {
                           dispatcher.add_or_wake(q, config.max_workers_for(q));
                         },

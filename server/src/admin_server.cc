@@ -176,11 +176,10 @@ struct AdminServer::Impl {
   http::Response metrics(const http::Request& req) {
     if (auto error = auth.check_host(req.header("Host"))) return error_response(*error);
     if (auto error = auth.check(req.header("Authorization"))) return error_response(*error);
-    return http::Response{
-        200,
-        std::string(kPrometheusContentType),
-        {},
-        render_prometheus(collect_metrics_page(engine, queue_stats.get()))};
+    return http::Response{200,
+                          std::string(kPrometheusContentType),
+                          {},
+                          render_prometheus(collect_metrics_page(engine, queue_stats.get()))};
   }
 
   Engine& engine;
