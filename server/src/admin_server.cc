@@ -176,28 +176,10 @@ struct AdminServer::Impl {
   http::Response metrics(const http::Request& req) {
     if (auto error = auth.check_host(req.header("Host"))) return error_response(*error);
     if (auto error = auth.check(req.header("Authorization"))) return error_response(*error);
-    return http::Response{
-        200,
-        std::string(kPrometheusContentType),
-        {},
-        render_prometheus(EngineInternals::metrics(engine).snapshot(), queue_stats())};
-  }
-
-  // Storage's queue counts, read at most once per kStatsMaxAge; on a storage
-  // error the last counts are kept (the counters still render).
-  std::vector<QueueStats> queue_stats() {
-    std::lock_guard lock(stats_mu);
-    const auto now = std::chrono::steady_clock::now();
-    if (!stats_read || now - stats_at >= kStatsMaxAge) {
-      try {
-        stats = engine.queue_stats();
-        stats_read = true;
-        stats_at = now;
-      } catch (const std::exception& e) {
-        spdlog::warn("/metrics: reading queue counts failed: {}", e.what());
-      }
-    }
-    return stats;
+    return http::Response{200,
+                          std::string(kPrometheusContentType),
+                          {},
+                          render_prometheus(collect_metrics_page(engine, queue_stats.get()))};
   }
 
   Engine& engine;
@@ -212,10 +194,8 @@ struct AdminServer::Impl {
   bool stopped = false;
   size_t max_connections = 0;
 
-  std::mutex stats_mu;
-  bool stats_read = false;
-  std::chrono::steady_clock::time_point stats_at;
-  std::vector<QueueStats> stats;
+  QueueStatsCache queue_stats{[this] { return engine.queue_stats(); }, SystemClock::instance(),
+                              kStatsMaxAge};
 
   // Last: its threads call the members above, and its destructor joins them.
   std::unique_ptr<http::Server> http;
