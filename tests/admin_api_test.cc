@@ -75,9 +75,13 @@ TEST(AdminApi, EveryMethodOverHttp) {
   EXPECT_EQ(r.header("content-type"), "application/json");
   EXPECT_EQ(json_body(r)["override"]["queue"], "email");
   EXPECT_EQ(json_body(r)["override"]["burst"], 10);
-  // The .proto field names and string numbers work too.
+  // The .proto field names and string numbers work too; an unknown field is
+  // refused naming it (the proto3 JSON mapping's default), storing nothing.
   r = s.call("SetQueueRateLimit",
              {{"queue", "sms"}, {"rate_per_sec", "2.5"}, {"burst", "3"}, {"unknownField", 1}});
+  expect_error(r, 400, "invalid_argument",
+               "unknownField: unknown field of SetQueueRateLimitRequest");
+  r = s.call("SetQueueRateLimit", {{"queue", "sms"}, {"rate_per_sec", "2.5"}, {"burst", "3"}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(json_body(r)["override"]["ratePerSec"], 2.5);
 

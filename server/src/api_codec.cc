@@ -5,12 +5,15 @@
 
 #include <fmt/format.h>
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace conveyor::api {
@@ -298,6 +301,17 @@ const char* content_type(Codec codec) {
 }
 
 void decode(Codec codec, std::string_view body, pb::Message& out) {
+  // libprotobuf logs each string field of a parsed message that is not UTF-8
+  // on stderr at ERROR: a client's mistake, answered invalid_argument here.
+  static std::once_flag log_once;
+  std::call_once(log_once, [] {
+    pb::SetLogHandler([](pb::LogLevel level, const char* file, int line, const std::string& msg) {
+      if (level >= pb::LOGLEVEL_FATAL)
+        spdlog::error("libprotobuf {}:{}: {}", file, line, msg);
+      else
+        spdlog::debug("libprotobuf {}:{}: {}", file, line, msg);
+    });
+  });
   out.Clear();
   if (codec == Codec::kJson) return decode_json(body, out);
   if (!out.ParseFromArray(body.data(), static_cast<int>(body.size())))

@@ -57,6 +57,7 @@ void ApiService::add(std::string_view service, const char* name, bool mutates,
   Method m;
   m.mutates = mutates;
   m.request_prototype = &Request::default_instance();
+  m.response_prototype = &Response::default_instance();
   m.call = [fn = std::move(fn)](const Message& request) {
     auto response = std::make_unique<Response>();
     fn(static_cast<const Request&>(request), *response);

@@ -27,6 +27,7 @@ class ApiService {
     bool mutates = false;  // refused in read-only mode
     // The request type's default instance (New() makes one to decode into).
     const Message* request_prototype = nullptr;
+    const Message* response_prototype = nullptr;  // the answer's type, likewise
     std::function<std::unique_ptr<Message>(const Message& request)> call;
 
     std::unique_ptr<Message> new_request() const {
