@@ -3,12 +3,12 @@
 // idle clients hold a socket there, never one of the request threads.
 #include <conveyor/admin_server.hpp>
 
+#include "api_codec.hpp"
 #include "api_request.hpp"
 #include "api_service.hpp"
 #include "auth.hpp"
 #include "http_transport.hpp"
 #include "prometheus.hpp"
-#include "proto_json.hpp"
 
 #include <conveyor/engine.hpp>
 #include <conveyor/engine_internals.hpp>
@@ -22,8 +22,6 @@
 
 namespace conveyor {
 namespace {
-
-using nlohmann::json;
 
 // Few threads: the API is for operators and producers, not a hot path, and
 // each request's storage work runs here, never on the dispatcher.
@@ -134,10 +132,9 @@ struct AdminServer::Impl {
     res.status = 405;
     res.headers.emplace_back("Allow", api_path ? "POST" : "GET");
     res.content_type = "application/json";
-    res.body =
-        api::to_text(json{{"code", "unknown"},
-                          {"message", fmt::format("{} is not allowed on {}: use {}", req.method,
-                                                  req.path, api_path ? "POST" : "GET")}});
+    res.body = api::error_body(
+        ApiError(ApiCode::kUnknown, fmt::format("{} is not allowed on {}: use {}", req.method,
+                                                req.path, api_path ? "POST" : "GET")));
     return res;
   }
 
@@ -156,8 +153,9 @@ struct AdminServer::Impl {
 
   http::Response get(const http::Request& req) {
     if (is_api_path(req.path)) {
-      http::Response res = error_response(ApiError(
-          ApiCode::kUnknown, "API methods take POST with a JSON body (Connect unary), not GET"));
+      http::Response res = error_response(
+          ApiError(ApiCode::kUnknown,
+                   "API methods take POST (Connect unary, JSON or binary protobuf), not GET"));
       res.status = 405;
       res.headers.emplace_back("Allow", "POST");
       return res;
