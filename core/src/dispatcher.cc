@@ -16,6 +16,8 @@ int64_t fresh_lease_token() {
 }
 
 constexpr std::chrono::milliseconds kMaxErrorBackoff{5000};
+// How long a limited queue a whole batch behind waits for its permits.
+constexpr std::chrono::milliseconds kCatchUpPermitWait{5};
 
 }  // namespace
 
@@ -155,12 +157,15 @@ void Dispatcher::catch_up(QueueRunner& r) {
   // claim per queue per pass, a pass with slow unlimited claims in it (25 ms)
   // held a 5,000/s queue to claim_batch_max per pass (100 per 25 ms). So a
   // limited queue still a whole batch of tokens behind after its claim claims
-  // again at once, before any other queue's turn. Whole batches only, so no
-  // run of tiny claims; bounded by what the burst can bank.
-  const uint32_t full_batch = std::min(r.max_workers, options_.claim_batch_max);
+  // again at once, before any other queue's turn, waiting up to
+  // kCatchUpPermitWait for its permits. Whole batches only (or the whole
+  // burst, if smaller), so no run of tiny claims; bounded by what the burst
+  // can bank.
+  const uint32_t full_batch =
+      std::min({r.max_workers, options_.claim_batch_max, r.bucket->limit().burst});
   const uint32_t max_extra = r.bucket->limit().burst / full_batch + 1;
   for (uint32_t i = 0; i < max_extra && r.bucket; ++i) {
-    const SteadyTime now = clock_.steady_now();
+    SteadyTime now = clock_.steady_now();
     {
       std::lock_guard lock(mu_);
       // Only a queue that claimed a full batch comes back at once (not one
@@ -168,8 +173,21 @@ void Dispatcher::catch_up(QueueRunner& r) {
       if (!r.scheduled || r.due > now) return;
     }
     if (r.bucket->available(now) < full_batch) return;
+    // The batch just claimed may still hold the permits: waiting a moment for
+    // them is cheaper than handing the thread to another queue's claim.
+    if (r.in_flight.load(std::memory_order_acquire) + full_batch > r.max_workers) {
+      r.wake_below.store(r.max_workers - full_batch + 1, std::memory_order_release);
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, kCatchUpPermitWait, [&] {
+        return r.in_flight.load(std::memory_order_acquire) + full_batch <= r.max_workers;
+      });
+      r.wake_below.store(0, std::memory_order_release);
+      if (r.in_flight.load(std::memory_order_acquire) + full_batch > r.max_workers) return;
+      now = clock_.steady_now();
+    }
     {
       std::lock_guard lock(mu_);
+      if (!r.scheduled) return;
       timers_.erase({r.due, &r});
       r.scheduled = false;
     }
