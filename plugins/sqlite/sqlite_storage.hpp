@@ -31,8 +31,8 @@
 #include <string_view>
 #include <vector>
 
-extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin*
-conveyor_storage_plugin_entry(uint32_t host_abi_major, uint32_t host_abi_minor);
+extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storage_plugin_entry(
+    uint32_t host_abi_major, uint32_t host_abi_minor);
 
 namespace conveyor::sqlite {
 
@@ -68,12 +68,11 @@ class SqliteStorage {
 
   void migrate();
   void enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids);
-  uint32_t claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
-                 int64_t now_us, int64_t lease_expires_us, const sdk::JobSink& sink);
+  uint32_t claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                 int64_t lease_expires_us, const sdk::JobSink& sink);
   void complete(std::span<const conveyor_lease> leases, int64_t now_us,
                 std::span<conveyor_status> results);
-  void fail(conveyor_lease lease, std::string_view error_text, int64_t retry_at_us,
-            int64_t now_us);
+  void fail(conveyor_lease lease, std::string_view error_text, int64_t retry_at_us, int64_t now_us);
   void extend_leases(std::span<const conveyor_lease> leases, int64_t lease_expires_us,
                      std::span<conveyor_status> results);
   void release(std::span<const conveyor_lease> leases, int64_t now_us,
@@ -85,8 +84,7 @@ class SqliteStorage {
   void list_queues(const sdk::QueueSink& sink);
   void get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& sink);
   uint64_t purge_finished(int64_t finalized_before_us, uint32_t max_jobs);
-  void set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst,
-                      int64_t now_us);
+  void set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst, int64_t now_us);
   void delete_rate_limit(std::string_view queue);
   void list_rate_limits(const sdk::RateLimitSink& sink);
   int64_t change_marker();
@@ -97,6 +95,9 @@ class SqliteStorage {
   std::unique_ptr<Conn> open_conn(bool writer);
   // Throws CONVEYOR_E_INTERNAL when config_.path no longer names file_.
   void check_file(const char* op) const;
+  // Throws CONVEYOR_E_INTERNAL when the file's header is no longer SQLite's
+  // (overwritten in place).
+  void check_header(const char* op, Conn& c) const;
   void check_schema_owner(Conn& c, int version);
 
   // Runs fn(conn) inside BEGIN IMMEDIATE ... COMMIT on the writer connection,
