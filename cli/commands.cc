@@ -6,6 +6,7 @@
 #include <conveyor/admin_server.hpp>
 #include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
+#include <conveyor/log.hpp>
 #include <conveyor/plugin_loader.hpp>
 #include <conveyor/validation.hpp>
 
@@ -24,7 +25,12 @@ namespace {
 
 using nlohmann::json;
 
-Config load(const GlobalOptions& g) { return load_config_file(resolve_config_path(g.config_path)); }
+// The config, with its [log] applied (CONVEYOR_LOG_LEVEL, if set, is in it).
+Config load(const GlobalOptions& g, LogLevel default_level = LogLevel::kWarn) {
+  Config config = load_config_file(resolve_config_path(g.config_path));
+  setup_logging(config.log.level.value_or(default_level), config.log.format);
+  return config;
+}
 
 void print(const json& j) { std::cout << j.dump(2) << "\n"; }
 
@@ -32,7 +38,7 @@ void print(const json& j) { std::cout << j.dump(2) << "\n"; }
 
 int serve(const GlobalOptions& g) {
   if (g.server_url) throw UsageError("--server does not apply to serve (serve runs the server)");
-  Config config = load(g);
+  Config config = load(g, LogLevel::kInfo);
   const bool with_server = !config.server.listen.empty();
   // Refuse an unsafe [server] before anything starts.
   if (with_server) check_server_security(config.server);

@@ -6,12 +6,11 @@
 #include <conveyor/admin_server.hpp>
 #include <conveyor/api_error.hpp>
 #include <conveyor/config.hpp>
+#include <conveyor/log.hpp>
 #include <conveyor/plugin_loader.hpp>
 #include <conveyor/storage.hpp>
 #include <conveyor/validation.hpp>
 
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
@@ -52,13 +51,21 @@ std::string conversion_problem(const CLI::ConversionError& e) {
   return what + " (see conveyor --help)";
 }
 
+// Text logs until a command reads its config ([log] may change them). A
+// CONVEYOR_LOG_LEVEL that is not a level is an error, not silence.
 void setup_logging(bool serving) {
-  auto logger = spdlog::stderr_color_mt("conveyor");
-  spdlog::set_default_logger(logger);
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-  spdlog::level::level_enum level = serving ? spdlog::level::info : spdlog::level::warn;
-  if (const char* env = std::getenv("CONVEYOR_LOG_LEVEL")) level = spdlog::level::from_str(env);
-  spdlog::set_level(level);
+  conveyor::LogLevel level = serving ? conveyor::LogLevel::kInfo : conveyor::LogLevel::kWarn;
+  const char* env = std::getenv("CONVEYOR_LOG_LEVEL");
+  if (env != nullptr && *env != '\0') {
+    auto parsed = conveyor::parse_log_level(env);
+    if (!parsed)
+      throw conveyor::ConfigError(std::string("environment variable CONVEYOR_LOG_LEVEL: must be "
+                                              "one of ") +
+                                  conveyor::kLogLevelNames + " (any case), got " +
+                                  conveyor::quote_for_message(env));
+    level = *parsed;
+  }
+  conveyor::setup_logging(level, conveyor::LogFormat::kText);
 }
 
 }  // namespace
@@ -78,6 +85,10 @@ int main(int argc, char** argv) {
                  "a running server's URL (http://HOST:PORT): enqueue, ratelimit and queues use its "
                  "API instead of storage; token from $CONVEYOR_ADMIN_TOKEN");
   app.add_flag("--json", g.json, "machine-readable output");
+  // Subcommands made after this inherit it: options they do not know (the
+  // global ones above) go up to the parent, so `conveyor queues --json`
+  // works as well as `conveyor --json queues`.
+  app.fallthrough();
 
   auto* serve_cmd = app.add_subcommand("serve", "run the engine and its workers until Ctrl-C");
 
@@ -147,9 +158,9 @@ int main(int argc, char** argv) {
   if (!config_path.empty()) g.config_path = config_path;
   if (!server_url.empty()) g.server_url = server_url;
   ea.count = count;
-  setup_logging(serve_cmd->parsed());
 
   try {
+    setup_logging(serve_cmd->parsed());
     if (serve_cmd->parsed()) return serve(g);
     if (enqueue_cmd->parsed()) return enqueue(g, ea);
     if (rl_set->parsed()) return ratelimit_set(g, rl_queue, rate, burst);

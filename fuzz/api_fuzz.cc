@@ -1,21 +1,23 @@
 // Fuzzes the admin/task API's request path through the function the HTTP
 // handler calls (api_request.hpp handle_api_request: authentication,
-// read-only refusal, the body size limit, parse_request_body, then
-// ApiService::call), against a real Engine on the real SQLite plugin loaded
-// through the real loader. Every answer must be JSON: a 200 with a response
-// message object, or a Connect error whose code is known, matches the HTTP
-// status and carries a message; nothing may crash, leak, or end as
-// "internal"/"unknown" (an exception nobody mapped). The client's response
-// decoders (api_messages.hpp), which read what a server sends, are fuzzed on
-// the same bytes.
+// read-only refusal, the body size limit, decoding the request message in
+// either Connect codec, then ApiService::call), against a real Engine on the
+// real SQLite plugin loaded through the real loader. Every answer must be a
+// 200 with a response message in the request's codec that decodes again, or
+// a Connect JSON error whose code is known, matches the HTTP status and
+// carries a message; nothing may crash, leak, or end as "internal"/"unknown"
+// (an exception nobody mapped). The client's side (api_codec decode, then
+// api_messages from_proto), which reads what a server sends, is fuzzed on the
+// same bytes.
 //
-// Input: byte 0 picks the target (a method, or a client decoder), byte 1 the
-// Authorization header, the server's token settings and whether it is
-// read-only, and the spelling of headers the server must accept alike; the
-// rest is the body.
+// Input: byte 0 picks the target (a method, or a client decoder) as byte 0 %
+// 14, and the codec as (byte 0 / 14) % 2: 0 JSON (application/json), 1
+// binary (application/proto); byte 1 the Authorization header, the server's
+// token settings and whether it is read-only, and the spelling of headers the
+// server must accept alike; the rest is the body.
+#include "api_codec.hpp"
 #include "api_request.hpp"
 #include "api_service.hpp"
-#include "proto_json.hpp"
 
 #include <conveyor/api_error.hpp>
 #include <conveyor/api_messages.hpp>
@@ -24,6 +26,7 @@
 #include <conveyor/validation.hpp>
 
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 #include <cstddef>
@@ -54,6 +57,9 @@ constexpr const char* kMethods[] = {
 constexpr size_t kMethodCount = sizeof kMethods / sizeof kMethods[0];
 // Targets after the methods: the client's decoders of response messages.
 constexpr size_t kDecoderCount = 5;
+constexpr size_t kTargetCount = kMethodCount + kDecoderCount;
+
+using conveyor::api::Codec;
 
 constexpr size_t kMaxBodyBytes = 4096;  // as [server] max_body_bytes
 constexpr const char* kToken = "fuzz-token";
@@ -151,7 +157,7 @@ std::optional<std::string> authorization(uint8_t flags) {
 }
 
 // The answer the admin server would send for this POST.
-conveyor::ApiResponse serve(const char* path, std::string_view body, uint8_t flags) {
+conveyor::ApiResponse serve(const char* path, Codec codec, std::string_view body, uint8_t flags) {
   conveyor::ServerConfig server;
   server.listen = "127.0.0.1:0";
   server.admin_token = (flags & 8) ? "" : kToken;
@@ -163,7 +169,10 @@ conveyor::ApiResponse serve(const char* path, std::string_view body, uint8_t fla
   request.path = path;
   if (header) request.authorization = *header;
   // Spellings the server must accept alike.
-  request.content_type = (flags & 64) ? "Application/JSON; charset=UTF-8" : "application/json";
+  if (codec == Codec::kJson)
+    request.content_type = (flags & 64) ? "Application/JSON; charset=UTF-8" : "application/json";
+  else
+    request.content_type = (flags & 64) ? "Application/Proto" : "application/proto";
   if (flags & 128) request.connect_protocol_version = "1";
   request.body = body;
   request.remote_addr = "fuzz";
@@ -173,52 +182,86 @@ conveyor::ApiResponse serve(const char* path, std::string_view body, uint8_t fla
   return conveyor::handle_api_request(*world->api, server, request);
 }
 
-void fuzz_method(size_t index, std::string_view body, uint8_t flags) {
+void fuzz_method(size_t index, Codec codec, std::string_view body, uint8_t flags) {
   const char* path = kMethods[index];
-  const conveyor::ApiResponse answer = serve(path, body, flags);
-  if (answer.content_type != "application/json") die("answer is not JSON", answer.content_type);
+  const conveyor::ApiResponse answer = serve(path, codec, body, flags);
   if (!answer.headers.empty()) die("unexpected header", answer.headers.front().first);
   if (answer.status != 200) {
+    if (answer.content_type != "application/json") die("error is not JSON", answer.content_type);
     check_error(answer);
     return;
   }
-  const json response = json::parse(answer.body, nullptr, false);
-  if (!response.is_object()) die("response is not a JSON object", path);
+  if (answer.content_type != conveyor::api::content_type(codec))
+    die("answer is not in the request's codec", answer.content_type);
+  const conveyor::ApiService::Method* method = world->api->find(path);
+  // The answer reads back as its message type, as a client reads it.
+  std::unique_ptr<google::protobuf::Message> response(method->response_prototype->New());
+  try {
+    conveyor::api::decode(codec, answer.body, *response);
+  } catch (const conveyor::ApiError& e) {
+    die("answer does not decode", e.what());
+  }
+  if (codec == Codec::kJson && !json::parse(answer.body, nullptr, false).is_object())
+    die("response is not a JSON object", path);
   // An accepted job is stored as sent: GetJob finds it on its queue.
   if (index == 6) {
-    const json request = conveyor::api::parse_request_body(body);
-    const auto job = world->engine->get_job(std::stoll(response.at("id").get<std::string>()));
+    conveyor::v1::EnqueueRequest request;
+    conveyor::api::decode(codec, body, request);
+    const auto& enqueued = static_cast<const conveyor::v1::EnqueueResponse&>(*response);
+    const auto job = world->engine->get_job(enqueued.id());
     if (!job) die("enqueued job not found", std::string(body));
-    const json& sent = request.contains("job") ? request["job"] : json::object();
-    const conveyor::JobRequest r = conveyor::api::parse_new_job(sent, "job.");
+    const conveyor::JobRequest r = conveyor::api::from_proto(request.job(), "job.");
     if (job->queue != r.queue || job->kind != r.kind || job->payload != r.payload)
       die("enqueued job differs from the request", std::string(body));
   }
 }
 
-// What the API client does with a response body: every failure is a
-// ValidationError, nothing else.
-void fuzz_decoder(size_t index, std::string_view body) {
-  const json doc = json::parse(body, nullptr, false);
-  if (doc.is_discarded()) return;
+// What the API client does with a response body: every failure is an
+// ApiError (the codec) or a ValidationError (from_proto), nothing else.
+void fuzz_decoder(size_t index, Codec codec, std::string_view body) {
+  namespace v1 = conveyor::v1;
+  using conveyor::api::decode;
+  using conveyor::api::from_proto;
   try {
     switch (index) {
-      case 0:
-        conveyor::api::parse_listing(doc);
+      case 0: {
+        v1::ListRateLimitsResponse m;
+        decode(codec, body, m);
+        from_proto(m);
         break;
-      case 1:
-        conveyor::api::parse_queue_info(doc);
+      }
+      case 1: {
+        v1::QueueInfo m;
+        decode(codec, body, m);
+        from_proto(m);
         break;
-      case 2:
-        conveyor::api::parse_job(doc);
+      }
+      case 2: {
+        v1::Job m;
+        decode(codec, body, m);
+        from_proto(m);
         break;
-      case 3:
-        conveyor::api::parse_override(doc);
+      }
+      case 3: {
+        v1::RateLimitOverride m;
+        decode(codec, body, m);
+        from_proto(m);
         break;
-      default:
-        if (doc.is_string()) conveyor::api::parse_rfc3339(doc.get<std::string>(), "t");
+      }
+      default: {
+        // A JSON string's text (as the seeds hold), else the bytes as they are.
+        const json doc = json::parse(body, nullptr, false);
+        if (doc.is_string())
+          conveyor::api::parse_rfc3339(doc.get<std::string>(), "t");
+        else
+          conveyor::api::parse_rfc3339(body, "t");
         break;
+      }
     }
+  } catch (const conveyor::ApiError& e) {
+    if (e.code() != conveyor::ApiCode::kInvalidArgument)
+      die("decoder error is not invalid_argument", e.what());
+    if (std::string_view(e.what()).empty()) die("decoder error without a message", "");
   } catch (const conveyor::ValidationError& e) {
     if (std::string_view(e.what()).empty()) die("decoder error without a message", "");
   }
@@ -235,14 +278,15 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
-  const size_t target = data[0] % (kMethodCount + kDecoderCount);
+  const size_t target = data[0] % kTargetCount;
+  const Codec codec = (data[0] / kTargetCount) % 2 ? Codec::kProto : Codec::kJson;
   const uint8_t flags = data[1];
   const std::string_view body(reinterpret_cast<const char*>(data + 2), size - 2);
   try {
     if (target < kMethodCount)
-      fuzz_method(target, body, flags);
+      fuzz_method(target, codec, body, flags);
     else
-      fuzz_decoder(target - kMethodCount, body);
+      fuzz_decoder(target - kMethodCount, codec, body);
   } catch (const std::exception& e) {
     die("exception escaped", e.what());
   }

@@ -7,6 +7,11 @@
 # kept:
 #   scripts/pg-cluster.sh halt DIR [fast|immediate]   (default fast)
 #   scripts/pg-cluster.sh resume DIR
+# By default the server runs with fsync=off and max_connections=200 (fast
+# tests; a crash of the machine may lose the cluster, which is throwaway).
+# PG_CLUSTER_SETTINGS=default at start keeps PostgreSQL's own settings
+# (fsync on, max_connections 100, ...), for figures of record; resume keeps
+# the choice made at start.
 set -euo pipefail
 bin=/usr/lib/postgresql/15/bin
 cmd=${1:?start|stop|halt|resume}
@@ -14,13 +19,20 @@ dir=${2:?cluster directory}
 as_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 # Starts the server of an initialised cluster on port and waits until it is up.
 start_server() {
-  as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $1 -k $dir -c fsync=off -c max_connections=200" start >/dev/null
+  local opts="-c listen_addresses=127.0.0.1 -p $1 -k $dir"
+  [[ $(cat "$dir/settings" 2>/dev/null) == default ]] || opts+=" -c fsync=off -c max_connections=200"
+  as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -o "$opts" start >/dev/null
 }
 case "$cmd" in
   start)
     port=${3:?port}
+    settings=${PG_CLUSTER_SETTINGS:-test}
+    [[ $settings == test || $settings == default ]] || {
+      echo "start: PG_CLUSTER_SETTINGS is test (fsync=off, the default) or default, not '$settings'" >&2
+      exit 2
+    }
     mkdir -p "$dir"
+    echo "$settings" >"$dir/settings"
     [[ $(id -u) -eq 0 ]] && chown postgres:postgres "$dir"
     as_pg "$bin/initdb" -D "$dir/data" -U postgres -A trust --no-sync >"$dir/initdb.log" 2>&1
     start_server "$port"

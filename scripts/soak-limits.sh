@@ -10,6 +10,12 @@
 # the PostgreSQL plugins, without DSN (or $CONVEYOR_SOAK_PG_DSN) it starts a
 # throwaway cluster (scripts/pg-cluster.sh, port $SOAK_PG_PORT, default 5468)
 # and stops it at the end; it works in a fresh schema, dropped at the end.
+# That cluster runs with fsync=off like the tests' unless PG_CLUSTER_SETTINGS=default
+# (PostgreSQL's own settings, fsync on: the figures of record).
+#
+# The load average is printed at the start and the end: the dispatcher claims
+# one batch at a time, so a saturated machine slows every claim, and a 5,000/s
+# queue needs 50 claims a second beside the unlimited queue's.
 #
 # The engine process is tests/soak_worker (BUILD_DIR/bin/soak_worker): the
 # engine with a "noop" job kind that appends "<id> <queue> <steady ns>" to a
@@ -165,6 +171,7 @@ echo "soak-limits: enqueued $total jobs (rate50 ${enqueued[rate50]}, rate500 ${e
   "rate5000 ${enqueued[rate5000]}, bulk $bulk_jobs) in" \
   "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s"
 
+echo "soak-limits: load average at the start: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) CPUs)"
 starts="$work/starts.txt"
 : >"$starts"
 CONVEYOR_LOG_LEVEL=${CONVEYOR_LOG_LEVEL:-warn} "$worker_bin" "$config" "$starts" 2>"$out/soak-limits-worker.log" &
@@ -198,6 +205,7 @@ while :; do
 done
 echo
 end_elapsed=$elapsed
+echo "soak-limits: load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Every outcome recorded: each queue's completed count is what was enqueued.
 completed_of() { awk -v q="$1" '$1 == q { print $5 }' <<<"$2"; }

@@ -75,9 +75,13 @@ TEST(AdminApi, EveryMethodOverHttp) {
   EXPECT_EQ(r.header("content-type"), "application/json");
   EXPECT_EQ(json_body(r)["override"]["queue"], "email");
   EXPECT_EQ(json_body(r)["override"]["burst"], 10);
-  // The .proto field names and string numbers work too.
+  // The .proto field names and string numbers work too; an unknown field is
+  // refused naming it (the proto3 JSON mapping's default), storing nothing.
   r = s.call("SetQueueRateLimit",
              {{"queue", "sms"}, {"rate_per_sec", "2.5"}, {"burst", "3"}, {"unknownField", 1}});
+  expect_error(r, 400, "invalid_argument",
+               "unknownField: unknown field of SetQueueRateLimitRequest");
+  r = s.call("SetQueueRateLimit", {{"queue", "sms"}, {"rate_per_sec", "2.5"}, {"burst", "3"}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(json_body(r)["override"]["ratePerSec"], 2.5);
 
@@ -198,7 +202,7 @@ TEST(AdminApi, EveryValidationErrorIs400NamingTheField) {
        "burst: must be a whole number"},
       {"SetQueueRateLimit",
        {{"queue", "q"}, {"ratePerSec", 5}, {"burst", 4294967296}},
-       "burst: burst must be a whole number from 1 to 4294967295"},
+       "burst: must be a whole number from 0 to 4294967295"},
       {"SetQueueRateLimit",
        {{"queue", "bad queue"}, {"ratePerSec", 5}, {"burst", 1}},
        "queue: invalid queue name"},
@@ -210,8 +214,8 @@ TEST(AdminApi, EveryValidationErrorIs400NamingTheField) {
        {{"queue", 5}, {"ratePerSec", 5}, {"burst", 1}},
        "queue: must be a string"},
       {"SetQueueRateLimit",
-       {{"queue", "q"}, {"ratePerSec", 5}, {"rate_per_sec", 5}, {"burst", 1}},
-       "ratePerSec: given twice"},
+       {{"queue", "q"}, {"ratePerSec", 5}, {"burst", 1}, {"limit", 5}},
+       "limit: unknown field of SetQueueRateLimitRequest (known: queue, ratePerSec, burst)"},
       {"DeleteQueueRateLimit", {{"queue", ""}}, "queue: invalid queue name"},
       {"PauseQueue", {{"queue", "a b"}}, "queue: invalid queue name"},
       {"ResumeQueue", {{"queue", "-x"}}, "queue: invalid queue name"},
@@ -229,11 +233,14 @@ TEST(AdminApi, EveryValidationErrorIs400NamingTheField) {
       {"Enqueue",
        {{"job", {{"queue", "q"}, {"kind", "noop"}, {"priority", "high"}}}},
        "job.priority: must be a whole number"},
-      {"Enqueue", {{"job", "q"}}, "job: must be a JSON object"},
+      {"Enqueue", {{"job", "q"}}, "job: must be a JSON object (a NewJob message), got \"q\""},
+      {"Enqueue",
+       {{"job", {{"queue", "q"}, {"kind", "noop"}, {"delay", 5}}}},
+       "job.delay: unknown field of NewJob"},
       {"EnqueueBatch",
        {{"jobs", {{{"queue", "q"}, {"kind", "noop"}}, {{"queue", "q"}, {"kind", "bad kind"}}}}},
        "jobs[1].kind: invalid job kind"},
-      {"EnqueueBatch", {{"jobs", {{"queue", "q"}}}}, "jobs: must be an array"},
+      {"EnqueueBatch", {{"jobs", {5}}}, "jobs[0]: must be a JSON object (a NewJob message)"},
       {"GetJob", {{"id", 0}}, "id: must be a job id"},
       {"GetJob", {{"id", "abc"}}, "id: must be a whole number"},
   };
@@ -262,8 +269,8 @@ TEST(AdminApi, MalformedAndOversizedRequests) {
       "invalid_argument", "Connect-Protocol-Version");
 
   auto r = s.post(list, "{}", {"Content-Type: text/plain"});
-  expect_error(r, 415, "unknown", "Content-Type must be application/json");
-  EXPECT_EQ(r.header("accept-post"), "application/json");
+  expect_error(r, 415, "unknown", "Content-Type must be application/json or application/proto");
+  EXPECT_EQ(r.header("accept-post"), "application/json, application/proto");
   EXPECT_EQ(s.post(list, "{}", {"Content-Type: application/json; charset=utf-8"}).status, 200);
   EXPECT_EQ(s.post(list, "{}", {"Content-Type: Application/JSON"}).status, 200);
 

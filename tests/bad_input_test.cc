@@ -766,7 +766,7 @@ std::vector<ApiRow> api_rows() {
        {},
        400,
        "invalid_argument",
-       "queue: must be a string, got a number"},
+       "queue: must be a string, got 5"},
       {"one bad job in a batch",
        "TaskService/EnqueueBatch",
        R"({"jobs":[{"queue":"keep","kind":"noop"},{"queue":"keep","kind":"bad kind"}]})",
@@ -796,8 +796,8 @@ std::vector<ApiRow> api_rows() {
        {kBearer, "Content-Type: text/plain"},
        415,
        "unknown",
-       "Content-Type must be application/json (the Connect protocol's unary JSON), got "
-       "\"text/plain\""},
+       "Content-Type must be application/json or application/proto (the Connect protocol's "
+       "unary codecs), got \"text/plain\""},
   };
 }
 

@@ -24,7 +24,8 @@ class Cli : public ::testing::Test {
     return run_conveyor(args, env);
   }
   // Errors are exactly one line on stderr, starting with "conveyor: ".
-  static void expect_one_line_error(const test::CommandResult& r, int code, const std::string& part) {
+  static void expect_one_line_error(const test::CommandResult& r, int code,
+                                    const std::string& part) {
     EXPECT_EQ(r.exit_code, code) << r.err;
     EXPECT_EQ(r.err.rfind("conveyor: ", 0), 0u) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -55,6 +56,23 @@ TEST_F(Cli, EnqueueThenQueuesJson) {
   for (const char* key : {"running", "completed", "failed"}) EXPECT_EQ(j[0][key], 0) << key;
 }
 
+// The global options are accepted after the command too (`conveyor queues
+// --json`), at any depth, and mean the same as before it.
+TEST_F(Cli, GlobalOptionsWorkAfterTheCommand) {
+  ASSERT_EQ(run({"enqueue", "email", "noop", "--count", "2"}).exit_code, 0);
+  auto r = run_conveyor({"queues", "--json", "--config", config_.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)[0]["pending"], 2);
+  r = run_conveyor({"ratelimit", "set", "email", "--rate", "5", "--config", config_.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_conveyor({"ratelimit", "ls", "--config", config_.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["overrides"][0]["rate"], 5.0) << r.out;
+  r = run_conveyor({"enqueue", "email", "noop", "--json", "--config", config_.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["count"], 1) << r.out;
+}
+
 TEST_F(Cli, RateLimitSetLsRm) {
   auto r = run({"ratelimit", "set", "email", "--rate", "50", "--burst", "10"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -82,7 +100,8 @@ TEST_F(Cli, RateLimitSetLsRm) {
   r = run({"ratelimit", "rm", "email"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "queue email rate limit cleared\n");
-  expect_one_line_error(run({"ratelimit", "rm", "email"}), 1, "queue email has no rate-limit override");
+  expect_one_line_error(run({"ratelimit", "rm", "email"}), 1,
+                        "queue email has no rate-limit override");
 }
 
 TEST_F(Cli, ValidationErrorsExitTwoAndStoreNothing) {
@@ -90,7 +109,8 @@ TEST_F(Cli, ValidationErrorsExitTwoAndStoreNothing) {
   expect_one_line_error(run({"ratelimit", "set", "email", "--rate", "-3"}), 2, "rate");
   expect_one_line_error(run({"ratelimit", "set", "email", "--rate", "nan"}), 2, "rate");
   expect_one_line_error(run({"ratelimit", "set", "email", "--rate", "inf"}), 2, "rate");
-  expect_one_line_error(run({"ratelimit", "set", "email", "--rate", "5", "--burst", "0"}), 2, "burst");
+  expect_one_line_error(run({"ratelimit", "set", "email", "--rate", "5", "--burst", "0"}), 2,
+                        "burst");
   expect_one_line_error(run({"ratelimit", "set", "x'); DROP TABLE jobs;--", "--rate", "5"}), 2,
                         "queue name");
   expect_one_line_error(run({"enqueue", "bad queue", "noop"}), 2, "queue name");
@@ -133,13 +153,15 @@ TEST_F(Cli, UnknownPluginIsARuntimeErrorThatListsWhatExists) {
 }
 
 TEST_F(Cli, PluginInfoDescribesThePlugin) {
-  auto r = run({"plugin", "info", std::string(CONVEYOR_TEST_PLUGIN_DIR) + "/libconveyor-sqlite.so"});
+  auto r =
+      run({"plugin", "info", std::string(CONVEYOR_TEST_PLUGIN_DIR) + "/libconveyor-sqlite.so"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("name:          sqlite"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("kind:          canonical"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ABI version:   1.0"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("durable"), std::string::npos) << r.out;
-  r = run({"--json", "plugin", "info", std::string(CONVEYOR_TEST_PLUGIN_DIR) + "/libconveyor-sqlite.so"});
+  r = run({"--json", "plugin", "info",
+           std::string(CONVEYOR_TEST_PLUGIN_DIR) + "/libconveyor-sqlite.so"});
   EXPECT_EQ(json::parse(r.out)["kind"], "canonical");
   expect_one_line_error(run({"plugin", "info", "/etc/hostname"}), 1, "/etc/hostname");
 }

@@ -42,7 +42,8 @@ DrainRun drain_once(Backend& backend, const BenchOptions& options, Progress& pro
     run.enqueue_seconds = std::chrono::duration<double>(Clock::now() - e0).count();
     run.enqueue_jobs_per_sec = static_cast<double>(n) / run.enqueue_seconds;
 
-    const std::atomic<uint64_t>& completed = EngineInternals::metrics(engine).queue(queue).completed;
+    const std::atomic<uint64_t>& completed =
+        EngineInternals::metrics(engine).queue(queue).completed;
     std::map<int, double> server_cpu0;
     if (probe) server_cpu0 = probe->server_cpu_by_pid();
     const double cpu0 = process_cpu_seconds();
@@ -67,9 +68,11 @@ DrainRun drain_once(Backend& backend, const BenchOptions& options, Progress& pro
     }
     run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     run.cpu_cores = (process_cpu_seconds() - cpu0) / run.seconds;
-    if (probe && !server_cpu0.empty())
-      run.server_cpu_cores =
-          server_cpu_delta(server_cpu0, probe->server_cpu_by_pid()) / run.seconds;
+    if (probe && !server_cpu0.empty()) {
+      const double server_cpu = server_cpu_delta(server_cpu0, probe->server_cpu_by_pid());
+      run.server_cpu_cores = server_cpu / run.seconds;
+      run.server_cpu_us_per_job = server_cpu * 1e6 / static_cast<double>(n);
+    }
     run.jobs_per_sec = static_cast<double>(n) / run.seconds;
     engine.stop();
   }
@@ -104,7 +107,9 @@ DrainResult run_drain(Backend& backend, const BenchOptions& options, Progress& p
         "{:.2f} s = {:.0f} jobs/s ({:.2f} cores busy{})",
         i, options.repeat, run.jobs, run.enqueue_seconds, run.enqueue_jobs_per_sec,
         options.enqueue_batch, run.seconds, run.jobs_per_sec, run.cpu_cores,
-        run.server_cpu_cores ? fmt::format(", database server {:.2f}", *run.server_cpu_cores) : "");
+        run.server_cpu_cores ? fmt::format(", database server {:.2f}, {:.1f} us CPU per job",
+                                           *run.server_cpu_cores, *run.server_cpu_us_per_job)
+                             : "");
     if (cost) r.postgres = cost;
     rates.push_back(run.jobs_per_sec);
     enqueue_rates.push_back(run.enqueue_jobs_per_sec);

@@ -33,7 +33,8 @@ IdleResult run_idle_queues(Backend& backend, const BenchOptions& options, Progre
         jobs.begin() +
             static_cast<std::ptrdiff_t>(std::min(jobs.size(), i + options.enqueue_batch))));
   std::vector<const std::atomic<uint64_t>*> completed;
-  for (const std::string& q : queues) completed.push_back(&EngineInternals::metrics(engine).queue(q).completed);
+  for (const std::string& q : queues)
+    completed.push_back(&EngineInternals::metrics(engine).queue(q).completed);
   engine.start();
   const bool drained = wait_for(
       [&] {

@@ -160,4 +160,13 @@ std::string describe_dsn(const std::string& dsn) {
   return out;
 }
 
+std::string PostgresProbe::durability_settings() {
+  pqxx::nontransaction tx(impl_->conn);
+  std::string out;
+  for (const char* name : {"fsync", "synchronous_commit", "full_page_writes", "shared_buffers"})
+    out += fmt::format("{}{}={}", out.empty() ? "" : " ", name,
+                       tx.exec1(std::string("SHOW ") + name)[0].as<std::string>());
+  return out;
+}
+
 }  // namespace conveyor::bench

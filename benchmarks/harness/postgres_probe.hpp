@@ -50,6 +50,9 @@ class PostgresProbe {
   // this machine; empty otherwise). The probe's own session is left out.
   std::map<int, double> server_cpu_by_pid();
   std::string server_version();
+  // "fsync=on synchronous_commit=on full_page_writes=on shared_buffers=128MB":
+  // what a throughput figure depends on, stated beside it.
+  std::string durability_settings();
 
  private:
   struct Impl;

@@ -15,6 +15,8 @@
 #include <pqxx/pqxx>
 
 #include <latch>
+#include <map>
+#include <optional>
 #include <thread>
 
 namespace conveyor::bench {
@@ -81,9 +83,11 @@ void fill(const std::string& dsn, uint64_t jobs) {
 }
 
 // One client: claims and completes until the queue is empty; returns jobs done.
-uint64_t client(const std::string& dsn, uint32_t batch, int64_t token_base, std::latch& ready) {
+// The connection is left in `conn`, open, so that its server process is still
+// there when the caller reads the server's CPU time.
+uint64_t client(const std::string& dsn, uint32_t batch, int64_t token_base, std::latch& ready,
+                std::unique_ptr<pqxx::connection>& conn) {
   // Every client arrives at the latch exactly once, even if it cannot connect.
-  std::unique_ptr<pqxx::connection> conn;
   std::exception_ptr setup_error;
   try {
     conn = std::make_unique<pqxx::connection>(dsn);
@@ -127,24 +131,37 @@ uint64_t client(const std::string& dsn, uint32_t batch, int64_t token_base, std:
   }
 }
 
-double run_once(const std::string& dsn, uint64_t jobs, uint32_t batch) {
+struct RunOnce {
+  double jobs_per_sec = 0;
+  std::optional<double> server_cpu_us_per_job;  // when the server runs on this machine
+};
+
+RunOnce run_once(const std::string& dsn, uint64_t jobs, uint32_t batch) {
   fill(dsn, jobs);
+  PostgresProbe probe(dsn);
   std::latch ready(kClients + 1);
   std::vector<uint64_t> done(kClients, 0);
   std::vector<std::string> errors(kClients);
+  std::vector<std::unique_ptr<pqxx::connection>> connections(kClients);
   std::vector<std::thread> threads;
   for (uint32_t i = 0; i < kClients; ++i)
     threads.emplace_back([&, i] {
       try {
-        done[i] = client(dsn, batch, int64_t{i + 1} << 40, ready);
+        done[i] = client(dsn, batch, int64_t{i + 1} << 40, ready, connections[i]);
       } catch (const std::exception& e) {
         errors[i] = e.what();
       }
     });
   ready.arrive_and_wait();
+  const std::map<int, double> server_cpu0 = probe.server_cpu_by_pid();
   const auto t0 = std::chrono::steady_clock::now();
   for (auto& t : threads) t.join();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  RunOnce out;
+  if (!server_cpu0.empty())
+    out.server_cpu_us_per_job =
+        server_cpu_delta(server_cpu0, probe.server_cpu_by_pid()) * 1e6 / static_cast<double>(jobs);
+  connections.clear();
   for (const std::string& e : errors)
     if (!e.empty()) throw std::runtime_error("postgres reference: " + e);
   uint64_t total = 0;
@@ -159,7 +176,8 @@ double run_once(const std::string& dsn, uint64_t jobs, uint32_t batch) {
           "postgres reference: {} jobs claimed and {} completed of {}", total, completed, jobs));
     nt.exec(std::string("DROP SCHEMA ") + kSchema + " CASCADE");
   }
-  return static_cast<double>(total) / s;
+  out.jobs_per_sec = static_cast<double>(total) / s;
+  return out;
 }
 
 }  // namespace
@@ -176,9 +194,15 @@ ReferenceResult run_postgres_reference(const std::string& dsn, const BenchOption
   r.jobs = options.reference_jobs;
   try {
     for (uint32_t i = 0; i < options.repeat; ++i) {
-      r.runs_jobs_per_sec.push_back(run_once(dsn, options.reference_jobs, options.claim_batch));
-      progress.line("{} run {}/{}: {:.0f} jobs/s", r.name, i + 1, options.repeat,
-                    r.runs_jobs_per_sec.back());
+      const RunOnce run = run_once(dsn, options.reference_jobs, options.claim_batch);
+      r.runs_jobs_per_sec.push_back(run.jobs_per_sec);
+      if (run.server_cpu_us_per_job)
+        r.runs_server_cpu_us_per_job.push_back(*run.server_cpu_us_per_job);
+      progress.line(
+          "{} run {}/{}: {:.0f} jobs/s{}", r.name, i + 1, options.repeat, run.jobs_per_sec,
+          run.server_cpu_us_per_job
+              ? fmt::format(", database server {:.1f} us CPU per job", *run.server_cpu_us_per_job)
+              : "");
     }
   } catch (const pqxx::broken_connection& e) {
     throw std::runtime_error(

@@ -1,4 +1,5 @@
 #include "report.hpp"
+#include "sample_stats.hpp"
 
 namespace conveyor::bench {
 namespace {
@@ -12,7 +13,11 @@ json reference_json(const ReferenceResult& r) {
           {"batch", r.batch},
           {"jobs", r.jobs},
           {"runs_jobs_per_sec", r.runs_jobs_per_sec},
-          {"median_jobs_per_sec", r.median_jobs_per_sec}};
+          {"median_jobs_per_sec", r.median_jobs_per_sec},
+          {"min_jobs_per_sec", min_of(r.runs_jobs_per_sec)},
+          {"max_jobs_per_sec", max_of(r.runs_jobs_per_sec)},
+          {"runs_database_server_cpu_us_per_job", r.runs_server_cpu_us_per_job},
+          {"median_database_server_cpu_us_per_job", median(r.runs_server_cpu_us_per_job)}};
 }
 
 json backend_json(const BackendResult& b) {
@@ -25,6 +30,7 @@ json backend_json(const BackendResult& b) {
               {"path", b.plugin_path},
               {"capabilities", b.capabilities}}},
             {"storage_per_workload", b.isolation},
+            {"database_server_settings", b.server_settings},
             {"errors", b.errors}};
   if (b.enqueue)
     j["enqueue_single"] = {{"jobs", b.enqueue->single_jobs},
@@ -40,13 +46,19 @@ json backend_json(const BackendResult& b) {
                       {"drain_jobs_per_sec", r.jobs_per_sec},
                       {"cpu_cores_busy", r.cpu_cores}});
       if (r.server_cpu_cores) runs.back()["database_server_cores_busy"] = *r.server_cpu_cores;
+      if (r.server_cpu_us_per_job)
+        runs.back()["database_server_cpu_us_per_job"] = *r.server_cpu_us_per_job;
     }
     j["enqueue_batched"] = {{"batch", b.drain->enqueue_batch},
                             {"median_jobs_per_sec", b.drain->median_enqueue_jobs_per_sec}};
     j["drain"] = {{"max_workers", b.drain->workers},
                   {"claim_batch_max", b.drain->claim_batch},
                   {"runs", runs},
-                  {"median_jobs_per_sec", b.drain->median_jobs_per_sec}};
+                  {"median_jobs_per_sec", b.drain->median_jobs_per_sec},
+                  {"min_jobs_per_sec", min_of(b.drain->rates())},
+                  {"max_jobs_per_sec", max_of(b.drain->rates())}};
+    if (const auto cpu = b.drain->median_server_cpu_us_per_job())
+      j["drain"]["median_database_server_cpu_us_per_job"] = *cpu;
     if (b.drain->postgres)
       j["postgres_cost"] = {{"wal_bytes_per_job", b.drain->postgres->wal_bytes_per_job},
                             {"dead_tuples_made_per_job", b.drain->postgres->dead_tuples_per_job},
@@ -129,6 +141,19 @@ json backend_json(const BackendResult& b) {
       steady.push_back(one);
     }
     j["steady"] = steady;
+  }
+  if (!b.many_queues.empty()) {
+    json many = json::array();
+    for (const ManyQueuesResult& m : b.many_queues)
+      many.push_back({{"queues", m.queues},
+                      {"jobs_per_queue", m.jobs_per_queue},
+                      {"runs_jobs_per_sec", m.runs_jobs_per_sec},
+                      {"median_jobs_per_sec", m.median_jobs_per_sec},
+                      {"to_single_queue_drain",
+                       b.drain && b.drain->median_jobs_per_sec > 0
+                           ? json(m.median_jobs_per_sec / b.drain->median_jobs_per_sec)
+                           : json(nullptr)}});
+    j["many_queues"] = many;
   }
   if (b.idle && b.idle->server_cpu_pct_of_core)
     j["idle_queues"]["database_server_cpu_pct_of_one_core"] = *b.idle->server_cpu_pct_of_core;

@@ -221,6 +221,15 @@ std::string render_svg(const BenchReport& r) {
                                                           b.engine_to_reference() * 100)
                                             : ""),
            "#2b6cb0"});
+    for (const ManyQueuesResult& m : b.many_queues)
+      drain.push_back(
+          {fmt::format("{}: {} busy queues", b.label, grouped(m.queues)), m.median_jobs_per_sec,
+           grouped(m.median_jobs_per_sec) +
+               (b.drain && b.drain->median_jobs_per_sec > 0
+                    ? fmt::format(" ({:.0f}% of one queue's drain)",
+                                  m.median_jobs_per_sec / b.drain->median_jobs_per_sec * 100)
+                    : ""),
+           "#6b9bd1"});
     for (const ReferenceResult& ref : b.references)
       drain.push_back({fmt::format("{}: bare SQL {}", b.label,
                                    ref.name.find("complete") != std::string::npos

@@ -25,8 +25,10 @@ struct DrainRun {
   double seconds = 0;
   double jobs_per_sec = 0;
   double cpu_cores = 0;  // process CPU time / wall time while draining
-  // PostgreSQL on this machine: the server processes' CPU time / wall time.
+  // PostgreSQL on this machine: the server processes' CPU time / wall time,
+  // and their CPU time per job (less noisy than throughput on a busy machine).
   std::optional<double> server_cpu_cores;
+  std::optional<double> server_cpu_us_per_job;
 };
 
 // PostgreSQL only: what the drain cost the database.
@@ -45,6 +47,10 @@ struct DrainResult {
   double median_jobs_per_sec = 0;
   double median_enqueue_jobs_per_sec = 0;
   std::optional<PostgresCost> postgres;  // from the last run
+
+  std::vector<double> rates() const;  // jobs_per_sec of each run
+  // The median over the runs that measured it; none if no run did.
+  std::optional<double> median_server_cpu_us_per_job() const;
 };
 
 // Exact order statistics of per-job pickup latencies, in milliseconds.
@@ -73,6 +79,15 @@ struct RateResult {
   double first_start_ms = 0;   // engine start -> first handler start
 };
 
+// Many queues draining at once (every queue unlimited, all filled before the
+// engine starts): jobs/s over all of them, against the single-queue drain.
+struct ManyQueuesResult {
+  uint32_t queues = 0;
+  uint64_t jobs_per_queue = 0;
+  std::vector<double> runs_jobs_per_sec;
+  double median_jobs_per_sec = 0;
+};
+
 struct IdleResult {
   uint32_t queues = 0;
   double seconds = 0;
@@ -94,6 +109,8 @@ struct ReferenceResult {
   uint64_t jobs = 0;
   std::vector<double> runs_jobs_per_sec;
   double median_jobs_per_sec = 0;
+  // PostgreSQL on this machine: the server processes' CPU time per job, per run.
+  std::vector<double> runs_server_cpu_us_per_job;
 };
 
 // One n_dead_tup reading taken while a steady run was going.
@@ -137,11 +154,15 @@ struct BackendResult {
   std::string source;  // the config file or plugin path it came from
   std::string plugin_name, plugin_version, plugin_kind, plugin_path, capabilities;
   std::string isolation;  // how each workload got fresh storage
+  // PostgreSQL: the durability settings the figures were measured with
+  // ("fsync=on synchronous_commit=on shared_buffers=128MB"); empty otherwise.
+  std::string server_settings;
   std::optional<EnqueueResult> enqueue;
   std::optional<DrainResult> drain;
   std::vector<LatencyResult> latency;
   std::vector<RateResult> rate;
   std::optional<IdleResult> idle;
+  std::vector<ManyQueuesResult> many_queues;
   std::vector<ReferenceResult> references;
   std::vector<SteadyResult> steady;
   std::vector<std::string> errors;  // "workload: message"
@@ -151,6 +172,11 @@ struct BackendResult {
   const ReferenceResult* reference(const std::string& name) const;
   const SteadyResult* steady_run(const std::string& variant) const;
 };
+
+// Appends the runs of `more` (the same workload, measured again) and
+// recomputes the medians: how interleaved repeats are put together.
+void append_runs(DrainResult& into, const DrainResult& more);
+void append_runs(std::vector<ReferenceResult>& into, const std::vector<ReferenceResult>& more);
 
 struct MachineInfo {
   std::string cpu;

@@ -3,6 +3,8 @@
 #include "postgres_probe.hpp"
 #include "workloads.hpp"
 
+#include <fmt/format.h>
+
 #include <cctype>
 
 namespace conveyor::bench {
@@ -37,22 +39,49 @@ BackendResult run_backend(Backend& backend, const BenchOptions& options, Progres
     scope("enqueue");
     attempt(r, progress, "enqueue", [&] { r.enqueue = run_enqueue(backend, options, progress); });
   }
-  if (options.runs("drain")) {
-    scope("drain");
-    attempt(r, progress, "drain", [&] { r.drain = run_drain(backend, options, progress); });
+  if (backend.is_postgres()) {
+    attempt(r, progress, "settings", [&] {
+      r.server_settings = PostgresProbe(*backend.dsn()).durability_settings();
+      progress.line("database server settings: {}", r.server_settings);
+    });
   }
-  if (options.runs("reference")) {
-    scope("reference");
-    if (backend.is_sqlite()) {
-      attempt(r, progress, "reference", [&] {
-        r.references = run_sqlite_reference(backend.scratch_file("reference"),
-                                            backend.option("synchronous").value_or("NORMAL"),
-                                            options, progress);
+  auto references = [&](const BenchOptions& o) {
+    std::vector<ReferenceResult> out;
+    if (backend.is_sqlite())
+      out = run_sqlite_reference(backend.scratch_file("reference"),
+                                 backend.option("synchronous").value_or("NORMAL"), o, progress);
+    else if (backend.is_postgres())
+      out.push_back(run_postgres_reference(*backend.dsn(), o, progress));
+    return out;
+  };
+  if (options.runs("drain") && options.runs("reference") && options.repeat > 1) {
+    // Interleaved (drain, reference, drain, ...) so that a machine that gets
+    // busier or quieter during the run moves both figures alike, and their
+    // ratio stays meaningful.
+    BenchOptions once = options;
+    once.repeat = 1;
+    DrainResult drain;
+    for (uint32_t i = 1; i <= options.repeat; ++i) {
+      scope(fmt::format("drain {}/{}", i, options.repeat));
+      attempt(r, progress, "drain", [&] {
+        const DrainResult d = run_drain(backend, once, progress);
+        if (drain.runs.empty())
+          drain = d;
+        else
+          append_runs(drain, d);
       });
-    } else if (backend.is_postgres()) {
-      attempt(r, progress, "reference", [&] {
-        r.references.push_back(run_postgres_reference(*backend.dsn(), options, progress));
-      });
+      scope(fmt::format("reference {}/{}", i, options.repeat));
+      attempt(r, progress, "reference", [&] { append_runs(r.references, references(once)); });
+    }
+    if (!drain.runs.empty()) r.drain = drain;
+  } else {
+    if (options.runs("drain")) {
+      scope("drain");
+      attempt(r, progress, "drain", [&] { r.drain = run_drain(backend, options, progress); });
+    }
+    if (options.runs("reference")) {
+      scope("reference");
+      attempt(r, progress, "reference", [&] { r.references = references(options); });
     }
   }
   if (options.runs("latency")) {
@@ -66,6 +95,11 @@ BackendResult run_backend(Backend& backend, const BenchOptions& options, Progres
   if (options.runs("idle")) {
     scope("idle");
     attempt(r, progress, "idle", [&] { r.idle = run_idle_queues(backend, options, progress); });
+  }
+  if (options.runs("many-queues")) {
+    scope("many-queues");
+    attempt(r, progress, "many-queues",
+            [&] { r.many_queues = run_many_queues(backend, options, progress); });
   }
   for (const bool held : {false, true}) {
     const std::string workload = held ? "steady-held-txn" : "steady";
@@ -85,6 +119,8 @@ BackendResult run_postgres_reference_only(const std::string& dsn, const BenchOpt
   r.source = describe_dsn(dsn);
   r.plugin_name = "(none: bare SQL)";
   r.isolation = "schema conveyor_bench_ref";
+  attempt(r, progress, "settings",
+          [&] { r.server_settings = PostgresProbe(dsn).durability_settings(); });
   progress.set_scope("postgres reference");
   attempt(r, progress, "reference",
           [&] { r.references.push_back(run_postgres_reference(dsn, options, progress)); });

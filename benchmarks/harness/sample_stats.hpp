@@ -14,4 +14,8 @@ double percentile(const std::vector<double>& sorted, double p);
 // The median of unsorted values (mean of the middle two for an even count); 0 if empty.
 double median(std::vector<double> values);
 
+// The smallest and largest value (the spread beside a median); 0 if empty.
+double min_of(const std::vector<double>& values);
+double max_of(const std::vector<double>& values);
+
 }  // namespace conveyor::bench

@@ -145,7 +145,8 @@ SteadyResult run_steady(Backend& backend, const BenchOptions& options, Progress&
       storage.relation_bytes_before = probe->relation_bytes(schema);
       before = probe->tuples(schema);
     }
-    const std::atomic<uint64_t>& completed = EngineInternals::metrics(engine).queue(queue).completed;
+    const std::atomic<uint64_t>& completed =
+        EngineInternals::metrics(engine).queue(queue).completed;
     engine.start();
 
     SteadyProducer producer(engine, queue, n, options.steady_rate, options.steady_tick_ms,

@@ -49,6 +49,11 @@ std::vector<RateResult> run_rate_accuracy(Backend& backend, const BenchOptions& 
 // 5. Many configured queues, idle: CPU and threads.
 IdleResult run_idle_queues(Backend& backend, const BenchOptions& options, Progress& progress);
 
+// 5b. Many busy queues: 100 queues of 2,000 jobs and 1,000 queues of 100,
+// drained at once; --repeat runs each, median reported.
+std::vector<ManyQueuesResult> run_many_queues(Backend& backend, const BenchOptions& options,
+                                              Progress& progress);
+
 // 6. A steady producer (--steady-rate, a batch every --steady-tick-ms) of
 // --steady-jobs noop jobs while the engine works them: jobs/s, pickup
 // latency, and on PostgreSQL dead tuples and relation size. With

@@ -1,5 +1,7 @@
 #include "completer.hpp"
 
+#include <conveyor/log.hpp>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -7,8 +9,17 @@
 namespace conveyor {
 
 Completer::Completer(Storage& storage, const Clock& clock,
-                     std::function<void(const conveyor_lease&)> settled)
-    : storage_(storage), clock_(clock), settled_(std::move(settled)) {}
+                     std::function<void(const conveyor_lease&)> settled, Metrics* metrics)
+    : storage_(storage),
+      clock_(clock),
+      settled_(std::move(settled)),
+      metrics_(metrics),
+      failure_log_(clock, {}) {}
+
+void Completer::count_storage_error() {
+  if (metrics_)
+    metrics_->storage_errors("recording_outcomes").fetch_add(1, std::memory_order_relaxed);
+}
 
 namespace {
 // Group commit: one storage transaction per batch of outcomes, not per job.
@@ -24,7 +35,11 @@ bool transient(const std::exception& e) {
   return se != nullptr && se->transient();
 }
 
+// Logs a refusal; one that is proof of a lost lease (not a retry whose
+// first try may have been committed) counts in the queue's leases_lost.
 void refused(const Outcome& o, const char* what) {
+  if (!o.retried && o.counters) o.counters->leases_lost.fetch_add(1, std::memory_order_relaxed);
+  LogFields fields{{"queue", *o.queue}, {"job_id", o.lease.job_id}, {"kind", o.kind}};
   if (o.retried)
     spdlog::info(
         "queue {}: job {} {}; recording it again was refused: it was recorded before "
@@ -120,6 +135,7 @@ bool Completer::record(std::vector<Outcome>& batch) {
         done[ok_at[j]] = true;
       }
     } catch (const std::exception& e) {
+      count_storage_error();
       if (transient(e)) {
         spdlog::warn("recording {} job outcomes failed, will retry: {}", batch.size(), e.what());
         for (size_t i : ok_at) tried[i] = true;
@@ -136,6 +152,8 @@ bool Completer::record(std::vector<Outcome>& batch) {
       if (storage_.fail(o.lease, o.error, o.retry_at_us, now) == CONVEYOR_OK) {
         (o.retry_at_us >= 0 ? o.counters->retried : o.counters->failed)
             .fetch_add(1, std::memory_order_relaxed);
+        failure_log_.failed(
+            {*o.queue, o.lease.job_id, o.kind, o.attempt, o.max_attempts, o.error, o.retry_at_us});
         settle(o, recorded_);
       } else {
         refused(o, "failed");
@@ -143,6 +161,7 @@ bool Completer::record(std::vector<Outcome>& batch) {
       }
       done[i] = true;
     } catch (const std::exception& e) {
+      count_storage_error();
       if (transient(e)) {
         spdlog::warn("recording a job failure failed, will retry: {}", e.what());
         tried[i] = true;

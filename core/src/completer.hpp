@@ -8,7 +8,13 @@
 // exactly once: when it is recorded, when storage refuses it (lease lost),
 // or when it is abandoned (a non-transient storage error, or shutdown before
 // it could be recorded; its lease then expires and the job runs again).
+//
+// Also: a failed attempt that storage recorded is logged (JobFailureLog,
+// bounded per queue); a refusal counts as a lost lease in the queue's
+// counters; storage errors count in Metrics::storage_errors.
 #pragma once
+
+#include "log_job_failures.hpp"
 
 #include <conveyor/clock.hpp>
 #include <conveyor/metrics.hpp>
@@ -30,6 +36,8 @@ struct Outcome {
   conveyor_lease lease{};
   QueueCounters* counters = nullptr;
   const std::string* queue = nullptr;  // the runner's name; lives as long as the engine
+  std::string kind;                    // for the failure log
+  int32_t attempt = 0, max_attempts = 0;
   bool succeeded = false;
   int64_t retry_at_us = -1;  // failures: >= 0 retry then, < 0 final
   std::string error;
@@ -49,8 +57,9 @@ class Completer {
 
   // settled(lease) runs once per outcome, on the completer's thread (or on
   // the pusher's, for an outcome pushed after run() returned).
+  // metrics, if given, counts storage errors ("recording_outcomes").
   Completer(Storage& storage, const Clock& clock,
-            std::function<void(const conveyor_lease&)> settled);
+            std::function<void(const conveyor_lease&)> settled, Metrics* metrics = nullptr);
 
   void push(Outcome outcome);  // thread-safe, never blocks on storage
   // The thread body: records outcomes until stop is requested and nothing
@@ -69,10 +78,13 @@ class Completer {
   bool record(std::vector<Outcome>& batch);
   void settle(const Outcome& o, std::atomic<uint64_t>& how);
   void abandon(std::vector<Outcome>& batch, const char* why);
+  void count_storage_error();
 
   Storage& storage_;
   const Clock& clock_;
   std::function<void(const conveyor_lease&)> settled_;
+  Metrics* metrics_;
+  JobFailureLog failure_log_;
   mutable std::mutex mu_;
   std::condition_variable_any cv_;                    // _any: a stop request wakes run() too
   std::vector<Outcome> pending_;                      // mu_

@@ -227,6 +227,7 @@ class Reader {
   QueueConfig read_queue(const Field& f) const;
   RateLimit read_queue_rate_limit(const Field& f) const;
   void read_server(const Field& f, ServerConfig& server) const;
+  void read_log(const Field& f, LogConfig& log) const;
 
   std::string source_;
 };
@@ -236,8 +237,8 @@ void Reader::walk(const toml::table& table, const std::string& path,
   for (const auto& [key, node] : in_file_order(table)) {
     const Field f{*node, key_path(path, key->str()), key->source().begin.line};
     const std::string_view name = key->str();  // clang 14 cannot capture a structured binding
-    const auto handler = std::find_if(keys.begin(), keys.end(),
-                                      [&](const KeyHandler& k) { return k.name == name; });
+    const auto handler =
+        std::find_if(keys.begin(), keys.end(), [&](const KeyHandler& k) { return k.name == name; });
     if (handler == keys.end()) fail_unknown(f, path, keys);
     handler->read(f);
   }
@@ -313,7 +314,29 @@ void Reader::read_root(const toml::table& root, Config& config) const {
        {{"storage", [&](const Field& f) { read_storage(f, config.storage); }},
         {"engine", [&](const Field& f) { read_engine(f, config.engine); }},
         {"queues", [&](const Field& f) { read_queues(f, config.queues); }},
-        {"server", [&](const Field& f) { read_server(f, config.server); }}});
+        {"server", [&](const Field& f) { read_server(f, config.server); }},
+        {"log", [&](const Field& f) { read_log(f, config.log); }}});
+}
+
+void Reader::read_log(const Field& f, LogConfig& log) const {
+  walk(read_table(f), f.path,
+       {{"level",
+         [&](const Field& k) {
+           const std::string name = read_string(k, false);
+           log.level = parse_log_level(name);
+           if (!log.level)
+             fail(k, std::string("must be one of ") + kLogLevelNames + ", got " +
+                         quote_for_message(name));
+         }},
+        {"format", [&](const Field& k) {
+           const std::string name = read_string(k, false);
+           if (name == "text")
+             log.format = LogFormat::kText;
+           else if (name == "json")
+             log.format = LogFormat::kJson;
+           else
+             fail(k, "must be \"text\" or \"json\", got " + quote_for_message(name));
+         }}});
 }
 
 void Reader::read_storage(const Field& f, StorageConfig& storage) const {
@@ -493,6 +516,12 @@ void apply_env(Config& config, const EnvLookup& env) {
     if (!try_parse_listen(*v)) fail_env("CONVEYOR_SERVER_LISTEN", listen_problem(*v));
     config.server.listen = *v;
   }
+  if (auto v = env_value(env, "CONVEYOR_LOG_LEVEL")) {
+    config.log.level = parse_log_level(*v);
+    if (!config.log.level)
+      fail_env("CONVEYOR_LOG_LEVEL", std::string("must be one of ") + kLogLevelNames +
+                                         " (any case), got " + quote_for_message(*v));
+  }
   if (auto v = env_value(env, "CONVEYOR_ADMIN_TOKEN")) {
     if (auto problem = admin_token_problem(*v)) fail_env("CONVEYOR_ADMIN_TOKEN", *problem);
     config.server.admin_token = *v;
@@ -534,6 +563,39 @@ std::string read_file(const std::filesystem::path& path) {
 }
 
 }  // namespace
+
+std::optional<LogLevel> parse_log_level(std::string_view name) {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  static constexpr std::pair<std::string_view, LogLevel> kNames[] = {
+      {"trace", LogLevel::kTrace},       {"debug", LogLevel::kDebug},  {"info", LogLevel::kInfo},
+      {"warn", LogLevel::kWarn},         {"warning", LogLevel::kWarn}, {"error", LogLevel::kError},
+      {"critical", LogLevel::kCritical}, {"off", LogLevel::kOff}};
+  for (const auto& [n, level] : kNames)
+    if (lower == n) return level;
+  return std::nullopt;
+}
+
+const char* to_string(LogLevel level) noexcept {
+  switch (level) {
+    case LogLevel::kTrace:
+      return "trace";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarn:
+      return "warn";
+    case LogLevel::kError:
+      return "error";
+    case LogLevel::kCritical:
+      return "critical";
+    case LogLevel::kOff:
+      return "off";
+  }
+  return "info";
+}
 
 ListenAddress parse_listen_address(std::string_view listen) {
   auto address = try_parse_listen(listen);

@@ -241,10 +241,10 @@ listen = "127.0.0.1:8080"
 TEST(ConfigUnknownKey, AtTheTopLevel) {
   EXPECT_EQ(config_error("[engnie]\n"),
             "test.toml:1: engnie: unknown key (known keys at the top level: storage, engine, "
-            "queues, server); did you mean engine?");
+            "queues, server, log); did you mean engine?");
   EXPECT_EQ(config_error("\nverbose = true\n"),
             "test.toml:2: verbose: unknown key (known keys at the top level: storage, engine, "
-            "queues, server)");
+            "queues, server, log)");
 }
 
 TEST(ConfigUnknownKey, InEngine) {
@@ -701,6 +701,50 @@ TEST_F(ConfigFile, DirectoryIsNotAConfigFile) {
                                          ": it is a directory (pass --config FILE or set "
                                          "CONVEYOR_CONFIG)");
   }
+}
+
+}  // namespace
+}  // namespace conveyor
+
+namespace conveyor {
+namespace {
+
+TEST(ConfigLog, LevelAndFormat) {
+  Config c = parse("");
+  EXPECT_FALSE(c.log.level) << "unset: the command's default";
+  EXPECT_EQ(c.log.format, LogFormat::kText);
+  c = parse("[log]\nlevel = \"debug\"\nformat = \"json\"\n");
+  EXPECT_EQ(c.log.level, LogLevel::kDebug);
+  EXPECT_EQ(c.log.format, LogFormat::kJson);
+  EXPECT_EQ(parse("[log]\nlevel = \"WARNING\"\n").log.level, LogLevel::kWarn);
+}
+
+TEST(ConfigLog, AnUnknownLevelOrFormatNamesIt) {
+  EXPECT_EQ(config_error("[log]\nlevel = \"verbose\"\n"),
+            "test.toml:2: log.level: must be one of trace, debug, info, warn, error, critical, "
+            "off, got \"verbose\"");
+  EXPECT_EQ(config_error("[log]\nformat = \"xml\"\n"),
+            "test.toml:2: log.format: must be \"text\" or \"json\", got \"xml\"");
+  EXPECT_EQ(config_error("[log]\nlevle = \"info\"\n"),
+            "test.toml:2: log.levle: unknown key (known keys in [log]: level, format); did you "
+            "mean level?");
+}
+
+TEST(ConfigLog, TheEnvironmentVariableAnyCaseOverridesTheFile) {
+  EXPECT_EQ(parse("[log]\nlevel = \"info\"\n", {{"CONVEYOR_LOG_LEVEL", "WARN"}}).log.level,
+            LogLevel::kWarn);
+  EXPECT_EQ(parse("", {{"CONVEYOR_LOG_LEVEL", "Error"}}).log.level, LogLevel::kError);
+  EXPECT_EQ(config_error("", {{"CONVEYOR_LOG_LEVEL", "bogus"}}),
+            "environment variable CONVEYOR_LOG_LEVEL: must be one of trace, debug, info, warn, "
+            "error, critical, off (any case), got \"bogus\"");
+}
+
+TEST(ConfigLog, LevelNames) {
+  for (LogLevel l : {LogLevel::kTrace, LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarn,
+                     LogLevel::kError, LogLevel::kCritical, LogLevel::kOff})
+    EXPECT_EQ(parse_log_level(to_string(l)), l);
+  EXPECT_FALSE(parse_log_level("inf"));
+  EXPECT_FALSE(parse_log_level(""));
 }
 
 }  // namespace

@@ -16,6 +16,18 @@ int64_t fresh_lease_token() {
 }
 
 constexpr std::chrono::milliseconds kMaxErrorBackoff{5000};
+// How long a limited queue a whole batch behind waits for its permits.
+constexpr std::chrono::milliseconds kCatchUpPermitWait{5};
+// Catch-up rounds per pass: a 5,000/s queue with burst 500 and batches of 100
+// banks at most five batches; the unlimited queues wait at most this many.
+constexpr uint32_t kMaxCatchUpRounds = 8;
+
+// How long until bucket is full (its burst banked) at now: the time left
+// before tokens are lost.
+int64_t time_to_full(TokenBucket& bucket, SteadyTime now) {
+  const int64_t missing = static_cast<int64_t>(bucket.limit().burst) - bucket.available(now);
+  return missing * bucket.token_ns();
+}
 
 }  // namespace
 
@@ -132,10 +144,73 @@ SteadyTime Dispatcher::run_due(SteadyTime now) {
       due.push_back(r);
     }
   }
-  for (QueueRunner* r : due) poll(*r, now);
+  // Limited queues first, the one nearest to a full bucket first: an
+  // unlimited queue loses nothing by waiting, a limited one loses the tokens
+  // that would overflow its burst. Then, while limited queues are a whole
+  // batch behind, rounds of catch-up claims (one each per round, nearest to
+  // overflow first), and only then the unlimited queues.
+  std::vector<QueueRunner*> limited;
+  std::vector<QueueRunner*> unlimited;
+  for (QueueRunner* r : due) (r->bucket ? limited : unlimited).push_back(r);
+  auto by_urgency = [&](SteadyTime at) {
+    std::stable_sort(limited.begin(), limited.end(), [at](QueueRunner* a, QueueRunner* b) {
+      return time_to_full(*a->bucket, at) < time_to_full(*b->bucket, at);
+    });
+  };
+  by_urgency(now);
+  for (QueueRunner* r : limited) poll(*r, now);
+  for (uint32_t round = 0; round < kMaxCatchUpRounds; ++round) {
+    by_urgency(clock_.steady_now());
+    bool claimed = false;
+    for (QueueRunner* r : limited) claimed = catch_up(*r) || claimed;
+    if (!claimed) break;
+  }
+  for (QueueRunner* r : unlimited) poll(*r, now);
   std::lock_guard lock(mu_);
   if (!woken_.empty()) return now;
   return timers_.empty() ? SteadyTime::max() : timers_.begin()->first;
+}
+
+bool Dispatcher::catch_up(QueueRunner& r) {
+  // Each claim is a storage round trip (a commit, on PostgreSQL) that costs
+  // about the same for 1 job or 100, and they run one after another. With one
+  // claim per queue per pass, a pass with slow unlimited claims in it (25 ms)
+  // held a 5,000/s queue to claim_batch_max per pass (100 per 25 ms). So a
+  // limited queue still a whole batch of tokens behind claims again before
+  // the unlimited queues' turn, waiting up to kCatchUpPermitWait for its
+  // permits. Whole batches only (or the whole burst, if smaller), so no run
+  // of tiny claims.
+  if (!r.bucket) return false;
+  const uint32_t full_batch =
+      std::min({r.max_workers, options_.claim_batch_max, r.bucket->limit().burst});
+  SteadyTime now = clock_.steady_now();
+  {
+    std::lock_guard lock(mu_);
+    // Only a queue that claimed a full batch comes back at once (not one
+    // throttled, parked, coalescing, drained or backing off).
+    if (!r.scheduled || r.due > now) return false;
+  }
+  if (r.bucket->available(now) < full_batch) return false;
+  // The batch just claimed may still hold the permits: waiting a moment for
+  // them is cheaper than handing the thread to another queue's claim.
+  if (r.in_flight.load(std::memory_order_acquire) + full_batch > r.max_workers) {
+    r.wake_below.store(r.max_workers - full_batch + 1, std::memory_order_release);
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, kCatchUpPermitWait, [&] {
+      return r.in_flight.load(std::memory_order_acquire) + full_batch <= r.max_workers;
+    });
+    r.wake_below.store(0, std::memory_order_release);
+    if (r.in_flight.load(std::memory_order_acquire) + full_batch > r.max_workers) return false;
+    now = clock_.steady_now();
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (!r.scheduled) return false;
+    timers_.erase({r.due, &r});
+    r.scheduled = false;
+  }
+  poll(r, now);
+  return true;
 }
 
 void Dispatcher::park(QueueRunner& r) {

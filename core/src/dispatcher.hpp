@@ -7,6 +7,9 @@
 //   limited queue: batch = bucket.take(batch); 0 -> count a throttle and
 //                  come back exactly when the next token is due
 //   jobs    = storage.claim(batch); bucket.refund(batch - jobs)
+// A pass polls the due limited queues first, the nearest to a full bucket
+// first; then limited queues still a whole batch of tokens behind claim again
+// (see catch_up); then the unlimited queues.
 // A queue with no limit never touches a bucket: its cost is one atomic load
 // (the resolver's generation) per poll.
 #pragma once
@@ -112,6 +115,9 @@ class Dispatcher {
 
  private:
   void poll(QueueRunner& r, SteadyTime now);
+  // After r's poll: claims again if r is a whole batch of tokens behind;
+  // whether it claimed.
+  bool catch_up(QueueRunner& r);
   void refresh_limit(QueueRunner& r, SteadyTime now);
   void schedule(QueueRunner& r, SteadyTime due);  // mu_ held
   void park(QueueRunner& r);

@@ -32,6 +32,7 @@ class DispatcherTest : public ::testing::Test {
     resolver_ = std::make_unique<LimitResolver>(engine, std::map<std::string, QueueConfig>{});
     dispatcher_ = std::make_unique<Dispatcher>(*storage_, *resolver_, clock_, metrics_, options,
                                                [this](QueueRunner& r, std::vector<Job>&& jobs) {
+                                                 if (on_claim_) return on_claim_(r, jobs);
                                                  runner_ = &r;
                                                  for (Job& j : jobs)
                                                    claimed_.push_back(std::move(j));
@@ -61,6 +62,8 @@ class DispatcherTest : public ::testing::Test {
   std::unique_ptr<Dispatcher> dispatcher_;
   std::vector<Job> claimed_;
   QueueRunner* runner_ = nullptr;
+  // When set, receives each claimed batch instead of claimed_.
+  std::function<void(QueueRunner&, const std::vector<Job>&)> on_claim_;
 };
 
 TEST_F(DispatcherTest, UnlimitedQueueClaimsUpToFreePermitsThenParks) {
@@ -150,6 +153,42 @@ TEST_F(DispatcherTest, ThrottledBacklogDrainsAtTheConfiguredRate) {
     }
     EXPECT_NEAR(static_cast<double>(claimed_.size()), limit.burst + limit.rate_per_sec * 10, 1.0);
   }
+}
+
+// A 5,000/s queue beside an unlimited one whose claims are slow (25 ms per
+// batch of 100: PostgreSQL with a big table on a busy machine). With one
+// claim per queue per pass, the limited queue got at most claim_batch_max
+// (100) jobs per 26 ms pass: 3,846/s. A limited queue a whole batch behind
+// claims again before the unlimited queue's next turn, so it keeps its rate,
+// and the unlimited queue still gets the rest of the time.
+TEST_F(DispatcherTest, SlowUnlimitedClaimsDoNotStarveALimitedQueue) {
+  make();  // claim_batch_max 100, 256 in flight engine-wide
+  resolver_->set_overrides({RateLimitOverride{"fast", RateLimit{5000, 500}, 0}});
+  enqueue("fast", 40000);  // more than 6 s of its rate: backlogged throughout
+  enqueue("bulk", 30000);
+  std::map<std::string, size_t> claimed;
+  on_claim_ = [&](QueueRunner& r, const std::vector<Job>& jobs) {
+    claimed[r.name] += jobs.size();
+    clock_.advance(r.name == "bulk" ? 25ms : 1ms);                          // the claim's duration
+    for (size_t i = 0; i < jobs.size(); ++i) dispatcher_->job_finished(r);  // instant jobs
+  };
+  dispatcher_->add_queue("fast", 100);
+  dispatcher_->add_queue("bulk", 100);
+  const SteadyTime start = clock_.steady_now();
+  double t = 0;
+  double t1 = 0;  // past the burst, as the soak measures: the rate from 1 s on
+  size_t at_t1 = 0;
+  while (t < 6.0) {
+    SteadyTime next = dispatcher_->run_due(clock_.steady_now());
+    if (next > clock_.steady_now()) clock_.advance(next - clock_.steady_now());
+    t = std::chrono::duration<double>(clock_.steady_now() - start).count();
+    ASSERT_LE(static_cast<double>(claimed["fast"]), 500 + 5000 * t + 1e-9);
+    if (t1 == 0 && t >= 1.0) t1 = t, at_t1 = claimed["fast"];
+  }
+  const double rate = static_cast<double>(claimed["fast"] - at_t1) / (t - t1);
+  EXPECT_NEAR(rate, 5000, 0.005 * 5000);
+  // The limited queue's claims take about 5% of the time; bulk gets the rest.
+  EXPECT_GE(static_cast<double>(claimed["bulk"]), 0.9 * 100 * t / 0.025);
 }
 
 TEST_F(DispatcherTest, RemovingTheOverrideLiftsTheLimitAtOnce) {

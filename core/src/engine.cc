@@ -31,9 +31,10 @@ struct Engine::Impl {
         clock(clk),
         storage(s ? std::move(s) : open_storage(config.storage)),
         limits(config.engine, config.queues),
-        health(clock, {}),
+        health(clock, {.metrics = &metrics}),
         follower(*storage, limits),
-        completer(*storage, clock, [this](const conveyor_lease& l) { leases.settle(l); }),
+        completer(
+            *storage, clock, [this](const conveyor_lease& l) { leases.settle(l); }, &metrics),
         runner(handlers, leases, completer, clock, config.engine,
                [this](QueueRunner& r) { dispatcher.job_finished(r); }),
         dispatcher(*storage, limits, clock, metrics,
@@ -41,9 +42,9 @@ struct Engine::Impl {
                    [this](QueueRunner& r, std::vector<Job>&& jobs) {
                      runner.execute(r, std::move(jobs));
                    }),
-        maintenance(
-            clock, health,
-            engine_maintenance_steps({*storage, follower, dispatcher, leases, clock, config})),
+        maintenance(clock, health,
+                    engine_maintenance_steps(
+                        {*storage, follower, dispatcher, leases, clock, config, metrics})),
         pump(*storage, {[this](const std::string& q) {
                           dispatcher.add_or_wake(q, config.max_workers_for(q));
                         },

@@ -58,6 +58,9 @@ void JobRunner::run(QueueRunner& runner, const Job& job, Gate& gate) {
   o.lease = job.lease();
   o.counters = &runner.counters;
   o.queue = &runner.name;
+  o.kind = job.kind;
+  o.attempt = job.attempt;
+  o.max_attempts = job.max_attempts;
   bool retry = false;
   const auto started = clock_.steady_now();
   try {

@@ -1,5 +1,7 @@
 #include "maintenance_steps.hpp"
 
+#include <conveyor/log.hpp>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -35,7 +37,9 @@ std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts p) {
        /*proves_storage=*/false},  // nothing to extend: no storage call
       {"rescuing expired leases", milliseconds(e.rescue_interval_ms),
        [p] {
-         if (rescue_expired_jobs(p.storage, p.clock) > 0) p.dispatcher.wake_all();
+         const uint64_t rescued = rescue_expired_jobs(p.storage, p.clock);
+         p.metrics.rescued.fetch_add(rescued, std::memory_order_relaxed);
+         if (rescued > 0) p.dispatcher.wake_all();
        }},
       {"purging finished jobs", purge_period(e.retention_s),
        [p, retention] { purge_finished_jobs(p.storage, p.clock, retention); }},
@@ -56,6 +60,7 @@ uint32_t extend_running_leases(Storage& storage, const LeaseTable& leases, const
     // recorded, which ends the lease: not a lost lease.
     if (!leases.handler_running(running[i])) continue;
     ++lost;
+    LogFields fields{{"job_id", running[i].job_id}};
     spdlog::warn("job {}: lease lost while running (cancelled or rescued elsewhere)",
                  running[i].job_id);
   }
@@ -94,11 +99,13 @@ uint32_t release_unfinished_leases(Storage& storage, const Clock& clock,
   size_t logged = 0;
   for (const auto& a : s.abandoned) {
     leases_back.push_back(a.lease);
-    if (logged++ < kAbandonedLogLines)
+    if (logged++ < kAbandonedLogLines) {
+      LogFields fields{{"queue", a.queue}, {"job_id", a.lease.job_id}, {"kind", a.kind}};
       spdlog::warn(
           "job {} (queue {}, kind {}) still running after the shutdown timeout; "
           "its lease is released and another worker will run it",
           a.lease.job_id, a.queue, a.kind);
+    }
   }
   if (leases_back.empty()) return 0;
   uint32_t released = 0;

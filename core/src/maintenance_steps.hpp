@@ -10,6 +10,7 @@
 
 #include <conveyor/clock.hpp>
 #include <conveyor/config.hpp>
+#include <conveyor/metrics.hpp>
 #include <conveyor/storage.hpp>
 
 #include <chrono>
@@ -41,6 +42,7 @@ struct MaintainedParts {
   const LeaseTable& leases;
   const Clock& clock;
   const Config& config;
+  Metrics& metrics;  // rescued jobs count in metrics.rescued
 };
 // The name of the step that follows overrides (run_soon on a notification).
 inline constexpr const char* kOverridesStep = "reading rate-limit overrides";

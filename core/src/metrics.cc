@@ -1,6 +1,7 @@
 #include <conveyor/metrics.hpp>
 
 #include <algorithm>
+#include <cctype>
 
 namespace conveyor {
 
@@ -14,7 +15,8 @@ void Histogram::observe(double seconds) {
 
 Histogram::Snapshot Histogram::snapshot() const {
   Snapshot s;
-  for (size_t i = 0; i < buckets_.size(); ++i) s.buckets[i] = buckets_[i].load(std::memory_order_relaxed);
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    s.buckets[i] = buckets_[i].load(std::memory_order_relaxed);
   s.count = count_.load(std::memory_order_relaxed);
   s.sum = static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9;
   return s;
@@ -41,10 +43,41 @@ std::vector<QueueCountersSnapshot> Metrics::snapshot() const {
     s.failed = c->failed.load(std::memory_order_relaxed);
     s.retried = c->retried.load(std::memory_order_relaxed);
     s.throttled = c->throttled.load(std::memory_order_relaxed);
+    s.leases_lost = c->leases_lost.load(std::memory_order_relaxed);
     s.pickup_latency = c->pickup_latency.snapshot();
     s.duration = c->duration.snapshot();
     out.push_back(std::move(s));
   }
+  return out;
+}
+
+std::atomic<uint64_t>& Metrics::storage_errors(std::string_view operation) {
+  std::lock_guard lock(mu_);
+  auto it = storage_errors_.find(operation);
+  if (it == storage_errors_.end())
+    it = storage_errors_.emplace(std::string(operation), std::make_unique<std::atomic<uint64_t>>(0))
+             .first;
+  return *it->second;
+}
+
+std::vector<std::pair<std::string, uint64_t>> Metrics::storage_errors_snapshot() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (const auto& [name, n] : storage_errors_)
+    out.emplace_back(name, n->load(std::memory_order_relaxed));
+  return out;
+}
+
+std::string operation_label(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u))
+      out += static_cast<char>(std::tolower(u));
+    else if (!out.empty() && out.back() != '_')
+      out += '_';
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
   return out;
 }
 

@@ -14,6 +14,9 @@ void StorageHealth::succeeded() {
 }
 
 void StorageHealth::failed(std::string_view operation, const StorageError& error) {
+  if (options_.metrics)
+    options_.metrics->storage_errors(operation_label(operation))
+        .fetch_add(1, std::memory_order_relaxed);
   if (error.transient()) return;
   std::string message;
   {

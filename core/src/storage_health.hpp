@@ -7,8 +7,13 @@
 // fatal() returns the last error and on_fatal runs once, so `conveyor serve`
 // can exit 1 instead of retrying forever.
 //
+// Every failure, transient or not, also counts in the Metrics' storage
+// errors (conveyor_storage_errors_total{operation}) when Options name them.
+//
 // Thread-safe.
 #pragma once
+
+#include <conveyor/metrics.hpp>
 
 #include <conveyor/clock.hpp>
 #include <conveyor/storage.hpp>
@@ -29,6 +34,7 @@ class StorageHealth {
   struct Options {
     uint32_t max_failures = 10;
     std::chrono::milliseconds min_span{5000};
+    Metrics* metrics = nullptr;  // where failures are counted, if anywhere
   };
   StorageHealth(const Clock& clock, Options options);
 
@@ -37,7 +43,8 @@ class StorageHealth {
   void on_fatal(std::function<void(const std::string& error)> fn) { on_fatal_ = std::move(fn); }
 
   void succeeded();
-  // A storage call failed. Transient errors neither count nor reset.
+  // A storage call failed. Transient errors neither count towards broken
+  // storage nor reset (they do count in the metrics).
   void failed(std::string_view operation, const StorageError& error);
   // The error that made the storage broken, if it is.
   std::optional<std::string> fatal() const;
@@ -48,8 +55,8 @@ class StorageHealth {
   std::function<void(const std::string&)> on_fatal_;
   mutable std::mutex mu_;
   std::atomic<uint32_t> failures_{0};  // non-transient, in a row (written under mu_)
-  SteadyTime first_failure_{};        // mu_
-  std::optional<std::string> fatal_;  // mu_: set once
+  SteadyTime first_failure_{};         // mu_
+  std::optional<std::string> fatal_;   // mu_: set once
 };
 
 }  // namespace conveyor

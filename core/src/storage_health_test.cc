@@ -57,5 +57,26 @@ TEST(StorageHealth, OutagesNeverCount) {
   EXPECT_TRUE(health.fatal());
 }
 
+TEST(StorageHealth, EveryFailureCountsInTheMetricsByOperation) {
+  ManualClock clock;
+  Metrics metrics;
+  StorageHealth health(clock, {3, 1000ms, &metrics});
+  health.failed("claiming jobs", outage());
+  health.failed("claiming jobs", broken());
+  health.failed("rescuing expired leases", outage());
+  health.succeeded();
+  EXPECT_EQ(metrics.storage_errors("claiming_jobs").load(), 2u) << "transient ones count too";
+  EXPECT_EQ(metrics.storage_errors("rescuing_expired_leases").load(), 1u);
+  const auto all = metrics.storage_errors_snapshot();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].first, "claiming_jobs");
+  EXPECT_FALSE(health.fatal());
+}
+
+TEST(StorageHealth, OperationLabels) {
+  EXPECT_EQ(operation_label("reading rate-limit overrides"), "reading_rate_limit_overrides");
+  EXPECT_EQ(operation_label("  Claiming  jobs! "), "claiming_jobs");
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <system_error>
@@ -591,11 +592,35 @@ void SqliteStorage::check_file(const char* op) const {
                   "Restore the file and restart Conveyor");
 }
 
+void SqliteStorage::check_header(const char* op, Conn& c) const {
+  // Garbage written over the file in place keeps its inode, and the
+  // connections' page caches hide it: read the header from the file itself
+  // (through SQLite's own handle, one pread; opening and closing another
+  // descriptor would drop SQLite's POSIX locks). Every file we keep open has
+  // one: the writer switched it to WAL mode, which writes it.
+  static constexpr char kMagic[] = "SQLite format 3";  // 16 bytes with its NUL
+  sqlite3_file* file = nullptr;
+  char header[sizeof kMagic] = {};
+  if (sqlite3_file_control(c.db.getHandle(), "main", SQLITE_FCNTL_FILE_POINTER, &file) ==
+          SQLITE_OK &&
+      file != nullptr && file->pMethods != nullptr) {
+    const int rc = file->pMethods->xRead(file, header, sizeof header, 0);
+    if (rc != SQLITE_OK && rc != SQLITE_IOERR_SHORT_READ) return;  // reported by the call
+  }
+  if (std::memcmp(header, kMagic, sizeof kMagic) == 0) return;
+  throw Error(CONVEYOR_E_INTERNAL,
+              std::string("sqlite ") + op + ": database '" + config_.path +
+                  "' was overwritten (its header is no longer a SQLite database header) while "
+                  "this process had it open; nothing more is written to it. Restore the file "
+                  "from a backup and restart Conveyor");
+}
+
 template <typename Fn>
 void SqliteStorage::write_txn(const char* op, Fn&& fn) {
   std::lock_guard<std::mutex> lock(writer_mu_);
   check_file(op);
   Conn& c = *writer_;
+  check_header(op, c);
   with_busy_retry(op, [&] {
     try {
       {
@@ -659,6 +684,7 @@ template <typename Fn>
 void SqliteStorage::read(const char* op, Fn&& fn) {
   check_file(op);
   ReaderLease lease(*this);
+  check_header(op, lease.conn());
   with_busy_retry(op, [&] { fn(lease.conn()); });
 }
 

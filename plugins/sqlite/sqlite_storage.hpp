@@ -114,6 +114,9 @@ class SqliteStorage {
   std::unique_ptr<Conn> open_conn(bool writer);
   // Throws CONVEYOR_E_INTERNAL when config_.path no longer names file_.
   void check_file(const char* op) const;
+  // Throws CONVEYOR_E_INTERNAL when the file's header is no longer SQLite's
+  // (overwritten in place).
+  void check_header(const char* op, Conn& c) const;
   void check_schema_owner(Conn& c, int version);
 
   // Runs fn(conn) inside BEGIN IMMEDIATE ... COMMIT on the writer connection,

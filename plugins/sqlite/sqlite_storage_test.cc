@@ -755,6 +755,34 @@ TEST_F(SqliteStorageTest, ARemovedOrReplacedFileFailsEveryCallNonTransiently) {
   EXPECT_TRUE(stats(other, 0).empty()) << "nothing reached the new file through the old handle";
 }
 
+// Garbage written over the file in place (same inode) while it is open: the
+// open connections' caches would keep acknowledging writes into a file that
+// is no longer a database. Every call fails non-transiently instead.
+TEST_F(SqliteStorageTest, AFileOverwrittenInPlaceWhileOpenFailsEveryCallNonTransiently) {
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  ASSERT_GT(enqueue(h, "q"), 0);
+  {
+    std::fstream f(db_path_, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.is_open());
+    f.seekp(0);
+    f << std::string(8192, 'g');  // no truncation: the same file, rewritten
+  }
+  std::vector<conveyor_new_job> one = {{str("q"), str("noop"), str("{}"), 0, 1, 0}};
+  int64_t id = 0;
+  conveyor_error err{};
+  EXPECT_EQ(api_->enqueue(h, one.data(), one.size(), &id, &err), CONVEYOR_E_INTERNAL)
+      << err.message;
+  EXPECT_EQ(std::string(err.message),
+            "sqlite enqueue: database '" + db_path_ +
+                "' was overwritten (its header is no longer a SQLite database header) while "
+                "this process had it open; nothing more is written to it. Restore the file "
+                "from a backup and restart Conveyor");
+  int64_t m = 0;
+  EXPECT_EQ(api_->change_marker(h, &m, &err), CONVEYOR_E_INTERNAL) << "reads too";
+  EXPECT_TRUE(claim(h, "q", 10, 7, 0, 1'000'000, CONVEYOR_E_INTERNAL).empty());
+}
+
 // A database overwritten with garbage: a clear error that is not UNAVAILABLE
 // (which the host would retry forever).
 TEST_F(SqliteStorageTest, ADatabaseOverwrittenWithGarbageIsNotTransient) {

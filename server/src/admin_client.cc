@@ -2,10 +2,12 @@
 #include <conveyor/admin_client.hpp>
 #include <conveyor/validation.hpp>
 
-#include "proto_json.hpp"
+#include "api_codec.hpp"
 
 #include <fmt/format.h>
 #include <httplib.h>
+
+#include <nlohmann/json.hpp>
 
 #include <regex>
 
@@ -13,6 +15,7 @@ namespace conveyor {
 namespace {
 
 using nlohmann::json;
+namespace v1 = conveyor::v1;
 
 constexpr std::string_view kAdmin = "conveyor.v1.AdminService/";
 constexpr std::string_view kTask = "conveyor.v1.TaskService/";
@@ -83,19 +86,29 @@ AdminClient::AdminClient(std::string url, std::string token)
 
 AdminClient::~AdminClient() = default;
 
-json AdminClient::call(std::string_view method, const json& request) {
+void AdminClient::call(std::string_view method, const google::protobuf::Message& request,
+                       google::protobuf::Message& response) {
   httplib::Headers headers = {{"Connect-Protocol-Version", "1"}};
   if (!token_.empty()) headers.emplace("Authorization", "Bearer " + token_);
   const std::string path = "/" + std::string(method);
-  auto res = impl_->http.Post(path, headers, api::to_text(request), "application/json");
+  const api::Codec codec = api::Codec::kProto;
+  auto res = impl_->http.Post(path, headers, api::encode(codec, request), api::content_type(codec));
   if (!res)
     throw ApiError(ApiCode::kUnavailable, fmt::format("cannot reach conveyor server at {}: {}",
                                                       url_, describe(res.error())));
-  json body = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
   if (res->status == 200) {
-    if (!body.is_object()) unexpected(url_, res->status, res->body);
-    return body;
+    if (api::codec_for_content_type(res->get_header_value("Content-Type")) != codec)
+      unexpected(url_, res->status, res->body);
+    try {
+      api::decode(codec, res->body, response);
+    } catch (const ApiError& e) {
+      throw ApiError(ApiCode::kInternal,
+                     fmt::format("malformed response from {}: {}", url_, e.what()));
+    }
+    return;
   }
+  // Connect error bodies are JSON whatever the request's codec.
+  const json body = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
   if (body.is_object() && body.contains("code") && body["code"].is_string()) {
     const auto code = parse_api_code(body["code"].get<std::string>());
     std::string message = body.contains("message") && body["message"].is_string()
@@ -120,17 +133,21 @@ auto read_response(const std::string& url, Fn&& fn) {
 }  // namespace
 
 RateLimitOverride AdminClient::set_rate_limit(std::string_view queue, const RateLimit& limit) {
-  json r = call(std::string(kAdmin) + "SetQueueRateLimit",
-                json{{"queue", queue}, {"ratePerSec", limit.rate_per_sec}, {"burst", limit.burst}});
-  return read_response(url_, [&] {
-    api::MessageReader m(r, "");
-    return api::parse_override(m.message_field("override", "override").value(), "override.");
-  });
+  v1::SetQueueRateLimitRequest request;
+  request.set_queue(std::string(queue));
+  request.set_rate_per_sec(limit.rate_per_sec);
+  request.set_burst(limit.burst);
+  v1::SetQueueRateLimitResponse response;
+  call(std::string(kAdmin) + "SetQueueRateLimit", request, response);
+  return read_response(url_, [&] { return api::from_proto(response.override(), "override."); });
 }
 
 bool AdminClient::delete_rate_limit(std::string_view queue) {
+  v1::DeleteQueueRateLimitRequest request;
+  request.set_queue(std::string(queue));
+  v1::DeleteQueueRateLimitResponse response;
   try {
-    call(std::string(kAdmin) + "DeleteQueueRateLimit", json{{"queue", queue}});
+    call(std::string(kAdmin) + "DeleteQueueRateLimit", request, response);
     return true;
   } catch (const ApiError& e) {
     if (e.code() == ApiCode::kNotFound) return false;
@@ -139,30 +156,35 @@ bool AdminClient::delete_rate_limit(std::string_view queue) {
 }
 
 api::RateLimitListing AdminClient::list_rate_limits() {
-  json r = call(std::string(kAdmin) + "ListRateLimits", json::object());
-  return read_response(url_, [&] { return api::parse_listing(r); });
+  v1::ListRateLimitsResponse response;
+  call(std::string(kAdmin) + "ListRateLimits", v1::ListRateLimitsRequest(), response);
+  return read_response(url_, [&] { return api::from_proto(response); });
 }
 
 std::vector<QueueReport> AdminClient::list_queues() {
-  json r = call(std::string(kAdmin) + "ListQueues", json::object());
+  v1::ListQueuesResponse response;
+  call(std::string(kAdmin) + "ListQueues", v1::ListQueuesRequest(), response);
   return read_response(url_, [&] {
     std::vector<QueueReport> out;
-    for (const auto& q : api::MessageReader(r, "").repeated_messages("queues", "queues"))
-      out.push_back(api::parse_queue_info(q.value(), q.path()));
+    for (int i = 0; i < response.queues_size(); ++i)
+      out.push_back(api::from_proto(response.queues(i), fmt::format("queues[{}].", i)));
     return out;
   });
 }
 
 void AdminClient::set_queue_paused(std::string_view queue, bool paused) {
-  call(std::string(kAdmin) + (paused ? "PauseQueue" : "ResumeQueue"), json{{"queue", queue}});
+  v1::PauseQueueRequest request;  // ResumeQueueRequest has the same fields
+  request.set_queue(std::string(queue));
+  v1::PauseQueueResponse response;
+  call(std::string(kAdmin) + (paused ? "PauseQueue" : "ResumeQueue"), request, response);
 }
 
 std::vector<int64_t> AdminClient::enqueue_batch(const std::vector<JobRequest>& jobs) {
-  json list = json::array();
-  for (const auto& j : jobs) list.push_back(api::new_job_json(j));
-  json r = call(std::string(kTask) + "EnqueueBatch", json{{"jobs", std::move(list)}});
-  auto ids = read_response(
-      url_, [&] { return api::MessageReader(r, "").repeated_integers("ids", "ids"); });
+  v1::EnqueueBatchRequest request;
+  for (const auto& j : jobs) api::to_proto(j, *request.add_jobs());
+  v1::EnqueueBatchResponse response;
+  call(std::string(kTask) + "EnqueueBatch", request, response);
+  std::vector<int64_t> ids(response.ids().begin(), response.ids().end());
   if (ids.size() != jobs.size())
     throw ApiError(ApiCode::kInternal, fmt::format("server {} returned {} ids for {} jobs", url_,
                                                    ids.size(), jobs.size()));
@@ -170,16 +192,16 @@ std::vector<int64_t> AdminClient::enqueue_batch(const std::vector<JobRequest>& j
 }
 
 std::optional<Job> AdminClient::get_job(int64_t id) {
+  v1::GetJobRequest request;
+  request.set_id(id);
+  v1::GetJobResponse response;
   try {
-    json r = call(std::string(kTask) + "GetJob", json{{"id", std::to_string(id)}});
-    return read_response(url_, [&] {
-      api::MessageReader m(r, "");
-      return api::parse_job(m.message_field("job", "job").value(), "job.");
-    });
+    call(std::string(kTask) + "GetJob", request, response);
   } catch (const ApiError& e) {
     if (e.code() == ApiCode::kNotFound) return std::nullopt;
     throw;
   }
+  return read_response(url_, [&] { return api::from_proto(response.job(), "job."); });
 }
 
 }  // namespace conveyor

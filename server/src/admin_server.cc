@@ -3,12 +3,12 @@
 // idle clients hold a socket there, never one of the request threads.
 #include <conveyor/admin_server.hpp>
 
+#include "api_codec.hpp"
 #include "api_request.hpp"
 #include "api_service.hpp"
 #include "auth.hpp"
 #include "http_transport.hpp"
 #include "prometheus.hpp"
-#include "proto_json.hpp"
 
 #include <conveyor/engine.hpp>
 #include <conveyor/engine_internals.hpp>
@@ -22,8 +22,6 @@
 
 namespace conveyor {
 namespace {
-
-using nlohmann::json;
 
 // Few threads: the API is for operators and producers, not a hot path, and
 // each request's storage work runs here, never on the dispatcher.
@@ -134,10 +132,9 @@ struct AdminServer::Impl {
     res.status = 405;
     res.headers.emplace_back("Allow", api_path ? "POST" : "GET");
     res.content_type = "application/json";
-    res.body =
-        api::to_text(json{{"code", "unknown"},
-                          {"message", fmt::format("{} is not allowed on {}: use {}", req.method,
-                                                  req.path, api_path ? "POST" : "GET")}});
+    res.body = api::error_body(
+        ApiError(ApiCode::kUnknown, fmt::format("{} is not allowed on {}: use {}", req.method,
+                                                req.path, api_path ? "POST" : "GET")));
     return res;
   }
 
@@ -156,8 +153,9 @@ struct AdminServer::Impl {
 
   http::Response get(const http::Request& req) {
     if (is_api_path(req.path)) {
-      http::Response res = error_response(ApiError(
-          ApiCode::kUnknown, "API methods take POST with a JSON body (Connect unary), not GET"));
+      http::Response res = error_response(
+          ApiError(ApiCode::kUnknown,
+                   "API methods take POST (Connect unary, JSON or binary protobuf), not GET"));
       res.status = 405;
       res.headers.emplace_back("Allow", "POST");
       return res;
@@ -176,28 +174,10 @@ struct AdminServer::Impl {
   http::Response metrics(const http::Request& req) {
     if (auto error = auth.check_host(req.header("Host"))) return error_response(*error);
     if (auto error = auth.check(req.header("Authorization"))) return error_response(*error);
-    return http::Response{
-        200,
-        std::string(kPrometheusContentType),
-        {},
-        render_prometheus(EngineInternals::metrics(engine).snapshot(), queue_stats())};
-  }
-
-  // Storage's queue counts, read at most once per kStatsMaxAge; on a storage
-  // error the last counts are kept (the counters still render).
-  std::vector<QueueStats> queue_stats() {
-    std::lock_guard lock(stats_mu);
-    const auto now = std::chrono::steady_clock::now();
-    if (!stats_read || now - stats_at >= kStatsMaxAge) {
-      try {
-        stats = engine.queue_stats();
-        stats_read = true;
-        stats_at = now;
-      } catch (const std::exception& e) {
-        spdlog::warn("/metrics: reading queue counts failed: {}", e.what());
-      }
-    }
-    return stats;
+    return http::Response{200,
+                          std::string(kPrometheusContentType),
+                          {},
+                          render_prometheus(collect_metrics_page(engine, queue_stats.get()))};
   }
 
   Engine& engine;
@@ -212,10 +192,8 @@ struct AdminServer::Impl {
   bool stopped = false;
   size_t max_connections = 0;
 
-  std::mutex stats_mu;
-  bool stats_read = false;
-  std::chrono::steady_clock::time_point stats_at;
-  std::vector<QueueStats> stats;
+  QueueStatsCache queue_stats{[this] { return engine.queue_stats(); }, SystemClock::instance(),
+                              kStatsMaxAge};
 
   // Last: its threads call the members above, and its destructor joins them.
   std::unique_ptr<http::Server> http;

@@ -1,8 +1,6 @@
-// The conveyor.v1 messages in the proto3 JSON mapping (api_messages.hpp).
+// The engine's types to and from the conveyor.v1 messages (api_messages.hpp).
 #include <conveyor/api_messages.hpp>
 #include <conveyor/validation.hpp>
-
-#include "proto_json.hpp"
 
 #include <fmt/format.h>
 
@@ -13,32 +11,8 @@
 namespace conveyor::api {
 namespace {
 
-std::string int64_text(int64_t v) { return std::to_string(v); }
-std::string uint64_text(uint64_t v) { return std::to_string(v); }
-
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw ValidationError(path, path + ": " + what);
-}
-
-int32_t int32_in_range(int64_t v, const std::string& path) {
-  if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
-    fail(path,
-         fmt::format("must be a whole number from {} to {}, got {}",
-                     std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), v));
-  return static_cast<int32_t>(v);
-}
-
-uint64_t uint64_of(const MessageReader& m, std::string_view camel, std::string_view snake) {
-  const int64_t v = m.integer_field(camel, snake);
-  if (v < 0) fail(m.path_of(camel), fmt::format("must not be negative, got {}", v));
-  return static_cast<uint64_t>(v);
-}
-
-uint32_t burst_of(const MessageReader& m) {
-  const int64_t v = m.integer_field("burst", "burst");
-  if (v < 0 || v > std::numeric_limits<uint32_t>::max())
-    fail(m.path_of("burst"), fmt::format("must be a whole number from 0 to 4294967295, got {}", v));
-  return static_cast<uint32_t>(v);
 }
 
 LimitSource parse_source(const std::string& text, const std::string& path) {
@@ -146,149 +120,127 @@ int64_t parse_rfc3339(std::string_view text, const std::string& field) {
   return secs * 1'000'000 + micros;
 }
 
-json override_json(const RateLimitOverride& o) {
-  return json{{"queue", o.queue},
-              {"ratePerSec", o.limit.rate_per_sec},
-              {"burst", o.limit.burst},
-              {"updatedAt", rfc3339(o.updated_at_us)}};
+void to_proto(const RateLimitOverride& o, v1::RateLimitOverride& out) {
+  out.set_queue(o.queue);
+  out.set_rate_per_sec(o.limit.rate_per_sec);
+  out.set_burst(o.limit.burst);
+  out.set_updated_at(rfc3339(o.updated_at_us));
 }
 
-namespace {
-RateLimitOverride read_override(const MessageReader& m) {
+RateLimitOverride from_proto(const v1::RateLimitOverride& m, const std::string& path) {
   RateLimitOverride o;
-  o.queue = m.string_field("queue", "queue");
-  o.limit.rate_per_sec = m.double_field("ratePerSec", "rate_per_sec");
-  o.limit.burst = burst_of(m);
-  o.updated_at_us =
-      parse_rfc3339(m.string_field("updatedAt", "updated_at"), m.path_of("updatedAt"));
+  o.queue = m.queue();
+  o.limit = RateLimit{m.rate_per_sec(), m.burst()};
+  o.updated_at_us = parse_rfc3339(m.updated_at(), path + "updatedAt");
   return o;
 }
-}  // namespace
 
-RateLimitOverride parse_override(const json& j, const std::string& path) {
-  return read_override(MessageReader(j, path));
-}
-
-json listing_json(const RateLimitListing& l) {
-  json overrides = json::array();
-  for (const auto& o : l.overrides) overrides.push_back(override_json(o));
-  json out{{"overrides", std::move(overrides)}, {"enabled", l.enabled}};
-  if (l.default_limit)
-    out["defaultLimit"] =
-        json{{"ratePerSec", l.default_limit->rate_per_sec}, {"burst", l.default_limit->burst}};
-  return out;
-}
-
-RateLimitListing parse_listing(const json& j) {
-  MessageReader m(j, "");
-  RateLimitListing l;
-  l.enabled = m.bool_field("enabled", "enabled");
-  for (const auto& o : m.repeated_messages("overrides", "overrides"))
-    l.overrides.push_back(read_override(o));
-  if (m.find("defaultLimit", "default_limit")) {
-    MessageReader d = m.message_field("defaultLimit", "default_limit");
-    l.default_limit = RateLimit{d.double_field("ratePerSec", "rate_per_sec"), burst_of(d)};
+void to_proto(const RateLimitListing& l, v1::ListRateLimitsResponse& out) {
+  for (const auto& o : l.overrides) to_proto(o, *out.add_overrides());
+  out.set_enabled(l.enabled);
+  if (l.default_limit) {
+    out.mutable_default_limit()->set_rate_per_sec(l.default_limit->rate_per_sec);
+    out.mutable_default_limit()->set_burst(l.default_limit->burst);
   }
+}
+
+RateLimitListing from_proto(const v1::ListRateLimitsResponse& m) {
+  RateLimitListing l;
+  l.enabled = m.enabled();
+  for (int i = 0; i < m.overrides_size(); ++i)
+    l.overrides.push_back(from_proto(m.overrides(i), fmt::format("overrides[{}].", i)));
+  if (m.has_default_limit())
+    l.default_limit = RateLimit{m.default_limit().rate_per_sec(), m.default_limit().burst()};
   return l;
 }
 
-json queue_info_json(const QueueReport& r, uint64_t dispatched) {
+void to_proto(const QueueReport& r, uint64_t dispatched, v1::QueueInfo& out) {
   const QueueStats& s = r.stats;
-  json limit{{"source", to_string(r.limit.source)}};
+  out.set_queue(s.queue);
+  out.set_paused(s.paused);
+  out.set_pending(s.pending);
+  out.set_scheduled(s.scheduled);
+  out.set_running(s.running);
+  out.set_completed(s.completed);
+  out.set_failed(s.failed);
+  out.set_cancelled(s.cancelled);
+  v1::EffectiveLimit& limit = *out.mutable_limit();
+  limit.set_source(to_string(r.limit.source));
   if (r.limit.limit) {
-    limit["ratePerSec"] = r.limit.limit->rate_per_sec;
-    limit["burst"] = r.limit.limit->burst;
+    limit.set_rate_per_sec(r.limit.limit->rate_per_sec);
+    limit.set_burst(r.limit.limit->burst);
   }
-  return json{{"queue", s.queue},
-              {"paused", s.paused},
-              {"pending", int64_text(s.pending)},
-              {"scheduled", int64_text(s.scheduled)},
-              {"running", int64_text(s.running)},
-              {"completed", int64_text(s.completed)},
-              {"failed", int64_text(s.failed)},
-              {"cancelled", int64_text(s.cancelled)},
-              {"limit", std::move(limit)},
-              {"throttled", uint64_text(r.throttled)},
-              {"dispatched", uint64_text(dispatched)}};
+  out.set_throttled(r.throttled);
+  out.set_dispatched(dispatched);
 }
 
-QueueReport parse_queue_info(const json& j, const std::string& path) {
-  MessageReader m(j, path);
+QueueReport from_proto(const v1::QueueInfo& m, const std::string& path) {
   QueueReport r;
   QueueStats& s = r.stats;
-  s.queue = m.string_field("queue", "queue");
-  s.paused = m.bool_field("paused", "paused");
-  s.pending = m.integer_field("pending", "pending");
-  s.scheduled = m.integer_field("scheduled", "scheduled");
-  s.running = m.integer_field("running", "running");
-  s.completed = m.integer_field("completed", "completed");
-  s.failed = m.integer_field("failed", "failed");
-  s.cancelled = m.integer_field("cancelled", "cancelled");
-  r.throttled = uint64_of(m, "throttled", "throttled");
-  MessageReader l = m.message_field("limit", "limit");
-  r.limit.source = parse_source(l.string_field("source", "source"), l.path_of("source"));
-  if (auto rate = l.optional_double("ratePerSec", "rate_per_sec"))
-    r.limit.limit = RateLimit{*rate, burst_of(l)};
+  s.queue = m.queue();
+  s.paused = m.paused();
+  s.pending = m.pending();
+  s.scheduled = m.scheduled();
+  s.running = m.running();
+  s.completed = m.completed();
+  s.failed = m.failed();
+  s.cancelled = m.cancelled();
+  r.throttled = m.throttled();
+  r.limit.source = parse_source(m.limit().source(), path + "limit.source");
+  if (m.limit().has_rate_per_sec())
+    r.limit.limit = RateLimit{m.limit().rate_per_sec(), m.limit().burst()};
   return r;
 }
 
-json job_json(const Job& job) {
-  return json{{"id", int64_text(job.id)},
-              {"queue", job.queue},
-              {"kind", job.kind},
-              {"payload", job.payload},
-              {"state", to_string(job.state)},
-              {"priority", job.priority},
-              {"attempt", job.attempt},
-              {"maxAttempts", job.max_attempts},
-              {"runAt", rfc3339(job.run_at_us)},
-              {"createdAt", rfc3339(job.created_at_us)},
-              {"finalizedAt", rfc3339(job.finalized_at_us)},
-              {"lastError", job.last_error}};
+void to_proto(const Job& job, v1::Job& out) {
+  out.set_id(job.id);
+  out.set_queue(job.queue);
+  out.set_kind(job.kind);
+  out.set_payload(job.payload);
+  out.set_state(to_string(job.state));
+  out.set_priority(job.priority);
+  out.set_attempt(job.attempt);
+  out.set_max_attempts(job.max_attempts);
+  out.set_run_at(rfc3339(job.run_at_us));
+  out.set_created_at(rfc3339(job.created_at_us));
+  out.set_finalized_at(rfc3339(job.finalized_at_us));
+  out.set_last_error(job.last_error);
 }
 
-Job parse_job(const json& j, const std::string& path) {
-  MessageReader m(j, path);
+Job from_proto(const v1::Job& m, const std::string& path) {
   Job job;
-  job.id = m.integer_field("id", "id");
-  job.queue = m.string_field("queue", "queue");
-  job.kind = m.string_field("kind", "kind");
-  job.payload = m.string_field("payload", "payload");
-  job.state = parse_state(m.string_field("state", "state"), m.path_of("state"));
-  job.priority = int32_in_range(m.integer_field("priority", "priority"), m.path_of("priority"));
-  job.attempt = int32_in_range(m.integer_field("attempt", "attempt"), m.path_of("attempt"));
-  job.max_attempts =
-      int32_in_range(m.integer_field("maxAttempts", "max_attempts"), m.path_of("maxAttempts"));
-  job.run_at_us = parse_rfc3339(m.string_field("runAt", "run_at"), m.path_of("runAt"));
-  job.created_at_us =
-      parse_rfc3339(m.string_field("createdAt", "created_at"), m.path_of("createdAt"));
-  job.finalized_at_us =
-      parse_rfc3339(m.string_field("finalizedAt", "finalized_at"), m.path_of("finalizedAt"));
-  job.last_error = m.string_field("lastError", "last_error");
+  job.id = m.id();
+  job.queue = m.queue();
+  job.kind = m.kind();
+  job.payload = m.payload();
+  job.state = parse_state(m.state(), path + "state");
+  job.priority = m.priority();
+  job.attempt = m.attempt();
+  job.max_attempts = m.max_attempts();
+  job.run_at_us = parse_rfc3339(m.run_at(), path + "runAt");
+  job.created_at_us = parse_rfc3339(m.created_at(), path + "createdAt");
+  job.finalized_at_us = parse_rfc3339(m.finalized_at(), path + "finalizedAt");
+  job.last_error = m.last_error();
   return job;
 }
 
-json new_job_json(const JobRequest& job) {
-  json out{{"queue", job.queue},
-           {"kind", job.kind},
-           {"payload", job.payload},
-           {"priority", job.priority},
-           {"delaySeconds", job.delay_s}};
-  if (job.max_attempts) out["maxAttempts"] = *job.max_attempts;
-  return out;
+void to_proto(const JobRequest& job, v1::NewJob& out) {
+  out.set_queue(job.queue);
+  out.set_kind(job.kind);
+  out.set_payload(job.payload);
+  out.set_priority(job.priority);
+  if (job.max_attempts) out.set_max_attempts(*job.max_attempts);
+  out.set_delay_seconds(job.delay_s);
 }
 
-JobRequest parse_new_job(const json& j, const std::string& path) {
-  MessageReader m(j, path);
+JobRequest from_proto(const v1::NewJob& m, const std::string& path) {
   JobRequest job;
-  job.queue = m.string_field("queue", "queue");
-  job.kind = m.string_field("kind", "kind");
-  job.payload = m.string_field("payload", "payload");
-  if (job.payload.empty()) job.payload = "{}";
-  job.priority = int32_in_range(m.integer_field("priority", "priority"), m.path_of("priority"));
-  if (auto v = m.optional_integer("maxAttempts", "max_attempts"))
-    job.max_attempts = int32_in_range(*v, m.path_of("maxAttempts"));
-  job.delay_s = m.double_field("delaySeconds", "delay_seconds");
+  job.queue = m.queue();
+  job.kind = m.kind();
+  job.payload = m.payload().empty() ? "{}" : m.payload();
+  job.priority = m.priority();
+  if (m.has_max_attempts()) job.max_attempts = m.max_attempts();
+  job.delay_s = m.delay_seconds();
   try {
     validate_job_request(job);
   } catch (const ValidationError& e) {

@@ -1,8 +1,8 @@
 // The API's request path without HTTP (api_request.hpp).
 #include "api_request.hpp"
 
+#include "api_codec.hpp"
 #include "auth.hpp"
-#include "proto_json.hpp"
 
 #include <conveyor/validation.hpp>
 
@@ -16,35 +16,19 @@
 namespace conveyor {
 namespace {
 
-using nlohmann::json;
-
-// "application/json", "application/json; charset=utf-8" (any case) are JSON.
-bool is_json_content_type(std::string_view value) {
-  const size_t semi = value.find(';');
-  std::string_view media = value.substr(0, semi);
-  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
-  std::string lower(media);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower != "application/json") return false;
-  if (semi == std::string_view::npos) return true;
-  std::string params(value.substr(semi + 1));
-  for (char& c : params) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  params.erase(std::remove(params.begin(), params.end(), ' '), params.end());
-  return params.empty() || params == "charset=utf-8";
-}
-
 // "ListQueues" of "/conveyor.v1.AdminService/ListQueues".
 std::string_view method_name(std::string_view path) { return path.substr(path.rfind('/') + 1); }
 
 // Changes to limits and queues are logged for the audit trail; enqueues
 // (frequent, payloads may be private) only at debug level, without payloads.
-void log_call(const ApiRequest& request, const json& message, const ApiService::Method& method) {
+void log_call(const ApiRequest& request, const google::protobuf::Message& message,
+              const ApiService::Method& method) {
   const std::string_view name = method_name(request.path);
   if (!method.mutates || name == "Enqueue" || name == "EnqueueBatch") {
     spdlog::debug("admin API: {} from {}", name, request.remote_addr);
   } else {
-    spdlog::info("admin API: {} {} from {}", name, api::to_text(message).substr(0, 300),
-                 request.remote_addr);
+    spdlog::info("admin API: {} {} from {}", name,
+                 api::encode(api::Codec::kJson, message).substr(0, 300), request.remote_addr);
   }
 }
 
@@ -63,13 +47,15 @@ ApiResponse answer(const ApiService& api, const ServerConfig& config, const ApiR
     return response;
   }
   const std::string_view content_type = request.content_type.value_or("");
-  if (!is_json_content_type(content_type)) {
-    ApiResponse response = api_error_response(
-        ApiError(ApiCode::kUnknown,
-                 "Content-Type must be application/json (the Connect protocol's unary JSON), got " +
-                     quote_for_message(content_type)));
+  const std::optional<api::Codec> codec = api::codec_for_content_type(content_type);
+  if (!codec) {
+    ApiResponse response = api_error_response(ApiError(
+        ApiCode::kUnknown,
+        "Content-Type must be application/json or application/proto (the Connect protocol's "
+        "unary codecs), got " +
+            quote_for_message(content_type)));
     response.status = 415;
-    response.headers.emplace_back("Accept-Post", "application/json");
+    response.headers.emplace_back("Accept-Post", "application/json, application/proto");
     return response;
   }
   if (request.connect_protocol_version && *request.connect_protocol_version != "1")
@@ -81,16 +67,13 @@ ApiResponse answer(const ApiService& api, const ServerConfig& config, const ApiR
   if (request.body.size() > config.max_body_bytes)
     throw ApiError(ApiCode::kResourceExhausted,
                    "request body is larger than [server] max_body_bytes");
-  json message;
-  try {
-    message = api::parse_request_body(request.body);
-  } catch (const ValidationError& e) {
-    throw ApiError(ApiCode::kInvalidArgument, e.what());
-  }
-  const json result = api.call(*method, message);
-  log_call(request, message, *method);
+  const std::unique_ptr<google::protobuf::Message> message = method->new_request();
+  api::decode(*codec, request.body, *message);
+  const std::unique_ptr<google::protobuf::Message> result = api.call(*method, *message);
+  log_call(request, *message, *method);
   ApiResponse response;
-  response.body = api::to_text(result);
+  response.content_type = api::content_type(*codec);
+  response.body = api::encode(*codec, *result);
   return response;
 }
 
@@ -99,7 +82,7 @@ ApiResponse answer(const ApiService& api, const ServerConfig& config, const ApiR
 ApiResponse api_error_response(const ApiError& e) {
   ApiResponse response;
   response.status = http_status(e.code());
-  response.body = api::to_text(json{{"code", to_string(e.code())}, {"message", e.what()}});
+  response.body = api::error_body(e);
   return response;
 }
 

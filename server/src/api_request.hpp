@@ -34,8 +34,10 @@ struct ApiRequest {
 // The HTTP answer.
 struct ApiResponse {
   int status = 200;
+  // The request's codec for a response message; application/json for errors.
   std::string content_type = "application/json";
-  // The response message, or a Connect error {"code": ..., "message": ...}.
+  // The response message (binary or JSON), or a Connect error
+  // {"code": ..., "message": ...} (always JSON, as the Connect protocol says).
   std::string body;
   // Headers to send besides Content-Type (Accept-Post with a 415).
   std::vector<std::pair<std::string, std::string>> headers;
@@ -47,11 +49,12 @@ ApiResponse api_error_response(const ApiError& e);
 // Answers one call, in this order: the Authorization header against
 // config's admin_token / allow_unauthenticated (401), without a token the
 // Host header against loopback and the listen address (403), the method at path
-// (404 "unimplemented"), Content-Type application/json (415),
-// Connect-Protocol-Version 1 when sent (400), config.read_only for methods
-// that change state (403), config.max_body_bytes (429), the body as a JSON
-// object (400), then ApiService::call (200 with the response message, or
-// its ApiError's status). Mutating calls are logged for the audit trail.
+// (404 "unimplemented"), Content-Type application/json or application/proto
+// (415), Connect-Protocol-Version 1 when sent (400), config.read_only for
+// methods that change state (403), config.max_body_bytes (429), the body as
+// the method's request message in that codec (400), then ApiService::call
+// (200 with the response message in the request's codec, or its ApiError's
+// status). Mutating calls are logged for the audit trail.
 //
 // Never throws: an exception other than ApiError (a bug) is logged and
 // answered 500 "internal". Only running out of memory while building that

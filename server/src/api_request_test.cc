@@ -3,9 +3,13 @@
 // admin server sends for each outcome.
 #include "api_request.hpp"
 
+#include "conveyor/v1/admin.pb.h"
+#include "conveyor/v1/task.pb.h"
+
 #include <conveyor/engine.hpp>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <random>
@@ -221,11 +225,15 @@ TEST_F(ApiRequestTest, ContentTypeAndConnectProtocolVersion) {
   ApiRequest r = request(kList, "{}");
   r.content_type = "text/plain";
   ApiResponse response = handle(r);
-  expect_error(response, 415, "unknown", "Content-Type must be application/json");
+  expect_error(response, 415, "unknown",
+               "Content-Type must be application/json or application/proto (the Connect "
+               "protocol's unary codecs), got \"text/plain\"");
   ASSERT_EQ(response.headers.size(), 1u);
   EXPECT_EQ(response.headers[0].first, "Accept-Post");
-  EXPECT_EQ(response.headers[0].second, "application/json");
+  EXPECT_EQ(response.headers[0].second, "application/json, application/proto");
   r.content_type = std::nullopt;
+  expect_error(handle(r), 415, "unknown", "Content-Type must be application/json");
+  r.content_type = "application/grpc";
   expect_error(handle(r), 415, "unknown", "Content-Type must be application/json");
 
   r.content_type = "Application/JSON; charset=UTF-8";
@@ -234,6 +242,64 @@ TEST_F(ApiRequestTest, ContentTypeAndConnectProtocolVersion) {
   ok(r);
   r.connect_protocol_version = "2";
   expect_error(handle(r), 400, "invalid_argument", "Connect-Protocol-Version must be 1");
+}
+
+// application/proto: binary request, binary answer; errors stay Connect JSON.
+TEST_F(ApiRequestTest, BinaryProtobufCallsAnswerInBinary) {
+  v1::EnqueueRequest enqueue;
+  enqueue.mutable_job()->set_queue("email");
+  enqueue.mutable_job()->set_kind("noop");
+  enqueue.mutable_job()->set_max_attempts(4);
+  const std::string body = enqueue.SerializeAsString();
+  ApiRequest r = request(kEnqueue, body);
+  r.content_type = "application/proto";
+  ApiResponse response = handle(r);
+  ASSERT_EQ(response.status, 200) << response.body;
+  EXPECT_EQ(response.content_type, "application/proto");
+  v1::EnqueueResponse enqueued;
+  ASSERT_TRUE(enqueued.ParseFromString(response.body));
+  ASSERT_GT(enqueued.id(), 0);
+  EXPECT_EQ(engine_->get_job(enqueued.id())->max_attempts, 4);
+
+  v1::GetJobRequest get;
+  get.set_id(enqueued.id());
+  const std::string get_body = get.SerializeAsString();
+  r = request(kGet, get_body);
+  r.content_type = "application/proto";
+  response = handle(r);
+  ASSERT_EQ(response.status, 200) << response.body;
+  v1::GetJobResponse job;
+  ASSERT_TRUE(job.ParseFromString(response.body));
+  EXPECT_EQ(job.job().queue(), "email");
+  EXPECT_EQ(job.job().payload(), "{}");
+  // An empty body is the empty message in binary too.
+  r = request(kList, "");
+  r.content_type = "application/proto";
+  response = handle(r);
+  EXPECT_EQ(response.status, 200);
+  EXPECT_EQ(response.content_type, "application/proto");
+
+  // A refused binary call answers Connect JSON, naming the field.
+  v1::SetQueueRateLimitRequest set;
+  set.set_queue("q");
+  set.set_rate_per_sec(-1);
+  set.set_burst(1);
+  const std::string set_body = set.SerializeAsString();
+  r = request(kSet, set_body);
+  r.content_type = "application/proto";
+  expect_error(handle(r), 400, "invalid_argument",
+               "ratePerSec: rate must be a finite number greater than 0, got -1");
+  r = request(kSet, "\x0a\x09q");  // truncated
+  r.content_type = "application/proto";
+  expect_error(handle(r), 400, "invalid_argument",
+               "body is not a valid binary conveyor.v1.SetQueueRateLimitRequest message");
+  EXPECT_EQ(ok(request(kListLimits, "{}"))["overrides"], json::array());  // nothing stored
+}
+
+TEST_F(ApiRequestTest, UnknownJsonFieldsAreRefusedNamingThem) {
+  expect_error(handle(request(kPause, R"({"queue": "q", "paused": true})")), 400,
+               "invalid_argument", "paused: unknown field of PauseQueueRequest (known: queue)");
+  EXPECT_EQ(ok(request(kList, "{}"))["queues"], json::array());  // nothing was paused
 }
 
 TEST_F(ApiRequestTest, AnUnknownMethodIs404Unimplemented) {

@@ -1,12 +1,10 @@
 // AdminService and TaskService methods (api_service.hpp).
 #include "api_service.hpp"
 
-#include "proto_json.hpp"
-
 #include <conveyor/api_messages.hpp>
 #include <conveyor/engine.hpp>
-#include <conveyor/storage.hpp>
 #include <conveyor/engine_internals.hpp>
+#include <conveyor/storage.hpp>
 #include <conveyor/validation.hpp>
 
 #include <fmt/format.h>
@@ -15,8 +13,7 @@
 namespace conveyor {
 namespace {
 
-using api::MessageReader;
-using nlohmann::json;
+namespace v1 = conveyor::v1;
 
 constexpr std::string_view kAdmin = "/conveyor.v1.AdminService/";
 constexpr std::string_view kTask = "/conveyor.v1.TaskService/";
@@ -32,9 +29,8 @@ void validate_field(const std::string& field, Fn&& fn) {
   }
 }
 
-std::string queue_field(const MessageReader& m) {
-  std::string queue = m.string_field("queue", "queue");
-  validate_field(m.path_of("queue"), [&] { validate_queue_name(queue); });
+const std::string& checked_queue(const std::string& queue) {
+  validate_field("queue", [&] { validate_queue_name(queue); });
   return queue;
 }
 
@@ -55,23 +51,97 @@ ApiCode code_for_storage(const StorageError& e) {
 
 }  // namespace
 
-ApiService::ApiService(Engine& engine) : engine_(engine) {
-  auto add = [&](std::string_view service, const char* name, bool mutates,
-                 json (ApiService::*fn)(const json&)) {
-    methods_[std::string(service) + name] =
-        Method{mutates, [this, fn](const json& request) { return (this->*fn)(request); }};
+template <typename Request, typename Response>
+void ApiService::add(std::string_view service, const char* name, bool mutates,
+                     std::function<void(const Request&, Response&)> fn) {
+  Method m;
+  m.mutates = mutates;
+  m.request_prototype = &Request::default_instance();
+  m.response_prototype = &Response::default_instance();
+  m.call = [fn = std::move(fn)](const Message& request) {
+    auto response = std::make_unique<Response>();
+    fn(static_cast<const Request&>(request), *response);
+    return response;
   };
-  add(kAdmin, "SetQueueRateLimit", true, &ApiService::set_queue_rate_limit);
-  add(kAdmin, "DeleteQueueRateLimit", true, &ApiService::delete_queue_rate_limit);
-  add(kAdmin, "ListRateLimits", false, &ApiService::list_rate_limits);
-  add(kAdmin, "ListQueues", false, &ApiService::list_queues);
-  methods_[std::string(kAdmin) + "PauseQueue"] =
-      Method{true, [this](const json& r) { return set_paused(r, true); }};
-  methods_[std::string(kAdmin) + "ResumeQueue"] =
-      Method{true, [this](const json& r) { return set_paused(r, false); }};
-  add(kTask, "Enqueue", true, &ApiService::enqueue);
-  add(kTask, "EnqueueBatch", true, &ApiService::enqueue_batch);
-  add(kTask, "GetJob", false, &ApiService::get_job);
+  methods_[std::string(service) + name] = std::move(m);
+}
+
+ApiService::ApiService(Engine& engine) : engine_(engine) {
+  Engine& e = engine_;
+  add<v1::SetQueueRateLimitRequest, v1::SetQueueRateLimitResponse>(
+      kAdmin, "SetQueueRateLimit", true, [&e](const auto& request, auto& response) {
+        const std::string& queue = checked_queue(request.queue());
+        const double rate = request.rate_per_sec();
+        validate_field("ratePerSec", [&] { validate_rate(rate); });
+        const uint32_t burst = request.burst();
+        validate_field("burst", [&] { validate_burst(burst, /*zero_means_auto=*/false); });
+        const RateLimit limit{rate, burst};
+        e.set_rate_limit(queue, limit);
+        // The engine re-read its overrides; show what storage recorded.
+        RateLimitOverride stored{queue, limit, 0};
+        for (auto& o : EngineInternals::limits(e).overrides())
+          if (o.queue == queue) stored = std::move(o);
+        api::to_proto(stored, *response.mutable_override());
+      });
+  add<v1::DeleteQueueRateLimitRequest, v1::DeleteQueueRateLimitResponse>(
+      kAdmin, "DeleteQueueRateLimit", true, [&e](const auto& request, auto&) {
+        const std::string& queue = checked_queue(request.queue());
+        if (!e.delete_rate_limit(queue))
+          throw ApiError(ApiCode::kNotFound,
+                         fmt::format("queue {} has no rate-limit override", queue));
+      });
+  add<v1::ListRateLimitsRequest, v1::ListRateLimitsResponse>(
+      kAdmin, "ListRateLimits", false, [&e](const auto&, auto& response) {
+        const LimitResolver& limits = EngineInternals::limits(e);
+        api::to_proto(
+            api::RateLimitListing{limits.enabled(), limits.default_limit(), limits.overrides()},
+            response);
+      });
+  add<v1::ListQueuesRequest, v1::ListQueuesResponse>(
+      kAdmin, "ListQueues", false, [&e](const auto&, auto& response) {
+        std::map<std::string, uint64_t, std::less<>> dispatched;
+        for (const auto& c : EngineInternals::metrics(e).snapshot())
+          dispatched[c.queue] = c.dispatched;
+        for (const QueueReport& r : e.queues()) {
+          auto it = dispatched.find(r.stats.queue);
+          api::to_proto(r, it == dispatched.end() ? 0 : it->second, *response.add_queues());
+        }
+      });
+  add<v1::PauseQueueRequest, v1::PauseQueueResponse>(
+      kAdmin, "PauseQueue", true, [&e](const auto& request, auto&) {
+        e.set_queue_paused(checked_queue(request.queue()), true);
+      });
+  add<v1::ResumeQueueRequest, v1::ResumeQueueResponse>(
+      kAdmin, "ResumeQueue", true, [&e](const auto& request, auto&) {
+        e.set_queue_paused(checked_queue(request.queue()), false);
+      });
+  add<v1::EnqueueRequest, v1::EnqueueResponse>(
+      kTask, "Enqueue", true, [&e](const auto& request, auto& response) {
+        const JobRequest r = api::from_proto(request.job(), "job.");
+        const int64_t now = SystemClock::instance().wall_now_us();
+        response.set_id(e.enqueue_batch({to_new_job(r, now)}).front());
+      });
+  add<v1::EnqueueBatchRequest, v1::EnqueueBatchResponse>(
+      kTask, "EnqueueBatch", true, [&e](const auto& request, auto& response) {
+        if (request.jobs().empty()) return;
+        const int64_t now = SystemClock::instance().wall_now_us();
+        std::vector<NewJob> jobs;
+        jobs.reserve(static_cast<size_t>(request.jobs_size()));
+        for (int i = 0; i < request.jobs_size(); ++i)
+          jobs.push_back(
+              to_new_job(api::from_proto(request.jobs(i), fmt::format("jobs[{}].", i)), now));
+        for (int64_t id : e.enqueue_batch(std::move(jobs))) response.add_ids(id);
+      });
+  add<v1::GetJobRequest, v1::GetJobResponse>(
+      kTask, "GetJob", false, [&e](const auto& request, auto& response) {
+        const int64_t id = request.id();
+        if (id <= 0)
+          throw ValidationError(
+              "id", fmt::format("id: must be a job id (a whole number >= 1), got {}", id));
+        const auto job = e.get_job(id);
+        if (!job) throw ApiError(ApiCode::kNotFound, fmt::format("job {} not found", id));
+        api::to_proto(*job, *response.mutable_job());
+      });
 }
 
 const ApiService::Method* ApiService::find(std::string_view path) const {
@@ -85,13 +155,14 @@ std::vector<std::string> ApiService::paths() const {
   return out;
 }
 
-json ApiService::call(const Method& method, const json& request) const {
+std::unique_ptr<google::protobuf::Message> ApiService::call(const Method& method,
+                                                            const Message& request) const {
   try {
     return method.call(request);
   } catch (const ApiError&) {
     throw;
   } catch (const ValidationError& e) {
-    // Errors from MessageReader and validate_field already start with the
+    // Errors from api::from_proto and validate_field already start with the
     // field's path; a core check deeper down names its own field.
     const std::string message = e.what();
     const std::string field = api::api_field_name(e.field());
@@ -105,89 +176,6 @@ json ApiService::call(const Method& method, const json& request) const {
     spdlog::error("admin API: unexpected error: {}", e.what());
     throw ApiError(ApiCode::kInternal, std::string("internal error: ") + e.what());
   }
-}
-
-json ApiService::set_queue_rate_limit(const json& request) {
-  MessageReader m(request, "");
-  const std::string queue = queue_field(m);
-  const double rate = m.double_field("ratePerSec", "rate_per_sec");
-  validate_field("ratePerSec", [&] { validate_rate(rate); });
-  const int64_t burst = m.integer_field("burst", "burst");
-  validate_field("burst", [&] { validate_burst(burst, /*zero_means_auto=*/false); });
-  const RateLimit limit{rate, static_cast<uint32_t>(burst)};
-  engine_.set_rate_limit(queue, limit);
-  // The engine re-read its overrides; show what storage recorded.
-  RateLimitOverride stored{queue, limit, 0};
-  for (auto& o : EngineInternals::limits(engine_).overrides())
-    if (o.queue == queue) stored = std::move(o);
-  return json{{"override", api::override_json(stored)}};
-}
-
-json ApiService::delete_queue_rate_limit(const json& request) {
-  MessageReader m(request, "");
-  const std::string queue = queue_field(m);
-  if (!engine_.delete_rate_limit(queue))
-    throw ApiError(ApiCode::kNotFound, fmt::format("queue {} has no rate-limit override", queue));
-  return json::object();
-}
-
-json ApiService::list_rate_limits(const json& request) {
-  MessageReader m(request, "");  // no fields; still must be an object
-  const LimitResolver& limits = EngineInternals::limits(engine_);
-  return api::listing_json(
-      api::RateLimitListing{limits.enabled(), limits.default_limit(), limits.overrides()});
-}
-
-json ApiService::list_queues(const json& request) {
-  MessageReader m(request, "");
-  std::map<std::string, uint64_t, std::less<>> dispatched;
-  for (const auto& c : EngineInternals::metrics(engine_).snapshot()) dispatched[c.queue] = c.dispatched;
-  json queues = json::array();
-  for (const QueueReport& r : engine_.queues()) {
-    auto it = dispatched.find(r.stats.queue);
-    queues.push_back(api::queue_info_json(r, it == dispatched.end() ? 0 : it->second));
-  }
-  return json{{"queues", std::move(queues)}};
-}
-
-json ApiService::set_paused(const json& request, bool paused) {
-  MessageReader m(request, "");
-  engine_.set_queue_paused(queue_field(m), paused);
-  return json::object();
-}
-
-json ApiService::enqueue(const json& request) {
-  MessageReader m(request, "");
-  const MessageReader job = m.message_field("job", "job");
-  const JobRequest r = api::parse_new_job(job.value(), job.path());
-  const int64_t now = SystemClock::instance().wall_now_us();
-  const auto ids = engine_.enqueue_batch({to_new_job(r, now)});
-  return json{{"id", std::to_string(ids.front())}};
-}
-
-json ApiService::enqueue_batch(const json& request) {
-  MessageReader m(request, "");
-  const std::vector<MessageReader> given = m.repeated_messages("jobs", "jobs");
-  json ids = json::array();
-  if (given.empty()) return json{{"ids", std::move(ids)}};
-  const int64_t now = SystemClock::instance().wall_now_us();
-  std::vector<NewJob> jobs;
-  jobs.reserve(given.size());
-  for (const MessageReader& job : given)
-    jobs.push_back(to_new_job(api::parse_new_job(job.value(), job.path()), now));
-  for (int64_t id : engine_.enqueue_batch(std::move(jobs))) ids.push_back(std::to_string(id));
-  return json{{"ids", std::move(ids)}};
-}
-
-json ApiService::get_job(const json& request) {
-  MessageReader m(request, "");
-  const int64_t id = m.integer_field("id", "id");
-  if (id <= 0)
-    throw ValidationError("id",
-                          fmt::format("id: must be a job id (a whole number >= 1), got {}", id));
-  const auto job = engine_.get_job(id);
-  if (!job) throw ApiError(ApiCode::kNotFound, fmt::format("job {} not found", id));
-  return json{{"job", api::job_json(*job)}};
 }
 
 }  // namespace conveyor

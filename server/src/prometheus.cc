@@ -1,13 +1,29 @@
 // Prometheus text exposition (prometheus.hpp).
 #include "prometheus.hpp"
 
+#include <conveyor/engine_internals.hpp>
+
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <cmath>
-#include <map>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#ifndef CONVEYOR_VERSION
+#define CONVEYOR_VERSION "unknown"
+#endif
 
 namespace conveyor {
 namespace {
+
+// Said in the HELP text of every counter: Prometheus sums processes itself.
+constexpr std::string_view kPerProcess =
+    " Per process: counts what this process did since it started (sum over processes).";
 
 // A sample value: integers as such, floats shortest, specials as Prometheus spells them.
 std::string value_text(double v) {
@@ -19,27 +35,36 @@ std::string value_text(double v) {
 struct Row {
   const QueueCountersSnapshot* counters = nullptr;
   const QueueStats* stats = nullptr;
+  const EffectiveLimit* limit = nullptr;
 };
 
-void family(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
-  out.append("# HELP ").append(name).append(" ").append(help).append("\n");
-  out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+void family(std::string& out, std::string_view name, std::string_view type, std::string_view help,
+            bool per_process = false) {
+  out.append("# HELP ").append(name).append(" ").append(help);
+  if (per_process) out.append(kPerProcess);
+  out.append("\n# TYPE ").append(name).append(" ").append(type).append("\n");
 }
 
 void sample(std::string& out, std::string_view name, std::string_view labels,
             std::string_view value) {
-  out.append(name).append("{").append(labels).append("} ").append(value).append("\n");
+  out.append(name);
+  if (!labels.empty()) out.append("{").append(labels).append("}");
+  out.append(" ").append(value).append("\n");
+}
+
+std::string queue_label(const std::string& queue) {
+  return "queue=\"" + escape_label_value(queue) + "\"";
 }
 
 void histogram(std::string& out, std::string_view name, std::string_view help,
                const std::map<std::string, Row>& rows,
                Histogram::Snapshot QueueCountersSnapshot::*which) {
-  family(out, name, "histogram", help);
+  family(out, name, "histogram", help, true);
   const Histogram::Snapshot empty;
   const std::string bucket = std::string(name) + "_bucket";
   for (const auto& [queue, row] : rows) {
     const Histogram::Snapshot& h = row.counters ? row.counters->*which : empty;
-    const std::string q = "queue=\"" + escape_label_value(queue) + "\"";
+    const std::string q = queue_label(queue);
     uint64_t cumulative = 0;
     for (size_t i = 0; i < Histogram::kBounds.size(); ++i) {
       cumulative += h.buckets[i];
@@ -52,6 +77,31 @@ void histogram(std::string& out, std::string_view name, std::string_view help,
     sample(out, bucket, q + ",le=\"+Inf\"", std::to_string(cumulative));
     sample(out, std::string(name) + "_sum", q, value_text(h.sum));
     sample(out, std::string(name) + "_count", q, std::to_string(cumulative));
+  }
+}
+
+void process_metrics(std::string& out, const ProcessStats& p) {
+  const struct {
+    const char* name;
+    const char* type;
+    const char* help;
+    double value;
+  } kRows[] = {
+      {"process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+       p.cpu_seconds},
+      {"process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+       p.resident_memory_bytes},
+      {"process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.",
+       p.virtual_memory_bytes},
+      {"process_start_time_seconds", "gauge",
+       "Start time of the process since unix epoch in seconds.", p.start_time_seconds},
+      {"process_open_fds", "gauge", "Number of open file descriptors.", p.open_fds},
+      {"process_max_fds", "gauge", "Maximum number of open file descriptors.", p.max_fds},
+      {"process_threads", "gauge", "Number of OS threads in the process.", p.threads},
+  };
+  for (const auto& r : kRows) {
+    family(out, r.name, r.type, r.help);
+    sample(out, r.name, "", value_text(r.value));
   }
 }
 
@@ -73,11 +123,122 @@ std::string escape_label_value(std::string_view value) {
   return out;
 }
 
+std::optional<ProcessStats> read_process_stats() {
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  // The command name (field 2) may hold spaces and ')': fields follow the last ')'.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(stat.substr(close + 2));
+  std::vector<std::string> f{std::istream_iterator<std::string>(fields),
+                             std::istream_iterator<std::string>()};
+  // f[0] is field 3 (state): field N is f[N - 3].
+  if (f.size() < 22) return std::nullopt;
+  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+  ProcessStats p;
+  p.cpu_seconds = (std::stod(f[14 - 3]) + std::stod(f[15 - 3])) / ticks;
+  p.threads = std::stod(f[20 - 3]);
+  p.virtual_memory_bytes = std::stod(f[23 - 3]);
+  p.resident_memory_bytes = std::stod(f[24 - 3]) * page;
+  // Start time is in ticks after boot; boot time is /proc/stat's btime.
+  std::ifstream proc_stat("/proc/stat");
+  for (std::string line; std::getline(proc_stat, line);)
+    if (line.rfind("btime ", 0) == 0) p.start_time_seconds = std::stod(line.substr(6));
+  p.start_time_seconds += std::stod(f[22 - 3]) / ticks;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    p.open_fds += 1;
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) p.max_fds = static_cast<double>(limit.rlim_cur);
+  return p;
+}
+
+QueueStatsCache::QueueStatsCache(Read read, const Clock& clock, std::chrono::milliseconds max_age)
+    : read_(std::move(read)), clock_(clock), max_age_(max_age) {}
+
+QueueStatsCache::~QueueStatsCache() {
+  std::lock_guard lock(mu_);
+  if (in_flight_.valid()) in_flight_.wait();
+}
+
+void QueueStatsCache::take_finished() {
+  if (!in_flight_.valid() ||
+      in_flight_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return;
+  Done done = in_flight_.get();
+  if (!done.error.empty()) {
+    spdlog::warn("/metrics: reading queue counts failed: {}", done.error);
+    return;
+  }
+  stats_ = std::move(done.stats);
+  read_at_ = done.started;
+}
+
+QueueStatsCache::Counts QueueStatsCache::get() {
+  std::lock_guard lock(mu_);
+  take_finished();
+  const SteadyTime now = clock_.steady_now();
+  if (!in_flight_.valid() && (!read_at_ || now - *read_at_ >= max_age_)) {
+    in_flight_ = std::async(std::launch::async, [this, now] {
+      Done done{{}, now, {}};
+      try {
+        done.stats = read_();
+      } catch (const std::exception& e) {
+        done.error = e.what();
+        if (done.error.empty()) done.error = "unknown error";
+      }
+      return done;
+    });
+    // Nothing to show yet: the first scrape waits for its counts.
+    if (!read_at_) {
+      in_flight_.wait();
+      take_finished();
+    }
+  }
+  Counts out{stats_, std::nullopt};
+  if (read_at_) out.age_seconds = std::chrono::duration<double>(now - *read_at_).count();
+  return out;
+}
+
+MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts) {
+  MetricsPage page;
+  std::vector<QueueStats> stats = std::move(counts.stats);
+  page.stats_age_seconds = counts.age_seconds;
+  Metrics& metrics = EngineInternals::metrics(engine);
+  const LimitResolver& limits = EngineInternals::limits(engine);
+  page.counters = metrics.snapshot();
+  page.stats = std::move(stats);
+  page.rate_limit_enabled = limits.enabled();
+  page.rescued = metrics.rescued.load(std::memory_order_relaxed);
+  page.storage_errors = metrics.storage_errors_snapshot();
+  for (const auto& c : page.counters) page.limits[c.queue] = limits.resolve(c.queue);
+  for (const auto& s : page.stats) page.limits[s.queue] = limits.resolve(s.queue);
+  for (const auto& [name, q] : engine.config().queues) page.limits[name] = limits.resolve(name);
+  for (const auto& o : limits.overrides()) page.limits[o.queue] = limits.resolve(o.queue);
+  const PluginInfo& plugin = EngineInternals::plugin_info(engine);
+  page.build_info = {{"version", CONVEYOR_VERSION},
+                     {"storage_plugin", plugin.name},
+                     {"storage_plugin_version", plugin.version},
+                     {"abi", fmt::format("{}.{}", plugin.abi_major, plugin.abi_minor)}};
+  page.process = read_process_stats();
+  return page;
+}
+
 std::string render_prometheus(const std::vector<QueueCountersSnapshot>& counters,
                               const std::vector<QueueStats>& stats) {
+  MetricsPage page;
+  page.counters = counters;
+  page.stats = stats;
+  return render_prometheus(page);
+}
+
+std::string render_prometheus(const MetricsPage& page) {
   std::map<std::string, Row> rows;
-  for (const auto& c : counters) rows[c.queue].counters = &c;
-  for (const auto& s : stats) rows[s.queue].stats = &s;
+  for (const auto& c : page.counters) rows[c.queue].counters = &c;
+  for (const auto& s : page.stats) rows[s.queue].stats = &s;
+  for (const auto& [queue, limit] : page.limits) rows[queue].limit = &limit;
 
   std::string out;
   struct Counter {
@@ -89,7 +250,9 @@ std::string render_prometheus(const std::vector<QueueCountersSnapshot>& counters
       {"conveyor_ratelimit_throttled_total",
        "Times the queue deferred dispatch because its rate limit was exhausted.",
        &QueueCountersSnapshot::throttled},
-      {"conveyor_jobs_enqueued_total", "Jobs enqueued through this process.",
+      {"conveyor_jobs_enqueued_total",
+       "Jobs enqueued through this process (its API and embedded enqueue calls; not `conveyor "
+       "enqueue` without --server, a process of its own: see conveyor_queue_jobs).",
        &QueueCountersSnapshot::enqueued},
       {"conveyor_jobs_dispatched_total", "Jobs claimed and handed to a worker by this process.",
        &QueueCountersSnapshot::dispatched},
@@ -100,28 +263,96 @@ std::string render_prometheus(const std::vector<QueueCountersSnapshot>& counters
        &QueueCountersSnapshot::failed},
       {"conveyor_jobs_retried_total", "Failed attempts scheduled for a retry by this process.",
        &QueueCountersSnapshot::retried},
+      {"conveyor_leases_lost_total",
+       "Job outcomes storage refused because the job's lease was gone (it expired and was "
+       "rescued, or the job was cancelled); the job's result was discarded.",
+       &QueueCountersSnapshot::leases_lost},
   };
   for (const Counter& c : kCounters) {
-    family(out, c.name, "counter", c.help);
+    family(out, c.name, "counter", c.help, true);
     for (const auto& [queue, row] : rows)
-      sample(out, c.name, "queue=\"" + escape_label_value(queue) + "\"",
+      sample(out, c.name, queue_label(queue),
              std::to_string(row.counters ? row.counters->*c.field : 0));
   }
 
-  family(out, "conveyor_queue_pending", "gauge", "Jobs ready to run now, as storage counts them.");
+  family(out, "conveyor_jobs_rescued_total", "counter",
+         "Running jobs whose lease had expired (their worker died or stalled) made runnable "
+         "again by this process's rescue step, all queues (storage reports no per-queue count).",
+         true);
+  sample(out, "conveyor_jobs_rescued_total", "", std::to_string(page.rescued));
+  family(out, "conveyor_storage_errors_total", "counter",
+         "Failed storage calls of the engine's background work, by operation (claims, recording "
+         "outcomes, maintenance steps); transient errors included.",
+         true);
+  for (const auto& [operation, n] : page.storage_errors)
+    sample(out, "conveyor_storage_errors_total",
+           "operation=\"" + escape_label_value(operation) + "\"", std::to_string(n));
+
+  struct State {
+    const char* name;
+    int64_t QueueStats::*field;
+  };
+  static constexpr State kStates[] = {
+      {"pending", &QueueStats::pending}, {"scheduled", &QueueStats::scheduled},
+      {"running", &QueueStats::running}, {"completed", &QueueStats::completed},
+      {"failed", &QueueStats::failed},   {"cancelled", &QueueStats::cancelled},
+  };
+  family(out, "conveyor_queue_jobs", "gauge",
+         "Jobs per queue and state as storage counts them, all processes: pending (ready now), "
+         "scheduled (run later), running, and the retained completed, failed and cancelled ones "
+         "(until purged). Read from storage at most once a second, in the background.");
   for (const auto& [queue, row] : rows)
-    sample(out, "conveyor_queue_pending", "queue=\"" + escape_label_value(queue) + "\"",
+    for (const State& s : kStates)
+      sample(out, "conveyor_queue_jobs", queue_label(queue) + ",state=\"" + s.name + "\"",
+             std::to_string(row.stats ? row.stats->*s.field : 0));
+  if (page.stats_age_seconds) {
+    family(out, "conveyor_queue_stats_age_seconds", "gauge",
+           "How old the conveyor_queue_jobs counts are (read from storage in the background, "
+           "at most once a second).");
+    sample(out, "conveyor_queue_stats_age_seconds", "", value_text(*page.stats_age_seconds));
+  }
+  family(out, "conveyor_queue_pending", "gauge",
+         "Jobs ready to run now, as storage counts them (conveyor_queue_jobs{state=\"pending\"}).");
+  for (const auto& [queue, row] : rows)
+    sample(out, "conveyor_queue_pending", queue_label(queue),
            std::to_string(row.stats ? row.stats->pending : 0));
   family(out, "conveyor_queue_paused", "gauge", "1 when the queue is paused.");
   for (const auto& [queue, row] : rows)
-    sample(out, "conveyor_queue_paused", "queue=\"" + escape_label_value(queue) + "\"",
+    sample(out, "conveyor_queue_paused", queue_label(queue),
            row.stats && row.stats->paused ? "1" : "0");
+
+  family(out, "conveyor_ratelimit_enabled", "gauge",
+         "1 when rate limits apply, 0 when the kill switch ([engine] rate_limit_enabled) is off.");
+  sample(out, "conveyor_ratelimit_enabled", "", page.rate_limit_enabled ? "1" : "0");
+  for (const bool rate : {true, false}) {
+    const char* name = rate ? "conveyor_ratelimit_rate" : "conveyor_ratelimit_burst";
+    family(out, name, "gauge",
+           rate ? "The queue's effective rate limit in jobs per second, and where it comes "
+                  "from (source: override, queue-config, default). No series: unlimited."
+                : "The queue's effective burst in jobs (see conveyor_ratelimit_rate).");
+    for (const auto& [queue, row] : rows) {
+      if (!row.limit || !row.limit->limit) continue;
+      sample(out, name, queue_label(queue) + ",source=\"" + to_string(row.limit->source) + "\"",
+             rate ? value_text(row.limit->limit->rate_per_sec)
+                  : std::to_string(row.limit->limit->burst));
+    }
+  }
 
   histogram(out, "conveyor_job_pickup_latency_seconds",
             "Time from when a job could run to when this process claimed it.", rows,
             &QueueCountersSnapshot::pickup_latency);
   histogram(out, "conveyor_job_duration_seconds", "Time a handler ran, per attempt.", rows,
             &QueueCountersSnapshot::duration);
+
+  if (!page.build_info.empty()) {
+    family(out, "conveyor_build_info", "gauge",
+           "Always 1; the labels say which conveyor and storage plugin this process runs.");
+    std::string labels;
+    for (const auto& [k, v] : page.build_info)
+      labels += (labels.empty() ? "" : ",") + k + "=\"" + escape_label_value(v) + "\"";
+    sample(out, "conveyor_build_info", labels, "1");
+  }
+  if (page.process) process_metrics(out, *page.process);
   return out;
 }
 

@@ -1,23 +1,109 @@
 // The /metrics page: Prometheus text exposition format 0.0.4.
 #pragma once
 
+#include <conveyor/engine.hpp>
 #include <conveyor/metrics.hpp>
+#include <conveyor/rate_limit.hpp>
 #include <conveyor/storage.hpp>
 
+#include <conveyor/clock.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace conveyor {
 
 inline constexpr const char* kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
 
+// This process, as the Prometheus client libraries report one.
+struct ProcessStats {
+  double cpu_seconds = 0;
+  double resident_memory_bytes = 0;
+  double virtual_memory_bytes = 0;
+  double start_time_seconds = 0;  // since the Unix epoch
+  double open_fds = 0;
+  double max_fds = 0;
+  double threads = 0;
+};
+// From /proc/self; nullopt where that cannot be read.
+std::optional<ProcessStats> read_process_stats();
+
+// Storage's queue counts for /metrics, read at most once per max_age and in
+// the background: a scrape gets the last counts at once and, when they are
+// older than max_age, starts one read for the next scrape. Only the first
+// scrape waits for storage. So a count that takes seconds (millions of
+// retained jobs) never holds a scrape, and scrapes never pile reads up.
+// A failed read keeps the last counts (logged). Thread-safe.
+class QueueStatsCache {
+ public:
+  using Read = std::function<std::vector<QueueStats>()>;
+  QueueStatsCache(Read read, const Clock& clock,
+                  std::chrono::milliseconds max_age = std::chrono::seconds(1));
+  ~QueueStatsCache();  // waits for a read in flight
+  QueueStatsCache(const QueueStatsCache&) = delete;
+  QueueStatsCache& operator=(const QueueStatsCache&) = delete;
+
+  struct Counts {
+    std::vector<QueueStats> stats;
+    std::optional<double> age_seconds;  // since the read began; none: never read
+  };
+  Counts get();
+
+ private:
+  struct Done {
+    std::vector<QueueStats> stats;
+    SteadyTime started;
+    std::string error;  // non-empty: the read failed
+  };
+  void take_finished();  // mu_ held
+
+  const Read read_;
+  const Clock& clock_;
+  const std::chrono::milliseconds max_age_;
+  std::mutex mu_;
+  std::future<Done> in_flight_;        // mu_
+  std::vector<QueueStats> stats_;      // mu_
+  std::optional<SteadyTime> read_at_;  // mu_: when the counts' read began
+};
+
+// Everything the page shows.
+struct MetricsPage {
+  std::vector<QueueCountersSnapshot> counters;   // this process's, per queue
+  std::vector<QueueStats> stats;                 // storage's counts (all processes)
+  std::optional<double> stats_age_seconds;       // how old those counts are
+  std::map<std::string, EffectiveLimit> limits;  // effective limit per queue
+  bool rate_limit_enabled = true;
+  uint64_t rescued = 0;
+  std::vector<std::pair<std::string, uint64_t>> storage_errors;  // by operation
+  std::vector<std::pair<std::string, std::string>> build_info;   // label, value
+  std::optional<ProcessStats> process;
+};
+
+// The page of a running engine: its counters and limits, stats as given
+// (the caller caches storage's counts), the build and the process.
+MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts);
+
 // Every family with # HELP and # TYPE before its samples, one series per
-// queue found in either input (queues without counters show zeros):
-//   conveyor_ratelimit_throttled_total, conveyor_jobs_{enqueued,dispatched,
-//   completed,failed,retried}_total (counters), conveyor_queue_pending and
-//   conveyor_queue_paused (gauges, from stats), conveyor_job_pickup_latency_seconds
-//   and conveyor_job_duration_seconds (histograms; cumulative buckets).
+// queue found in counters, stats or limits (queues without counters show
+// zeros): per-queue counters conveyor_jobs_{enqueued,dispatched,completed,
+// failed,retried}_total, conveyor_ratelimit_throttled_total and
+// conveyor_leases_lost_total; conveyor_jobs_rescued_total and
+// conveyor_storage_errors_total{operation}; gauges conveyor_queue_jobs{state},
+// conveyor_queue_pending, conveyor_queue_paused, conveyor_ratelimit_rate and
+// _burst{source} (limited queues only), conveyor_ratelimit_enabled,
+// conveyor_build_info; histograms conveyor_job_pickup_latency_seconds and
+// conveyor_job_duration_seconds (cumulative buckets); process_* metrics.
+std::string render_prometheus(const MetricsPage& page);
+// The counters and stats alone (the rest empty or defaults).
 std::string render_prometheus(const std::vector<QueueCountersSnapshot>& counters,
                               const std::vector<QueueStats>& stats);
 

@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 namespace conveyor {
 namespace {
 
@@ -18,7 +23,7 @@ TEST(Prometheus, CountersGaugesAndHistogramsPerQueue) {
   email.enqueued = 20;
   email.duration.buckets[0] = 2;      // <= 0.0005
   email.duration.buckets[3] = 1;      // <= 0.005
-  email.duration.buckets.back() = 1;  // > 10
+  email.duration.buckets.back() = 1;  // > 7200
   email.duration.count = 4;
   email.duration.sum = 12.5;
   QueueStats bulk{"bulk", true, 300, 0, 0, 0, 0, 0};
@@ -41,6 +46,10 @@ TEST(Prometheus, CountersGaugesAndHistogramsPerQueue) {
   EXPECT_TRUE(
       contains(text, "conveyor_job_duration_seconds_bucket{queue=\"email\",le=\"0.005\"} 3"));
   EXPECT_TRUE(contains(text, "conveyor_job_duration_seconds_bucket{queue=\"email\",le=\"10\"} 3"));
+  EXPECT_TRUE(
+      contains(text, "conveyor_job_duration_seconds_bucket{queue=\"email\",le=\"3600\"} 3"));
+  EXPECT_TRUE(
+      contains(text, "conveyor_job_duration_seconds_bucket{queue=\"email\",le=\"7200\"} 3"));
   EXPECT_TRUE(
       contains(text, "conveyor_job_duration_seconds_bucket{queue=\"email\",le=\"+Inf\"} 4"));
   EXPECT_TRUE(contains(text, "conveyor_job_duration_seconds_sum{queue=\"email\"} 12.5"));
@@ -66,6 +75,121 @@ TEST(Prometheus, NothingYetStillListsEveryFamily) {
   EXPECT_TRUE(contains(text, "# TYPE conveyor_ratelimit_throttled_total counter"));
   EXPECT_TRUE(contains(text, "# TYPE conveyor_job_duration_seconds histogram"));
   EXPECT_EQ(text.find("{queue="), std::string::npos);
+}
+
+TEST(Prometheus, StatesLimitsBuildAndProcess) {
+  MetricsPage page;
+  QueueCountersSnapshot email;
+  email.queue = "email";
+  email.leases_lost = 2;
+  page.counters = {email};
+  page.stats = {QueueStats{"bulk", true, 300, 4, 5, 6, 7, 8}};
+  page.stats_age_seconds = 0.25;
+  page.limits["email"] = EffectiveLimit{RateLimit{2.5, 5}, LimitSource::kOverride};
+  page.limits["bulk"] = EffectiveLimit{RateLimit{10, 10}, LimitSource::kQueueConfig};
+  page.limits["idle"] = EffectiveLimit{std::nullopt, LimitSource::kNone};
+  page.rate_limit_enabled = false;
+  page.rescued = 9;
+  page.storage_errors = {{"claiming_jobs", 3}};
+  page.build_info = {{"version", "0.1.0"}, {"storage_plugin", "sqlite"}};
+  page.process = ProcessStats{1.5, 1024, 4096, 1.7e9, 12, 1024, 7};
+  const std::string text = render_prometheus(page);
+
+  for (const auto& [state, n] : std::vector<std::pair<std::string, int>>{{"pending", 300},
+                                                                         {"scheduled", 4},
+                                                                         {"running", 5},
+                                                                         {"completed", 6},
+                                                                         {"failed", 7},
+                                                                         {"cancelled", 8}})
+    EXPECT_TRUE(contains(
+        text, "conveyor_queue_jobs{queue=\"bulk\",state=\"" + state + "\"} " + std::to_string(n)))
+        << state;
+  EXPECT_TRUE(contains(text, "conveyor_queue_jobs{queue=\"idle\",state=\"failed\"} 0"));
+  EXPECT_TRUE(contains(text, "conveyor_queue_stats_age_seconds 0.25"));
+  EXPECT_TRUE(contains(text, "conveyor_leases_lost_total{queue=\"email\"} 2"));
+  EXPECT_TRUE(contains(text, "conveyor_jobs_rescued_total 9"));
+  EXPECT_TRUE(contains(text, "conveyor_storage_errors_total{operation=\"claiming_jobs\"} 3"));
+  EXPECT_TRUE(contains(text, "conveyor_ratelimit_enabled 0"));
+  EXPECT_TRUE(contains(text, "conveyor_ratelimit_rate{queue=\"email\",source=\"override\"} 2.5"));
+  EXPECT_TRUE(contains(text, "conveyor_ratelimit_burst{queue=\"email\",source=\"override\"} 5"));
+  EXPECT_TRUE(contains(text, "conveyor_ratelimit_rate{queue=\"bulk\",source=\"queue-config\"} 10"));
+  EXPECT_EQ(text.find("conveyor_ratelimit_rate{queue=\"idle\""), std::string::npos)
+      << "unlimited: no series";
+  EXPECT_TRUE(contains(text, "conveyor_build_info{version=\"0.1.0\",storage_plugin=\"sqlite\"} 1"));
+  EXPECT_TRUE(contains(text, "process_cpu_seconds_total 1.5"));
+  EXPECT_TRUE(contains(text, "process_open_fds 12"));
+  EXPECT_TRUE(contains(text, "process_threads 7"));
+  EXPECT_NE(text.find("# HELP conveyor_jobs_enqueued_total Jobs enqueued through this process"),
+            std::string::npos);
+  EXPECT_NE(text.find("Per process"), std::string::npos);
+}
+
+TEST(Prometheus, ThisProcessReadsItself) {
+  const auto p = read_process_stats();
+  ASSERT_TRUE(p);
+  EXPECT_GT(p->resident_memory_bytes, 1e6);
+  EXPECT_GE(p->threads, 1);
+  EXPECT_GE(p->open_fds, 3);  // stdin, stdout, stderr at least
+  EXPECT_GT(p->start_time_seconds, 1.6e9);
+}
+
+TEST(QueueStatsCache, ReadsAtMostOncePerMaxAgeAndNeverMakesAScrapeWait) {
+  ManualClock clock;
+  std::mutex mu;
+  std::condition_variable cv;
+  int reads = 0;
+  bool block = false;
+  QueueStatsCache cache(
+      [&] {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return !block; });
+        ++reads;
+        return std::vector<QueueStats>{QueueStats{"q", false, reads, 0, 0, 0, 0, 0}};
+      },
+      clock, std::chrono::milliseconds(1000));
+  EXPECT_EQ(cache.get().stats.at(0).pending, 1) << "the first scrape waits for its counts";
+  clock.advance(std::chrono::milliseconds(999));
+  EXPECT_EQ(cache.get().stats.at(0).pending, 1);
+  EXPECT_EQ(reads, 1);
+  // Stale: the scrape gets the old counts at once and starts one read, which
+  // blocks here; scrapes meanwhile do not wait and do not start more.
+  {
+    std::lock_guard lock(mu);
+    block = true;
+  }
+  clock.advance(std::chrono::milliseconds(1));
+  const auto stale = cache.get();
+  EXPECT_EQ(stale.stats.at(0).pending, 1);
+  EXPECT_DOUBLE_EQ(*stale.age_seconds, 1.0);
+  EXPECT_EQ(cache.get().stats.at(0).pending, 1);
+  {
+    std::lock_guard lock(mu);
+    block = false;
+  }
+  cv.notify_all();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (cache.get().stats.at(0).pending != 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  EXPECT_EQ(cache.get().stats.at(0).pending, 2);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(reads, 2);
+}
+
+TEST(QueueStatsCache, AFailedReadKeepsTheLastCounts) {
+  ManualClock clock;
+  std::atomic<int> calls{0};
+  QueueStatsCache cache(
+      [&]() -> std::vector<QueueStats> {
+        if (++calls > 1) throw std::runtime_error("database is locked");
+        return {QueueStats{"q", false, 5, 0, 0, 0, 0, 0}};
+      },
+      clock, std::chrono::milliseconds(1000));
+  EXPECT_EQ(cache.get().stats.at(0).pending, 5);
+  clock.advance(std::chrono::seconds(2));
+  for (int i = 0; i < 100 && calls.load() < 2; ++i) (void)cache.get();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (calls.load() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  EXPECT_EQ(cache.get().stats.at(0).pending, 5);
 }
 
 }  // namespace

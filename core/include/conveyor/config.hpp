@@ -29,20 +29,20 @@ struct StorageConfig {
 };
 
 struct EngineConfig {
-  bool rate_limit_enabled = true;      // the kill switch
-  double rate_limit_rate_per_sec = 0;  // global default; 0 = none
-  uint32_t rate_limit_burst = 0;       // 0 = ceil(rate)
-  uint32_t max_workers = 10;           // per queue, unless [queues.NAME] says otherwise
-  uint32_t worker_threads = 256;       // cap on handler threads, all queues together
-  uint32_t claim_batch_max = 100;      // most jobs claimed in one storage call
-  uint32_t poll_interval_ms = 1000;    // idle queue re-check and queue discovery
-  uint32_t lease_ms = 30000;           // lease length; running jobs heartbeat at 1/3
-  uint32_t rescue_interval_ms = 5000;  // how often expired leases are rescued
-  uint32_t max_attempts = 25;          // default for enqueued jobs
-  uint32_t retry_backoff_base_ms = 1000;     // first retry delay, doubling
-  uint32_t retry_backoff_max_ms = 3600000;   // cap on the retry delay
-  uint32_t shutdown_timeout_ms = 10000;      // running jobs' grace on stop
-  uint32_t retention_s = 86400;        // keep completed/failed/cancelled jobs
+  bool rate_limit_enabled = true;           // the kill switch
+  double rate_limit_rate_per_sec = 0;       // global default; 0 = none
+  uint32_t rate_limit_burst = 0;            // 0 = ceil(rate)
+  uint32_t max_workers = 10;                // per queue, unless [queues.NAME] says otherwise
+  uint32_t worker_threads = 256;            // cap on handler threads, all queues together
+  uint32_t claim_batch_max = 100;           // most jobs claimed in one storage call
+  uint32_t poll_interval_ms = 1000;         // idle queue re-check and queue discovery
+  uint32_t lease_ms = 30000;                // lease length; running jobs heartbeat at 1/3
+  uint32_t rescue_interval_ms = 5000;       // how often expired leases are rescued
+  uint32_t max_attempts = 25;               // default for enqueued jobs
+  uint32_t retry_backoff_base_ms = 1000;    // first retry delay, doubling
+  uint32_t retry_backoff_max_ms = 3600000;  // cap on the retry delay
+  uint32_t shutdown_timeout_ms = 10000;     // running jobs' grace on stop
+  uint32_t retention_s = 86400;             // keep completed/failed/cancelled jobs
 
   // The global default limit, if rate_limit_rate_per_sec > 0.
   std::optional<RateLimit> default_limit() const;
@@ -54,17 +54,33 @@ struct QueueConfig {
 };
 
 struct ServerConfig {
-  std::string listen;                  // "host:port"; empty: no admin server
-  std::string admin_token;             // Bearer token for the admin API; empty: none
+  std::string listen;       // "host:port"; empty: no admin server
+  std::string admin_token;  // Bearer token for the admin API; empty: none
   // Serve the API without a token (only while admin_token is empty: a token
   // that is set is always required).
   bool allow_unauthenticated = false;
   // allow_unauthenticated = "loopback": as true, but only while listen is a
   // loopback address; the server refuses to start elsewhere without a token.
   bool unauthenticated_loopback_only = false;
-  bool read_only = false;              // refuse calls that change state
-  uint32_t max_body_bytes = 1048576;   // largest request body accepted (>= 1024)
+  bool read_only = false;             // refuse calls that change state
+  uint32_t max_body_bytes = 1048576;  // largest request body accepted (>= 1024)
 };
+
+// [log]: how much the process logs and in which format (stderr).
+enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };
+enum class LogFormat { kText, kJson };
+struct LogConfig {
+  // Unset: the command's default (serve logs info, other commands warn).
+  std::optional<LogLevel> level;
+  // text: "TIME LEVEL message"; json: one object per line with time (UTC),
+  // level, message and the line's fields (queue, job_id, kind, ...).
+  LogFormat format = LogFormat::kText;
+};
+// The level names, as the config and CONVEYOR_LOG_LEVEL take them.
+inline constexpr const char* kLogLevelNames = "trace, debug, info, warn, error, critical, off";
+// A level by name, any case ("warning" too); nullopt for anything else.
+std::optional<LogLevel> parse_log_level(std::string_view name);
+const char* to_string(LogLevel level) noexcept;
 
 // "host:port" split up. host may be a name, an IPv4 address or "[IPv6]"
 // (brackets kept off here); port is 1-65535.
@@ -82,6 +98,7 @@ struct Config {
   EngineConfig engine;
   std::map<std::string, QueueConfig> queues;
   ServerConfig server;
+  LogConfig log;
 
   // max_workers of queue: [queues.NAME] or the engine default.
   uint32_t max_workers_for(std::string_view queue) const;
@@ -105,7 +122,7 @@ EnvLookup process_env();
 
 // Parses TOML text; source_name is used in messages. Applies env overrides
 // (CONVEYOR_RATE_LIMIT_ENABLED, _RATE_PER_SEC, _BURST, CONVEYOR_STORAGE_PLUGIN,
-// CONVEYOR_SERVER_LISTEN, CONVEYOR_ADMIN_TOKEN); a variable set to "" counts
+// CONVEYOR_SERVER_LISTEN, CONVEYOR_ADMIN_TOKEN, CONVEYOR_LOG_LEVEL); a variable set to "" counts
 // as unset. Throws ConfigError.
 Config parse_config(std::string_view toml_text, std::string_view source_name,
                     const EnvLookup& env = process_env());

@@ -11,15 +11,19 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace conveyor {
 
 // A cumulative histogram with fixed bucket bounds (seconds), Prometheus-style.
+// The bounds reach two hours: a throttled or backed-up queue's pickup waits
+// and a long handler's run still land in a bucket, not only in +Inf.
 class Histogram {
  public:
-  static constexpr std::array<double, 14> kBounds = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05,
-                                                     0.1,    0.25,  0.5,   1,     2.5,  5,     10};
+  static constexpr std::array<double, 21> kBounds = {
+      0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25, 0.5, 1,
+      2.5,    5,     10,    30,    60,   300,   900,  1800, 3600, 7200};
   void observe(double seconds);
   struct Snapshot {
     std::array<uint64_t, kBounds.size() + 1> buckets{};  // non-cumulative; last is +Inf
@@ -38,29 +42,46 @@ struct QueueCounters {
   std::atomic<uint64_t> enqueued{0};
   std::atomic<uint64_t> dispatched{0};
   std::atomic<uint64_t> completed{0};
-  std::atomic<uint64_t> failed{0};     // ended failed (attempts exhausted or permanent)
-  std::atomic<uint64_t> retried{0};    // failed attempts scheduled for a retry
-  std::atomic<uint64_t> throttled{0};  // dispatch deferred on an exhausted limit
-  Histogram pickup_latency;            // ready (run_at) -> claimed
-  Histogram duration;                  // handler start -> end
+  std::atomic<uint64_t> failed{0};       // ended failed (attempts exhausted or permanent)
+  std::atomic<uint64_t> retried{0};      // failed attempts scheduled for a retry
+  std::atomic<uint64_t> throttled{0};    // dispatch deferred on an exhausted limit
+  std::atomic<uint64_t> leases_lost{0};  // an outcome refused: the lease was gone
+  Histogram pickup_latency;              // ready (run_at) -> claimed
+  Histogram duration;                    // handler start -> end
 };
 
 struct QueueCountersSnapshot {
   std::string queue;
-  uint64_t enqueued = 0, dispatched = 0, completed = 0, failed = 0, retried = 0, throttled = 0;
+  uint64_t enqueued = 0, dispatched = 0, completed = 0, failed = 0, retried = 0, throttled = 0,
+           leases_lost = 0;
   Histogram::Snapshot pickup_latency;
   Histogram::Snapshot duration;
 };
 
-// Thread-safe. References returned by queue() stay valid for the Metrics' life.
+// Thread-safe. References returned by queue() and storage_errors() stay
+// valid for the Metrics' life.
 class Metrics {
  public:
   QueueCounters& queue(std::string_view name);
   std::vector<QueueCountersSnapshot> snapshot() const;  // by queue name
 
+  // Failed storage calls of the engine's own work, by operation (a label:
+  // "claiming_jobs", "recording_outcomes", a maintenance step's name).
+  std::atomic<uint64_t>& storage_errors(std::string_view operation);
+  std::vector<std::pair<std::string, uint64_t>> storage_errors_snapshot() const;  // by name
+
+  // Jobs whose lease had expired made runnable again by this process's
+  // rescue step. Not per queue: storage's rescue reports only a count.
+  std::atomic<uint64_t> rescued{0};
+
  private:
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<QueueCounters>, std::less<>> queues_;
+  std::map<std::string, std::unique_ptr<std::atomic<uint64_t>>, std::less<>> storage_errors_;
 };
+
+// A text as a metric label value of our own: lower case, runs of anything
+// but letters and digits as one '_' ("claiming jobs" -> "claiming_jobs").
+std::string operation_label(std::string_view text);
 
 }  // namespace conveyor

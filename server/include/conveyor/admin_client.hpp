@@ -1,5 +1,6 @@
 // AdminClient: calls a running server's admin and task API (Connect unary
-// JSON over HTTP), as `conveyor --server URL ...` does. Failures are ApiError:
+// over HTTP, binary protobuf: application/proto), as `conveyor --server URL
+// ...` does. Failures are ApiError:
 // the server's code and message, or unavailable when it cannot be reached.
 #pragma once
 
@@ -9,7 +10,7 @@
 #include <conveyor/queue_report.hpp>
 #include <conveyor/rate_limit.hpp>
 
-#include <nlohmann/json.hpp>
+#include <google/protobuf/message.h>
 
 #include <cstdint>
 #include <memory>
@@ -32,8 +33,9 @@ class AdminClient {
   const std::string& url() const { return url_; }
 
   // POST /<method> ("conveyor.v1.AdminService/ListQueues") with request;
-  // returns the response message.
-  nlohmann::json call(std::string_view method, const nlohmann::json& request);
+  // reads the answer into response.
+  void call(std::string_view method, const google::protobuf::Message& request,
+            google::protobuf::Message& response);
 
   RateLimitOverride set_rate_limit(std::string_view queue, const RateLimit& limit);
   // false when the queue had no override (not_found).

@@ -1,13 +1,10 @@
-// The conveyor.v1 messages (proto/conveyor/v1/*.proto) in the proto3 JSON
-// mapping, both ways: the server writes responses and reads requests with
-// these; the API client (and so `conveyor --server`) writes requests and reads
-// responses with them, so both sides agree on every field.
-//
-// Written: lowerCamelCase, every field (defaults too) except unset `optional`
-// fields; int64/uint64 as strings; times RFC 3339 UTC.
-// Read: either spelling, null = unset, integers as numbers or strings,
-// unknown fields ignored. Bad input throws ValidationError naming the field's
-// path ("jobs[1].kind: ...").
+// The engine's types and the generated conveyor.v1 messages
+// (proto/conveyor/v1/*.proto), both ways: the server fills responses and reads
+// requests with these; the API client (and so `conveyor --server`) fills
+// requests and reads responses with them, so both sides agree on every field.
+// The wire formats (binary, proto3 JSON) are libprotobuf's (api_codec.hpp).
+// Reading checks what the types cannot say (times, states, sources) and
+// throws ValidationError naming the field's path ("job.runAt: ...").
 #pragma once
 
 #include <conveyor/job_request.hpp>
@@ -15,7 +12,8 @@
 #include <conveyor/rate_limit.hpp>
 #include <conveyor/storage.hpp>
 
-#include <nlohmann/json.hpp>
+#include "conveyor/v1/admin.pb.h"
+#include "conveyor/v1/task.pb.h"
 
 #include <cstdint>
 #include <optional>
@@ -24,8 +22,6 @@
 #include <vector>
 
 namespace conveyor::api {
-
-using nlohmann::json;
 
 // "2024-05-01T12:00:00Z", with ".ffffff" when there are microseconds; "" for 0.
 std::string rfc3339(int64_t us);
@@ -40,24 +36,25 @@ struct RateLimitListing {
 };
 
 // RateLimitOverride
-json override_json(const RateLimitOverride& o);
-RateLimitOverride parse_override(const json& j, const std::string& path = "");
+void to_proto(const RateLimitOverride& o, v1::RateLimitOverride& out);
+RateLimitOverride from_proto(const v1::RateLimitOverride& m, const std::string& path = "");
 
 // ListRateLimitsResponse
-json listing_json(const RateLimitListing& l);
-RateLimitListing parse_listing(const json& j);
+void to_proto(const RateLimitListing& l, v1::ListRateLimitsResponse& out);
+RateLimitListing from_proto(const v1::ListRateLimitsResponse& m);
 
 // QueueInfo (dispatched: this server's conveyor_jobs_dispatched_total)
-json queue_info_json(const QueueReport& r, uint64_t dispatched);
-QueueReport parse_queue_info(const json& j, const std::string& path = "");
+void to_proto(const QueueReport& r, uint64_t dispatched, v1::QueueInfo& out);
+QueueReport from_proto(const v1::QueueInfo& m, const std::string& path = "");
 
 // Job
-json job_json(const Job& job);
-Job parse_job(const json& j, const std::string& path = "");
+void to_proto(const Job& job, v1::Job& out);
+Job from_proto(const v1::Job& m, const std::string& path = "");
 
-// NewJob
-json new_job_json(const JobRequest& job);
-JobRequest parse_new_job(const json& j, const std::string& path = "");
+// NewJob. Reading validates the request (validate_job_request) and names the
+// field: path + "kind: invalid job kind ...".
+void to_proto(const JobRequest& job, v1::NewJob& out);
+JobRequest from_proto(const v1::NewJob& m, const std::string& path = "");
 
 // A ValidationError's field as the API names it ("rate" -> "ratePerSec",
 // "max_attempts" -> "maxAttempts", "delay" -> "delaySeconds").

@@ -1,0 +1,148 @@
+// The Connect codecs over the generated messages: what the JSON codec accepts
+// (the proto3 JSON mapping's lenient forms), what it refuses and how it says
+// so, the binary codec, and the Content-Type that picks one.
+#include "api_codec.hpp"
+
+#include "conveyor/v1/admin.pb.h"
+#include "conveyor/v1/task.pb.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace conveyor::api {
+namespace {
+
+using nlohmann::json;
+
+// The invalid_argument message of decoding text as JSON into M.
+template <typename M>
+std::string json_error(std::string_view text) {
+  M m;
+  try {
+    decode(Codec::kJson, text, m);
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code(), ApiCode::kInvalidArgument);
+    return e.what();
+  }
+  ADD_FAILURE() << "decoded without error: " << text;
+  return {};
+}
+
+TEST(ApiCodec, ContentTypes) {
+  EXPECT_EQ(codec_for_content_type("application/json"), Codec::kJson);
+  EXPECT_EQ(codec_for_content_type("Application/JSON; charset=UTF-8"), Codec::kJson);
+  EXPECT_EQ(codec_for_content_type("application/proto"), Codec::kProto);
+  EXPECT_EQ(codec_for_content_type("APPLICATION/PROTO"), Codec::kProto);
+  EXPECT_EQ(codec_for_content_type("application/json; charset=latin1"), std::nullopt);
+  EXPECT_EQ(codec_for_content_type("application/grpc"), std::nullopt);
+  EXPECT_EQ(codec_for_content_type(""), std::nullopt);
+  EXPECT_STREQ(content_type(Codec::kJson), "application/json");
+  EXPECT_STREQ(content_type(Codec::kProto), "application/proto");
+}
+
+TEST(ApiCodec, JsonAcceptsTheMappingsLenientForms) {
+  v1::SetQueueRateLimitRequest m;
+  decode(Codec::kJson, R"({"queue":"q","rate_per_sec":"2.5","burst":"3"})", m);
+  EXPECT_EQ(m.queue(), "q");
+  EXPECT_EQ(m.rate_per_sec(), 2.5);
+  EXPECT_EQ(m.burst(), 3u);
+  decode(Codec::kJson, R"({"queue":null,"ratePerSec":"Infinity","burst":7})", m);
+  EXPECT_EQ(m.queue(), "");  // null is unset; decode starts from a cleared message
+  EXPECT_TRUE(std::isinf(m.rate_per_sec()));
+  EXPECT_EQ(m.burst(), 7u);
+  // Whitespace only is the empty message, as an empty body.
+  decode(Codec::kJson, " \n", m);
+  EXPECT_EQ(m.ByteSizeLong(), 0u);
+  v1::GetJobRequest g;
+  decode(Codec::kJson, R"({"id":"9223372036854775807"})", g);
+  EXPECT_EQ(g.id(), 9223372036854775807);
+  decode(Codec::kJson, R"({"id":1e3})", g);
+  EXPECT_EQ(g.id(), 1000);
+}
+
+TEST(ApiCodec, JsonErrorsNameTheFieldAsTheApiSpellsIt) {
+  using v1::EnqueueBatchRequest;
+  using v1::EnqueueRequest;
+  using v1::SetQueueRateLimitRequest;
+  EXPECT_EQ(json_error<SetQueueRateLimitRequest>(R"({"queue":"q","nope":1})"),
+            "nope: unknown field of SetQueueRateLimitRequest (known: queue, ratePerSec, burst)");
+  EXPECT_EQ(json_error<EnqueueBatchRequest>(R"({"jobs":[{"queue":"q"},{"kind":"k","prio":1}]})"),
+            "jobs[1].prio: unknown field of NewJob (known: queue, kind, payload, priority, "
+            "maxAttempts, delaySeconds)");
+  EXPECT_EQ(json_error<v1::ListQueuesRequest>(R"({"queue":"q"})"),
+            "queue: unknown field of ListQueuesRequest (it has no fields)");
+  EXPECT_EQ(json_error<SetQueueRateLimitRequest>(R"({"queue":"q","ratePerSec":"fast"})"),
+            "ratePerSec: must be a number, got \"fast\"");
+  EXPECT_EQ(json_error<SetQueueRateLimitRequest>(R"({"burst":-1})"),
+            "burst: must be a whole number from 0 to 4294967295, got -1");
+  EXPECT_EQ(json_error<SetQueueRateLimitRequest>(R"({"burst":2.5})"),
+            "burst: must be a whole number from 0 to 4294967295, got 2.5");
+  EXPECT_EQ(json_error<SetQueueRateLimitRequest>(R"({"queue":7})"),
+            "queue: must be a string, got 7");
+  EXPECT_EQ(json_error<EnqueueRequest>(R"({"job":{"queue":"q","max_attempts":3000000000}})"),
+            "job.maxAttempts: must be a whole number from -2147483648 to 2147483647, got "
+            "3000000000");
+  EXPECT_EQ(json_error<v1::GetJobRequest>(R"({"id":"9223372036854775808"})"),
+            "id: must be a whole number (a JSON number or a decimal string), got "
+            "\"9223372036854775808\"");
+  // The document itself.
+  EXPECT_EQ(json_error<v1::ListQueuesRequest>("[1, 2]"),
+            "body must be a JSON object, got an array");
+  EXPECT_EQ(json_error<v1::ListQueuesRequest>("\"x\""), "body must be a JSON object, got a string");
+  EXPECT_EQ(json_error<v1::ListQueuesRequest>(R"({"queue": )").rfind("body is not valid JSON: ", 0),
+            0u);
+}
+
+TEST(ApiCodec, BinaryRoundTripsAndRefusesGarbage) {
+  v1::EnqueueBatchRequest m;
+  m.add_jobs()->set_queue("q");
+  m.mutable_jobs(0)->set_max_attempts(3);
+  v1::EnqueueBatchRequest back;
+  decode(Codec::kProto, encode(Codec::kProto, m), back);
+  EXPECT_EQ(back.jobs(0).queue(), "q");
+  EXPECT_TRUE(back.jobs(0).has_max_attempts());
+  // An empty body is the empty message.
+  decode(Codec::kProto, "", back);
+  EXPECT_EQ(back.jobs_size(), 0);
+  try {
+    decode(Codec::kProto, "\x0a\x05q", back);  // a length running past the end
+    ADD_FAILURE() << "no error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code(), ApiCode::kInvalidArgument);
+    EXPECT_EQ(std::string(e.what()).rfind(
+                  "body is not a valid binary conveyor.v1.EnqueueBatchRequest message", 0),
+              0u)
+        << e.what();
+  }
+}
+
+TEST(ApiCodec, JsonWritesEveryFieldInLowerCamelCaseAndInt64AsStrings) {
+  v1::EnqueueBatchResponse ids;
+  EXPECT_EQ(json::parse(encode(Codec::kJson, ids)), json::parse(R"({"ids":[]})"));
+  ids.add_ids(42);
+  EXPECT_EQ(json::parse(encode(Codec::kJson, ids)), json::parse(R"({"ids":["42"]})"));
+  v1::EffectiveLimit limit;  // unset optionals stay out
+  limit.set_source("none");
+  EXPECT_EQ(json::parse(encode(Codec::kJson, limit)), json::parse(R"({"source":"none"})"));
+}
+
+// A stored string that is not UTF-8 (a worker's error text) must not make the
+// answer unreadable: both codecs replace the bad bytes.
+TEST(ApiCodec, InvalidUtf8IsReplacedInAnswers) {
+  v1::GetJobResponse m;
+  m.mutable_job()->set_last_error("bad \xff byte");
+  const json j = json::parse(encode(Codec::kJson, m));
+  EXPECT_EQ(j["job"]["lastError"], "bad \xEF\xBF\xBD byte");
+  v1::GetJobResponse back;
+  decode(Codec::kProto, encode(Codec::kProto, m), back);
+  EXPECT_EQ(back.job().last_error(), "bad \xEF\xBF\xBD byte");
+  EXPECT_EQ(m.job().last_error(), "bad \xff byte");  // the original is untouched
+}
+
+TEST(ApiCodec, ErrorBodyIsConnectJson) {
+  EXPECT_EQ(json::parse(error_body(ApiError(ApiCode::kNotFound, "job 7 not found"))),
+            (json{{"code", "not_found"}, {"message", "job 7 not found"}}));
+}
+
+}  // namespace
+}  // namespace conveyor::api
