@@ -7,6 +7,7 @@
 #include "completer.hpp"
 #include "dispatcher.hpp"
 #include "handler_registry.hpp"
+#include "job_operations.hpp"
 #include "job_runner.hpp"
 #include "lease_table.hpp"
 #include "maintenance.hpp"
@@ -183,43 +184,15 @@ std::vector<QueueStats> Engine::queue_stats() {
 std::vector<QueueStats> Engine::job_counts() { return queue_stats(); }
 
 std::vector<Job> Engine::list_jobs(const JobQuery& query) {
-  validate_queue_name(query.queue);
-  if (!query.kind.empty()) validate_job_kind(query.kind);
-  if (query.limit == 0 || query.limit > kListJobsMax)
-    throw ValidationError("limit", "limit must be 1.." + std::to_string(kListJobsMax) +
-                                       " jobs per page, got " + std::to_string(query.limit) +
-                                       ": page with after_id for more");
-  if (query.after_id < 0)
-    throw ValidationError("after_id",
-                          "after_id must be a job id >= 0 (0: from the first job), got " +
-                              std::to_string(query.after_id));
-  return impl_->storage->list_jobs(query, impl_->clock.wall_now_us());
+  return checked_list_jobs(*impl_->storage, query, impl_->clock.wall_now_us());
 }
-
-namespace {
-void check_id_batch(std::span<const int64_t> ids, const char* op) {
-  if (ids.size() > Engine::kJobBatchMax)
-    throw ValidationError("ids", std::string(op) + " takes at most " +
-                                     std::to_string(Engine::kJobBatchMax) + " ids per call, got " +
-                                     std::to_string(ids.size()) + ": send them in batches");
-}
-std::vector<JobOutcome> outcomes(std::span<const int64_t> ids,
-                                 const std::vector<conveyor_status>& results) {
-  std::vector<JobOutcome> out;
-  out.reserve(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) out.push_back(JobOutcome{ids[i], results.at(i)});
-  return out;
-}
-}  // namespace
 
 std::vector<JobOutcome> Engine::retry_jobs(std::span<const int64_t> ids) {
-  check_id_batch(ids, "retry");
-  return outcomes(ids, impl_->storage->retry_jobs(ids, impl_->clock.wall_now_us()));
+  return checked_retry_jobs(*impl_->storage, ids, impl_->clock.wall_now_us());
 }
 
 std::vector<JobOutcome> Engine::delete_jobs(std::span<const int64_t> ids) {
-  check_id_batch(ids, "delete");
-  return outcomes(ids, impl_->storage->delete_jobs(ids));
+  return checked_delete_jobs(*impl_->storage, ids);
 }
 
 std::optional<Job> Engine::get_job(int64_t id) {
