@@ -850,20 +850,18 @@ TEST_F(SqliteStorageTest, MigrateIsIdempotentAndRefusesNewerSchemas) {
 
 // A database made by schema 1 (before ABI 1.1) upgrades in place: its jobs
 // stay, and job_counts starts from counts of the jobs already there, then
-// follows every change (the triggers).
+// follows every change.
 TEST_F(SqliteStorageTest, UpgradeFromSchema1FillsTheMaintainedCounts) {
   conveyor_storage* h = open_store();
   ASSERT_NE(h, nullptr);
   close_all();
-  // Back to schema 1: without the 1.1 indexes, table and triggers, and with
-  // jobs written by a schema-1 plugin (no trigger saw them).
+  // Back to schema 1: without the 1.1 indexes, table and trigger, and with
+  // jobs written by a schema-1 plugin (job_counts never saw them).
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(db_path_.c_str(), &raw), SQLITE_OK);
   const char* downgrade =
-      "DROP TRIGGER jobs_count_insert; DROP TRIGGER jobs_count_final;"
-      "DROP TRIGGER jobs_count_unfinal;"
       "DROP TRIGGER jobs_count_delete; DROP TABLE job_counts; DROP INDEX jobs_list;"
-      "DROP INDEX jobs_list_kind; DROP INDEX jobs_claim_kind; PRAGMA user_version = 1;"
+      "DROP INDEX IF EXISTS jobs_list_kind; PRAGMA user_version = 1;"
       "INSERT INTO queues (name, paused) VALUES ('q', 0);"
       "INSERT INTO jobs (queue, kind, payload, priority, state, max_attempts, run_at, created_at)"
       " VALUES ('q', 'k', '', 0, 1, 1, 10, 10), ('q', 'k', '', 0, 4, 1, 10, 10),"
@@ -898,7 +896,7 @@ TEST_F(SqliteStorageTest, UpgradeFromSchema1FillsTheMaintainedCounts) {
   EXPECT_EQ(got.rows[0].counts[0], 1) << "pending";
   EXPECT_EQ(got.rows[0].counts[3], 2) << "completed";
   EXPECT_EQ(got.rows[0].counts[4], 1) << "failed";
-  // The triggers follow a new job and a purge.
+  // The counts follow a new job and a purge.
   enqueue(h, "q");
   uint64_t deleted = 0;
   conveyor_error err{};

@@ -211,6 +211,42 @@ TEST_F(ListJobs, FiltersByKindAndQueue) {
       << "an unknown queue lists nothing (CONVEYOR_OK)";
 }
 
+// Retained (completed) jobs of several kinds, interleaved by id: pages with
+// and without a kind list each once, in id order.
+TEST_F(ListJobs, PagesFinishedJobsOfSeveralKindsInIdOrder) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT(h, list_jobs);
+  const char* kinds[] = {"c", "a", "b"};
+  std::vector<int64_t> all, of_b;
+  for (int i = 0; i < 9; ++i) {
+    all.push_back(h->add(JobSpec{.kind = kinds[i % 3]}));
+    if (i % 3 == 2) of_b.push_back(all.back());
+  }
+  h->add(JobSpec{.queue = "other", .kind = "b"});
+  std::vector<conveyor_lease> leases;
+  for (const JobCopy& j : h->claim_jobs("default", 9, kT0)) leases.push_back(j.lease());
+  ASSERT_EQ(leases.size(), 9u);
+  for (conveyor_status st : h->complete_all(leases, kT0 + 1)) ASSERT_EQ(st, CONVEYOR_OK);
+  auto pages = [&](std::string_view kind, uint32_t limit) {
+    std::vector<int64_t> seen;
+    int64_t after = 0;
+    for (int page = 0; page < 20; ++page) {
+      std::vector<JobCopy> got =
+          h->list("default", {CONVEYOR_JOB_COMPLETED}, kind, after, limit, kT0 + 2);
+      for (const JobCopy& j : got) seen.push_back(j.id);
+      if (got.size() < limit) break;
+      after = got.back().id;
+    }
+    return seen;
+  };
+  EXPECT_EQ(pages("", 2), all) << "every kind, pages of 2";
+  EXPECT_EQ(pages("", 4), all) << "every kind, pages of 4";
+  EXPECT_EQ(pages("b", 2), of_b) << "kind b only, pages of 2";
+  EXPECT_EQ(ids_of(h->list("default", {}, "", all[3], 3, kT0 + 2)),
+            (std::vector<int64_t>{all[4], all[5], all[6]}))
+      << "every state, after an id";
+}
+
 TEST_F(ListJobs, LimitAboveTheMaximumIsInvalid) {
   auto h = open();
   CONFORMANCE_REQUIRE_SLOT(h, list_jobs);
@@ -391,6 +427,25 @@ TEST_F(JobCounts, FollowRetryDeleteAndPurge) {
   expect_same_counts(h->counts(kT0 + 30), h->stats(kT0 + 30));
   h->purge(kT0 + 1000, 100);
   expect_same_counts(h->counts(kT0 + 30), h->stats(kT0 + 30));
+}
+
+// A rescue finalizes the jobs out of attempts (FAILED) and makes the others
+// available again: the counts follow both, and a repeated rescue changes
+// nothing.
+TEST_F(JobCounts, FollowRescue) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT(h, job_counts);
+  h->add(JobSpec{.max_attempts = 1});
+  h->add(JobSpec{.max_attempts = 3});
+  h->claim_jobs("default", 2, kT0);
+  EXPECT_EQ(h->rescue(kT0 + 10 * kLease, 10), 2u);
+  expect_same_counts(h->counts(kT0 + 10 * kLease), h->stats(kT0 + 10 * kLease));
+  EXPECT_EQ(h->rescue(kT0 + 20 * kLease, 10), 0u);
+  std::vector<StatsCopy> at = h->counts(kT0 + 20 * kLease);
+  ASSERT_EQ(at.size(), 1u);
+  EXPECT_EQ(at[0].failed, 1) << "the job out of attempts";
+  EXPECT_EQ(at[0].pending, 1) << "the job with attempts left";
+  EXPECT_EQ(at[0].running, 0);
 }
 
 }  // namespace
