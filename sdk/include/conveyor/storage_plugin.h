@@ -506,8 +506,10 @@ typedef struct conveyor_storage_plugin {
    * run_at, id). n_kinds == 0 means no filter: exactly claim. kinds == NULL
    * with n_kinds > 0, or an empty kind, is CONVEYOR_E_INVALID. Everything
    * else (leases, pause, out_claimed, on_job) as claim.
-   * Cost: indexed on (queue, kind) among ready jobs; at most
-   * n_kinds * max_jobs rows read; without a filter no slower than claim. */
+   * Cost: never reads retained (final) jobs; at most n_kinds * max_jobs
+   * matching rows, plus, where the plugin has no (queue, kind) index, the
+   * ready jobs of other kinds ahead of them in claim order (bounded by the
+   * queue's ready backlog); without a filter no slower than claim. */
   conveyor_status (*claim_kinds)(conveyor_storage* storage, conveyor_str queue,
                                  const conveyor_str* kinds, size_t n_kinds, uint32_t max_jobs,
                                  int64_t lease_token, int64_t now_us, int64_t lease_expires_us,
@@ -524,8 +526,10 @@ typedef struct conveyor_storage_plugin {
    * Failure (CONVEYOR_E_INVALID, nothing reported): empty queue name,
    * after_id < 0, limit 0 or above CONVEYOR_LIST_JOBS_MAX, an unknown state,
    * states NULL with n_states > 0. An unknown queue lists nothing (OK).
-   * Cost: an index range per requested state (never a scan of the queue's
-   * history), at most 6 * limit rows read. */
+   * Cost: never a scan of the queue's history: retained (final) jobs are
+   * read as index ranges of at most limit rows per requested state (and per
+   * kind); live jobs may cost up to the queue's ready backlog and the running
+   * jobs (bounded by the work outstanding, not by retention). */
   conveyor_status (*list_jobs)(conveyor_storage* storage, conveyor_str queue, const int32_t* states,
                                size_t n_states, conveyor_str kind, int64_t after_id, uint32_t limit,
                                int64_t now_us, conveyor_job_fn on_job, void* ctx,
