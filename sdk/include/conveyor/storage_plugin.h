@@ -295,6 +295,12 @@ typedef struct conveyor_queue_stats {
   int64_t completed; /* retained, not yet purged */
   int64_t failed;    /* retained, not yet purged */
   int64_t cancelled; /* retained, not yet purged */
+  /* ABI 1.1 (read only when struct_size covers it): the smallest run_at_us
+   * among the queue's pending jobs (AVAILABLE, run_at <= now), i.e. when the
+   * longest-waiting ready job became ready; 0 when nothing is pending.
+   * Filled by queue_stats and job_counts alike; reading it may cost the
+   * queue's ready backlog, never retained jobs. */
+  int64_t oldest_pending_run_at_us;
 } conveyor_queue_stats;
 
 /* A durable per-queue rate-limit override. Owned by the plugin. */
@@ -569,6 +575,17 @@ typedef struct conveyor_storage_plugin {
    * Cost: independent of the number of retained (final) jobs. */
   conveyor_status (*job_counts)(conveyor_storage* storage, int64_t now_us,
                                 conveyor_queue_stats_fn on_stats, void* ctx, conveyor_error* err);
+
+  /* ABI 1.1. rescue_expired that also reports what it rescued: the same
+   * change in every respect (which jobs, their new state, last_error,
+   * max_jobs, *out_rescued), plus one on_job call per rescued job, after the
+   * change (state AVAILABLE or FAILED; lease_token 0), so the host can count
+   * rescues per queue and log them. on_job may be called before the change
+   * commits; when the call fails, the jobs reported are not rescued.
+   * Cost: as rescue_expired. */
+  conveyor_status (*rescue_expired_v2)(conveyor_storage* storage, int64_t now_us, uint32_t max_jobs,
+                                       conveyor_job_fn on_job, void* ctx, uint32_t* out_rescued,
+                                       conveyor_error* err);
 } conveyor_storage_plugin;
 
 /* The size of a 1.0 table: the least struct_size a host accepts. */
@@ -577,8 +594,8 @@ typedef struct conveyor_storage_plugin {
    sizeof(((conveyor_storage_plugin*)0)->wait_for_notification))
 /* The size of a 1.1 table (every 1.1 slot covered). */
 #define CONVEYOR_PLUGIN_V1_1_SIZE                                   \
-  (offsetof(conveyor_storage_plugin, job_counts) +                  \
-   sizeof(((conveyor_storage_plugin*)0)->job_counts))
+  (offsetof(conveyor_storage_plugin, rescue_expired_v2) +           \
+   sizeof(((conveyor_storage_plugin*)0)->rescue_expired_v2))
 
 /* The entry point every plugin exports under CONVEYOR_PLUGIN_ENTRY_SYMBOL.
  * Returns the plugin's table (static, never freed) or NULL when the plugin
