@@ -46,12 +46,17 @@ TEST(EngineSqlite, DrainsNoopJobs) {
   for (auto& j : jobs) j = NewJob{"bulk", "noop", "{}", 0, 0, 0};
   engine.enqueue_batch(jobs);
   engine.start();
-  ASSERT_TRUE(wait_until([&] { return stats_of(engine, "bulk").completed == 2000; }))
-      << "completed " << stats_of(engine, "bulk").completed;
+  // The completed counter is bumped after storage acknowledges the batch, so
+  // a reader can see the stored count first: wait for both.
+  auto& completed = EngineInternals::metrics(engine).queue("bulk").completed;
+  ASSERT_TRUE(wait_until([&] {
+    return stats_of(engine, "bulk").completed == 2000 && completed.load() == 2000u;
+  })) << "completed "
+      << stats_of(engine, "bulk").completed << ", counter " << completed.load();
   auto s = stats_of(engine, "bulk");
   EXPECT_EQ(s.pending, 0);
   EXPECT_EQ(s.running, 0);
-  EXPECT_EQ(EngineInternals::metrics(engine).queue("bulk").completed.load(), 2000u);
+  EXPECT_EQ(completed.load(), 2000u);
   EXPECT_LE(engine.worker_threads(), engine.config().engine.worker_threads);
 }
 
