@@ -322,8 +322,8 @@ std::string render_prometheus(const MetricsPage& page) {
            "Seconds since the queue's longest-waiting pending job became ready (its run_at); 0 "
            "when none is pending. From storage's counts (at most a second old).");
     for (const auto& [queue, row] : rows) {
-      if (!row.stats || !row.stats->oldest_pending_known) continue;
-      const int64_t ready = row.stats->oldest_pending_run_at_us;
+      if (row.stats && !row.stats->oldest_pending_known) continue;
+      const int64_t ready = row.stats ? row.stats->oldest_pending_run_at_us : 0;  // no jobs: 0
       const double age = ready > 0 && page.now_us > ready ? (page.now_us - ready) / 1e6 : 0.0;
       sample(out, "conveyor_queue_oldest_pending_age_seconds", queue_label(queue),
              value_text(age));

@@ -117,6 +117,8 @@ TEST(Prometheus, StatesLimitsBuildAndProcess) {
       << "an ABI 1.0 plugin's rescues, not attributed to a queue";
   EXPECT_TRUE(contains(text, "conveyor_queue_oldest_pending_age_seconds{queue=\"bulk\"} 90.5"));
   EXPECT_TRUE(contains(text, "conveyor_queue_oldest_pending_age_seconds{queue=\"quiet\"} 0"));
+  EXPECT_TRUE(contains(text, "conveyor_queue_oldest_pending_age_seconds{queue=\"idle\"} 0"))
+      << "a queue storage reports no jobs for";
   EXPECT_EQ(text.find("conveyor_queue_oldest_pending_age_seconds{queue=\"old_plugin\""),
             std::string::npos)
       << "a plugin that does not report it has no series (a 0 would read as nothing waiting)";

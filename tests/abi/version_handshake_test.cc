@@ -48,7 +48,7 @@ TEST(VersionHandshake, PluginBuiltAgainstTheV1_0HeaderLoads) {
   // Every 1.1 slot is missing, and listed as such (`conveyor plugin info`).
   EXPECT_THAT(info.optional_slots_missing,
               ::testing::ElementsAre("enqueue_v2", "claim_kinds", "list_jobs", "retry_jobs",
-                                     "delete_jobs", "job_counts"));
+                                     "delete_jobs", "job_counts", "rescue_expired_v2"));
   // The host's copy holds the plugin's 1.0 prefix; every slot a later minor
   // appended is NULL, so the host never calls what the plugin does not have.
   const conveyor_storage_plugin& table = plugin->table();
