@@ -620,6 +620,7 @@ struct Adapter {
         retry_jobs_slot(),
         delete_jobs_slot(),
         job_counts_slot(),
+        nullptr,  // rescue_expired_v2: the adapter does not offer it yet
     };
     return &t;
   }
