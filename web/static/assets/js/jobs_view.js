@@ -233,6 +233,7 @@ export class JobsView {
       if (seq !== this.listSeq) return;
       setText(this.error, `Could not list the jobs of ${queue}: ${errorText(err)}`);
       this.error.hidden = false;
+      if (this.tbody.rows.length === 0) this.tbody.closest('.table-wrap').hidden = true;
     }).finally(() => {
       if (this.listLoading === loading) this.listLoading = null;
     });
@@ -250,7 +251,7 @@ export class JobsView {
       const { queue, state, kind } = this.route;
       const stateText = state === 'available' ? 'pending ' : state ? `${state} ` : '';
       setText(this.empty, this.cursors.length > 1
-        ? 'No jobs on this page any more: they have changed state. Go back a page.'
+        ? 'No more jobs past the previous page.'
         : `No ${stateText}jobs${kind ? ` of kind ${kind}` : ''} in queue ${queue}.`);
     }
     syncRows(this.tbody, jobs, (j) => String(j.id), (j) => this.createRow(j), (row, j) => this.updateRow(row, j));
