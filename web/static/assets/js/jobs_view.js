@@ -123,6 +123,15 @@ export class JobsView {
       this.go({ ...route, queue: this.route.queue || this.queues[0].queue });
       return;
     }
+    if (!route.queue) {
+      // No queue in the link and none known (yet): nothing to list.
+      this.route = route;
+      this.renderHeader();
+      this.tbody.closest('.table-wrap').hidden = true;
+      setText(this.empty, 'No queues yet: jobs show here once a queue has some.');
+      this.empty.hidden = false;
+      return;
+    }
     const old = this.route;
     const listChanged = !this.listShown || route.queue !== old.queue || route.state !== old.state ||
       route.kind !== old.kind;
