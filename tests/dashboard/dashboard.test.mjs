@@ -135,11 +135,13 @@ class Conveyor {
     return result.stdout;
   }
 
-  // A call to the server's API as any client makes it (this server needs no token).
+  // A call to the server's API as any client makes it (with this.token when set).
   async api(service, method, body = {}) {
+    const headers = { 'Content-Type': 'application/json' };
+    if (this.token) headers.Authorization = `Bearer ${this.token}`;
     const response = await fetch(`${this.base}/conveyor.v1.${service}/${method}`, {
       method: 'POST',
-      headers: { 'Content-Type': 'application/json' },
+      headers,
       body: JSON.stringify(body),
     });
     const text = await response.text();
@@ -816,6 +818,11 @@ describe('dashboard on a read-only server with an admin token, a global default 
     });
     await conveyor.cli('enqueue', 'reports', 'noop', '--count', '20');
     await conveyor.cli('ratelimit', 'set', 'email', '--rate', '3', '--burst', '2');
+    conveyor.token = TOKEN;
+    // One job that fails at once, for the Jobs tab's refused retry.
+    await conveyor.cli('enqueue', 'broken', 'sleep', '--payload', '{"ms": -1}');
+    await waitFor('the broken job to fail', async () =>
+      Number((await conveyor.admin('ListQueues')).queues.find((q) => q.queue === 'broken')?.failed) === 1);
   });
 
   after(async () => {
@@ -884,6 +891,36 @@ describe('dashboard on a read-only server with an admin token, a global default 
       await showTab(page, 'Queues');
       await waitForCell(page, 'queues', 'email', 'source', 'disabled');
       await screenshot(page, 'queues-killswitch');
+    } finally {
+      await page.close();
+    }
+    assert.deepEqual(pageErrors, []);
+  });
+
+  test('the Jobs tab lists on a read-only server; a retry or bulk retry it refuses shows its message', async () => {
+    const [job] = (await conveyor.admin('ListJobs', { queue: 'broken', states: ['failed'] })).jobs;
+    const page = await openPage(`${conveyor.base}/#jobs/broken?state=failed&job=${job.id}`);
+    try {
+      await page.evaluate((t) => sessionStorage.setItem('conveyor.adminToken', t), TOKEN);
+      await page.reload();
+      await page.locator(`#jobs-table tbody tr[data-key="${job.id}"]`).waitFor();
+      await waitFor('the detail to load', async () =>
+        (await page.locator('#job-facts dd[data-fact="state"]').textContent()) === 'failed');
+      await page.getByRole('button', { name: `Retry job ${job.id}` }).click();
+      await page.getByRole('dialog', { name: `Retry job ${job.id}?` }).getByRole('button', { name: 'Retry' }).click();
+      const error = page.locator('#job-error');
+      await error.waitFor({ state: 'visible' });
+      assert.match(await error.textContent(),
+        new RegExp(`^Could not retry job ${job.id}: this server is read-only .* \\(permission_denied\\)$`));
+      await page.locator('#jobs-retry-all').click();
+      await page.getByRole('dialog', { name: 'Retry all failed jobs of broken?' })
+        .getByRole('button', { name: 'Retry all' }).click();
+      const bulk = page.locator('#jobs-bulk-error');
+      await bulk.waitFor({ state: 'visible' });
+      assert.match(await bulk.textContent(), /^Bulk retry of broken stopped: this server is read-only .* \(permission_denied\)$/);
+      assert.equal(await page.locator('#jobs-bulk-status').textContent(), 'Retried 0 failed jobs of broken before the error below.');
+      assert.equal((await conveyor.api('TaskService', 'GetJob', { id: job.id })).job.state, 'failed');
+      await screenshot(page, 'jobs-read-only');
     } finally {
       await page.close();
     }
