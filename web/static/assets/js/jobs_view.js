@@ -474,7 +474,7 @@ export class JobsView {
     this.bulkError.hidden = true;
     const ok = await confirmAction({
       title: `Retry all failed jobs of ${queue}?`,
-      text: `All ${formatCount(failed)} failed job${failed === 1 ? '' : 's'} of ${queue} become available to run ` +
+      text: `All ${formatCount(failed)} failed job${failed === 1 ? '' : 's'} of ${queue} ${failed === 1 ? 'becomes' : 'become'} available to run ` +
         `now, with their attempts reset to 0 (in batches of ${BULK_BATCH}).`,
       ok: 'Retry all',
       danger: false,
