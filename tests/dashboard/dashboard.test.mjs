@@ -550,6 +550,8 @@ describe('the Jobs tab on a server without a token', () => {
     await conveyor.admin('PauseQueue', { queue: 'mail' });
     await conveyor.cli('enqueue', 'mail', 'noop', '--count', '3');
     await conveyor.cli('enqueue', 'mail', 'noop', '--delay', '3600', '--count', '3');
+    // media: a kind no handler of this server serves.
+    await conveyor.cli('enqueue', 'media', 'resize', '--count', '2');
     page = await openPage(`${conveyor.base}/#queues`);
   });
 
@@ -571,6 +573,16 @@ describe('the Jobs tab on a server without a token', () => {
       assert.ok(seconds <= age && seconds >= age - 3, `oldest pending reads ${shown}, the server says ${age} s`);
     } else {
       assert.equal(shown, '–');
+    }
+
+    // A warning line per queue with kinds no consumer serves, as the server reports them.
+    const unserved = async () => (await listQueue('media'))?.unservedKinds ?? [];
+    const reported = await unserved();
+    if (reported.length > 0) {
+      const expected = `media: no consumer serves kind ${reported.map((k) => `${k.kind} (${k.pending} pending)`).join(', ')}`;
+      await waitForText(page, '#unserved-warnings li[data-queue="media"]', expected);
+    } else {
+      assert.equal(await page.locator('#unserved-warnings').isVisible(), false, 'no kind is reported unserved');
     }
 
     await page.locator('#queues-table tr[data-key="mail"] a.queue-name').click();
