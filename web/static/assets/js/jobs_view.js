@@ -208,7 +208,8 @@ export class JobsView {
         : Object.values(COUNT_FIELD).reduce((sum, f) => sum + toNumber(info[f]), 0);
     }
     const page = this.cursors.length;
-    const of = total === null ? '' : ` of ${Math.max(1, Math.ceil(total / PAGE_SIZE))}`;
+    // Counts and pages are read apart: never "page 6 of 5".
+    const of = total === null ? '' : ` of ${Math.max(page, Math.ceil(total / PAGE_SIZE))}`;
     const what = `${stateText ? `${stateText} ` : ''}${kind ? `${kind} ` : ''}jobs`;
     setText(this.pageLabel, `Page ${page}${of}${total === null ? '' : ` · ${formatCount(total)} ${what}`}`);
     this.prev.disabled = page <= 1;
