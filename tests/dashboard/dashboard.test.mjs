@@ -533,7 +533,6 @@ describe('the Jobs tab on a server without a token', () => {
       });
   };
   const jobRow = (id) => page.locator(`#jobs-table tbody tr[data-key="${id}"]`);
-  const confirmDialog = () => page.locator('#confirm-dialog');
 
   before(async () => {
     requests.length = 0;
@@ -552,6 +551,8 @@ describe('the Jobs tab on a server without a token', () => {
     await conveyor.cli('enqueue', 'mail', 'noop', '--delay', '3600', '--count', '3');
     // media: a kind no handler of this server serves.
     await conveyor.cli('enqueue', 'media', 'resize', '--count', '2');
+    // slow: one job that runs for a minute, holding a lease.
+    await conveyor.cli('enqueue', 'slow', 'sleep', '--payload', '{"ms": 60000}');
     page = await openPage(`${conveyor.base}/#queues`);
   });
 
@@ -797,6 +798,32 @@ describe('the Jobs tab on a server without a token', () => {
     await waitForText(page, '#jobs-retry-all', 'Retry all failed');
     assert.equal(await page.locator('#jobs-retry-all').isDisabled(), true);
     await screenshot(page, 'jobs-bulk-retried');
+  });
+
+  test('another queue from the Jobs tab\'s own list: a running job shows its lease expiry', async () => {
+    await page.locator('#jobs-queue').selectOption('slow');
+    await page.locator('#jobs-state').selectOption('running');
+    assert.equal(new URL(page.url()).hash, '#jobs/slow?state=running');
+    let running;
+    await waitFor('the slow job to run', async () => {
+      [running] = (await conveyor.admin('ListJobs', { queue: 'slow', states: ['running'] })).jobs ?? [];
+      return running;
+    });
+    await jobRow(running.id).locator('td[data-field="kind"]').click();
+    await waitFor('the detail to load', async () => (await fact('state')) === 'running');
+    assert.equal(await fact('attempts'), `1 of ${running.maxAttempts}`);
+    assert.match(await fact('lease-expires'), ts);
+    assert.ok(running.leaseExpiresAt !== '', 'the API reports the lease');
+    // The lease is extended while the job runs: the shown expiry is the API's, give or take renewals.
+    const shownLease = Date.parse((await fact('lease-expires')).replace(' UTC', 'Z').replace(' ', 'T'));
+    assert.ok(Math.abs(shownLease - Date.parse(running.leaseExpiresAt)) < 60_000,
+      `lease shown ${await fact('lease-expires')}, the API says ${running.leaseExpiresAt}`);
+    assert.ok(shownLease > Date.now() - 2_000, 'a running job\'s lease has not expired');
+    assert.equal(await fact('finalized'), '–');
+    assert.ok(await page.locator('#job-cancel').isVisible());
+    assert.equal(await page.locator('#job-retry').isVisible(), false);
+    await page.locator('#job-close').click();
+    await page.locator('#jobs-queue').selectOption('mail');
   });
 
   test('a job\'s link opens its detail directly; on a 390 px screen nothing scrolls sideways', async () => {
