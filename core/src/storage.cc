@@ -287,6 +287,7 @@ struct SlotSpan {
 constexpr SlotSpan kV1_1Slots[] = {
     CONVEYOR_SLOT_SPAN(enqueue_v2), CONVEYOR_SLOT_SPAN(claim_kinds), CONVEYOR_SLOT_SPAN(list_jobs),
     CONVEYOR_SLOT_SPAN(retry_jobs), CONVEYOR_SLOT_SPAN(delete_jobs), CONVEYOR_SLOT_SPAN(job_counts),
+    CONVEYOR_SLOT_SPAN(rescue_expired_v2),
 };
 #undef CONVEYOR_SLOT_SPAN
 

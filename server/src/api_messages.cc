@@ -166,6 +166,11 @@ void to_proto(const QueueReport& r, uint64_t dispatched, v1::QueueInfo& out) {
   }
   out.set_throttled(r.throttled);
   out.set_dispatched(dispatched);
+  for (const KindCount& k : r.unserved_kinds) {
+    v1::KindCount& m = *out.add_unserved_kinds();
+    m.set_kind(k.kind);
+    m.set_pending(k.pending);
+  }
 }
 
 QueueReport from_proto(const v1::QueueInfo& m, const std::string& path) {
@@ -183,6 +188,8 @@ QueueReport from_proto(const v1::QueueInfo& m, const std::string& path) {
   r.limit.source = parse_source(m.limit().source(), path + "limit.source");
   if (m.limit().has_rate_per_sec())
     r.limit.limit = RateLimit{m.limit().rate_per_sec(), m.limit().burst()};
+  for (const v1::KindCount& k : m.unserved_kinds())
+    r.unserved_kinds.push_back({k.kind(), k.pending()});
   return r;
 }
 

@@ -130,6 +130,15 @@ TEST(ApiMessages, QueueInfoWritesInt64AsStringsAndOmitsAnUnlimitedRate) {
   EXPECT_EQ(back.throttled, 9u);
   EXPECT_EQ(back.limit, r.limit);
 
+  r.unserved_kinds = {{"resize", 2}, {"send_email", 3}};
+  m.Clear();
+  to_proto(r, 11, m);
+  EXPECT_EQ(
+      as_json(m)["unservedKinds"],
+      json::parse(R"([{"kind":"resize","pending":"2"},{"kind":"send_email","pending":"3"}])"));
+  EXPECT_EQ(from_proto(via_binary(m)).unserved_kinds, r.unserved_kinds);
+  r.unserved_kinds.clear();
+
   r.limit = EffectiveLimit{RateLimit{50, 10}, LimitSource::kOverride};
   m.Clear();
   to_proto(r, 0, m);
