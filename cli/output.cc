@@ -32,6 +32,12 @@ json limit_json(const EffectiveLimit& l) {
 
 void print(const json& j) { std::cout << j.dump(2) << "\n"; }
 
+json unserved_json(const std::vector<KindCount>& kinds) {
+  json out = json::array();
+  for (const KindCount& k : kinds) out.push_back(json{{"kind", k.kind}, {"pending", k.pending}});
+  return out;
+}
+
 }  // namespace
 
 void print_enqueued(const GlobalOptions& g, const std::string& queue, const std::string& kind,
@@ -147,7 +153,8 @@ void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& report
                           {"completed", r.stats.completed},
                           {"failed", r.stats.failed},
                           {"cancelled", r.stats.cancelled},
-                          {"limit", limit_json(r.limit)}});
+                          {"limit", limit_json(r.limit)},
+                          {"unserved_kinds", unserved_json(r.unserved_kinds)}});
     print(list);
     return;
   }
@@ -167,6 +174,14 @@ void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& report
            std::to_string(s.failed), limit, to_string(r.limit.source)});
   }
   std::cout << t.render();
+  // Jobs that wait because no consumer of the server runs their kind.
+  for (const auto& r : reports) {
+    if (r.unserved_kinds.empty()) continue;
+    std::string kinds;
+    for (const KindCount& k : r.unserved_kinds)
+      kinds += fmt::format("{}{} ({} pending)", kinds.empty() ? "" : ", ", k.kind, k.pending);
+    std::cout << fmt::format("queue {}: no consumer serves kind(s) {}\n", r.stats.queue, kinds);
+  }
 }
 
 }  // namespace conveyor::cli

@@ -1,5 +1,6 @@
 // The engine end to end on the SQLite plugin, loaded through the real loader:
-// drain, retries with backoff, permanent failure, rescue of a dead worker's
+// drain, retries with backoff, permanent failure (unserved kinds:
+// engine_unknown_kinds_test.cc), rescue of a dead worker's
 // job, exactly-once execution across two engines, overrides made elsewhere,
 // pause, delay, graceful stop, retention, and the 50/s limit on a real clock.
 #include "test_support.hpp"
@@ -110,17 +111,6 @@ TEST(EngineSqlite, PermanentErrorFailsAtOnce) {
   ASSERT_TRUE(wait_until([&] { return engine.get_job(id)->state == JobState::kFailed; }));
   EXPECT_EQ(engine.get_job(id)->attempt, 1);
   EXPECT_EQ(engine.get_job(id)->last_error, "invalid address");
-}
-
-TEST(EngineSqlite, UnknownKindFailsItsAttemptWithAClearError) {
-  TempDir dir;
-  Engine engine(fast_config(dir));
-  EnqueueOptions o;
-  o.max_attempts = 1;
-  int64_t id = engine.enqueue("q", "nobody-handles-this", "{}", o);
-  engine.start();
-  ASSERT_TRUE(wait_until([&] { return engine.get_job(id)->state == JobState::kFailed; }));
-  EXPECT_EQ(engine.get_job(id)->last_error, "no handler registered for job kind 'nobody-handles-this'");
 }
 
 // A worker that claimed a job and died: its lease expires, the engine rescues

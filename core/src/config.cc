@@ -186,6 +186,7 @@ constexpr U32Key kEngineU32Keys[] = {
     {"retry_backoff_max_ms", &EngineConfig::retry_backoff_max_ms, 1, kU32Max},
     {"shutdown_timeout_ms", &EngineConfig::shutdown_timeout_ms, 0, kU32Max},
     {"retention_s", &EngineConfig::retention_s, 0, kU32Max},
+    {"unknown_kind_grace_s", &EngineConfig::unknown_kind_grace_s, 0, kU32Max},
 };
 
 class Reader {
@@ -374,6 +375,15 @@ void Reader::read_engine(const Field& f, EngineConfig& engine) const {
   for (const U32Key& u : kEngineU32Keys) {
     keys.push_back({u.name, [&](const Field& k) { engine.*u.member = read_u32(k, u.min, u.max); }});
   }
+  keys.push_back({"unknown_kind", [&](const Field& k) {
+                    const std::string name = read_string(k, false);
+                    if (name == "fail")
+                      engine.unknown_kind = EngineConfig::UnknownKind::kFail;
+                    else if (name == "retry")
+                      engine.unknown_kind = EngineConfig::UnknownKind::kRetry;
+                    else
+                      fail(k, "must be \"fail\" or \"retry\", got " + quote_for_message(name));
+                  }});
   const toml::table& table = read_table(f);
   walk(table, f.path, keys);
   check_backoff(table, f.path, engine);

@@ -43,7 +43,7 @@ constexpr const char* kEngineKeys =
     "rate_limit_enabled, rate_limit_rate_per_sec, rate_limit_burst, max_workers, "
     "worker_threads, claim_batch_max, poll_interval_ms, lease_ms, rescue_interval_ms, "
     "max_attempts, retry_backoff_base_ms, retry_backoff_max_ms, shutdown_timeout_ms, "
-    "retention_s";
+    "retention_s, unknown_kind_grace_s, unknown_kind";
 
 TEST(Config, ParsesEveryKey) {
   const Config c = parse(R"(
@@ -368,6 +368,23 @@ TEST(ConfigRange, IntegerBounds) {
   }
   EXPECT_EQ(parse("[engine]\nrate_limit_burst = 4294967295\n").engine.rate_limit_burst,
             4294967295u);
+}
+
+TEST(ConfigEngine, UnknownKindPolicyAndGrace) {
+  Config c = parse("");
+  EXPECT_EQ(c.engine.unknown_kind, EngineConfig::UnknownKind::kFail);
+  EXPECT_EQ(c.engine.unknown_kind_grace_s, 60u);
+  c = parse("[engine]\nunknown_kind = \"retry\"\nunknown_kind_grace_s = 0\n");
+  EXPECT_EQ(c.engine.unknown_kind, EngineConfig::UnknownKind::kRetry);
+  EXPECT_EQ(c.engine.unknown_kind_grace_s, 0u);
+  EXPECT_EQ(parse("[engine]\nunknown_kind = \"fail\"\n").engine.unknown_kind,
+            EngineConfig::UnknownKind::kFail);
+  EXPECT_EQ(config_error("[engine]\nunknown_kind = \"ignore\"\n"),
+            "test.toml:2: engine.unknown_kind: must be \"fail\" or \"retry\", got \"ignore\"");
+  EXPECT_EQ(config_error("[engine]\nunknown_kind = 1\n"),
+            "test.toml:2: engine.unknown_kind: must be a non-empty string, got 1");
+  EXPECT_EQ(config_error("[engine]\nunknown_kind_grace_s = -1\n"),
+            "test.toml:2: engine.unknown_kind_grace_s: must be an integer >= 0, got -1");
 }
 
 TEST(ConfigRange, BackoffBaseMustNotExceedTheCap) {

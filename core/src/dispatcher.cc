@@ -38,7 +38,18 @@ Dispatcher::Dispatcher(Storage& storage, const LimitResolver& limits, const Cloc
       clock_(clock),
       metrics_(metrics),
       options_(options),
-      execute_(std::move(execute)) {}
+      execute_(std::move(execute)),
+      filter_kinds_(options.served != nullptr && storage.has_slot("claim_kinds")) {}
+
+const std::vector<std::string>* Dispatcher::claim_filter() {
+  if (!filter_kinds_) return nullptr;
+  const uint64_t generation = options_.served->generation();
+  if (generation != kinds_generation_) {
+    kinds_ = options_.served->snapshot();
+    kinds_generation_ = generation;
+  }
+  return kinds_.get();
+}
 
 void Dispatcher::add_queue(const std::string& name, uint32_t max_workers) {
   std::lock_guard lock(mu_);
@@ -51,13 +62,15 @@ void Dispatcher::add_queue(const std::string& name, uint32_t max_workers) {
   cv_.notify_one();
 }
 
-Dispatcher::Options Dispatcher::options_for(const EngineConfig& engine, StorageHealth* health) {
+Dispatcher::Options Dispatcher::options_for(const EngineConfig& engine, StorageHealth* health,
+                                            const ServedKinds* served) {
   Options o;
   o.claim_batch_max = engine.claim_batch_max;
   o.poll_interval = std::chrono::milliseconds(engine.poll_interval_ms);
   o.lease = std::chrono::milliseconds(engine.lease_ms);
   o.max_in_flight = engine.worker_threads;
   o.health = health;
+  o.served = served;
   return o;
 }
 
@@ -255,6 +268,13 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
     has_global_waiters_.store(true, std::memory_order_release);
     return;
   }
+  const std::vector<std::string>* kinds = claim_filter();
+  if (kinds && kinds->empty()) {
+    // No consumer here: claim nothing (a kind registered later wakes us up).
+    std::lock_guard lock(mu_);
+    schedule(r, now + options_.poll_interval);
+    return;
+  }
   uint32_t batch = std::min({queue_free, global_free, options_.claim_batch_max});
   // Busy queue, few permits back: give other jobs a moment to finish so the
   // claim is a batch. Bounded: the next poll claims whatever is free.
@@ -283,9 +303,10 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   std::vector<Job> jobs;
   const int64_t wall = clock_.wall_now_us();
   try {
-    jobs = storage_.claim(
-        r.name, batch, fresh_lease_token(), wall,
-        wall + std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count());
+    const int64_t expires =
+        wall + std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count();
+    jobs = kinds ? storage_.claim_kinds(r.name, *kinds, batch, fresh_lease_token(), wall, expires)
+                 : storage_.claim(r.name, batch, fresh_lease_token(), wall, expires);
     if (r.error_backoff.count() > 0) spdlog::info("queue {}: claims work again", r.name);
     r.error_backoff = std::chrono::milliseconds(0);
     if (options_.health) options_.health->succeeded();

@@ -6,7 +6,8 @@
 //   batch   = min(permits, claim_batch_max)
 //   limited queue: batch = bucket.take(batch); 0 -> count a throttle and
 //                  come back exactly when the next token is due
-//   jobs    = storage.claim(batch); bucket.refund(batch - jobs)
+//   jobs    = storage.claim_kinds(served kinds, batch); bucket.refund(batch - jobs)
+//             (claim, every kind, without Options::served or on an ABI 1.0 plugin)
 // A pass polls the due limited queues first, the nearest to a full bucket
 // first; then limited queues still a whole batch of tokens behind claim again
 // (see catch_up); then the unlimited queues.
@@ -21,6 +22,7 @@
 #include <conveyor/storage.hpp>
 #include <conveyor/token_bucket.hpp>
 
+#include "served_kinds.hpp"
 #include "storage_health.hpp"
 
 #include <atomic>
@@ -79,6 +81,9 @@ class Dispatcher {
     std::chrono::microseconds coalesce{1000};
     // Where claim outcomes are reported (may be null).
     StorageHealth* health = nullptr;
+    // The kinds to claim (claim_kinds), read at every poll; none served:
+    // nothing is claimed. Null, or a plugin without claim_kinds: every kind.
+    const ServedKinds* served = nullptr;
   };
   // Receives each claimed batch; must not block on the jobs' execution.
   using Execute = std::function<void(QueueRunner&, std::vector<Job>&&)>;
@@ -87,7 +92,8 @@ class Dispatcher {
              Options options, Execute execute);
 
   // The options an engine configured with engine gives its dispatcher.
-  static Options options_for(const EngineConfig& engine, StorageHealth* health);
+  static Options options_for(const EngineConfig& engine, StorageHealth* health,
+                             const ServedKinds* served = nullptr);
 
   // Adds a queue (no-op if known) and makes it due now. Thread-safe.
   void add_queue(const std::string& name, uint32_t max_workers);
@@ -121,6 +127,9 @@ class Dispatcher {
   void refresh_limit(QueueRunner& r, SteadyTime now);
   void schedule(QueueRunner& r, SteadyTime due);  // mu_ held
   void park(QueueRunner& r);
+  // The kinds to claim now (served_'s snapshot, refreshed when it changed);
+  // null when claims take every kind. Dispatcher thread only.
+  const std::vector<std::string>* claim_filter();
 
   Storage& storage_;
   const LimitResolver& limits_;
@@ -138,6 +147,9 @@ class Dispatcher {
   std::atomic<bool> has_global_waiters_{false};
   bool interrupted_ = false;  // mu_
   std::atomic<uint32_t> total_in_flight_{0};
+  const bool filter_kinds_;                // served given and the plugin has claim_kinds
+  uint64_t kinds_generation_ = UINT64_MAX;  // (D) of kinds_
+  ServedKinds::Snapshot kinds_;             // (D)
 };
 
 }  // namespace conveyor

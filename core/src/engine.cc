@@ -15,7 +15,9 @@
 #include "new_jobs.hpp"
 #include "notification_pump.hpp"
 #include "override_follower.hpp"
+#include "served_kinds.hpp"
 #include "storage_health.hpp"
+#include "unserved_kinds.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -34,18 +36,20 @@ struct Engine::Impl {
         limits(config.engine, config.queues),
         health(clock, {.metrics = &metrics}),
         follower(*storage, limits),
+        unserved(*storage, served, clock, std::chrono::seconds(config.engine.unknown_kind_grace_s)),
         completer(
             *storage, clock, [this](const conveyor_lease& l) { leases.settle(l); }, &metrics),
         runner(handlers, leases, completer, clock, config.engine,
                [this](QueueRunner& r) { dispatcher.job_finished(r); }),
         dispatcher(*storage, limits, clock, metrics,
-                   Dispatcher::options_for(config.engine, &health),
+                   Dispatcher::options_for(config.engine, &health, &served),
                    [this](QueueRunner& r, std::vector<Job>&& jobs) {
                      runner.execute(r, std::move(jobs));
                    }),
         maintenance(clock, health,
                     engine_maintenance_steps(
-                        {*storage, follower, dispatcher, leases, clock, config, metrics})),
+                        {*storage, follower, dispatcher, leases, clock, config, metrics,
+                         storage->has_slot("list_jobs") ? &unserved : nullptr})),
         pump(*storage, {[this](const std::string& q) {
                           dispatcher.add_or_wake(q, config.max_workers_for(q));
                         },
@@ -62,6 +66,8 @@ struct Engine::Impl {
   StorageHealth health;
   OverrideFollower follower;
   HandlerRegistry handlers;
+  ServedKinds served;  // what the dispatcher claims: the handlers' kinds
+  UnservedKinds unserved;
   LeaseTable leases;
   Completer completer;
   JobRunner runner;
@@ -84,7 +90,11 @@ Engine::Engine(Config config, const Clock& clock, std::shared_ptr<Storage> stora
 Engine::~Engine() { stop(); }
 
 void Engine::register_handler(std::string kind, Handler handler) {
-  impl_->handlers.add(std::move(kind), std::move(handler));
+  const std::string k = kind;
+  if (impl_->handlers.add(std::move(kind), std::move(handler))) {
+    impl_->served.add(k);
+    impl_->dispatcher.wake_all();  // pending jobs of the kind can be claimed now
+  }
 }
 
 int64_t Engine::enqueue(std::string_view queue, std::string_view kind, std::string_view payload,
@@ -125,6 +135,16 @@ void Engine::start() {
   spdlog::info("engine started: storage '{}' ({}), {} queue(s) known",
                i.storage->plugin_info().name, kind_name(i.storage->plugin_info().kind),
                i.dispatcher.runners().size());
+  if (!i.storage->has_slot("claim_kinds")) {
+    const PluginInfo& p = i.storage->plugin_info();
+    spdlog::warn(
+        "storage plugin '{}' implements ABI {}.{} (no claim_kinds): this engine claims jobs of "
+        "every kind, and one with no handler here {} (engine.unknown_kind)",
+        p.name, p.abi_major, p.abi_minor,
+        i.config.engine.unknown_kind == EngineConfig::UnknownKind::kFail
+            ? "fails at once"
+            : "is retried with backoff");
+  }
 }
 
 bool Engine::running() const {
@@ -173,8 +193,9 @@ void Engine::set_queue_paused(std::string_view queue, bool paused) {
 }
 
 std::vector<QueueReport> Engine::queues() {
+  const UnservedKinds::Report unserved = impl_->unserved.report();
   return build_queue_reports(*impl_->storage, impl_->limits, impl_->config.queues, &impl_->metrics,
-                             impl_->clock.wall_now_us());
+                             impl_->clock.wall_now_us(), &unserved);
 }
 
 std::vector<QueueStats> Engine::queue_stats() {
@@ -208,6 +229,11 @@ const Config& Engine::config() const { return impl_->config; }
 const LimitResolver& EngineInternals::limits(const Engine& e) { return e.impl_->limits; }
 Metrics& EngineInternals::metrics(Engine& e) { return e.impl_->metrics; }
 const Clock& EngineInternals::clock(const Engine& e) { return e.impl_->clock; }
+std::map<std::string, std::vector<KindCount>, std::less<>> EngineInternals::unserved_kinds(
+    const Engine& e) {
+  return e.impl_->unserved.report();
+}
+void EngineInternals::scan_unserved_kinds(Engine& e) { e.impl_->unserved.scan(); }
 const PluginInfo& EngineInternals::plugin_info(const Engine& e) {
   return e.impl_->storage->plugin_info();
 }

@@ -7,10 +7,11 @@
 
 namespace conveyor {
 
-void HandlerRegistry::add(std::string kind, Handler handler) {
+bool HandlerRegistry::add(std::string kind, Handler handler) {
   validate_job_kind(kind);
   std::unique_lock lock(mu_);
-  handlers_[std::move(kind)] = std::move(handler);
+  auto [it, added] = handlers_.insert_or_assign(std::move(kind), std::move(handler));
+  return added;
 }
 
 Handler HandlerRegistry::find(const std::string& kind) const {

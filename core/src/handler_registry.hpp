@@ -14,8 +14,9 @@ namespace conveyor {
 
 class HandlerRegistry {
  public:
-  // Registers or replaces the handler of kind (validated: ValidationError).
-  void add(std::string kind, Handler handler);
+  // Registers or replaces the handler of kind (validated: ValidationError);
+  // true when the kind is new.
+  bool add(std::string kind, Handler handler);
   // The kind's handler, or an empty Handler when none is registered.
   Handler find(const std::string& kind) const;
   // The registered kinds, sorted (for error messages).

@@ -1,6 +1,10 @@
 #include "job_runner.hpp"
 
 #include <conveyor/engine.hpp>
+#include <conveyor/log.hpp>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <random>
@@ -65,7 +69,7 @@ void JobRunner::run(QueueRunner& runner, const Job& job, Gate& gate) {
   const auto started = clock_.steady_now();
   try {
     Handler handler = handlers_.find(job.kind);
-    if (!handler) throw std::runtime_error("no handler registered for job kind '" + job.kind + "'");
+    if (!handler) unknown_kind(runner, job);
     handler(job);
     o.succeeded = true;
   } catch (const PermanentError& e) {
@@ -87,6 +91,21 @@ void JobRunner::run(QueueRunner& runner, const Job& job, Gate& gate) {
   leases_.mark_handler_done(o.lease);
   completer_.push(std::move(o));
   job_finished_(runner);
+}
+
+void JobRunner::unknown_kind(const QueueRunner& runner, const Job& job) const {
+  // Claimed although no handler runs it: the plugin has no claim_kinds (ABI
+  // 1.0), or the handler went away after the claim.
+  std::string served;
+  for (const std::string& k : handlers_.kinds()) served += (served.empty() ? "" : ", ") + k;
+  const std::string error = fmt::format(
+      "no handler for job kind '{}' in this process (it serves: {}); engine.unknown_kind = {}",
+      job.kind, served.empty() ? "no kinds" : served,
+      config_.unknown_kind == EngineConfig::UnknownKind::kFail ? "fail" : "retry");
+  if (config_.unknown_kind == EngineConfig::UnknownKind::kFail) throw PermanentError(error);
+  LogFields fields{{"queue", runner.name}, {"job_id", job.id}, {"kind", job.kind}};
+  spdlog::warn("job {} (queue {}): {}: retried with backoff", job.id, runner.name, error);
+  throw std::runtime_error(error);
 }
 
 void JobRunner::drop(QueueRunner& runner, const conveyor_lease& lease) {

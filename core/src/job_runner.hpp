@@ -60,6 +60,8 @@ class JobRunner {
   void run(QueueRunner& runner, const Job& job, Gate& gate);
   void drop(QueueRunner& runner, const conveyor_lease& lease);
   int64_t retry_at(const Job& job) const;
+  // Throws the failure of a claimed job with no handler ([engine] unknown_kind).
+  [[noreturn]] void unknown_kind(const QueueRunner& runner, const Job& job) const;
 
   const HandlerRegistry& handlers_;
   LeaseTable& leases_;

@@ -25,7 +25,7 @@ std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts p) {
   const EngineConfig& e = p.config.engine;
   const auto lease = milliseconds(e.lease_ms);
   const auto retention = std::chrono::seconds(e.retention_s);
-  return {
+  std::vector<Maintenance::Step> steps = {
       {kOverridesStep, milliseconds(250),
        [p] {
          if (p.follower.refresh()) p.dispatcher.wake_all();
@@ -42,6 +42,11 @@ std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts p) {
       {"purging finished jobs", purge_period(e.retention_s),
        [p, retention] { purge_finished_jobs(p.storage, p.clock, retention); }},
   };
+  if (p.unserved)
+    steps.push_back({"finding pending jobs of unserved kinds",
+                     UnservedKinds::period(std::chrono::seconds(e.unknown_kind_grace_s)),
+                     [u = p.unserved] { u->scan(); }});
+  return steps;
 }
 
 uint32_t extend_running_leases(Storage& storage, const LeaseTable& leases, const Clock& clock,

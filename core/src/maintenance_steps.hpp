@@ -7,6 +7,7 @@
 #include "lease_table.hpp"
 #include "maintenance.hpp"
 #include "override_follower.hpp"
+#include "unserved_kinds.hpp"
 
 #include <conveyor/clock.hpp>
 #include <conveyor/config.hpp>
@@ -44,11 +45,13 @@ struct MaintainedParts {
   const Clock& clock;
   const Config& config;
   Metrics& metrics;  // rescued jobs count per queue
+  UnservedKinds* unserved = nullptr;  // scanned when given (the plugin has list_jobs)
 };
 // The name of the step that follows overrides (run_soon on a notification).
 inline constexpr const char* kOverridesStep = "reading rate-limit overrides";
 // The engine's steps on their periods: overrides (250 ms), queue discovery
-// (poll interval), heartbeats (a third of the lease), rescue, purge.
+// (poll interval), heartbeats (a third of the lease), rescue, purge, and the
+// scan for unserved kinds (UnservedKinds::period).
 std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts parts);
 
 // Gives back to storage the leases of jobs this process will not finish

@@ -4,9 +4,10 @@
 
 namespace conveyor {
 
-std::vector<QueueReport> build_queue_reports(Storage& storage, const LimitResolver& limits,
-                                             const std::map<std::string, QueueConfig>& configured,
-                                             const Metrics* metrics, int64_t now_us) {
+std::vector<QueueReport> build_queue_reports(
+    Storage& storage, const LimitResolver& limits,
+    const std::map<std::string, QueueConfig>& configured, const Metrics* metrics, int64_t now_us,
+    const std::map<std::string, std::vector<KindCount>, std::less<>>* unserved) {
   std::map<std::string, QueueReport> by_name;
   // job_counts: no scan of retained jobs on an ABI 1.1 plugin (queue_stats on 1.0).
   for (QueueStats& s : storage.job_counts(now_us)) {
@@ -23,6 +24,11 @@ std::vector<QueueReport> build_queue_reports(Storage& storage, const LimitResolv
     for (const auto& m : metrics->snapshot()) {
       if (auto it = by_name.find(m.queue); it != by_name.end()) it->second.throttled = m.throttled;
     }
+  }
+  if (unserved) {
+    // Only queues storage still reports: the scan may be older than the counts.
+    for (const auto& [queue, kinds] : *unserved)
+      if (auto it = by_name.find(queue); it != by_name.end()) it->second.unserved_kinds = kinds;
   }
   std::vector<QueueReport> out;
   out.reserve(by_name.size());

@@ -204,4 +204,75 @@ std::optional<Job> AdminClient::get_job(int64_t id) {
   return read_response(url_, [&] { return api::from_proto(response.job(), "job."); });
 }
 
+namespace {
+// The outcomes of a RetryJobs/DeleteJobs answer, one per id asked for.
+template <typename Response>
+std::vector<JobOutcome> outcomes_of(const std::string& url, const Response& response,
+                                    size_t asked) {
+  if (static_cast<size_t>(response.outcomes_size()) != asked)
+    throw ApiError(ApiCode::kInternal, fmt::format("server {} returned {} outcomes for {} ids", url,
+                                                   response.outcomes_size(), asked));
+  return read_response(url, [&] {
+    std::vector<JobOutcome> out;
+    for (int i = 0; i < response.outcomes_size(); ++i)
+      out.push_back(api::from_proto(response.outcomes(i), fmt::format("outcomes[{}].", i)));
+    return out;
+  });
+}
+}  // namespace
+
+JobPage AdminClient::list_jobs(const JobQuery& query) {
+  v1::ListJobsRequest request;
+  request.set_queue(query.queue);
+  for (JobState s : query.states) request.add_states(to_string(s));
+  request.set_kind(query.kind);
+  request.set_after_id(query.after_id);
+  request.set_limit(query.limit);
+  v1::ListJobsResponse response;
+  call(std::string(kAdmin) + "ListJobs", request, response);
+  return read_response(url_, [&] {
+    JobPage page;
+    for (int i = 0; i < response.jobs_size(); ++i)
+      page.jobs.push_back(api::from_proto(response.jobs(i), fmt::format("jobs[{}].", i)));
+    page.next_after_id = response.next_after_id();
+    return page;
+  });
+}
+
+std::vector<JobOutcome> AdminClient::retry_jobs(std::span<const int64_t> ids) {
+  v1::RetryJobsRequest request;
+  for (int64_t id : ids) request.add_ids(id);
+  v1::RetryJobsResponse response;
+  call(std::string(kAdmin) + "RetryJobs", request, response);
+  return outcomes_of(url_, response, ids.size());
+}
+
+RetryBatch AdminClient::retry_jobs_bulk(std::string_view queue, JobState state, int64_t after_id,
+                                        uint32_t limit) {
+  v1::RetryJobsRequest request;
+  request.set_queue(std::string(queue));
+  request.set_state(to_string(state));
+  request.set_after_id(after_id);
+  request.set_limit(limit);
+  v1::RetryJobsResponse response;
+  call(std::string(kAdmin) + "RetryJobs", request, response);
+  return RetryBatch{response.retried(), response.next_after_id()};
+}
+
+Job AdminClient::cancel_job(int64_t id) {
+  v1::CancelJobRequest request;
+  request.set_id(id);
+  v1::CancelJobResponse response;
+  call(std::string(kAdmin) + "CancelJob", request, response);
+  return read_response(url_, [&] { return api::from_proto(response.job(), "job."); });
+}
+
+std::vector<JobOutcome> AdminClient::delete_jobs(std::span<const int64_t> ids) {
+  v1::DeleteJobsRequest request;
+  for (int64_t id : ids) request.add_ids(id);
+  v1::DeleteJobsResponse response;
+  call(std::string(kAdmin) + "DeleteJobs", request, response);
+  return outcomes_of(url_, response, ids.size());
+}
+
 }  // namespace conveyor

@@ -163,5 +163,68 @@ TEST_F(AdminClientTest, ATakenPortFailsToStartNamingTheAddress) {
   }
 }
 
+TEST_F(AdminClientTest, JobCallsOverHttp) {
+  serve("tok");
+  AdminClient client(url_, "tok");
+  const int64_t a = engine_->enqueue("q", "noop");
+  EnqueueOptions in_an_hour;
+  in_an_hour.delay = std::chrono::hours(1);
+  const int64_t later = engine_->enqueue("q", "noop", "{}", in_an_hour);
+
+  JobPage page = client.list_jobs(JobQuery{.queue = "q", .limit = 1});
+  ASSERT_EQ(page.jobs.size(), 1u);
+  EXPECT_EQ(page.jobs[0].id, a);
+  EXPECT_EQ(page.next_after_id, a);
+  page = client.list_jobs(JobQuery{.queue = "q", .states = {JobState::kScheduled}, .limit = 0});
+  ASSERT_EQ(page.jobs.size(), 1u);
+  EXPECT_EQ(page.jobs[0].id, later);
+  EXPECT_EQ(page.next_after_id, 0);
+
+  const Job cancelled = client.cancel_job(later);
+  EXPECT_EQ(cancelled.id, later);
+  EXPECT_EQ(cancelled.state, JobState::kCancelled);
+  try {
+    client.cancel_job(later);
+    ADD_FAILURE() << "a final job was cancelled";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code(), ApiCode::kFailedPrecondition);
+  }
+  try {
+    client.cancel_job(987654);
+    ADD_FAILURE() << "an unknown job was cancelled";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code(), ApiCode::kNotFound);
+  }
+
+  const std::vector<int64_t> ids = {later, a, 987654};
+  std::vector<JobOutcome> r = client.retry_jobs(ids);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].status, CONVEYOR_OK);
+  EXPECT_EQ(r[1].status, CONVEYOR_E_WRONG_STATE);
+  EXPECT_EQ(r[2].id, 987654);
+  EXPECT_EQ(r[2].status, CONVEYOR_E_NOT_FOUND);
+
+  client.cancel_job(later);
+  const RetryBatch batch = client.retry_jobs_bulk("q", JobState::kCancelled, 0, 0);
+  EXPECT_EQ(batch.retried, 1);
+  EXPECT_EQ(batch.next_after_id, 0);
+
+  client.cancel_job(a);
+  r = client.delete_jobs(ids);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].status, CONVEYOR_E_WRONG_STATE);  // available again: not final
+  EXPECT_EQ(r[1].status, CONVEYOR_OK);
+  EXPECT_EQ(r[2].status, CONVEYOR_E_NOT_FOUND);
+  EXPECT_FALSE(client.get_job(a));
+
+  try {
+    client.list_jobs(JobQuery{.queue = "q", .limit = 5000});
+    ADD_FAILURE() << "limit 5000 accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code(), ApiCode::kInvalidArgument);
+    EXPECT_EQ(std::string(e.what()).rfind("limit: must be 1..1000", 0), 0u) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <ctime>
 #include <limits>
@@ -21,13 +22,6 @@ LimitSource parse_source(const std::string& text, const std::string& path) {
     if (text == to_string(s)) return s;
   fail(path, "unknown limit source " + quote_for_message(text) +
                  " (known: override, queue-config, default, none, disabled)");
-}
-
-JobState parse_state(const std::string& text, const std::string& path) {
-  for (auto s : {JobState::kAvailable, JobState::kScheduled, JobState::kRunning,
-                 JobState::kCompleted, JobState::kFailed, JobState::kCancelled})
-    if (text == to_string(s)) return s;
-  fail(path, "unknown job state " + quote_for_message(text));
 }
 
 // Reads exactly n digits at text[pos...]; advances pos.
@@ -172,6 +166,11 @@ void to_proto(const QueueReport& r, uint64_t dispatched, v1::QueueInfo& out) {
   }
   out.set_throttled(r.throttled);
   out.set_dispatched(dispatched);
+  for (const KindCount& k : r.unserved_kinds) {
+    v1::KindCount& m = *out.add_unserved_kinds();
+    m.set_kind(k.kind);
+    m.set_pending(k.pending);
+  }
 }
 
 QueueReport from_proto(const v1::QueueInfo& m, const std::string& path) {
@@ -189,6 +188,8 @@ QueueReport from_proto(const v1::QueueInfo& m, const std::string& path) {
   r.limit.source = parse_source(m.limit().source(), path + "limit.source");
   if (m.limit().has_rate_per_sec())
     r.limit.limit = RateLimit{m.limit().rate_per_sec(), m.limit().burst()};
+  for (const v1::KindCount& k : m.unserved_kinds())
+    r.unserved_kinds.push_back({k.kind(), k.pending()});
   return r;
 }
 
@@ -205,6 +206,8 @@ void to_proto(const Job& job, v1::Job& out) {
   out.set_created_at(rfc3339(job.created_at_us));
   out.set_finalized_at(rfc3339(job.finalized_at_us));
   out.set_last_error(job.last_error);
+  // A final or pending job keeps no live lease, whatever storage left behind.
+  out.set_lease_expires_at(job.state == JobState::kRunning ? rfc3339(job.lease_expires_us) : "");
 }
 
 Job from_proto(const v1::Job& m, const std::string& path) {
@@ -213,7 +216,7 @@ Job from_proto(const v1::Job& m, const std::string& path) {
   job.queue = m.queue();
   job.kind = m.kind();
   job.payload = m.payload();
-  job.state = parse_state(m.state(), path + "state");
+  job.state = parse_job_state(m.state(), path + "state");
   job.priority = m.priority();
   job.attempt = m.attempt();
   job.max_attempts = m.max_attempts();
@@ -221,7 +224,53 @@ Job from_proto(const v1::Job& m, const std::string& path) {
   job.created_at_us = parse_rfc3339(m.created_at(), path + "createdAt");
   job.finalized_at_us = parse_rfc3339(m.finalized_at(), path + "finalizedAt");
   job.last_error = m.last_error();
+  job.lease_expires_us = parse_rfc3339(m.lease_expires_at(), path + "leaseExpiresAt");
   return job;
+}
+
+JobState parse_job_state(const std::string& name, const std::string& path) {
+  if (name == "pending") return JobState::kAvailable;
+  for (auto s : {JobState::kAvailable, JobState::kScheduled, JobState::kRunning,
+                 JobState::kCompleted, JobState::kFailed, JobState::kCancelled})
+    if (name == to_string(s)) return s;
+  fail(path, "unknown job state " + quote_for_message(name) +
+                 " (known: available or pending, scheduled, running, completed, failed, "
+                 "cancelled)");
+}
+
+std::vector<JobState> parse_job_states(
+    const google::protobuf::RepeatedPtrField<std::string>& names) {
+  std::vector<JobState> out;
+  for (int i = 0; i < names.size(); ++i) {
+    const JobState s = parse_job_state(names.Get(i), fmt::format("states[{}]", i));
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  }
+  return out;
+}
+
+const char* outcome_name(conveyor_status status) {
+  switch (status) {
+    case CONVEYOR_OK:
+      return "ok";
+    case CONVEYOR_E_NOT_FOUND:
+      return "not_found";
+    case CONVEYOR_E_WRONG_STATE:
+      return "wrong_state";
+    default:
+      return "error";
+  }
+}
+
+void to_proto(const JobOutcome& o, v1::JobOutcome& out) {
+  out.set_id(o.id);
+  out.set_outcome(outcome_name(o.status));
+}
+
+JobOutcome from_proto(const v1::JobOutcome& m, const std::string& path) {
+  for (conveyor_status s : {CONVEYOR_OK, CONVEYOR_E_NOT_FOUND, CONVEYOR_E_WRONG_STATE})
+    if (m.outcome() == outcome_name(s)) return JobOutcome{m.id(), s};
+  fail(path + "outcome", "unknown outcome " + quote_for_message(m.outcome()) +
+                             " (known: ok, not_found, wrong_state)");
 }
 
 void to_proto(const JobRequest& job, v1::NewJob& out) {

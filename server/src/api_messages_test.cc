@@ -121,7 +121,7 @@ TEST(ApiMessages, QueueInfoWritesInt64AsStringsAndOmitsAnUnlimitedRate) {
   to_proto(r, 11, m);
   EXPECT_EQ(as_json(m), json::parse(R"({"queue":"bulk","paused":true,"pending":"5","scheduled":"4",
       "running":"3","completed":"2","failed":"1","cancelled":"7","limit":{"source":"none"},
-      "throttled":"9","dispatched":"11"})"));
+      "throttled":"9","dispatched":"11","oldestPendingAgeSeconds":0,"unservedKinds":[]})"));
   QueueReport back = from_proto(via_binary(m));
   EXPECT_EQ(back.stats.queue, "bulk");
   EXPECT_TRUE(back.stats.paused);
@@ -129,6 +129,15 @@ TEST(ApiMessages, QueueInfoWritesInt64AsStringsAndOmitsAnUnlimitedRate) {
   EXPECT_EQ(back.stats.cancelled, 7);
   EXPECT_EQ(back.throttled, 9u);
   EXPECT_EQ(back.limit, r.limit);
+
+  r.unserved_kinds = {{"resize", 2}, {"send_email", 3}};
+  m.Clear();
+  to_proto(r, 11, m);
+  EXPECT_EQ(
+      as_json(m)["unservedKinds"],
+      json::parse(R"([{"kind":"resize","pending":"2"},{"kind":"send_email","pending":"3"}])"));
+  EXPECT_EQ(from_proto(via_binary(m)).unserved_kinds, r.unserved_kinds);
+  r.unserved_kinds.clear();
 
   r.limit = EffectiveLimit{RateLimit{50, 10}, LimitSource::kOverride};
   m.Clear();
@@ -175,8 +184,38 @@ TEST(ApiMessages, JobRoundTrips) {
   m.Clear();
   to_proto(job, m);
   EXPECT_EQ(as_json(m)["finalizedAt"], "");
+  EXPECT_EQ(as_json(m)["leaseExpiresAt"], "");  // not running
+  // A running job carries its lease's expiry, both ways.
+  job.state = JobState::kRunning;
+  job.lease_expires_us = 1'700'000'030'000'000;
+  m.Clear();
+  to_proto(job, m);
+  EXPECT_EQ(as_json(m)["leaseExpiresAt"], "2023-11-14T22:13:50Z");
+  EXPECT_EQ(from_proto(via_binary(m)).lease_expires_us, job.lease_expires_us);
+  m.set_lease_expires_at("soon");
+  EXPECT_EQ(
+      error_of([&] { from_proto(m, "job."); }).rfind("job.leaseExpiresAt: must be an RFC 3339", 0),
+      0u);
+  m.set_lease_expires_at("");
   m.set_state("sideways");
-  EXPECT_EQ(error_of([&] { from_proto(m, "job."); }), "job.state: unknown job state \"sideways\"");
+  EXPECT_EQ(error_of([&] { from_proto(m, "job."); }),
+            "job.state: unknown job state \"sideways\" (known: available or pending, scheduled, "
+            "running, completed, failed, cancelled)");
+  m.set_state("pending");  // the synonym reads as available
+  EXPECT_EQ(from_proto(m).state, JobState::kAvailable);
+}
+
+TEST(ApiMessages, JobOutcomeNamesBothWays) {
+  v1::JobOutcome m;
+  to_proto(JobOutcome{7, CONVEYOR_E_WRONG_STATE}, m);
+  EXPECT_EQ(as_json(m), json::parse(R"({"id":"7","outcome":"wrong_state"})"));
+  for (conveyor_status s : {CONVEYOR_OK, CONVEYOR_E_NOT_FOUND, CONVEYOR_E_WRONG_STATE}) {
+    to_proto(JobOutcome{7, s}, m);
+    EXPECT_EQ(from_proto(via_binary(m)).status, s);
+  }
+  m.set_outcome("maybe");
+  EXPECT_EQ(error_of([&] { from_proto(m, "outcomes[0]."); }),
+            "outcomes[0].outcome: unknown outcome \"maybe\" (known: ok, not_found, wrong_state)");
 }
 
 TEST(ApiMessages, NewJobDefaultsAndValidation) {

@@ -34,6 +34,54 @@ const std::string& checked_queue(const std::string& queue) {
   return queue;
 }
 
+// A job id field: 1 or more.
+int64_t checked_id(int64_t id, const std::string& field) {
+  if (id <= 0)
+    throw ValidationError(
+        field, fmt::format("{}: must be a job id (a whole number >= 1), got {}", field, id));
+  return id;
+}
+
+// The ids of a RetryJobs/DeleteJobs call: 1..kJobBatchMax ids, each >= 1.
+std::vector<int64_t> checked_ids(const google::protobuf::RepeatedField<int64_t>& ids) {
+  if (ids.empty()) throw ValidationError("ids", "ids: give at least one job id");
+  if (static_cast<size_t>(ids.size()) > Engine::kJobBatchMax)
+    throw ValidationError("ids", fmt::format("ids: at most {} ids per call, got {}: send them in "
+                                             "batches",
+                                             Engine::kJobBatchMax, ids.size()));
+  for (int i = 0; i < ids.size(); ++i) checked_id(ids.Get(i), fmt::format("ids[{}]", i));
+  return {ids.begin(), ids.end()};
+}
+
+// A page size: 0 means dflt; otherwise 1..kListJobsMax.
+uint32_t checked_limit(uint32_t limit, uint32_t dflt) {
+  if (limit == 0) return dflt;
+  if (limit > kListJobsMax)
+    throw ValidationError("limit", fmt::format("limit: must be 1..{} (0: {}), got {}: page with "
+                                               "afterId for more",
+                                               kListJobsMax, dflt, limit));
+  return limit;
+}
+
+int64_t checked_after_id(int64_t after_id) {
+  if (after_id < 0)
+    throw ValidationError("afterId",
+                          fmt::format("afterId: must be a job id >= 0 (0: from the start; else the "
+                                      "nextAfterId of the previous answer), got {}",
+                                      after_id));
+  return after_id;
+}
+
+template <typename Response>
+int64_t add_outcomes(const std::vector<JobOutcome>& outcomes, Response& response) {
+  int64_t ok = 0;
+  for (const JobOutcome& o : outcomes) {
+    api::to_proto(o, *response.add_outcomes());
+    ok += o.status == CONVEYOR_OK;
+  }
+  return ok;
+}
+
 ApiCode code_for_storage(const StorageError& e) {
   switch (e.code()) {
     case CONVEYOR_E_INVALID:
@@ -115,6 +163,79 @@ ApiService::ApiService(Engine& engine) : engine_(engine) {
       kAdmin, "ResumeQueue", true, [&e](const auto& request, auto&) {
         e.set_queue_paused(checked_queue(request.queue()), false);
       });
+  add<v1::ListJobsRequest, v1::ListJobsResponse>(
+      kAdmin, "ListJobs", false, [&e](const auto& request, auto& response) {
+        JobQuery query;
+        query.queue = checked_queue(request.queue());
+        query.states = api::parse_job_states(request.states());
+        query.kind = request.kind();
+        if (!query.kind.empty()) validate_field("kind", [&] { validate_job_kind(query.kind); });
+        query.after_id = checked_after_id(request.after_id());
+        query.limit = checked_limit(request.limit(), 100);
+        const std::vector<Job> jobs = e.list_jobs(query);
+        for (const Job& job : jobs) api::to_proto(job, *response.add_jobs());
+        // A full page may have a successor; a short one is the last.
+        response.set_next_after_id(jobs.size() == query.limit ? jobs.back().id : 0);
+      });
+  add<v1::RetryJobsRequest, v1::RetryJobsResponse>(
+      kAdmin, "RetryJobs", true, [&e](const auto& request, auto& response) {
+        const bool bulk = !request.queue().empty() || !request.state().empty() ||
+                          request.after_id() != 0 || request.limit() != 0;
+        if (!request.ids().empty()) {
+          if (bulk)
+            throw ValidationError("ids",
+                                  "ids: give either ids or queue + state (bulk), not both; "
+                                  "afterId and limit belong to the bulk form");
+          const std::vector<int64_t> ids = checked_ids(request.ids());
+          response.set_retried(add_outcomes(e.retry_jobs(ids), response));
+          return;
+        }
+        if (request.queue().empty())
+          throw ValidationError("queue",
+                                "queue: give ids, or queue and state (failed or cancelled) to "
+                                "retry a queue's jobs in batches");
+        JobQuery query;
+        query.queue = checked_queue(request.queue());
+        const std::string& state = request.state();
+        if (state != "failed" && state != "cancelled")
+          throw ValidationError("state",
+                                "state: must be \"failed\" or \"cancelled\" (the states "
+                                "a retry takes), got " +
+                                    quote_for_message(state));
+        query.states = {state == "failed" ? JobState::kFailed : JobState::kCancelled};
+        query.after_id = checked_after_id(request.after_id());
+        query.limit = checked_limit(request.limit(), static_cast<uint32_t>(Engine::kJobBatchMax));
+        // One bounded batch per call: list a page, retry it, hand back the
+        // cursor. Jobs retried here that fail again have ids <= the cursor, so
+        // a caller that follows it visits each job once.
+        const std::vector<Job> jobs = e.list_jobs(query);
+        if (jobs.empty()) return;
+        std::vector<int64_t> ids;
+        ids.reserve(jobs.size());
+        for (const Job& job : jobs) ids.push_back(job.id);
+        int64_t retried = 0;
+        for (const JobOutcome& o : e.retry_jobs(ids)) retried += o.status == CONVEYOR_OK;
+        response.set_retried(retried);
+        response.set_next_after_id(jobs.size() == query.limit ? jobs.back().id : 0);
+      });
+  add<v1::CancelJobRequest, v1::CancelJobResponse>(
+      kAdmin, "CancelJob", true, [&e](const auto& request, auto& response) {
+        const int64_t id = checked_id(request.id(), "id");
+        const bool cancelled = e.cancel_job(id);
+        const auto job = e.get_job(id);
+        if (!job) throw ApiError(ApiCode::kNotFound, fmt::format("job {} not found", id));
+        if (!cancelled)
+          throw ApiError(ApiCode::kFailedPrecondition,
+                         fmt::format("job {} is already {}: only jobs that are not final "
+                                     "(available, scheduled, running) can be cancelled",
+                                     id, to_string(job->state)));
+        api::to_proto(*job, *response.mutable_job());
+      });
+  add<v1::DeleteJobsRequest, v1::DeleteJobsResponse>(
+      kAdmin, "DeleteJobs", true, [&e](const auto& request, auto& response) {
+        const std::vector<int64_t> ids = checked_ids(request.ids());
+        response.set_deleted(add_outcomes(e.delete_jobs(ids), response));
+      });
   add<v1::EnqueueRequest, v1::EnqueueResponse>(
       kTask, "Enqueue", true, [&e](const auto& request, auto& response) {
         const JobRequest r = api::from_proto(request.job(), "job.");
@@ -134,10 +255,7 @@ ApiService::ApiService(Engine& engine) : engine_(engine) {
       });
   add<v1::GetJobRequest, v1::GetJobResponse>(
       kTask, "GetJob", false, [&e](const auto& request, auto& response) {
-        const int64_t id = request.id();
-        if (id <= 0)
-          throw ValidationError(
-              "id", fmt::format("id: must be a job id (a whole number >= 1), got {}", id));
+        const int64_t id = checked_id(request.id(), "id");
         const auto job = e.get_job(id);
         if (!job) throw ApiError(ApiCode::kNotFound, fmt::format("job {} not found", id));
         api::to_proto(*job, *response.mutable_job());

@@ -4,13 +4,17 @@
 #include "api_service.hpp"
 #include "api_codec.hpp"
 
+#include <conveyor/api_messages.hpp>
 #include <conveyor/engine.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 namespace conveyor {
 namespace {
@@ -67,6 +71,38 @@ class ApiServiceTest : public ::testing::Test {
   static constexpr const char* kEnqueue = "/conveyor.v1.TaskService/Enqueue";
   static constexpr const char* kBatch = "/conveyor.v1.TaskService/EnqueueBatch";
   static constexpr const char* kGet = "/conveyor.v1.TaskService/GetJob";
+  static constexpr const char* kListJobs = "/conveyor.v1.AdminService/ListJobs";
+  static constexpr const char* kRetry = "/conveyor.v1.AdminService/RetryJobs";
+  static constexpr const char* kCancel = "/conveyor.v1.AdminService/CancelJob";
+  static constexpr const char* kDeleteJobs = "/conveyor.v1.AdminService/DeleteJobs";
+
+  int64_t enqueue(const std::string& queue, const std::string& kind, double delay_s = 0) {
+    json r =
+        call(kEnqueue, {{"job", {{"queue", queue}, {"kind", kind}, {"delaySeconds", delay_s}}}});
+    return std::stoll(r["id"].get<std::string>());
+  }
+  std::string state_of(int64_t id) { return call(kGet, {{"id", id}})["job"]["state"]; }
+  // Polls until pred holds (the engine works in its own threads); false after 20 s.
+  template <typename Pred>
+  static bool eventually(Pred pred) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+  // The message of the invalid_argument a call raises.
+  std::string invalid(const std::string& method, const json& request) {
+    ApiError e = error(method, request);
+    EXPECT_EQ(e.code(), ApiCode::kInvalidArgument) << e.what();
+    return e.what();
+  }
+  static std::vector<int64_t> ids_of(const json& jobs) {
+    std::vector<int64_t> out;
+    for (const auto& j : jobs) out.push_back(std::stoll(j["id"].get<std::string>()));
+    return out;
+  }
 
   std::filesystem::path dir_;
   std::unique_ptr<Engine> engine_;
@@ -74,10 +110,11 @@ class ApiServiceTest : public ::testing::Test {
 };
 
 TEST_F(ApiServiceTest, MethodsAndWhichOnesMutate) {
-  EXPECT_EQ(api_->paths().size(), 9u);
-  for (const char* m : {kSet, kDelete, kPause, kResume, kEnqueue, kBatch})
+  EXPECT_EQ(api_->paths().size(), 13u);
+  for (const char* m :
+       {kSet, kDelete, kPause, kResume, kEnqueue, kBatch, kRetry, kCancel, kDeleteJobs})
     EXPECT_TRUE(api_->find(m)->mutates) << m;
-  for (const char* m : {kList, kQueues, kGet}) EXPECT_FALSE(api_->find(m)->mutates) << m;
+  for (const char* m : {kList, kQueues, kGet, kListJobs}) EXPECT_FALSE(api_->find(m)->mutates) << m;
   EXPECT_EQ(api_->find("/conveyor.v1.AdminService/Nope"), nullptr);
 }
 
@@ -207,6 +244,263 @@ TEST_F(ApiServiceTest, PauseAndResumeShowInListQueues) {
   call(kResume, {{"queue", "email"}});
   EXPECT_EQ(call(kQueues, json::object())["queues"][0]["paused"], false);
   EXPECT_EQ(error(kPause, {{"queue", "no way"}}).code(), ApiCode::kInvalidArgument);
+}
+
+TEST_F(ApiServiceTest, ListJobsPagesByStateAndKind) {
+  std::vector<int64_t> now_ids, later_ids, other_ids;
+  for (int i = 0; i < 3; ++i) now_ids.push_back(enqueue("q", "noop"));
+  for (int i = 0; i < 2; ++i) later_ids.push_back(enqueue("q", "sleep", 3600));
+  other_ids.push_back(enqueue("other", "noop"));
+
+  json r = call(kListJobs, {{"queue", "q"}});
+  std::vector<int64_t> all = now_ids;
+  all.insert(all.end(), later_ids.begin(), later_ids.end());
+  EXPECT_EQ(ids_of(r["jobs"]), all);
+  EXPECT_EQ(r["nextAfterId"], "0");  // 5 < the default 100: the last page
+  EXPECT_EQ(r["jobs"][0]["queue"], "q");
+  EXPECT_EQ(r["jobs"][0]["state"], "available");
+  EXPECT_EQ(r["jobs"][0]["leaseExpiresAt"], "");  // not running
+
+  // "pending" is "available"; states combine; a duplicate is harmless.
+  EXPECT_EQ(ids_of(call(kListJobs, {{"queue", "q"}, {"states", {"pending"}}})["jobs"]), now_ids);
+  EXPECT_EQ(ids_of(call(kListJobs, {{"queue", "q"}, {"states", {"scheduled"}}})["jobs"]),
+            later_ids);
+  EXPECT_EQ(ids_of(call(kListJobs, {{"queue", "q"},
+                                    {"states", {"scheduled", "available", "pending"}}})["jobs"]),
+            all);
+  EXPECT_EQ(ids_of(call(kListJobs, {{"queue", "q"}, {"kind", "sleep"}})["jobs"]), later_ids);
+  EXPECT_TRUE(call(kListJobs, {{"queue", "q"}, {"states", {"failed"}}})["jobs"].empty());
+  EXPECT_TRUE(call(kListJobs, {{"queue", "nobody"}})["jobs"].empty());
+
+  // Pages of two: the cursor of a full page is its last id; the short last page says 0.
+  std::vector<int64_t> seen;
+  std::string after = "0";
+  int pages = 0;
+  do {
+    r = call(kListJobs, {{"queue", "q"}, {"limit", 2}, {"afterId", after}});
+    for (int64_t id : ids_of(r["jobs"])) seen.push_back(id);
+    after = r["nextAfterId"];
+    ++pages;
+  } while (after != "0" && pages < 10);
+  EXPECT_EQ(seen, all);
+  EXPECT_EQ(pages, 3);
+  // A page that is exactly full says "maybe more"; the next is empty and says 0.
+  r = call(kListJobs, {{"queue", "q"}, {"limit", 5}});
+  EXPECT_EQ(r["nextAfterId"], std::to_string(all.back()));
+  r = call(kListJobs, {{"queue", "q"}, {"limit", 5}, {"afterId", r["nextAfterId"]}});
+  EXPECT_TRUE(r["jobs"].empty());
+  EXPECT_EQ(r["nextAfterId"], "0");
+  EXPECT_EQ(call(kListJobs, {{"queue", "q"}, {"limit", 1000}})["jobs"].size(), 5u);
+}
+
+TEST_F(ApiServiceTest, ListJobsRefusesBadInputNamingTheField) {
+  EXPECT_EQ(invalid(kListJobs, json::object()).rfind("queue: invalid queue name", 0), 0u);
+  EXPECT_EQ(invalid(kListJobs, {{"queue", "no way"}}).rfind("queue: invalid queue name", 0), 0u);
+  EXPECT_EQ(invalid(kListJobs, {{"queue", "q"}, {"states", {"failed", "dead"}}}),
+            "states[1]: unknown job state \"dead\" (known: available or pending, scheduled, "
+            "running, completed, failed, cancelled)");
+  EXPECT_EQ(invalid(kListJobs, {{"queue", "q"}, {"kind", "bad kind"}}).rfind("kind: ", 0), 0u);
+  EXPECT_EQ(invalid(kListJobs, {{"queue", "q"}, {"limit", 1001}}),
+            "limit: must be 1..1000 (0: 100), got 1001: page with afterId for more");
+  EXPECT_EQ(invalid(kListJobs, {{"queue", "q"}, {"afterId", -1}})
+                .rfind("afterId: must be a job "
+                       "id >= 0",
+                       0),
+            0u);
+  // The codec refuses what is not a number at all.
+  EXPECT_EQ(error(kListJobs, {{"queue", "q"}, {"afterId", "abc"}}).code(),
+            ApiCode::kInvalidArgument);
+}
+
+TEST_F(ApiServiceTest, RetryCancelDeleteByIdsReportEachId) {
+  std::atomic<bool> broken{true};
+  engine_->register_handler("boom", [&](const Job&) {
+    if (broken) throw PermanentError("downstream is gone");
+  });
+  const int64_t a = enqueue("q", "boom"), b = enqueue("q", "boom");
+  const int64_t done = enqueue("q", "noop");
+  const int64_t later = enqueue("q", "noop", 3600);
+  register_builtin_handlers(*engine_);
+  engine_->start();
+  ASSERT_TRUE(eventually([&] {
+    return state_of(a) == "failed" && state_of(b) == "failed" && state_of(done) == "completed";
+  }));
+  json failed = call(kListJobs, {{"queue", "q"}, {"states", {"failed"}}})["jobs"];
+  ASSERT_EQ(ids_of(failed), (std::vector<int64_t>{a, b}));
+  EXPECT_EQ(failed[0]["lastError"], "downstream is gone");
+  EXPECT_NE(failed[0]["finalizedAt"], "");
+
+  // Cancel: a job not final is cancelled and returned; a final one and an
+  // unknown one are refused with their own codes.
+  json c = call(kCancel, {{"id", later}})["job"];
+  EXPECT_EQ(c["state"], "cancelled");
+  EXPECT_EQ(c["id"], std::to_string(later));
+  ApiError e = error(kCancel, {{"id", done}});
+  EXPECT_EQ(e.code(), ApiCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(e.what()), "job " + std::to_string(done) +
+                                       " is already completed: only jobs that are not final "
+                                       "(available, scheduled, running) can be cancelled");
+  e = error(kCancel, {{"id", 987654321}});
+  EXPECT_EQ(e.code(), ApiCode::kNotFound);
+  EXPECT_STREQ(e.what(), "job 987654321 not found");
+  EXPECT_EQ(invalid(kCancel, json::object()), "id: must be a job id (a whole number >= 1), got 0");
+
+  // Retry: failed and cancelled jobs run again; others are reported, unchanged.
+  broken = false;
+  json r = call(kRetry, {{"ids", {a, done, 987654321, later}}});
+  EXPECT_EQ(r["retried"], "2");
+  EXPECT_EQ(r["nextAfterId"], "0");
+  ASSERT_EQ(r["outcomes"].size(), 4u);
+  const std::vector<std::string> want = {"ok", "wrong_state", "not_found", "ok"};
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(r["outcomes"][i]["outcome"], want[i]) << i;
+  EXPECT_EQ(r["outcomes"][2]["id"], "987654321");
+  ASSERT_TRUE(eventually([&] { return state_of(a) == "completed"; }));
+  EXPECT_EQ(state_of(b), "failed");  // not asked for
+
+  // Delete: final jobs go; a job not final stays (wrong_state).
+  const int64_t waiting = enqueue("q", "noop", 3600);
+  r = call(kDeleteJobs, {{"ids", {b, waiting, 987654321}}});
+  EXPECT_EQ(r["deleted"], "1");
+  ASSERT_EQ(r["outcomes"].size(), 3u);
+  EXPECT_EQ(r["outcomes"][0]["outcome"], "ok");
+  EXPECT_EQ(r["outcomes"][1]["outcome"], "wrong_state");
+  EXPECT_EQ(r["outcomes"][2]["outcome"], "not_found");
+  EXPECT_EQ(error(kGet, {{"id", b}}).code(), ApiCode::kNotFound);
+  EXPECT_EQ(state_of(waiting), "scheduled");
+  engine_->stop();  // before the handler's flag goes out of scope
+}
+
+TEST_F(ApiServiceTest, RetryAndDeleteRefuseBadInputNamingTheField) {
+  EXPECT_EQ(invalid(kRetry, json::object()),
+            "queue: give ids, or queue and state (failed or cancelled) to retry a queue's jobs in "
+            "batches");
+  EXPECT_EQ(invalid(kRetry, {{"ids", {1}}, {"queue", "q"}}),
+            "ids: give either ids or queue + state (bulk), not both; afterId and limit belong to "
+            "the bulk form");
+  EXPECT_EQ(invalid(kRetry, {{"ids", {1}}, {"limit", 5}}).rfind("ids: give either", 0), 0u);
+  EXPECT_EQ(invalid(kRetry, {{"ids", {5, 0}}}),
+            "ids[1]: must be a job id (a whole number >= 1), got 0");
+  EXPECT_EQ(invalid(kRetry, {{"queue", "q"}}),
+            "state: must be \"failed\" or \"cancelled\" (the states a retry takes), got \"\"");
+  EXPECT_EQ(invalid(kRetry, {{"queue", "q"}, {"state", "running"}}).rfind("state: must be", 0), 0u);
+  EXPECT_EQ(invalid(kRetry, {{"queue", "q q"}, {"state", "failed"}}).rfind("queue: ", 0), 0u);
+  EXPECT_EQ(invalid(kRetry, {{"queue", "q"}, {"state", "failed"}, {"limit", 1001}}),
+            "limit: must be 1..1000 (0: 1000), got 1001: page with afterId for more");
+  EXPECT_EQ(invalid(kRetry, {{"queue", "q"}, {"state", "failed"}, {"afterId", -5}})
+                .rfind("afterId: must be a job id >= 0", 0),
+            0u);
+  json many = json::array();
+  for (int i = 1; i <= 1001; ++i) many.push_back(i);
+  EXPECT_EQ(invalid(kRetry, {{"ids", many}}),
+            "ids: at most 1000 ids per call, got 1001: send them in batches");
+  EXPECT_EQ(invalid(kDeleteJobs, {{"ids", many}}),
+            "ids: at most 1000 ids per call, got 1001: send them in batches");
+  EXPECT_EQ(invalid(kDeleteJobs, json::object()), "ids: give at least one job id");
+  EXPECT_EQ(invalid(kDeleteJobs, {{"ids", {-3}}}),
+            "ids[0]: must be a job id (a whole number >= 1), got -3");
+  // 1000 unknown ids are fine: each is reported.
+  many.erase(many.end() - 1);
+  json r = call(kDeleteJobs, {{"ids", many}});
+  EXPECT_EQ(r["deleted"], "0");
+  ASSERT_EQ(r["outcomes"].size(), 1000u);
+  EXPECT_EQ(r["outcomes"][999]["outcome"], "not_found");
+}
+
+TEST_F(ApiServiceTest, BulkRetryGoesInBoundedBatchesWithACursor) {
+  std::atomic<bool> broken{true};
+  engine_->register_handler("boom", [&](const Job&) {
+    if (broken) throw PermanentError("no");
+  });
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 7; ++i) ids.push_back(enqueue("q", "boom"));
+  const int64_t elsewhere = enqueue("other", "boom");
+  engine_->start();
+  ASSERT_TRUE(eventually([&] {
+    return call(kListJobs, {{"queue", "q"}, {"states", {"failed"}}})["jobs"].size() == 7 &&
+           state_of(elsewhere) == "failed";
+  }));
+  broken = false;
+  // Batches of 3: 3, 3, then 1 with the cursor 0 (done).
+  std::vector<std::string> retried;
+  std::string after = "0";
+  int calls = 0;
+  do {
+    json r = call(kRetry, {{"queue", "q"}, {"state", "failed"}, {"limit", 3}, {"afterId", after}});
+    EXPECT_TRUE(r["outcomes"].empty());
+    retried.push_back(r["retried"]);
+    after = r["nextAfterId"];
+    if (calls == 0) {
+      EXPECT_EQ(after, std::to_string(ids[2]));
+    }
+    ++calls;
+  } while (after != "0" && calls < 10);
+  EXPECT_EQ(retried, (std::vector<std::string>{"3", "3", "1"}));
+  ASSERT_TRUE(eventually([&] {
+    return call(kListJobs, {{"queue", "q"}, {"states", {"completed"}}})["jobs"].size() == 7;
+  }));
+  EXPECT_EQ(state_of(elsewhere), "failed");  // another queue: untouched
+  // Nothing left: retried 0, done.
+  json r = call(kRetry, {{"queue", "q"}, {"state", "failed"}});
+  EXPECT_EQ(r["retried"], "0");
+  EXPECT_EQ(r["nextAfterId"], "0");
+  // Cancelled jobs too.
+  const int64_t c = enqueue("q", "noop", 3600);
+  call(kCancel, {{"id", c}});
+  r = call(kRetry, {{"queue", "q"}, {"state", "cancelled"}});
+  EXPECT_EQ(r["retried"], "1");
+  EXPECT_EQ(state_of(c), "available");
+  engine_->stop();
+}
+
+TEST_F(ApiServiceTest, RunningJobShowsItsLeaseAndCanBeCancelled) {
+  std::atomic<bool> release{false};
+  engine_->register_handler("hold", [&](const Job&) {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  });
+  const int64_t id = enqueue("q", "hold");
+  engine_->start();
+  ASSERT_TRUE(eventually([&] { return state_of(id) == "running"; }));
+  json job = call(kListJobs, {{"queue", "q"}, {"states", {"running"}}})["jobs"][0];
+  ASSERT_TRUE(job["leaseExpiresAt"].is_string());
+  const int64_t lease = api::parse_rfc3339(job["leaseExpiresAt"].get<std::string>(), "t");
+  EXPECT_GT(lease, SystemClock::instance().wall_now_us());
+  EXPECT_EQ(call(kGet, {{"id", id}})["job"]["leaseExpiresAt"], job["leaseExpiresAt"]);
+  json cancelled = call(kCancel, {{"id", id}})["job"];
+  EXPECT_EQ(cancelled["state"], "cancelled");
+  EXPECT_EQ(cancelled["leaseExpiresAt"], "");  // no lease on a final job
+  release = true;
+  engine_->stop();
+}
+
+TEST(ApiServiceAbi10, JobMethodsOnAnAbi10PluginSayWhatToUpgrade) {
+  Config c;
+  c.storage.plugin = CONVEYOR_ABI_V1_0_PLUGIN;
+  c.storage.options = {{"name", "api_abi10"}};
+  Engine engine(c);
+  ApiService api(engine);
+  const auto run = [&](const char* path, const std::string& body) {
+    const auto* m = api.find(path);
+    const auto message = m->new_request();
+    api::decode(api::Codec::kJson, body, *message);
+    try {
+      api.call(*m, *message);
+    } catch (const ApiError& e) {
+      return e;
+    }
+    ADD_FAILURE() << path << " did not fail";
+    return ApiError(ApiCode::kUnknown, "");
+  };
+  for (const auto& [path, body] : std::vector<std::pair<const char*, std::string>>{
+           {"/conveyor.v1.AdminService/ListJobs", R"({"queue":"q"})"},
+           {"/conveyor.v1.AdminService/RetryJobs", R"({"ids":[1]})"},
+           {"/conveyor.v1.AdminService/RetryJobs", R"({"queue":"q","state":"failed"})"},
+           {"/conveyor.v1.AdminService/DeleteJobs", R"({"ids":[1]})"}}) {
+    const ApiError e = run(path, body);
+    EXPECT_EQ(e.code(), ApiCode::kUnimplemented) << path << ": " << e.what();
+    EXPECT_NE(std::string(e.what()).find("implements ABI 1.0"), std::string::npos) << e.what();
+  }
+  // Cancel is a 1.0 slot: it works (not_found here).
+  EXPECT_EQ(run("/conveyor.v1.AdminService/CancelJob", R"({"id":1})").code(), ApiCode::kNotFound);
 }
 
 }  // namespace

@@ -224,6 +224,7 @@ MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts)
                      {"storage_plugin_version", plugin.version},
                      {"abi", fmt::format("{}.{}", plugin.abi_major, plugin.abi_minor)}};
   page.process = read_process_stats();
+  page.unserved = EngineInternals::unserved_kinds(engine);
   return page;
 }
 
@@ -338,6 +339,16 @@ std::string render_prometheus(const MetricsPage& page) {
   for (const auto& [queue, row] : rows)
     sample(out, "conveyor_queue_paused", queue_label(queue),
            row.stats && row.stats->paused ? "1" : "0");
+
+  family(out, "conveyor_queue_unserved_jobs", "gauge",
+         "Pending jobs, ready longer than engine.unknown_kind_grace_s, whose kind no consumer of "
+         "this process serves: they wait until one does. Counted among the first 1000 such jobs "
+         "of the queue, rescanned every few seconds; no series: none.");
+  for (const auto& [queue, kinds] : page.unserved)
+    for (const KindCount& k : kinds)
+      sample(out, "conveyor_queue_unserved_jobs",
+             queue_label(queue) + ",kind=\"" + escape_label_value(k.kind) + "\"",
+             std::to_string(k.pending));
 
   family(out, "conveyor_ratelimit_enabled", "gauge",
          "1 when rate limits apply, 0 when the kill switch ([engine] rate_limit_enabled) is off.");

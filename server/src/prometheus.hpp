@@ -87,6 +87,8 @@ struct MetricsPage {
   std::vector<std::pair<std::string, uint64_t>> storage_errors;  // by operation
   std::vector<std::pair<std::string, std::string>> build_info;   // label, value
   std::optional<ProcessStats> process;
+  // Per queue, pending jobs of kinds no consumer here serves (past the grace).
+  std::map<std::string, std::vector<KindCount>, std::less<>> unserved;
 };
 
 // The page of a running engine: its counters and limits, stats as given
@@ -101,8 +103,8 @@ MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts)
 // with an empty queue label for rescues an ABI 1.0 plugin cannot attribute);
 // conveyor_storage_errors_total{operation}; gauges conveyor_queue_jobs{state},
 // conveyor_queue_oldest_pending_age_seconds (plugins of ABI 1.1),
-// conveyor_queue_pending, conveyor_queue_paused, conveyor_ratelimit_rate and
-// _burst{source} (limited queues only), conveyor_ratelimit_enabled,
+// conveyor_queue_pending, conveyor_queue_paused, conveyor_queue_unserved_jobs{kind},
+// conveyor_ratelimit_rate and _burst{source} (limited queues only), conveyor_ratelimit_enabled,
 // conveyor_build_info; histograms conveyor_job_pickup_latency_seconds and
 // conveyor_job_duration_seconds (cumulative buckets); process_* metrics.
 std::string render_prometheus(const MetricsPage& page);

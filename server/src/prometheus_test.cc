@@ -97,6 +97,7 @@ TEST(Prometheus, StatesLimitsBuildAndProcess) {
   page.storage_errors = {{"claiming_jobs", 3}};
   page.build_info = {{"version", "0.1.0"}, {"storage_plugin", "sqlite"}};
   page.process = ProcessStats{1.5, 1024, 4096, 1.7e9, 12, 1024, 7};
+  page.unserved["bulk"] = {{"resize", 2}, {"send_email", 3}};
   const std::string text = render_prometheus(page);
 
   for (const auto& [state, n] : std::vector<std::pair<std::string, int>>{{"pending", 300},
@@ -110,6 +111,10 @@ TEST(Prometheus, StatesLimitsBuildAndProcess) {
         << state;
   EXPECT_TRUE(contains(text, "conveyor_queue_jobs{queue=\"idle\",state=\"failed\"} 0"));
   EXPECT_TRUE(contains(text, "conveyor_queue_stats_age_seconds 0.25"));
+  EXPECT_TRUE(contains(text, "conveyor_queue_unserved_jobs{queue=\"bulk\",kind=\"resize\"} 2"));
+  EXPECT_TRUE(contains(text, "conveyor_queue_unserved_jobs{queue=\"bulk\",kind=\"send_email\"} 3"));
+  EXPECT_EQ(text.find("conveyor_queue_unserved_jobs{queue=\"idle\""), std::string::npos)
+      << "every kind served: no series";
   EXPECT_TRUE(contains(text, "conveyor_leases_lost_total{queue=\"email\"} 2"));
   EXPECT_TRUE(contains(text, "conveyor_jobs_rescued_total{queue=\"email\"} 3"));
   EXPECT_TRUE(contains(text, "conveyor_jobs_rescued_total{queue=\"bulk\"} 0"));

@@ -115,5 +115,60 @@ INSTANTIATE_TEST_SUITE_P(
                       ExamplePlugin{"memory_c_built_against_v1_0", CONVEYOR_ABI_V1_0_PLUGIN}),
     [](const ::testing::TestParamInfo<ExamplePlugin>& info) { return info.param.label; });
 
+// A 1.0 plugin has no claim_kinds: the engine claims every kind, so a job no
+// handler here runs is claimed too. It must not sit through 25 silent
+// attempts: engine.unknown_kind = "fail" (the default) fails it at once,
+// naming the kind and what this process serves; "retry" retries it.
+Config v1_0_config(EngineConfig::UnknownKind policy) {
+  Config c;
+  c.storage.plugin = CONVEYOR_ABI_V1_0_PLUGIN;
+  c.storage.options = {{"name", ::testing::UnitTest::GetInstance()->current_test_info()->name()}};
+  c.engine.poll_interval_ms = 20;
+  c.engine.retry_backoff_base_ms = 1;
+  c.engine.retry_backoff_max_ms = 1;
+  c.engine.unknown_kind = policy;
+  return c;
+}
+
+TEST(V1_0PluginUnknownKind, FailsTheJobAtOnceNamingTheKindAndTheServedKinds) {
+  Engine engine(v1_0_config(EngineConfig::UnknownKind::kFail));
+  engine.register_handler("work", [](const Job&) {});
+  engine.register_handler("noop", [](const Job&) {});
+  const int64_t id = engine.enqueue("q", "send_email");  // max_attempts: the default 25
+  const int64_t served = engine.enqueue("q", "work");
+  engine.start();
+  ASSERT_TRUE(test::wait_until([&] {
+    auto j = engine.get_job(id);
+    return j && j->state == JobState::kFailed;
+  }));
+  ASSERT_TRUE(
+      test::wait_until([&] { return engine.get_job(served)->state == JobState::kCompleted; }));
+  engine.stop();
+  std::optional<Job> j = engine.get_job(id);
+  EXPECT_EQ(j->attempt, 1) << "failed at its first attempt";
+  EXPECT_EQ(j->last_error,
+            "no handler for job kind 'send_email' in this process (it serves: noop, work); "
+            "engine.unknown_kind = fail");
+}
+
+TEST(V1_0PluginUnknownKind, RetryKeepsRetryingWithBackoff) {
+  Engine engine(v1_0_config(EngineConfig::UnknownKind::kRetry));
+  engine.register_handler("work", [](const Job&) {});
+  EnqueueOptions o;
+  o.max_attempts = 3;
+  const int64_t id = engine.enqueue("q", "send_email", "{}", o);
+  engine.start();
+  ASSERT_TRUE(test::wait_until([&] {
+    auto j = engine.get_job(id);
+    return j && j->state == JobState::kFailed;
+  }));
+  engine.stop();
+  std::optional<Job> j = engine.get_job(id);
+  EXPECT_EQ(j->attempt, 3) << "every attempt ran";
+  EXPECT_EQ(j->last_error,
+            "no handler for job kind 'send_email' in this process (it serves: work); "
+            "engine.unknown_kind = retry");
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -80,9 +80,9 @@ function run(args, env = {}) {
 }
 
 class Conveyor {
-  // name: used for the temp dir and the log; server: extra [server] lines;
-  // env: extra environment for serve and the CLI.
-  static async start(name, { server, env = {} }) {
+  // name: used for the temp dir and the log; server, engine: extra [server]
+  // and [engine] lines; env: extra environment for serve and the CLI.
+  static async start(name, { server, engine = [], env = {} }) {
     const c = new Conveyor();
     c.name = name;
     c.env = env;
@@ -99,6 +99,7 @@ class Conveyor {
       '[engine]',
       'poll_interval_ms = 200',
       'shutdown_timeout_ms = 500',
+      ...engine,
       '[queues.reports]',
       'rate_limit = { rate = 4.0, burst = 2 }',
       '[server]',
@@ -133,6 +134,24 @@ class Conveyor {
       throw new Error(`conveyor ${args.join(' ')} exited ${result.code}: ${result.stderr.trim()}`);
     }
     return result.stdout;
+  }
+
+  // A call to the server's API as any client makes it (with this.token when set).
+  async api(service, method, body = {}) {
+    const headers = { 'Content-Type': 'application/json' };
+    if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    const response = await fetch(`${this.base}/conveyor.v1.${service}/${method}`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify(body),
+    });
+    const text = await response.text();
+    if (!response.ok) throw new Error(`${method} answered ${response.status}: ${text}`);
+    return text === '' ? {} : JSON.parse(text);
+  }
+
+  admin(method, body) {
+    return this.api('AdminService', method, body);
   }
 
   async rateLimits() {
@@ -490,6 +509,341 @@ describe('dashboard on a server without a token', () => {
   });
 });
 
+// ---- the Jobs tab: list, filter, page, detail, retry, cancel, bulk retry -----------------------
+
+describe('the Jobs tab on a server without a token', () => {
+  let conveyor;
+  let page;
+  const ts = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/;
+
+  // The API answers, read in the test (never through the page).
+  const listQueue = async (queue) => (await conveyor.admin('ListQueues')).queues.find((q) => q.queue === queue);
+  const apiPage = async ({ states = [], kind = '', afterId = '0' } = {}) => {
+    const answer = await conveyor.admin('ListJobs', { queue: 'mail', states, kind, afterId, limit: 50 });
+    return { ids: (answer.jobs ?? []).map((j) => String(j.id)), jobs: answer.jobs ?? [], next: String(answer.nextAfterId) };
+  };
+  const getJob = async (id) => (await conveyor.api('TaskService', 'GetJob', { id })).job;
+  const shownIds = () => rowKeys(page, 'jobs');
+  const fact = (name) => page.locator(`#job-facts dd[data-fact="${name}"]`).textContent();
+  const waitForIds = async (expected, what) => {
+    let seen;
+    await waitFor(() => `the jobs table to show ${what} (${expected.length} rows from ${expected[0]}), it shows ${seen?.length} from ${seen?.[0]}`,
+      async () => {
+        seen = await shownIds();
+        return seen.join() === expected.join();
+      });
+  };
+  const jobRow = (id) => page.locator(`#jobs-table tbody tr[data-key="${id}"]`);
+
+  before(async () => {
+    requests.length = 0;
+    // A kind no consumer serves is reported at once (no grace period).
+    conveyor = await Conveyor.start('jobs', {
+      server: ['allow_unauthenticated = true'],
+      engine: ['unknown_kind_grace_s = 0'],
+    });
+    // mail: 250 jobs that fail at once (a permanent error) and 5 that complete ...
+    await conveyor.cli('enqueue', 'mail', 'sleep', '--payload', '{"ms": -1}', '--count', '250');
+    await conveyor.cli('enqueue', 'mail', 'noop', '--count', '5');
+    await waitFor('mail: 250 failed and 5 completed', async () => {
+      const q = await listQueue('mail');
+      return q && Number(q.failed) === 250 && Number(q.completed) === 5;
+    }, 30_000);
+    // ... then paused, so retried jobs stay pending where the test can see them,
+    // with 3 pending and 3 scheduled jobs.
+    await conveyor.admin('PauseQueue', { queue: 'mail' });
+    await conveyor.cli('enqueue', 'mail', 'noop', '--count', '3');
+    await conveyor.cli('enqueue', 'mail', 'noop', '--delay', '3600', '--count', '3');
+    // media: a kind no handler of this server serves.
+    await conveyor.cli('enqueue', 'media', 'resize', '--count', '2');
+    // slow: one job that runs for a minute, holding a lease.
+    await conveyor.cli('enqueue', 'slow', 'sleep', '--payload', '{"ms": 60000}');
+    page = await openPage(`${conveyor.base}/#queues`);
+  });
+
+  after(async () => {
+    await page?.close();
+    await conveyor?.stop();
+  });
+
+  test('the Queues tab shows Completed and Oldest pending; a queue\'s name opens its jobs', async () => {
+    await waitForCell(page, 'queues', 'mail', 'completed', '5');
+    assert.equal(await cell(page, 'queues', 'mail', 'failed'), '250');
+    assert.equal(await cell(page, 'queues', 'mail', 'pending'), '3');
+    assert.equal(await cell(page, 'queues', 'mail', 'scheduled'), '3');
+    // The age of the oldest of the 3 pending jobs, held back by the pause, as the server tells it.
+    const shown = await cell(page, 'queues', 'mail', 'oldest');
+    const age = Number((await listQueue('mail')).oldestPendingAgeSeconds ?? 0);
+    if (age > 0) {
+      const seconds = Number(shown.match(/^(\d+) s$/)?.[1]);
+      assert.ok(seconds <= age && seconds >= age - 3, `oldest pending reads ${shown}, the server says ${age} s`);
+    } else {
+      assert.equal(shown, '–');
+    }
+
+    // A warning line per queue with kinds no consumer serves, as the server reports them.
+    await waitForText(page, '#unserved-warnings li[data-queue="media"]', 'media: no consumer serves kind resize (2 pending)');
+    assert.deepEqual((await listQueue('media')).unservedKinds, [{ kind: 'resize', pending: '2' }]);
+    assert.equal(await page.locator('#unserved-warnings li').count(), 1, 'only media has unserved jobs');
+
+    await page.locator('#queues-table tr[data-key="mail"] a.queue-name').click();
+    await page.locator('#panel-jobs').waitFor({ state: 'visible' });
+    assert.equal(new URL(page.url()).hash, '#jobs/mail');
+    assert.equal(await page.getByRole('tab', { name: 'Jobs' }).getAttribute('aria-selected'), 'true');
+    assert.equal(await page.locator('#jobs-title').textContent(), 'Jobs of mail');
+    const first = await apiPage();
+    assert.equal(first.ids.length, 50);
+    await waitForIds(first.ids, 'the first page of all jobs');
+    await waitForText(page, '#jobs-page', 'Page 1 of 6 · 261 jobs');
+    // Each row: id, kind, state, attempt/max, run_at, last error.
+    const [job] = first.jobs;
+    const row = jobRow(job.id);
+    assert.equal(await row.locator('td[data-field="kind"]').textContent(), 'sleep');
+    assert.equal(await row.locator('td[data-field="state"]').textContent(), 'failed');
+    assert.equal(await row.locator('td[data-field="attempt"]').textContent(), `1/${job.maxAttempts}`);
+    assert.match(await row.locator('td[data-field="run_at"]').textContent(), ts);
+    assert.match(await row.locator('td[data-field="last_error"]').textContent(), /^sleep: ms must be between 0 and 3600000$/);
+
+    // Back returns to the Queues tab, forward to the jobs.
+    await page.goBack();
+    await page.locator('#panel-queues').waitFor({ state: 'visible' });
+    assert.equal(await page.getByRole('tab', { name: 'Queues' }).getAttribute('aria-selected'), 'true');
+    await page.goForward();
+    await page.locator('#panel-jobs').waitFor({ state: 'visible' });
+    await waitForIds(first.ids, 'the first page again');
+  });
+
+  test('filter by state and kind; Next and Previous follow the server\'s cursors', async () => {
+    await page.locator('#jobs-state').selectOption('failed');
+    assert.equal(new URL(page.url()).hash, '#jobs/mail?state=failed');
+    const p1 = await apiPage({ states: ['failed'] });
+    await waitForIds(p1.ids, 'failed page 1');
+    await waitForText(page, '#jobs-page', 'Page 1 of 5 · 250 failed jobs');
+    assert.equal(await page.locator('#jobs-prev').isDisabled(), true);
+    const p2 = await apiPage({ states: ['failed'], afterId: p1.next });
+    const p3 = await apiPage({ states: ['failed'], afterId: p2.next });
+    assert.ok(Number(p2.ids[0]) > Number(p1.ids.at(-1)) && Number(p3.ids[0]) > Number(p2.ids.at(-1)));
+    await page.locator('#jobs-next').click();
+    await waitForIds(p2.ids, 'failed page 2');
+    await waitForText(page, '#jobs-page', 'Page 2 of 5 · 250 failed jobs');
+    await page.locator('#jobs-next').click();
+    await waitForIds(p3.ids, 'failed page 3');
+    await page.locator('#jobs-prev').click();
+    await waitForIds(p2.ids, 'failed page 2 after Previous');
+    await page.locator('#jobs-prev').click();
+    await waitForIds(p1.ids, 'failed page 1 after Previous');
+    assert.equal(await page.locator('#jobs-prev').isDisabled(), true);
+    await screenshot(page, 'jobs-view');
+
+    // Kind: failed noop jobs there are none; noop jobs of every state fit one page.
+    await page.locator('#jobs-kind').fill('noop');
+    await page.locator('#jobs-kind').press('Enter');
+    await page.locator('#jobs-empty').waitFor({ state: 'visible' });
+    assert.equal(await page.locator('#jobs-empty').textContent(), 'No failed jobs of kind noop in queue mail.');
+    assert.equal(new URL(page.url()).hash, '#jobs/mail?state=failed&kind=noop');
+    await page.locator('#jobs-state').selectOption('');
+    const noop = await apiPage({ kind: 'noop' });
+    assert.equal(noop.ids.length, 11);
+    assert.equal(noop.next, '0');
+    await waitForIds(noop.ids, 'the noop jobs');
+    assert.equal(await page.locator('#jobs-next').isDisabled(), true);
+    assert.deepEqual(await page.locator('#jobs-table td[data-field="kind"]').allTextContents(), Array(11).fill('noop'));
+    await page.locator('#jobs-kind').fill('');
+    await page.locator('#jobs-kind').press('Enter');
+    await page.locator('#jobs-state').selectOption('failed');
+    await waitForIds(p1.ids, 'failed page 1 without the kind');
+  });
+
+  test('a job\'s detail; Retry asks first, then the job leaves the failed list', async () => {
+    const [job] = (await apiPage({ states: ['failed'] })).jobs;
+    const id = String(job.id);
+    await jobRow(id).locator('td[data-field="kind"]').click();
+    const card = page.locator('#job-detail');
+    await card.waitFor({ state: 'visible' });
+    assert.equal(new URL(page.url()).hash, `#jobs/mail?state=failed&job=${id}`);
+    await waitFor('the detail to load', async () => (await fact('state')) === 'failed');
+    assert.equal(await page.locator('#job-detail-title').textContent(), `Job ${id}`);
+    assert.equal(await fact('queue'), 'mail');
+    assert.equal(await fact('kind'), 'sleep');
+    assert.equal(await fact('attempts'), `1 of ${job.maxAttempts}`);
+    assert.match(await fact('created'), ts);
+    assert.match(await fact('run-at'), ts);
+    assert.match(await fact('finalized'), ts);
+    assert.equal(await fact('lease-expires'), '–');
+    assert.equal(await page.locator('#job-payload').textContent(), '{\n  "ms": -1\n}');
+    assert.equal(await page.locator('#job-last-error').textContent(), 'sleep: ms must be between 0 and 3600000');
+    assert.ok(await page.locator('#job-retry').isVisible());
+    assert.equal(await page.locator('#job-cancel').isVisible(), false, 'a failed job cannot be cancelled');
+    assert.ok(await jobRow(id).evaluate((r) => r.classList.contains('selected')));
+    await screenshot(page, 'job-detail');
+
+    // Cancel in the dialog keeps it failed.
+    await page.getByRole('button', { name: `Retry job ${id}` }).click();
+    const dialog = page.getByRole('dialog', { name: `Retry job ${id}?` });
+    await dialog.waitFor({ state: 'visible' });
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    assert.equal((await getJob(id)).state, 'failed');
+
+    await page.getByRole('button', { name: `Retry job ${id}` }).click();
+    await dialog.getByRole('button', { name: 'Retry' }).click();
+    await waitForText(page, '#job-ok', `Job ${id} was retried: it is pending again.`);
+    const retried = await getJob(id);
+    assert.equal(retried.state, 'available');
+    assert.equal(Number(retried.attempt), 0);
+    await waitFor('the state to read pending', async () => (await fact('state')) === 'pending');
+    assert.equal(await fact('attempts'), `0 of ${job.maxAttempts}`);
+    await waitFor('the retried job to leave the failed list', async () => !(await shownIds()).includes(id));
+    assert.deepEqual(await shownIds(), (await apiPage({ states: ['failed'] })).ids);
+
+    // Close goes back to the list it came from.
+    await page.locator('#job-close').click();
+    await card.waitFor({ state: 'hidden' });
+    assert.equal(new URL(page.url()).hash, '#jobs/mail?state=failed');
+  });
+
+  test('a retry another operator already made shows the server\'s outcome', async () => {
+    const [job] = (await apiPage({ states: ['failed'] })).jobs;
+    const id = String(job.id);
+    await jobRow(id).locator('td[data-field="kind"]').click();
+    await page.getByRole('button', { name: `Retry job ${id}` }).click();
+    const dialog = page.getByRole('dialog', { name: `Retry job ${id}?` });
+    await dialog.waitFor({ state: 'visible' });
+    const elsewhere = await conveyor.admin('RetryJobs', { ids: [id] });
+    assert.deepEqual(elsewhere.outcomes.map((o) => o.outcome), ['ok']);
+    await dialog.getByRole('button', { name: 'Retry' }).click();
+    await waitForText(page, '#job-error',
+      `Job ${id} was not retried: wrong_state: only failed or cancelled jobs can be retried`);
+    assert.equal((await getJob(id)).state, 'available');
+    await page.locator('#job-close').click();
+  });
+
+  test('cancel a scheduled and a pending job; cancelling a job already final shows the server\'s error', async () => {
+    await page.locator('#jobs-state').selectOption('scheduled');
+    const scheduled = await apiPage({ states: ['scheduled'] });
+    assert.equal(scheduled.ids.length, 3);
+    await waitForIds(scheduled.ids, 'the scheduled jobs');
+    const sid = scheduled.ids[0];
+    await jobRow(sid).locator('td[data-field="kind"]').click();
+    await waitFor('the detail to load', async () => (await fact('state')) === 'scheduled');
+    assert.equal(await page.locator('#job-retry').isVisible(), false, 'a scheduled job cannot be retried');
+    await page.getByRole('button', { name: `Cancel job ${sid}` }).click();
+    const dialog = page.getByRole('dialog', { name: `Cancel job ${sid}?` });
+    await dialog.waitFor({ state: 'visible' });
+    await dialog.getByRole('button', { name: 'Cancel job' }).click();
+    await waitForText(page, '#job-ok', `Job ${sid} was cancelled.`);
+    assert.equal((await getJob(sid)).state, 'cancelled');
+    await waitFor('the state to read cancelled', async () => (await fact('state')) === 'cancelled');
+    assert.equal(await page.locator('#job-cancel').isVisible(), false);
+    assert.ok(await page.locator('#job-retry').isVisible(), 'a cancelled job can be retried');
+    assert.match(await fact('finalized'), ts);
+    await waitFor('the cancelled job to leave the scheduled list', async () => !(await shownIds()).includes(sid));
+    await page.locator('#job-close').click();
+
+    // A pending job, cancelled by someone else while this operator confirms.
+    await page.locator('#jobs-state').selectOption('available');
+    const pending = await apiPage({ states: ['available'], kind: 'noop' });
+    const pid = pending.ids[0];
+    await jobRow(pid).locator('td[data-field="kind"]').click();
+    await waitFor('the detail to load', async () => (await fact('state')) === 'pending');
+    await page.getByRole('button', { name: `Cancel job ${pid}` }).click();
+    const pdialog = page.getByRole('dialog', { name: `Cancel job ${pid}?` });
+    await pdialog.waitFor({ state: 'visible' });
+    // "Keep job" changes nothing.
+    await pdialog.getByRole('button', { name: 'Keep job' }).click();
+    assert.equal((await getJob(pid)).state, 'available');
+    await page.getByRole('button', { name: `Cancel job ${pid}` }).click();
+    await pdialog.waitFor({ state: 'visible' });
+    await conveyor.admin('CancelJob', { id: pid });
+    await pdialog.getByRole('button', { name: 'Cancel job' }).click();
+    const error = page.locator('#job-error');
+    await error.waitFor({ state: 'visible' });
+    assert.match(await error.textContent(), new RegExp(`^Could not cancel job ${pid}: .+ \\(failed_precondition\\)$`));
+    assert.equal((await getJob(pid)).state, 'cancelled');
+    await page.locator('#job-close').click();
+  });
+
+  test('Retry all failed: confirmed, in batches, with progress and the total', async () => {
+    await page.locator('#jobs-state').selectOption('failed');
+    const failedBefore = Number((await listQueue('mail')).failed);
+    assert.equal(failedBefore, 248);
+    await waitForText(page, '#jobs-retry-all', 'Retry all 248 failed');
+    const calls = () => requests.filter((r) => r.url.endsWith('/RetryJobs')).length;
+    const callsBefore = calls();
+    await page.locator('#jobs-retry-all').click();
+    const dialog = page.getByRole('dialog', { name: 'Retry all failed jobs of mail?' });
+    await dialog.waitFor({ state: 'visible' });
+    assert.match(await page.locator('#confirm-text').textContent(), /^All 248 failed jobs of mail become available/);
+    await dialog.getByRole('button', { name: 'Retry all' }).click();
+    const status = page.locator('#jobs-bulk-status');
+    let text;
+    await waitFor(() => `the bulk retry to finish (status: ${text})`, async () => {
+      text = await status.textContent();
+      return text.startsWith('Retried ');
+    });
+    const match = text.match(/^Retried 248 failed jobs of mail in (\d+) batches\.$/);
+    assert.ok(match, `status reads ${JSON.stringify(text)}`);
+    const batches = Number(match[1]);
+    assert.ok(batches >= 2, `248 jobs in batches of 200 take at least 2 calls, took ${batches}`);
+    assert.equal(calls() - callsBefore, batches, 'one RetryJobs call per batch');
+    assert.equal(await page.locator('#jobs-bulk-error').isVisible(), false);
+
+    const after = await listQueue('mail');
+    assert.equal(Number(after.failed), 0);
+    assert.equal((await apiPage({ states: ['failed'] })).ids.length, 0);
+    // 3 pending noop - 1 cancelled + 2 retried one by one + 248 in bulk.
+    assert.equal(Number(after.pending), 252);
+    await page.locator('#jobs-empty').waitFor({ state: 'visible' });
+    assert.equal(await page.locator('#jobs-empty').textContent(), 'No failed jobs in queue mail.');
+    await waitForText(page, '#jobs-retry-all', 'Retry all failed');
+    assert.equal(await page.locator('#jobs-retry-all').isDisabled(), true);
+    await screenshot(page, 'jobs-bulk-retried');
+  });
+
+  test('another queue from the Jobs tab\'s own list: a running job shows its lease expiry', async () => {
+    await page.locator('#jobs-queue').selectOption('slow');
+    await page.locator('#jobs-state').selectOption('running');
+    assert.equal(new URL(page.url()).hash, '#jobs/slow?state=running');
+    let running;
+    await waitFor('the slow job to run', async () => {
+      [running] = (await conveyor.admin('ListJobs', { queue: 'slow', states: ['running'] })).jobs ?? [];
+      return running;
+    });
+    await jobRow(running.id).locator('td[data-field="kind"]').click();
+    await waitFor('the detail to load', async () => (await fact('state')) === 'running');
+    assert.equal(await fact('attempts'), `1 of ${running.maxAttempts}`);
+    assert.match(await fact('lease-expires'), ts);
+    assert.ok(running.leaseExpiresAt !== '', 'the API reports the lease');
+    // The lease is extended while the job runs: the shown expiry is the API's, give or take renewals.
+    const shownLease = Date.parse((await fact('lease-expires')).replace(' UTC', 'Z').replace(' ', 'T'));
+    assert.ok(Math.abs(shownLease - Date.parse(running.leaseExpiresAt)) < 60_000,
+      `lease shown ${await fact('lease-expires')}, the API says ${running.leaseExpiresAt}`);
+    assert.ok(shownLease > Date.now() - 2_000, 'a running job\'s lease has not expired');
+    assert.equal(await fact('finalized'), '–');
+    assert.ok(await page.locator('#job-cancel').isVisible());
+    assert.equal(await page.locator('#job-retry').isVisible(), false);
+    await page.locator('#job-close').click();
+    await page.locator('#jobs-queue').selectOption('mail');
+  });
+
+  test('a job\'s link opens its detail directly; on a 390 px screen nothing scrolls sideways', async () => {
+    const [job] = (await apiPage({ states: ['available'] })).jobs;
+    const narrow = await openPage(`${conveyor.base}/#jobs/mail?state=available&job=${job.id}`, { width: 390, height: 844 });
+    try {
+      await narrow.locator('#job-detail').waitFor({ state: 'visible' });
+      await waitFor('the linked detail to load', async () =>
+        (await narrow.locator('#job-facts dd[data-fact="state"]').textContent()) === 'pending');
+      assert.equal(await narrow.locator('#job-detail-title').textContent(), `Job ${job.id}`);
+      await narrow.locator(`#jobs-table tbody tr[data-key="${job.id}"]`).waitFor();
+      assert.ok(await narrow.evaluate(() => document.documentElement.scrollWidth) <= 390);
+      await screenshot(narrow, 'narrow-jobs');
+    } finally {
+      await narrow.close();
+    }
+    assert.deepEqual(pageErrors, []);
+  });
+});
+
 // ---- a server with an admin token and the kill switch off -------------------------------------
 
 describe('dashboard on a read-only server with an admin token, a global default and rate limiting disabled', () => {
@@ -503,6 +857,11 @@ describe('dashboard on a read-only server with an admin token, a global default 
     });
     await conveyor.cli('enqueue', 'reports', 'noop', '--count', '20');
     await conveyor.cli('ratelimit', 'set', 'email', '--rate', '3', '--burst', '2');
+    conveyor.token = TOKEN;
+    // One job that fails at once, for the Jobs tab's refused retry.
+    await conveyor.cli('enqueue', 'broken', 'sleep', '--payload', '{"ms": -1}');
+    await waitFor('the broken job to fail', async () =>
+      Number((await conveyor.admin('ListQueues')).queues.find((q) => q.queue === 'broken')?.failed) === 1);
   });
 
   after(async () => {
@@ -571,6 +930,36 @@ describe('dashboard on a read-only server with an admin token, a global default 
       await showTab(page, 'Queues');
       await waitForCell(page, 'queues', 'email', 'source', 'disabled');
       await screenshot(page, 'queues-killswitch');
+    } finally {
+      await page.close();
+    }
+    assert.deepEqual(pageErrors, []);
+  });
+
+  test('the Jobs tab lists on a read-only server; a retry or bulk retry it refuses shows its message', async () => {
+    const [job] = (await conveyor.admin('ListJobs', { queue: 'broken', states: ['failed'] })).jobs;
+    const page = await openPage(`${conveyor.base}/#jobs/broken?state=failed&job=${job.id}`);
+    try {
+      await page.evaluate((t) => sessionStorage.setItem('conveyor.adminToken', t), TOKEN);
+      await page.reload();
+      await page.locator(`#jobs-table tbody tr[data-key="${job.id}"]`).waitFor();
+      await waitFor('the detail to load', async () =>
+        (await page.locator('#job-facts dd[data-fact="state"]').textContent()) === 'failed');
+      await page.getByRole('button', { name: `Retry job ${job.id}` }).click();
+      await page.getByRole('dialog', { name: `Retry job ${job.id}?` }).getByRole('button', { name: 'Retry' }).click();
+      const error = page.locator('#job-error');
+      await error.waitFor({ state: 'visible' });
+      assert.match(await error.textContent(),
+        new RegExp(`^Could not retry job ${job.id}: this server is read-only .* \\(permission_denied\\)$`));
+      await page.locator('#jobs-retry-all').click();
+      await page.getByRole('dialog', { name: 'Retry all failed jobs of broken?' })
+        .getByRole('button', { name: 'Retry all' }).click();
+      const bulk = page.locator('#jobs-bulk-error');
+      await bulk.waitFor({ state: 'visible' });
+      assert.match(await bulk.textContent(), /^Bulk retry of broken stopped: this server is read-only .* \(permission_denied\)$/);
+      assert.equal(await page.locator('#jobs-bulk-status').textContent(), 'Retried 0 failed jobs of broken before the error below.');
+      assert.equal((await conveyor.api('TaskService', 'GetJob', { id: job.id })).job.state, 'failed');
+      await screenshot(page, 'jobs-read-only');
     } finally {
       await page.close();
     }

@@ -43,6 +43,15 @@ struct EngineConfig {
   uint32_t retry_backoff_max_ms = 3600000;  // cap on the retry delay
   uint32_t shutdown_timeout_ms = 10000;     // running jobs' grace on stop
   uint32_t retention_s = 86400;             // keep completed/failed/cancelled jobs
+  // A claimed job whose kind has no handler here (only possible when the
+  // plugin lacks ABI 1.1's claim_kinds, or a handler went away after the
+  // claim): kFail fails it at once, naming the kinds served; kRetry counts
+  // a failed attempt and retries it with backoff (logged).
+  enum class UnknownKind { kFail, kRetry };
+  UnknownKind unknown_kind = UnknownKind::kFail;
+  // How long a ready job of a kind nobody here serves waits before queue
+  // reports, /metrics and a warning name it (see docs/reference.md).
+  uint32_t unknown_kind_grace_s = 60;
 
   // The global default limit, if rate_limit_rate_per_sec > 0.
   std::optional<RateLimit> default_limit() const;

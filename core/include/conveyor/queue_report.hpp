@@ -7,13 +7,26 @@
 #include <conveyor/rate_limit.hpp>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace conveyor {
+
+// Pending jobs of one kind that no consumer of this process serves.
+struct KindCount {
+  std::string kind;
+  int64_t pending = 0;
+  bool operator==(const KindCount&) const = default;
+};
 
 struct QueueReport {
   QueueStats stats;
   EffectiveLimit limit;
   uint64_t throttled = 0;  // this process's conveyor_ratelimit_throttled_total
+  // Kinds of jobs ready longer than [engine] unknown_kind_grace_s that no
+  // consumer here serves, sorted by kind, counted among the first
+  // UnservedKinds::kScanLimit such jobs of the queue (empty without an engine).
+  std::vector<KindCount> unserved_kinds;
 };
 
 }  // namespace conveyor

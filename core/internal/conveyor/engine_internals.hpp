@@ -9,7 +9,11 @@
 #include <conveyor/metrics.hpp>
 #include <conveyor/storage.hpp>
 
+#include <functional>
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace conveyor {
 
@@ -19,6 +23,11 @@ struct EngineInternals {
   static const Clock& clock(const Engine& engine);
   // The storage plugin the engine opened (name, capabilities, ABI).
   static const PluginInfo& plugin_info(const Engine& engine);
+  // Per queue, the pending kinds no consumer here serves (the last scan).
+  static std::map<std::string, std::vector<KindCount>, std::less<>> unserved_kinds(
+      const Engine& engine);
+  // Runs that scan now (tests; the engine runs it periodically). Throws StorageError.
+  static void scan_unserved_kinds(Engine& engine);
   static std::unique_ptr<Engine> make(Config config, const Clock& clock,
                                       std::shared_ptr<Storage> storage) {
     return std::unique_ptr<Engine>(new Engine(std::move(config), clock, std::move(storage)));

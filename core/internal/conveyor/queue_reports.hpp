@@ -17,9 +17,11 @@ namespace conveyor {
 
 // Every queue storage reports, plus queues that only have a static limit or
 // an override (so a configured, empty queue still shows). Sorted by name.
-// metrics may be null (the CLI has no engine).
-std::vector<QueueReport> build_queue_reports(Storage& storage, const LimitResolver& limits,
-                                             const std::map<std::string, QueueConfig>& configured,
-                                             const Metrics* metrics, int64_t now_us);
+// metrics may be null (the CLI has no engine); so may unserved (per queue,
+// the pending kinds no consumer serves: QueueReport::unserved_kinds).
+std::vector<QueueReport> build_queue_reports(
+    Storage& storage, const LimitResolver& limits,
+    const std::map<std::string, QueueConfig>& configured, const Metrics* metrics, int64_t now_us,
+    const std::map<std::string, std::vector<KindCount>, std::less<>>* unserved = nullptr);
 
 }  // namespace conveyor

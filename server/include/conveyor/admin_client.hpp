@@ -14,11 +14,26 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace conveyor {
+
+// One page of ListJobs: the jobs and the cursor of the next page (0: none).
+struct JobPage {
+  std::vector<Job> jobs;
+  int64_t next_after_id = 0;
+};
+
+// One batch of a bulk RetryJobs: jobs made available, and the cursor to
+// call again with (0: done).
+struct RetryBatch {
+  int64_t retried = 0;
+  int64_t next_after_id = 0;
+};
 
 class AdminClient {
  public:
@@ -47,6 +62,19 @@ class AdminClient {
   std::vector<int64_t> enqueue_batch(const std::vector<JobRequest>& jobs);
   // nullopt when there is no such job.
   std::optional<Job> get_job(int64_t id);
+  // ListJobs; query.limit 0 is the server's default (100).
+  JobPage list_jobs(const JobQuery& query);
+  // RetryJobs, ids form: one outcome per id, in order.
+  std::vector<JobOutcome> retry_jobs(std::span<const int64_t> ids);
+  // RetryJobs, bulk form: up to limit (0: 1000) jobs of queue in state
+  // (failed or cancelled) with id > after_id.
+  RetryBatch retry_jobs_bulk(std::string_view queue, JobState state, int64_t after_id,
+                             uint32_t limit);
+  // CancelJob: the job as it is after the cancel. ApiError not_found for an
+  // unknown id, failed_precondition for a final job.
+  Job cancel_job(int64_t id);
+  // DeleteJobs: one outcome per id, in order.
+  std::vector<JobOutcome> delete_jobs(std::span<const int64_t> ids);
 
  private:
   struct Impl;

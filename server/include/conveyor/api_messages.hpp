@@ -51,6 +51,19 @@ QueueReport from_proto(const v1::QueueInfo& m, const std::string& path = "");
 void to_proto(const Job& job, v1::Job& out);
 Job from_proto(const v1::Job& m, const std::string& path = "");
 
+// JobOutcome: "ok", "not_found", "wrong_state" for CONVEYOR_OK,
+// CONVEYOR_E_NOT_FOUND, CONVEYOR_E_WRONG_STATE. Reading refuses other text.
+const char* outcome_name(conveyor_status status);
+void to_proto(const JobOutcome& o, v1::JobOutcome& out);
+JobOutcome from_proto(const v1::JobOutcome& m, const std::string& path = "");
+
+// A ListJobsRequest's states: Job.state names, "pending" also meaning
+// "available"; duplicates dropped. Throws ValidationError("states[i]: ...").
+std::vector<JobState> parse_job_states(
+    const google::protobuf::RepeatedPtrField<std::string>& names);
+// One state name as parse_job_states reads it ("pending" = available).
+JobState parse_job_state(const std::string& name, const std::string& path);
+
 // NewJob. Reading validates the request (validate_job_request) and names the
 // field: path + "kind: invalid job kind ...".
 void to_proto(const JobRequest& job, v1::NewJob& out);

@@ -1,4 +1,5 @@
-// Calls to Conveyor's AdminService over the Connect protocol (unary, JSON).
+// Calls to Conveyor's AdminService (and TaskService.GetJob) over the Connect
+// protocol (unary, JSON).
 // The admin token, when the server wants one, is asked for once and kept in
 // sessionStorage: it lives as long as this browser tab's session.
 
@@ -40,14 +41,23 @@ async function readError(response) {
   return new ApiError(response.status, code, message);
 }
 
-export async function callAdmin(method, request = {}) {
+export function callAdmin(method, request = {}) {
+  return call('AdminService', method, request);
+}
+
+// The same server and token: the task API's reads (GetJob).
+export function callTask(method, request = {}) {
+  return call('TaskService', method, request);
+}
+
+async function call(service, method, request) {
   for (;;) {
     const token = sessionStorage.getItem(TOKEN_KEY);
     const headers = { 'Content-Type': 'application/json', 'Connect-Protocol-Version': '1' };
     if (token !== null) headers.Authorization = `Bearer ${token}`;
     let response;
     try {
-      response = await fetch(`/conveyor.v1.AdminService/${method}`, {
+      response = await fetch(`/conveyor.v1.${service}/${method}`, {
         method: 'POST',
         headers,
         body: JSON.stringify(request),

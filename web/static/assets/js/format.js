@@ -37,3 +37,21 @@ export function formatTimestamp(text) {
   if (Number.isNaN(date.getTime())) return text;
   return `${date.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
 }
+
+// An age in seconds → "45 s", "12 min", "3.5 h", "2.1 d"; "–" for none.
+export function formatAge(seconds) {
+  const s = Number(seconds);
+  if (!Number.isFinite(s) || s <= 0) return '–';
+  if (s < 60) return `${Math.floor(s)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min`;
+  if (s < 86400) return `${(s / 3600).toFixed(1)} h`;
+  return `${(s / 86400).toFixed(1)} d`;
+}
+
+// The first line of text, cut to max characters with an ellipsis.
+export function truncate(text, max) {
+  const all = String(text ?? '');
+  const line = all.split('\n', 1)[0];
+  if (line.length > max) return `${line.slice(0, max - 1)}…`;
+  return line.length < all.length ? `${line}…` : line;
+}

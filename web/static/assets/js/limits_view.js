@@ -2,6 +2,7 @@
 // validation, the table of overrides with edit and remove, and the global
 // default and kill-switch state.
 
+import { confirmAction } from './confirm.js';
 import { el, setText, syncRows } from './dom.js';
 import { formatLimit, formatRate, formatTimestamp, toNumber } from './format.js';
 import { checkBurst, checkQueue, checkRate } from './validate.js';
@@ -32,7 +33,6 @@ export class LimitsView {
     this.knownQueues = document.getElementById('known-queues');
     this.enabled = document.getElementById('global-enabled');
     this.defaultLimit = document.getElementById('global-default');
-    this.confirm = document.getElementById('confirm-dialog');
     this.editing = null;
 
     // A pending complaint must not shift the layout between press and release.
@@ -145,15 +145,11 @@ export class LimitsView {
 
   async remove(queue) {
     this.tableError.hidden = true;
-    setText(document.getElementById('confirm-text'),
-      `Remove the rate-limit override of ${queue}? The queue goes back to its config-file limit, ` +
-      'the global default, or none.');
-    const confirmed = await new Promise((resolve) => {
-      this.confirm.addEventListener('close', () => resolve(this.confirm.returnValue === 'confirm'),
-                                    { once: true });
-      this.confirm.returnValue = '';
-      this.confirm.showModal();
-      document.getElementById('confirm-cancel').focus();
+    const confirmed = await confirmAction({
+      title: 'Remove override?',
+      text: `Remove the rate-limit override of ${queue}? The queue goes back to its config-file limit, ` +
+        'the global default, or none.',
+      ok: 'Remove',
     });
     if (!confirmed) return;
     try {

@@ -1,33 +1,42 @@
-// The dashboard: tabs, a 1-second poll of ListQueues and ListRateLimits
-// (paused while the browser tab is hidden), and the two views.
+// The dashboard: tabs routed by the URL hash (route.js), a 1-second poll of
+// ListQueues and ListRateLimits, and of the jobs shown (paused while the
+// browser tab is hidden), and the three views.
 
 import { callAdmin, setTokenPrompt } from './api.js';
 import { DispatchHistory } from './history.js';
+import { JobsView } from './jobs_view.js';
 import { LimitsView } from './limits_view.js';
 import { QueuesView } from './queues_view.js';
+import { parseHash } from './route.js';
 import { createTokenPrompt } from './token_dialog.js';
 
 const POLL_MS = 1000;
 
-function setupTabs() {
+// The Jobs tab returns to the queue and filters it last showed; the others
+// are plain names. Tab clicks rewrite the entry (no history step per tab);
+// links (a queue's name, a job) add one.
+function setupTabs(jobsView) {
   const tabs = [...document.querySelectorAll('[role="tab"]')];
-  const select = (tab, focus) => {
+  const select = (tab) => {
     for (const t of tabs) {
       const selected = t === tab;
       t.setAttribute('aria-selected', String(selected));
       t.tabIndex = selected ? 0 : -1;
       document.getElementById(t.getAttribute('aria-controls')).hidden = !selected;
     }
-    if (focus) tab.focus();
   };
   const fromHash = () => {
-    const name = location.hash.replace('#', '') || 'queues';
-    select(tabs.find((t) => t.id === `tab-${name}`) ?? tabs[0], false);
+    const route = parseHash(location.hash);
+    const tab = tabs.find((t) => t.id === `tab-${route.tab}`) ?? tabs[0];
+    select(tab);
+    if (tab.id === 'tab-jobs') jobsView.show(route);
+    else jobsView.hide();
   };
   for (const tab of tabs) {
     tab.addEventListener('click', () => {
-      history.replaceState(null, '', `#${tab.id.replace('tab-', '')}`);
-      select(tab, false);
+      const name = tab.id.replace('tab-', '');
+      history.replaceState(null, '', name === 'jobs' ? jobsView.hash() : `#${name}`);
+      fromHash();
     });
     tab.addEventListener('keydown', (event) => {
       const step = { ArrowRight: 1, ArrowLeft: -1 }[event.key];
@@ -42,9 +51,10 @@ function setupTabs() {
 }
 
 class Poller {
-  constructor(queuesView, limitsView) {
+  constructor(queuesView, limitsView, jobsView) {
     this.queuesView = queuesView;
     this.limitsView = limitsView;
+    this.jobsView = jobsView;
     this.history = queuesView.history;
     this.timer = null;
     this.inFlight = null;
@@ -83,12 +93,15 @@ class Poller {
 
   async fetch() {
     try {
-      const [queues, limits] = await Promise.all([callAdmin('ListQueues'), callAdmin('ListRateLimits')]);
+      // The jobs view reports its own errors: a failed ListJobs is not a lost server.
+      const [queues, limits] = await Promise.all([callAdmin('ListQueues'), callAdmin('ListRateLimits'),
+        this.jobsView.poll()]);
       const now = performance.now();
       const list = queues.queues ?? [];
       this.history.record(list, now);
       this.queuesView.render(list, now);
       this.limitsView.render(limits, list);
+      this.jobsView.render(list);
       this.killSwitch.hidden = limits.enabled === true;
       this.banner.hidden = true;
       this.status.dataset.state = 'live';
@@ -104,7 +117,8 @@ class Poller {
 
 function main() {
   setTokenPrompt(createTokenPrompt());
-  setupTabs();
+  const jobsView = new JobsView();
+  setupTabs(jobsView);
   let poller = null;
   const refresh = () => poller.refresh();
   const history = new DispatchHistory();
@@ -123,7 +137,7 @@ function main() {
     setLimit: (queue, ratePerSec, burst) => callAdmin('SetQueueRateLimit', { queue, ratePerSec, burst }),
     deleteLimit: (queue) => callAdmin('DeleteQueueRateLimit', { queue }),
   }, refresh);
-  poller = new Poller(queuesView, limitsView);
+  poller = new Poller(queuesView, limitsView, jobsView);
   poller.refresh();
 }
 

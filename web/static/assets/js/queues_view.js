@@ -1,11 +1,14 @@
-// The Queues tab: a row per queue (counts, effective limit and its source,
-// throttled count, a small dispatches/s chart) and a large chart of the
-// selected queue against its limit.
+// The Queues tab: a row per queue (counts, the oldest pending job's age, the
+// effective limit and its source, throttled count, a small dispatches/s
+// chart; the name links to the queue's jobs), a warning per queue with jobs
+// of kinds no consumer serves, and a large chart of the selected queue
+// against its limit.
 
 import { el, setText, syncRows } from './dom.js';
-import { formatCount, formatLimit, formatMeasured, formatRate, toNumber } from './format.js';
+import { formatAge, formatCount, formatLimit, formatMeasured, formatRate, toNumber } from './format.js';
 import { limitRate } from './history.js';
 import { createSparkline, renderChart, renderSparkline } from './chart.js';
+import { jobsHash } from './route.js';
 
 const SELECTED_KEY = 'conveyor.chartQueue';
 const SOURCES = new Set(['override', 'queue-config', 'default', 'none', 'disabled']);
@@ -36,6 +39,8 @@ export class QueuesView {
     this.select = document.getElementById('chart-queue');
     this.chart = document.getElementById('chart');
     this.summary = document.getElementById('chart-summary');
+    this.warnings = document.getElementById('unserved-warnings');
+    this.warningsKey = '';
     this.selected = sessionStorage.getItem(SELECTED_KEY);
     this.queues = [];
     this.throttledBefore = new Map();
@@ -60,7 +65,25 @@ export class QueuesView {
     this.renderSelect(names);
     syncRows(this.tbody, queues, (q) => q.queue, (q) => this.createRow(q), (row, q) => this.updateRow(row, q));
     for (const q of queues) this.throttledBefore.set(q.queue, toNumber(q.throttled));
+    this.renderWarnings(queues);
     this.drawChart();
+  }
+
+  // One line per queue holding jobs that nothing here will run.
+  renderWarnings(queues) {
+    const lines = [];
+    for (const q of queues) {
+      const kinds = (q.unservedKinds ?? []).filter((k) => toNumber(k.pending) > 0);
+      if (kinds.length === 0) continue;
+      const list = kinds.map((k) => `${k.kind} (${formatCount(k.pending)} pending)`).join(', ');
+      lines.push({ queue: q.queue, text: `no consumer serves kind${kinds.length > 1 ? 's' : ''} ${list}` });
+    }
+    const key = JSON.stringify(lines);
+    if (key === this.warningsKey) return;
+    this.warningsKey = key;
+    this.warnings.replaceChildren(...lines.map((l) => el('li', { dataset: { queue: l.queue } },
+      el('strong', { text: l.queue }), `: ${l.text}`)));
+    this.warnings.hidden = lines.length === 0;
   }
 
   renderSelect(names) {
@@ -77,25 +100,29 @@ export class QueuesView {
     const row = el('tr', {},
       cell('queue', 'Queue', 'title-cell'),
       cell('pending', 'Pending', 'num'),
+      cell('oldest', 'Oldest pending', 'num'),
       cell('running', 'Running', 'num'),
       cell('scheduled', 'Scheduled', 'num'),
+      cell('completed', 'Completed', 'num'),
       cell('failed', 'Failed', 'num'),
       cell('limit', 'Limit'),
       cell('source', 'Source'),
       cell('throttled', 'Throttled', 'num'),
       cell('rate', 'Dispatches/s'),
       cell('actions', 'Actions', 'actions-cell'));
-    const name = el('span', { class: 'queue-name' });
+    const name = el('a', { class: 'queue-name', href: jobsHash({ queue: q.queue }),
+                           title: `Jobs of ${q.queue}` });
     const paused = el('span', { class: 'badge badge-paused', text: 'paused', hidden: true });
     const throttling = el('span', { class: 'badge badge-throttled', text: 'throttled', hidden: true,
                                     title: 'Dispatch was deferred on the limit since the last update' });
-    row.cells[0].append(name, paused, throttling);
+    const field = (f) => row.querySelector(`td[data-field="${f}"]`);
+    field('queue').append(name, paused, throttling);
     // The small chart is a button: it puts this queue on the big chart.
     const spark = el('button', { type: 'button', class: 'spark-button', 'aria-label': `Chart ${q.queue}`,
                                  title: 'Show on the chart above', onclick: () => this.choose(q.queue) },
                      createSparkline());
     const now = el('span', { class: 'rate-now' });
-    row.cells[8].append(el('div', { class: 'rate-cell' }, spark, now));
+    field('rate').append(el('div', { class: 'rate-cell' }, spark, now));
     const pause = el('button', { type: 'button', class: 'small', dataset: { action: 'pause' } });
     pause.addEventListener('click', async () => {
       pause.disabled = true;
@@ -105,26 +132,30 @@ export class QueuesView {
         pause.disabled = false;
       }
     });
-    row.cells[9].append(el('div', { class: 'row-actions' }, pause));
+    field('actions').append(el('div', { class: 'row-actions' }, pause));
     return row;
   }
 
   updateRow(row, q) {
-    const [nameCell] = row.cells;
+    const field = (f) => row.querySelector(`td[data-field="${f}"]`);
+    const nameCell = field('queue');
     setText(nameCell.querySelector('.queue-name'), q.queue);
     nameCell.querySelector('.badge-paused').hidden = !q.paused;
     const before = this.throttledBefore.get(q.queue);
     nameCell.querySelector('.badge-throttled').hidden =
       before === undefined || toNumber(q.throttled) <= before;
-    setText(row.cells[1], formatCount(q.pending));
-    setText(row.cells[2], formatCount(q.running));
-    setText(row.cells[3], formatCount(q.scheduled));
-    setText(row.cells[4], formatCount(q.failed));
-    setText(row.cells[5], formatLimit(q.limit));
+    setText(field('pending'), formatCount(q.pending));
+    setText(field('oldest'), toNumber(q.pending) > 0 ? formatAge(q.oldestPendingAgeSeconds) : '–');
+    setText(field('running'), formatCount(q.running));
+    setText(field('scheduled'), formatCount(q.scheduled));
+    setText(field('completed'), formatCount(q.completed));
+    setText(field('failed'), formatCount(q.failed));
+    setText(field('limit'), formatLimit(q.limit));
     const source = q.limit?.source ?? 'none';
-    const badge = row.cells[6].firstElementChild;
-    if (!badge || badge.textContent !== source) row.cells[6].replaceChildren(sourceBadge(source));
-    setText(row.cells[7], formatCount(q.throttled));
+    const sourceCell = field('source');
+    const badge = sourceCell.firstElementChild;
+    if (!badge || badge.textContent !== source) sourceCell.replaceChildren(sourceBadge(source));
+    setText(field('throttled'), formatCount(q.throttled));
     const points = this.history.points(q.queue);
     renderSparkline(row.querySelector('.spark'), points, this.now, limitRate(q.limit));
     setText(row.querySelector('.rate-now'), formatMeasured(this.history.current(q.queue)));

@@ -1,0 +1,46 @@
+// ServedKinds: the job kinds some consumer of this engine runs. The dispatcher
+// claims only these (storage ABI 1.1 claim_kinds), so a job of a kind nobody
+// here serves stays pending instead of failing. Counted per consumer: the
+// local handler registry adds its kinds, and consumers that come and go at
+// run time (remote workers) add and remove theirs; a kind stays served until
+// every consumer that added it removed it.
+//
+// Thread-safe. The dispatcher reads a snapshot per poll: one atomic load
+// while nothing changed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conveyor {
+
+class ServedKinds {
+ public:
+  using Snapshot = std::shared_ptr<const std::vector<std::string>>;  // sorted, unique
+
+  // One more consumer of kind.
+  void add(const std::string& kind);
+  // One consumer fewer of kind (no-op when it was not added).
+  void remove(const std::string& kind);
+  bool contains(std::string_view kind) const;
+  // The served kinds now, sorted.
+  Snapshot snapshot() const;
+  // Changes whenever the set of kinds does.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
+ private:
+  void publish();  // mu_ held
+
+  mutable std::mutex mu_;
+  std::map<std::string, uint32_t, std::less<>> consumers_;  // mu_: kind -> consumers
+  Snapshot snapshot_ = std::make_shared<const std::vector<std::string>>();  // mu_
+  std::atomic<uint64_t> generation_{0};
+};
+
+}  // namespace conveyor

@@ -1,0 +1,61 @@
+// UnservedKinds: which pending jobs no consumer of this engine serves, per
+// queue and kind, for queue reports, /metrics and a warning. A job counts
+// once it has been ready for the grace period ([engine] unknown_kind_grace_s)
+// and its kind is not among the ServedKinds.
+//
+// Bounded: a pass lists, per queue with pending jobs, at most kScanLimit jobs
+// ready since before the grace period (storage's list_jobs, id order, one
+// page), so the counts are of those first kScanLimit jobs, not of the whole
+// backlog. Needs the plugin's list_jobs (ABI 1.1).
+//
+// Thread-safety: scan() from one thread at a time (the maintenance thread);
+// report() from any thread.
+#pragma once
+
+#include "served_kinds.hpp"
+
+#include <conveyor/clock.hpp>
+#include <conveyor/queue_report.hpp>
+#include <conveyor/storage.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace conveyor {
+
+class UnservedKinds {
+ public:
+  static constexpr uint32_t kScanLimit = 1000;  // jobs examined per queue per pass
+  // Per queue (only those with unserved jobs): kinds sorted by name.
+  using Report = std::map<std::string, std::vector<KindCount>, std::less<>>;
+
+  UnservedKinds(Storage& storage, const ServedKinds& served, const Clock& clock,
+                std::chrono::seconds grace);
+
+  // One pass over every queue storage counts pending jobs in; replaces the
+  // report and warns once per (queue, kind) newly found (again if it clears
+  // and comes back). Throws StorageError (the report is kept).
+  void scan();
+  Report report() const;
+
+  // How often the engine scans: a quarter of the grace, between 1 s and 15 s,
+  // so a job shows at most that long after its grace ends.
+  static std::chrono::milliseconds period(std::chrono::seconds grace);
+
+ private:
+  Storage& storage_;
+  const ServedKinds& served_;
+  const Clock& clock_;
+  const std::chrono::seconds grace_;
+  std::set<std::pair<std::string, std::string>> warned_;  // scan() only: (queue, kind)
+  mutable std::mutex mu_;
+  Report report_;  // mu_
+};
+
+}  // namespace conveyor
