@@ -54,7 +54,7 @@ TEST(MetricsScrape, PromtoolAcceptsAScrapeWithLimitedPausedFailingAndIdleQueues)
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"enqueue", "paused", "noop", "--count", "3"},
            {"enqueue", "limited", "noop", "--count", "5"},
-           {"enqueue", "failing", "no-such-kind", "--count", "2", "--max-attempts", "1"}}) {
+           {"enqueue", "failing", "sleep", "--payload", R"({"ms":-1})", "--count", "2"}}) {
     std::vector<std::string> full{"--config", config};
     full.insert(full.end(), args.begin(), args.end());
     const auto r = test::run_conveyor(full);
