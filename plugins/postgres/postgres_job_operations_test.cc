@@ -373,7 +373,8 @@ TEST_F(PgJobOperationsTest, ListAndCountPlansNeverScanRetainedJobs) {
       {stmt::kListRunning, "('q', 0, 100, '')", "jobs_lease"},
   };
   for (const Case& c : cases) {
-    const std::string p = plan(c.statement, c.args, {"SET LOCAL enable_seqscan = off"});
+    const std::string p =
+        plan(c.statement, c.args, {"SET LOCAL enable_seqscan = off", "SET LOCAL jit = off"});
     EXPECT_NE(p.find(c.index), std::string::npos) << c.statement << ":\n" << p;
     EXPECT_EQ(p.find("Seq Scan"), std::string::npos) << c.statement << ":\n" << p;
     EXPECT_EQ(p.find("jobs_final"), std::string::npos) << c.statement << ":\n" << p;
@@ -381,7 +382,8 @@ TEST_F(PgJobOperationsTest, ListAndCountPlansNeverScanRetainedJobs) {
     EXPECT_EQ(p.find("Index Cond: (id >"), std::string::npos) << c.statement << ":\n" << p;
     EXPECT_EQ(p.find("Index Cond: (j.id >"), std::string::npos) << c.statement << ":\n" << p;
   }
-  const std::string p = plan(stmt::kJobCounts, "(10)", {"SET LOCAL enable_seqscan = off"});
+  const std::string p =
+      plan(stmt::kJobCounts, "(10)", {"SET LOCAL enable_seqscan = off", "SET LOCAL jit = off"});
   EXPECT_EQ(p.find("Seq Scan on jobs"), std::string::npos) << p;
   EXPECT_EQ(p.find("jobs_pkey"), std::string::npos) << p;
   EXPECT_EQ(p.find("jobs_list"), std::string::npos) << p;

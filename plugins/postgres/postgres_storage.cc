@@ -378,6 +378,14 @@ uint32_t PostgresStorage::claim_kinds(std::string_view queue,
 
 namespace {
 
+// Set in the transaction of every list_jobs and job_counts statement, the
+// only settings they are ever planned under on a connection: they read jobs
+// through index ranges and the partial indexes of live jobs, and with
+// sequential scans disabled a plan made from stale statistics cannot scan
+// the table (every retained job) instead. The disabled scans' penalty makes
+// every plan look costly enough for JIT compilation (100+ ms): off.
+constexpr const char* kIndexOnlySettings = "SET LOCAL enable_seqscan = off; SET LOCAL jit = off";
+
 // What list_jobs reads for the states asked: AVAILABLE and SCHEDULED are one
 // stored state split by run_at.
 struct ListPlan {
@@ -417,8 +425,8 @@ uint32_t PostgresStorage::list_jobs(std::string_view queue, std::span<const int3
   run("list_jobs", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     // One snapshot for every range: a job changing state meanwhile is listed once.
     pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(c);
-    // As for job_counts: the only setting these statements are planned under.
-    tx.exec("SET LOCAL enable_seqscan = off");
+    // As for job_counts: the only settings these statements are planned under.
+    tx.exec(kIndexOnlySettings);
     jobs.clear();
     auto add = [&](const pqxx::result& r) {
       for (const auto& row : r) jobs.push_back(stored_job_at(row, 0, now_us));
@@ -454,11 +462,7 @@ void PostgresStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink
   int64_t delta_rows = 0;
   run("job_counts", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::work tx(c);
-    // The statement reads jobs only through the partial indexes of live jobs;
-    // this keeps a plan made from stale statistics from scanning the table
-    // (every retained job). It is the only setting under which the statement
-    // is ever planned on this connection.
-    tx.exec("SET LOCAL enable_seqscan = off");
+    tx.exec(kIndexOnlySettings);
     pqxx::result r = tx.exec_prepared(stmt::kJobCounts, now_us);
     tx.commit();
     rows = queue_stats_rows(r);
