@@ -167,7 +167,6 @@ std::vector<sdk::OwnedQueueStats> queue_stats_rows(const pqxx::result& r) {
     out.queue = text_at(row, 0);
     out.paused = bool_at(row, 1);
     for (int i = 0; i < 6; ++i) out.counts[i] = int_at(row, 2 + i);
-    if (row.size() > 8) out.oldest_pending_run_at = int_at(row, 8);
   }
   return rows;
 }

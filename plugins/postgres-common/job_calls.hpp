@@ -80,8 +80,7 @@ OwnedJob stored_job_at(const pqxx::row& row, pqxx::row::size_type first, int64_t
 void report_job(const std::optional<OwnedJob>& job, int64_t job_id, const sdk::JobSink& sink);
 
 // Queue-stats rows (name, paused, pending, scheduled, running, completed,
-// failed, cancelled[, oldest pending run_at, ABI 1.1]) copied out of a
-// result, to report after the read.
+// failed, cancelled) copied out of a result, to report after the read.
 std::vector<sdk::OwnedQueueStats> queue_stats_rows(const pqxx::result& r);
 
 }  // namespace conveyor::postgres

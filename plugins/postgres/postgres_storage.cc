@@ -205,8 +205,8 @@ uint32_t PostgresStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
   return static_cast<uint32_t>(changed);
 }
 
-uint32_t PostgresStorage::rescue_expired(int64_t now_us, uint32_t max_jobs,
-                                         const sdk::JobSink& sink) {
+uint32_t PostgresStorage::rescue_expired_v2(int64_t now_us, uint32_t max_jobs,
+                                            const sdk::JobSink& sink) {
   if (max_jobs == 0) return 0;
   std::vector<OwnedJob> rescued;
   // Not repeated after a lost connection: a repetition would not report the
@@ -239,13 +239,35 @@ void PostgresStorage::cancel(int64_t job_id, int64_t now_us) {
                 "cancel: job " + std::to_string(job_id) + " does not exist or is already final");
 }
 
+namespace {
+
+// Queue-stats rows (name, paused, six counts, oldest pending run_at, ...)
+// copied out of a result, with what each row's ninth column says.
+struct StatsRows {
+  std::vector<sdk::OwnedQueueStats> stats;
+  std::vector<int64_t> oldest_pending;
+
+  explicit StatsRows(const pqxx::result& r) : stats(queue_stats_rows(r)) {
+    oldest_pending.reserve(r.size());
+    for (const auto& row : r) oldest_pending.push_back(int_at(row, 8));
+  }
+  // Reports row i (ABI 1.1: oldest_pending_run_at_us included).
+  void report(size_t i, const sdk::QueueStatsSink& sink) const {
+    conveyor_queue_stats v = stats[i].view();
+    v.oldest_pending_run_at_us = oldest_pending[i];
+    sink(v);
+  }
+};
+
+}  // namespace
+
 void PostgresStorage::queue_stats(int64_t now_us, const sdk::QueueStatsSink& sink) {
-  std::vector<sdk::OwnedQueueStats> rows;
+  std::optional<StatsRows> rows;
   run("queue_stats", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    rows = queue_stats_rows(tx.exec_prepared(stmt::kQueueStats, now_us));
+    rows.emplace(tx.exec_prepared(stmt::kQueueStats, now_us));
   });
-  for (const sdk::OwnedQueueStats& r : rows) sink(r.view());
+  for (size_t i = 0; i < rows->stats.size(); ++i) rows->report(i, sink);
 }
 
 void PostgresStorage::get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& sink) {
@@ -458,14 +480,14 @@ constexpr int64_t kCompactAbove = 1000;
 }  // namespace
 
 void PostgresStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) {
-  std::vector<sdk::OwnedQueueStats> rows;
+  std::optional<StatsRows> rows;
   int64_t delta_rows = 0;
   run("job_counts", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::work tx(c);
     tx.exec(kIndexOnlySettings);
     pqxx::result r = tx.exec_prepared(stmt::kJobCounts, now_us);
     tx.commit();
-    rows = queue_stats_rows(r);
+    rows.emplace(r);
     delta_rows = 0;
     for (const auto& row : r) delta_rows += int_at(row, 9);
   });
@@ -477,10 +499,11 @@ void PostgresStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink
     }
   }
   // As queue_stats: queues with retained or live jobs, or paused.
-  for (const sdk::OwnedQueueStats& r : rows) {
+  for (size_t i = 0; i < rows->stats.size(); ++i) {
+    const sdk::OwnedQueueStats& r = rows->stats[i];
     bool any = r.paused;
     for (int64_t n : r.counts) any = any || n != 0;
-    if (any) sink(r.view());
+    if (any) rows->report(i, sink);
   }
 }
 

@@ -40,7 +40,7 @@ class PostgresStorage : public PgStorageBase {
   void retry_jobs(std::span<const int64_t> ids, int64_t now_us, std::span<conveyor_status> results);
   void delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results);
   void job_counts(int64_t now_us, const sdk::QueueStatsSink& sink);
-  uint32_t rescue_expired(int64_t now_us, uint32_t max_jobs, const sdk::JobSink& sink);
+  uint32_t rescue_expired_v2(int64_t now_us, uint32_t max_jobs, const sdk::JobSink& sink);
 
  private:
   // Folds job_counts' delta rows into one per (queue, state); false when

@@ -47,8 +47,10 @@
 //                   std::span<conveyor_status> results);
 //   void delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results);
 //   void job_counts(int64_t now_us, const QueueStatsSink& sink);
-//   uint32_t rescue_expired(int64_t now_us, uint32_t max_jobs,
-//                           const JobSink& sink);                // rescue_expired_v2
+//   uint32_t rescue_expired_v2(int64_t now_us, uint32_t max_jobs,
+//                              const JobSink& sink);  // each rescued job, after
+// (conveyor_queue_stats' 1.1 field oldest_pending_run_at_us is the plugin's to
+// fill in queue_stats and job_counts.)
 //
 // Threading is as the C header says: every method but the destructor may be
 // called concurrently. The host never calls the object from inside one of its
@@ -219,7 +221,6 @@ struct OwnedQueueStats {
   bool paused = false;
   // pending, scheduled, running, completed, failed, cancelled
   int64_t counts[6] = {};
-  int64_t oldest_pending_run_at = 0;  // ABI 1.1; 0 when nothing is pending
 
   conveyor_queue_stats view() const noexcept {
     conveyor_queue_stats s{};
@@ -232,7 +233,6 @@ struct OwnedQueueStats {
     s.completed = counts[3];
     s.failed = counts[4];
     s.cancelled = counts[5];
-    s.oldest_pending_run_at_us = oldest_pending_run_at;
     return s;
   }
 };
@@ -526,13 +526,13 @@ struct Adapter {
       self(s)->job_counts(now, QueueStatsSink(fn, ctx));
     });
   }
+
   static conveyor_status rescue_expired_v2(conveyor_storage* s, int64_t now, uint32_t max_jobs,
                                            conveyor_job_fn fn, void* ctx, uint32_t* out,
                                            conveyor_error* err) {
     return guarded(err, [&] {
-      if (fn == nullptr || out == nullptr)
-        throw Error(CONVEYOR_E_INVALID, "on_job or out_rescued is NULL");
-      *out = self(s)->rescue_expired(now, max_jobs, JobSink(fn, ctx));
+      if (fn == nullptr || out == nullptr) throw Error(CONVEYOR_E_INVALID, "on_job or out_rescued is NULL");
+      *out = self(s)->rescue_expired_v2(now, max_jobs, JobSink(fn, ctx));
     });
   }
 
@@ -559,8 +559,8 @@ struct Adapter {
   static constexpr bool has_job_counts = requires(Impl & i, const QueueStatsSink& sink) {
     i.job_counts(int64_t{}, sink);
   };
-  static constexpr bool has_rescue_reporting = requires(Impl & i, const JobSink& sink) {
-    i.rescue_expired(int64_t{}, uint32_t{}, sink);
+  static constexpr bool has_rescue_expired_v2 = requires(Impl & i, const JobSink& sink) {
+    i.rescue_expired_v2(int64_t{}, uint32_t{}, sink);
   };
 
     // Each optional slot: the adapter function when Impl has the method, else
@@ -579,7 +579,7 @@ struct Adapter {
   CONVEYOR_SDK_OPTIONAL_SLOT(retry_jobs_slot, has_retry_jobs, retry_jobs)
   CONVEYOR_SDK_OPTIONAL_SLOT(delete_jobs_slot, has_delete_jobs, delete_jobs)
   CONVEYOR_SDK_OPTIONAL_SLOT(job_counts_slot, has_job_counts, job_counts)
-  CONVEYOR_SDK_OPTIONAL_SLOT(rescue_expired_v2_slot, has_rescue_reporting, rescue_expired_v2)
+  CONVEYOR_SDK_OPTIONAL_SLOT(rescue_expired_v2_slot, has_rescue_expired_v2, rescue_expired_v2)
 #undef CONVEYOR_SDK_OPTIONAL_SLOT
 
   static constexpr bool has_notify = requires(Impl & i, const NotifySink& sink) {
