@@ -12,6 +12,7 @@
 #include <pqxx/transaction>
 
 #include <array>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -59,12 +60,66 @@ CREATE INDEX jobs_lease ON {s}.jobs (lease_expires) WHERE lease_token <> 0;
 CREATE INDEX jobs_final ON {s}.jobs (finalized_at) WHERE state >= 4;
 )sql";
 
+// Version 2: ABI 1.1 (job operations). Building the indexes locks the jobs
+// table against writes for as long as they take (seconds per million rows).
+constexpr const char* kJobsV2 = R"sql(
+-- claim_kinds: one queue's ready rows of one kind in claim order, so a kind
+-- filter never reads other kinds' backlog. Partial like jobs_ready: a claim
+-- takes the row out of both and completions never touch them.
+CREATE INDEX jobs_ready_kind ON {s}.jobs (queue, kind, priority, run_at, id) WHERE state = 1;
+-- list_jobs of retained jobs: an index range of at most a page per
+-- (queue, state, kind), in id order; without a kind, one range per kind.
+CREATE INDEX jobs_list ON {s}.jobs (queue, state, kind, id) WHERE state >= 4;
+-- job_counts: retained (final) jobs per queue and state as sums of deltas.
+-- Every statement that moves jobs into or out of a final state appends one
+-- row per queue and state it changed, in its own transaction: appends never
+-- wait on one another (one counter row per queue would serialize every
+-- completing process on it). compact_counts folds the rows into one per
+-- (queue, state). Processes of an older plugin version still running after
+-- this migration do not append: stop them before migrating.
+CREATE TABLE {s}.job_count_deltas (
+  queue text     COLLATE "C" NOT NULL,
+  state smallint NOT NULL,  -- 4 completed, 5 failed, 6 cancelled
+  delta bigint   NOT NULL
+);
+INSERT INTO {s}.job_count_deltas (queue, state, delta)
+  SELECT queue, state, count(*) FROM {s}.jobs WHERE state >= 4 GROUP BY queue, state;
+)sql";
+
 // One entry per version step: steps[i] upgrades version i to i + 1. Never
 // edit a released step; append.
 const std::vector<std::string>& migration_steps() {
-  static const std::vector<std::string> steps = {std::string(kJobsV1) + kControlTables};
+  static const std::vector<std::string> steps = {std::string(kJobsV1) + kControlTables, kJobsV2};
   return steps;
 }
+
+// The columns get_job reads (stored_job_at), for a table aliased j.
+#define CONVEYOR_PG_JOB_COLUMNS                                                        \
+  "j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempt, j.max_attempts, " \
+  "j.run_at, j.created_at, j.finalized_at, j.lease_token, j.lease_expires, j.last_error"
+
+// rescue_expired: the expired leases, oldest first, made available again or
+// failed when out of attempts (those are counted). run_at is kept: a rescued
+// job keeps its place in its queue.
+#define CONVEYOR_PG_RESCUE_CTES                                                             \
+  "WITH expired AS (\n"                                                                     \
+  "  SELECT id FROM {s}.jobs\n"                                                             \
+  "  WHERE lease_token <> 0 AND state = 3 AND lease_expires < $1::bigint\n"                 \
+  "  ORDER BY lease_expires, id\n"                                                          \
+  "  LIMIT $3::bigint\n"                                                                    \
+  "  FOR UPDATE SKIP LOCKED\n"                                                              \
+  "), rescued AS (\n"                                                                       \
+  "  UPDATE {s}.jobs AS j\n"                                                                \
+  "  SET state = CASE WHEN j.attempt < j.max_attempts THEN 1 ELSE 5 END,\n"                 \
+  "      finalized_at = CASE WHEN j.attempt < j.max_attempts THEN 0 ELSE $1::bigint END,\n" \
+  "      lease_token = 0, lease_expires = 0, last_error = $2::text\n"                       \
+  "  WHERE j.id = ANY(ARRAY(SELECT id FROM expired))\n"                                     \
+  "  RETURNING " CONVEYOR_PG_JOB_COLUMNS                                                    \
+  "\n"                                                                                      \
+  "), counted AS (\n"                                                                       \
+  "  INSERT INTO {s}.job_count_deltas (queue, state, delta)\n"                              \
+  "  SELECT queue, 5, count(*) FROM rescued WHERE state = 5 GROUP BY queue\n"               \
+  ")\n"
 
 // Every statement the plugin runs. Values are always bound parameters; "{s}"
 // is the validated, quoted schema name.
@@ -116,11 +171,18 @@ RETURNING j.id, j.kind, j.payload, j.priority, j.attempt, j.max_attempts, j.run_
     // otherwise, the deadlock is retried. The plan (generic: it cannot know
     // the batch's size) walks the leases and looks each job up by primary
     // key, so its cost grows linearly with the batch.
+    // The counts of completed jobs grow by one row per queue of the batch.
     Statement{stmt::kComplete, R"sql(
-UPDATE {s}.jobs AS j SET state = 4, finalized_at = $1::bigint, lease_token = 0, lease_expires = 0
-FROM unnest($2::bigint[], $3::bigint[]) AS l(id, token)
-WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 3
-RETURNING j.id, l.token)sql"},
+WITH done AS (
+  UPDATE {s}.jobs AS j SET state = 4, finalized_at = $1::bigint, lease_token = 0, lease_expires = 0
+  FROM unnest($2::bigint[], $3::bigint[]) AS l(id, token)
+  WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 3
+  RETURNING j.id, l.token, j.queue
+), counted AS (
+  INSERT INTO {s}.job_count_deltas (queue, state, delta)
+  SELECT queue, 4, count(*) FROM done GROUP BY queue
+)
+SELECT id, token FROM done)sql"},
 
     Statement{stmt::kExtend, R"sql(
 UPDATE {s}.jobs AS j SET lease_expires = $1::bigint
@@ -150,31 +212,52 @@ SET state = 1, run_at = $1::bigint, last_error = $2::text, lease_token = 0, leas
 WHERE id = $3::bigint AND state = 3 AND lease_token = $4::bigint)sql"},
 
     Statement{stmt::kFailFinal, R"sql(
-UPDATE {s}.jobs
-SET state = 5, finalized_at = $1::bigint, last_error = $2::text, lease_token = 0,
-    lease_expires = 0
-WHERE id = $3::bigint AND state = 3 AND lease_token = $4::bigint)sql"},
-
-    // run_at is kept: a rescued job keeps its place in its queue.
-    Statement{stmt::kRescue, R"sql(
-WITH expired AS (
-  SELECT id FROM {s}.jobs
-  WHERE lease_token <> 0 AND state = 3 AND lease_expires < $1::bigint
-  ORDER BY lease_expires, id
-  LIMIT $3::bigint
-  FOR UPDATE SKIP LOCKED
+WITH failed AS (
+  UPDATE {s}.jobs
+  SET state = 5, finalized_at = $1::bigint, last_error = $2::text, lease_token = 0,
+      lease_expires = 0
+  WHERE id = $3::bigint AND state = 3 AND lease_token = $4::bigint
+  RETURNING id, queue
+), counted AS (
+  INSERT INTO {s}.job_count_deltas (queue, state, delta) SELECT queue, 5, 1 FROM failed
 )
-UPDATE {s}.jobs AS j
-SET state = CASE WHEN j.attempt < j.max_attempts THEN 1 ELSE 5 END,
-    finalized_at = CASE WHEN j.attempt < j.max_attempts THEN 0 ELSE $1::bigint END,
-    lease_token = 0, lease_expires = 0, last_error = $2::text
-WHERE j.id = ANY(ARRAY(SELECT id FROM expired)))sql"},
+SELECT id FROM failed)sql"},
+
+    Statement{stmt::kRescue, CONVEYOR_PG_RESCUE_CTES "SELECT count(*) FROM rescued"},
+    Statement{stmt::kRescueReporting, CONVEYOR_PG_RESCUE_CTES
+              "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,\n"
+              "       created_at, finalized_at, lease_token, lease_expires, last_error\n"
+              "FROM rescued"},
 
     Statement{stmt::kCancel, R"sql(
-UPDATE {s}.jobs SET state = 6, finalized_at = $1::bigint, lease_token = 0, lease_expires = 0
-WHERE id = $2::bigint AND state < 4)sql"},
+WITH cancelled AS (
+  UPDATE {s}.jobs SET state = 6, finalized_at = $1::bigint, lease_token = 0, lease_expires = 0
+  WHERE id = $2::bigint AND state < 4
+  RETURNING id, queue
+), counted AS (
+  INSERT INTO {s}.job_count_deltas (queue, state, delta) SELECT queue, 6, 1 FROM cancelled
+)
+SELECT id FROM cancelled)sql"},
 
-    Statement{stmt::kQueueStats, CONVEYOR_QUEUE_STATS_SQL("{s}.jobs")},
+    // Scans every retained job (ABI 1.0); job_counts does not.
+    Statement{stmt::kQueueStats, R"sql(
+SELECT coalesce(c.queue, p.name) COLLATE "C" AS name, coalesce(p.paused, false),
+       coalesce(c.pending, 0), coalesce(c.scheduled, 0), coalesce(c.running, 0),
+       coalesce(c.completed, 0), coalesce(c.failed, 0), coalesce(c.cancelled, 0),
+       coalesce(c.oldest_pending, 0)
+FROM (
+  SELECT queue,
+         count(*) FILTER (WHERE state = 1 AND run_at <= $1::bigint) AS pending,
+         count(*) FILTER (WHERE state = 1 AND run_at > $1::bigint) AS scheduled,
+         count(*) FILTER (WHERE state = 3) AS running,
+         count(*) FILTER (WHERE state = 4) AS completed,
+         count(*) FILTER (WHERE state = 5) AS failed,
+         count(*) FILTER (WHERE state = 6) AS cancelled,
+         min(run_at) FILTER (WHERE state = 1 AND run_at <= $1::bigint) AS oldest_pending
+  FROM {s}.jobs GROUP BY queue
+) AS c
+FULL JOIN (SELECT name, paused FROM {s}.queues WHERE paused) AS p ON p.name = c.queue
+ORDER BY 1)sql"},
 
     Statement{stmt::kGetJob, R"sql(
 SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at, created_at,
@@ -188,37 +271,197 @@ WITH doomed AS (
   ORDER BY finalized_at, id
   LIMIT $2::bigint
   FOR UPDATE SKIP LOCKED
+), purged AS (
+  DELETE FROM {s}.jobs WHERE id = ANY(ARRAY(SELECT id FROM doomed)) RETURNING queue, state
+), counted AS (
+  INSERT INTO {s}.job_count_deltas (queue, state, delta)
+  SELECT queue, state, -count(*) FROM purged GROUP BY queue, state
 )
-DELETE FROM {s}.jobs WHERE id = ANY(ARRAY(SELECT id FROM doomed)))sql"},
+SELECT count(*) FROM purged)sql"},
 
     // ABI 1.1. One statement each (all or none), primary-key lookups only:
     // the rows applied to, and (the outer SELECT sees the snapshot before the
-    // change) which of the ids exist at all.
+    // change) which of the ids exist at all; the counts follow the
+    // change. The rows leaving a final state are locked first so that their
+    // state before the change is known to the counts.
     Statement{stmt::kRetryJobs, R"sql(
-WITH retried AS (
-  UPDATE {s}.jobs
+WITH final AS (
+  SELECT id, queue, state FROM {s}.jobs WHERE id = ANY($2::bigint[]) AND state >= 5 FOR UPDATE
+), retried AS (
+  UPDATE {s}.jobs AS j
   SET state = 1, run_at = $1::bigint, attempt = 0, finalized_at = 0, lease_token = 0,
       lease_expires = 0
-  WHERE id = ANY($2::bigint[]) AND state >= 5
-  RETURNING id
+  FROM final AS f
+  WHERE j.id = f.id AND j.state >= 5
+  RETURNING j.id, f.queue, f.state
+), counted AS (
+  INSERT INTO {s}.job_count_deltas (queue, state, delta)
+  SELECT queue, state, -count(*) FROM retried GROUP BY queue, state
 )
 SELECT j.id, r.id IS NOT NULL FROM {s}.jobs AS j LEFT JOIN retried AS r ON r.id = j.id
 WHERE j.id = ANY($2::bigint[]))sql"},
 
     Statement{stmt::kDeleteJobs, R"sql(
 WITH deleted AS (
-  DELETE FROM {s}.jobs WHERE id = ANY($1::bigint[]) AND state >= 4 RETURNING id
+  DELETE FROM {s}.jobs WHERE id = ANY($1::bigint[]) AND state >= 4 RETURNING id, queue, state
+), counted AS (
+  INSERT INTO {s}.job_count_deltas (queue, state, delta)
+  SELECT queue, state, -count(*) FROM deleted GROUP BY queue, state
 )
 SELECT j.id, d.id IS NOT NULL FROM {s}.jobs AS j LEFT JOIN deleted AS d ON d.id = j.id
 WHERE j.id = ANY($1::bigint[]))sql"},
+
+    // The first max_jobs ready jobs of the kinds $7 in claim order: the first
+    // max_jobs of each kind (one jobs_ready_kind range each, locked), merged.
+    // Otherwise as claim.
+    Statement{stmt::kClaimKinds, R"sql(
+WITH picked AS (
+  SELECT c.id FROM unnest($7::text[]) AS k(kind)
+  CROSS JOIN LATERAL (
+    SELECT j.id, j.priority, j.run_at FROM {s}.jobs AS j
+    WHERE j.queue = $1::text AND j.kind = k.kind AND j.state = 1 AND j.run_at <= $2::bigint
+    ORDER BY j.priority, j.run_at, j.id
+    LIMIT $3::bigint
+    FOR UPDATE SKIP LOCKED
+  ) AS c
+  WHERE NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1::text AND paused)
+  ORDER BY c.priority, c.run_at, c.id
+  LIMIT $3::bigint
+)
+UPDATE {s}.jobs AS j
+SET state = 3, attempt = j.attempt + 1, lease_token = $4::bigint, lease_expires = $5::bigint,
+    claimed_at = $2::bigint, claimed_by = $6::text
+WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+RETURNING j.id, j.kind, j.payload, j.priority, j.attempt, j.max_attempts, j.run_at,
+          j.created_at, j.last_error)sql"},
+
+    // list_jobs, one statement per kind of range; each returns at most $limit
+    // jobs of the queue with id > $after in id order, and none reads the
+    // queue's history. The caller disables sequential scans, and no
+    // statement gives the planner a reason to walk the primary key (which
+    // would read every retained job after $after): live ids are picked from
+    // the partial indexes of ready and running jobs (bounded by the backlog)
+    // in a fenced CTE before the keyset applies; retained ones are read
+    // ordered by (kind, id) under "kind <= k AND (kind, id) > (k, $after)",
+    // the same rows as "kind = k AND id > $after", which only jobs_list gives
+    // in that order and which seeks straight to the page.
+    Statement{stmt::kListAvailable, R"sql(
+WITH live AS MATERIALIZED (
+  SELECT id FROM {s}.jobs
+  WHERE queue = $1::text AND state = 1 AND run_at >= $3::bigint AND run_at <= $4::bigint
+    AND ($6::text = '' OR kind = $6::text)
+)
+SELECT )sql" CONVEYOR_PG_JOB_COLUMNS R"sql( FROM {s}.jobs AS j
+WHERE j.id = ANY(ARRAY(SELECT id FROM live WHERE id > $2::bigint ORDER BY id LIMIT $5::bigint))
+ORDER BY j.id)sql"},
+
+    Statement{stmt::kListRunning, R"sql(
+WITH live AS MATERIALIZED (
+  SELECT id FROM {s}.jobs
+  WHERE lease_token <> 0 AND state = 3 AND queue = $1::text AND ($4::text = '' OR kind = $4::text)
+)
+SELECT )sql" CONVEYOR_PG_JOB_COLUMNS R"sql( FROM {s}.jobs AS j
+WHERE j.id = ANY(ARRAY(SELECT id FROM live WHERE id > $2::bigint ORDER BY id LIMIT $3::bigint))
+ORDER BY j.id)sql"},
+
+    // Retained jobs of one final state $2 and kind $3: one jobs_list range.
+    Statement{stmt::kListFinal, R"sql(
+SELECT )sql" CONVEYOR_PG_JOB_COLUMNS R"sql( FROM {s}.jobs AS j
+WHERE j.queue = $1::text AND j.state = $2::smallint AND j.state >= 4
+  AND j.kind <= $3::text AND (j.kind, j.id) > ($3::text, $4::bigint)
+ORDER BY j.kind, j.id
+LIMIT $5::bigint)sql"},
+
+    // Retained jobs of one final state $2, any kind: the state's kinds found
+    // one index probe each (kinds are a short list per queue), a jobs_list
+    // range of at most $4 per kind, merged.
+    Statement{stmt::kListFinalAnyKind, R"sql(
+WITH RECURSIVE kinds(kind) AS (
+  (SELECT kind FROM {s}.jobs
+   WHERE queue = $1::text AND state = $2::smallint AND state >= 4
+   ORDER BY kind LIMIT 1)
+  UNION ALL
+  SELECT (SELECT j.kind FROM {s}.jobs AS j
+          WHERE j.queue = $1::text AND j.state = $2::smallint AND j.state >= 4 AND j.kind > k.kind
+          ORDER BY j.kind LIMIT 1)
+  FROM kinds AS k WHERE k.kind IS NOT NULL
+), ids AS (
+  SELECT r.id FROM kinds AS k
+  CROSS JOIN LATERAL (
+    SELECT j.id FROM {s}.jobs AS j
+    WHERE j.queue = $1::text AND j.state = $2::smallint AND j.state >= 4
+      AND j.kind <= k.kind AND (j.kind, j.id) > (k.kind, $3::bigint)
+    ORDER BY j.kind, j.id
+    LIMIT $4::bigint
+  ) AS r
+  WHERE k.kind IS NOT NULL
+  ORDER BY r.id
+  LIMIT $4::bigint
+)
+SELECT )sql" CONVEYOR_PG_JOB_COLUMNS R"sql( FROM {s}.jobs AS j
+WHERE j.id = ANY(ARRAY(SELECT id FROM ids))
+ORDER BY j.id)sql"},
+
+    // job_counts: retained jobs from the deltas, live ones from the partial
+    // indexes of ready and running jobs (the caller disables sequential scans
+    // so that stale statistics cannot make this read every retained job).
+    // Rows (name, paused, pending, scheduled, running, completed, failed,
+    // cancelled, oldest pending run_at, delta rows of the queue), name order.
+    Statement{stmt::kJobCounts, R"sql(
+WITH finals AS (
+  SELECT queue, coalesce(sum(delta) FILTER (WHERE state = 4), 0) AS completed,
+         coalesce(sum(delta) FILTER (WHERE state = 5), 0) AS failed,
+         coalesce(sum(delta) FILTER (WHERE state = 6), 0) AS cancelled, count(*) AS delta_rows
+  FROM {s}.job_count_deltas GROUP BY queue
+), ready AS (
+  SELECT queue, count(*) FILTER (WHERE run_at <= $1::bigint) AS pending,
+         count(*) FILTER (WHERE run_at > $1::bigint) AS scheduled,
+         min(run_at) FILTER (WHERE run_at <= $1::bigint) AS oldest_pending
+  FROM {s}.jobs WHERE state = 1 GROUP BY queue
+), running AS (
+  SELECT queue, count(*) AS running FROM {s}.jobs WHERE lease_token <> 0 AND state = 3
+  GROUP BY queue
+), paused AS (
+  SELECT name AS queue FROM {s}.queues WHERE paused
+), names AS (
+  SELECT queue FROM finals UNION SELECT queue FROM ready UNION SELECT queue FROM running
+  UNION SELECT queue FROM paused
+)
+SELECT n.queue, p.queue IS NOT NULL, coalesce(r.pending, 0), coalesce(r.scheduled, 0),
+       coalesce(u.running, 0), coalesce(f.completed, 0), coalesce(f.failed, 0),
+       coalesce(f.cancelled, 0), coalesce(r.oldest_pending, 0), coalesce(f.delta_rows, 0)
+FROM names AS n
+LEFT JOIN finals AS f ON f.queue = n.queue
+LEFT JOIN ready AS r ON r.queue = n.queue
+LEFT JOIN running AS u ON u.queue = n.queue
+LEFT JOIN paused AS p ON p.queue = n.queue
+ORDER BY n.queue COLLATE "C")sql"},
+
+    // Folds the count deltas into one row per (queue, state), all in one
+    // statement: rows appended meanwhile are not in its snapshot and stay.
+    // One process at a time (the others skip: nothing to wait for).
+    Statement{stmt::kCompactCounts, R"sql(
+WITH turn AS (
+  SELECT pg_try_advisory_xact_lock(1131376247, '{s}.job_count_deltas'::regclass::oid::integer)
+         AS mine
+), folded AS (
+  DELETE FROM {s}.job_count_deltas WHERE (SELECT mine FROM turn) RETURNING queue, state, delta
+)
+INSERT INTO {s}.job_count_deltas (queue, state, delta)
+SELECT queue, state, sum(delta) FROM folded GROUP BY queue, state HAVING sum(delta) <> 0)sql"},
 };
 
 }  // namespace
 
-void migrate_schema(pqxx::connection& conn, const std::string& schema) {
+void migrate_schema(pqxx::connection& conn, const std::string& schema, int version) {
   const std::vector<std::string>& steps = migration_steps();
   if (steps.size() != kSchemaVersion) throw std::logic_error("one migration step per version");
-  apply_migrations(conn, schema, Migrations{"postgres 0.1.0", "schema_migrations", steps});
+  if (version < 1 || version > kSchemaVersion)
+    throw std::invalid_argument("schema version " + std::to_string(version) + " is not 1.." +
+                                std::to_string(kSchemaVersion));
+  apply_migrations(conn, schema,
+                   Migrations{"postgres 0.1.0", "schema_migrations",
+                              std::span<const std::string>(steps).first(version)});
 }
 
 void register_statements(pqxx::connection& conn, const std::string& schema) {

@@ -11,12 +11,14 @@
 namespace conveyor::postgres {
 
 // The schema version this build creates and understands.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
-// Creates or upgrades the schema named schema (validated) to kSchemaVersion.
-// Throws sdk::Error(CONVEYOR_E_INVALID) naming both versions when the schema
-// is newer than this plugin; libpqxx exceptions otherwise.
-void migrate_schema(pqxx::connection& conn, const std::string& schema);
+// Creates or upgrades the schema named schema (validated) to version (1..
+// kSchemaVersion; tests build older schemas). Throws
+// sdk::Error(CONVEYOR_E_INVALID) naming both versions when the schema is
+// newer; libpqxx exceptions otherwise.
+void migrate_schema(pqxx::connection& conn, const std::string& schema,
+                    int version = kSchemaVersion);
 
 // Names of the prepared statements (register_statements defines them).
 namespace stmt {
@@ -36,6 +38,14 @@ inline constexpr const char* kPurge = "conveyor_purge";
 // ABI 1.1
 inline constexpr const char* kRetryJobs = "conveyor_retry_jobs";
 inline constexpr const char* kDeleteJobs = "conveyor_delete_jobs";
+inline constexpr const char* kClaimKinds = "conveyor_claim_kinds";
+inline constexpr const char* kListAvailable = "conveyor_list_available";
+inline constexpr const char* kListRunning = "conveyor_list_running";
+inline constexpr const char* kListFinal = "conveyor_list_final";
+inline constexpr const char* kListFinalAnyKind = "conveyor_list_final_any_kind";
+inline constexpr const char* kJobCounts = "conveyor_job_counts";
+inline constexpr const char* kCompactCounts = "conveyor_compact_counts";
+inline constexpr const char* kRescueReporting = "conveyor_rescue_reporting";
 }  // namespace stmt
 
 // Defines every statement above and the control statements

@@ -41,6 +41,11 @@
 //     whose reply was lost gives its jobs back (they carry its unique token).
 //   * Callbacks run after the statement committed and after the connection
 //     went back to the pool, from copies of the rows.
+//   * ABI 1.1 (schema 2): claim_kinds reads one (queue, kind) range of ready
+//     rows per kind (jobs_ready_kind); list_jobs reads index ranges of at most
+//     a page (jobs_list for retained jobs); job_counts sums per-statement
+//     count deltas instead of counting retained jobs (pg_schema.cc), folded
+//     by purge_finished and by job_counts when they pile up.
 #include "postgres_storage.hpp"
 
 #include "connection_pool.hpp"
@@ -54,9 +59,11 @@
 
 #include <pqxx/nontransaction>
 #include <pqxx/result>
+#include <pqxx/transaction>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <utility>
 
@@ -176,6 +183,7 @@ void PostgresStorage::fail(conveyor_lease lease, std::string_view error_text, in
   pqxx::result::size_type changed = 0;
   run("fail", Retry::kNever, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
+    // Rows updated (retry) or the failed job's id (final).
     changed = tx.exec_prepared(retry ? stmt::kFailRetry : stmt::kFailFinal,
                                retry ? retry_at_us : now_us, text, lease.job_id, lease.lease_token)
                   .affected_rows();
@@ -188,13 +196,36 @@ void PostgresStorage::fail(conveyor_lease lease, std::string_view error_text, in
 
 uint32_t PostgresStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
   if (max_jobs == 0) return 0;
-  pqxx::result::size_type changed = 0;
+  int64_t changed = 0;
   run("rescue_expired", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    changed = tx.exec_prepared(stmt::kRescue, now_us, std::string(kLeaseExpiredError), max_jobs)
-                  .affected_rows();
+    changed = int_at(
+        tx.exec_prepared(stmt::kRescue, now_us, std::string(kLeaseExpiredError), max_jobs)[0], 0);
   });
   return static_cast<uint32_t>(changed);
+}
+
+uint32_t PostgresStorage::rescue_expired_v2(int64_t now_us, uint32_t max_jobs,
+                                            const sdk::JobSink& sink) {
+  if (max_jobs == 0) return 0;
+  std::vector<OwnedJob> rescued;
+  // Not repeated after a lost connection: a repetition would not report the
+  // jobs the first run rescued.
+  run("rescue_expired", Retry::kNever, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    pqxx::result r =
+        tx.exec_prepared(stmt::kRescueReporting, now_us, std::string(kLeaseExpiredError), max_jobs);
+    rescued.clear();
+    rescued.reserve(r.size());
+    for (const auto& row : r) rescued.push_back(stored_job_at(row, 0, now_us));
+  });
+  std::sort(rescued.begin(), rescued.end(),
+            [](const OwnedJob& a, const OwnedJob& b) { return a.id < b.id; });
+  for (const OwnedJob& j : rescued) {
+    conveyor_job v = j.view();
+    sink(v);
+  }
+  return static_cast<uint32_t>(rescued.size());
 }
 
 void PostgresStorage::cancel(int64_t job_id, int64_t now_us) {
@@ -208,13 +239,35 @@ void PostgresStorage::cancel(int64_t job_id, int64_t now_us) {
                 "cancel: job " + std::to_string(job_id) + " does not exist or is already final");
 }
 
+namespace {
+
+// Queue-stats rows (name, paused, six counts, oldest pending run_at, ...)
+// copied out of a result, with what each row's ninth column says.
+struct StatsRows {
+  std::vector<sdk::OwnedQueueStats> stats;
+  std::vector<int64_t> oldest_pending;
+
+  explicit StatsRows(const pqxx::result& r) : stats(queue_stats_rows(r)) {
+    oldest_pending.reserve(r.size());
+    for (const auto& row : r) oldest_pending.push_back(int_at(row, 8));
+  }
+  // Reports row i (ABI 1.1: oldest_pending_run_at_us included).
+  void report(size_t i, const sdk::QueueStatsSink& sink) const {
+    conveyor_queue_stats v = stats[i].view();
+    v.oldest_pending_run_at_us = oldest_pending[i];
+    sink(v);
+  }
+};
+
+}  // namespace
+
 void PostgresStorage::queue_stats(int64_t now_us, const sdk::QueueStatsSink& sink) {
-  std::vector<sdk::OwnedQueueStats> rows;
+  std::optional<StatsRows> rows;
   run("queue_stats", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    rows = queue_stats_rows(tx.exec_prepared(stmt::kQueueStats, now_us));
+    rows.emplace(tx.exec_prepared(stmt::kQueueStats, now_us));
   });
-  for (const sdk::OwnedQueueStats& r : rows) sink(r.view());
+  for (size_t i = 0; i < rows->stats.size(); ++i) rows->report(i, sink);
 }
 
 void PostgresStorage::get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& sink) {
@@ -231,9 +284,23 @@ void PostgresStorage::get_job(int64_t job_id, int64_t now_us, const sdk::JobSink
 }
 
 uint64_t PostgresStorage::purge_finished(int64_t finalized_before_us, uint32_t max_jobs) {
+  // Runs periodically in every `serve`: the place to keep job_counts' deltas short.
+  compact_counts();
   if (max_jobs == 0) return 0;
-  return rows_changed("purge_finished", Retry::kAfterConnectionLoss, stmt::kPurge,
-                      finalized_before_us, max_jobs);
+  int64_t purged = 0;
+  run("purge_finished", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    purged = int_at(tx.exec_prepared(stmt::kPurge, finalized_before_us, max_jobs)[0], 0);
+  });
+  return static_cast<uint64_t>(purged);
+}
+
+void PostgresStorage::compact_counts() {
+  // Repeating it is harmless: it only folds rows whose sum it keeps.
+  run("compacting job counts", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    tx.exec_prepared(stmt::kCompactCounts);
+  });
 }
 
 namespace {
@@ -297,6 +364,147 @@ void PostgresStorage::delete_jobs(std::span<const int64_t> ids,
     });
     return found;
   });
+}
+
+uint32_t PostgresStorage::claim_kinds(std::string_view queue,
+                                      std::span<const std::string_view> kinds, uint32_t max_jobs,
+                                      int64_t lease_token, int64_t now_us, int64_t lease_expires_us,
+                                      const sdk::JobSink& sink) {
+  require_queue(queue, "claim_kinds");
+  if (max_jobs == 0) return 0;
+  for (std::string_view k : kinds)
+    if (!is_storable_text(k))
+      throw Error(CONVEYOR_E_INVALID, "claim_kinds: kinds must be valid UTF-8 without NUL bytes");
+  std::vector<std::string_view> wanted(kinds.begin(), kinds.end());
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  const std::string q(queue), kinds_text = text_array(wanted);
+  std::vector<OwnedJob> claimed;
+  try {
+    run("claim_kinds", Retry::kNever, [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      pqxx::result r = tx.exec_prepared(stmt::kClaimKinds, q, now_us, max_jobs, lease_token,
+                                        lease_expires_us, claimer(), kinds_text);
+      claimed.clear();
+      claimed.reserve(r.size());
+      for (const auto& row : r)
+        claimed.push_back(claimed_job_at(row, q, lease_token, lease_expires_us));
+    });
+  } catch (const ConnectionLost&) {
+    release_orphans(lease_token, lease_expires_us);
+    throw;
+  }
+  report_claimed(claimed, sink);
+  return static_cast<uint32_t>(claimed.size());
+}
+
+namespace {
+
+// Set in the transaction of every list_jobs and job_counts statement, the
+// only settings they are ever planned under on a connection: they read jobs
+// through index ranges and the partial indexes of live jobs, and with
+// sequential scans disabled a plan made from stale statistics cannot scan
+// the table (every retained job) instead. The disabled scans' penalty makes
+// every plan look costly enough for JIT compilation (100+ ms): off.
+constexpr const char* kIndexOnlySettings = "SET LOCAL enable_seqscan = off; SET LOCAL jit = off";
+
+// What list_jobs reads for the states asked: AVAILABLE and SCHEDULED are one
+// stored state split by run_at.
+struct ListPlan {
+  bool available = false;
+  int64_t run_at_min = INT64_MIN, run_at_max = INT64_MAX;
+  bool running = false;
+  std::vector<int> final_states;
+};
+
+ListPlan list_plan(std::span<const int32_t> states, int64_t now_us) {
+  bool want[7] = {};
+  if (states.empty())
+    for (int st = 1; st <= 6; ++st) want[st] = true;
+  for (int32_t st : states) want[st] = true;  // 1..6, checked by the adapter
+  ListPlan p;
+  const bool ready = want[CONVEYOR_JOB_AVAILABLE], scheduled = want[CONVEYOR_JOB_SCHEDULED];
+  p.available = ready || (scheduled && now_us < INT64_MAX);
+  if (!scheduled) p.run_at_max = now_us;
+  if (!ready && now_us < INT64_MAX) p.run_at_min = now_us + 1;
+  p.running = want[CONVEYOR_JOB_RUNNING];
+  for (int st : {CONVEYOR_JOB_COMPLETED, CONVEYOR_JOB_FAILED, CONVEYOR_JOB_CANCELLED})
+    if (want[st]) p.final_states.push_back(st);
+  return p;
+}
+
+}  // namespace
+
+uint32_t PostgresStorage::list_jobs(std::string_view queue, std::span<const int32_t> states,
+                                    std::string_view kind, int64_t after_id, uint32_t limit,
+                                    int64_t now_us, const sdk::JobSink& sink) {
+  require_queue(queue, "list_jobs");
+  if (!is_storable_text(kind))
+    throw Error(CONVEYOR_E_INVALID, "list_jobs: kind must be valid UTF-8 without NUL bytes");
+  const ListPlan plan = list_plan(states, now_us);
+  const std::string q(queue), k(kind);
+  std::vector<OwnedJob> jobs;
+  run("list_jobs", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    // One snapshot for every range: a job changing state meanwhile is listed once.
+    pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(c);
+    // As for job_counts: the only settings these statements are planned under.
+    tx.exec(kIndexOnlySettings);
+    jobs.clear();
+    auto add = [&](const pqxx::result& r) {
+      for (const auto& row : r) jobs.push_back(stored_job_at(row, 0, now_us));
+    };
+    if (plan.available)
+      add(tx.exec_prepared(stmt::kListAvailable, q, after_id, plan.run_at_min, plan.run_at_max,
+                           limit, k));
+    if (plan.running) add(tx.exec_prepared(stmt::kListRunning, q, after_id, limit, k));
+    for (int st : plan.final_states)
+      add(k.empty() ? tx.exec_prepared(stmt::kListFinalAnyKind, q, st, after_id, limit)
+                    : tx.exec_prepared(stmt::kListFinal, q, st, k, after_id, limit));
+    tx.commit();
+  });
+  // Each range is in id order and at most limit long: the first limit of all.
+  std::sort(jobs.begin(), jobs.end(),
+            [](const OwnedJob& a, const OwnedJob& b) { return a.id < b.id; });
+  if (jobs.size() > limit) jobs.resize(limit);
+  for (const OwnedJob& j : jobs) {
+    conveyor_job v = j.view();
+    sink(v);
+  }
+  return static_cast<uint32_t>(jobs.size());
+}
+
+namespace {
+// job_counts folds the deltas when it finds more rows than this: summing them
+// must stay cheap between two purges.
+constexpr int64_t kCompactAbove = 1000;
+}  // namespace
+
+void PostgresStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) {
+  std::optional<StatsRows> rows;
+  int64_t delta_rows = 0;
+  run("job_counts", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::work tx(c);
+    tx.exec(kIndexOnlySettings);
+    pqxx::result r = tx.exec_prepared(stmt::kJobCounts, now_us);
+    tx.commit();
+    rows.emplace(r);
+    delta_rows = 0;
+    for (const auto& row : r) delta_rows += int_at(row, 9);
+  });
+  if (delta_rows > kCompactAbove) {
+    try {
+      compact_counts();
+    } catch (const Error&) {
+      // The counts were read; folding is for the next reader.
+    }
+  }
+  // As queue_stats: queues with retained or live jobs, or paused.
+  for (size_t i = 0; i < rows->stats.size(); ++i) {
+    const sdk::OwnedQueueStats& r = rows->stats[i];
+    bool any = r.paused;
+    for (int64_t n : r.counts) any = any || n != 0;
+    if (any) rows->report(i, sink);
+  }
 }
 
 }  // namespace conveyor::postgres

@@ -29,14 +29,24 @@ class PostgresStorage : public PgStorageBase {
 
   CONVEYOR_PG_JOB_CALLS;
 
-  // ABI 1.1 (list_jobs, claim_kinds and job_counts are not implemented yet:
-  // their slots stay NULL and the host says so).
+  // ABI 1.1
   void enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
                   std::span<int64_t> out_ids);
+  uint32_t claim_kinds(std::string_view queue, std::span<const std::string_view> kinds,
+                       uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                       int64_t lease_expires_us, const sdk::JobSink& sink);
+  uint32_t list_jobs(std::string_view queue, std::span<const int32_t> states, std::string_view kind,
+                     int64_t after_id, uint32_t limit, int64_t now_us, const sdk::JobSink& sink);
   void retry_jobs(std::span<const int64_t> ids, int64_t now_us, std::span<conveyor_status> results);
   void delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results);
+  void job_counts(int64_t now_us, const sdk::QueueStatsSink& sink);
+  uint32_t rescue_expired_v2(int64_t now_us, uint32_t max_jobs, const sdk::JobSink& sink);
 
  private:
+  // Folds job_counts' delta rows into one per (queue, state); false when
+  // another process was doing it.
+  void compact_counts();
+
   void insert_jobs(std::span<const conveyor_new_job> jobs, int64_t created,
                    std::span<int64_t> out_ids);
   explicit PostgresStorage(PgOptions options);
