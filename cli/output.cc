@@ -244,7 +244,7 @@ void print_job(const GlobalOptions& g, const Job& j) {
     return;
   }
   const auto line = [](const char* key, const std::string& value) {
-    std::cout << fmt::format("{:<17}{}\n", std::string(key) + ":", value);
+    std::cout << fmt::format("{:<18}{}\n", std::string(key) + ":", value);
   };
   line("id", std::to_string(j.id));
   line("queue", j.queue);

@@ -247,8 +247,8 @@ TEST_F(Cli, JobsCommandsOnStorage) {
   EXPECT_EQ(json::parse(r.out)["state"], "failed");
   EXPECT_TRUE(json::parse(r.out)["lease_expires_at"].is_null());
   r = run({"jobs", "show", "6"});
-  EXPECT_NE(r.out.find("queue:           other\n"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("state:           scheduled\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("queue:            other\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("state:            scheduled\n"), std::string::npos) << r.out;
   expect_one_line_error(run({"jobs", "show", "999"}), 1, "job 999 not found");
 
   // Retry by id: each id reported; any failure is exit 1.
