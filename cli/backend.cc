@@ -41,6 +41,42 @@ class StorageBackend final : public Backend {
     return {l.enabled(), l.default_limit(), l.overrides()};
   }
   std::vector<QueueReport> queues() override { return engine_.queues(); }
+  void set_queue_paused(const std::string& queue, bool paused) override {
+    engine_.set_queue_paused(queue, paused);
+  }
+  JobPage list_jobs(const JobQuery& query) override {
+    JobPage page;
+    page.jobs = engine_.list_jobs(query);
+    // As the API answers: a full page may have a successor.
+    if (page.jobs.size() == query.limit) page.next_after_id = page.jobs.back().id;
+    return page;
+  }
+  std::optional<Job> get_job(int64_t id) override { return engine_.get_job(id); }
+  std::vector<JobOutcome> retry_jobs(std::span<const int64_t> ids) override {
+    return engine_.retry_jobs(ids);
+  }
+  RetryBatch retry_jobs_bulk(const std::string& queue, JobState state, int64_t after_id,
+                             uint32_t limit) override {
+    // The steps of the API's bulk RetryJobs: one page, retried, its cursor.
+    const JobPage page = list_jobs(
+        JobQuery{.queue = queue, .states = {state}, .after_id = after_id, .limit = limit});
+    RetryBatch batch;
+    if (page.jobs.empty()) return batch;
+    std::vector<int64_t> ids;
+    for (const Job& j : page.jobs) ids.push_back(j.id);
+    for (const JobOutcome& o : engine_.retry_jobs(ids)) batch.retried += o.status == CONVEYOR_OK;
+    batch.next_after_id = page.next_after_id;
+    return batch;
+  }
+  Cancelled cancel_job(int64_t id) override {
+    const bool cancelled = engine_.cancel_job(id);
+    std::optional<Job> job = engine_.get_job(id);
+    if (!job) return {CONVEYOR_E_NOT_FOUND, std::nullopt};
+    return {cancelled ? CONVEYOR_OK : CONVEYOR_E_WRONG_STATE, std::move(job)};
+  }
+  std::vector<JobOutcome> delete_jobs(std::span<const int64_t> ids) override {
+    return engine_.delete_jobs(ids);
+  }
 
  private:
   // Storage that is neither durable nor shared with other processes lives in
@@ -88,6 +124,32 @@ class ApiBackend final : public Backend {
   }
   api::RateLimitListing rate_limits() override { return client_.list_rate_limits(); }
   std::vector<QueueReport> queues() override { return client_.list_queues(); }
+  void set_queue_paused(const std::string& queue, bool paused) override {
+    client_.set_queue_paused(queue, paused);
+  }
+  JobPage list_jobs(const JobQuery& query) override { return client_.list_jobs(query); }
+  std::optional<Job> get_job(int64_t id) override { return client_.get_job(id); }
+  std::vector<JobOutcome> retry_jobs(std::span<const int64_t> ids) override {
+    return client_.retry_jobs(ids);
+  }
+  RetryBatch retry_jobs_bulk(const std::string& queue, JobState state, int64_t after_id,
+                             uint32_t limit) override {
+    return client_.retry_jobs_bulk(queue, state, after_id, limit);
+  }
+  Cancelled cancel_job(int64_t id) override {
+    try {
+      return {CONVEYOR_OK, client_.cancel_job(id)};
+    } catch (const ApiError& e) {
+      if (e.code() == ApiCode::kNotFound) return {CONVEYOR_E_NOT_FOUND, std::nullopt};
+      // Final: show what it is, as locally.
+      if (e.code() == ApiCode::kFailedPrecondition)
+        return {CONVEYOR_E_WRONG_STATE, client_.get_job(id)};
+      throw;
+    }
+  }
+  std::vector<JobOutcome> delete_jobs(std::span<const int64_t> ids) override {
+    return client_.delete_jobs(ids);
+  }
 
  private:
   AdminClient client_;

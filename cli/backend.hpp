@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 
+#include <conveyor/admin_client.hpp>
 #include <conveyor/api_messages.hpp>
 #include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
@@ -14,6 +15,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -30,6 +34,23 @@ class Backend {
   virtual bool delete_rate_limit(const std::string& queue) = 0;
   virtual api::RateLimitListing rate_limits() = 0;
   virtual std::vector<QueueReport> queues() = 0;
+  virtual void set_queue_paused(const std::string& queue, bool paused) = 0;
+
+  // Job operations. Batches of ids are at most Engine::kJobBatchMax.
+  // list_jobs: query.limit is 1..kListJobsMax (checked by the caller).
+  virtual JobPage list_jobs(const JobQuery& query) = 0;
+  virtual std::optional<Job> get_job(int64_t id) = 0;
+  virtual std::vector<JobOutcome> retry_jobs(std::span<const int64_t> ids) = 0;
+  virtual RetryBatch retry_jobs_bulk(const std::string& queue, JobState state, int64_t after_id,
+                                     uint32_t limit) = 0;
+  // CONVEYOR_OK with the job after the cancel, CONVEYOR_E_NOT_FOUND, or
+  // CONVEYOR_E_WRONG_STATE with the (final) job as it is.
+  struct Cancelled {
+    conveyor_status status = CONVEYOR_OK;
+    std::optional<Job> job;
+  };
+  virtual Cancelled cancel_job(int64_t id) = 0;
+  virtual std::vector<JobOutcome> delete_jobs(std::span<const int64_t> ids) = 0;
 };
 
 // An Engine on config's storage. A plugin's refusal of [storage.options]

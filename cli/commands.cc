@@ -16,9 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include <pthread.h>
+#include <algorithm>
+#include <charconv>
 #include <csignal>
 #include <iostream>
 #include <optional>
+#include <span>
 
 namespace conveyor::cli {
 namespace {
@@ -140,6 +143,181 @@ int ratelimit_rm(const GlobalOptions& g, const std::string& queue) {
 int queues(const GlobalOptions& g) {
   print_queues(g, open_backend(g, /*read_only=*/true)->queues());
   return 0;
+}
+
+int queues_pause(const GlobalOptions& g, const std::string& queue, bool paused) {
+  validate_queue_name(queue);
+  open_backend(g)->set_queue_paused(queue, paused);
+  print_queue_paused(g, queue, paused);
+  return 0;
+}
+
+namespace {
+
+// A job id or cursor as typed: digits only, in range.
+int64_t parse_number(const std::string& text, const std::string& what, int64_t min) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || value < min)
+    throw UsageError(
+        fmt::format("{} must be a whole number >= {}, got {}", what, min, quote_for_message(text)));
+  return value;
+}
+
+std::vector<int64_t> parse_ids(const std::vector<std::string>& texts) {
+  if (texts.empty()) throw UsageError("give at least one job id (see conveyor jobs --help)");
+  std::vector<int64_t> ids;
+  for (const std::string& t : texts) ids.push_back(parse_number(t, "a job id", 1));
+  return ids;
+}
+
+uint32_t checked_page(int64_t limit, const char* option) {
+  if (limit < 1 || limit > static_cast<int64_t>(kListJobsMax))
+    throw UsageError(fmt::format(
+        "{} must be from 1 to {} (the most per call), got {}{}", option, kListJobsMax, limit,
+        std::string_view(option) == "--limit" ? ": page with --after (the next cursor is printed)"
+                                              : ""));
+  return static_cast<uint32_t>(limit);
+}
+
+// Runs op on ids in batches the API takes (Engine::kJobBatchMax).
+template <typename Op>
+std::vector<JobOutcome> in_batches(const std::vector<int64_t>& ids, Op op) {
+  std::vector<JobOutcome> out;
+  for (size_t at = 0; at < ids.size(); at += Engine::kJobBatchMax) {
+    const size_t n = std::min(Engine::kJobBatchMax, ids.size() - at);
+    for (JobOutcome& o : op(std::span<const int64_t>(ids).subspan(at, n))) out.push_back(o);
+  }
+  return out;
+}
+
+int exit_code_of(const std::vector<JobOutcome>& outcomes) {
+  for (const JobOutcome& o : outcomes)
+    if (o.status != CONVEYOR_OK) return 1;
+  return 0;
+}
+
+}  // namespace
+
+int jobs_ls(const GlobalOptions& g, const JobsLsArgs& a) {
+  JobQuery query;
+  if (!a.queue.empty()) validate_queue_name(a.queue);
+  for (const std::string& list : a.states) {
+    size_t start = 0;
+    while (start <= list.size()) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      const std::string name = list.substr(start, comma - start);
+      JobState s;
+      try {
+        s = api::parse_job_state(name, "--state");
+      } catch (const ValidationError& e) {
+        throw UsageError(e.what());
+      }
+      if (std::find(query.states.begin(), query.states.end(), s) == query.states.end())
+        query.states.push_back(s);
+      start = comma + 1;
+    }
+  }
+  if (!a.kind.empty()) validate_job_kind(a.kind);
+  query.kind = a.kind;
+  query.limit = checked_page(a.limit, "--limit");
+  query.after_id = parse_number(a.after, "--after", 0);
+  auto backend = open_backend(g, /*read_only=*/true);
+  JobPage page;
+  if (!a.queue.empty()) {
+    query.queue = a.queue;
+    page = backend->list_jobs(query);
+  } else {
+    // Every queue: a page of each, merged in id order (ids are unique across
+    // queues), so --after pages through the union as through one queue.
+    bool more = false;
+    for (const QueueReport& r : backend->queues()) {
+      query.queue = r.stats.queue;
+      JobPage one = backend->list_jobs(query);
+      more = more || one.next_after_id != 0;
+      for (Job& j : one.jobs) page.jobs.push_back(std::move(j));
+    }
+    std::sort(page.jobs.begin(), page.jobs.end(),
+              [](const Job& x, const Job& y) { return x.id < y.id; });
+    if (page.jobs.size() > query.limit) {
+      page.jobs.resize(query.limit);
+      more = true;
+    }
+    if (more && !page.jobs.empty()) page.next_after_id = page.jobs.back().id;
+  }
+  print_jobs(g, page);
+  return 0;
+}
+
+int jobs_show(const GlobalOptions& g, const std::string& id_text) {
+  const int64_t id = parse_number(id_text, "a job id", 1);
+  const std::optional<Job> job = open_backend(g, /*read_only=*/true)->get_job(id);
+  if (!job) throw NotFound(fmt::format("job {} not found", id));
+  print_job(g, *job);
+  return 0;
+}
+
+int jobs_retry(const GlobalOptions& g, const JobsRetryArgs& a) {
+  if (!a.ids.empty()) {
+    if (!a.queue.empty()) throw UsageError("give job ids or --queue (with --state), not both");
+    const std::vector<int64_t> ids = parse_ids(a.ids);
+    auto backend = open_backend(g);
+    const auto outcomes =
+        in_batches(ids, [&](std::span<const int64_t> b) { return backend->retry_jobs(b); });
+    print_outcomes(g, "retry", outcomes);
+    return exit_code_of(outcomes);
+  }
+  if (a.queue.empty())
+    throw UsageError(
+        "give job ids (conveyor jobs retry ID...) or a queue (conveyor jobs retry --queue Q "
+        "--state failed)");
+  validate_queue_name(a.queue);
+  if (a.state != "failed" && a.state != "cancelled")
+    throw UsageError("--state must be failed or cancelled (the states a retry takes), got " +
+                     quote_for_message(a.state));
+  const JobState state = a.state == "failed" ? JobState::kFailed : JobState::kCancelled;
+  const uint32_t batch = checked_page(a.batch, "--batch");
+  int64_t after = parse_number(a.after, "--after", 0);
+  auto backend = open_backend(g);
+  int64_t total = 0, batches = 0;
+  // Bounded batches, each one call; the cursor printed with each lets an
+  // interrupted run resume with --after.
+  while (true) {
+    const RetryBatch r = backend->retry_jobs_bulk(a.queue, state, after, batch);
+    total += r.retried;
+    ++batches;
+    if (r.next_after_id == 0) break;
+    after = r.next_after_id;
+    if (!g.json)
+      std::cerr << fmt::format("retried {} {} jobs of queue {} so far (resume with --after {})\n",
+                               total, a.state, a.queue, after);
+  }
+  print_bulk_retried(g, a.queue, a.state, total, batches);
+  return 0;
+}
+
+int jobs_cancel(const GlobalOptions& g, const std::vector<std::string>& id_texts) {
+  const std::vector<int64_t> ids = parse_ids(id_texts);
+  auto backend = open_backend(g);
+  std::vector<CancelOutcome> outcomes;
+  for (int64_t id : ids) {
+    Backend::Cancelled c = backend->cancel_job(id);
+    outcomes.push_back(CancelOutcome{id, c.status, std::move(c.job)});
+  }
+  print_cancelled(g, outcomes);
+  for (const auto& o : outcomes)
+    if (o.status != CONVEYOR_OK) return 1;
+  return 0;
+}
+
+int jobs_rm(const GlobalOptions& g, const std::vector<std::string>& id_texts) {
+  const std::vector<int64_t> ids = parse_ids(id_texts);
+  auto backend = open_backend(g);
+  const auto outcomes =
+      in_batches(ids, [&](std::span<const int64_t> b) { return backend->delete_jobs(b); });
+  print_outcomes(g, "rm", outcomes);
+  return exit_code_of(outcomes);
 }
 
 int plugin_info(const GlobalOptions& g, const std::string& plugin) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace conveyor::cli {
 
@@ -33,6 +34,29 @@ int ratelimit_set(const GlobalOptions& g, const std::string& queue, double rate,
 int ratelimit_ls(const GlobalOptions& g);
 int ratelimit_rm(const GlobalOptions& g, const std::string& queue);
 int queues(const GlobalOptions& g);
+int queues_pause(const GlobalOptions& g, const std::string& queue, bool paused);
+
+// `conveyor jobs ...`. Ids and cursors arrive as the user typed them, so a
+// malformed one gets an error naming the argument (exit 2).
+struct JobsLsArgs {
+  std::string queue;                // "": every queue
+  std::vector<std::string> states;  // each may be "a,b"
+  std::string kind;
+  int64_t limit = 100;
+  std::string after = "0";
+};
+int jobs_ls(const GlobalOptions& g, const JobsLsArgs& a);
+int jobs_show(const GlobalOptions& g, const std::string& id);
+struct JobsRetryArgs {
+  std::vector<std::string> ids;
+  std::string queue;  // bulk form, with state
+  std::string state = "failed";
+  std::string after = "0";
+  int64_t batch = 1000;
+};
+int jobs_retry(const GlobalOptions& g, const JobsRetryArgs& a);
+int jobs_cancel(const GlobalOptions& g, const std::vector<std::string>& ids);
+int jobs_rm(const GlobalOptions& g, const std::vector<std::string>& ids);
 int plugin_info(const GlobalOptions& g, const std::string& plugin);
 
 // A failure that is the user's to fix (exit code 2).

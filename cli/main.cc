@@ -38,6 +38,8 @@ std::string conversion_problem(const CLI::ConversionError& e) {
       {"--priority", "a whole number from -2147483648 to 2147483647 (lower runs first)"},
       {"--delay", "a number of seconds >= 0"},
       {"--max-attempts", "a whole number >= 1"},
+      {"--limit", "a whole number from 1 to 1000"},
+      {"--batch", "a whole number from 1 to 1000"},
   };
   const std::string what = e.what();
   constexpr std::string_view kPrefix = "Could not convert: ";
@@ -81,9 +83,10 @@ int main(int argc, char** argv) {
   std::string server_url;
   app.add_option("--config", config_path,
                  "config file (default: $CONVEYOR_CONFIG or config/conveyor.toml)");
-  app.add_option("--server", server_url,
-                 "a running server's URL (http://HOST:PORT): enqueue, ratelimit and queues use its "
-                 "API instead of storage; token from $CONVEYOR_ADMIN_TOKEN");
+  app.add_option(
+      "--server", server_url,
+      "a running server's URL (http://HOST:PORT): enqueue, ratelimit, queues and jobs use "
+      "its API instead of storage; token from $CONVEYOR_ADMIN_TOKEN");
   app.add_flag("--json", g.json, "machine-readable output");
   // Subcommands made after this inherit it: options they do not know (the
   // global ones above) go up to the parent, so `conveyor queues --json`
@@ -119,7 +122,49 @@ int main(int argc, char** argv) {
       rl->add_subcommand("rm", "remove a queue's override (back to its config or default)");
   rl_rm->add_option("queue", rl_queue, "queue name")->required();
 
-  auto* queues_cmd = app.add_subcommand("queues", "per-queue counts, limit and its source");
+  auto* queues_cmd = app.add_subcommand("queues", "per-queue counts, paused, limit and its source");
+  std::string pause_queue;
+  auto* queues_pause_cmd = queues_cmd->add_subcommand(
+      "pause", "stop claims from a queue in every process (durable; jobs stay queued)");
+  queues_pause_cmd->add_option("queue", pause_queue, "queue name")->required();
+  auto* queues_resume_cmd =
+      queues_cmd->add_subcommand("resume", "let a paused queue be claimed again");
+  queues_resume_cmd->add_option("queue", pause_queue, "queue name")->required();
+
+  auto* jobs_cmd = app.add_subcommand("jobs", "list, show, retry, cancel and remove jobs");
+  jobs_cmd->require_subcommand(1);
+  JobsLsArgs ls;
+  auto* jobs_ls_cmd = jobs_cmd->add_subcommand("ls", "list jobs in id order, a page at a time");
+  jobs_ls_cmd->add_option("--queue", ls.queue, "only this queue (default: every queue)");
+  jobs_ls_cmd->add_option("--state", ls.states,
+                          "only these states: pending (= available), scheduled, running, "
+                          "completed, failed, cancelled; repeat or separate with commas");
+  jobs_ls_cmd->add_option("--kind", ls.kind, "only this job kind");
+  jobs_ls_cmd->add_option("--limit", ls.limit, "jobs per page, 1..1000 (default 100)");
+  jobs_ls_cmd->add_option("--after", ls.after,
+                          "list jobs with ids after this one (the cursor a full page prints)");
+  std::string show_id;
+  auto* jobs_show_cmd = jobs_cmd->add_subcommand("show", "one job in full");
+  jobs_show_cmd->add_option("id", show_id, "job id")->required();
+  JobsRetryArgs ra;
+  auto* jobs_retry_cmd = jobs_cmd->add_subcommand(
+      "retry", "run failed or cancelled jobs again: by id, or a queue's in batches (--queue)");
+  jobs_retry_cmd->add_option("ids", ra.ids, "job ids");
+  jobs_retry_cmd->add_option("--queue", ra.queue, "retry this queue's jobs in --state");
+  jobs_retry_cmd->add_option("--state", ra.state, "with --queue: failed (default) or cancelled");
+  jobs_retry_cmd->add_option("--after", ra.after,
+                             "with --queue: start after this id (resume an interrupted run)");
+  jobs_retry_cmd->add_option("--batch", ra.batch,
+                             "with --queue: jobs per call, 1..1000 (default 1000)");
+  std::vector<std::string> job_ids;
+  auto* jobs_cancel_cmd =
+      jobs_cmd->add_subcommand("cancel",
+                               "cancel jobs that are not final (a running job's "
+                               "result is then refused)");
+  jobs_cancel_cmd->add_option("ids", job_ids, "job ids")->required();
+  auto* jobs_rm_cmd =
+      jobs_cmd->add_subcommand("rm", "delete final jobs (completed, failed, cancelled)");
+  jobs_rm_cmd->add_option("ids", job_ids, "job ids")->required();
 
   std::string plugin;
   auto* plugin_cmd = app.add_subcommand("plugin", "storage plugins");
@@ -150,7 +195,8 @@ int main(int argc, char** argv) {
       if (app.get_subcommands([&](CLI::App* sub) { return sub->get_name() == arg; }).empty())
         return fail(
             2, "unknown command '" + arg +
-                   "' (commands: serve, enqueue, ratelimit, queues, plugin; see conveyor --help)");
+                   "' (commands: serve, enqueue, ratelimit, queues, jobs, plugin; see conveyor "
+                   "--help)");
       break;
     }
     return fail(2, std::string(e.what()) + " (see conveyor --help)");
@@ -166,7 +212,14 @@ int main(int argc, char** argv) {
     if (rl_set->parsed()) return ratelimit_set(g, rl_queue, rate, burst);
     if (rl_ls->parsed()) return ratelimit_ls(g);
     if (rl_rm->parsed()) return ratelimit_rm(g, rl_queue);
+    if (queues_pause_cmd->parsed()) return queues_pause(g, pause_queue, true);
+    if (queues_resume_cmd->parsed()) return queues_pause(g, pause_queue, false);
     if (queues_cmd->parsed()) return queues(g);
+    if (jobs_ls_cmd->parsed()) return jobs_ls(g, ls);
+    if (jobs_show_cmd->parsed()) return jobs_show(g, show_id);
+    if (jobs_retry_cmd->parsed()) return jobs_retry(g, ra);
+    if (jobs_cancel_cmd->parsed()) return jobs_cancel(g, job_ids);
+    if (jobs_rm_cmd->parsed()) return jobs_rm(g, job_ids);
     if (plugin_info_cmd->parsed()) return plugin_info(g, plugin);
     return fail(2, "no command given (see conveyor --help)");
   } catch (const conveyor::ValidationError& e) {

@@ -162,16 +162,17 @@ void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& report
     std::cout << "no queues yet (enqueue a job: conveyor enqueue QUEUE noop)\n";
     return;
   }
-  Table t({"QUEUE", "PENDING", "SCHEDULED", "RUNNING", "COMPLETED", "FAILED", "LIMIT", "SOURCE"});
+  Table t({"QUEUE", "PAUSED", "PENDING", "SCHEDULED", "RUNNING", "COMPLETED", "FAILED", "LIMIT",
+           "SOURCE"});
   for (const auto& r : reports) {
     const auto& s = r.stats;
     std::string limit = r.limit.limit
                             ? fmt::format("{}/s burst {}", rate_text(r.limit.limit->rate_per_sec),
                                           r.limit.limit->burst)
                             : "unlimited";
-    t.add({s.queue + (s.paused ? " (paused)" : ""), std::to_string(s.pending),
-           std::to_string(s.scheduled), std::to_string(s.running), std::to_string(s.completed),
-           std::to_string(s.failed), limit, to_string(r.limit.source)});
+    t.add({s.queue, s.paused ? "yes" : "no", std::to_string(s.pending), std::to_string(s.scheduled),
+           std::to_string(s.running), std::to_string(s.completed), std::to_string(s.failed), limit,
+           to_string(r.limit.source)});
   }
   std::cout << t.render();
   // Jobs that wait because no consumer of the server runs their kind.
@@ -181,6 +182,149 @@ void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& report
     for (const KindCount& k : r.unserved_kinds)
       kinds += fmt::format("{}{} ({} pending)", kinds.empty() ? "" : ", ", k.kind, k.pending);
     std::cout << fmt::format("queue {}: no consumer serves kind(s) {}\n", r.stats.queue, kinds);
+  }
+}
+
+void print_queue_paused(const GlobalOptions& g, const std::string& queue, bool paused) {
+  if (g.json)
+    print(json{{"queue", queue}, {"paused", paused}});
+  else
+    std::cout << fmt::format("queue {} {}\n", queue,
+                             paused ? "paused (no new claims in any process)" : "resumed");
+}
+
+namespace {
+
+// An RFC 3339 time, null for 0 (not set).
+json time_json(int64_t us) { return us == 0 ? json(nullptr) : json(api::rfc3339(us)); }
+
+json job_json(const Job& j) {
+  return json{{"id", j.id},
+              {"queue", j.queue},
+              {"kind", j.kind},
+              {"state", to_string(j.state)},
+              {"priority", j.priority},
+              {"attempt", j.attempt},
+              {"max_attempts", j.max_attempts},
+              {"run_at", time_json(j.run_at_us)},
+              {"created_at", time_json(j.created_at_us)},
+              {"finalized_at", time_json(j.finalized_at_us)},
+              {"lease_expires_at",
+               j.state == JobState::kRunning ? time_json(j.lease_expires_us) : json(nullptr)},
+              {"last_error", j.last_error},
+              {"payload", j.payload}};
+}
+
+// One line of at most n characters (errors may be long or multi-line).
+std::string one_line(const std::string& text, size_t n) {
+  std::string out;
+  for (char c : text) out += (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+  if (out.size() > n) out = out.substr(0, n - 3) + "...";
+  return out;
+}
+
+const char* outcome_text(const std::string& op, conveyor_status status) {
+  if (status == CONVEYOR_E_NOT_FOUND) return "not found";
+  if (op == "retry") return "not retried: only failed or cancelled jobs can be retried";
+  return "not removed: only final jobs (completed, failed, cancelled) can be removed; cancel it "
+         "first";
+}
+
+}  // namespace
+
+void print_jobs(const GlobalOptions& g, const JobPage& page) {
+  if (g.json) {
+    json list = json::array();
+    for (const Job& j : page.jobs) list.push_back(job_json(j));
+    print(json{{"jobs", list}, {"next_after_id", page.next_after_id}});
+    return;
+  }
+  if (page.jobs.empty()) {
+    std::cout << "no jobs\n";
+    return;
+  }
+  Table t({"ID", "QUEUE", "KIND", "STATE", "ATTEMPT", "RUN AT", "LAST ERROR"});
+  for (const Job& j : page.jobs)
+    t.add({std::to_string(j.id), j.queue, j.kind, to_string(j.state),
+           fmt::format("{}/{}", j.attempt, j.max_attempts), api::rfc3339(j.run_at_us),
+           one_line(j.last_error, 60)});
+  std::cout << t.render();
+  if (page.next_after_id != 0)
+    std::cout << fmt::format("more: add --after {} for the next page\n", page.next_after_id);
+}
+
+void print_job(const GlobalOptions& g, const Job& j) {
+  if (g.json) {
+    print(job_json(j));
+    return;
+  }
+  const auto line = [](const char* key, const std::string& value) {
+    std::cout << fmt::format("{:<18}{}\n", std::string(key) + ":", value);
+  };
+  line("id", std::to_string(j.id));
+  line("queue", j.queue);
+  line("kind", j.kind);
+  line("state", to_string(j.state));
+  line("priority", std::to_string(j.priority));
+  line("attempt", fmt::format("{} of {}", j.attempt, j.max_attempts));
+  line("run at", api::rfc3339(j.run_at_us));
+  line("created at", api::rfc3339(j.created_at_us));
+  if (j.finalized_at_us != 0) line("finalized at", api::rfc3339(j.finalized_at_us));
+  if (j.state == JobState::kRunning && j.lease_expires_us != 0)
+    line("lease expires at", api::rfc3339(j.lease_expires_us));
+  if (!j.last_error.empty()) line("last error", j.last_error);
+  line("payload", j.payload);
+}
+
+void print_outcomes(const GlobalOptions& g, const std::string& op,
+                    const std::vector<JobOutcome>& outcomes) {
+  int64_t ok = 0;
+  for (const JobOutcome& o : outcomes) ok += o.status == CONVEYOR_OK;
+  const char* done = op == "retry" ? "retried" : "removed";
+  if (g.json) {
+    json list = json::array();
+    for (const JobOutcome& o : outcomes)
+      list.push_back(json{{"id", o.id}, {"outcome", api::outcome_name(o.status)}});
+    print(json{{"outcomes", list}, {done, ok}});
+    return;
+  }
+  for (const JobOutcome& o : outcomes) {
+    if (o.status == CONVEYOR_OK)
+      std::cout << fmt::format("job {} {}\n", o.id, done);
+    else
+      std::cerr << fmt::format("conveyor: job {} {}\n", o.id, outcome_text(op, o.status));
+  }
+  if (outcomes.size() > 1)
+    std::cout << fmt::format("{} of {} jobs {}\n", ok, outcomes.size(), done);
+}
+
+void print_bulk_retried(const GlobalOptions& g, const std::string& queue, const std::string& state,
+                        int64_t total, int64_t batches) {
+  if (g.json)
+    print(json{{"queue", queue}, {"state", state}, {"retried", total}, {"batches", batches}});
+  else
+    std::cout << fmt::format("retried {} {} jobs of queue {}\n", total, state, queue);
+}
+
+void print_cancelled(const GlobalOptions& g, const std::vector<CancelOutcome>& outcomes) {
+  if (g.json) {
+    json list = json::array();
+    for (const CancelOutcome& o : outcomes) {
+      json one{{"id", o.id}, {"outcome", api::outcome_name(o.status)}};
+      if (o.job) one["state"] = to_string(o.job->state);
+      list.push_back(std::move(one));
+    }
+    print(json{{"outcomes", list}});
+    return;
+  }
+  for (const CancelOutcome& o : outcomes) {
+    if (o.status == CONVEYOR_OK)
+      std::cout << fmt::format("job {} cancelled\n", o.id);
+    else if (o.status == CONVEYOR_E_NOT_FOUND)
+      std::cerr << fmt::format("conveyor: job {} not found\n", o.id);
+    else
+      std::cerr << fmt::format("conveyor: job {} not cancelled: it is already {}\n", o.id,
+                               o.job ? to_string(o.job->state) : "final");
   }
 }
 

@@ -4,11 +4,13 @@
 
 #include "commands.hpp"
 
+#include <conveyor/admin_client.hpp>
 #include <conveyor/api_messages.hpp>
 #include <conveyor/queue_report.hpp>
 #include <conveyor/rate_limit.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,5 +23,23 @@ void print_rate_limit_set(const GlobalOptions& g, const std::string& queue, cons
 void print_rate_limits(const GlobalOptions& g, const api::RateLimitListing& listing);
 void print_rate_limit_cleared(const GlobalOptions& g, const std::string& queue);
 void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& reports);
+void print_queue_paused(const GlobalOptions& g, const std::string& queue, bool paused);
+
+// `jobs ls`: a table (or {"jobs": [...], "next_after_id": N}); the cursor of
+// the next page when there may be one.
+void print_jobs(const GlobalOptions& g, const JobPage& page);
+void print_job(const GlobalOptions& g, const Job& job);
+// `jobs retry ID...` and `jobs rm ID...` (op "retry" or "rm"): a line per
+// id; failures on stderr.
+void print_outcomes(const GlobalOptions& g, const std::string& op,
+                    const std::vector<JobOutcome>& outcomes);
+void print_bulk_retried(const GlobalOptions& g, const std::string& queue, const std::string& state,
+                        int64_t total, int64_t batches);
+struct CancelOutcome {
+  int64_t id = 0;
+  conveyor_status status = CONVEYOR_OK;
+  std::optional<Job> job;  // after the cancel; the final job for WRONG_STATE
+};
+void print_cancelled(const GlobalOptions& g, const std::vector<CancelOutcome>& outcomes);
 
 }  // namespace conveyor::cli

@@ -25,8 +25,10 @@ std::string Table::render() const {
     for (size_t i = 0; i < row.size(); ++i) {
       const std::string pad(width[i] - row[i].size(), ' ');
       const bool last = i + 1 == row.size();
-      if (r > 0 && numeric(row[i])) line += pad + row[i];
-      else line += row[i] + (last ? "" : pad);
+      if (r > 0 && numeric(row[i]))
+        line += pad + row[i];
+      else
+        line += row[i] + (last ? "" : pad);
       if (!last) line += "  ";
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();

@@ -127,9 +127,9 @@ CONVEYOR_LOG_LEVEL=${CONVEYOR_LOG_LEVEL:-warn} "$conveyor" --config "$config" se
 serve_pid=$!
 start=$(date +%s.%N)
 
-# completed count of queue from `conveyor queues` (columns: QUEUE PENDING
+# completed count of queue from `conveyor queues` (columns: QUEUE PAUSED PENDING
 # SCHEDULED RUNNING COMPLETED ...).
-completed_of() { awk -v q="$1" '$1 == q { print $5 }' <<<"$2"; }
+completed_of() { awk -v q="$1" '$1 == q { print $6 }' <<<"$2"; }
 csv="$out/soak.csv"
 echo "elapsed_s,rss_kb,completed_total,completed_bulk,completed_email" >"$csv"
 rss10="" rss100="" t_rss10=""

@@ -170,5 +170,94 @@ TEST_F(CliServer, ReadOnlyServerRefusesChanges) {
             "rate limiting: enabled\n");
 }
 
+// `conveyor --server URL jobs ...` and `queues pause/resume`: the same output
+// and exit codes as on storage, each id's outcome through the API.
+TEST_F(CliServer, JobsCommandsThroughTheApi) {
+  start("admin_token = \"tok\"\n", {"CONVEYOR_ADMIN_TOKEN=tok"});
+  const std::vector<std::string> env = {"CONVEYOR_ADMIN_TOKEN=tok"};
+  auto api = [&](std::vector<std::string> args) { return remote(std::move(args), env); };
+  ASSERT_EQ(api({"enqueue", "email", "noop", "--count", "2", "--delay", "3600"}).exit_code, 0);
+  ASSERT_EQ(api({"enqueue", "email", "nope", "--count", "3", "--max-attempts", "1"}).exit_code, 0);
+  ASSERT_EQ(api({"enqueue", "other", "noop", "--delay", "3600"}).exit_code, 0);
+  // The server fails 3..5 for good (no handler for "nope").
+  ASSERT_TRUE(test::wait_until([&] {
+    auto r = api({"--json", "queues"});
+    return r.exit_code == 0 && json::parse(r.out)[0]["failed"] == 3;
+  })) << server_->stderr_text();
+  // Nothing moves now: both modes print the same.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"jobs", "ls"},
+           {"--json", "jobs", "ls"},
+           {"jobs", "ls", "--limit", "4"},
+           {"--json", "jobs", "ls", "--limit", "4", "--after", "4"},
+           {"jobs", "ls", "--queue", "email", "--state", "failed", "--kind", "nope"},
+           {"jobs", "show", "3"},
+           {"--json", "jobs", "show", "6"},
+           {"jobs", "show", "999"},
+           {"jobs", "ls", "--limit", "1001"},
+           {"jobs", "ls", "--state", "dead"},
+           {"queues"}}) {
+    const auto a = api(args);
+    const auto b = local(args);
+    EXPECT_EQ(a.exit_code, b.exit_code) << args.back() << ": " << a.err;
+    EXPECT_EQ(a.out, b.out) << args.back();
+    EXPECT_EQ(a.err, b.err) << args.back();
+  }
+  auto r = api({"--json", "jobs", "ls", "--limit", "4"});
+  EXPECT_EQ(json::parse(r.out)["next_after_id"], 4);
+  EXPECT_EQ(json::parse(r.out)["jobs"].size(), 4u);
+
+  r = api({"jobs", "retry", "3", "1", "999"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "job 3 retried\n1 of 3 jobs retried\n");
+  EXPECT_EQ(r.err,
+            "conveyor: job 1 not retried: only failed or cancelled jobs can be retried\n"
+            "conveyor: job 999 not found\n");
+  r = api({"--json", "jobs", "retry", "--queue", "email", "--state", "failed", "--after", "3"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const json bulk = json::parse(r.out);
+  EXPECT_EQ(bulk["queue"], "email");
+  // 4 and 5; 3 too if it already failed again (after 3: not retried twice).
+  EXPECT_EQ(bulk["retried"], 2) << r.out;
+
+  r = api({"jobs", "cancel", "6", "999"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "job 6 cancelled\n");
+  EXPECT_EQ(r.err, "conveyor: job 999 not found\n");
+  r = api({"jobs", "cancel", "6"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "conveyor: job 6 not cancelled: it is already cancelled\n");
+  r = api({"--json", "jobs", "rm", "6", "1"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(json::parse(r.out), json::parse(R"({"outcomes":[{"id":6,"outcome":"ok"},
+      {"id":1,"outcome":"wrong_state"}],"removed":1})"));
+  expect_one_line_error(api({"jobs", "show", "6"}), 1, "job 6 not found");
+
+  r = api({"queues", "pause", "email"});
+  EXPECT_EQ(r.out, "queue email paused (no new claims in any process)\n");
+  EXPECT_EQ(json::parse(local({"--json", "queues"}).out)[0]["paused"], true);
+  r = api({"--json", "queues", "resume", "email"});
+  EXPECT_EQ(json::parse(r.out), json::parse(R"({"queue":"email","paused":false})"));
+  EXPECT_EQ(json::parse(local({"--json", "queues"}).out)[0]["paused"], false);
+
+  // Bad input is refused before any request, as locally; a wrong token by the server.
+  expect_one_line_error(api({"jobs", "rm", "x"}), 2, "a job id must be a whole number >= 1");
+  expect_one_line_error(remote({"jobs", "ls"}, {"CONVEYOR_ADMIN_TOKEN=wrong"}), 1,
+                        "wrong admin token");
+  expect_one_line_error(remote({"jobs", "retry", "3"}, {"CONVEYOR_ADMIN_TOKEN=wrong"}), 1,
+                        "wrong admin token");
+}
+
+TEST_F(CliServer, ReadOnlyServerRefusesJobChanges) {
+  start("allow_unauthenticated = true\nread_only = true\n");
+  expect_one_line_error(remote({"jobs", "retry", "1"}), 1, "read-only");
+  expect_one_line_error(remote({"jobs", "cancel", "1"}), 1, "read-only");
+  expect_one_line_error(remote({"jobs", "rm", "1"}), 1, "read-only");
+  expect_one_line_error(remote({"queues", "pause", "q"}), 1, "read-only");
+  auto r = remote({"jobs", "ls"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "no jobs\n");
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -158,7 +158,7 @@ TEST_F(Cli, PluginInfoDescribesThePlugin) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("name:          sqlite"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("kind:          canonical"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("ABI version:   1.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ABI version:   1.1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("durable"), std::string::npos) << r.out;
   r = run({"--json", "plugin", "info",
            std::string(CONVEYOR_TEST_PLUGIN_DIR) + "/libconveyor-sqlite.so"});
@@ -195,6 +195,153 @@ TEST_F(Cli, ServeDrainsStopsOnSigintAndKeepsStateAcrossRestart) {
   EXPECT_EQ(j[1]["pending"].get<int>() + j[1]["completed"].get<int>(), 50);
   EXPECT_GT(j[1]["pending"].get<int>(), 40);  // 1/s: only a few ran
   EXPECT_EQ(j[1]["limit"]["source"], "override");
+}
+
+// `conveyor jobs ...` and `queues pause/resume` on storage opened directly:
+// listing pages (one queue or all), show, retry by id and in batches,
+// cancel, rm, each id's outcome and the exit codes.
+TEST_F(Cli, JobsCommandsOnStorage) {
+  std::ofstream(config_, std::ios::app) << "[engine]\npoll_interval_ms = 50\n";
+  ASSERT_EQ(run({"enqueue", "email", "noop", "--count", "2", "--delay", "3600"}).exit_code, 0);
+  ASSERT_EQ(run({"enqueue", "email", "nope", "--count", "3", "--max-attempts", "1"}).exit_code, 0);
+  ASSERT_EQ(run({"enqueue", "other", "noop", "--delay", "3600"}).exit_code, 0);
+  {  // ids 3..5 fail for good (no handler for "nope")
+    test::Process serve({"--config", config_.string(), "serve"});
+    ASSERT_TRUE(test::wait_until([&] {
+      auto r = run({"--json", "queues"});
+      return r.exit_code == 0 && json::parse(r.out)[0]["failed"] == 3;
+    })) << serve.stderr_text();
+    serve.signal(SIGINT);
+    ASSERT_EQ(serve.wait(), 0) << serve.stderr_text();
+  }
+  auto ids = [](const std::string& out) {
+    const json page = json::parse(out);  // named: a range-for over a temporary's member dangles
+    std::vector<int64_t> v;
+    for (const auto& j : page["jobs"]) v.push_back(j["id"]);
+    return v;
+  };
+  auto r = run({"--json", "jobs", "ls", "--queue", "email", "--state", "failed"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ids(r.out), (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(json::parse(r.out)["next_after_id"], 0);
+  EXPECT_NE(json::parse(r.out)["jobs"][0]["last_error"].get<std::string>().find("nope"),
+            std::string::npos);
+  r = run({"--json", "jobs", "ls", "--state", "pending,scheduled", "--state", "failed"});
+  EXPECT_EQ(ids(r.out), (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  r = run({"--json", "jobs", "ls", "--kind", "nope", "--queue", "email"});
+  EXPECT_EQ(ids(r.out), (std::vector<int64_t>{3, 4, 5}));
+  // Every queue, merged in id order, a page at a time.
+  r = run({"--json", "jobs", "ls", "--limit", "4"});
+  EXPECT_EQ(ids(r.out), (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(json::parse(r.out)["next_after_id"], 4);
+  r = run({"jobs", "ls", "--limit", "4"});
+  EXPECT_EQ(r.out.rfind("ID  QUEUE  KIND  STATE", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("more: add --after 4 for the next page\n"), std::string::npos) << r.out;
+  r = run({"--json", "jobs", "ls", "--limit", "4", "--after", "4"});
+  EXPECT_EQ(ids(r.out), (std::vector<int64_t>{5, 6}));
+  EXPECT_EQ(json::parse(r.out)["next_after_id"], 0);
+  EXPECT_EQ(run({"jobs", "ls", "--queue", "nobody"}).out, "no jobs\n");
+
+  r = run({"--json", "jobs", "show", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["state"], "failed");
+  EXPECT_TRUE(json::parse(r.out)["lease_expires_at"].is_null());
+  r = run({"jobs", "show", "6"});
+  EXPECT_NE(r.out.find("queue:            other\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("state:            scheduled\n"), std::string::npos) << r.out;
+  expect_one_line_error(run({"jobs", "show", "999"}), 1, "job 999 not found");
+
+  // Retry by id: each id reported; any failure is exit 1.
+  r = run({"jobs", "retry", "3", "1", "999"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "job 3 retried\n1 of 3 jobs retried\n");
+  EXPECT_EQ(r.err,
+            "conveyor: job 1 not retried: only failed or cancelled jobs can be retried\n"
+            "conveyor: job 999 not found\n");
+  // In batches: one job per call here, progress with the cursor on stderr.
+  r = run({"jobs", "retry", "--queue", "email", "--state", "failed", "--batch", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "retried 2 failed jobs of queue email\n");
+  EXPECT_EQ(r.err,
+            "retried 1 failed jobs of queue email so far (resume with --after 4)\n"
+            "retried 2 failed jobs of queue email so far (resume with --after 5)\n");
+  r = run({"--json", "jobs", "retry", "--queue", "email"});  // --state failed by default
+  EXPECT_EQ(json::parse(r.out),
+            json::parse(R"({"queue":"email","state":"failed","retried":0,"batches":1})"));
+  r = run({"--json", "jobs", "ls", "--queue", "email", "--state", "available"});
+  EXPECT_EQ(ids(r.out), (std::vector<int64_t>{3, 4, 5}));
+
+  // Cancel, then rm.
+  r = run({"jobs", "cancel", "6"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "job 6 cancelled\n");
+  r = run({"jobs", "cancel", "6", "999"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "conveyor: job 6 not cancelled: it is already cancelled\nconveyor: job 999 not "
+            "found\n");
+  r = run({"--json", "jobs", "cancel", "5"});
+  EXPECT_EQ(json::parse(r.out),
+            json::parse(R"({"outcomes":[{"id":5,"outcome":"ok","state":"cancelled"}]})"));
+  r = run({"jobs", "rm", "6", "1", "999"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "job 6 removed\n1 of 3 jobs removed\n");
+  EXPECT_EQ(r.err,
+            "conveyor: job 1 not removed: only final jobs (completed, failed, cancelled) can be "
+            "removed; cancel it first\nconveyor: job 999 not found\n");
+  r = run({"--json", "jobs", "rm", "5"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(json::parse(r.out),
+            json::parse(R"({"outcomes":[{"id":5,"outcome":"ok"}],"removed":1})"));
+  expect_one_line_error(run({"jobs", "show", "5"}), 1, "job 5 not found");
+
+  // Pause and resume: a column in `queues`, not text in the name.
+  r = run({"queues", "pause", "email"});
+  EXPECT_EQ(r.out, "queue email paused (no new claims in any process)\n");
+  r = run({"queues"});
+  EXPECT_EQ(r.out.rfind("QUEUE  PAUSED  PENDING", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\nemail  yes "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("(paused)"), std::string::npos) << r.out;
+  EXPECT_EQ(json::parse(run({"--json", "queues"}).out)[0]["paused"], true);
+  r = run({"--json", "queues", "resume", "email"});
+  EXPECT_EQ(json::parse(r.out), json::parse(R"({"queue":"email","paused":false})"));
+  EXPECT_NE(run({"queues"}).out.find("\nemail  no "), std::string::npos);
+}
+
+TEST_F(Cli, JobsCommandsRefuseBadArgumentsWithExit2) {
+  ASSERT_EQ(run({"enqueue", "email", "noop"}).exit_code, 0);
+  expect_one_line_error(run({"jobs", "ls", "--limit", "1001"}), 2,
+                        "--limit must be from 1 to 1000 (the most per call), got 1001");
+  expect_one_line_error(run({"jobs", "ls", "--limit", "0"}), 2, "--limit must be from 1 to 1000");
+  expect_one_line_error(run({"jobs", "ls", "--limit", "lots"}), 2,
+                        "--limit must be a whole number from 1 to 1000, got \"lots\"");
+  expect_one_line_error(run({"jobs", "ls", "--after", "-1"}), 2,
+                        "--after must be a whole number >= 0, got \"-1\"");
+  expect_one_line_error(run({"jobs", "ls", "--after", "12abc"}), 2,
+                        "--after must be a whole number >= 0, got \"12abc\"");
+  expect_one_line_error(run({"jobs", "ls", "--state", "dead"}), 2,
+                        "--state: unknown job state \"dead\"");
+  expect_one_line_error(run({"jobs", "ls", "--queue", "no way"}), 2, "invalid queue name");
+  expect_one_line_error(run({"jobs", "show", "abc"}), 2,
+                        "a job id must be a whole number >= 1, got \"abc\"");
+  expect_one_line_error(run({"jobs", "retry", "1", "x"}), 2,
+                        "a job id must be a whole number >= 1, got \"x\"");
+  expect_one_line_error(run({"jobs", "rm", "0"}), 2,
+                        "a job id must be a whole number >= 1, got \"0\"");
+  expect_one_line_error(run({"jobs", "cancel", "99999999999999999999"}), 2,
+                        "a job id must be a whole number >= 1");
+  expect_one_line_error(run({"jobs", "retry"}), 2, "give job ids (conveyor jobs retry ID...)");
+  expect_one_line_error(run({"jobs", "retry", "1", "--queue", "email"}), 2,
+                        "give job ids or --queue (with --state), not both");
+  expect_one_line_error(run({"jobs", "retry", "--queue", "email", "--state", "running"}), 2,
+                        "--state must be failed or cancelled");
+  expect_one_line_error(run({"jobs", "retry", "--queue", "email", "--batch", "5000"}), 2,
+                        "--batch must be from 1 to 1000");
+  EXPECT_EQ(run({"jobs", "cancel"}).exit_code, 2);
+  EXPECT_EQ(run({"jobs"}).exit_code, 2);
+  expect_one_line_error(run({"queues", "pause"}), 2, "queue");
+  // Nothing changed.
+  EXPECT_EQ(json::parse(run({"--json", "jobs", "show", "1"}).out)["state"], "available");
 }
 
 // Read-only commands never create a database: a wrong path is an error

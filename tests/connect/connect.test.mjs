@@ -194,6 +194,70 @@ for (const mode of [{ name: 'default transport (binary protobuf)', json: false, 
       assert.equal(info?.pending ?? 0n, 0n);
     });
 
+    test('job methods: ListJobs, RetryJobs, CancelJob, DeleteJobs', async () => {
+      const { admin, task, seen } = clients({ json: mode.json });
+      const q = `${queue}-jobs`;
+      await admin.pauseQueue({ queue: q });  // nothing runs: states stay put
+      const { ids } = await task.enqueueBatch({ jobs: [1, 2, 3].map(() => ({ queue: q, kind: 'noop', delaySeconds: 3600 })) });
+      const { id: ready } = await task.enqueue({ job: { queue: q, kind: 'noop' } });
+
+      let page = await admin.listJobs({ queue: q, states: ['scheduled'], limit: 2 });
+      assert.deepEqual(page.jobs.map((j) => j.id), ids.slice(0, 2));
+      assert.equal(page.nextAfterId, ids[1]);  // a full page: maybe more
+      assert.equal(page.jobs[0].state, 'scheduled');
+      assert.equal(page.jobs[0].leaseExpiresAt, '');  // not running
+      page = await admin.listJobs({ queue: q, states: ['scheduled'], limit: 2, afterId: page.nextAfterId });
+      assert.deepEqual(page.jobs.map((j) => j.id), [ids[2]]);
+      assert.equal(page.nextAfterId, 0n);
+      page = await admin.listJobs({ queue: q, states: ['pending'] });  // = available
+      assert.deepEqual(page.jobs.map((j) => j.id), [ready]);
+
+      const cancelled = await admin.cancelJob({ id: ids[0] });
+      assert.equal(cancelled.job.id, ids[0]);
+      assert.equal(cancelled.job.state, 'cancelled');
+      let err = await connectError(admin.cancelJob({ id: ids[0] }));
+      assert.equal(err.code, Code.FailedPrecondition);
+      assert.match(err.rawMessage, /is already cancelled/);
+      err = await connectError(admin.cancelJob({ id: 999_999n }));
+      assert.equal(err.code, Code.NotFound);
+
+      let retried = await admin.retryJobs({ ids: [ids[0], ids[1], 999_999n] });
+      assert.deepEqual(retried.outcomes.map((o) => [o.id, o.outcome]),
+        [[ids[0], 'ok'], [ids[1], 'wrong_state'], [999_999n, 'not_found']]);
+      assert.equal(retried.retried, 1n);
+      // Bulk: a queue's cancelled jobs, in batches of one.
+      await admin.cancelJob({ id: ids[0] });
+      await admin.cancelJob({ id: ids[1] });
+      retried = await admin.retryJobs({ queue: q, state: 'cancelled', limit: 1 });
+      assert.equal(retried.retried, 1n);
+      assert.equal(retried.nextAfterId, ids[0]);
+      retried = await admin.retryJobs({ queue: q, state: 'cancelled', limit: 1, afterId: retried.nextAfterId });
+      assert.equal(retried.retried, 1n);
+      retried = await admin.retryJobs({ queue: q, state: 'cancelled', limit: 1, afterId: retried.nextAfterId });
+      assert.equal(retried.retried, 0n);
+      assert.equal(retried.nextAfterId, 0n);
+
+      await admin.cancelJob({ id: ids[2] });
+      const deleted = await admin.deleteJobs({ ids: [ids[2], ready, 999_999n] });
+      assert.deepEqual(deleted.outcomes.map((o) => o.outcome), ['ok', 'wrong_state', 'not_found']);
+      assert.equal(deleted.deleted, 1n);
+      assert.equal((await connectError(task.getJob({ id: ids[2] }))).code, Code.NotFound);
+
+      err = await connectError(admin.listJobs({ queue: q, limit: 1001 }));
+      assert.equal(err.code, Code.InvalidArgument);
+      assert.match(err.rawMessage, /^limit: must be 1\.\.1000/);
+      err = await connectError(admin.listJobs({ queue: q, states: ['dead'] }));
+      assert.equal(err.code, Code.InvalidArgument);
+      assert.match(err.rawMessage, /^states\[0\]: unknown job state "dead"/);
+      err = await connectError(admin.retryJobs({ queue: q, state: 'running' }));
+      assert.equal(err.code, Code.InvalidArgument);
+      assert.match(err.rawMessage, /^state: must be "failed" or "cancelled"/);
+      err = await connectError(admin.deleteJobs({ ids: [] }));
+      assert.equal(err.code, Code.InvalidArgument);
+      assert.equal(err.rawMessage, 'ids: give at least one job id');
+      for (const type of seen) assert.equal(type, mode.type);
+    });
+
     test('no token and a wrong token are unauthenticated', async () => {
       for (const token of [null, 'not-the-token']) {
         const { admin, task } = clients({ json: mode.json, token });
@@ -285,5 +349,46 @@ for (const client of [{ name: 'buf curl --protocol connect (binary protobuf)', c
       assert.notEqual(r.code, 0);
       assert.match(r.stderr, /unauthenticated/);
     }
+  });
+
+  test(`${client.name}: job methods`, async () => {
+    const { call } = client;
+    const queue = `${client.queue}-jobs`;
+    const ok = async (method, body) => {
+      const r = await call(method, body);
+      assert.equal(r.code, 0, `${method} failed: ${r.stderr}`);
+      return r.stdout.trim() === '' ? {} : JSON.parse(r.stdout);
+    };
+    await ok('PauseQueue', { queue });
+    const { ids } = await ok('EnqueueBatch', { jobs: [{ queue, kind: 'noop', delaySeconds: 3600 }, { queue, kind: 'noop', delaySeconds: 3600 }] });
+    let page = await ok('ListJobs', { queue, states: ['scheduled'], limit: 1 });
+    assert.deepEqual(page.jobs.map((j) => j.id), [ids[0]]);
+    assert.equal(page.nextAfterId, ids[0]);  // int64: a string in JSON
+    page = await ok('ListJobs', { queue, afterId: ids[0] });
+    assert.deepEqual(page.jobs.map((j) => j.id), [ids[1]]);
+    assert.equal(page.nextAfterId ?? '0', '0');  // buf curl may leave out a default
+    const { job } = await ok('CancelJob', { id: ids[0] });
+    assert.equal(job.state, 'cancelled');
+    let r = await call('CancelJob', { id: ids[0] });
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /failed_precondition/);
+    const retried = await ok('RetryJobs', { ids: [ids[0], '999999'] });
+    assert.deepEqual(retried.outcomes.map((o) => o.outcome), ['ok', 'not_found']);
+    assert.equal(retried.retried, '1');
+    await ok('CancelJob', { id: ids[1] });
+    const bulk = await ok('RetryJobs', { queue, state: 'cancelled' });
+    assert.equal(bulk.retried, '1');
+    assert.equal(bulk.nextAfterId ?? '0', '0');
+    await ok('CancelJob', { id: ids[1] });
+    const deleted = await ok('DeleteJobs', { ids: [ids[1], ids[0]] });
+    assert.deepEqual(deleted.outcomes.map((o) => o.outcome), ['ok', 'wrong_state']);
+    assert.equal(deleted.deleted, '1');
+    r = await call('ListJobs', { queue, limit: 5000 });
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /invalid_argument/);
+    assert.match(r.stderr, /limit: must be 1\.\.1000/);
+    r = await call('RetryJobs', {}, { token: null });
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /unauthenticated/);
   });
 }
