@@ -154,6 +154,7 @@ void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& report
                           {"failed", r.stats.failed},
                           {"cancelled", r.stats.cancelled},
                           {"limit", limit_json(r.limit)},
+                          {"oldest_pending_age_seconds", r.oldest_pending_age_seconds},
                           {"unserved_kinds", unserved_json(r.unserved_kinds)}});
     print(list);
     return;

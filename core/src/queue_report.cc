@@ -34,6 +34,8 @@ std::vector<QueueReport> build_queue_reports(
   out.reserve(by_name.size());
   for (auto& [name, r] : by_name) {
     r.limit = limits.resolve(name);
+    const int64_t ready = r.stats.oldest_pending_run_at_us;
+    if (ready > 0 && now_us > ready) r.oldest_pending_age_seconds = (now_us - ready) / 1e6;
     out.push_back(std::move(r));
   }
   return out;

@@ -166,6 +166,7 @@ void to_proto(const QueueReport& r, uint64_t dispatched, v1::QueueInfo& out) {
   }
   out.set_throttled(r.throttled);
   out.set_dispatched(dispatched);
+  out.set_oldest_pending_age_seconds(r.oldest_pending_age_seconds);
   for (const KindCount& k : r.unserved_kinds) {
     v1::KindCount& m = *out.add_unserved_kinds();
     m.set_kind(k.kind);
@@ -185,6 +186,7 @@ QueueReport from_proto(const v1::QueueInfo& m, const std::string& path) {
   s.failed = m.failed();
   s.cancelled = m.cancelled();
   r.throttled = m.throttled();
+  r.oldest_pending_age_seconds = m.oldest_pending_age_seconds();
   r.limit.source = parse_source(m.limit().source(), path + "limit.source");
   if (m.limit().has_rate_per_sec())
     r.limit.limit = RateLimit{m.limit().rate_per_sec(), m.limit().burst()};

@@ -23,6 +23,9 @@ struct QueueReport {
   QueueStats stats;
   EffectiveLimit limit;
   uint64_t throttled = 0;  // this process's conveyor_ratelimit_throttled_total
+  // Seconds since the oldest pending job became ready, as of the report; 0
+  // when none is pending or the storage plugin (ABI 1.0) does not say.
+  double oldest_pending_age_seconds = 0;
   // Kinds of jobs ready longer than [engine] unknown_kind_grace_s that no
   // consumer here serves, sorted by kind, counted among the first
   // UnservedKinds::kScanLimit such jobs of the queue (empty without an engine).
