@@ -210,7 +210,9 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     " finalized_at = CASE WHEN attempt < max_attempts THEN 0 ELSE ?1 END,"
     " lease_token = 0, lease_expires = 0, last_error = ?2"
     " WHERE id IN (SELECT id FROM jobs WHERE state = 3 AND lease_expires < ?1"
-    " ORDER BY lease_expires, id LIMIT ?3) RETURNING queue, state",
+    " ORDER BY lease_expires, id LIMIT ?3)"
+    " RETURNING id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
+    " created_at, finalized_at, lease_token, lease_expires, last_error",
     /* kCancel */
     "UPDATE jobs SET state = 6, finalized_at = ?1, lease_token = 0, lease_expires = 0"
     " WHERE id = ?2 AND state < 4 RETURNING queue",  // not final: available or running
@@ -222,12 +224,13 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     " ON CONFLICT (key) DO UPDATE SET value = value + 1",
     /* kQueueStats */
     "SELECT name, MAX(paused), SUM(pending), SUM(scheduled), SUM(running),"
-    " SUM(completed), SUM(failed), SUM(cancelled) FROM ("
+    " SUM(completed), SUM(failed), SUM(cancelled), COALESCE(MIN(pending_at), 0) FROM ("
     " SELECT queue AS name, 0 AS paused, (state = 1 AND run_at <= ?1) AS pending,"
+    " CASE WHEN state = 1 AND run_at <= ?1 THEN run_at END AS pending_at,"
     " (state = 1 AND run_at > ?1) AS scheduled, (state = 3) AS running,"
     " (state = 4) AS completed, (state = 5) AS failed, (state = 6) AS cancelled"
     " FROM jobs"
-    " UNION ALL SELECT name, 1, 0, 0, 0, 0, 0, 0 FROM queues WHERE paused <> 0"
+    " UNION ALL SELECT name, 1, 0, NULL, 0, 0, 0, 0, 0 FROM queues WHERE paused <> 0"
     ") GROUP BY name ORDER BY name",
     /* kListQueues */ "SELECT name, paused FROM queues ORDER BY name",
     /* kRegisterQueue */
@@ -289,7 +292,8 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     " UNION ALL SELECT name, -1, 0 FROM queues ORDER BY 1",
     /* kCountAvailable: jobs_claim (the queue's available rows only): available,
        of which scheduled */
-    "SELECT COUNT(*), COALESCE(SUM(run_at > ?2), 0) FROM jobs INDEXED BY jobs_claim"
+    "SELECT COUNT(*), COALESCE(SUM(run_at > ?2), 0),"
+    " COALESCE(MIN(CASE WHEN run_at <= ?2 THEN run_at END), 0) FROM jobs INDEXED BY jobs_claim"
     " WHERE queue = ?1 AND state = 1",
     /* kCountRunning: jobs_lease (running rows only), per queue */
     "SELECT queue, COUNT(*) FROM jobs INDEXED BY jobs_lease WHERE state = 3 GROUP BY queue",
@@ -407,6 +411,10 @@ class Use {
 
 // A job copied out of a row, so callbacks run after the transaction ends.
 using sdk::OwnedJob;
+
+// A row of kGetJob, kListAvailable, kListRunning or kRescue (same columns),
+// reported as get_job reports it at now_us.
+OwnedJob job_from_row(const SQLite::Statement& st, int64_t now_us);
 
 void require_queue(std::string_view queue, const char* op) {
   if (queue.empty()) throw Error(CONVEYOR_E_INVALID, std::string(op) + ": queue name is empty");
@@ -1002,24 +1010,41 @@ void SqliteStorage::fail(conveyor_lease lease, std::string_view error_text, int6
 }
 
 uint32_t SqliteStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
+  return rescue(now_us, max_jobs, nullptr);
+}
+
+uint32_t SqliteStorage::rescue_expired_v2(int64_t now_us, uint32_t max_jobs,
+                                          const sdk::JobSink& sink) {
+  return rescue(now_us, max_jobs, &sink);
+}
+
+uint32_t SqliteStorage::rescue(int64_t now_us, uint32_t max_jobs, const sdk::JobSink* sink) {
   if (max_jobs == 0) return 0;
-  int changed = 0;
+  std::vector<OwnedJob> rescued;
   write_txn("rescue_expired", [&](Conn& c) {
     SQLite::Statement& st = c.get(kRescue);
     Use u(st);
     st.bind(1, static_cast<int64_t>(now_us));
     bind_text(st, 2, kLeaseExpiredError);
     st.bind(3, static_cast<int64_t>(max_jobs));
-    changed = 0;
+    rescued.clear();
     FinalCounts counts;
     while (st.executeStep()) {
-      ++changed;
-      const int state = st.getColumn(1).getInt();
-      if (state >= CONVEYOR_JOB_COMPLETED) counts.add(column_text(st, 0), state, 1);
+      OwnedJob& j = rescued.emplace_back(job_from_row(st, now_us));
+      if (j.state >= CONVEYOR_JOB_COMPLETED) counts.add(j.queue, j.state, 1);
     }
     counts.apply(c);
   });
-  return static_cast<uint32_t>(changed);
+  if (sink != nullptr) {
+    // RETURNING does not promise an order: report in rescue order.
+    std::sort(rescued.begin(), rescued.end(),
+              [](const OwnedJob& a, const OwnedJob& b) { return a.id < b.id; });
+    for (const OwnedJob& j : rescued) {
+      conveyor_job v = j.view();
+      (*sink)(v);
+    }
+  }
+  return static_cast<uint32_t>(rescued.size());
 }
 
 void SqliteStorage::cancel(int64_t job_id, int64_t now_us) {
@@ -1069,6 +1094,7 @@ void SqliteStorage::queue_stats(int64_t now_us, const sdk::QueueStatsSink& sink)
       r.queue = column_text(st, 0);
       r.paused = st.getColumn(1).getInt64() != 0;
       for (int i = 0; i < 6; ++i) r.counts[i] = st.getColumn(2 + i).getInt64();
+      r.oldest_pending_run_at = st.getColumn(8).getInt64();
     }
   });
   for (const sdk::OwnedQueueStats& r : rows) sink(r.view());
@@ -1202,7 +1228,6 @@ int64_t SqliteStorage::change_marker() {
 
 namespace {
 
-// A row of kGetJob / kListJobs (same columns), reported as get_job reports it.
 OwnedJob job_from_row(const SQLite::Statement& st, int64_t now_us) {
   OwnedJob j;
   j.id = st.getColumn(0).getInt64();
@@ -1547,6 +1572,7 @@ void SqliteStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) 
         const int64_t available = live.getColumn(0).getInt64();
         r.counts[1] = live.getColumn(1).getInt64();
         r.counts[0] = available - r.counts[1];
+        r.oldest_pending_run_at = live.getColumn(2).getInt64();
       }
       if (auto it = running.find(r.queue); it != running.end()) r.counts[2] = it->second;
     }

@@ -105,8 +105,11 @@ class SqliteStorage {
   void retry_jobs(std::span<const int64_t> ids, int64_t now_us, std::span<conveyor_status> results);
   void delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results);
   void job_counts(int64_t now_us, const sdk::QueueStatsSink& sink);
+  uint32_t rescue_expired_v2(int64_t now_us, uint32_t max_jobs, const sdk::JobSink& sink);
 
  private:
+  // rescue_expired, reporting each rescued job to sink when it is not null.
+  uint32_t rescue(int64_t now_us, uint32_t max_jobs, const sdk::JobSink* sink);
   void insert_jobs(std::span<const conveyor_new_job> jobs, int64_t created,
                    std::span<int64_t> out_ids);
   explicit SqliteStorage(Config config);
