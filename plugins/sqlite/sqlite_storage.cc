@@ -44,6 +44,8 @@ constexpr const char* kLeaseExpiredError = "lease expired: worker presumed dead"
 // Upper bound on how many times a transaction is retried after
 // SQLITE_BUSY/SQLITE_LOCKED (the other bound is busy_timeout_ms).
 constexpr int kMaxBusyAttempts = 12;
+// Entries of claimed_queue_ (about 16 bytes each) before it is cleared.
+constexpr size_t kMaxClaimedQueue = 1 << 20;
 // Idle reader connections kept for reuse.
 constexpr size_t kMaxIdleReaders = 8;
 
@@ -889,9 +891,11 @@ uint32_t SqliteStorage::claim(std::string_view queue, uint32_t max_jobs, int64_t
     st.bind(4, static_cast<int64_t>(now_us));
     st.bind(5, static_cast<int64_t>(max_jobs));
     claimed.reserve(std::min<uint32_t>(max_jobs, 1024));
+    const uint32_t qi = queue_index(queue);
     while (st.executeStep()) {
       OwnedJob& j = claimed.emplace_back();
       j.id = st.getColumn(0).getInt64();
+      remember_claimed(j.id, qi);
       j.kind = column_text(st, 1);
       j.payload = column_blob(st, 2);
       j.priority = st.getColumn(3).getInt();
@@ -939,7 +943,10 @@ void SqliteStorage::complete(std::span<const conveyor_lease> leases, int64_t now
                              std::span<conveyor_status> results) {
   std::vector<conveyor_status> out(leases.size(), CONVEYOR_E_LEASE_LOST);
   write_txn("complete", [&](Conn& c) {
-    std::string completed = "[";  // the ids, a JSON array for kCountCompleted
+    // The ids whose queue this handle does not know, a JSON array for
+    // kCountCompleted; the others are counted here.
+    std::string completed = "[";
+    std::vector<int64_t> per_queue(queue_names_.size(), 0);
     SQLite::Statement& st = c.get(kComplete);
     for (size_t i = 0; i < leases.size(); ++i) {
       Use u(st);
@@ -948,8 +955,26 @@ void SqliteStorage::complete(std::span<const conveyor_lease> leases, int64_t now
       st.bind(3, static_cast<int64_t>(leases[i].lease_token));
       out[i] = st.exec() > 0 ? CONVEYOR_OK : CONVEYOR_E_LEASE_LOST;
       if (out[i] != CONVEYOR_OK) continue;
+      // Erased even if this transaction is retried or fails: a retry then
+      // counts the job through kCountCompleted.
+      if (auto it = claimed_queue_.find(leases[i].job_id); it != claimed_queue_.end()) {
+        ++per_queue[it->second];
+        claimed_queue_.erase(it);
+        continue;
+      }
       if (completed.size() > 1) completed += ',';
       completed += std::to_string(leases[i].job_id);
+    }
+    {
+      SQLite::Statement& add = c.get(kAddCount);
+      for (size_t q = 0; q < per_queue.size(); ++q) {
+        if (per_queue[q] == 0) continue;
+        Use u(add);
+        bind_text(add, 1, queue_names_[q]);
+        add.bind(2, CONVEYOR_JOB_COMPLETED);
+        add.bind(3, static_cast<int64_t>(per_queue[q]));
+        add.exec();
+      }
     }
     if (completed.size() > 1) {
       // One statement per batch: RETURNING queue on each UPDATE cost drain 30%.
@@ -961,6 +986,22 @@ void SqliteStorage::complete(std::span<const conveyor_lease> leases, int64_t now
     }
   });
   std::copy(out.begin(), out.end(), results.begin());
+}
+
+uint32_t SqliteStorage::queue_index(std::string_view queue) {
+  if (claimed_queue_.size() >= kMaxClaimedQueue) {  // bounded memory; misses are counted in SQL
+    claimed_queue_.clear();
+    queue_names_.clear();
+    queue_ids_.clear();
+  }
+  auto [it, added] =
+      queue_ids_.try_emplace(std::string(queue), static_cast<uint32_t>(queue_names_.size()));
+  if (added) queue_names_.emplace_back(queue);
+  return it->second;
+}
+
+void SqliteStorage::remember_claimed(int64_t job_id, uint32_t queue) {
+  claimed_queue_[job_id] = queue;
 }
 
 void SqliteStorage::extend_leases(std::span<const conveyor_lease> leases, int64_t lease_expires_us,
@@ -997,6 +1038,7 @@ void SqliteStorage::fail(conveyor_lease lease, std::string_view error_text, int6
     changed = 0;
     if (!st.executeStep()) return;
     changed = 1;
+    claimed_queue_.erase(lease.job_id);
     if (!retry) {
       FinalCounts counts;
       counts.add(column_text(st, 0), CONVEYOR_JOB_FAILED, 1);
@@ -1430,6 +1472,7 @@ uint32_t SqliteStorage::claim_kinds(std::string_view queue, std::span<const std:
       if (paused.executeStep() && paused.getColumn(0).getInt64() != 0) return;
     }
     const std::vector<Candidate> picked = candidates(c);
+    const uint32_t qi = queue_index(queue);
     SQLite::Statement& st = c.get(kClaimOne);
     for (const Candidate& cand : picked) {
       Use u(st);
@@ -1439,6 +1482,7 @@ uint32_t SqliteStorage::claim_kinds(std::string_view queue, std::span<const std:
       while (st.executeStep()) {
         OwnedJob& j = claimed.emplace_back();
         j.id = st.getColumn(0).getInt64();
+        remember_claimed(j.id, qi);
         j.kind = column_text(st, 1);
         j.payload = column_blob(st, 2);
         j.priority = st.getColumn(3).getInt();

@@ -35,6 +35,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storage_plugin_entry(
@@ -145,6 +146,17 @@ class SqliteStorage {
   FileId file_;  // the database file opened
   std::mutex writer_mu_;
   std::unique_ptr<Conn> writer_;
+  // The queue of each job this handle claimed and has not yet finalized
+  // (guarded by writer_mu_): complete adds its jobs to job_counts per queue
+  // from here, reading the rows again (one statement per batch) only for
+  // jobs claimed elsewhere. A job's queue never changes and ids are never
+  // reused, so an entry is never wrong, only possibly unused; the map is
+  // cleared when it grows past a bound.
+  std::unordered_map<int64_t, uint32_t> claimed_queue_;
+  std::vector<std::string> queue_names_;                 // claimed_queue_'s values index this
+  std::unordered_map<std::string, uint32_t> queue_ids_;  // queue_names_ inverted
+  uint32_t queue_index(std::string_view queue);
+  void remember_claimed(int64_t job_id, uint32_t queue);
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<Conn>> idle_readers_;
 
