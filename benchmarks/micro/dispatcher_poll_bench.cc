@@ -94,23 +94,26 @@ void BM_DispatcherPoll_EmptyQueue(benchmark::State& state, bool limited) {
 BENCHMARK_CAPTURE(BM_DispatcherPoll_EmptyQueue, unlimited, false);
 BENCHMARK_CAPTURE(BM_DispatcherPoll_EmptyQueue, limited_never_binds, true);
 
-// A deep backlog: every poll claims a batch of 100 and hands it over.
+// A deep backlog: every poll claims at least a batch of 100 and hands it
+// over. A limited queue with tokens to spare may claim again in the same
+// pass (the dispatcher's catch-up, up to 8 more batches), so the figure to
+// compare is items (jobs claimed) per second, not time per poll.
 void BM_DispatcherPoll_Claim100(benchmark::State& state, bool limited) {
   PollRig rig(limited);
   constexpr int kRefill = 20'000;
-  int64_t left = 0;
+  constexpr uint64_t kMostPerPass = 100 * 9;
+  uint64_t enqueued = 0;
   for (auto _ : state) {
-    if (left < 100) {
+    if (enqueued - rig.claimed() < kMostPerPass) {
       state.PauseTiming();
       rig.enqueue(kRefill);
-      left += kRefill;
+      enqueued += kRefill;
       state.ResumeTiming();
     }
     rig.poll();
-    left -= 100;
   }
   const uint64_t expected = static_cast<uint64_t>(state.iterations()) * 100;
-  if (rig.claimed() != expected) state.SkipWithError("a poll claimed fewer than 100 jobs");
+  if (rig.claimed() < expected) state.SkipWithError("a poll claimed fewer than 100 jobs");
   state.SetItemsProcessed(static_cast<int64_t>(rig.claimed()));
 }
 BENCHMARK_CAPTURE(BM_DispatcherPoll_Claim100, unlimited, false);

@@ -414,6 +414,17 @@ class Use {
 // A job copied out of a row, so callbacks run after the transaction ends.
 using sdk::OwnedJob;
 
+// One queue's counts as queue_stats and job_counts report them, with the 1.1
+// field the SDK's copy does not carry.
+struct QueueRow : sdk::OwnedQueueStats {
+  int64_t oldest_pending_run_at = 0;  // 0: nothing pending
+  conveyor_queue_stats view() const noexcept {
+    conveyor_queue_stats v = sdk::OwnedQueueStats::view();
+    v.oldest_pending_run_at_us = oldest_pending_run_at;
+    return v;
+  }
+};
+
 // A row of kGetJob, kListAvailable, kListRunning or kRescue (same columns),
 // reported as get_job reports it at now_us.
 OwnedJob job_from_row(const SQLite::Statement& st, int64_t now_us);
@@ -1125,21 +1136,21 @@ void SqliteStorage::set_queue_paused(std::string_view queue, bool paused, int64_
 }
 
 void SqliteStorage::queue_stats(int64_t now_us, const sdk::QueueStatsSink& sink) {
-  std::vector<sdk::OwnedQueueStats> rows;
+  std::vector<QueueRow> rows;
   read("queue_stats", [&](Conn& c) {
     rows.clear();
     SQLite::Statement& st = c.get(kQueueStats);
     Use u(st);
     st.bind(1, static_cast<int64_t>(now_us));
     while (st.executeStep()) {
-      sdk::OwnedQueueStats& r = rows.emplace_back();
+      QueueRow& r = rows.emplace_back();
       r.queue = column_text(st, 0);
       r.paused = st.getColumn(1).getInt64() != 0;
       for (int i = 0; i < 6; ++i) r.counts[i] = st.getColumn(2 + i).getInt64();
       r.oldest_pending_run_at = st.getColumn(8).getInt64();
     }
   });
-  for (const sdk::OwnedQueueStats& r : rows) sink(r.view());
+  for (const QueueRow& r : rows) sink(r.view());
 }
 
 void SqliteStorage::list_queues(const sdk::QueueSink& sink) {
@@ -1567,7 +1578,7 @@ void SqliteStorage::delete_jobs(std::span<const int64_t> ids, std::span<conveyor
 }
 
 void SqliteStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) {
-  std::vector<sdk::OwnedQueueStats> rows;
+  std::vector<QueueRow> rows;
   read("job_counts", [&](Conn& c) {
     rows.clear();
     {
@@ -1578,7 +1589,7 @@ void SqliteStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) 
         std::string queue = column_text(st, 0);
         if (rows.empty() || rows.back().queue != queue)
           rows.emplace_back().queue = std::move(queue);
-        sdk::OwnedQueueStats& r = rows.back();
+        QueueRow& r = rows.back();
         const int state = st.getColumn(1).getInt();
         const int64_t n = st.getColumn(2).getInt64();
         switch (state) {
@@ -1608,7 +1619,7 @@ void SqliteStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) 
       while (st.executeStep()) running[column_text(st, 0)] = st.getColumn(1).getInt64();
     }
     SQLite::Statement& live = c.get(kCountAvailable);
-    for (sdk::OwnedQueueStats& r : rows) {
+    for (QueueRow& r : rows) {
       Use u(live);
       bind_text(live, 1, r.queue);
       live.bind(2, static_cast<int64_t>(now_us));
@@ -1622,7 +1633,7 @@ void SqliteStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) 
     }
   });
   // As queue_stats: queues with retained jobs or paused.
-  for (const sdk::OwnedQueueStats& r : rows) {
+  for (const QueueRow& r : rows) {
     bool any = r.paused;
     for (int64_t n : r.counts) any = any || n != 0;
     if (any) sink(r.view());

@@ -48,7 +48,9 @@
 //   void delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results);
 //   void job_counts(int64_t now_us, const QueueStatsSink& sink);
 //   uint32_t rescue_expired_v2(int64_t now_us, uint32_t max_jobs,
-//                              const JobSink& sink);  // one sink call per rescued job
+//                              const JobSink& sink);  // each rescued job, after
+// (conveyor_queue_stats' 1.1 field oldest_pending_run_at_us is the plugin's to
+// fill in queue_stats and job_counts.)
 //
 // Threading is as the C header says: every method but the destructor may be
 // called concurrently. The host never calls the object from inside one of its
@@ -219,7 +221,6 @@ struct OwnedQueueStats {
   bool paused = false;
   // pending, scheduled, running, completed, failed, cancelled
   int64_t counts[6] = {};
-  int64_t oldest_pending_run_at = 0;  // 0: nothing pending
 
   conveyor_queue_stats view() const noexcept {
     conveyor_queue_stats s{};
@@ -232,7 +233,6 @@ struct OwnedQueueStats {
     s.completed = counts[3];
     s.failed = counts[4];
     s.cancelled = counts[5];
-    s.oldest_pending_run_at_us = oldest_pending_run_at;
     return s;
   }
 };
@@ -531,8 +531,7 @@ struct Adapter {
                                            conveyor_job_fn fn, void* ctx, uint32_t* out,
                                            conveyor_error* err) {
     return guarded(err, [&] {
-      if (fn == nullptr || out == nullptr)
-        throw Error(CONVEYOR_E_INVALID, "on_job or out_rescued is NULL");
+      if (fn == nullptr || out == nullptr) throw Error(CONVEYOR_E_INVALID, "on_job or out_rescued is NULL");
       *out = self(s)->rescue_expired_v2(now, max_jobs, JobSink(fn, ctx));
     });
   }
