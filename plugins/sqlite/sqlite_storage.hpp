@@ -17,12 +17,13 @@
 //     CONVEYOR_E_UNAVAILABLE.
 //   * Callbacks run only after the transaction committed and after the
 //     connection was released, from buffered copies of the rows.
-//   * ABI 1.1 (schema 2): list_jobs reads one index range per state
-//     (jobs_list, jobs_list_kind), claim_kinds one per kind (jobs_claim_kind),
-//     and job_counts reads job_counts, per (queue, final state) counts kept
-//     by triggers on jobs (only transitions into or out of a final state
-//     fire), so counting never scans retained jobs; live states are counted
-//     from jobs_list, reading only the queue's available and running rows.
+//   * ABI 1.1 (schema 2): list_jobs reads one jobs_list range per final state
+//     and kind; claim_kinds reads jobs_claim skipping other kinds (no kind
+//     index: it cost enqueue and claim about a third more instructions);
+//     job_counts reads job_counts, per (queue, final state) counts kept by
+//     the statements that finalize or unfinalize (complete from the queue
+//     its claim recorded) and a delete trigger, so counting never scans
+//     retained jobs; live states are counted from jobs_claim and jobs_lease.
 #ifndef CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
 #define CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
 
