@@ -44,6 +44,8 @@ constexpr const char* kLeaseExpiredError = "lease expired: worker presumed dead"
 // Upper bound on how many times a transaction is retried after
 // SQLITE_BUSY/SQLITE_LOCKED (the other bound is busy_timeout_ms).
 constexpr int kMaxBusyAttempts = 12;
+// Entries of claimed_queue_ (about 16 bytes each) before it is cleared.
+constexpr size_t kMaxClaimedQueue = 1 << 20;
 // Idle reader connections kept for reuse.
 constexpr size_t kMaxIdleReaders = 8;
 
@@ -210,7 +212,9 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     " finalized_at = CASE WHEN attempt < max_attempts THEN 0 ELSE ?1 END,"
     " lease_token = 0, lease_expires = 0, last_error = ?2"
     " WHERE id IN (SELECT id FROM jobs WHERE state = 3 AND lease_expires < ?1"
-    " ORDER BY lease_expires, id LIMIT ?3) RETURNING queue, state",
+    " ORDER BY lease_expires, id LIMIT ?3)"
+    " RETURNING id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
+    " created_at, finalized_at, lease_token, lease_expires, last_error",
     /* kCancel */
     "UPDATE jobs SET state = 6, finalized_at = ?1, lease_token = 0, lease_expires = 0"
     " WHERE id = ?2 AND state < 4 RETURNING queue",  // not final: available or running
@@ -222,12 +226,13 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     " ON CONFLICT (key) DO UPDATE SET value = value + 1",
     /* kQueueStats */
     "SELECT name, MAX(paused), SUM(pending), SUM(scheduled), SUM(running),"
-    " SUM(completed), SUM(failed), SUM(cancelled) FROM ("
+    " SUM(completed), SUM(failed), SUM(cancelled), COALESCE(MIN(pending_at), 0) FROM ("
     " SELECT queue AS name, 0 AS paused, (state = 1 AND run_at <= ?1) AS pending,"
+    " CASE WHEN state = 1 AND run_at <= ?1 THEN run_at END AS pending_at,"
     " (state = 1 AND run_at > ?1) AS scheduled, (state = 3) AS running,"
     " (state = 4) AS completed, (state = 5) AS failed, (state = 6) AS cancelled"
     " FROM jobs"
-    " UNION ALL SELECT name, 1, 0, 0, 0, 0, 0, 0 FROM queues WHERE paused <> 0"
+    " UNION ALL SELECT name, 1, 0, NULL, 0, 0, 0, 0, 0 FROM queues WHERE paused <> 0"
     ") GROUP BY name ORDER BY name",
     /* kListQueues */ "SELECT name, paused FROM queues ORDER BY name",
     /* kRegisterQueue */
@@ -289,7 +294,8 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     " UNION ALL SELECT name, -1, 0 FROM queues ORDER BY 1",
     /* kCountAvailable: jobs_claim (the queue's available rows only): available,
        of which scheduled */
-    "SELECT COUNT(*), COALESCE(SUM(run_at > ?2), 0) FROM jobs INDEXED BY jobs_claim"
+    "SELECT COUNT(*), COALESCE(SUM(run_at > ?2), 0),"
+    " COALESCE(MIN(CASE WHEN run_at <= ?2 THEN run_at END), 0) FROM jobs INDEXED BY jobs_claim"
     " WHERE queue = ?1 AND state = 1",
     /* kCountRunning: jobs_lease (running rows only), per queue */
     "SELECT queue, COUNT(*) FROM jobs INDEXED BY jobs_lease WHERE state = 3 GROUP BY queue",
@@ -407,6 +413,21 @@ class Use {
 
 // A job copied out of a row, so callbacks run after the transaction ends.
 using sdk::OwnedJob;
+
+// One queue's counts as queue_stats and job_counts report them, with the 1.1
+// field the SDK's copy does not carry.
+struct QueueRow : sdk::OwnedQueueStats {
+  int64_t oldest_pending_run_at = 0;  // 0: nothing pending
+  conveyor_queue_stats view() const noexcept {
+    conveyor_queue_stats v = sdk::OwnedQueueStats::view();
+    v.oldest_pending_run_at_us = oldest_pending_run_at;
+    return v;
+  }
+};
+
+// A row of kGetJob, kListAvailable, kListRunning or kRescue (same columns),
+// reported as get_job reports it at now_us.
+OwnedJob job_from_row(const SQLite::Statement& st, int64_t now_us);
 
 void require_queue(std::string_view queue, const char* op) {
   if (queue.empty()) throw Error(CONVEYOR_E_INVALID, std::string(op) + ": queue name is empty");
@@ -881,9 +902,11 @@ uint32_t SqliteStorage::claim(std::string_view queue, uint32_t max_jobs, int64_t
     st.bind(4, static_cast<int64_t>(now_us));
     st.bind(5, static_cast<int64_t>(max_jobs));
     claimed.reserve(std::min<uint32_t>(max_jobs, 1024));
+    const uint32_t qi = queue_index(queue);
     while (st.executeStep()) {
       OwnedJob& j = claimed.emplace_back();
       j.id = st.getColumn(0).getInt64();
+      remember_claimed(j.id, qi);
       j.kind = column_text(st, 1);
       j.payload = column_blob(st, 2);
       j.priority = st.getColumn(3).getInt();
@@ -931,7 +954,10 @@ void SqliteStorage::complete(std::span<const conveyor_lease> leases, int64_t now
                              std::span<conveyor_status> results) {
   std::vector<conveyor_status> out(leases.size(), CONVEYOR_E_LEASE_LOST);
   write_txn("complete", [&](Conn& c) {
-    std::string completed = "[";  // the ids, a JSON array for kCountCompleted
+    // The ids whose queue this handle does not know, a JSON array for
+    // kCountCompleted; the others are counted here.
+    std::string completed = "[";
+    std::vector<int64_t> per_queue(queue_names_.size(), 0);
     SQLite::Statement& st = c.get(kComplete);
     for (size_t i = 0; i < leases.size(); ++i) {
       Use u(st);
@@ -940,8 +966,26 @@ void SqliteStorage::complete(std::span<const conveyor_lease> leases, int64_t now
       st.bind(3, static_cast<int64_t>(leases[i].lease_token));
       out[i] = st.exec() > 0 ? CONVEYOR_OK : CONVEYOR_E_LEASE_LOST;
       if (out[i] != CONVEYOR_OK) continue;
+      // Erased even if this transaction is retried or fails: a retry then
+      // counts the job through kCountCompleted.
+      if (auto it = claimed_queue_.find(leases[i].job_id); it != claimed_queue_.end()) {
+        ++per_queue[it->second];
+        claimed_queue_.erase(it);
+        continue;
+      }
       if (completed.size() > 1) completed += ',';
       completed += std::to_string(leases[i].job_id);
+    }
+    {
+      SQLite::Statement& add = c.get(kAddCount);
+      for (size_t q = 0; q < per_queue.size(); ++q) {
+        if (per_queue[q] == 0) continue;
+        Use u(add);
+        bind_text(add, 1, queue_names_[q]);
+        add.bind(2, CONVEYOR_JOB_COMPLETED);
+        add.bind(3, static_cast<int64_t>(per_queue[q]));
+        add.exec();
+      }
     }
     if (completed.size() > 1) {
       // One statement per batch: RETURNING queue on each UPDATE cost drain 30%.
@@ -953,6 +997,22 @@ void SqliteStorage::complete(std::span<const conveyor_lease> leases, int64_t now
     }
   });
   std::copy(out.begin(), out.end(), results.begin());
+}
+
+uint32_t SqliteStorage::queue_index(std::string_view queue) {
+  if (claimed_queue_.size() >= kMaxClaimedQueue) {  // bounded memory; misses are counted in SQL
+    claimed_queue_.clear();
+    queue_names_.clear();
+    queue_ids_.clear();
+  }
+  auto [it, added] =
+      queue_ids_.try_emplace(std::string(queue), static_cast<uint32_t>(queue_names_.size()));
+  if (added) queue_names_.emplace_back(queue);
+  return it->second;
+}
+
+void SqliteStorage::remember_claimed(int64_t job_id, uint32_t queue) {
+  claimed_queue_[job_id] = queue;
 }
 
 void SqliteStorage::extend_leases(std::span<const conveyor_lease> leases, int64_t lease_expires_us,
@@ -989,6 +1049,7 @@ void SqliteStorage::fail(conveyor_lease lease, std::string_view error_text, int6
     changed = 0;
     if (!st.executeStep()) return;
     changed = 1;
+    claimed_queue_.erase(lease.job_id);
     if (!retry) {
       FinalCounts counts;
       counts.add(column_text(st, 0), CONVEYOR_JOB_FAILED, 1);
@@ -1002,24 +1063,41 @@ void SqliteStorage::fail(conveyor_lease lease, std::string_view error_text, int6
 }
 
 uint32_t SqliteStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
+  return rescue(now_us, max_jobs, nullptr);
+}
+
+uint32_t SqliteStorage::rescue_expired_v2(int64_t now_us, uint32_t max_jobs,
+                                          const sdk::JobSink& sink) {
+  return rescue(now_us, max_jobs, &sink);
+}
+
+uint32_t SqliteStorage::rescue(int64_t now_us, uint32_t max_jobs, const sdk::JobSink* sink) {
   if (max_jobs == 0) return 0;
-  int changed = 0;
+  std::vector<OwnedJob> rescued;
   write_txn("rescue_expired", [&](Conn& c) {
     SQLite::Statement& st = c.get(kRescue);
     Use u(st);
     st.bind(1, static_cast<int64_t>(now_us));
     bind_text(st, 2, kLeaseExpiredError);
     st.bind(3, static_cast<int64_t>(max_jobs));
-    changed = 0;
+    rescued.clear();
     FinalCounts counts;
     while (st.executeStep()) {
-      ++changed;
-      const int state = st.getColumn(1).getInt();
-      if (state >= CONVEYOR_JOB_COMPLETED) counts.add(column_text(st, 0), state, 1);
+      OwnedJob& j = rescued.emplace_back(job_from_row(st, now_us));
+      if (j.state >= CONVEYOR_JOB_COMPLETED) counts.add(j.queue, j.state, 1);
     }
     counts.apply(c);
   });
-  return static_cast<uint32_t>(changed);
+  if (sink != nullptr) {
+    // RETURNING does not promise an order: report in rescue order.
+    std::sort(rescued.begin(), rescued.end(),
+              [](const OwnedJob& a, const OwnedJob& b) { return a.id < b.id; });
+    for (const OwnedJob& j : rescued) {
+      conveyor_job v = j.view();
+      (*sink)(v);
+    }
+  }
+  return static_cast<uint32_t>(rescued.size());
 }
 
 void SqliteStorage::cancel(int64_t job_id, int64_t now_us) {
@@ -1058,20 +1136,21 @@ void SqliteStorage::set_queue_paused(std::string_view queue, bool paused, int64_
 }
 
 void SqliteStorage::queue_stats(int64_t now_us, const sdk::QueueStatsSink& sink) {
-  std::vector<sdk::OwnedQueueStats> rows;
+  std::vector<QueueRow> rows;
   read("queue_stats", [&](Conn& c) {
     rows.clear();
     SQLite::Statement& st = c.get(kQueueStats);
     Use u(st);
     st.bind(1, static_cast<int64_t>(now_us));
     while (st.executeStep()) {
-      sdk::OwnedQueueStats& r = rows.emplace_back();
+      QueueRow& r = rows.emplace_back();
       r.queue = column_text(st, 0);
       r.paused = st.getColumn(1).getInt64() != 0;
       for (int i = 0; i < 6; ++i) r.counts[i] = st.getColumn(2 + i).getInt64();
+      r.oldest_pending_run_at = st.getColumn(8).getInt64();
     }
   });
-  for (const sdk::OwnedQueueStats& r : rows) sink(r.view());
+  for (const QueueRow& r : rows) sink(r.view());
 }
 
 void SqliteStorage::list_queues(const sdk::QueueSink& sink) {
@@ -1202,7 +1281,6 @@ int64_t SqliteStorage::change_marker() {
 
 namespace {
 
-// A row of kGetJob / kListJobs (same columns), reported as get_job reports it.
 OwnedJob job_from_row(const SQLite::Statement& st, int64_t now_us) {
   OwnedJob j;
   j.id = st.getColumn(0).getInt64();
@@ -1405,6 +1483,7 @@ uint32_t SqliteStorage::claim_kinds(std::string_view queue, std::span<const std:
       if (paused.executeStep() && paused.getColumn(0).getInt64() != 0) return;
     }
     const std::vector<Candidate> picked = candidates(c);
+    const uint32_t qi = queue_index(queue);
     SQLite::Statement& st = c.get(kClaimOne);
     for (const Candidate& cand : picked) {
       Use u(st);
@@ -1414,6 +1493,7 @@ uint32_t SqliteStorage::claim_kinds(std::string_view queue, std::span<const std:
       while (st.executeStep()) {
         OwnedJob& j = claimed.emplace_back();
         j.id = st.getColumn(0).getInt64();
+        remember_claimed(j.id, qi);
         j.kind = column_text(st, 1);
         j.payload = column_blob(st, 2);
         j.priority = st.getColumn(3).getInt();
@@ -1498,7 +1578,7 @@ void SqliteStorage::delete_jobs(std::span<const int64_t> ids, std::span<conveyor
 }
 
 void SqliteStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) {
-  std::vector<sdk::OwnedQueueStats> rows;
+  std::vector<QueueRow> rows;
   read("job_counts", [&](Conn& c) {
     rows.clear();
     {
@@ -1509,7 +1589,7 @@ void SqliteStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) 
         std::string queue = column_text(st, 0);
         if (rows.empty() || rows.back().queue != queue)
           rows.emplace_back().queue = std::move(queue);
-        sdk::OwnedQueueStats& r = rows.back();
+        QueueRow& r = rows.back();
         const int state = st.getColumn(1).getInt();
         const int64_t n = st.getColumn(2).getInt64();
         switch (state) {
@@ -1539,7 +1619,7 @@ void SqliteStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) 
       while (st.executeStep()) running[column_text(st, 0)] = st.getColumn(1).getInt64();
     }
     SQLite::Statement& live = c.get(kCountAvailable);
-    for (sdk::OwnedQueueStats& r : rows) {
+    for (QueueRow& r : rows) {
       Use u(live);
       bind_text(live, 1, r.queue);
       live.bind(2, static_cast<int64_t>(now_us));
@@ -1547,12 +1627,13 @@ void SqliteStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) 
         const int64_t available = live.getColumn(0).getInt64();
         r.counts[1] = live.getColumn(1).getInt64();
         r.counts[0] = available - r.counts[1];
+        r.oldest_pending_run_at = live.getColumn(2).getInt64();
       }
       if (auto it = running.find(r.queue); it != running.end()) r.counts[2] = it->second;
     }
   });
   // As queue_stats: queues with retained jobs or paused.
-  for (const sdk::OwnedQueueStats& r : rows) {
+  for (const QueueRow& r : rows) {
     bool any = r.paused;
     for (int64_t n : r.counts) any = any || n != 0;
     if (any) sink(r.view());

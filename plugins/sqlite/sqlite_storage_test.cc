@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -907,6 +908,43 @@ TEST_F(SqliteStorageTest, UpgradeFromSchema1FillsTheMaintainedCounts) {
   EXPECT_EQ(got.rows[0].counts[0], 2) << "pending after an enqueue";
   EXPECT_EQ(got.rows[0].counts[3], 0) << "completed after the purge";
   EXPECT_EQ(got.rows[0].counts[4], 0) << "failed after the purge";
+}
+
+// complete counts the jobs this handle claimed from the queue it claimed
+// them in and the others (claimed through another handle) by reading their
+// rows: job_counts must agree either way, and a lost lease counts nothing.
+TEST_F(SqliteStorageTest, JobCountsFollowCompletionsOfJobsClaimedElsewhere) {
+  conveyor_storage* h1 = open_store();
+  conveyor_storage* h2 = open_store();
+  ASSERT_NE(h1, nullptr);
+  ASSERT_NE(h2, nullptr);
+  enqueue_many(h1, "a", 6);
+  enqueue_many(h1, "b", 4);
+  std::vector<conveyor_lease> leases;
+  auto take = [&](conveyor_storage* h, const std::string& q, uint32_t n, int64_t token) {
+    for (const JobCopy& j : claim(h, q, n, token, 0, 1'000'000)) leases.push_back({j.id, token});
+  };
+  take(h1, "a", 3, 1);
+  take(h2, "a", 3, 2);
+  take(h1, "b", 2, 3);
+  ASSERT_EQ(leases.size(), 8u);
+  leases.push_back({leases[0].job_id, 99});  // a lost lease: not counted
+  std::vector<conveyor_status> r = complete(h1, leases, 10);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(r[i], CONVEYOR_OK) << i;
+  EXPECT_EQ(r[8], CONVEYOR_E_LEASE_LOST);
+  std::map<std::string, std::pair<int64_t, int64_t>> got;  // queue -> (pending, completed)
+  conveyor_error err{};
+  ASSERT_EQ(api_->job_counts(
+                h2, 100,
+                [](void* ctx, const conveyor_queue_stats* s) {
+                  (*static_cast<std::map<std::string, std::pair<int64_t, int64_t>>*>(
+                      ctx))[std::string(s->queue.data, s->queue.len)] = {s->pending, s->completed};
+                },
+                &got, &err),
+            CONVEYOR_OK)
+      << err.message;
+  EXPECT_EQ(got["a"], std::make_pair(int64_t{0}, int64_t{6}));
+  EXPECT_EQ(got["b"], std::make_pair(int64_t{2}, int64_t{2}));
 }
 
 TEST_F(SqliteStorageTest, OperationsBeforeMigrateFailCleanly) {
