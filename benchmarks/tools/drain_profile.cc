@@ -1,9 +1,10 @@
 // drain_profile: a single-threaded drain through a storage plugin's C table,
 // timed per phase in wall and CPU seconds (CPU time is what the plugin's
 // statements cost, and it is far less disturbed by other processes on a busy
-// machine than wall time). Not part of the build; compile it by hand:
-//   g++ -O2 -std=c++20 -Isdk/include plugins/sqlite/drain_profile.cc -o /tmp/drain_profile -ldl
-//   /tmp/drain_profile <plugin.so> <db path> [jobs=200000] [batch=100]
+// machine than wall time). Built as build/bin/conveyor-drain-profile:
+//   conveyor-drain-profile <plugin.so> <db path> [jobs=200000] [batch=100]
+// Under `valgrind --tool=callgrind` it counts instructions per job, which
+// repeat exactly from run to run.
 // It deletes <db path> (and its -wal, -shm) first.
 #include <conveyor/storage_plugin.h>
 #include <dlfcn.h>
