@@ -28,6 +28,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace conveyor::postgres {
@@ -61,7 +62,15 @@ struct RotationResult {
 RotationResult rotate_ring(pqxx::connection& conn, const std::string& schema, int64_t interval_us,
                            int64_t wall_now_us);
 
-// Calls rotate_ring on a pooled connection every quarter interval, on a
+// Folds the `tally` partition (queue_schema.cc, version 3) whose turn ended
+// two seconds ago into one row per queue and state: TRUNCATE and re-insert
+// the sums, under the partition's lock. Skipped (false) when another process
+// holds the rotation lock, the lock is busy, or it is folded already. Tests
+// name the partition (which); any one is safe to fold at any time.
+bool fold_tally(pqxx::connection& conn, const std::string& schema,
+                std::optional<uint32_t> which = std::nullopt);
+
+// Calls rotate_ring and fold_tally on a pooled connection every quarter interval, on a
 // thread of its own, until destroyed. Failures (server away, lock timeouts)
 // are retried on the next tick.
 class RingMaintainer {
