@@ -607,13 +607,21 @@ SELECT (SELECT count(*) FROM marked),
          sum(jobs) FILTER (WHERE state = 5) AS failed,
          sum(jobs) FILTER (WHERE state = 6) AS cancelled
   FROM {s}.retired GROUP BY queue
+), oldest AS (
+  SELECT queue, min(run_at) AS run_at
+  FROM (SELECT queue, run_at FROM {s}.entries
+        WHERE NOT purged AND state = 1 AND run_at <= $1::bigint
+        UNION ALL SELECT queue, run_at FROM {s}.later WHERE run_at <= $1::bigint) AS due
+  GROUP BY queue
 )
 SELECT coalesce(l.name, g.queue) COLLATE "C", coalesce(l.paused, false),
        coalesce(l.pending, 0), coalesce(l.scheduled, 0), coalesce(l.running, 0),
        (coalesce(l.completed, 0) + coalesce(g.completed, 0))::bigint,
        (coalesce(l.failed, 0) + coalesce(g.failed, 0))::bigint,
-       (coalesce(l.cancelled, 0) + coalesce(g.cancelled, 0))::bigint
+       (coalesce(l.cancelled, 0) + coalesce(g.cancelled, 0))::bigint,
+       coalesce(o.run_at, 0)::bigint
 FROM counted l FULL JOIN gone g ON g.queue = l.name
+LEFT JOIN oldest o ON o.queue = coalesce(l.name, g.queue)
 ORDER BY 1)sql"},
 
     // The `later` row if the job waits there, else its newest entry.
@@ -807,7 +815,30 @@ WITH t AS (
 SELECT coalesce(s.queue, p.name) COLLATE "C", coalesce(p.paused, false),
        coalesce(s.available - s.scheduled, 0)::bigint, coalesce(s.scheduled, 0)::bigint,
        coalesce(s.running, 0)::bigint, coalesce(s.completed, 0)::bigint,
-       coalesce(s.failed, 0)::bigint, coalesce(s.cancelled, 0)::bigint
+       coalesce(s.failed, 0)::bigint, coalesce(s.cancelled, 0)::bigint,
+       -- The oldest pending run_at, read only when something is pending: the
+       -- due `later` rows, and per priority the first unclaimed due entry by
+       -- run_at (this walks the queue's claimed entries of that priority
+       -- still in the ring ahead of it).
+       CASE WHEN s.available - s.scheduled > 0 THEN coalesce(least(
+         (SELECT min(l.run_at) FROM {s}.later l
+          WHERE l.queue = s.queue AND l.run_at <= $1::bigint),
+         (WITH RECURSIVE pr(p) AS (
+            SELECT (SELECT min(r.priority) FROM {s}.ready r WHERE r.queue = s.queue)
+            UNION ALL
+            SELECT (SELECT min(r.priority) FROM {s}.ready r
+                    WHERE r.queue = s.queue AND r.priority > pr.p)
+            FROM pr WHERE pr.p IS NOT NULL)
+          SELECT min(f.run_at) FROM pr
+          CROSS JOIN LATERAL (
+            SELECT r.run_at FROM {s}.ready r
+            WHERE r.queue = s.queue AND r.priority = pr.p AND r.run_at <= $1::bigint
+              AND NOT EXISTS (SELECT 1 FROM {s}.marks m
+                              WHERE m.slot = r.slot AND m.entry_id = r.entry_id
+                                AND m.stage = 1 OFFSET 0)
+            ORDER BY r.run_at, r.job_id
+            LIMIT 1) AS f
+          WHERE pr.p IS NOT NULL)), 0) ELSE 0 END::bigint
 FROM s FULL JOIN (SELECT name, paused FROM {s}.queues WHERE paused) AS p ON p.name = s.queue
 ORDER BY 1)sql"},
 

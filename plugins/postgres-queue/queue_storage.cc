@@ -350,6 +350,11 @@ uint32_t QueueStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
   return rescue_with(now_us, max_jobs, nullptr);
 }
 
+uint32_t QueueStorage::rescue_expired_v2(int64_t now_us, uint32_t max_jobs,
+                                         const sdk::JobSink& sink) {
+  return rescue_with(now_us, max_jobs, &sink);
+}
+
 uint32_t QueueStorage::rescue_with(int64_t now_us, uint32_t max_jobs, const sdk::JobSink* sink) {
   if (max_jobs == 0) return 0;
   int64_t found = 0;
@@ -397,13 +402,38 @@ void QueueStorage::cancel(int64_t job_id, int64_t now_us) {
               "cancel: job " + std::to_string(job_id) + " does not exist or is already final");
 }
 
-void QueueStorage::queue_stats(int64_t now_us, const sdk::QueueStatsSink& sink) {
+namespace {
+
+// Queue-stats rows (name, paused, six counts, oldest pending run_at) copied
+// out of a result, to report after the read.
+struct StatsRows {
   std::vector<sdk::OwnedQueueStats> rows;
+  std::vector<int64_t> oldest_pending;
+};
+
+StatsRows stats_rows(const pqxx::result& r) {
+  StatsRows out{postgres::queue_stats_rows(r), {}};
+  for (const auto& row : r) out.oldest_pending.push_back(postgres::int_at(row, 8));
+  return out;
+}
+
+void report_stats(const StatsRows& s, const sdk::QueueStatsSink& sink) {
+  for (size_t i = 0; i < s.rows.size(); ++i) {
+    conveyor_queue_stats v = s.rows[i].view();
+    v.oldest_pending_run_at_us = s.oldest_pending[i];  // ABI 1.1
+    sink(v);
+  }
+}
+
+}  // namespace
+
+void QueueStorage::queue_stats(int64_t now_us, const sdk::QueueStatsSink& sink) {
+  StatsRows rows;
   run("queue_stats", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    rows = postgres::queue_stats_rows(tx.exec_prepared(stmt::kQueueStats, now_us));
+    rows = stats_rows(tx.exec_prepared(stmt::kQueueStats, now_us));
   });
-  for (const sdk::OwnedQueueStats& r : rows) sink(r.view());
+  report_stats(rows, sink);
 }
 
 void QueueStorage::get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& sink) {
@@ -501,7 +531,7 @@ void QueueStorage::delete_jobs(std::span<const int64_t> ids, std::span<conveyor_
 }
 
 void QueueStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) {
-  std::vector<sdk::OwnedQueueStats> rows;
+  StatsRows rows;
   run("job_counts", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::work tx(c);
     // A fold TRUNCATEs a tally partition: a snapshot taken before it would
@@ -509,10 +539,10 @@ void QueueStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) {
     // the SELECT's snapshot is taken after it.
     tx.exec("LOCK TABLE " + postgres::quote_identifier(options_.pg.schema) +
             ".tally IN ACCESS SHARE MODE");
-    rows = postgres::queue_stats_rows(tx.exec_prepared(stmt::kJobCounts, now_us));
+    rows = stats_rows(tx.exec_prepared(stmt::kJobCounts, now_us));
     tx.commit();
   });
-  for (const sdk::OwnedQueueStats& r : rows) sink(r.view());
+  report_stats(rows, sink);
 }
 
 }  // namespace conveyor::pgqueue

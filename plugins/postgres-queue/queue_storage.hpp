@@ -49,6 +49,8 @@ class QueueStorage : public postgres::PgStorageBase {
   void retry_jobs(std::span<const int64_t> ids, int64_t now_us, std::span<conveyor_status> results);
   void delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results);
   void job_counts(int64_t now_us, const sdk::QueueStatsSink& sink);
+  // One sink call per rescued job (AVAILABLE or FAILED, no lease).
+  uint32_t rescue_expired_v2(int64_t now_us, uint32_t max_jobs, const sdk::JobSink& sink);
 
   const QueueOptions& options() const { return options_; }
 

@@ -380,6 +380,46 @@ TEST_F(QueueStorageTest, MigrateFromVersion2KeepsEveryJobCounted) {
   EXPECT_EQ(listed, 5u);
 }
 
+// oldest_pending_run_at_us (ABI 1.1) from queue_stats and job_counts alike:
+// the smallest run_at of the pending jobs, whether in the ring or due in
+// `later`, across priorities; 0 when nothing is pending.
+TEST_F(QueueStorageTest, OldestPendingIsTheSmallestRunAtOfThePendingJobs) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  const int64_t t = wall_us();
+  const int64_t first = enqueue(h, "q", /*priority=*/0, t - 3 * kSecond);
+  enqueue(h, "q", /*priority=*/0, t - 2 * kSecond);
+  enqueue(h, "q", /*priority=*/5, t - 4 * kSecond);  // claimed last, oldest
+  enqueue(h, "q", /*priority=*/0, t + kHour);        // scheduled: in `later`
+  enqueue(h, "idle", 0, t + kHour);
+  auto oldest = [&](bool counts, int64_t now) {
+    std::map<std::string, int64_t> out;
+    conveyor_error err{};
+    auto fn = [](void* ctx, const conveyor_queue_stats* s) {
+      (*static_cast<std::map<std::string, int64_t>*>(
+          ctx))[std::string(s->queue.data, s->queue.len)] = s->oldest_pending_run_at_us;
+    };
+    const conveyor_status st = counts ? api_->job_counts(h, now, fn, &out, &err)
+                                      : api_->queue_stats(h, now, fn, &out, &err);
+    EXPECT_EQ(st, CONVEYOR_OK) << err.message;
+    return out;
+  };
+  for (bool counts : {false, true}) {
+    const char* which = counts ? "job_counts" : "queue_stats";
+    EXPECT_EQ(oldest(counts, t)["q"], t - 4 * kSecond) << which;
+    EXPECT_EQ(oldest(counts, t)["idle"], 0) << which << ": nothing pending";
+    // At the scheduled jobs' run_at they are pending too (still in `later`).
+    EXPECT_EQ(oldest(counts, t + 2 * kHour)["idle"], t + kHour) << which;
+  }
+  std::vector<JobCopy> got = claim(h, "q", 3, 1, t, t + kHour);
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_EQ(got[0].id, first);
+  for (bool counts : {false, true})
+    EXPECT_EQ(oldest(counts, t)["q"], 0)
+        << (counts ? "job_counts" : "queue_stats") << ": every due job is running";
+}
+
 // The generic plans of the hot statements follow the claim order and look
 // leases up by key: their cost must not grow with the history in the ring.
 TEST_F(QueueStorageTest, GenericPlansDoNotScanTheHistory) {
