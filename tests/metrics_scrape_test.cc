@@ -99,7 +99,17 @@ TEST(MetricsScrape, PromtoolAcceptsAScrapeWithLimitedPausedFailingAndIdleQueues)
   EXPECT_EQ(text.find(R"(conveyor_ratelimit_rate{queue="idle")"), std::string::npos);
   EXPECT_TRUE(has_line(text, R"(conveyor_jobs_completed_total{queue="limited"} 1)"));
   EXPECT_TRUE(has_line(text, R"(conveyor_leases_lost_total{queue="failing"} 0)"));
-  EXPECT_TRUE(has_line(text, "conveyor_jobs_rescued_total 0"));
+  EXPECT_TRUE(has_line(text, R"(conveyor_jobs_rescued_total{queue="limited"} 0)"));
+  EXPECT_EQ(text.find(R"(conveyor_jobs_rescued_total{queue=""})"), std::string::npos)
+      << "the SQLite plugin reports rescued jobs' queues";
+  EXPECT_TRUE(has_line(text, R"(conveyor_queue_oldest_pending_age_seconds{queue="idle"} 0)"));
+  {
+    // The paused queue's three jobs have waited since they were enqueued.
+    const std::string key = "\nconveyor_queue_oldest_pending_age_seconds{queue=\"paused\"} ";
+    const size_t at = text.find(key);
+    ASSERT_NE(at, std::string::npos) << text;
+    EXPECT_GT(std::stod(text.substr(at + key.size())), 0.0);
+  }
   EXPECT_TRUE(has_line(text, R"(conveyor_jobs_enqueued_total{queue="paused"} 0)"))
       << "direct CLI enqueues are another process's";
   EXPECT_NE(text.find("\nconveyor_build_info{version=\"0.1.0\",storage_plugin=\"sqlite\","),

@@ -329,7 +329,7 @@ TEST_F(DispatcherTest, ClaimWhoseReplyWasLostLeavesTheJobsToLeaseExpiry) {
   EXPECT_EQ(next - clock_.steady_now(), 1000ms);  // drained: the poll interval
   // The leases expire; rescue returns the jobs; the tokens were refunded.
   clock_.advance(1001ms);
-  EXPECT_EQ(storage_->rescue_expired(clock_.wall_now_us(), 100), 5u);
+  EXPECT_EQ(storage_->rescue_expired(clock_.wall_now_us(), 100).count, 5u);
   dispatcher_->wake("q");
   dispatcher_->run_due(clock_.steady_now());
   EXPECT_EQ(claimed_.size(), 5u);

@@ -207,6 +207,7 @@ std::optional<std::string> Engine::storage_failure() const { return impl_->healt
 const Config& Engine::config() const { return impl_->config; }
 const LimitResolver& EngineInternals::limits(const Engine& e) { return e.impl_->limits; }
 Metrics& EngineInternals::metrics(Engine& e) { return e.impl_->metrics; }
+const Clock& EngineInternals::clock(const Engine& e) { return e.impl_->clock; }
 const PluginInfo& EngineInternals::plugin_info(const Engine& e) {
   return e.impl_->storage->plugin_info();
 }

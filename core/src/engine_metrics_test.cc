@@ -56,12 +56,12 @@ TEST_F(EngineMetricsTest, ARescueCountsOnceTheDeadWorkersLeaseHasExpired) {
   const uint64_t calls = storage->calls(StorageOp::kRescueExpired);
   clock.advance(5s);  // the rescue step runs again; the lease has not expired yet
   ASSERT_TRUE(eventually([&] { return storage->calls(StorageOp::kRescueExpired) > calls; }));
-  EXPECT_EQ(EngineInternals::metrics(*engine).rescued.load(), 0u);
+  EXPECT_EQ(counters(*engine, "q").rescued, 0u);
   clock.advance(6s);
-  ASSERT_TRUE(eventually([&] { return EngineInternals::metrics(*engine).rescued.load() == 1; }));
+  ASSERT_TRUE(eventually([&] { return counters(*engine, "q").rescued == 1; }));
   ASSERT_TRUE(eventually([&] { return engine->get_job(id)->state == JobState::kCompleted; }));
   EXPECT_EQ(runs.load(), 1);
-  EXPECT_EQ(EngineInternals::metrics(*engine).rescued.load(), 1u);
+  EXPECT_EQ(counters(*engine, "q").rescued, 1u);
 }
 
 TEST_F(EngineMetricsTest, AResultRefusedForALostLeaseCountsAsLeaseLost) {

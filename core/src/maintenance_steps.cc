@@ -37,9 +37,7 @@ std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts p) {
        /*proves_storage=*/false},  // nothing to extend: no storage call
       {"rescuing expired leases", milliseconds(e.rescue_interval_ms),
        [p] {
-         const uint64_t rescued = rescue_expired_jobs(p.storage, p.clock);
-         p.metrics.rescued.fetch_add(rescued, std::memory_order_relaxed);
-         if (rescued > 0) p.dispatcher.wake_all();
+         if (rescue_expired_jobs(p.storage, p.clock, p.metrics) > 0) p.dispatcher.wake_all();
        }},
       {"purging finished jobs", purge_period(e.retention_s),
        [p, retention] { purge_finished_jobs(p.storage, p.clock, retention); }},
@@ -67,12 +65,21 @@ uint32_t extend_running_leases(Storage& storage, const LeaseTable& leases, const
   return lost;
 }
 
-uint64_t rescue_expired_jobs(Storage& storage, const Clock& clock) {
+uint64_t rescue_expired_jobs(Storage& storage, const Clock& clock, Metrics& metrics) {
   uint64_t total = 0;
   uint32_t n;
   do {
-    n = storage.rescue_expired(clock.wall_now_us(), kRescueBatch);
+    Storage::Rescued r = storage.rescue_expired(clock.wall_now_us(), kRescueBatch);
+    n = r.count;
     total += n;
+    for (const Job& j : r.jobs) {
+      metrics.queue(j.queue).rescued.fetch_add(1, std::memory_order_relaxed);
+      LogFields fields{{"queue", j.queue}, {"job_id", j.id}, {"kind", j.kind}, {"attempt", j.attempt}};
+      spdlog::info("job {}: lease expired, rescued ({})", j.id,
+                   j.state == JobState::kFailed ? "failed: no attempts left" : "runnable again");
+    }
+    // A plugin of ABI 1.0 reports only the count: it is not attributed to a queue.
+    if (r.jobs.empty()) metrics.rescued_unattributed.fetch_add(n, std::memory_order_relaxed);
   } while (n == kRescueBatch);
   if (total > 0) spdlog::info("rescued {} jobs whose leases expired", total);
   return total;

@@ -26,7 +26,8 @@ uint32_t extend_running_leases(Storage& storage, const LeaseTable& leases, const
 
 // Makes every job whose lease expired available again (in batches of 1,000).
 // Returns how many were rescued.
-uint64_t rescue_expired_jobs(Storage& storage, const Clock& clock);
+// Counted per queue in metrics (unattributed from an ABI 1.0 plugin).
+uint64_t rescue_expired_jobs(Storage& storage, const Clock& clock, Metrics& metrics);
 
 // Deletes finished jobs finalized more than retention ago (in batches).
 uint64_t purge_finished_jobs(Storage& storage, const Clock& clock, std::chrono::seconds retention);
@@ -42,7 +43,7 @@ struct MaintainedParts {
   const LeaseTable& leases;
   const Clock& clock;
   const Config& config;
-  Metrics& metrics;  // rescued jobs count in metrics.rescued
+  Metrics& metrics;  // rescued jobs count per queue
 };
 // The name of the step that follows overrides (run_soon on a notification).
 inline constexpr const char* kOverridesStep = "reading rate-limit overrides";

@@ -73,6 +73,7 @@ constexpr Slot kOptionalSlots[] = {
     CONVEYOR_SLOT(retry_jobs),
     CONVEYOR_SLOT(delete_jobs),
     CONVEYOR_SLOT(job_counts),
+    CONVEYOR_SLOT(rescue_expired_v2),
 };
 #undef CONVEYOR_SLOT
 

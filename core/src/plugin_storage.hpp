@@ -32,7 +32,7 @@ class PluginStorage final : public Storage {
                                              int64_t lease_expires_us) override;
   std::vector<conveyor_status> release(std::span<const conveyor_lease> leases,
                                        int64_t now_us) override;
-  uint32_t rescue_expired(int64_t now_us, uint32_t max_jobs) override;
+  Rescued rescue_expired(int64_t now_us, uint32_t max_jobs) override;
   bool cancel(int64_t job_id, int64_t now_us) override;
   void set_queue_paused(std::string_view queue, bool paused, int64_t now_us) override;
   std::vector<QueueStats> queue_stats(int64_t now_us) override;

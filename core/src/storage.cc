@@ -32,6 +32,15 @@ JobState state_from_c(int32_t s) {
   }
 }
 
+// Reported counts (copied by the binding) as the engine's QueueStats.
+QueueStats stats_from_copy(host::StatsCopy&& s) {
+  QueueStats q{std::move(s.queue), s.paused != 0, s.pending, s.scheduled, s.running,
+               s.completed,        s.failed,      s.cancelled};
+  q.oldest_pending_known = s.reports_oldest_pending;
+  q.oldest_pending_run_at_us = s.oldest_pending_run_at;
+  return q;
+}
+
 // A reported job (copied by the binding) as the engine's Job.
 Job job_from_copy(host::JobCopy&& c) {
   Job j;
@@ -182,9 +191,19 @@ std::vector<conveyor_status> PluginStorage::release(std::span<const conveyor_lea
                          binding(t_, handle_).release(leases, now_us));
 }
 
-uint32_t PluginStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
-  return value_or_throw(plugin_->info().name, "rescue_expired",
-                        binding(t_, handle_).rescue_expired(now_us, max_jobs));
+Storage::Rescued PluginStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
+  Rescued out;
+  if (!has_slot("rescue_expired_v2")) {
+    out.count = value_or_throw(plugin_->info().name, "rescue_expired",
+                               binding(t_, handle_).rescue_expired(now_us, max_jobs));
+    return out;
+  }
+  host::PluginBinding::Rescued r = value_or_throw(
+      plugin_->info().name, "rescue_expired_v2", binding(t_, handle_).rescue_expired_v2(now_us, max_jobs));
+  out.count = r.out_rescued;
+  out.jobs.reserve(r.jobs.size());
+  for (host::JobCopy& c : r.jobs) out.jobs.push_back(job_from_copy(std::move(c)));
+  return out;
 }
 
 bool PluginStorage::cancel(int64_t job_id, int64_t now_us) {
@@ -204,9 +223,7 @@ std::vector<QueueStats> PluginStorage::queue_stats(int64_t now_us) {
       value_or_throw(plugin_->info().name, "queue_stats", binding(t_, handle_).queue_stats(now_us));
   std::vector<QueueStats> out;
   out.reserve(reported.size());
-  for (host::StatsCopy& s : reported)
-    out.push_back(QueueStats{std::move(s.queue), s.paused != 0, s.pending, s.scheduled, s.running,
-                             s.completed, s.failed, s.cancelled});
+  for (host::StatsCopy& s : reported) out.push_back(stats_from_copy(std::move(s)));
   return out;
 }
 
@@ -287,6 +304,7 @@ struct SlotSpan {
 constexpr SlotSpan kV1_1Slots[] = {
     CONVEYOR_SLOT_SPAN(enqueue_v2), CONVEYOR_SLOT_SPAN(claim_kinds), CONVEYOR_SLOT_SPAN(list_jobs),
     CONVEYOR_SLOT_SPAN(retry_jobs), CONVEYOR_SLOT_SPAN(delete_jobs), CONVEYOR_SLOT_SPAN(job_counts),
+    CONVEYOR_SLOT_SPAN(rescue_expired_v2),
 };
 #undef CONVEYOR_SLOT_SPAN
 
@@ -405,9 +423,7 @@ std::vector<QueueStats> PluginStorage::job_counts(int64_t now_us) {
       value_or_throw(plugin_->info().name, "job_counts", binding(t_, handle_).job_counts(now_us));
   std::vector<QueueStats> out;
   out.reserve(reported.size());
-  for (host::StatsCopy& s : reported)
-    out.push_back(QueueStats{std::move(s.queue), s.paused != 0, s.pending, s.scheduled, s.running,
-                             s.completed, s.failed, s.cancelled});
+  for (host::StatsCopy& s : reported) out.push_back(stats_from_copy(std::move(s)));
   return out;
 }
 

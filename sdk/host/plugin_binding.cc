@@ -22,20 +22,24 @@ std::string copy_str(conveyor_str s, const char* what, std::vector<std::string>&
 // Reads a reported struct whose first member is struct_size: only the part the
 // plugin says it wrote, the rest zero. Reporting a struct smaller than ABI 1.0
 // defines is itself a violation (every 1.0 field exists in every plugin).
+// v1_0_size: the struct's size in ABI 1.0, the least a plugin may report.
+// A larger struct_size below sizeof(T) is a plugin built against an older
+// minor: its fields are copied and the newer ones stay zero.
 template <typename T>
-T read_sized(const T* reported, const char* what, std::vector<std::string>& problems) {
+T read_sized(const T* reported, const char* what, std::vector<std::string>& problems,
+             size_t v1_0_size = sizeof(T)) {
   static_assert(std::is_trivially_copyable_v<T>);
   T copy;
   std::memset(&copy, 0, sizeof copy);
   uint32_t size = 0;
   std::memcpy(&size, reported, sizeof size);
-  if (size < sizeof(T)) {
+  if (size < v1_0_size) {
     problems.push_back(std::string(what) + ".struct_size is " + std::to_string(size) +
-                       ", smaller than sizeof(" + what + ") = " + std::to_string(sizeof(T)) +
+                       ", smaller than sizeof(" + what + ") = " + std::to_string(v1_0_size) +
                        " in ABI 1.0 (storage_plugin.h rule 5: set struct_size = sizeof as built)");
     std::memcpy(&copy, reported, size < sizeof size ? sizeof size : size);
   } else {
-    std::memcpy(&copy, reported, sizeof copy);
+    std::memcpy(&copy, reported, size < sizeof copy ? size : sizeof copy);
   }
   return copy;
 }
@@ -161,11 +165,15 @@ StatsCopy copy_stats(const conveyor_queue_stats* reported, std::vector<std::stri
     problems.push_back("on_stats was called with NULL stats");
     return {};
   }
-  const conveyor_queue_stats s = read_sized(reported, "conveyor_queue_stats", problems);
-  return StatsCopy{
-      s.struct_size, s.paused,    copy_str(s.queue, "conveyor_queue_stats.queue", problems),
-      s.pending,     s.scheduled, s.running,
-      s.completed,   s.failed,    s.cancelled};
+  const conveyor_queue_stats s = read_sized(reported, "conveyor_queue_stats", problems,
+                                            offsetof(conveyor_queue_stats, oldest_pending_run_at_us));
+  StatsCopy c{s.struct_size, s.paused,    copy_str(s.queue, "conveyor_queue_stats.queue", problems),
+              s.pending,     s.scheduled, s.running,
+              s.completed,   s.failed,    s.cancelled};
+  c.reports_oldest_pending = s.struct_size >= offsetof(conveyor_queue_stats, oldest_pending_run_at_us) +
+                                                  sizeof s.oldest_pending_run_at_us;
+  c.oldest_pending_run_at = s.oldest_pending_run_at_us;
+  return c;
 }
 
 LimitCopy copy_limit(const conveyor_rate_limit* reported, std::vector<std::string>& problems) {
@@ -536,6 +544,23 @@ Result<std::vector<StatsCopy>> PluginBinding::job_counts(int64_t now_us) {
         return table_->job_counts(handle_, now_us, &on_stats, ctx, e);
       },
       moving(&Reports::stats, r.value));
+  return r;
+}
+
+Result<PluginBinding::Rescued> PluginBinding::rescue_expired_v2(int64_t now_us, uint32_t max_jobs) {
+  Result<Rescued> r;
+  if (!CONVEYOR_HAS_SLOT(rescue_expired_v2)) {
+    r.status = missing_slot("rescue_expired_v2", "reporting rescued jobs");
+    return r;
+  }
+  uint32_t rescued = kUnwrittenCount;
+  r.status = run_reporting(
+      "rescue_expired_v2", r.problems,
+      [&](conveyor_error* e, void* ctx) {
+        return table_->rescue_expired_v2(handle_, now_us, max_jobs, &on_job, ctx, &rescued, e);
+      },
+      moving(&Reports::jobs, r.value.jobs));
+  r.value.out_rescued = rescued;
   return r;
 }
 

@@ -211,7 +211,8 @@ MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts)
   page.counters = metrics.snapshot();
   page.stats = std::move(stats);
   page.rate_limit_enabled = limits.enabled();
-  page.rescued = metrics.rescued.load(std::memory_order_relaxed);
+  page.rescued_unattributed = metrics.rescued_unattributed.load(std::memory_order_relaxed);
+  page.now_us = EngineInternals::clock(engine).wall_now_us();
   page.storage_errors = metrics.storage_errors_snapshot();
   for (const auto& c : page.counters) page.limits[c.queue] = limits.resolve(c.queue);
   for (const auto& s : page.stats) page.limits[s.queue] = limits.resolve(s.queue);
@@ -267,19 +268,20 @@ std::string render_prometheus(const MetricsPage& page) {
        "Job outcomes storage refused because the job's lease was gone (it expired and was "
        "rescued, or the job was cancelled); the job's result was discarded.",
        &QueueCountersSnapshot::leases_lost},
+      {"conveyor_jobs_rescued_total",
+       "Running jobs whose lease had expired (their worker died or stalled) that this process's "
+       "rescue step made runnable again or failed (no attempts left). A series with queue=\"\" "
+       "counts rescues a storage plugin of ABI 1.0 reports without their queues.",
+       &QueueCountersSnapshot::rescued},
   };
   for (const Counter& c : kCounters) {
     family(out, c.name, "counter", c.help, true);
     for (const auto& [queue, row] : rows)
       sample(out, c.name, queue_label(queue),
              std::to_string(row.counters ? row.counters->*c.field : 0));
+    if (c.field == &QueueCountersSnapshot::rescued && page.rescued_unattributed > 0)
+      sample(out, c.name, queue_label(""), std::to_string(page.rescued_unattributed));
   }
-
-  family(out, "conveyor_jobs_rescued_total", "counter",
-         "Running jobs whose lease had expired (their worker died or stalled) made runnable "
-         "again by this process's rescue step, all queues (storage reports no per-queue count).",
-         true);
-  sample(out, "conveyor_jobs_rescued_total", "", std::to_string(page.rescued));
   family(out, "conveyor_storage_errors_total", "counter",
          "Failed storage calls of the engine's background work, by operation (claims, recording "
          "outcomes, maintenance steps); transient errors included.",
@@ -310,6 +312,22 @@ std::string render_prometheus(const MetricsPage& page) {
            "How old the conveyor_queue_jobs counts are (read from storage in the background, "
            "at most once a second).");
     sample(out, "conveyor_queue_stats_age_seconds", "", value_text(*page.stats_age_seconds));
+  }
+  // Only queues whose plugin reports it (ABI 1.1): a 1.0 plugin's zero
+  // would read as "nothing waiting".
+  bool any_oldest = false;
+  for (const auto& [queue, row] : rows) any_oldest |= row.stats && row.stats->oldest_pending_known;
+  if (any_oldest) {
+    family(out, "conveyor_queue_oldest_pending_age_seconds", "gauge",
+           "Seconds since the queue's longest-waiting pending job became ready (its run_at); 0 "
+           "when none is pending. From storage's counts (at most a second old).");
+    for (const auto& [queue, row] : rows) {
+      if (!row.stats || !row.stats->oldest_pending_known) continue;
+      const int64_t ready = row.stats->oldest_pending_run_at_us;
+      const double age = ready > 0 && page.now_us > ready ? (page.now_us - ready) / 1e6 : 0.0;
+      sample(out, "conveyor_queue_oldest_pending_age_seconds", queue_label(queue),
+             value_text(age));
+    }
   }
   family(out, "conveyor_queue_pending", "gauge",
          "Jobs ready to run now, as storage counts them (conveyor_queue_jobs{state=\"pending\"}).");

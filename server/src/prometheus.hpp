@@ -82,7 +82,8 @@ struct MetricsPage {
   std::optional<double> stats_age_seconds;       // how old those counts are
   std::map<std::string, EffectiveLimit> limits;  // effective limit per queue
   bool rate_limit_enabled = true;
-  uint64_t rescued = 0;
+  uint64_t rescued_unattributed = 0;  // from an ABI 1.0 plugin: not per queue
+  int64_t now_us = 0;                 // wall clock of the page (ages are measured to it)
   std::vector<std::pair<std::string, uint64_t>> storage_errors;  // by operation
   std::vector<std::pair<std::string, std::string>> build_info;   // label, value
   std::optional<ProcessStats> process;
@@ -96,8 +97,10 @@ MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts)
 // queue found in counters, stats or limits (queues without counters show
 // zeros): per-queue counters conveyor_jobs_{enqueued,dispatched,completed,
 // failed,retried}_total, conveyor_ratelimit_throttled_total and
-// conveyor_leases_lost_total; conveyor_jobs_rescued_total and
+// conveyor_leases_lost_total and conveyor_jobs_rescued_total (plus one series
+// with an empty queue label for rescues an ABI 1.0 plugin cannot attribute);
 // conveyor_storage_errors_total{operation}; gauges conveyor_queue_jobs{state},
+// conveyor_queue_oldest_pending_age_seconds (plugins of ABI 1.1),
 // conveyor_queue_pending, conveyor_queue_paused, conveyor_ratelimit_rate and
 // _burst{source} (limited queues only), conveyor_ratelimit_enabled,
 // conveyor_build_info; histograms conveyor_job_pickup_latency_seconds and

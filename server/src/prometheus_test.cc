@@ -82,14 +82,18 @@ TEST(Prometheus, StatesLimitsBuildAndProcess) {
   QueueCountersSnapshot email;
   email.queue = "email";
   email.leases_lost = 2;
+  email.rescued = 3;
   page.counters = {email};
-  page.stats = {QueueStats{"bulk", true, 300, 4, 5, 6, 7, 8}};
+  page.stats = {QueueStats{"bulk", true, 300, 4, 5, 6, 7, 8, true, 1'000'000},
+                QueueStats{"quiet", false, 0, 0, 0, 0, 0, 0, true, 0},
+                QueueStats{"old_plugin", false, 1, 0, 0, 0, 0, 0, false, 0}};
+  page.now_us = 91'500'000;
   page.stats_age_seconds = 0.25;
   page.limits["email"] = EffectiveLimit{RateLimit{2.5, 5}, LimitSource::kOverride};
   page.limits["bulk"] = EffectiveLimit{RateLimit{10, 10}, LimitSource::kQueueConfig};
   page.limits["idle"] = EffectiveLimit{std::nullopt, LimitSource::kNone};
   page.rate_limit_enabled = false;
-  page.rescued = 9;
+  page.rescued_unattributed = 9;
   page.storage_errors = {{"claiming_jobs", 3}};
   page.build_info = {{"version", "0.1.0"}, {"storage_plugin", "sqlite"}};
   page.process = ProcessStats{1.5, 1024, 4096, 1.7e9, 12, 1024, 7};
@@ -107,7 +111,15 @@ TEST(Prometheus, StatesLimitsBuildAndProcess) {
   EXPECT_TRUE(contains(text, "conveyor_queue_jobs{queue=\"idle\",state=\"failed\"} 0"));
   EXPECT_TRUE(contains(text, "conveyor_queue_stats_age_seconds 0.25"));
   EXPECT_TRUE(contains(text, "conveyor_leases_lost_total{queue=\"email\"} 2"));
-  EXPECT_TRUE(contains(text, "conveyor_jobs_rescued_total 9"));
+  EXPECT_TRUE(contains(text, "conveyor_jobs_rescued_total{queue=\"email\"} 3"));
+  EXPECT_TRUE(contains(text, "conveyor_jobs_rescued_total{queue=\"bulk\"} 0"));
+  EXPECT_TRUE(contains(text, "conveyor_jobs_rescued_total{queue=\"\"} 9"))
+      << "an ABI 1.0 plugin's rescues, not attributed to a queue";
+  EXPECT_TRUE(contains(text, "conveyor_queue_oldest_pending_age_seconds{queue=\"bulk\"} 90.5"));
+  EXPECT_TRUE(contains(text, "conveyor_queue_oldest_pending_age_seconds{queue=\"quiet\"} 0"));
+  EXPECT_EQ(text.find("conveyor_queue_oldest_pending_age_seconds{queue=\"old_plugin\""),
+            std::string::npos)
+      << "a plugin that does not report it has no series (a 0 would read as nothing waiting)";
   EXPECT_TRUE(contains(text, "conveyor_storage_errors_total{operation=\"claiming_jobs\"} 3"));
   EXPECT_TRUE(contains(text, "conveyor_ratelimit_enabled 0"));
   EXPECT_TRUE(contains(text, "conveyor_ratelimit_rate{queue=\"email\",source=\"override\"} 2.5"));

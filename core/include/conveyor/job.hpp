@@ -51,6 +51,10 @@ struct QueueStats {
   int64_t completed = 0;
   int64_t failed = 0;
   int64_t cancelled = 0;
+  // When the longest-waiting pending job became ready (its run_at); 0 when
+  // none is pending. Known only from a plugin of ABI 1.1 or later.
+  bool oldest_pending_known = false;
+  int64_t oldest_pending_run_at_us = 0;
 };
 
 // Which jobs of one queue to list (Engine::list_jobs, Storage::list_jobs):

@@ -16,6 +16,7 @@ namespace conveyor {
 struct EngineInternals {
   static const LimitResolver& limits(const Engine& engine);
   static Metrics& metrics(Engine& engine);
+  static const Clock& clock(const Engine& engine);
   // The storage plugin the engine opened (name, capabilities, ABI).
   static const PluginInfo& plugin_info(const Engine& engine);
   static std::unique_ptr<Engine> make(Config config, const Clock& clock,

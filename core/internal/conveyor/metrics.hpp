@@ -46,6 +46,7 @@ struct QueueCounters {
   std::atomic<uint64_t> retried{0};      // failed attempts scheduled for a retry
   std::atomic<uint64_t> throttled{0};    // dispatch deferred on an exhausted limit
   std::atomic<uint64_t> leases_lost{0};  // an outcome refused: the lease was gone
+  std::atomic<uint64_t> rescued{0};      // lease expired; made runnable again or failed
   Histogram pickup_latency;              // ready (run_at) -> claimed
   Histogram duration;                    // handler start -> end
 };
@@ -53,7 +54,7 @@ struct QueueCounters {
 struct QueueCountersSnapshot {
   std::string queue;
   uint64_t enqueued = 0, dispatched = 0, completed = 0, failed = 0, retried = 0, throttled = 0,
-           leases_lost = 0;
+           leases_lost = 0, rescued = 0;
   Histogram::Snapshot pickup_latency;
   Histogram::Snapshot duration;
 };
@@ -70,9 +71,9 @@ class Metrics {
   std::atomic<uint64_t>& storage_errors(std::string_view operation);
   std::vector<std::pair<std::string, uint64_t>> storage_errors_snapshot() const;  // by name
 
-  // Jobs whose lease had expired made runnable again by this process's
-  // rescue step. Not per queue: storage's rescue reports only a count.
-  std::atomic<uint64_t> rescued{0};
+  // Jobs this process's rescue step rescued that it cannot attribute to a
+  // queue: a storage plugin of ABI 1.0 reports only how many.
+  std::atomic<uint64_t> rescued_unattributed{0};
 
  private:
   mutable std::mutex mu_;

@@ -83,9 +83,17 @@ class Storage {
   // lease: CONVEYOR_OK or CONVEYOR_E_LEASE_LOST.
   virtual std::vector<conveyor_status> release(std::span<const conveyor_lease> leases,
                                                int64_t now_us) = 0;
+  // What one rescue_expired call changed.
+  struct Rescued {
+    uint32_t count = 0;
+    // Each rescued job after the change (available again, or failed); empty
+    // from a plugin without ABI 1.1's rescue_expired_v2, which reports only
+    // the count.
+    std::vector<Job> jobs;
+  };
   // Rescues up to max_jobs running jobs whose lease expired before now_us
-  // (runnable again, or failed with no attempts left); how many.
-  virtual uint32_t rescue_expired(int64_t now_us, uint32_t max_jobs) = 0;
+  // (runnable again, or failed with no attempts left).
+  virtual Rescued rescue_expired(int64_t now_us, uint32_t max_jobs) = 0;
   // Cancels a job; false when it does not exist or is already final.
   virtual bool cancel(int64_t job_id, int64_t now_us) = 0;
   virtual void set_queue_paused(std::string_view queue, bool paused, int64_t now_us) = 0;

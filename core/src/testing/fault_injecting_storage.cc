@@ -221,7 +221,7 @@ std::vector<conveyor_status> FaultInjectingStorage::release(std::span<const conv
                    [&](std::span<const conveyor_lease> l) { return inner_->release(l, now_us); });
 }
 
-uint32_t FaultInjectingStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
+Storage::Rescued FaultInjectingStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
   const bool drop = before(StorageOp::kRescueExpired);
   auto r = inner_->rescue_expired(now_us, max_jobs);
   after(StorageOp::kRescueExpired, drop);

@@ -78,6 +78,8 @@ constexpr const char* kBugs[] = {
     "delete_nothing",        // delete_jobs: reports OK, deletes nothing
     "counts_no_scheduled",   // job_counts: scheduled jobs counted as pending
     "counts_cached",         // job_counts: the handle's first answer, forever
+    "rescue_reports_running",  // rescue_expired_v2: jobs reported as they were (RUNNING)
+    "oldest_zero",             // queue_stats, job_counts: oldest_pending_run_at_us always 0
 };
 
 bool known_bug(std::string_view name) {
@@ -283,8 +285,24 @@ conveyor_status m_pause(conveyor_storage* s, conveyor_str queue, int32_t paused,
   return out_status(s, inner->set_queue_paused(in(s), queue, paused, now, err), err);
 }
 
+// Reports forwarded with oldest_pending_run_at_us zeroed (mutant oldest_zero).
+struct OldestTap {
+  conveyor_queue_stats_fn fn;
+  void* ctx;
+  static void forward(void* c, const conveyor_queue_stats* st) {
+    auto* t = static_cast<OldestTap*>(c);
+    conveyor_queue_stats copy = *st;
+    copy.oldest_pending_run_at_us = 0;
+    t->fn(t->ctx, &copy);
+  }
+};
+
 conveyor_status m_stats(conveyor_storage* s, int64_t now, conveyor_queue_stats_fn fn, void* ctx,
                         conveyor_error* err) {
+  if (self(s)->is("oldest_zero") && fn != nullptr) {
+    OldestTap tap{fn, ctx};
+    return out_status(s, inner->queue_stats(in(s), now, &OldestTap::forward, &tap, err), err);
+  }
   return out_status(s, inner->queue_stats(in(s), now, fn, ctx, err), err);
 }
 
@@ -420,6 +438,10 @@ struct CountsTap {
 conveyor_status m_job_counts(conveyor_storage* s, int64_t now, conveyor_queue_stats_fn fn,
                              void* ctx, conveyor_error* err) {
   Mutant& m = *self(s);
+  if (m.is("oldest_zero") && fn != nullptr) {
+    OldestTap tap{fn, ctx};
+    return out_status(s, inner->job_counts(in(s), now, &OldestTap::forward, &tap, err), err);
+  }
   if (m.is("counts_no_scheduled") && fn != nullptr) {
     CountsTap tap{&m, fn, ctx};
     return out_status(s,
@@ -457,6 +479,29 @@ conveyor_status m_job_counts(conveyor_storage* s, int64_t now, conveyor_queue_st
     return CONVEYOR_OK;
   }
   return out_status(s, inner->job_counts(in(s), now, fn, ctx, err), err);
+}
+
+// Jobs forwarded as RUNNING (mutant rescue_reports_running).
+struct RunningTap {
+  conveyor_job_fn fn;
+  void* ctx;
+  static void forward(void* c, const conveyor_job* job) {
+    auto* t = static_cast<RunningTap*>(c);
+    conveyor_job copy = *job;
+    copy.state = CONVEYOR_JOB_RUNNING;
+    t->fn(t->ctx, &copy);
+  }
+};
+
+conveyor_status m_rescue_v2(conveyor_storage* s, int64_t now, uint32_t max_jobs,
+                            conveyor_job_fn fn, void* ctx, uint32_t* out, conveyor_error* err) {
+  if (self(s)->is("rescue_reports_running") && fn != nullptr) {
+    RunningTap tap{fn, ctx};
+    return out_status(
+        s, inner->rescue_expired_v2(in(s), now, max_jobs, &RunningTap::forward, &tap, out, err),
+        err);
+  }
+  return out_status(s, inner->rescue_expired_v2(in(s), now, max_jobs, fn, ctx, out, err), err);
 }
 
 conveyor_storage_plugin table;
@@ -511,7 +556,12 @@ extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storag
                                     m_list_jobs,
                                     m_retry_jobs,
                                     m_delete_jobs,
-                                    m_job_counts};
+                                    m_job_counts,
+                                    // Only what the wrapped plugin has.
+                                    inner->struct_size >= CONVEYOR_PLUGIN_V1_1_SIZE &&
+                                            inner->rescue_expired_v2 != nullptr
+                                        ? m_rescue_v2
+                                        : nullptr};
   });
   return inner == nullptr ? nullptr : &table;
 }

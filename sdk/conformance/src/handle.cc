@@ -323,6 +323,17 @@ Status Handle::job_counts(int64_t now_us, std::vector<StatsCopy>* stats) {
   return outcome("job_counts", r.status);
 }
 
+Status Handle::rescue_expired_v2(int64_t now_us, uint32_t max_jobs, std::vector<JobCopy>* jobs) {
+  auto r = binding_->rescue_expired_v2(now_us, max_jobs);
+  Status s = outcome("rescue_expired_v2", r.status);
+  if (s.ok() && r.value.out_rescued != r.value.jobs.size())
+    ADD_FAILURE() << "rescue_expired_v2 set *out_rescued = " << r.value.out_rescued
+                  << " but called on_job " << r.value.jobs.size()
+                  << " times (storage_plugin.h: \"one on_job call per rescued job\")";
+  if (jobs != nullptr) *jobs = std::move(r.value.jobs);
+  return s;
+}
+
 std::vector<JobCopy> Handle::claim_kinds_jobs(std::string_view queue,
                                               const std::vector<std::string>& kinds,
                                               uint32_t max_jobs, int64_t now_us) {

@@ -113,6 +113,7 @@ class Handle {
                     std::vector<conveyor_status>* results);
   Status delete_jobs(const std::vector<int64_t>& ids, std::vector<conveyor_status>* results);
   Status job_counts(int64_t now_us, std::vector<StatsCopy>* stats);
+  Status rescue_expired_v2(int64_t now_us, uint32_t max_jobs, std::vector<JobCopy>* jobs);
 
   // ---- must succeed (throw CallFailed) ----
   int64_t add(const JobSpec& job);

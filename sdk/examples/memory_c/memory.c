@@ -857,8 +857,11 @@ static conveyor_status mem_release(conveyor_storage* h, const conveyor_lease* le
  * Maintenance: rescue_expired, cancel, purge_finished
  * ------------------------------------------------------------------------ */
 
-static conveyor_status mem_rescue_expired(conveyor_storage* h, int64_t now_us, uint32_t max_jobs,
-                                          uint32_t* out_rescued, conveyor_error* err) {
+/* rescue_expired and rescue_expired_v2: on_job (may be NULL) hears of each
+ * rescued job after the change. */
+static conveyor_status rescue(conveyor_storage* h, int64_t now_us, uint32_t max_jobs,
+                              conveyor_job_fn on_job, void* ctx, uint32_t* out_rescued,
+                              conveyor_error* err) {
   static const char kExpired[] = "lease expired: the worker stopped heartbeating (presumed dead)";
   mem_store* s = h->store;
   uint32_t rescued = 0;
@@ -884,11 +887,24 @@ static conveyor_status mem_rescue_expired(conveyor_storage* h, int64_t now_us, u
     } else {
       make_final(s, j, CONVEYOR_JOB_FAILED, now_us);
     }
+    if (on_job != NULL) report_job(j, now_us, on_job, ctx);
     ++rescued;
   }
   pthread_mutex_unlock(&s->mu);
   *out_rescued = rescued;
   return CONVEYOR_OK;
+}
+
+static conveyor_status mem_rescue_expired(conveyor_storage* h, int64_t now_us, uint32_t max_jobs,
+                                          uint32_t* out_rescued, conveyor_error* err) {
+  return rescue(h, now_us, max_jobs, NULL, NULL, out_rescued, err);
+}
+
+static conveyor_status mem_rescue_expired_v2(conveyor_storage* h, int64_t now_us,
+                                             uint32_t max_jobs, conveyor_job_fn on_job, void* ctx,
+                                             uint32_t* out_rescued, conveyor_error* err) {
+  if (on_job == NULL) return set_error(err, CONVEYOR_E_INVALID, "memory plugin: on_job is NULL");
+  return rescue(h, now_us, max_jobs, on_job, ctx, out_rescued, err);
 }
 
 static conveyor_status mem_cancel(conveyor_storage* h, int64_t job_id, int64_t now_us,
@@ -964,17 +980,27 @@ static conveyor_status mem_queue_stats(conveyor_storage* h, int64_t now_us,
                                        conveyor_error* err) {
   mem_store* s = h->store;
   int64_t* scheduled; /* per queue ordinal: AVAILABLE jobs with run_at > now */
+  int64_t* oldest;    /* per queue ordinal: least run_at of pending jobs, 0: none */
   size_t i;
   if (on_stats == NULL)
     return set_error(err, CONVEYOR_E_INVALID, "memory plugin: on_stats is NULL");
   pthread_mutex_lock(&s->mu);
   scheduled = (int64_t*)calloc(s->n_queues + 1, sizeof *scheduled);
-  if (scheduled == NULL) {
+  oldest = (int64_t*)calloc(s->n_queues + 1, sizeof *oldest);
+  if (scheduled == NULL || oldest == NULL) {
     pthread_mutex_unlock(&s->mu);
+    free(scheduled);
+    free(oldest);
     return out_of_memory(err);
   }
-  for (i = 0; i < s->n_available; ++i)
-    if (s->available[i]->run_at_us > now_us) scheduled[s->available[i]->queue->ordinal]++;
+  for (i = 0; i < s->n_available; ++i) {
+    const mem_job* j = s->available[i];
+    int64_t* o = &oldest[j->queue->ordinal];
+    if (j->run_at_us > now_us)
+      scheduled[j->queue->ordinal]++;
+    else if (*o == 0 || j->run_at_us < *o)
+      *o = j->run_at_us;
+  }
   for (i = 0; i < s->n_queues; ++i) {
     const mem_queue* q = s->queues[i];
     conveyor_queue_stats out;
@@ -993,10 +1019,12 @@ static conveyor_status mem_queue_stats(conveyor_storage* h, int64_t now_us,
     out.completed = c[CONVEYOR_JOB_COMPLETED];
     out.failed = c[CONVEYOR_JOB_FAILED];
     out.cancelled = c[CONVEYOR_JOB_CANCELLED];
+    out.oldest_pending_run_at_us = oldest[q->ordinal];
     on_stats(ctx, &out);
   }
   pthread_mutex_unlock(&s->mu);
   free(scheduled);
+  free(oldest);
   return CONVEYOR_OK;
 }
 
@@ -1335,6 +1363,7 @@ static const conveyor_storage_plugin memory_plugin = {
     .retry_jobs = mem_retry_jobs,
     .delete_jobs = mem_delete_jobs,
     .job_counts = mem_queue_stats,
+    .rescue_expired_v2 = mem_rescue_expired_v2,
 };
 
 /* The one exported symbol. A host of any 1.x minor gets the table: an older

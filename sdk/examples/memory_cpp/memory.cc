@@ -320,6 +320,13 @@ class MemoryStorage {
   }
 
   uint32_t rescue_expired(int64_t now_us, uint32_t max_jobs) {
+    return rescue(now_us, max_jobs, nullptr);
+  }
+  uint32_t rescue_expired_v2(int64_t now_us, uint32_t max_jobs, const JobSink& sink) {
+    return rescue(now_us, max_jobs, &sink);
+  }
+  // sink (null from rescue_expired) hears of each rescued job, after.
+  uint32_t rescue(int64_t now_us, uint32_t max_jobs, const JobSink* sink) {
     std::lock_guard lock(store_->mu);
     uint32_t rescued = 0;
     for (auto& [id, j] : store_->jobs) {
@@ -332,6 +339,7 @@ class MemoryStorage {
       } else {
         store_->make_final(j, CONVEYOR_JOB_FAILED, now_us);
       }
+      if (sink != nullptr) report(j, now_us, *sink);
       ++rescued;
     }
     return rescued;
@@ -368,8 +376,12 @@ class MemoryStorage {
       out.struct_size = sizeof out;
       out.paused = q.paused ? 1 : 0;
       out.queue = str(name);
-      for (const auto& [priority, run_at_us, id] : q.available)
-        if (run_at_us > now_us) ++out.scheduled;
+      for (const auto& [priority, run_at_us, id] : q.available) {
+        if (run_at_us > now_us)
+          ++out.scheduled;
+        else if (out.oldest_pending_run_at_us == 0 || run_at_us < out.oldest_pending_run_at_us)
+          out.oldest_pending_run_at_us = run_at_us;
+      }
       out.pending = c[CONVEYOR_JOB_AVAILABLE] - out.scheduled;
       out.running = c[CONVEYOR_JOB_RUNNING];
       out.completed = c[CONVEYOR_JOB_COMPLETED];

@@ -47,6 +47,10 @@
 //                   std::span<conveyor_status> results);
 //   void delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results);
 //   void job_counts(int64_t now_us, const QueueStatsSink& sink);
+//   uint32_t rescue_expired_v2(int64_t now_us, uint32_t max_jobs,
+//                              const JobSink& sink);  // each rescued job, after
+// (conveyor_queue_stats' 1.1 field oldest_pending_run_at_us is the plugin's to
+// fill in queue_stats and job_counts.)
 //
 // Threading is as the C header says: every method but the destructor may be
 // called concurrently. The host never calls the object from inside one of its
@@ -523,6 +527,15 @@ struct Adapter {
     });
   }
 
+  static conveyor_status rescue_expired_v2(conveyor_storage* s, int64_t now, uint32_t max_jobs,
+                                           conveyor_job_fn fn, void* ctx, uint32_t* out,
+                                           conveyor_error* err) {
+    return guarded(err, [&] {
+      if (fn == nullptr || out == nullptr) throw Error(CONVEYOR_E_INVALID, "on_job or out_rescued is NULL");
+      *out = self(s)->rescue_expired_v2(now, max_jobs, JobSink(fn, ctx));
+    });
+  }
+
   static constexpr bool has_enqueue_at =
       requires(Impl & i, std::span<const conveyor_new_job> j, std::span<int64_t> o) {
     i.enqueue_at(j, int64_t{}, o);
@@ -546,6 +559,9 @@ struct Adapter {
   static constexpr bool has_job_counts = requires(Impl & i, const QueueStatsSink& sink) {
     i.job_counts(int64_t{}, sink);
   };
+  static constexpr bool has_rescue_expired_v2 = requires(Impl & i, const JobSink& sink) {
+    i.rescue_expired_v2(int64_t{}, uint32_t{}, sink);
+  };
 
     // Each optional slot: the adapter function when Impl has the method, else
     // NULL; if constexpr keeps the adapter function from being instantiated.
@@ -563,6 +579,7 @@ struct Adapter {
   CONVEYOR_SDK_OPTIONAL_SLOT(retry_jobs_slot, has_retry_jobs, retry_jobs)
   CONVEYOR_SDK_OPTIONAL_SLOT(delete_jobs_slot, has_delete_jobs, delete_jobs)
   CONVEYOR_SDK_OPTIONAL_SLOT(job_counts_slot, has_job_counts, job_counts)
+  CONVEYOR_SDK_OPTIONAL_SLOT(rescue_expired_v2_slot, has_rescue_expired_v2, rescue_expired_v2)
 #undef CONVEYOR_SDK_OPTIONAL_SLOT
 
   static constexpr bool has_notify = requires(Impl & i, const NotifySink& sink) {
@@ -620,6 +637,7 @@ struct Adapter {
         retry_jobs_slot(),
         delete_jobs_slot(),
         job_counts_slot(),
+        rescue_expired_v2_slot(),
     };
     return &t;
   }

@@ -48,6 +48,10 @@ struct StatsCopy {
   int64_t completed = 0;
   int64_t failed = 0;
   int64_t cancelled = 0;
+  // ABI 1.1: whether struct_size covers oldest_pending_run_at_us, and its
+  // value (0: nothing pending).
+  bool reports_oldest_pending = false;
+  int64_t oldest_pending_run_at = 0;
 };
 
 // One conveyor_rate_limit, copied.
@@ -223,6 +227,11 @@ class PluginBinding {
   Result<std::vector<conveyor_status>> retry_jobs(std::span<const int64_t> job_ids, int64_t now_us);
   Result<std::vector<conveyor_status>> delete_jobs(std::span<const int64_t> job_ids);
   Result<std::vector<StatsCopy>> job_counts(int64_t now_us);
+  struct Rescued {
+    std::vector<JobCopy> jobs;  // each rescued job, after the change
+    uint32_t out_rescued = kUnwrittenCount;
+  };
+  Result<Rescued> rescue_expired_v2(int64_t now_us, uint32_t max_jobs);
 
   // Whether the table covers a slot (offset, size) and it is non-NULL.
   bool has_slot(std::size_t offset, std::size_t size) const noexcept;
