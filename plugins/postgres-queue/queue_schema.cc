@@ -176,6 +176,15 @@ CREATE INDEX retired_newest ON {s}.retired (newest);
 // existing schema are taken from its entries here, so nothing is lost.
 constexpr const char* kQueueV3 = R"sql(
 CREATE INDEX ready_list ON {s}.ready (queue, job_id);
+-- A claim mark names its queue, so closing it counts without reading `ready`
+-- (a statement that locks marks and then ready partitions would wait in a
+-- cycle with a rotation's LOCK of both). Open claims of an existing schema
+-- get theirs here (a one-time update of the few running jobs).
+ALTER TABLE {s}.marks ADD COLUMN queue text COLLATE "C";
+UPDATE {s}.marks m SET queue = r.queue FROM {s}.ready r
+WHERE r.slot = m.slot AND r.entry_id = m.entry_id AND m.stage = 1 AND m.what = 3
+  AND NOT EXISTS (SELECT 1 FROM {s}.marks c
+                  WHERE c.slot = m.slot AND c.entry_id = m.entry_id AND c.stage = 2);
 CREATE TABLE {s}.tally (
   slot  integer  NOT NULL,
   queue text     COLLATE "C" NOT NULL,
@@ -238,33 +247,37 @@ static_assert(kTallySlots == 4, "CONVEYOR_TALLY_SLOT and kQueueV3 spell the coun
 
 // The claim statement; FILTER narrows the candidates (claim_kinds).
 #define CONVEYOR_CLAIM_SQL(FILTER) \
-  "\n"                                                                                                   \
-  "WITH ring AS (\n"                                                                                     \
-  "  SELECT moves FROM {s}.ring WHERE id = true\n"                                                       \
-  "), cand AS (\n"                                                                                       \
-  "  SELECT r.slot, r.entry_id, r.job_id, r.kind, r.payload, r.priority, r.attempt,\n"                   \
-  "         r.max_attempts, r.run_at, r.created_at, r.last_error\n"                                      \
-  "  FROM {s}.ready r\n"                                                                                 \
-  "  WHERE r.queue = $1::text\n"                                                                         \
-  "    AND (r.priority, r.run_at, r.job_id) >= (\n"                                                      \
-  "          (SELECT CASE WHEN moves = $10::bigint THEN $7::integer ELSE -2147483648 END FROM ring),\n"  \
-  "          (SELECT CASE WHEN moves = $10::bigint THEN $8::bigint\n"                                    \
-  "                       ELSE -9223372036854775808 END FROM ring),\n"                                   \
-  "          (SELECT CASE WHEN moves = $10::bigint THEN $9::bigint\n"                                    \
-  "                       ELSE -9223372036854775808 END FROM ring))\n"                                   \
-  "    AND r.run_at <= $2::bigint"                                                                       \
-  FILTER                                                                                                 \
-  "\n"                                                                                                   \
-  "    AND NOT EXISTS (SELECT 1 FROM {s}.marks m\n"                                                      \
-  "                    WHERE m.slot = r.slot AND m.entry_id = r.entry_id AND m.stage = 1 OFFSET 0)\n"    \
-  "    AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1::text AND paused)\n"                     \
-  "  ORDER BY r.priority, r.run_at, r.job_id\n"                                                          \
-  "  LIMIT $3::bigint\n"                                                                                 \
-  "  FOR UPDATE OF r SKIP LOCKED\n"                                                                      \
-  "), won AS (\n"                                                                                        \
-  "  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token, lease_expires,\n"      \
-  "                         claimed_by)\n"                                                               \
-  "  SELECT slot, entry_id, 1, 3, job_id, $2::bigint, $4::bigint, $5::bigint, $6::text FROM cand\n"      \
+  "\n"                                                                                            \
+  "WITH ring AS (\n"                                                                              \
+  "  SELECT moves FROM {s}.ring WHERE id = true\n"                                                \
+  "), cand AS (\n"                                                                                \
+  "  SELECT r.slot, r.entry_id, r.job_id, r.kind, r.payload, r.priority, r.attempt,\n"            \
+  "         r.max_attempts, r.run_at, r.created_at, r.last_error\n"                               \
+  "  FROM {s}.ready r\n"                                                                          \
+  "  WHERE r.queue = $1::text\n"                                                                  \
+  "    AND (r.priority, r.run_at, r.job_id) >= (\n"                                               \
+  "          (SELECT CASE WHEN moves = $10::bigint THEN $7::integer ELSE -2147483648 END FROM "   \
+  "ring),\n"                                                                                      \
+  "          (SELECT CASE WHEN moves = $10::bigint THEN $8::bigint\n"                             \
+  "                       ELSE -9223372036854775808 END FROM ring),\n"                            \
+  "          (SELECT CASE WHEN moves = $10::bigint THEN $9::bigint\n"                             \
+  "                       ELSE -9223372036854775808 END FROM ring))\n"                            \
+  "    AND r.run_at <= $2::bigint" FILTER                                                         \
+  "\n"                                                                                            \
+  "    AND NOT EXISTS (SELECT 1 FROM {s}.marks m\n"                                               \
+  "                    WHERE m.slot = r.slot AND m.entry_id = r.entry_id AND m.stage = 1 OFFSET " \
+  "0)\n"                                                                                          \
+  "    AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1::text AND paused)\n"              \
+  "  ORDER BY r.priority, r.run_at, r.job_id\n"                                                   \
+  "  LIMIT $3::bigint\n"                                                                          \
+  "  FOR UPDATE OF r SKIP LOCKED\n"                                                               \
+  "), won AS (\n"                                                                                 \
+  "  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token, "               \
+  "lease_expires,\n"                                                                              \
+  "                         claimed_by, queue)\n"                                                 \
+  "  SELECT slot, entry_id, 1, 3, job_id, $2::bigint, $4::bigint, $5::bigint, $6::text, "         \
+  "$1::text\n" \
+  "  FROM cand\n" \
   "  ON CONFLICT DO NOTHING\n"                                                                           \
   "  RETURNING entry_id\n"                                                                               \
   "), claimed AS (\n"                                                                                    \
@@ -368,7 +381,7 @@ WHERE ring.id = true)sql"},
     Statement{stmt::kComplete,
               R"sql(
 WITH open AS (
-  SELECT m.slot, m.entry_id, m.job_id, m.lease_token
+  SELECT m.slot, m.entry_id, m.job_id, m.lease_token, m.queue
 )sql" CONVEYOR_CLAIM_MARKS_OF_LEASES R"sql(), closed AS (
   INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token)
   SELECT slot, entry_id, 2, 4, job_id, $1::bigint, lease_token FROM open
@@ -376,8 +389,8 @@ WITH open AS (
   RETURNING slot, entry_id, job_id, lease_token
 ), tallied AS (
 )sql" CONVEYOR_TALLY(
-                  "SELECT r.queue, v.st, v.n FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND "
-                  "r.entry_id = c.entry_id CROSS JOIN (VALUES (3, -1), (4, 1)) AS v(st, n)") R"sql(
+                  "SELECT o.queue, v.st, v.n FROM closed c JOIN open o ON o.slot = c.slot AND "
+                  "o.entry_id = c.entry_id CROSS JOIN (VALUES (3, -1), (4, 1)) AS v(st, n)") R"sql(
 ), unextended AS (
   DELETE FROM {s}.lease_ext e USING closed c WHERE e.job_id = c.job_id
 )
@@ -477,7 +490,7 @@ SELECT c.job_id, n.queue FROM closed c LEFT JOIN next_turn n ON true)sql"},
     Statement{stmt::kFailFinal,
               R"sql(
 WITH open AS (
-  SELECT m.slot, m.entry_id, m.job_id FROM {s}.marks m
+  SELECT m.slot, m.entry_id, m.job_id, m.queue FROM {s}.marks m
   WHERE m.job_id = $3::bigint AND m.lease_token = $4::bigint AND m.stage = 1 AND m.what = 3
 ), closed AS (
   INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token, error)
@@ -486,8 +499,8 @@ WITH open AS (
   RETURNING slot, entry_id, job_id
 ), tallied AS (
 )sql" CONVEYOR_TALLY(
-                  "SELECT r.queue, v.st, v.n FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND "
-                  "r.entry_id = c.entry_id CROSS JOIN (VALUES (3, -1), (5, 1)) AS v(st, n)") R"sql(
+                  "SELECT o.queue, v.st, v.n FROM closed c JOIN open o ON o.slot = c.slot AND "
+                  "o.entry_id = c.entry_id CROSS JOIN (VALUES (3, -1), (5, 1)) AS v(st, n)") R"sql(
 ), unextended AS (
   DELETE FROM {s}.lease_ext e USING closed c WHERE e.job_id = c.job_id
 )

@@ -40,6 +40,8 @@ namespace conveyor::pgqueue {
 // Advisory-lock class held (per transaction) while rotating ("Rota"); the
 // object is hashtext(schema).
 inline constexpr int kRotationLockClass = 0x526f7461;
+// Advisory-lock class of fold_tally ("Tall"); object: the schema's hash.
+inline constexpr int kTallyFoldLockClass = 0x54616c6c;
 
 enum class Rotation {
   kLockedElsewhere,  // another process is rotating this ring
@@ -84,6 +86,7 @@ class RingMaintainer {
   postgres::ConnectionPool& pool_;
   const std::string schema_;
   const std::chrono::milliseconds interval_;
+  std::chrono::steady_clock::time_point last_fold_{};  // the thread's only
   PeriodicThread thread_;  // last: stopped before the members it uses go
 };
 
