@@ -164,9 +164,47 @@ CREATE TABLE {s}.retired (
 CREATE INDEX retired_newest ON {s}.retired (newest);
 )sql";
 
+// Version 3 (ABI 1.1): list_jobs walks a queue's jobs in id order
+// (ready_list), and job_counts sums `tally` instead of counting entries.
+// tally is append-only like the ring: every statement that moves jobs between
+// states appends one row per queue and state it changed (n: the change). Its
+// kTallySlots partitions take turns by the server's clock, one second each
+// (CONVEYOR_TALLY_SLOT); the maintenance thread folds a partition no longer
+// written into one row per queue and state and TRUNCATEs the rest
+// (fold_tally, ring_rotator.cc), so job_counts sums a few seconds of rows
+// whatever the history. No counter row is ever updated. The counts of an
+// existing schema are taken from its entries here, so nothing is lost.
+constexpr const char* kQueueV3 = R"sql(
+CREATE INDEX ready_list ON {s}.ready (queue, job_id);
+-- A claim mark names its queue, so closing it counts without reading `ready`
+-- (a statement that locks marks and then ready partitions would wait in a
+-- cycle with a rotation's LOCK of both). Open claims of an existing schema
+-- get theirs here (a one-time update of the few running jobs).
+ALTER TABLE {s}.marks ADD COLUMN queue text COLLATE "C";
+UPDATE {s}.marks m SET queue = r.queue FROM {s}.ready r
+WHERE r.slot = m.slot AND r.entry_id = m.entry_id AND m.stage = 1 AND m.what = 3
+  AND NOT EXISTS (SELECT 1 FROM {s}.marks c
+                  WHERE c.slot = m.slot AND c.entry_id = m.entry_id AND c.stage = 2);
+CREATE TABLE {s}.tally (
+  slot  integer  NOT NULL,
+  queue text     COLLATE "C" NOT NULL,
+  state smallint NOT NULL CHECK (state IN (1, 3, 4, 5, 6)),
+  n     bigint   NOT NULL
+) PARTITION BY LIST (slot);
+CREATE TABLE {s}.tally_0 PARTITION OF {s}.tally FOR VALUES IN (0);
+CREATE TABLE {s}.tally_1 PARTITION OF {s}.tally FOR VALUES IN (1);
+CREATE TABLE {s}.tally_2 PARTITION OF {s}.tally FOR VALUES IN (2);
+CREATE TABLE {s}.tally_3 PARTITION OF {s}.tally FOR VALUES IN (3);
+INSERT INTO {s}.tally (slot, queue, state, n)
+SELECT 0, queue, state, count(*)
+FROM (SELECT queue, state FROM {s}.entries WHERE NOT purged AND state <> 0
+      UNION ALL SELECT queue, 1 FROM {s}.later) AS live
+GROUP BY queue, state;
+)sql";
+
 const std::vector<std::string>& migration_steps() {
   static const std::vector<std::string> steps = {std::string(kQueueV1) + postgres::kControlTables,
-                                                 kQueueV2};
+                                                 kQueueV2, kQueueV3};
   return steps;
 }
 
@@ -190,6 +228,68 @@ const std::vector<std::string>& migration_steps() {
   "    WHERE l.slot < 0 AND m.job_id = l.id AND m.lease_token = l.token\n"           \
   "      AND m.stage = 1 AND m.what = 3\n"                                           \
   "    OFFSET 0) m\n"
+
+// The tally partition this second writes to (kTallySlots, the server's clock).
+#define CONVEYOR_TALLY_SLOT \
+  "(floor(extract(epoch FROM statement_timestamp()))::bigint % 4)::integer"
+static_assert(kTallySlots == 4, "CONVEYOR_TALLY_SLOT and kQueueV3 spell the count out");
+
+// Appends the count changes of ROWS, a SELECT of (queue, state, n) with one
+// row per job and state it left (n -1) or entered (n 1), to `tally` (version
+// 3): one row per queue and state, in the write slot.
+#define CONVEYOR_TALLY(ROWS)                        \
+  "INSERT INTO {s}.tally (slot, queue, state, n)\n" \
+  "  SELECT " CONVEYOR_TALLY_SLOT                   \
+  ", d.queue, d.state, sum(d.n)\n"                  \
+  "  FROM (" ROWS                                   \
+  ") AS d(queue, state, n)\n"                       \
+  "  GROUP BY d.queue, d.state HAVING sum(d.n) <> 0\n"
+
+// The claim statement; FILTER narrows the candidates (claim_kinds).
+#define CONVEYOR_CLAIM_SQL(FILTER) \
+  "\n"                                                                                            \
+  "WITH ring AS (\n"                                                                              \
+  "  SELECT moves FROM {s}.ring WHERE id = true\n"                                                \
+  "), cand AS (\n"                                                                                \
+  "  SELECT r.slot, r.entry_id, r.job_id, r.kind, r.payload, r.priority, r.attempt,\n"            \
+  "         r.max_attempts, r.run_at, r.created_at, r.last_error\n"                               \
+  "  FROM {s}.ready r\n"                                                                          \
+  "  WHERE r.queue = $1::text\n"                                                                  \
+  "    AND (r.priority, r.run_at, r.job_id) >= (\n"                                               \
+  "          (SELECT CASE WHEN moves = $10::bigint THEN $7::integer ELSE -2147483648 END FROM "   \
+  "ring),\n"                                                                                      \
+  "          (SELECT CASE WHEN moves = $10::bigint THEN $8::bigint\n"                             \
+  "                       ELSE -9223372036854775808 END FROM ring),\n"                            \
+  "          (SELECT CASE WHEN moves = $10::bigint THEN $9::bigint\n"                             \
+  "                       ELSE -9223372036854775808 END FROM ring))\n"                            \
+  "    AND r.run_at <= $2::bigint" FILTER                                                         \
+  "\n"                                                                                            \
+  "    AND NOT EXISTS (SELECT 1 FROM {s}.marks m\n"                                               \
+  "                    WHERE m.slot = r.slot AND m.entry_id = r.entry_id AND m.stage = 1 OFFSET " \
+  "0)\n"                                                                                          \
+  "    AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1::text AND paused)\n"              \
+  "  ORDER BY r.priority, r.run_at, r.job_id\n"                                                   \
+  "  LIMIT $3::bigint\n"                                                                          \
+  "  FOR UPDATE OF r SKIP LOCKED\n"                                                               \
+  "), won AS (\n"                                                                                 \
+  "  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token, "               \
+  "lease_expires,\n"                                                                              \
+  "                         claimed_by, queue)\n"                                                 \
+  "  SELECT slot, entry_id, 1, 3, job_id, $2::bigint, $4::bigint, $5::bigint, $6::text, "         \
+  "$1::text\n" \
+  "  FROM cand\n" \
+  "  ON CONFLICT DO NOTHING\n"                                                                           \
+  "  RETURNING entry_id\n"                                                                               \
+  "), claimed AS (\n"                                                                                    \
+  "  SELECT c.* FROM cand c JOIN won w ON w.entry_id = c.entry_id\n"                                     \
+  "), tallied AS (\n"                                                                                    \
+  CONVEYOR_TALLY("SELECT $1::text, v.st, v.n FROM won CROSS JOIN (VALUES (1, -1), (3, 1)) AS v(st, n)")  \
+  "\n"                                                                                                   \
+  ")\n"                                                                                                  \
+  "-- One row even when nothing was claimed: the ring's move generation.\n"                              \
+  "SELECT c.job_id, c.kind, c.payload, c.priority, c.attempt + 1, c.max_attempts, c.run_at,\n"           \
+  "       c.created_at, c.last_error, ring.moves, c.slot\n"                                              \
+  "FROM ring LEFT JOIN claimed c ON true"
 
 constexpr std::array kStatements = {
     // Due jobs are appended to the write slot, the others go to `later`
@@ -215,6 +315,8 @@ WITH registered AS (
                          kind, payload)
   SELECT job_id, queue, priority, run_at, 0, max_attempts, $7, kind, payload
   FROM input WHERE run_at > $7::bigint
+), tallied AS (
+)sql" CONVEYOR_TALLY("SELECT queue, 1, 1 FROM input") R"sql(
 ), notified AS (
   SELECT count(pg_notify($9::text, q)) AS n FROM unnest($8::text[]) AS q
 )
@@ -255,40 +357,8 @@ SELECT NULL, NULL, NULL,
     // The ready row itself is never updated. "OFFSET 0" keeps the mark check
     // a per-row primary-key probe: as an anti-join the planner hashes every
     // mark in the ring and sorts every entry of the queue, for each claim.
-    Statement{stmt::kClaim, R"sql(
-WITH ring AS (
-  SELECT moves FROM {s}.ring WHERE id = true
-), cand AS (
-  SELECT r.slot, r.entry_id, r.job_id, r.kind, r.payload, r.priority, r.attempt,
-         r.max_attempts, r.run_at, r.created_at, r.last_error
-  FROM {s}.ready r
-  WHERE r.queue = $1::text
-    AND (r.priority, r.run_at, r.job_id) >= (
-          (SELECT CASE WHEN moves = $10::bigint THEN $7::integer ELSE -2147483648 END FROM ring),
-          (SELECT CASE WHEN moves = $10::bigint THEN $8::bigint
-                       ELSE -9223372036854775808 END FROM ring),
-          (SELECT CASE WHEN moves = $10::bigint THEN $9::bigint
-                       ELSE -9223372036854775808 END FROM ring))
-    AND r.run_at <= $2::bigint
-    AND NOT EXISTS (SELECT 1 FROM {s}.marks m
-                    WHERE m.slot = r.slot AND m.entry_id = r.entry_id AND m.stage = 1 OFFSET 0)
-    AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1::text AND paused)
-  ORDER BY r.priority, r.run_at, r.job_id
-  LIMIT $3::bigint
-  FOR UPDATE OF r SKIP LOCKED
-), won AS (
-  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token, lease_expires,
-                         claimed_by)
-  SELECT slot, entry_id, 1, 3, job_id, $2::bigint, $4::bigint, $5::bigint, $6::text FROM cand
-  ON CONFLICT DO NOTHING
-  RETURNING entry_id
-), claimed AS (
-  SELECT c.* FROM cand c JOIN won w ON w.entry_id = c.entry_id
-)
--- One row even when nothing was claimed: the ring's move generation.
-SELECT c.job_id, c.kind, c.payload, c.priority, c.attempt + 1, c.max_attempts, c.run_at,
-       c.created_at, c.last_error, ring.moves, c.slot
-FROM ring LEFT JOIN claimed c ON true)sql"},
+    Statement{stmt::kClaim, CONVEYOR_CLAIM_SQL("")},
+    Statement{stmt::kClaimKinds, CONVEYOR_CLAIM_SQL("\n    AND r.kind = ANY($11::text[])")},
 
     // The queue's first unclaimed entry in claim order, from the beginning
     // (hint_prober.hpp), with the ring's move generation: always one row.
@@ -308,14 +378,19 @@ WHERE ring.id = true)sql"},
     // has no stage-2 mark; the stage-2 insert is the arbiter. RETURNING names
     // the leases that were current. The cost follows the batch, not the
     // history (CONVEYOR_CLAIM_MARKS_OF_LEASES).
-    Statement{stmt::kComplete, R"sql(
+    Statement{stmt::kComplete,
+              R"sql(
 WITH open AS (
-  SELECT m.slot, m.entry_id, m.job_id, m.lease_token
+  SELECT m.slot, m.entry_id, m.job_id, m.lease_token, m.queue
 )sql" CONVEYOR_CLAIM_MARKS_OF_LEASES R"sql(), closed AS (
   INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token)
   SELECT slot, entry_id, 2, 4, job_id, $1::bigint, lease_token FROM open
   ON CONFLICT DO NOTHING
-  RETURNING job_id, lease_token
+  RETURNING slot, entry_id, job_id, lease_token
+), tallied AS (
+)sql" CONVEYOR_TALLY(
+                  "SELECT o.queue, v.st, v.n FROM closed c JOIN open o ON o.slot = c.slot AND "
+                  "o.entry_id = c.entry_id CROSS JOIN (VALUES (3, -1), (4, 1)) AS v(st, n)") R"sql(
 ), unextended AS (
   DELETE FROM {s}.lease_ext e USING closed c WHERE e.job_id = c.job_id
 )
@@ -334,7 +409,8 @@ ON CONFLICT (job_id) DO UPDATE
 RETURNING job_id, lease_token)sql"},
 
     // The job gets a new entry at the host's now with the attempt unspent.
-    Statement{stmt::kRelease, R"sql(
+    Statement{stmt::kRelease,
+              R"sql(
 WITH open AS (
   SELECT m.slot, m.entry_id, m.job_id, m.lease_token
 )sql" CONVEYOR_CLAIM_MARKS_OF_LEASES R"sql(), closed AS (
@@ -347,6 +423,10 @@ WITH open AS (
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, $1::bigint, r.attempt,
          r.max_attempts, r.created_at, r.kind, r.payload, r.last_error
   FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id
+), tallied AS (
+)sql" CONVEYOR_TALLY(
+                  "SELECT r.queue, v.st, v.n FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND "
+                  "r.entry_id = c.entry_id CROSS JOIN (VALUES (3, -1), (1, 1)) AS v(st, n)") R"sql(
 ), unextended AS (
   DELETE FROM {s}.lease_ext e USING closed c WHERE e.job_id = c.job_id
 )
@@ -354,7 +434,8 @@ SELECT job_id, lease_token FROM closed)sql"},
 
     // After a claim whose reply was lost with its connection: give back
     // whatever that claim (its unique token, $1) took, unspent.
-    Statement{stmt::kReleaseOrphans, R"sql(
+    Statement{stmt::kReleaseOrphans,
+              R"sql(
 WITH open AS (
   SELECT m.slot, m.entry_id, m.job_id, m.lease_token FROM {s}.marks m
   WHERE m.stage = 1 AND m.what = 3 AND m.lease_token = $1::bigint
@@ -364,11 +445,17 @@ WITH open AS (
   SELECT slot, entry_id, 2, 1, job_id, $3::bigint, lease_token FROM open
   ON CONFLICT DO NOTHING
   RETURNING slot, entry_id
+), requeued AS (
+  INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
+  SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, r.run_at,
+         r.attempt, r.max_attempts, r.created_at, r.kind, r.payload, r.last_error
+  FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id
+), tallied AS (
+)sql" CONVEYOR_TALLY(
+                  "SELECT r.queue, v.st, v.n FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND "
+                  "r.entry_id = c.entry_id CROSS JOIN (VALUES (3, -1), (1, 1)) AS v(st, n)") R"sql(
 )
-INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
-SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, r.run_at, r.attempt,
-       r.max_attempts, r.created_at, r.kind, r.payload, r.last_error
-FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id)sql"},
+SELECT count(*) FROM closed)sql"},
 
     // A failed attempt to retry at $1: into the ring when due by the host's
     // now ($5), else into `later`.
@@ -392,20 +479,28 @@ WITH open AS (
 ), to_later AS (
   INSERT INTO {s}.later ()sql" CONVEYOR_ENTRY_COLUMNS R"sql()
   SELECT )sql" CONVEYOR_ENTRY_COLUMNS R"sql( FROM next_turn WHERE $1::bigint > $5::bigint
+), tallied AS (
+)sql" CONVEYOR_TALLY("SELECT queue, v.st, v.n FROM next_turn CROSS JOIN (VALUES (3, -1), (1, 1)) "
+                     "AS v(st, n)") R"sql(
 ), unextended AS (
   DELETE FROM {s}.lease_ext e USING closed c WHERE e.job_id = c.job_id
 )
 SELECT c.job_id, n.queue FROM closed c LEFT JOIN next_turn n ON true)sql"},
 
-    Statement{stmt::kFailFinal, R"sql(
+    Statement{stmt::kFailFinal,
+              R"sql(
 WITH open AS (
-  SELECT m.slot, m.entry_id, m.job_id FROM {s}.marks m
+  SELECT m.slot, m.entry_id, m.job_id, m.queue FROM {s}.marks m
   WHERE m.job_id = $3::bigint AND m.lease_token = $4::bigint AND m.stage = 1 AND m.what = 3
 ), closed AS (
   INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token, error)
   SELECT slot, entry_id, 2, 5, job_id, $1::bigint, $4::bigint, $2::text FROM open
   ON CONFLICT DO NOTHING
-  RETURNING job_id
+  RETURNING slot, entry_id, job_id
+), tallied AS (
+)sql" CONVEYOR_TALLY(
+                  "SELECT o.queue, v.st, v.n FROM closed c JOIN open o ON o.slot = c.slot AND "
+                  "o.entry_id = c.entry_id CROSS JOIN (VALUES (3, -1), (5, 1)) AS v(st, n)") R"sql(
 ), unextended AS (
   DELETE FROM {s}.lease_ext e USING closed c WHERE e.job_id = c.job_id
 )
@@ -415,8 +510,9 @@ SELECT job_id FROM closed)sql"},
     // now; claim marks only from lease expiry $4 (>= 1) on (rescue_window.hpp).
     // Requeued with their run_at, so their place in the queue (rescue forgets
     // this process's claim hints; probes find them for other processes).
-    // Returns how many it rescued and how many expired claims it found (at
-    // most $3: fewer means it saw them all).
+    // Returns how many expired claims it found (at most $3: fewer means it
+    // saw them all) in every row, and one row per job it rescued, as get_job
+    // would read it now (columns 1..14; NULL in the one row when none).
     Statement{stmt::kRescue, R"sql(
 WITH expired AS (
   (SELECT m.slot, m.entry_id, m.job_id, m.lease_token FROM {s}.marks m
@@ -447,16 +543,26 @@ WITH expired AS (
   FROM entry
   ON CONFLICT DO NOTHING
   RETURNING slot, entry_id, job_id, what
+), rescued AS (
+  SELECT c.what, r.* FROM closed c JOIN entry r ON r.slot = c.slot AND r.entry_id = c.entry_id
 ), requeued AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, r.run_at,
          r.attempt + 1, r.max_attempts, r.created_at, r.kind, r.payload, $2::text
-  FROM closed c JOIN entry r ON r.slot = c.slot AND r.entry_id = c.entry_id
-  WHERE c.what = 1
+  FROM rescued r
+  WHERE r.what = 1
+), tallied AS (
+)sql" CONVEYOR_TALLY("SELECT r.queue, v.st, v.n FROM rescued r CROSS JOIN LATERAL (VALUES (3, -1), "
+                     "(CASE WHEN r.what = 1 THEN 1 ELSE 5 END, 1)) AS v(st, n)") R"sql(
 ), unextended AS (
   DELETE FROM {s}.lease_ext e USING closed c WHERE e.job_id = c.job_id
 )
-SELECT (SELECT count(*) FROM closed), (SELECT count(*) FROM expired))sql"},
+SELECT f.found, r.job_id, r.queue, r.kind, r.payload, r.priority,
+       CASE WHEN r.what = 1 THEN 1 ELSE 5 END, r.attempt + 1, r.max_attempts, r.run_at,
+       r.created_at, CASE WHEN r.what = 1 THEN 0 ELSE $1::bigint END, 0::bigint, 0::bigint,
+       $2::text
+FROM (SELECT count(*) AS found FROM expired) AS f
+LEFT JOIN rescued r ON true)sql"},
 
     // A job not final: waiting in `later` (it gets an entry, cancelled at
     // once), unclaimed (stage-1 mark) or running (stage-2 mark). Returns how
@@ -465,7 +571,7 @@ SELECT (SELECT count(*) FROM closed), (SELECT count(*) FROM expired))sql"},
     // tries again.
     Statement{stmt::kCancel, R"sql(
 WITH cur AS (
-  SELECT r.slot, r.entry_id, r.job_id,
+  SELECT r.slot, r.entry_id, r.job_id, r.queue,
          (SELECT m.what FROM {s}.marks m
           WHERE m.slot = r.slot AND m.entry_id = r.entry_id AND m.stage = 1) AS taken
   FROM {s}.ready r
@@ -478,7 +584,7 @@ WITH cur AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), )sql" CONVEYOR_ENTRY_COLUMNS
                              R"sql( FROM from_later
-  RETURNING slot, entry_id, job_id
+  RETURNING slot, entry_id, job_id, queue
 ), marked AS (
   INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at)
   SELECT slot, entry_id, 1, 6, job_id, $1::bigint FROM cur WHERE taken IS NULL
@@ -487,7 +593,12 @@ WITH cur AS (
   UNION ALL
   SELECT slot, entry_id, 1, 6, job_id, $1::bigint FROM later_entry
   ON CONFLICT DO NOTHING
-  RETURNING job_id
+  RETURNING slot, entry_id, stage, job_id
+), tallied AS (
+)sql" CONVEYOR_TALLY("SELECT x.queue, v.st, v.n FROM marked m JOIN (SELECT slot, entry_id, queue "
+                     "FROM cur UNION ALL SELECT slot, entry_id, queue FROM later_entry) AS x ON "
+                     "x.slot = m.slot AND x.entry_id = m.entry_id CROSS JOIN LATERAL (VALUES (CASE "
+                     "WHEN m.stage = 1 THEN 1 ELSE 3 END, -1), (6, 1)) AS v(st, n)") R"sql(
 ), unextended AS (
   DELETE FROM {s}.lease_ext WHERE job_id = $2::bigint AND EXISTS (SELECT 1 FROM marked)
 )
@@ -509,13 +620,21 @@ SELECT (SELECT count(*) FROM marked),
          sum(jobs) FILTER (WHERE state = 5) AS failed,
          sum(jobs) FILTER (WHERE state = 6) AS cancelled
   FROM {s}.retired GROUP BY queue
+), oldest AS (
+  SELECT queue, min(run_at) AS run_at
+  FROM (SELECT queue, run_at FROM {s}.entries
+        WHERE NOT purged AND state = 1 AND run_at <= $1::bigint
+        UNION ALL SELECT queue, run_at FROM {s}.later WHERE run_at <= $1::bigint) AS due
+  GROUP BY queue
 )
 SELECT coalesce(l.name, g.queue) COLLATE "C", coalesce(l.paused, false),
        coalesce(l.pending, 0), coalesce(l.scheduled, 0), coalesce(l.running, 0),
        (coalesce(l.completed, 0) + coalesce(g.completed, 0))::bigint,
        (coalesce(l.failed, 0) + coalesce(g.failed, 0))::bigint,
-       (coalesce(l.cancelled, 0) + coalesce(g.cancelled, 0))::bigint
+       (coalesce(l.cancelled, 0) + coalesce(g.cancelled, 0))::bigint,
+       coalesce(o.run_at, 0)::bigint
 FROM counted l FULL JOIN gone g ON g.queue = l.name
+LEFT JOIN oldest o ON o.queue = coalesce(l.name, g.queue)
 ORDER BY 1)sql"},
 
     // The `later` row if the job waits there, else its newest entry.
@@ -535,16 +654,206 @@ ORDER BY 1)sql"},
     // the entries; until then the job reads as gone.
     Statement{stmt::kPurge, R"sql(
 WITH doomed AS (
-  SELECT m.slot, m.entry_id, m.job_id FROM {s}.marks m
+  SELECT m.slot, m.entry_id, m.job_id, m.what FROM {s}.marks m
   WHERE m.what BETWEEN 4 AND 6 AND m.at < $1::bigint
     AND NOT EXISTS (SELECT 1 FROM {s}.marks p
                     WHERE p.slot = m.slot AND p.entry_id = m.entry_id AND p.stage = 3)
   ORDER BY m.at, m.job_id
   LIMIT $2::bigint
+), purged AS (
+  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at)
+  SELECT slot, entry_id, 3, 7, job_id, $1::bigint FROM doomed
+  ON CONFLICT DO NOTHING
+  RETURNING slot, entry_id
+), tallied AS (
+)sql" CONVEYOR_TALLY("SELECT r.queue, d.what, -1 FROM purged p JOIN doomed d ON d.slot = p.slot "
+                     "AND d.entry_id = p.entry_id JOIN {s}.ready r ON r.slot = p.slot AND "
+                     "r.entry_id = p.entry_id") R"sql(
 )
-INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at)
-SELECT slot, entry_id, 3, 7, job_id, $1::bigint FROM doomed
-ON CONFLICT DO NOTHING)sql"},
+SELECT count(*) FROM purged)sql"},
+
+    // ABI 1.1 statements (schema version 3).
+
+    // Retries ids $1 (distinct) at the host's now $2: a FAILED or CANCELLED
+    // job's newest entry gets a stage-3 mark (what 1: retried, so it reads as
+    // gone like a purged one and its counts leave with it) and the job a new
+    // entry, attempt 0. The stage-3 key is the arbiter against a racing
+    // delete, purge or retry. Per id: 0 retried, 1 not found, 2 wrong state.
+    Statement{
+        stmt::kRetryJobs,
+        R"sql(
+WITH ids AS (
+  SELECT DISTINCT unnest($1::bigint[]) AS id
+), cur AS (
+  SELECT i.id, e.slot, e.entry_id, e.queue, e.state, e.purged, e.last_error
+  FROM ids i
+  CROSS JOIN LATERAL (SELECT * FROM {s}.entries x WHERE x.job_id = i.id
+                      ORDER BY x.entry_id DESC LIMIT 1) e
+  WHERE NOT EXISTS (SELECT 1 FROM {s}.later l WHERE l.job_id = i.id)
+), won AS (
+  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at)
+  SELECT slot, entry_id, 3, 1, id, $2::bigint FROM cur WHERE state IN (5, 6) AND NOT purged
+  ON CONFLICT DO NOTHING
+  RETURNING slot, entry_id, job_id
+), retried AS (
+  INSERT INTO {s}.ready (slot, job_id, queue, priority, run_at, attempt, max_attempts,
+                         created_at, kind, payload, last_error)
+  SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority,
+         $2::bigint, 0, r.max_attempts, r.created_at, r.kind, r.payload, c.last_error
+  FROM won w
+  JOIN {s}.ready r ON r.slot = w.slot AND r.entry_id = w.entry_id
+  JOIN cur c ON c.slot = w.slot AND c.entry_id = w.entry_id
+), tallied AS (
+)sql" CONVEYOR_TALLY(
+            "SELECT c.queue, v.st, v.n FROM won w JOIN cur c ON c.slot = w.slot AND c.entry_id = "
+            "w.entry_id CROSS JOIN LATERAL (VALUES (c.state, -1), (1, 1)) AS v(st, n)") R"sql(
+), notified AS (
+  SELECT count(pg_notify($3::text, q)) AS n
+  FROM (SELECT DISTINCT c.queue FROM won w JOIN cur c ON c.id = w.job_id) AS x(q)
+)
+SELECT i.id, CASE WHEN w.job_id IS NOT NULL THEN 0
+                  WHEN EXISTS (SELECT 1 FROM {s}.later l WHERE l.job_id = i.id) THEN 2
+                  WHEN c.id IS NULL OR c.purged OR c.state IN (5, 6) THEN 1
+                  ELSE 2 END
+FROM ids i CROSS JOIN notified
+LEFT JOIN cur c ON c.id = i.id
+LEFT JOIN won w ON w.job_id = i.id)sql"},
+
+    // Deletes ids $1 (distinct) that are final: a purge mark on the newest
+    // entry, as purge_finished makes. Per id: 0 deleted, 1 not found, 2 not
+    // final.
+    Statement{stmt::kDeleteJobs, R"sql(
+WITH ids AS (
+  SELECT DISTINCT unnest($1::bigint[]) AS id
+), cur AS (
+  SELECT i.id, e.slot, e.entry_id, e.queue, e.state, e.purged, e.finalized_at
+  FROM ids i
+  CROSS JOIN LATERAL (SELECT * FROM {s}.entries x WHERE x.job_id = i.id
+                      ORDER BY x.entry_id DESC LIMIT 1) e
+  WHERE NOT EXISTS (SELECT 1 FROM {s}.later l WHERE l.job_id = i.id)
+), won AS (
+  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at)
+  SELECT slot, entry_id, 3, 7, id, finalized_at FROM cur
+  WHERE state BETWEEN 4 AND 6 AND NOT purged
+  ON CONFLICT DO NOTHING
+  RETURNING slot, entry_id, job_id
+), tallied AS (
+)sql" CONVEYOR_TALLY("SELECT c.queue, c.state, -1 FROM won w JOIN cur c ON c.slot = w.slot AND "
+                     "c.entry_id = w.entry_id") R"sql(
+)
+SELECT i.id, CASE WHEN w.job_id IS NOT NULL THEN 0
+                  WHEN EXISTS (SELECT 1 FROM {s}.later l WHERE l.job_id = i.id) THEN 2
+                  WHEN c.id IS NULL OR c.purged OR c.state BETWEEN 4 AND 6 THEN 1
+                  ELSE 2 END
+FROM ids i
+LEFT JOIN cur c ON c.id = i.id
+LEFT JOIN won w ON w.job_id = i.id)sql"},
+
+    // Queue $1's jobs with id > $2 in id order, at most $3, in states $4
+    // (2: AVAILABLE with run_at > now $6; empty: all), of kind $5 ('' all).
+    // A loose index scan over the queue's job ids (ready_list; `later` is the
+    // scheduled backlog), each job read as get_job reads it. The recursive
+    // CTE yields ids in increasing order and stops with the LIMIT.
+    Statement{stmt::kListJobs, R"sql(
+WITH RECURSIVE ids(id) AS (
+  SELECT least((SELECT min(r.job_id) FROM {s}.ready r
+                WHERE r.queue = $1::text AND r.job_id > $2::bigint),
+               (SELECT min(l.job_id) FROM {s}.later l
+                WHERE l.queue = $1::text AND l.job_id > $2::bigint))
+  UNION ALL
+  SELECT least((SELECT min(r.job_id) FROM {s}.ready r
+                WHERE r.queue = $1::text AND r.job_id > ids.id),
+               (SELECT min(l.job_id) FROM {s}.later l
+                WHERE l.queue = $1::text AND l.job_id > ids.id))
+  FROM ids WHERE ids.id IS NOT NULL
+)
+SELECT j.* FROM ids CROSS JOIN LATERAL (
+  (SELECT 0 AS src, job_id, queue, kind, payload, priority, 1 AS state, attempt, max_attempts,
+          run_at, created_at, 0::bigint AS finalized_at, 0::bigint AS lease_token,
+          0::bigint AS lease_expires, last_error, false AS purged
+   FROM {s}.later WHERE job_id = ids.id)
+  UNION ALL
+  (SELECT 1, job_id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
+          created_at, finalized_at, lease_token, lease_expires, last_error, purged
+   FROM {s}.entries WHERE job_id = ids.id
+   ORDER BY entry_id DESC LIMIT 1)
+  ORDER BY 1 LIMIT 1) j
+WHERE ids.id IS NOT NULL AND NOT j.purged AND j.state <> 0
+  AND ($5::text = '' OR j.kind = $5::text)
+  AND (cardinality($4::integer[]) = 0
+       OR (CASE WHEN j.state = 1 AND j.run_at > $6::bigint THEN 2 ELSE j.state END)
+          = ANY($4::integer[]))
+LIMIT $3::bigint)sql"},
+
+    // queue_stats without counting entries: `tally` and `retired` summed.
+    // Only the split of AVAILABLE reads jobs: `later` rows not due at the
+    // host's now $1, and ring entries not due (rare: due when appended by
+    // another clock), found per priority of the queue (a loose index scan)
+    // by run_at, never by walking the claimed ones.
+    Statement{stmt::kJobCounts, R"sql(
+WITH t AS (
+  SELECT queue, state, sum(n) AS n
+  FROM (SELECT queue, state, n FROM {s}.tally
+        UNION ALL SELECT queue, state, jobs FROM {s}.retired) AS x
+  GROUP BY queue, state
+), c AS (
+  SELECT queue,
+         coalesce(sum(n) FILTER (WHERE state = 1), 0) AS available,
+         coalesce(sum(n) FILTER (WHERE state = 3), 0) AS running,
+         coalesce(sum(n) FILTER (WHERE state = 4), 0) AS completed,
+         coalesce(sum(n) FILTER (WHERE state = 5), 0) AS failed,
+         coalesce(sum(n) FILTER (WHERE state = 6), 0) AS cancelled
+  FROM t GROUP BY queue
+), s AS (
+  SELECT c.*,
+         (SELECT count(*) FROM {s}.later l WHERE l.queue = c.queue AND l.run_at > $1::bigint)
+         + (WITH RECURSIVE pr(p) AS (
+              SELECT (SELECT min(r.priority) FROM {s}.ready r WHERE r.queue = c.queue)
+              UNION ALL
+              SELECT (SELECT min(r.priority) FROM {s}.ready r
+                      WHERE r.queue = c.queue AND r.priority > pr.p)
+              FROM pr WHERE pr.p IS NOT NULL)
+            SELECT count(*) FROM pr
+            CROSS JOIN LATERAL (
+              SELECT 1 FROM {s}.ready r
+              WHERE r.queue = c.queue AND r.priority = pr.p AND r.run_at > $1::bigint
+                AND NOT EXISTS (SELECT 1 FROM {s}.marks m
+                                WHERE m.slot = r.slot AND m.entry_id = r.entry_id
+                                  AND m.stage = 1 OFFSET 0)
+              OFFSET 0) AS f
+            WHERE pr.p IS NOT NULL) AS scheduled
+  FROM c WHERE c.available <> 0 OR c.running <> 0 OR c.completed <> 0 OR c.failed <> 0
+            OR c.cancelled <> 0
+)
+SELECT coalesce(s.queue, p.name) COLLATE "C", coalesce(p.paused, false),
+       coalesce(s.available - s.scheduled, 0)::bigint, coalesce(s.scheduled, 0)::bigint,
+       coalesce(s.running, 0)::bigint, coalesce(s.completed, 0)::bigint,
+       coalesce(s.failed, 0)::bigint, coalesce(s.cancelled, 0)::bigint,
+       -- The oldest pending run_at, read only when something is pending: the
+       -- due `later` rows, and per priority the first unclaimed due entry by
+       -- run_at (this walks the queue's claimed entries of that priority
+       -- still in the ring ahead of it).
+       CASE WHEN s.available - s.scheduled > 0 THEN coalesce(least(
+         (SELECT min(l.run_at) FROM {s}.later l
+          WHERE l.queue = s.queue AND l.run_at <= $1::bigint),
+         (WITH RECURSIVE pr(p) AS (
+            SELECT (SELECT min(r.priority) FROM {s}.ready r WHERE r.queue = s.queue)
+            UNION ALL
+            SELECT (SELECT min(r.priority) FROM {s}.ready r
+                    WHERE r.queue = s.queue AND r.priority > pr.p)
+            FROM pr WHERE pr.p IS NOT NULL)
+          SELECT min(f.run_at) FROM pr
+          CROSS JOIN LATERAL (
+            SELECT r.run_at FROM {s}.ready r
+            WHERE r.queue = s.queue AND r.priority = pr.p AND r.run_at <= $1::bigint
+              AND NOT EXISTS (SELECT 1 FROM {s}.marks m
+                              WHERE m.slot = r.slot AND m.entry_id = r.entry_id
+                                AND m.stage = 1 OFFSET 0)
+            ORDER BY r.run_at, r.job_id
+            LIMIT 1) AS f
+          WHERE pr.p IS NOT NULL)), 0) ELSE 0 END::bigint
+FROM s FULL JOIN (SELECT name, paused FROM {s}.queues WHERE paused) AS p ON p.name = s.queue
+ORDER BY 1)sql"},
 
     // Counts of truncated finished jobs whose newest is past retention.
     Statement{stmt::kPurgeRetired, R"sql(
@@ -553,6 +862,8 @@ DELETE FROM {s}.retired WHERE newest < $1::bigint)sql"},
 
 #undef CONVEYOR_ENTRY_COLUMNS
 #undef CONVEYOR_CLAIM_MARKS_OF_LEASES
+#undef CONVEYOR_CLAIM_SQL
+#undef CONVEYOR_TALLY
 
 // Creates the ring's partitions and its row, or checks the slot count of an
 // existing ring.
@@ -594,6 +905,13 @@ std::string ready_partition(const std::string& schema, uint32_t slot) {
 std::string marks_partition(const std::string& schema, uint32_t slot) {
   return postgres::quote_identifier(schema) + ".\"marks_" + std::to_string(slot) + "\"";
 }
+
+std::string tally_partition(const std::string& schema, uint32_t tally_slot) {
+  return postgres::quote_identifier(schema) + ".\"tally_" + std::to_string(tally_slot) + "\"";
+}
+
+std::string tally_slot_sql() { return CONVEYOR_TALLY_SLOT; }
+#undef CONVEYOR_TALLY_SLOT
 
 void migrate_schema(pqxx::connection& conn, const std::string& schema, uint32_t slots) {
   {

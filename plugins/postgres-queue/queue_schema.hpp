@@ -14,7 +14,10 @@
 namespace conveyor::pgqueue {
 
 // The schema version this build creates and understands.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
+
+// Partitions of `tally` (schema 3), written in turn one second each.
+inline constexpr uint32_t kTallySlots = 4;
 
 // What a mark records (marks.what); the SQL spells these numbers out.
 inline constexpr int kMarkMoved = 0;      // stage 1 or 2: the entry was copied forward
@@ -49,6 +52,11 @@ inline constexpr const char* kQueueStats = "q_queue_stats";
 inline constexpr const char* kGetJob = "q_get_job";
 inline constexpr const char* kPurge = "q_purge";
 inline constexpr const char* kPurgeRetired = "q_purge_retired";
+inline constexpr const char* kClaimKinds = "q_claim_kinds";
+inline constexpr const char* kListJobs = "q_list_jobs";
+inline constexpr const char* kRetryJobs = "q_retry_jobs";
+inline constexpr const char* kDeleteJobs = "q_delete_jobs";
+inline constexpr const char* kJobCounts = "q_job_counts";
 }  // namespace stmt
 
 // Session settings on top of postgres::configure_session: no sequential
@@ -66,6 +74,9 @@ std::string statement_sql(const std::string& name, const std::string& schema);
 // Table names of one slot's partitions, schema-qualified and quoted.
 std::string ready_partition(const std::string& schema, uint32_t slot);
 std::string marks_partition(const std::string& schema, uint32_t slot);
+std::string tally_partition(const std::string& schema, uint32_t tally_slot);
+// The SQL expression of the tally partition written now (the server's clock).
+std::string tally_slot_sql();
 
 }  // namespace conveyor::pgqueue
 

@@ -25,6 +25,12 @@
 //              clock, or retry_at after the host's now): deleted when a claim
 //              of their queue finds them due and appends them to the ring.
 //   lease_ext  the only mutable job row: a lease moved by extend_leases.
+//   tally      count changes (schema 3): each statement that moves jobs
+//              between states appends one row per queue and state it
+//              changed, into one of 4 partitions taking turns by the
+//              server's clock; the maintenance thread folds a partition past
+//              its turn into one row per queue and state (TRUNCATE and
+//              re-insert). Never updated.
 //   ring       one row: slot count, write slot, last rotation.
 //   queues, rate_limits, meta: shared with the canonical plugin
 //              (postgres-common/control_store.hpp).
@@ -60,6 +66,18 @@
 // queue and outcome), which queue_stats adds in and purge_finished deletes
 // once past retention, so `completed` and `failed` mean what they mean on
 // the canonical plugins.
+//
+// ABI 1.1: job_counts sums `tally` and `retired` (a few rows per queue and
+// state per slot) instead of counting entries; only the pending / scheduled
+// split reads jobs (`later`, and ring entries not due, found by run_at per
+// priority). retry_jobs puts a stage-3 mark (what 1, retried) on the final
+// entry, which then reads as gone like a purged one, and appends a new entry
+// for the same job id; delete_jobs puts a purge mark. The stage-3 key is the
+// arbiter between retry, delete and purge of one entry. list_jobs walks the
+// queue's job ids in order (ready_list) and reads each job as get_job does.
+// claim_kinds is claim with a kind filter on the same index walk: it starts
+// at the claim hint but never moves it (other kinds may wait before what it
+// took).
 #include "queue_storage.hpp"
 
 #include "hint_prober.hpp"
@@ -73,11 +91,13 @@
 
 #include <pqxx/nontransaction>
 #include <pqxx/result>
+#include <pqxx/transaction>
 
 #include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -138,10 +158,19 @@ void QueueStorage::migrate() {
 }
 
 void QueueStorage::enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids) {
-  const postgres::EnqueueArrays a = postgres::encode_enqueue_batch(jobs);
   // Due or not is judged by this process's clock (enqueue has no now_us);
   // it is also created_at.
-  const int64_t wall = postgres::wall_clock_us();
+  enqueue_with(jobs, postgres::wall_clock_us(), out_ids);
+}
+
+void QueueStorage::enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
+                              std::span<int64_t> out_ids) {
+  enqueue_with(jobs, now_us, out_ids);
+}
+
+void QueueStorage::enqueue_with(std::span<const conveyor_new_job> jobs, int64_t wall,
+                                std::span<int64_t> out_ids) {
+  const postgres::EnqueueArrays a = postgres::encode_enqueue_batch(jobs);
   std::vector<std::pair<int64_t, bool>> rows;  // (id, appended to the ring)
   run("enqueue", Retry::kNever, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
@@ -167,7 +196,21 @@ void QueueStorage::enqueue(std::span<const conveyor_new_job> jobs, std::span<int
 
 uint32_t QueueStorage::claim(std::string_view queue, uint32_t max_jobs, int64_t lease_token,
                              int64_t now_us, int64_t lease_expires_us, const sdk::JobSink& sink) {
+  return claim_with(queue, {}, max_jobs, lease_token, now_us, lease_expires_us, sink);
+}
+
+uint32_t QueueStorage::claim_kinds(std::string_view queue, std::span<const std::string_view> kinds,
+                                   uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                                   int64_t lease_expires_us, const sdk::JobSink& sink) {
+  return claim_with(queue, kinds, max_jobs, lease_token, now_us, lease_expires_us, sink);
+}
+
+uint32_t QueueStorage::claim_with(std::string_view queue, std::span<const std::string_view> kinds,
+                                  uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                                  int64_t lease_expires_us, const sdk::JobSink& sink) {
   postgres::require_queue(queue, "claim");
+  const bool filtered = !kinds.empty();
+  const std::string kinds_text = filtered ? postgres::text_array(kinds) : std::string();
   if (max_jobs == 0) return 0;
   start_maintenance();
   const std::string q(queue);
@@ -194,9 +237,13 @@ uint32_t QueueStorage::claim(std::string_view queue, uint32_t max_jobs, int64_t 
       }
       hints_.abandon(from);  // a claim run again starts afresh
       from = hints_.start(q);
-      pqxx::result r = tx.exec_prepared(stmt::kClaim, q, now_us, max_jobs, lease_token,
-                                        lease_expires_us, claimer(), from.key.priority,
-                                        from.key.run_at, from.key.job_id, from.moves);
+      pqxx::result r =
+          filtered ? tx.exec_prepared(stmt::kClaimKinds, q, now_us, max_jobs, lease_token,
+                                      lease_expires_us, claimer(), from.key.priority,
+                                      from.key.run_at, from.key.job_id, from.moves, kinds_text)
+                   : tx.exec_prepared(stmt::kClaim, q, now_us, max_jobs, lease_token,
+                                      lease_expires_us, claimer(), from.key.priority,
+                                      from.key.run_at, from.key.job_id, from.moves);
       claimed.clear();
       claimed.reserve(r.size());
       claimed_slots.clear();
@@ -216,7 +263,11 @@ uint32_t QueueStorage::claim(std::string_view queue, uint32_t max_jobs, int64_t 
     hints_.abandon(from);
     throw;
   }
-  if (claimed.empty()) {
+  if (filtered) {
+    // The hint is a lower bound for every kind; what a filtered claim took
+    // says nothing of the other kinds' entries before it.
+    hints_.abandon(from);
+  } else if (claimed.empty()) {
     hints_.advance(q, from, nullptr, moves);
   } else {
     ClaimKey first = key_of(claimed.front());
@@ -296,21 +347,41 @@ void QueueStorage::fail(conveyor_lease lease, std::string_view error_text, int64
 }
 
 uint32_t QueueStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
+  return rescue_with(now_us, max_jobs, nullptr);
+}
+
+uint32_t QueueStorage::rescue_expired_v2(int64_t now_us, uint32_t max_jobs,
+                                         const sdk::JobSink& sink) {
+  return rescue_with(now_us, max_jobs, &sink);
+}
+
+uint32_t QueueStorage::rescue_with(int64_t now_us, uint32_t max_jobs, const sdk::JobSink* sink) {
   if (max_jobs == 0) return 0;
-  int64_t changed = 0, found = 0;
+  int64_t found = 0;
+  std::vector<postgres::OwnedJob> rescued;
   const int64_t floor = rescue_window_.floor(now_us);
   run("rescue_expired", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
     pqxx::result r =
         tx.exec_prepared(stmt::kRescue, now_us, std::string(kLeaseExpiredError), max_jobs, floor);
-    changed = postgres::int_at(r[0], 0);
-    found = postgres::int_at(r[0], 1);
+    found = postgres::int_at(r[0], 0);
+    rescued.clear();
+    for (const auto& row : r)
+      if (!row[1].is_null()) rescued.push_back(postgres::stored_job_at(row, 1, now_us));
   });
   // Complete only if the limit did not cut the expired claims short (some
-  // found may have been closed meanwhile: changed can be less than found).
+  // found may have been closed meanwhile: rescued can be fewer than found).
   rescue_window_.scanned(floor, now_us, found < int64_t{max_jobs});
-  if (changed > 0) hints_.forget_all();
-  return static_cast<uint32_t>(changed);
+  if (!rescued.empty()) hints_.forget_all();
+  if (sink != nullptr) {
+    std::sort(rescued.begin(), rescued.end(),
+              [](const auto& a, const auto& b) { return a.id < b.id; });
+    for (const postgres::OwnedJob& j : rescued) {
+      conveyor_job v = j.view();
+      (*sink)(v);
+    }
+  }
+  return static_cast<uint32_t>(rescued.size());
 }
 
 void QueueStorage::cancel(int64_t job_id, int64_t now_us) {
@@ -331,13 +402,38 @@ void QueueStorage::cancel(int64_t job_id, int64_t now_us) {
               "cancel: job " + std::to_string(job_id) + " does not exist or is already final");
 }
 
-void QueueStorage::queue_stats(int64_t now_us, const sdk::QueueStatsSink& sink) {
+namespace {
+
+// Queue-stats rows (name, paused, six counts, oldest pending run_at) copied
+// out of a result, to report after the read.
+struct StatsRows {
   std::vector<sdk::OwnedQueueStats> rows;
+  std::vector<int64_t> oldest_pending;
+};
+
+StatsRows stats_rows(const pqxx::result& r) {
+  StatsRows out{postgres::queue_stats_rows(r), {}};
+  for (const auto& row : r) out.oldest_pending.push_back(postgres::int_at(row, 8));
+  return out;
+}
+
+void report_stats(const StatsRows& s, const sdk::QueueStatsSink& sink) {
+  for (size_t i = 0; i < s.rows.size(); ++i) {
+    conveyor_queue_stats v = s.rows[i].view();
+    v.oldest_pending_run_at_us = s.oldest_pending[i];  // ABI 1.1
+    sink(v);
+  }
+}
+
+}  // namespace
+
+void QueueStorage::queue_stats(int64_t now_us, const sdk::QueueStatsSink& sink) {
+  StatsRows rows;
   run("queue_stats", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    rows = postgres::queue_stats_rows(tx.exec_prepared(stmt::kQueueStats, now_us));
+    rows = stats_rows(tx.exec_prepared(stmt::kQueueStats, now_us));
   });
-  for (const sdk::OwnedQueueStats& r : rows) sink(r.view());
+  report_stats(rows, sink);
 }
 
 void QueueStorage::get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& sink) {
@@ -355,13 +451,98 @@ void QueueStorage::get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& s
 
 uint64_t QueueStorage::purge_finished(int64_t finalized_before_us, uint32_t max_jobs) {
   if (max_jobs == 0) return 0;
-  const uint64_t purged = rows_changed("purge_finished", Retry::kAfterConnectionLoss, stmt::kPurge,
-                                       finalized_before_us, max_jobs);
+  uint64_t purged = 0;
+  run("purge_finished", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    purged = static_cast<uint64_t>(
+        postgres::int_at(tx.exec_prepared(stmt::kPurge, finalized_before_us, max_jobs)[0], 0));
+  });
   // Truncated jobs past retention leave the counts too; they are rows of
   // counts, not jobs, so they are not part of the number returned.
   rows_changed("purge_finished", Retry::kAfterConnectionLoss, stmt::kPurgeRetired,
                finalized_before_us);
   return purged;
+}
+
+uint32_t QueueStorage::list_jobs(std::string_view queue, std::span<const int32_t> states,
+                                 std::string_view kind, int64_t after_id, uint32_t limit,
+                                 int64_t now_us, const sdk::JobSink& sink) {
+  const std::string q(queue), k(kind), states_text = postgres::int_array(states);
+  std::vector<postgres::OwnedJob> jobs;
+  run("list_jobs", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    pqxx::result r = tx.exec_prepared(stmt::kListJobs, q, after_id, limit, states_text, k, now_us);
+    jobs.clear();
+    jobs.reserve(r.size());
+    for (const auto& row : r) jobs.push_back(postgres::stored_job_at(row, 1, now_us));
+  });
+  // The ids come in increasing order already; sorted again so that no plan
+  // change can break the keyset.
+  std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  for (const postgres::OwnedJob& j : jobs) {
+    conveyor_job v = j.view();
+    sink(v);
+  }
+  return static_cast<uint32_t>(jobs.size());
+}
+
+template <typename... Extra>
+void QueueStorage::per_id_batch(const char* op, const char* statement, std::span<const int64_t> ids,
+                                conveyor_status repeated, std::span<conveyor_status> results,
+                                const Extra&... extra) {
+  if (ids.empty()) return;
+  const std::string ids_text = postgres::bigint_array(ids);
+  std::vector<std::pair<int64_t, int>> outcome;  // (id, 0 applied / 1 not found / 2 wrong state)
+  run(op, Retry::kNever, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    pqxx::result r = tx.exec_prepared(statement, ids_text, extra...);
+    outcome.clear();
+    for (const auto& row : r)
+      outcome.emplace_back(postgres::int_at(row, 0), postgres::int32_at(row, 1));
+  });
+  std::sort(outcome.begin(), outcome.end());
+  std::unordered_set<int64_t> seen;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = std::lower_bound(outcome.begin(), outcome.end(), std::pair<int64_t, int>{ids[i], 0});
+    if (it == outcome.end() || it->first != ids[i])
+      throw Error(
+          CONVEYOR_E_INTERNAL,
+          std::string(op) + ": the server reported no outcome for job " + std::to_string(ids[i]));
+    const bool first = seen.insert(ids[i]).second;
+    if (it->second == 0)
+      results[i] = first ? CONVEYOR_OK : repeated;
+    else
+      results[i] = it->second == 1 ? CONVEYOR_E_NOT_FOUND : CONVEYOR_E_WRONG_STATE;
+  }
+}
+
+void QueueStorage::retry_jobs(std::span<const int64_t> ids, int64_t now_us,
+                              std::span<conveyor_status> results) {
+  // A repeated id sees the job its first occurrence made AVAILABLE.
+  per_id_batch("retry_jobs", stmt::kRetryJobs, ids, CONVEYOR_E_WRONG_STATE, results, now_us,
+               channels().jobs);
+  // The new entries are at now, maybe below a hint.
+  hints_.forget_all();
+}
+
+void QueueStorage::delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results) {
+  // A repeated id finds the job gone.
+  per_id_batch("delete_jobs", stmt::kDeleteJobs, ids, CONVEYOR_E_NOT_FOUND, results);
+}
+
+void QueueStorage::job_counts(int64_t now_us, const sdk::QueueStatsSink& sink) {
+  StatsRows rows;
+  run("job_counts", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::work tx(c);
+    // A fold TRUNCATEs a tally partition: a snapshot taken before it would
+    // see the partition empty. The lock waits for a fold in progress, and
+    // the SELECT's snapshot is taken after it.
+    tx.exec("LOCK TABLE " + postgres::quote_identifier(options_.pg.schema) +
+            ".tally IN ACCESS SHARE MODE");
+    rows = stats_rows(tx.exec_prepared(stmt::kJobCounts, now_us));
+    tx.commit();
+  });
+  report_stats(rows, sink);
 }
 
 }  // namespace conveyor::pgqueue

@@ -38,6 +38,20 @@ class QueueStorage : public postgres::PgStorageBase {
 
   CONVEYOR_PG_JOB_CALLS;
 
+  // ABI 1.1 (storage_plugin.h; the adapter has checked the arguments).
+  void enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
+                  std::span<int64_t> out_ids);
+  uint32_t claim_kinds(std::string_view queue, std::span<const std::string_view> kinds,
+                       uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                       int64_t lease_expires_us, const sdk::JobSink& sink);
+  uint32_t list_jobs(std::string_view queue, std::span<const int32_t> states, std::string_view kind,
+                     int64_t after_id, uint32_t limit, int64_t now_us, const sdk::JobSink& sink);
+  void retry_jobs(std::span<const int64_t> ids, int64_t now_us, std::span<conveyor_status> results);
+  void delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results);
+  void job_counts(int64_t now_us, const sdk::QueueStatsSink& sink);
+  // One sink call per rescued job (AVAILABLE or FAILED, no lease).
+  uint32_t rescue_expired_v2(int64_t now_us, uint32_t max_jobs, const sdk::JobSink& sink);
+
   const QueueOptions& options() const { return options_; }
 
  private:
@@ -47,6 +61,23 @@ class QueueStorage : public postgres::PgStorageBase {
   // first claim: a process that claims serves the queue; one that only
   // enqueues or inspects does not).
   void start_maintenance();
+
+  // enqueue and enqueue_at: due (into the ring) and created at `now`.
+  void enqueue_with(std::span<const conveyor_new_job> jobs, int64_t now,
+                    std::span<int64_t> out_ids);
+  // claim and claim_kinds: kinds empty claims any kind.
+  uint32_t claim_with(std::string_view queue, std::span<const std::string_view> kinds,
+                      uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                      int64_t lease_expires_us, const sdk::JobSink& sink);
+  // rescue_expired and rescue_expired_v2: sink (if any) gets each rescued job.
+  uint32_t rescue_with(int64_t now_us, uint32_t max_jobs, const sdk::JobSink* sink);
+  // retry_jobs and delete_jobs: runs statement(ids[], extra...) and maps its
+  // per-id outcome (0 applied, 1 not found, 2 wrong state) to results;
+  // a repeated id's later occurrences get `repeated` where the first applied.
+  template <typename... Extra>
+  void per_id_batch(const char* op, const char* statement, std::span<const int64_t> ids,
+                    conveyor_status repeated, std::span<conveyor_status> results,
+                    const Extra&... extra);
 
   // Gives back whatever a claim with this token took when its reply was lost.
   void release_orphans(int64_t lease_token, int64_t lease_expires_us, int64_t now_us) noexcept;

@@ -2,6 +2,7 @@
 // that one process at a time rotates. The plugin's own maintenance thread is
 // kept out of the way (rotation_interval_ms one hour); the tests rotate with
 // rotate_ring on a connection of their own.
+#include "queue_schema.hpp"
 #include "queue_test_support.hpp"
 #include "ring_rotator.hpp"
 
@@ -137,6 +138,74 @@ TEST_F(RingRotationTest, FinishedCountsOutliveTruncationUntilPurged) {
   ASSERT_EQ(api_->purge_finished(h, t + 4, 1000, &purged, &err), CONVEYOR_OK) << err.message;
   EXPECT_EQ(counts(), (std::array<int64_t, 4>{0, 0, 0, 0}));
   EXPECT_EQ(rows_in("retired"), 0);
+}
+
+// job_counts (summed `tally` rows and `retired`) reports what queue_stats
+// (counting entries) does through retries, deletes, rotations that fold the
+// oldest slot's tally and truncate it, and purges.
+TEST_F(RingRotationTest, JobCountsMatchQueueStatsAcrossRotationRetryAndDelete) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store(kManualRotation);
+  ASSERT_NE(h, nullptr);
+  const int64_t t = wall_us();
+  enqueue_many(h, "q", 6);
+  const int64_t cancelled = enqueue(h, "q", /*priority=*/9);
+  std::vector<JobCopy> got = claim(h, "q", 6, 100, t, t + kHour);
+  ASSERT_EQ(got.size(), 6u);
+  ASSERT_EQ(complete(h, leases_of({got[0], got[1], got[2], got[3]}), t + 1),
+            std::vector<conveyor_status>(4, CONVEYOR_OK));
+  for (int i : {4, 5})
+    ASSERT_EQ(fail(h, leases_of({got[i]})[0], "boom", /*retry_at=*/-1, t + 2), CONVEYOR_OK);
+  conveyor_error err{};
+  ASSERT_EQ(api_->cancel(h, cancelled, t + 3, &err), CONVEYOR_OK) << err.message;
+  const int64_t now = t + 10;
+  auto same = [&](const char* when) {
+    EXPECT_EQ(job_counts(api_, h, now), queue_stats(api_, h, now)) << when;
+  };
+  same("before any rotation");
+
+  const int64_t retried[] = {got[4].id, got[4].id};
+  conveyor_status results[2];
+  ASSERT_EQ(api_->retry_jobs(h, retried, 2, now, results, &err), CONVEYOR_OK) << err.message;
+  EXPECT_EQ(results[0], CONVEYOR_OK);
+  EXPECT_EQ(results[1], CONVEYOR_E_WRONG_STATE) << "a repeated id sees the retried job";
+  const int64_t deleted[] = {got[0].id, got[0].id};
+  ASSERT_EQ(api_->delete_jobs(h, deleted, 2, results, &err), CONVEYOR_OK) << err.message;
+  EXPECT_EQ(results[0], CONVEYOR_OK);
+  EXPECT_EQ(results[1], CONVEYOR_E_NOT_FOUND) << "a repeated id finds the job gone";
+  same("after retry and delete");
+  const Counts before = job_counts(api_, h, now);
+  EXPECT_EQ(before.at("q"), (std::array<int64_t, 7>{0, 1, 0, 0, 3, 1, 1}));
+
+  // Round the ring until slot 0 is truncated: its tally rows are folded, its
+  // finished jobs move to `retired`, the retried job is copied forward.
+  for (int i = 0; i < 3; ++i) {
+    enqueue(h, "other");
+    ASSERT_EQ(rotate().outcome, Rotation::kRotated);
+    same("after a rotation");
+  }
+  EXPECT_EQ(rows_in("ready_0"), 0) << "slot 0 was truncated";
+  EXPECT_EQ(job_counts(api_, h, now).at("q"), before.at("q"));
+  // Folding every partition leaves one row per queue and state in each.
+  for (uint32_t k = 0; k < kTallySlots; ++k) fold_tally(*admin_, schema_, k);
+  EXPECT_EQ(sql("SELECT count(*) FROM (SELECT slot, queue, state FROM \"" + schema_ +
+                "\".tally GROUP BY 1, 2, 3 HAVING count(*) > 1) AS x")[0][0]
+                .as<int64_t>(),
+            0);
+  same("after folding the tally");
+  EXPECT_EQ(job_counts(api_, h, now).at("q"), before.at("q"));
+
+  // The other failed job's entry went with slot 0: no retry, but still counted.
+  ASSERT_EQ(api_->retry_jobs(h, &got[5].id, 1, now, results, &err), CONVEYOR_OK) << err.message;
+  EXPECT_EQ(results[0], CONVEYOR_E_NOT_FOUND);
+  std::vector<JobCopy> again = claim(h, "q", 10, 101, now, now + kHour);
+  ASSERT_EQ(postgres::test::ids_of(again), std::vector<int64_t>{got[4].id});
+  ASSERT_EQ(complete(h, leases_of(again), now + 1), std::vector{CONVEYOR_OK});
+  same("after the retried job completed");
+  uint64_t purged = 0;
+  ASSERT_EQ(api_->purge_finished(h, now + 2, 1000, &purged, &err), CONVEYOR_OK) << err.message;
+  same("after purge");
+  EXPECT_EQ(job_counts(api_, h, now).count("q"), 0u) << "everything in q was purged";
 }
 
 // A rotation that finds the oldest slot's lock busy gives up within the lock

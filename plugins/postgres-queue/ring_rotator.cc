@@ -7,9 +7,11 @@
 #include "queue_schema.hpp"
 
 #include <pqxx/except>
+#include <pqxx/result>
 #include <pqxx/transaction>
 
 #include <algorithm>
+#include <optional>
 
 namespace conveyor::pgqueue {
 namespace {
@@ -84,16 +86,25 @@ bool holds_live(pqxx::work& tx, const std::string& schema, uint32_t slot) {
 
 // Counts the finished, unpurged jobs of `slot` into `retired` (queue_schema.cc,
 // version 2) in the transaction that truncates it, so queue_stats reports
-// them until purge rather than until rotation.
+// them until purge rather than until rotation; `tally` (version 3) loses
+// what `retired` gains.
 void retire_finished(pqxx::work& tx, const std::string& schema, uint32_t slot, int64_t now_us) {
   const std::string s = postgres::quote_identifier(schema);
-  tx.exec_params("INSERT INTO " + s +
-                     ".retired (queue, state, jobs, newest, retired_at)"
-                     " SELECT queue, state, count(*), max(finalized_at), $2 FROM " +
-                     s +
-                     ".entries WHERE slot = $1 AND state BETWEEN 4 AND 6 AND NOT purged"
-                     " GROUP BY queue, state",
-                 slot, now_us);
+  tx.exec_params(
+      "WITH gone AS ("
+      "  SELECT queue, state, count(*) AS jobs, max(finalized_at) AS newest FROM " +
+          s +
+          ".entries WHERE slot = $1 AND state BETWEEN 4 AND 6 AND NOT purged"
+          "  GROUP BY queue, state"
+          "), kept AS ("
+          "  INSERT INTO " +
+          s +
+          ".retired (queue, state, jobs, newest, retired_at)"
+          "  SELECT queue, state, jobs, newest, $2 FROM gone"
+          ") INSERT INTO " +
+          s + ".tally (slot, queue, state, n) SELECT " + tally_slot_sql() +
+          ", queue, state, -jobs FROM gone",
+      slot, now_us);
 }
 
 }  // namespace
@@ -163,6 +174,43 @@ RotationResult rotate_ring(pqxx::connection& conn, const std::string& schema, in
   return {Rotation::kRotated, out.moved, oldest};
 }
 
+bool fold_tally(pqxx::connection& conn, const std::string& schema, std::optional<uint32_t> which) {
+  pqxx::work tx(conn);
+  // A lock of its own: folding never holds up a rotation (two folds of one
+  // partition are serialized by its table lock anyway).
+  if (!tx.exec_params("SELECT pg_try_advisory_xact_lock($1, hashtext($2))", kTallyFoldLockClass,
+                      schema)[0][0]
+           .as<bool>())
+    return false;
+  // Two seconds past its turn: the statements that wrote it are done (one
+  // still running waits for the lock below and its rows are kept).
+  const uint32_t slot =
+      which ? *which % kTallySlots
+            : (tx.exec("SELECT " + tally_slot_sql())[0][0].as<uint32_t>() + 2) % kTallySlots;
+  const std::string part = tally_partition(schema, slot);
+  tx.exec("SET LOCAL lock_timeout = '100ms'");
+  try {
+    tx.exec("LOCK TABLE " + part + " IN ACCESS EXCLUSIVE MODE");
+  } catch (const pqxx::sql_error& e) {
+    if (e.sqlstate() == "55P03") return false;
+    throw;
+  }
+  pqxx::result sums = tx.exec("SELECT queue, state, sum(n)::bigint, count(*) FROM " + part +
+                              " GROUP BY queue, state");
+  bool folded = true;
+  for (const auto& row : sums)
+    if (postgres::int_at(row, 3) > 1) folded = false;
+  if (folded) return false;  // one row per queue and state already
+  tx.exec("TRUNCATE " + part);
+  for (const auto& row : sums)
+    if (postgres::int_at(row, 2) != 0)
+      tx.exec_params("INSERT INTO " + part + " (slot, queue, state, n) VALUES ($1, $2, $3, $4)",
+                     slot, postgres::text_at(row, 0), postgres::int32_at(row, 1),
+                     postgres::int_at(row, 2));
+  tx.commit();
+  return true;
+}
+
 RingMaintainer::RingMaintainer(postgres::ConnectionPool& pool, std::string schema,
                                std::chrono::milliseconds interval)
     : pool_(pool),
@@ -177,6 +225,12 @@ void RingMaintainer::tick() noexcept {
     postgres::run_on_pool(
         pool_, "rotating the ring", postgres::Retry::kNever, [&](pqxx::connection& c) {
           rotate_ring(c, schema_, interval_.count() * 1000, postgres::wall_clock_us());
+          // A partition's turn lasts a second: more folds would find nothing.
+          const auto now = std::chrono::steady_clock::now();
+          if (now - last_fold_ >= std::chrono::seconds(1)) {
+            last_fold_ = now;
+            fold_tally(c, schema_);
+          }
         });
   } catch (...) {
     // The server is away or busy: the next tick tries again. Nothing is

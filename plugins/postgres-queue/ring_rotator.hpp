@@ -28,6 +28,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace conveyor::postgres {
@@ -39,6 +40,8 @@ namespace conveyor::pgqueue {
 // Advisory-lock class held (per transaction) while rotating ("Rota"); the
 // object is hashtext(schema).
 inline constexpr int kRotationLockClass = 0x526f7461;
+// Advisory-lock class of fold_tally ("Tall"); object: the schema's hash.
+inline constexpr int kTallyFoldLockClass = 0x54616c6c;
 
 enum class Rotation {
   kLockedElsewhere,  // another process is rotating this ring
@@ -61,7 +64,15 @@ struct RotationResult {
 RotationResult rotate_ring(pqxx::connection& conn, const std::string& schema, int64_t interval_us,
                            int64_t wall_now_us);
 
-// Calls rotate_ring on a pooled connection every quarter interval, on a
+// Folds the `tally` partition (queue_schema.cc, version 3) whose turn ended
+// two seconds ago into one row per queue and state: TRUNCATE and re-insert
+// the sums, under the partition's lock. Skipped (false) when another process
+// holds the rotation lock, the lock is busy, or it is folded already. Tests
+// name the partition (which); any one is safe to fold at any time.
+bool fold_tally(pqxx::connection& conn, const std::string& schema,
+                std::optional<uint32_t> which = std::nullopt);
+
+// Calls rotate_ring and fold_tally on a pooled connection every quarter interval, on a
 // thread of its own, until destroyed. Failures (server away, lock timeouts)
 // are retried on the next tick.
 class RingMaintainer {
@@ -75,6 +86,7 @@ class RingMaintainer {
   postgres::ConnectionPool& pool_;
   const std::string schema_;
   const std::chrono::milliseconds interval_;
+  std::chrono::steady_clock::time_point last_fold_{};  // the thread's only
   PeriodicThread thread_;  // last: stopped before the members it uses go
 };
 
