@@ -43,7 +43,7 @@ struct MaintainedParts {
   const LeaseTable& leases;
   const Clock& clock;
   const Config& config;
-  Metrics& metrics;  // rescued jobs count in metrics.rescued
+  Metrics& metrics;                   // rescued jobs count in metrics.rescued
   UnservedKinds* unserved = nullptr;  // scanned when given (the plugin has list_jobs)
 };
 // The name of the step that follows overrides (run_soon on a notification).
