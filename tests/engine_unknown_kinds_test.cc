@@ -1,5 +1,5 @@
 // Jobs of a kind no handler of this engine serves, on the SQLite plugin (ABI
-// 1.1, claim_kinds) through the real loader: they wait as pending, untouched,
+// 1.1, claim_kinds) through the real loader: they wait as pending, unspent,
 // while the served kinds of the same queue run, and after the grace period
 // queue reports name them per queue and kind.
 #include "test_support.hpp"
@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <vector>
 
 namespace conveyor {
@@ -38,6 +39,8 @@ TEST(EngineUnknownKinds, AnUnservedJobStaysPendingAndUntouchedWhileServedJobsRun
     if (i % 10 == 0) unserved.push_back(engine.enqueue("q", "send_email"));
     engine.enqueue("q", "work");
   }
+  std::map<int64_t, int64_t> run_at;  // as enqueued
+  for (int64_t id : unserved) run_at[id] = engine.get_job(id)->run_at_us;
   engine.start();
   ASSERT_TRUE(test::wait_until([&] {
     auto r = report_of(engine, "q");
@@ -57,6 +60,8 @@ TEST(EngineUnknownKinds, AnUnservedJobStaysPendingAndUntouchedWhileServedJobsRun
     EXPECT_EQ(j->state, JobState::kAvailable) << "job " << id;
     EXPECT_EQ(j->attempt, 0) << "job " << id << " was claimed";
     EXPECT_EQ(j->last_error, "") << "job " << id;
+    // A plain claim may take it and give it back: its place and age are kept.
+    EXPECT_EQ(j->run_at_us, run_at[id]) << "job " << id;
   }
   auto r = report_of(engine, "q");
   ASSERT_TRUE(r);

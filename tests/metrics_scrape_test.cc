@@ -42,7 +42,7 @@ TEST(MetricsScrape, PromtoolAcceptsAScrapeWithLimitedPausedFailingAndIdleQueues)
 
   test::TempDir dir;
   test::ServeProcess serve(dir,
-                           "[engine]\npoll_interval_ms = 50\n"
+                           "[engine]\npoll_interval_ms = 50\nunknown_kind_grace_s = 0\n"
                            "[queues.limited]\nrate_limit = { rate = 0.5, burst = 1 }\n"
                            "[queues.idle]\nmax_workers = 2\n",
                            "allow_unauthenticated = \"loopback\"\n");
@@ -54,7 +54,10 @@ TEST(MetricsScrape, PromtoolAcceptsAScrapeWithLimitedPausedFailingAndIdleQueues)
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"enqueue", "paused", "noop", "--count", "3"},
            {"enqueue", "limited", "noop", "--count", "5"},
-           {"enqueue", "failing", "sleep", "--payload", R"({"ms":-1})", "--count", "2"}}) {
+           // A bad payload fails the built-in sleep at once.
+           {"enqueue", "failing", "sleep", "--payload", R"({"ms":-1})", "--count", "2"},
+           // No consumer serves this kind: it waits, and is named.
+           {"enqueue", "unserved", "no-such-kind", "--count", "2"}}) {
     std::vector<std::string> full{"--config", config};
     full.insert(full.end(), args.begin(), args.end());
     const auto r = test::run_conveyor(full);
@@ -73,7 +76,9 @@ TEST(MetricsScrape, PromtoolAcceptsAScrapeWithLimitedPausedFailingAndIdleQueues)
     scrape();
     return has_line(text, R"(conveyor_queue_jobs{queue="failing",state="failed"} 2)") &&
            has_line(text, R"(conveyor_queue_jobs{queue="limited",state="completed"} 1)") &&
-           has_line(text, R"(conveyor_jobs_failed_total{queue="failing"} 2)");
+           has_line(text, R"(conveyor_jobs_failed_total{queue="failing"} 2)") &&
+           has_line(text,
+                    R"(conveyor_queue_unserved_jobs{queue="unserved",kind="no-such-kind"} 2)");
   })) << text;
 
   const auto file = dir / "scrape.txt";

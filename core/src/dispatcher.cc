@@ -16,6 +16,9 @@ int64_t fresh_lease_token() {
 }
 
 constexpr std::chrono::milliseconds kMaxErrorBackoff{5000};
+// How long a queue that held jobs of unserved kinds is claimed with the kind
+// filter before a plain claim looks again.
+constexpr std::chrono::minutes kFilterHold{5};
 // How long a limited queue a whole batch behind waits for its permits.
 constexpr std::chrono::milliseconds kCatchUpPermitWait{5};
 // Catch-up rounds per pass: a 5,000/s queue with burst 500 and batches of 100
@@ -301,12 +304,15 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   }
 
   std::vector<Job> jobs;
+  bool filtered = false;
   const int64_t wall = clock_.wall_now_us();
   try {
     const int64_t expires =
         wall + std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count();
-    jobs = kinds ? storage_.claim_kinds(r.name, *kinds, batch, fresh_lease_token(), wall, expires)
-                 : storage_.claim(r.name, batch, fresh_lease_token(), wall, expires);
+    filtered = kinds && now < r.filter_until;
+    jobs = filtered
+               ? storage_.claim_kinds(r.name, *kinds, batch, fresh_lease_token(), wall, expires)
+               : storage_.claim(r.name, batch, fresh_lease_token(), wall, expires);
     if (r.error_backoff.count() > 0) spdlog::info("queue {}: claims work again", r.name);
     r.error_backoff = std::chrono::milliseconds(0);
     if (options_.health) options_.health->succeeded();
@@ -322,6 +328,18 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
     schedule(r, now + r.error_backoff);
     return;
   }
+  bool gave_back = false;
+  if (kinds && !filtered) {
+    auto unserved = std::stable_partition(jobs.begin(), jobs.end(), [&](const Job& j) {
+      return std::binary_search(kinds->begin(), kinds->end(), j.kind);
+    });
+    if (unserved != jobs.end()) {
+      give_back(r, std::span<const Job>(&*unserved, static_cast<size_t>(jobs.end() - unserved)));
+      jobs.erase(unserved, jobs.end());
+      r.filter_until = now + kFilterHold;
+      gave_back = true;  // the served jobs behind them: claim again at once
+    }
+  }
   const auto claimed = static_cast<uint32_t>(jobs.size());
   if (r.bucket) r.bucket->refund(batch - claimed);
 
@@ -335,7 +353,24 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   // A full batch means more may be ready: come back at once. Otherwise the
   // queue is drained (or paused) until new work wakes it or the poll interval.
   std::lock_guard lock(mu_);
-  schedule(r, claimed == batch ? now : now + options_.poll_interval);
+  schedule(r, claimed == batch || gave_back ? now : now + options_.poll_interval);
+}
+
+void Dispatcher::give_back(const QueueRunner& r, std::span<const Job> jobs) {
+  // One release per job with its own run_at as "now": it stays where it was
+  // in claim order, and its time waiting (the unserved report's grace) keeps
+  // counting. Rare: once per queue per kFilterHold.
+  for (const Job& job : jobs) {
+    const conveyor_lease lease = job.lease();
+    try {
+      storage_.release(std::span<const conveyor_lease>(&lease, 1), job.run_at_us);
+    } catch (const std::exception& e) {
+      spdlog::warn(
+          "queue {}: giving back job {} of unserved kind '{}' failed (its lease expires "
+          "and it is rescued): {}",
+          r.name, job.id, job.kind, e.what());
+    }
+  }
 }
 
 void Dispatcher::run(std::stop_token stop) {

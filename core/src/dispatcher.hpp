@@ -6,8 +6,12 @@
 //   batch   = min(permits, claim_batch_max)
 //   limited queue: batch = bucket.take(batch); 0 -> count a throttle and
 //                  come back exactly when the next token is due
-//   jobs    = storage.claim_kinds(served kinds, batch); bucket.refund(batch - jobs)
-//             (claim, every kind, without Options::served or on an ABI 1.0 plugin)
+//   jobs    = storage.claim(batch); bucket.refund(batch - jobs)
+// With Options::served and a plugin with claim_kinds, jobs of kinds no
+// consumer here serves are never run: a plain claim that returns some gives
+// them back (run_at kept) and the queue is claimed with claim_kinds (served
+// kinds only) for kFilterHold, so a queue whose every kind is served keeps
+// the plain claim's speed.
 // A pass polls the due limited queues first, the nearest to a full bucket
 // first; then limited queues still a whole batch of tokens behind claim again
 // (see catch_up); then the unlimited queues.
@@ -34,6 +38,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -57,6 +62,9 @@ struct QueueRunner {
   bool scheduled = false;                      // (D) present in the timer set
   std::chrono::milliseconds error_backoff{0};  // (D)
   bool coalescing = false;                     // (D) waiting briefly for more permits
+  // (D) Until then claims take only the served kinds (claim_kinds); after, a
+  // plain claim, which is the faster one on some plugins (see poll).
+  SteadyTime filter_until{};
   // While coalescing: wake as soon as in_flight drops below this (0: off),
   // i.e. when a full batch of permits is free, instead of at the timer.
   std::atomic<uint32_t> wake_below{0};
@@ -127,6 +135,8 @@ class Dispatcher {
   void refresh_limit(QueueRunner& r, SteadyTime now);
   void schedule(QueueRunner& r, SteadyTime due);  // mu_ held
   void park(QueueRunner& r);
+  // Releases jobs a plain claim took that no consumer here serves.
+  void give_back(const QueueRunner& r, std::span<const Job> jobs);
   // The kinds to claim now (served_'s snapshot, refreshed when it changed);
   // null when claims take every kind. Dispatcher thread only.
   const std::vector<std::string>* claim_filter();
@@ -147,7 +157,7 @@ class Dispatcher {
   std::atomic<bool> has_global_waiters_{false};
   bool interrupted_ = false;  // mu_
   std::atomic<uint32_t> total_in_flight_{0};
-  const bool filter_kinds_;                // served given and the plugin has claim_kinds
+  const bool filter_kinds_;                 // served given and the plugin has claim_kinds
   uint64_t kinds_generation_ = UINT64_MAX;  // (D) of kinds_
   ServedKinds::Snapshot kinds_;             // (D)
 };

@@ -79,7 +79,7 @@ TEST_F(EngineMetricsTest, AResultRefusedForALostLeaseCountsAsLeaseLost) {
 }
 
 TEST_F(EngineMetricsTest, StorageErrorsCountByOperation) {
-  storage->fail_next(StorageOp::kClaimKinds, 3);  // the engine claims its kinds
+  storage->fail_next(StorageOp::kClaim, 3);
   storage->fail_next(StorageOp::kComplete, 1);
   auto engine = make();
   engine->register_handler("k", [](const Job&) {});

@@ -67,12 +67,13 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Registers (or replaces) the handler for a job kind. The engine claims only
-  // the kinds it has handlers for (storage ABI 1.1 claim_kinds): a job of
-  // another kind stays pending, and after [engine] unknown_kind_grace_s shows
-  // in queues() as unserved. On an ABI 1.0 plugin every kind is claimed and a
-  // job with no handler fails at once ([engine] unknown_kind = "fail") or is
-  // retried with backoff ("retry").
+  // Registers (or replaces) the handler for a job kind. The engine runs only
+  // the kinds it has handlers for: a job of another kind that a claim takes is
+  // given back at once, unspent and in place, and its queue is then claimed
+  // with storage ABI 1.1 claim_kinds (served kinds only). So it stays pending,
+  // and after [engine] unknown_kind_grace_s shows in queues() as unserved. On
+  // an ABI 1.0 plugin (no claim_kinds) such a job is run and fails at once
+  // ([engine] unknown_kind = "fail") or is retried with backoff ("retry").
   void register_handler(std::string kind, Handler handler);
 
   // Enqueues one job; returns its id. Validates queue, kind and payload size
