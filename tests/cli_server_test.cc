@@ -177,9 +177,9 @@ TEST_F(CliServer, JobsCommandsThroughTheApi) {
   const std::vector<std::string> env = {"CONVEYOR_ADMIN_TOKEN=tok"};
   auto api = [&](std::vector<std::string> args) { return remote(std::move(args), env); };
   ASSERT_EQ(api({"enqueue", "email", "noop", "--count", "2", "--delay", "3600"}).exit_code, 0);
-  ASSERT_EQ(api({"enqueue", "email", "nope", "--count", "3", "--max-attempts", "1"}).exit_code, 0);
+  ASSERT_EQ(api({"enqueue", "email", "sleep", "--payload", R"({"ms":-1})", "--count", "3"}).exit_code, 0);
   ASSERT_EQ(api({"enqueue", "other", "noop", "--delay", "3600"}).exit_code, 0);
-  // The server fails 3..5 for good (no handler for "nope").
+  // The server fails 3..5 for good (a bad sleep payload is a permanent error).
   ASSERT_TRUE(test::wait_until([&] {
     auto r = api({"--json", "queues"});
     return r.exit_code == 0 && json::parse(r.out)[0]["failed"] == 3;
@@ -190,7 +190,7 @@ TEST_F(CliServer, JobsCommandsThroughTheApi) {
            {"--json", "jobs", "ls"},
            {"jobs", "ls", "--limit", "4"},
            {"--json", "jobs", "ls", "--limit", "4", "--after", "4"},
-           {"jobs", "ls", "--queue", "email", "--state", "failed", "--kind", "nope"},
+           {"jobs", "ls", "--queue", "email", "--state", "failed", "--kind", "sleep"},
            {"jobs", "show", "3"},
            {"--json", "jobs", "show", "6"},
            {"jobs", "show", "999"},

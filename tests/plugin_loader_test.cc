@@ -152,7 +152,7 @@ TEST(PluginLoader, WrongMajorNamesBothVersions) {
   const fs::path path = test_plugin("wrong_major");
   const std::string msg = load_error(path);
   EXPECT_THAT(msg, StartsWith(prefix_for(path)));
-  EXPECT_THAT(msg, HasSubstr("plugin speaks ABI 2.0, this conveyor speaks 1.0"));
+  EXPECT_THAT(msg, HasSubstr("plugin speaks ABI 2.0, this conveyor speaks 1.1"));
 }
 
 TEST(PluginLoader, ShortTable) {
@@ -384,8 +384,11 @@ TEST(PluginLoader, ThrowingCppPluginReturnsInternal) {
   EXPECT_EQ(info.name, "throws");
   EXPECT_EQ(info.abi_minor, uint32_t{CONVEYOR_ABI_MINOR});
   EXPECT_EQ(info.struct_size, sizeof(conveyor_storage_plugin));
-  // It implements wait_for_notification (throwing), so the helper advertises notify.
-  EXPECT_TRUE(info.optional_slots_missing.empty());
+  // It implements wait_for_notification (throwing), so the helper advertises
+  // notify; it has none of the 1.1 methods, so the helper leaves those NULL.
+  EXPECT_THAT(info.optional_slots_missing,
+              ::testing::ElementsAre("enqueue_v2", "claim_kinds", "list_jobs", "retry_jobs",
+                                     "delete_jobs", "job_counts", "rescue_expired_v2"));
   EXPECT_NE(info.capabilities & CONVEYOR_CAP_NOTIFY, 0u);
 
   const conveyor_storage_plugin& t = plugin->table();

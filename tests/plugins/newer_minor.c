@@ -87,6 +87,7 @@ static void fill_table(void) {
   table.v1_0.capabilities = 0;
   table.v1_0.set_queue_paused = no_pause;
   table.v1_0.queue_stats = no_stats;
+  table.v1_0.job_counts = no_stats; /* the 1.1 count: refused the same way */
   table.v1_0.set_rate_limit = no_set_rate_limit;
   table.v1_0.delete_rate_limit = no_delete_rate_limit;
   table.v1_0.wait_for_notification = NULL;
