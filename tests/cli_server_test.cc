@@ -177,7 +177,8 @@ TEST_F(CliServer, JobsCommandsThroughTheApi) {
   const std::vector<std::string> env = {"CONVEYOR_ADMIN_TOKEN=tok"};
   auto api = [&](std::vector<std::string> args) { return remote(std::move(args), env); };
   ASSERT_EQ(api({"enqueue", "email", "noop", "--count", "2", "--delay", "3600"}).exit_code, 0);
-  ASSERT_EQ(api({"enqueue", "email", "sleep", "--payload", R"({"ms":-1})", "--count", "3"}).exit_code, 0);
+  ASSERT_EQ(
+      api({"enqueue", "email", "sleep", "--payload", R"({"ms":-1})", "--count", "3"}).exit_code, 0);
   ASSERT_EQ(api({"enqueue", "other", "noop", "--delay", "3600"}).exit_code, 0);
   // The server fails 3..5 for good (a bad sleep payload is a permanent error).
   ASSERT_TRUE(test::wait_until([&] {

@@ -203,7 +203,8 @@ TEST_F(Cli, ServeDrainsStopsOnSigintAndKeepsStateAcrossRestart) {
 TEST_F(Cli, JobsCommandsOnStorage) {
   std::ofstream(config_, std::ios::app) << "[engine]\npoll_interval_ms = 50\n";
   ASSERT_EQ(run({"enqueue", "email", "noop", "--count", "2", "--delay", "3600"}).exit_code, 0);
-  ASSERT_EQ(run({"enqueue", "email", "sleep", "--payload", R"({"ms":-1})", "--count", "3"}).exit_code, 0);
+  ASSERT_EQ(
+      run({"enqueue", "email", "sleep", "--payload", R"({"ms":-1})", "--count", "3"}).exit_code, 0);
   ASSERT_EQ(run({"enqueue", "other", "noop", "--delay", "3600"}).exit_code, 0);
   {  // ids 3..5 fail for good (a bad sleep payload is a permanent error)
     test::Process serve({"--config", config_.string(), "serve"});

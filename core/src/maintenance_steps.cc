@@ -79,7 +79,8 @@ uint64_t rescue_expired_jobs(Storage& storage, const Clock& clock, Metrics& metr
     total += n;
     for (const Job& j : r.jobs) {
       metrics.queue(j.queue).rescued.fetch_add(1, std::memory_order_relaxed);
-      LogFields fields{{"queue", j.queue}, {"job_id", j.id}, {"kind", j.kind}, {"attempt", j.attempt}};
+      LogFields fields{
+          {"queue", j.queue}, {"job_id", j.id}, {"kind", j.kind}, {"attempt", j.attempt}};
       spdlog::info("job {}: lease expired, rescued ({})", j.id,
                    j.state == JobState::kFailed ? "failed: no attempts left" : "runnable again");
     }

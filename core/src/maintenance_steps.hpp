@@ -44,7 +44,7 @@ struct MaintainedParts {
   const LeaseTable& leases;
   const Clock& clock;
   const Config& config;
-  Metrics& metrics;  // rescued jobs count per queue
+  Metrics& metrics;                   // rescued jobs count per queue
   UnservedKinds* unserved = nullptr;  // scanned when given (the plugin has list_jobs)
 };
 // The name of the step that follows overrides (run_soon on a notification).

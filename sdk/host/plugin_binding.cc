@@ -165,13 +165,15 @@ StatsCopy copy_stats(const conveyor_queue_stats* reported, std::vector<std::stri
     problems.push_back("on_stats was called with NULL stats");
     return {};
   }
-  const conveyor_queue_stats s = read_sized(reported, "conveyor_queue_stats", problems,
-                                            offsetof(conveyor_queue_stats, oldest_pending_run_at_us));
+  const conveyor_queue_stats s =
+      read_sized(reported, "conveyor_queue_stats", problems,
+                 offsetof(conveyor_queue_stats, oldest_pending_run_at_us));
   StatsCopy c{s.struct_size, s.paused,    copy_str(s.queue, "conveyor_queue_stats.queue", problems),
               s.pending,     s.scheduled, s.running,
               s.completed,   s.failed,    s.cancelled};
-  c.reports_oldest_pending = s.struct_size >= offsetof(conveyor_queue_stats, oldest_pending_run_at_us) +
-                                                  sizeof s.oldest_pending_run_at_us;
+  c.reports_oldest_pending =
+      s.struct_size >=
+      offsetof(conveyor_queue_stats, oldest_pending_run_at_us) + sizeof s.oldest_pending_run_at_us;
   c.oldest_pending_run_at = s.oldest_pending_run_at_us;
   return c;
 }

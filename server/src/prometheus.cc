@@ -326,8 +326,7 @@ std::string render_prometheus(const MetricsPage& page) {
       if (row.stats && !row.stats->oldest_pending_known) continue;
       const int64_t ready = row.stats ? row.stats->oldest_pending_run_at_us : 0;  // no jobs: 0
       const double age = ready > 0 && page.now_us > ready ? (page.now_us - ready) / 1e6 : 0.0;
-      sample(out, "conveyor_queue_oldest_pending_age_seconds", queue_label(queue),
-             value_text(age));
+      sample(out, "conveyor_queue_oldest_pending_age_seconds", queue_label(queue), value_text(age));
     }
   }
   family(out, "conveyor_queue_pending", "gauge",

@@ -65,19 +65,19 @@ constexpr const char* kBugs[] = {
     "pause_ignored",      // set_queue_paused: does nothing
     "unknown_option_ok",  // open: ignores unknown options
     // ABI 1.1
-    "created_plugin_clock",  // enqueue_v2: the 1.0 enqueue (created_at from the plugin's clock)
-    "kinds_ignored",         // claim_kinds: a plain claim
-    "kinds_first_only",      // claim_kinds: only the first kind of the set
-    "list_ignores_after",    // list_jobs: always from the first id
-    "list_ignores_states",   // list_jobs: every state
-    "list_ignores_kind",     // list_jobs: every kind
-    "list_no_max",           // list_jobs: a limit above the maximum is cut to it
-    "retry_later",           // retry_jobs: available an hour after now_us
-    "retry_wrong_state_ok",  // retry_jobs: WRONG_STATE reported as OK
-    "delete_any_state",      // delete_jobs: cancels a job that is not final, then deletes it
-    "delete_nothing",        // delete_jobs: reports OK, deletes nothing
-    "counts_no_scheduled",   // job_counts: scheduled jobs counted as pending
-    "counts_cached",         // job_counts: the handle's first answer, forever
+    "created_plugin_clock",    // enqueue_v2: the 1.0 enqueue (created_at from the plugin's clock)
+    "kinds_ignored",           // claim_kinds: a plain claim
+    "kinds_first_only",        // claim_kinds: only the first kind of the set
+    "list_ignores_after",      // list_jobs: always from the first id
+    "list_ignores_states",     // list_jobs: every state
+    "list_ignores_kind",       // list_jobs: every kind
+    "list_no_max",             // list_jobs: a limit above the maximum is cut to it
+    "retry_later",             // retry_jobs: available an hour after now_us
+    "retry_wrong_state_ok",    // retry_jobs: WRONG_STATE reported as OK
+    "delete_any_state",        // delete_jobs: cancels a job that is not final, then deletes it
+    "delete_nothing",          // delete_jobs: reports OK, deletes nothing
+    "counts_no_scheduled",     // job_counts: scheduled jobs counted as pending
+    "counts_cached",           // job_counts: the handle's first answer, forever
     "rescue_reports_running",  // rescue_expired_v2: jobs reported as they were (RUNNING)
     "oldest_zero",             // queue_stats, job_counts: oldest_pending_run_at_us always 0
 };
@@ -493,8 +493,8 @@ struct RunningTap {
   }
 };
 
-conveyor_status m_rescue_v2(conveyor_storage* s, int64_t now, uint32_t max_jobs,
-                            conveyor_job_fn fn, void* ctx, uint32_t* out, conveyor_error* err) {
+conveyor_status m_rescue_v2(conveyor_storage* s, int64_t now, uint32_t max_jobs, conveyor_job_fn fn,
+                            void* ctx, uint32_t* out, conveyor_error* err) {
   if (self(s)->is("rescue_reports_running") && fn != nullptr) {
     RunningTap tap{fn, ctx};
     return out_status(
@@ -521,47 +521,17 @@ extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storag
     if (entry == nullptr) return;
     inner = entry(host_abi_major, host_abi_minor);
     if (inner == nullptr) return;
-    table = conveyor_storage_plugin{sizeof(conveyor_storage_plugin),
-                                    CONVEYOR_ABI_MAJOR,
-                                    CONVEYOR_ABI_MINOR,
-                                    0,
-                                    "mutant",
-                                    "0.0.0",
-                                    inner->kind,
-                                    0,
-                                    inner->capabilities & ~CONVEYOR_CAP_NOTIFY,
-                                    m_open,
-                                    m_close,
-                                    m_migrate,
-                                    m_enqueue,
-                                    m_claim,
-                                    m_complete,
-                                    m_fail,
-                                    m_extend,
-                                    m_release,
-                                    m_rescue,
-                                    m_cancel,
-                                    m_pause,
-                                    m_stats,
-                                    m_list_queues,
-                                    m_get_job,
-                                    m_purge,
-                                    m_set_rate,
-                                    m_delete_rate,
-                                    m_list_rates,
-                                    m_marker,
-                                    nullptr,
-                                    m_enqueue_v2,
-                                    m_claim_kinds,
-                                    m_list_jobs,
-                                    m_retry_jobs,
-                                    m_delete_jobs,
-                                    m_job_counts,
-                                    // Only what the wrapped plugin has.
-                                    inner->struct_size >= CONVEYOR_PLUGIN_V1_1_SIZE &&
-                                            inner->rescue_expired_v2 != nullptr
-                                        ? m_rescue_v2
-                                        : nullptr};
+    table = conveyor_storage_plugin{
+        sizeof(conveyor_storage_plugin), CONVEYOR_ABI_MAJOR, CONVEYOR_ABI_MINOR, 0, "mutant",
+        "0.0.0", inner->kind, 0, inner->capabilities & ~CONVEYOR_CAP_NOTIFY, m_open, m_close,
+        m_migrate, m_enqueue, m_claim, m_complete, m_fail, m_extend, m_release, m_rescue, m_cancel,
+        m_pause, m_stats, m_list_queues, m_get_job, m_purge, m_set_rate, m_delete_rate,
+        m_list_rates, m_marker, nullptr, m_enqueue_v2, m_claim_kinds, m_list_jobs, m_retry_jobs,
+        m_delete_jobs, m_job_counts,
+        // Only what the wrapped plugin has.
+        inner->struct_size >= CONVEYOR_PLUGIN_V1_1_SIZE && inner->rescue_expired_v2 != nullptr
+            ? m_rescue_v2
+            : nullptr};
   });
   return inner == nullptr ? nullptr : &table;
 }

@@ -32,7 +32,8 @@ TEST_F(RescueExpiredV2, ReportsEachRescuedJobAfterTheChange) {
   EXPECT_EQ(rescued[0].id, last);
   EXPECT_EQ(rescued[0].queue, "a");
   EXPECT_EQ(rescued[0].kind, "k.last");
-  EXPECT_STATE(rescued[0].state, CONVEYOR_JOB_FAILED) << "reported after the change: out of attempts";
+  EXPECT_STATE(rescued[0].state, CONVEYOR_JOB_FAILED)
+      << "reported after the change: out of attempts";
   EXPECT_EQ(rescued[1].id, more);
   EXPECT_EQ(rescued[1].queue, "b");
   EXPECT_STATE(rescued[1].state, CONVEYOR_JOB_AVAILABLE) << "reported after the change";

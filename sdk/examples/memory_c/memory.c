@@ -900,8 +900,8 @@ static conveyor_status mem_rescue_expired(conveyor_storage* h, int64_t now_us, u
   return rescue(h, now_us, max_jobs, NULL, NULL, out_rescued, err);
 }
 
-static conveyor_status mem_rescue_expired_v2(conveyor_storage* h, int64_t now_us,
-                                             uint32_t max_jobs, conveyor_job_fn on_job, void* ctx,
+static conveyor_status mem_rescue_expired_v2(conveyor_storage* h, int64_t now_us, uint32_t max_jobs,
+                                             conveyor_job_fn on_job, void* ctx,
                                              uint32_t* out_rescued, conveyor_error* err) {
   if (on_job == NULL) return set_error(err, CONVEYOR_E_INVALID, "memory plugin: on_job is NULL");
   return rescue(h, now_us, max_jobs, on_job, ctx, out_rescued, err);

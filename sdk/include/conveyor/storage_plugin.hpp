@@ -531,7 +531,8 @@ struct Adapter {
                                            conveyor_job_fn fn, void* ctx, uint32_t* out,
                                            conveyor_error* err) {
     return guarded(err, [&] {
-      if (fn == nullptr || out == nullptr) throw Error(CONVEYOR_E_INVALID, "on_job or out_rescued is NULL");
+      if (fn == nullptr || out == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "on_job or out_rescued is NULL");
       *out = self(s)->rescue_expired_v2(now, max_jobs, JobSink(fn, ctx));
     });
   }
