@@ -109,10 +109,6 @@ class Backoff {
   }
 }
 
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
-}
-
 // A claimed job until its result (or release) is acknowledged.
 interface Active {
   job: Job;
@@ -142,6 +138,10 @@ export class Worker {
   private stopping = false;
   private resolveStop!: () => void;
   private readonly stopRequested = new Promise<void>((resolve) => (this.resolveStop = resolve));
+  private resolveFlushing!: () => void;
+  // Resolves when the stop's last phase begins: retries then back off no
+  // further than flushDeadline.
+  private readonly flushing = new Promise<void>((resolve) => (this.resolveFlushing = resolve));
   private claimAbort: AbortController | null = null;
   private runPromise: Promise<void> | null = null;
   private fatal: unknown = null;
@@ -244,6 +244,7 @@ export class Worker {
         this.track(this.release(unfinished));
       }
       this.flushDeadline = Date.now() + FLUSH_TIMEOUT_MS;
+      this.resolveFlushing();
       await this.flushAll();
     } finally {
       clearInterval(heartbeats);
@@ -289,7 +290,7 @@ export class Worker {
           break;
         }
         this.noteFailure("claim", err);
-        await Promise.race([delay(backoff.next()), this.stopRequested]);
+        await this.pause(backoff.next(), "stop");
         continue;
       } finally {
         this.claimAbort = null;
@@ -298,13 +299,15 @@ export class Worker {
       backoff.reset();
       const unstarted: Active[] = [];
       const now = Date.now();
+      // The server always says; the fallback only keeps heartbeats sane.
+      const leaseSeconds = response.leaseSeconds > 0 ? response.leaseSeconds : this.leaseSeconds || 30;
       for (const { job, lease } of response.jobs) {
         if (!job || !lease) continue;
         const a: Active = {
           job,
           lease,
-          leaseSeconds: response.leaseSeconds,
-          heartbeatDue: now + (response.leaseSeconds * 1000) / 3,
+          leaseSeconds,
+          heartbeatDue: now + (leaseSeconds * 1000) / 3,
           running: false,
           lost: false,
           settling: false,
@@ -318,9 +321,7 @@ export class Worker {
         this.track(this.release(unstarted));
       }
       // A server that answers empty at once (it is stopping) is not polled in a tight loop.
-      if (response.jobs.length === 0 && Date.now() - started < 50) {
-        await Promise.race([delay(100), this.stopRequested]);
-      }
+      if (response.jobs.length === 0 && Date.now() - started < 50) await this.pause(100, "stop");
     }
   }
 
@@ -420,7 +421,7 @@ export class Worker {
           return;
         }
         this.noteFailure(what, err);
-        await delay(Math.min(backoff.next(), this.flushDeadline - Date.now()));
+        await this.pause(Math.min(backoff.next(), this.flushDeadline - Date.now()), "flush");
       }
     }
   }
@@ -450,7 +451,7 @@ export class Worker {
           break;
         }
         this.noteFailure("fail", e);
-        await delay(Math.min(backoff.next(), this.flushDeadline - Date.now()));
+        await this.pause(Math.min(backoff.next(), this.flushDeadline - Date.now()), "flush");
       }
     }
     this.active.delete(a.lease.jobId);
@@ -542,6 +543,21 @@ export class Worker {
     const waiters = this.waiters;
     this.waiters = [];
     for (const w of waiters) w();
+  }
+
+  // Sleeps ms; a pause of the claim loop ends at a stop, a retry's when the
+  // stop's last phase begins (then retries wait no longer than flushDeadline).
+  // No timer is left behind to keep the process alive.
+  private pause(ms: number, wake: "stop" | "flush"): Promise<void> {
+    if (wake === "stop" && this.stopping) return Promise.resolve();
+    const until = wake === "stop" ? this.stopRequested : this.flushDeadline === Infinity ? this.flushing : null;
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, Math.max(0, ms));
+      void until?.then(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 
   // Resolves at the next change of running or stopping (or after ms).

@@ -193,3 +193,33 @@ test("SIGTERM: the running job finishes, the process exits 0, claimed jobs not s
     if (child.exitCode === null) child.kill("SIGKILL");
   }
 });
+
+test("a wrong token: run() rejects with unauthenticated, claiming nothing", { timeout: 30_000 }, async () => {
+  const [id] = await enqueue(task, [{ queue: "node-bad-token", kind: "node_bad_token" }]);
+  const logger = new CapturingLogger();
+  const w = new Worker(server.base, { token: "not-the-token", queues: ["node-bad-token"], logger, handleSignals: false });
+  let calls = 0;
+  w.handler("node_bad_token", () => void calls++);
+  await assert.rejects(w.run(), (err: Error) => /unauthenticated/i.test(err.message));
+  assert.equal(calls, 0);
+  assert.equal((await getJob(task, id!)).state, "available");
+  assert.equal(logger.count(/refused the claim/), 1, logger.toString());
+});
+
+test("bad options and handlers are refused with what to fix", () => {
+  const base = "http://127.0.0.1:1";
+  assert.throws(() => new Worker("queue.internal:8080", { queues: ["a"] }), /baseUrl must be an http/);
+  assert.throws(() => new Worker(base, { queues: [] }), /queues must name 1\.\.100 queues/);
+  assert.throws(() => new Worker(base, { queues: { a: 0 } }), /weight of queue "a" must be an integer 1\.\.1000/);
+  assert.throws(() => new Worker(base, { queues: ["a", "a"] }), /queue "a" is named twice/);
+  assert.throws(() => new Worker(base, { queues: ["a"], concurrency: 0 }), /concurrency must be/);
+  assert.throws(() => new Worker(base, { queues: ["a"], concurrency: 2.5 }), /concurrency must be an integer/);
+  assert.throws(() => new Worker(base, { queues: ["a"], waitSeconds: 31 }), /waitSeconds must be a number 0\.\.30/);
+  assert.throws(() => new Worker(base, { queues: ["a"], leaseSeconds: 0.5 }), /leaseSeconds must be 1\.\.3600/);
+  assert.throws(() => new RetryAfter(-1), /seconds must be 0\.\./);
+  const w = new Worker(base, { queues: ["a"] });
+  w.handler("k", () => {});
+  assert.throws(() => w.handler("k", () => {}), /"k" already has a handler/);
+  assert.throws(() => w.handler("", () => {}), /kind must be a non-empty string/);
+  return assert.rejects(new Worker(base, { queues: ["a"] }).run(), /register a handler first/);
+});
