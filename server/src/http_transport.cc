@@ -163,6 +163,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
         timer_(socket_.get_executor()),
         refusing_(refusing) {
     beast::error_code ec;
+    // Answers go out in one write; without this a client's delayed ACK can
+    // hold a keep-alive answer back by tens of milliseconds (Nagle).
+    socket_.set_option(tcp::no_delay(true), ec);
     const auto remote = socket_.remote_endpoint(ec);
     if (!ec) remote_ = remote.address().to_string();
     if (refusing_) {
