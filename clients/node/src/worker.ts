@@ -64,8 +64,6 @@ export interface WorkerOptions {
 
 const MAX_RETRY_AFTER_S = 30 * 24 * 3600;
 const MAX_LEASES_PER_CALL = 1000;
-const COMPLETE_FLUSH_MS = 50;
-const COMPLETE_FLUSH_AT = 100;
 const HEARTBEAT_TICK_MS = 200;
 const CALL_TIMEOUT_MS = 10_000;
 // A claim's call timeout is its wait plus this, so a long poll is never cut short.
@@ -149,7 +147,7 @@ export class Worker {
   private flushDeadline = Infinity;
 
   private pendingComplete: Active[] = [];
-  private completeTimer: NodeJS.Timeout | null = null;
+  private completeSoon: NodeJS.Immediate | null = null;
   private completeInFlight: Promise<void> | null = null;
   private heartbeatInFlight: Promise<void> | null = null;
   private heartbeatRetryAt = 0;
@@ -356,27 +354,26 @@ export class Worker {
     })();
   }
 
-  // Complete: batched, flushed every COMPLETE_FLUSH_MS or at COMPLETE_FLUSH_AT
-  // pending, one call in flight at a time.
+  // Complete: one call in flight at a time. A completion is sent at once
+  // (with those of the same turn of the event loop) when no call is in
+  // flight, else with all that finish meanwhile when the call returns. A
+  // timed flush (wait up to N ms to fill a batch) would cost throughput: the
+  // server holds each job's max_workers permit until its result lands.
   private scheduleComplete(): void {
-    if (this.completeInFlight) return; // flushed again when it ends
-    if (this.pendingComplete.length >= COMPLETE_FLUSH_AT) {
-      this.flushCompletes();
-    } else if (!this.completeTimer) {
-      this.completeTimer = setTimeout(() => this.flushCompletes(), COMPLETE_FLUSH_MS);
-    }
+    if (this.completeInFlight || this.completeSoon) return;
+    this.completeSoon = setImmediate(() => this.flushCompletes());
   }
 
   private flushCompletes(): void {
-    if (this.completeTimer) clearTimeout(this.completeTimer);
-    this.completeTimer = null;
+    if (this.completeSoon) clearImmediate(this.completeSoon);
+    this.completeSoon = null;
     if (this.completeInFlight || this.pendingComplete.length === 0) return;
     const batch = this.pendingComplete.splice(0, MAX_LEASES_PER_CALL);
     this.completeInFlight = this.leaseCall("complete", batch, (leases) =>
       this.clients.worker.complete({ leases }, { timeoutMs: CALL_TIMEOUT_MS }),
     ).finally(() => {
       this.completeInFlight = null;
-      if (this.pendingComplete.length > 0) this.scheduleComplete();
+      if (this.pendingComplete.length > 0) this.flushCompletes();
     });
   }
 
