@@ -3,6 +3,7 @@
 // bearer token set on every call.
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { AdminService } from "./gen/conveyor/v1/admin_pb.js";
 import { TaskService } from "./gen/conveyor/v1/task_pb.js";
 import { WorkerService } from "./gen/conveyor/v1/worker_pb.js";
 
@@ -16,9 +17,10 @@ export interface ClientOptions {
 export interface Clients {
   worker: Client<typeof WorkerService>;
   task: Client<typeof TaskService>;
+  admin: Client<typeof AdminService>; // needs the admin token
 }
 
-/** Clients of WorkerService and TaskService at baseUrl ("http://host:port"). */
+/** Clients of WorkerService, TaskService and AdminService at baseUrl ("http://host:port"). */
 export function createClients(baseUrl: string, options: ClientOptions = {}): Clients {
   const interceptors: Interceptor[] = [];
   const token = options.token;
@@ -35,5 +37,9 @@ export function createClients(baseUrl: string, options: ClientOptions = {}): Cli
     useBinaryFormat: !options.useJson,
     interceptors,
   });
-  return { worker: createClient(WorkerService, transport), task: createClient(TaskService, transport) };
+  return {
+    worker: createClient(WorkerService, transport),
+    task: createClient(TaskService, transport),
+    admin: createClient(AdminService, transport),
+  };
 }

@@ -11,11 +11,12 @@ import { ADMIN_TOKEN, CapturingLogger, Server, WORKER_TOKEN, delay, enqueue, get
 
 let server: Server;
 let task: Clients["task"];
+let admin: Clients["admin"];
 
 before(async () => {
   server = new Server();
   await server.start();
-  task = createClients(server.base, { token: ADMIN_TOKEN }).task;
+  ({ task, admin } = createClients(server.base, { token: ADMIN_TOKEN }));
 });
 
 after(async () => {
@@ -154,6 +155,64 @@ test("a job running longer than its lease is heartbeated and completes once", { 
   assert.equal(calls, 1, logger.toString());
   assert.ok(expiries.size >= 3, `the lease was extended ${expiries.size - 1} times: ${[...expiries]}`);
   assert.equal(logger.count(/lease lost|failed_precondition/), 0, logger.toString());
+});
+
+test("a job cancelled while it runs: the next heartbeat finds its lease gone, its result is dropped", { timeout: 60_000 }, async () => {
+  const [id] = await enqueue(task, [{ queue: "node-cancel", kind: "node_cancel" }]);
+  const logger = new CapturingLogger();
+  const w = worker(logger, { queues: ["node-cancel"], leaseSeconds: 3 });
+  let running = false;
+  let finish!: () => void;
+  const gate = new Promise<void>((resolve) => (finish = resolve));
+  w.handler("node_cancel", async () => {
+    running = true;
+    await gate;
+  });
+  const run = w.run();
+  await waitFor("the job running", () => running);
+  assert.equal((await admin.cancelJob({ id: id! })).job?.state, "cancelled");
+  await waitFor("the lease lost", () => logger.count(/lease lost \(failed_precondition/) === 1, 30_000, () => logger.toString());
+  finish();
+  await waitFor("the result dropped", () => logger.count(/finished after its lease was lost/) === 1, 30_000, () => logger.toString());
+  await w.stop();
+  await run;
+  assert.equal((await getJob(task, id!)).state, "cancelled");
+  assert.equal(logger.count(/^error/), 0, logger.toString());
+});
+
+test("results for cancelled jobs: Complete and Fail are refused (failed_precondition), logged, dropped", { timeout: 60_000 }, async () => {
+  const [done, thrown] = await enqueue(task, [
+    { queue: "node-refused", kind: "node_refused", payload: '{"throw":false}' },
+    { queue: "node-refused", kind: "node_refused", payload: '{"throw":true}' },
+  ]);
+  const logger = new CapturingLogger();
+  // A 30 s lease: its first heartbeat (10 s on) comes long after the results.
+  const w = worker(logger, { queues: ["node-refused"], leaseSeconds: 30 });
+  let running = 0;
+  let finish!: () => void;
+  const gate = new Promise<void>((resolve) => (finish = resolve));
+  w.handler("node_refused", async (job) => {
+    running++;
+    await gate;
+    if ((JSON.parse(job.payload) as { throw: boolean }).throw) throw new Error("too late");
+  });
+  const run = w.run();
+  await waitFor("both jobs running", () => running === 2);
+  await admin.cancelJob({ id: done! });
+  await admin.cancelJob({ id: thrown! });
+  finish();
+  await waitFor(
+    "both refusals logged",
+    () =>
+      logger.count(new RegExp(`complete of job ${done}: failed_precondition`)) === 1 &&
+      logger.count(new RegExp(`fail of job ${thrown}: lease no longer current`)) === 1,
+    30_000,
+    () => logger.toString(),
+  );
+  await w.stop();
+  await run;
+  assert.deepEqual(await states(task, [done!, thrown!]), ["cancelled", "cancelled"]);
+  assert.equal(logger.count(/^error|lease lost/), 0, logger.toString());
 });
 
 test("SIGTERM: the running job finishes, the process exits 0, claimed jobs not started are released", { timeout: 90_000 }, async () => {
