@@ -225,6 +225,9 @@ MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts)
                      {"abi", fmt::format("{}.{}", plugin.abi_major, plugin.abi_minor)}};
   page.process = read_process_stats();
   page.unserved = EngineInternals::unserved_kinds(engine);
+  const RemoteWorkers& remote = EngineInternals::remote_workers(engine);
+  page.remote_workers = remote.connected_workers();
+  page.remote_jobs_held = remote.jobs_held();
   return page;
 }
 
@@ -379,6 +382,17 @@ std::string render_prometheus(const MetricsPage& page) {
     for (const auto& [k, v] : page.build_info)
       labels += (labels.empty() ? "" : ",") + k + "=\"" + escape_label_value(v) + "\"";
     sample(out, "conveyor_build_info", labels, "1");
+  }
+  if (page.remote_workers) {
+    family(out, "conveyor_remote_workers", "gauge",
+           "Remote workers (WorkerService) that claimed in the last 60 s or hold jobs.");
+    sample(out, "conveyor_remote_workers", "", std::to_string(*page.remote_workers));
+  }
+  if (page.remote_jobs_held) {
+    family(out, "conveyor_remote_jobs_held", "gauge",
+           "Jobs granted to remote workers and not yet completed, failed, released or expired; "
+           "each holds one of its queue's max_workers permits.");
+    sample(out, "conveyor_remote_jobs_held", "", std::to_string(*page.remote_jobs_held));
   }
   if (page.process) process_metrics(out, *page.process);
   return out;
