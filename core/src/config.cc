@@ -449,6 +449,11 @@ void Reader::read_server(const Field& f, ServerConfig& server) const {
            server.admin_token = read_string(k, false);
            if (auto problem = admin_token_problem(server.admin_token)) fail(k, *problem);
          }},
+        {"worker_token",
+         [&](const Field& k) {
+           server.worker_token = read_string(k, false);
+           if (auto problem = admin_token_problem(server.worker_token)) fail(k, *problem);
+         }},
         {"allow_unauthenticated",
          [&](const Field& k) {
            if (const auto* s = k.node.as_string(); s != nullptr && s->get() == "loopback") {
@@ -535,6 +540,10 @@ void apply_env(Config& config, const EnvLookup& env) {
   if (auto v = env_value(env, "CONVEYOR_ADMIN_TOKEN")) {
     if (auto problem = admin_token_problem(*v)) fail_env("CONVEYOR_ADMIN_TOKEN", *problem);
     config.server.admin_token = *v;
+  }
+  if (auto v = env_value(env, "CONVEYOR_WORKER_TOKEN")) {
+    if (auto problem = admin_token_problem(*v)) fail_env("CONVEYOR_WORKER_TOKEN", *problem);
+    config.server.worker_token = *v;
   }
 }
 

@@ -275,7 +275,7 @@ TEST(ConfigUnknownKey, InAQueueRateLimit) {
 TEST(ConfigUnknownKey, InServer) {
   EXPECT_EQ(config_error("[server]\nlisten = \"127.0.0.1:1\"\nport = 8080\n"),
             "test.toml:3: server.port: unknown key (known keys in [server]: listen, admin_token, "
-            "allow_unauthenticated, read_only, max_body_bytes)");
+            "worker_token, allow_unauthenticated, read_only, max_body_bytes)");
 }
 
 TEST(ConfigUnknownKey, FirstInFileOrderIsReported) {

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <random>
 
 namespace conveyor {
@@ -89,10 +91,11 @@ bool Dispatcher::has_queue(std::string_view name) const {
   return runners_.find(name) != runners_.end();
 }
 
-void Dispatcher::wake(std::string_view name) {
+void Dispatcher::wake(std::string_view name, bool local_work) {
   std::lock_guard lock(mu_);
   auto it = runners_.find(name);
   if (it == runners_.end()) return;
+  if (local_work) it->second->local_work.store(true, std::memory_order_release);
   woken_.push_back(it->second.get());
   interrupted_ = true;
   cv_.notify_one();
@@ -100,12 +103,19 @@ void Dispatcher::wake(std::string_view name) {
 
 void Dispatcher::wake_all() {
   std::lock_guard lock(mu_);
-  for (auto& [name, r] : runners_) woken_.push_back(r.get());
+  for (auto& [name, r] : runners_) {
+    r->local_work.store(true, std::memory_order_release);
+    woken_.push_back(r.get());
+  }
   interrupted_ = true;
   cv_.notify_one();
 }
 
-void Dispatcher::job_finished(QueueRunner& runner) {
+void Dispatcher::job_finished(QueueRunner& runner) { release_permit(runner, true); }
+
+void Dispatcher::remote_job_finished(QueueRunner& runner) { release_permit(runner, false); }
+
+void Dispatcher::release_permit(QueueRunner& runner, bool local) {
   const uint32_t in_flight = runner.in_flight.fetch_sub(1, std::memory_order_acq_rel) - 1;
   uint32_t wake_below = runner.wake_below.load(std::memory_order_acquire);
   if (wake_below != 0 && in_flight < wake_below &&
@@ -115,13 +125,15 @@ void Dispatcher::job_finished(QueueRunner& runner) {
     interrupted_ = true;
     cv_.notify_one();
   }
-  total_in_flight_.fetch_sub(1);  // seq_cst: Engine::stop() reads it after a store
+  // seq_cst: Engine::stop() reads it after a store. Remote jobs hold no
+  // local worker slot.
+  if (local) total_in_flight_.fetch_sub(1);
   bool wake_runner = runner.parked.exchange(false, std::memory_order_acq_rel);
-  const bool wake_global = has_global_waiters_.load(std::memory_order_acquire);
+  const bool wake_global = local && has_global_waiters_.load(std::memory_order_acquire);
   if (!wake_runner && !wake_global) return;  // the common case: no lock
   std::lock_guard lock(mu_);
   if (wake_runner) woken_.push_back(&runner);
-  if (!waiting_global_.empty()) {
+  if (local && !waiting_global_.empty()) {
     woken_.insert(woken_.end(), waiting_global_.begin(), waiting_global_.end());
     waiting_global_.clear();
     has_global_waiters_.store(false, std::memory_order_release);
@@ -130,6 +142,179 @@ void Dispatcher::job_finished(QueueRunner& runner) {
   if (wake_runner) {
     interrupted_ = true;
     cv_.notify_one();
+  }
+}
+
+void Dispatcher::submit_remote(std::shared_ptr<RemoteClaim> claim) {
+  {
+    std::lock_guard lock(mu_);
+    if (!remote_closed_) {
+      remote_submitted_.push_back(std::move(claim));
+      interrupted_ = true;
+      cv_.notify_one();
+      return;
+    }
+  }
+  if (claim->take()) claim->deliver(nullptr, {});
+}
+
+void Dispatcher::close_remote() {
+  std::vector<std::shared_ptr<RemoteClaim>> left;
+  {
+    std::lock_guard lock(mu_);
+    remote_closed_ = true;
+    left.swap(remote_submitted_);
+    for (auto& [name, r] : runners_) r->remote.clear();
+  }
+  for (auto& [deadline, claim] : remote_deadlines_) left.push_back(std::move(claim));
+  remote_deadlines_.clear();
+  for (const auto& claim : left)
+    if (claim->take()) claim->deliver(nullptr, {});
+}
+
+QueueRunner& Dispatcher::runner_for(const std::string& queue, uint32_t max_workers) {
+  std::lock_guard lock(mu_);
+  auto it = runners_.find(queue);
+  if (it != runners_.end()) return *it->second;
+  auto runner = std::make_unique<QueueRunner>(queue, std::max<uint32_t>(1, max_workers),
+                                              metrics_.queue(queue));
+  woken_.push_back(runner.get());
+  return *runners_.emplace(queue, std::move(runner)).first->second;
+}
+
+void Dispatcher::start_remote(const std::shared_ptr<RemoteClaim>& claim, SteadyTime now) {
+  if (!claim->waiting()) return;
+  // Weighted random order without replacement (Efraimidis-Spirakis: the
+  // largest u^(1/weight) first), so a queue is tried first with a chance
+  // proportional to its weight.
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  std::vector<std::pair<double, size_t>> order;
+  for (size_t i = 0; i < claim->queues.size(); ++i)
+    order.emplace_back(std::pow(uniform(rng), 1.0 / std::max(1u, claim->queues[i].weight)), i);
+  std::sort(order.begin(), order.end(), std::greater<>());
+  std::vector<QueueRunner*> runners;
+  bool answered = false;
+  for (const auto& [key, i] : order) {
+    QueueRunner& r = runner_for(claim->queues[i].queue, claim->queues[i].max_workers);
+    r.remote_seen = true;
+    runners.push_back(&r);
+    if (answered) continue;
+    const RemoteTry t = try_remote(r, *claim, now);
+    answered = t == RemoteTry::kGranted || t == RemoteTry::kGone;
+  }
+  if (answered) return;
+  if (claim->deadline <= now) {
+    if (claim->take()) claim->deliver(nullptr, {});
+    return;
+  }
+  for (QueueRunner* r : runners) r->remote.push_back(claim);
+  remote_deadlines_.emplace(claim->deadline, claim);
+}
+
+void Dispatcher::expire_remote(SteadyTime now) {
+  while (!remote_deadlines_.empty() && remote_deadlines_.begin()->first <= now) {
+    std::shared_ptr<RemoteClaim> claim = std::move(remote_deadlines_.begin()->second);
+    remote_deadlines_.erase(remote_deadlines_.begin());
+    if (claim->take()) claim->deliver(nullptr, {});
+  }
+}
+
+Dispatcher::RemoteTry Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim,
+                                             SteadyTime now) {
+  if (!claim.waiting()) return RemoteTry::kGone;
+  if (r.limit_generation != limits_.generation()) refresh_limit(r, now);
+  const uint32_t in_flight = r.in_flight.load(std::memory_order_acquire);
+  if (in_flight >= r.max_workers) {
+    park(r);
+    return RemoteTry::kNoPermits;
+  }
+  uint32_t batch = std::min({r.max_workers - in_flight, claim.max_jobs, options_.claim_batch_max});
+  if (r.bucket) {
+    batch = r.bucket->take(batch, now);
+    if (batch == 0) {
+      r.counters.throttled.fetch_add(1, std::memory_order_relaxed);
+      std::lock_guard lock(mu_);
+      schedule_by(r, now + r.bucket->time_until_next(now));
+      return RemoteTry::kThrottled;
+    }
+  }
+  std::vector<Job> jobs;
+  const int64_t wall = clock_.wall_now_us();
+  try {
+    jobs = storage_.claim_kinds(r.name, claim.kinds, batch, fresh_lease_token(), wall,
+                                wall + claim.lease.count());
+    if (options_.health) options_.health->succeeded();
+  } catch (const std::exception& e) {
+    if (auto* se = dynamic_cast<const StorageError*>(&e); se && options_.health)
+      options_.health->failed("claiming jobs for remote workers", *se);
+    if (r.bucket) r.bucket->refund(batch);
+    r.error_backoff =
+        std::min(kMaxErrorBackoff, std::max(std::chrono::milliseconds(50), r.error_backoff * 2));
+    spdlog::warn("queue {}: claim for a remote worker failed, retrying in {} ms: {}", r.name,
+                 r.error_backoff.count(), e.what());
+    std::lock_guard lock(mu_);
+    schedule_by(r, now + r.error_backoff);
+    return RemoteTry::kFailed;
+  }
+  const auto claimed = static_cast<uint32_t>(jobs.size());
+  if (r.bucket) r.bucket->refund(batch - claimed);
+  if (claimed == 0) return RemoteTry::kEmpty;
+  if (!claim.take()) {
+    // The worker went away while we claimed: the jobs go back unspent.
+    if (r.bucket) r.bucket->refund(claimed);
+    std::vector<conveyor_lease> leases;
+    for (const Job& job : jobs) leases.push_back(job.lease());
+    try {
+      storage_.release(leases, wall);
+    } catch (const std::exception& e) {
+      spdlog::warn("queue {}: giving back {} job(s) of a remote worker that went away failed "
+                   "(their leases expire and they are rescued): {}",
+                   r.name, claimed, e.what());
+    }
+    return RemoteTry::kGone;
+  }
+  r.in_flight.fetch_add(claimed, std::memory_order_acq_rel);
+  r.counters.dispatched.fetch_add(claimed, std::memory_order_relaxed);
+  for (const Job& job : jobs)
+    r.counters.pickup_latency.observe(
+        static_cast<double>(std::max<int64_t>(0, wall - job.run_at_us)) / 1e6);
+  claim.deliver(&r, std::move(jobs));
+  return RemoteTry::kGranted;
+}
+
+void Dispatcher::serve_remote(QueueRunner& r, SteadyTime now) {
+  // Kinds sets this poll found no job of: a claim wanting only kinds of one
+  // of them would find none either.
+  std::vector<const std::vector<std::string>*> empty_for;
+  for (auto it = r.remote.begin(); it != r.remote.end();) {
+    RemoteClaim& claim = **it;
+    if (!claim.waiting()) {
+      it = r.remote.erase(it);
+      continue;
+    }
+    const bool known_empty =
+        std::any_of(empty_for.begin(), empty_for.end(), [&](const std::vector<std::string>* k) {
+          return std::includes(k->begin(), k->end(), claim.kinds.begin(), claim.kinds.end());
+        });
+    if (known_empty) {
+      ++it;
+      continue;
+    }
+    switch (try_remote(r, claim, now)) {
+      case RemoteTry::kGranted:
+      case RemoteTry::kGone:
+        it = r.remote.erase(it);
+        break;
+      case RemoteTry::kEmpty:
+        empty_for.push_back(&claim.kinds);
+        ++it;
+        break;
+      case RemoteTry::kNoPermits:
+      case RemoteTry::kThrottled:
+      case RemoteTry::kFailed:
+        return;  // nobody else can be served now either
+    }
   }
 }
 
@@ -146,10 +331,17 @@ void Dispatcher::schedule(QueueRunner& r, SteadyTime due) {
   timers_.insert({due, &r});
 }
 
+void Dispatcher::schedule_by(QueueRunner& r, SteadyTime due) {
+  if (!r.scheduled || due < r.due) schedule(r, due);
+}
+
 SteadyTime Dispatcher::run_due(SteadyTime now) {
   std::vector<QueueRunner*> due;
+  std::vector<std::shared_ptr<RemoteClaim>> fresh;
+  expire_remote(now);
   {
     std::lock_guard lock(mu_);
+    fresh.swap(remote_submitted_);
     for (QueueRunner* r : woken_) schedule(*r, now);
     woken_.clear();
     interrupted_ = false;
@@ -182,9 +374,12 @@ SteadyTime Dispatcher::run_due(SteadyTime now) {
     if (!claimed) break;
   }
   for (QueueRunner* r : unlimited) poll(*r, now);
+  for (const auto& claim : fresh) start_remote(claim, now);
   std::lock_guard lock(mu_);
   if (!woken_.empty()) return now;
-  return timers_.empty() ? SteadyTime::max() : timers_.begin()->first;
+  SteadyTime next = timers_.empty() ? SteadyTime::max() : timers_.begin()->first;
+  if (!remote_deadlines_.empty()) next = std::min(next, remote_deadlines_.begin()->first);
+  return next;
 }
 
 bool Dispatcher::catch_up(QueueRunner& r) {
@@ -256,7 +451,16 @@ void Dispatcher::refresh_limit(QueueRunner& r, SteadyTime now) {
 
 void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   if (r.limit_generation != limits_.generation()) refresh_limit(r, now);
+  if (r.remote.empty()) return poll_local(r, now);
+  // Local handlers and remote workers share the permits and the bucket:
+  // they take turns at claiming first.
+  r.remote_first = !r.remote_first;
+  if (r.remote_first) serve_remote(r, now);
+  poll_local(r, now);
+  if (!r.remote_first) serve_remote(r, now);
+}
 
+void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
   const uint32_t in_flight = r.in_flight.load(std::memory_order_acquire);
   const uint32_t total = total_in_flight_.load(std::memory_order_acquire);
   const uint32_t queue_free = in_flight >= r.max_workers ? 0 : r.max_workers - in_flight;
@@ -275,8 +479,20 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   if (kinds && kinds->empty()) {
     // No consumer here: claim nothing (a kind registered later wakes us up).
     std::lock_guard lock(mu_);
-    schedule(r, now + options_.poll_interval);
+    schedule_by(r, now + options_.poll_interval);
     return;
+  }
+  if (r.local_idle) {
+    // Remote workers claim here and the last local claim came back short:
+    // claim again only for a wake that may concern local kinds, or after a
+    // poll interval (a scan behind other kinds' jobs costs, on some plugins).
+    if (r.local_work.exchange(false, std::memory_order_acq_rel) || now >= r.local_retry) {
+      r.local_idle = false;
+    } else {
+      std::lock_guard lock(mu_);
+      schedule_by(r, r.local_retry);
+      return;
+    }
   }
   uint32_t batch = std::min({queue_free, global_free, options_.claim_batch_max});
   // Busy queue, few permits back: give other jobs a moment to finish so the
@@ -288,7 +504,7 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
     // missed in the race with this store only falls back to the timer.)
     r.wake_below.store(r.max_workers - full_batch + 1, std::memory_order_release);
     std::lock_guard lock(mu_);
-    schedule(r, now + options_.coalesce);
+    schedule_by(r, now + options_.coalesce);
     return;
   }
   r.coalescing = false;
@@ -298,7 +514,7 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
     if (batch == 0) {
       r.counters.throttled.fetch_add(1, std::memory_order_relaxed);
       std::lock_guard lock(mu_);
-      schedule(r, now + r.bucket->time_until_next(now));
+      schedule_by(r, now + r.bucket->time_until_next(now));
       return;
     }
   }
@@ -309,7 +525,9 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   try {
     const int64_t expires =
         wall + std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count();
-    filtered = kinds && now < r.filter_until;
+    // A queue remote workers claim from holds their kinds: never the plain claim.
+    filtered = kinds && (now < r.filter_until || r.remote_seen);
+    r.local_work.store(false, std::memory_order_release);
     jobs = filtered
                ? storage_.claim_kinds(r.name, *kinds, batch, fresh_lease_token(), wall, expires)
                : storage_.claim(r.name, batch, fresh_lease_token(), wall, expires);
@@ -325,7 +543,7 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
     spdlog::warn("queue {}: claim failed, retrying in {} ms: {}", r.name, r.error_backoff.count(),
                  e.what());
     std::lock_guard lock(mu_);
-    schedule(r, now + r.error_backoff);
+    schedule_by(r, now + r.error_backoff);
     return;
   }
   bool gave_back = false;
@@ -342,6 +560,10 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   }
   const auto claimed = static_cast<uint32_t>(jobs.size());
   if (r.bucket) r.bucket->refund(batch - claimed);
+  if (r.remote_seen && claimed < batch) {
+    r.local_idle = true;
+    r.local_retry = now + options_.poll_interval;
+  }
 
   r.in_flight.fetch_add(claimed, std::memory_order_acq_rel);
   total_in_flight_.fetch_add(claimed, std::memory_order_acq_rel);
@@ -353,7 +575,7 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   // A full batch means more may be ready: come back at once. Otherwise the
   // queue is drained (or paused) until new work wakes it or the poll interval.
   std::lock_guard lock(mu_);
-  schedule(r, claimed == batch || gave_back ? now : now + options_.poll_interval);
+  schedule_by(r, claimed == batch || gave_back ? now : now + options_.poll_interval);
 }
 
 void Dispatcher::give_back(const QueueRunner& r, std::span<const Job> jobs) {

@@ -17,6 +17,10 @@
 // (see catch_up); then the unlimited queues.
 // A queue with no limit never touches a bucket: its cost is one atomic load
 // (the resolver's generation) per poll.
+// Remote workers' claims (remote_claim.hpp) are served by the same polls:
+// a queue with claims waiting serves them and its local handlers in turn
+// (who goes first alternates), from one bucket and one set of permits. A
+// new claim tries its queues at once, in a weighted random order.
 #pragma once
 
 #include <conveyor/clock.hpp>
@@ -26,6 +30,7 @@
 #include <conveyor/storage.hpp>
 #include <conveyor/token_bucket.hpp>
 
+#include "remote_claim.hpp"
 #include "served_kinds.hpp"
 #include "storage_health.hpp"
 
@@ -33,6 +38,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -68,6 +74,18 @@ struct QueueRunner {
   // While coalescing: wake as soon as in_flight drops below this (0: off),
   // i.e. when a full batch of permits is free, instead of at the timer.
   std::atomic<uint32_t> wake_below{0};
+
+  // Remote workers (D unless marked).
+  std::list<std::shared_ptr<RemoteClaim>> remote;  // claims waiting here, oldest first
+  // A remote worker claimed here: local claims always take the local kinds
+  // only (claim_kinds), never the plain claim that would take its jobs.
+  bool remote_seen = false;
+  bool remote_first = false;  // remote claims go first at the next poll
+  // The last local claim found fewer jobs than it asked for: no local claim
+  // until a wake that may concern local kinds (local_work), or local_retry.
+  bool local_idle = false;
+  SteadyTime local_retry{};
+  std::atomic<bool> local_work{false};  // any thread
 };
 
 // What a queue's runner looks like from outside the dispatcher thread.
@@ -109,14 +127,29 @@ class Dispatcher {
   void add_or_wake(const std::string& name, uint32_t max_workers);
   bool has_queue(std::string_view name) const;
   // Makes a known queue due now (new jobs, a changed limit). Thread-safe.
-  void wake(std::string_view name);
+  // local_work = false: the change concerns no kind the local handlers run
+  // (a remote worker's job was enqueued), so on a queue remote workers serve
+  // it wakes only their claims.
+  void wake(std::string_view name, bool local_work = true);
   // Makes every queue due now. Thread-safe.
   void wake_all();
   // A worker finished a job of runner: frees its permit. Thread-safe.
   void job_finished(QueueRunner& runner);
 
-  // Polls every queue due at or before now; returns when the next is due
-  // (SteadyTime::max() when none is). Dispatcher thread (or a test) only.
+  // Serves a remote worker's claim (remote_claim.hpp), adding its queues
+  // when new. Answered empty at once after close_remote(). Thread-safe.
+  void submit_remote(std::shared_ptr<RemoteClaim> claim);
+  // Answers every waiting remote claim empty, and every later one at once.
+  // Call after run() returned (the engine stops).
+  void close_remote();
+  // A job granted to a remote worker was settled or its lease expired:
+  // frees its permit. Thread-safe.
+  void remote_job_finished(QueueRunner& runner);
+
+  // Polls every queue due at or before now, tries new remote claims and
+  // answers those whose wait ended; returns when the next queue is due or
+  // claim's wait ends (SteadyTime::max() when none). Dispatcher thread (or
+  // a test) only.
   SteadyTime run_due(SteadyTime now);
   // The thread body: run_due in a loop until stop is requested, waiting on
   // the real clock in between.
@@ -129,6 +162,24 @@ class Dispatcher {
 
  private:
   void poll(QueueRunner& r, SteadyTime now);
+  void poll_local(QueueRunner& r, SteadyTime now);
+  // What one try to grant a remote claim jobs of a queue ended with.
+  enum class RemoteTry { kGranted, kEmpty, kNoPermits, kThrottled, kFailed, kGone };
+  RemoteTry try_remote(QueueRunner& r, RemoteClaim& claim, SteadyTime now);
+  // Serves r's waiting remote claims, oldest first, while it has permits and tokens.
+  void serve_remote(QueueRunner& r, SteadyTime now);
+  // A claim submitted since the last pass: its queues in weighted random
+  // order, then it waits on each of them.
+  void start_remote(const std::shared_ptr<RemoteClaim>& claim, SteadyTime now);
+  // Answers empty the claims whose wait ended by now.
+  void expire_remote(SteadyTime now);
+  // The runner of queue, added when new.
+  QueueRunner& runner_for(const std::string& queue, uint32_t max_workers);
+  // Moves r's due time to at most due (mu_ taken).
+  void schedule_by(QueueRunner& r, SteadyTime due);
+  // Frees one permit of runner (and, for a local job, one engine-wide
+  // slot); wakes what waited for it.
+  void release_permit(QueueRunner& runner, bool local);
   // After r's poll: claims again if r is a whole batch of tokens behind;
   // whether it claimed.
   bool catch_up(QueueRunner& r);
@@ -155,7 +206,11 @@ class Dispatcher {
   std::vector<QueueRunner*> woken_;                                           // mu_
   std::vector<QueueRunner*> waiting_global_;                                  // mu_
   std::atomic<bool> has_global_waiters_{false};
-  bool interrupted_ = false;  // mu_
+  bool interrupted_ = false;                                   // mu_
+  std::vector<std::shared_ptr<RemoteClaim>> remote_submitted_;  // mu_
+  bool remote_closed_ = false;                                 // mu_
+  // (D) Every claim that waits, by the end of its wait.
+  std::multimap<SteadyTime, std::shared_ptr<RemoteClaim>> remote_deadlines_;
   std::atomic<uint32_t> total_in_flight_{0};
   const bool filter_kinds_;                 // served given and the plugin has claim_kinds
   uint64_t kinds_generation_ = UINT64_MAX;  // (D) of kinds_

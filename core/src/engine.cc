@@ -2,6 +2,7 @@
 #include <conveyor/engine.hpp>
 #include <conveyor/engine_internals.hpp>
 #include <conveyor/queue_reports.hpp>
+#include <conveyor/remote_workers.hpp>
 #include <conveyor/validation.hpp>
 
 #include "completer.hpp"
@@ -42,14 +43,15 @@ struct Engine::Impl {
         runner(handlers, leases, completer, clock, config.engine,
                [this](QueueRunner& r) { dispatcher.job_finished(r); }),
         dispatcher(*storage, limits, clock, metrics,
-                   Dispatcher::options_for(config.engine, &health, &served),
+                   Dispatcher::options_for(config.engine, &health, &local_kinds),
                    [this](QueueRunner& r, std::vector<Job>&& jobs) {
                      runner.execute(r, std::move(jobs));
                    }),
+        remote(*storage, dispatcher, served, clock, config),
         maintenance(clock, health,
                     engine_maintenance_steps(
                         {*storage, follower, dispatcher, leases, clock, config, metrics,
-                         storage->has_slot("list_jobs") ? &unserved : nullptr})),
+                         storage->has_slot("list_jobs") ? &unserved : nullptr, &remote})),
         pump(*storage, {[this](const std::string& q) {
                           dispatcher.add_or_wake(q, config.max_workers_for(q));
                         },
@@ -66,12 +68,14 @@ struct Engine::Impl {
   StorageHealth health;
   OverrideFollower follower;
   HandlerRegistry handlers;
-  ServedKinds served;  // what the dispatcher claims: the handlers' kinds
+  ServedKinds local_kinds;  // what the dispatcher claims for the handlers: their kinds
+  ServedKinds served;       // the handlers' kinds and the connected remote workers'
   UnservedKinds unserved;
   LeaseTable leases;
   Completer completer;
   JobRunner runner;
   Dispatcher dispatcher;
+  RemoteWorkers remote;
   Maintenance maintenance;
   NotificationPump pump;
 
@@ -92,6 +96,7 @@ Engine::~Engine() { stop(); }
 void Engine::register_handler(std::string kind, Handler handler) {
   const std::string k = kind;
   if (impl_->handlers.add(std::move(kind), std::move(handler))) {
+    impl_->local_kinds.add(k);
     impl_->served.add(k);
     impl_->dispatcher.wake_all();  // pending jobs of the kind can be claimed now
   }
@@ -107,12 +112,13 @@ std::vector<int64_t> Engine::enqueue_batch(std::vector<NewJob> jobs) {
   const int64_t now = impl_->clock.wall_now_us();
   prepare_new_jobs(jobs, impl_->config.engine, now);
   auto ids = impl_->storage->enqueue(jobs, now);
+  const ServedKinds::Snapshot local = impl_->local_kinds.snapshot();
   for (const NewJob& j : jobs) {
     impl_->metrics.queue(j.queue).enqueued.fetch_add(1, std::memory_order_relaxed);
     if (!impl_->dispatcher.has_queue(j.queue))
       impl_->dispatcher.add_queue(j.queue, impl_->config.max_workers_for(j.queue));
     else if (j.run_at_us <= now)
-      impl_->dispatcher.wake(j.queue);
+      impl_->dispatcher.wake(j.queue, std::binary_search(local->begin(), local->end(), j.kind));
   }
   return ids;
 }
@@ -161,6 +167,7 @@ uint32_t Engine::stop() {
   i.stop_claims.request_stop();
   i.dispatcher.interrupt();
   i.dispatcher_thread.join();
+  i.dispatcher.close_remote();  // waiting remote workers get an empty answer now
   i.pump.stop();
   // 2. Running handlers get the timeout; unstarted work is dropped.
   auto stopped = i.runner.shutdown(std::chrono::steady_clock::now() +
@@ -237,6 +244,7 @@ void EngineInternals::scan_unserved_kinds(Engine& e) { e.impl_->unserved.scan();
 const PluginInfo& EngineInternals::plugin_info(const Engine& e) {
   return e.impl_->storage->plugin_info();
 }
+RemoteWorkers& EngineInternals::remote_workers(Engine& e) { return e.impl_->remote; }
 uint32_t Engine::worker_threads() const { return impl_->runner.threads(); }
 
 }  // namespace conveyor

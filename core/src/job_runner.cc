@@ -117,12 +117,16 @@ void JobRunner::drop(QueueRunner& runner, const conveyor_lease& lease) {
   job_finished_(runner);
 }
 
+int64_t next_attempt_at_us(int32_t attempt, int32_t max_attempts, const EngineConfig& config,
+                           int64_t now_us) {
+  if (attempt >= max_attempts) return -1;
+  auto delay = retry_backoff(attempt, std::chrono::milliseconds(config.retry_backoff_base_ms),
+                             std::chrono::milliseconds(config.retry_backoff_max_ms), uniform01());
+  return now_us + std::chrono::duration_cast<std::chrono::microseconds>(delay).count();
+}
+
 int64_t JobRunner::retry_at(const Job& job) const {
-  if (job.attempt >= job.max_attempts) return -1;
-  auto delay = retry_backoff(job.attempt, std::chrono::milliseconds(config_.retry_backoff_base_ms),
-                             std::chrono::milliseconds(config_.retry_backoff_max_ms), uniform01());
-  return clock_.wall_now_us() +
-         std::chrono::duration_cast<std::chrono::microseconds>(delay).count();
+  return next_attempt_at_us(job.attempt, job.max_attempts, config_, clock_.wall_now_us());
 }
 
 JobRunner::Stopped JobRunner::shutdown(std::chrono::steady_clock::time_point deadline) {

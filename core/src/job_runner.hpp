@@ -31,6 +31,12 @@
 
 namespace conveyor {
 
+// When a job whose attempt failed runs again ([engine] retry backoff with
+// jitter), or -1 when it has no attempts left. Shared by local handlers and
+// remote workers.
+int64_t next_attempt_at_us(int32_t attempt, int32_t max_attempts, const EngineConfig& config,
+                           int64_t now_us);
+
 class JobRunner {
  public:
   // job_finished(runner) frees a permit in the dispatcher.

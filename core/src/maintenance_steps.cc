@@ -46,6 +46,10 @@ std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts p) {
     steps.push_back({"finding pending jobs of unserved kinds",
                      UnservedKinds::period(std::chrono::seconds(e.unknown_kind_grace_s)),
                      [u = p.unserved] { u->scan(); }});
+  if (p.remote)
+    steps.push_back({"sweeping remote workers' leases", milliseconds(1000),
+                     [r = p.remote] { r->sweep(); },
+                     /*proves_storage=*/false});
   return steps;
 }
 

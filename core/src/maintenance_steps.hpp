@@ -12,6 +12,7 @@
 #include <conveyor/clock.hpp>
 #include <conveyor/config.hpp>
 #include <conveyor/metrics.hpp>
+#include <conveyor/remote_workers.hpp>
 #include <conveyor/storage.hpp>
 
 #include <chrono>
@@ -46,12 +47,14 @@ struct MaintainedParts {
   const Config& config;
   Metrics& metrics;                   // rescued jobs count per queue
   UnservedKinds* unserved = nullptr;  // scanned when given (the plugin has list_jobs)
+  RemoteWorkers* remote = nullptr;    // swept when given
 };
 // The name of the step that follows overrides (run_soon on a notification).
 inline constexpr const char* kOverridesStep = "reading rate-limit overrides";
 // The engine's steps on their periods: overrides (250 ms), queue discovery
 // (poll interval), heartbeats (a third of the lease), rescue, purge, and the
-// scan for unserved kinds (UnservedKinds::period).
+// scan for unserved kinds (UnservedKinds::period), remote workers' expired
+// leases and silent workers (every second).
 std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts parts);
 
 // Gives back to storage the leases of jobs this process will not finish

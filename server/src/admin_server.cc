@@ -138,8 +138,20 @@ struct AdminServer::Impl {
     return res;
   }
 
-  // The API call (api_request.hpp) over HTTP.
-  http::Response rpc(const http::Request& req) {
+  // Every complete request: API calls through handle_api_request_async
+  // (a long-poll answers later), the rest at once.
+  void handle_async(const http::Request& req, const http::Reply& reply) {
+    if (req.method != "POST") {
+      reply.send(handle(req));
+      return;
+    }
+    const ApiRequest request = api_request(req);
+    ApiService::Cancel cancel = handle_api_request_async(
+        api, config, request, [reply](ApiResponse response) { reply.send(to_http(response)); });
+    if (cancel) reply.on_client_gone([cancel] { cancel(); });
+  }
+
+  static ApiRequest api_request(const http::Request& req) {
     ApiRequest request;
     request.path = req.path;
     request.authorization = req.header("Authorization");
@@ -148,7 +160,12 @@ struct AdminServer::Impl {
     request.connect_protocol_version = req.header("Connect-Protocol-Version");
     request.body = req.body;
     request.remote_addr = req.remote_addr;
-    return to_http(handle_api_request(api, config, request));
+    return request;
+  }
+
+  // The API call (api_request.hpp) over HTTP.
+  http::Response rpc(const http::Request& req) {
+    return to_http(handle_api_request(api, config, api_request(req)));
   }
 
   http::Response get(const http::Request& req) {
@@ -217,7 +234,10 @@ void AdminServer::start() {
   limits.max_body_bytes = i.config.max_body_bytes;
   limits.worker_threads = kHttpThreads;
   auto server = std::make_unique<http::Server>(
-      limits, [&i](const http::Request& req) { return i.handle(req); }, refusal);
+      limits,
+      http::AsyncHandler(
+          [&i](const http::Request& req, const http::Reply& reply) { i.handle_async(req, reply); }),
+      refusal);
   try {
     server->bind(i.address.host, i.address.port);
   } catch (const std::exception& e) {
@@ -241,6 +261,7 @@ void AdminServer::stop() {
   Impl& i = *impl_;
   if (!i.started || i.stopped) return;
   i.stopped = true;
+  i.api.close_long_polls();  // waiting workers get their (empty) answer now
   i.http->stop();
   spdlog::info("admin server stopped");
 }

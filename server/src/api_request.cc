@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <exception>
+#include <variant>
 
 namespace conveyor {
 namespace {
@@ -24,7 +25,7 @@ std::string_view method_name(std::string_view path) { return path.substr(path.rf
 void log_call(const ApiRequest& request, const google::protobuf::Message& message,
               const ApiService::Method& method) {
   const std::string_view name = method_name(request.path);
-  if (!method.mutates || name == "Enqueue" || name == "EnqueueBatch") {
+  if (!method.mutates || !method.audited || name == "Enqueue" || name == "EnqueueBatch") {
     spdlog::debug("admin API: {} from {}", name, request.remote_addr);
   } else {
     spdlog::info("admin API: {} {} from {}", name,
@@ -32,10 +33,27 @@ void log_call(const ApiRequest& request, const google::protobuf::Message& messag
   }
 }
 
-// The steps of handle_api_request; failures throw ApiError.
-ApiResponse answer(const ApiService& api, const ServerConfig& config, const ApiRequest& request) {
+// A request that passed every check, decoded, ready to call.
+struct Prepared {
+  const ApiService::Method* method = nullptr;
+  api::Codec codec = api::Codec::kJson;
+  std::unique_ptr<google::protobuf::Message> message;
+};
+
+ApiResponse encoded(api::Codec codec, const google::protobuf::Message& result) {
+  ApiResponse response;
+  response.content_type = api::content_type(codec);
+  response.body = api::encode(codec, result);
+  return response;
+}
+
+// The steps of handle_api_request up to the call: the answer when one of
+// them already has it (404, 415), else the decoded request. Failures throw
+// ApiError.
+std::variant<ApiResponse, Prepared> prepare(const ApiService& api, const ServerConfig& config,
+                                            const ApiRequest& request) {
   const Authenticator auth(config);
-  if (auto error = auth.check(request.authorization)) throw *error;
+  if (auto error = auth.check(request.authorization, request.path)) throw *error;
   if (auto error = auth.check_host(request.host)) throw *error;
   const ApiService::Method* method = api.find(request.path);
   if (!method) {
@@ -67,14 +85,37 @@ ApiResponse answer(const ApiService& api, const ServerConfig& config, const ApiR
   if (request.body.size() > config.max_body_bytes)
     throw ApiError(ApiCode::kResourceExhausted,
                    "request body is larger than [server] max_body_bytes");
-  const std::unique_ptr<google::protobuf::Message> message = method->new_request();
-  api::decode(*codec, request.body, *message);
-  const std::unique_ptr<google::protobuf::Message> result = api.call(*method, *message);
-  log_call(request, *message, *method);
-  ApiResponse response;
-  response.content_type = api::content_type(*codec);
-  response.body = api::encode(*codec, *result);
-  return response;
+  Prepared prepared{method, *codec, method->new_request()};
+  api::decode(*codec, request.body, *prepared.message);
+  return prepared;
+}
+
+ApiResponse answer(const ApiService& api, const ServerConfig& config, const ApiRequest& request) {
+  auto step = prepare(api, config, request);
+  if (auto* response = std::get_if<ApiResponse>(&step)) return std::move(*response);
+  Prepared& p = std::get<Prepared>(step);
+  if (p.method->call_async)
+    throw ApiError(ApiCode::kUnimplemented,
+                   std::string(method_name(request.path)) + " is served by the admin server only");
+  const std::unique_ptr<google::protobuf::Message> result = api.call(*p.method, *p.message);
+  log_call(request, *p.message, *p.method);
+  return encoded(p.codec, *result);
+}
+
+// The answer for an exception caught on the way.
+ApiResponse failure_response(std::exception_ptr error) noexcept {
+  try {
+    std::rethrow_exception(error);
+  } catch (const ApiError& e) {
+    return api_error_response(e);
+  } catch (const std::exception& e) {
+    spdlog::error("admin server: request failed: {}", e.what());
+    return api_error_response(
+        ApiError(ApiCode::kInternal, std::string("internal error: ") + e.what()));
+  } catch (...) {
+    spdlog::error("admin server: request failed: unknown exception");
+    return api_error_response(ApiError(ApiCode::kInternal, "internal error: unknown exception"));
+  }
 }
 
 }  // namespace
@@ -90,15 +131,41 @@ ApiResponse handle_api_request(const ApiService& api, const ServerConfig& config
                                const ApiRequest& request) noexcept {
   try {
     return answer(api, config, request);
-  } catch (const ApiError& e) {
-    return api_error_response(e);
-  } catch (const std::exception& e) {
-    spdlog::error("admin server: request failed: {}", e.what());
-    return api_error_response(
-        ApiError(ApiCode::kInternal, std::string("internal error: ") + e.what()));
   } catch (...) {
-    spdlog::error("admin server: request failed: unknown exception");
-    return api_error_response(ApiError(ApiCode::kInternal, "internal error: unknown exception"));
+    return failure_response(std::current_exception());
+  }
+}
+
+ApiService::Cancel handle_api_request_async(const ApiService& api, const ServerConfig& config,
+                                            const ApiRequest& request,
+                                            std::function<void(ApiResponse)> reply) noexcept {
+  try {
+    auto step = prepare(api, config, request);
+    if (auto* response = std::get_if<ApiResponse>(&step)) {
+      reply(std::move(*response));
+      return nullptr;
+    }
+    Prepared& p = std::get<Prepared>(step);
+    if (!p.method->call_async) {
+      const std::unique_ptr<google::protobuf::Message> result = api.call(*p.method, *p.message);
+      log_call(request, *p.message, *p.method);
+      reply(encoded(p.codec, *result));
+      return nullptr;
+    }
+    log_call(request, *p.message, *p.method);
+    return api.start(*p.method, *p.message,
+                     [codec = p.codec, reply](std::unique_ptr<google::protobuf::Message> result) {
+                       ApiResponse response;
+                       try {
+                         response = encoded(codec, *result);
+                       } catch (...) {
+                         response = failure_response(std::current_exception());
+                       }
+                       reply(std::move(response));
+                     });
+  } catch (...) {
+    reply(failure_response(std::current_exception()));
+    return nullptr;
   }
 }
 

@@ -9,6 +9,7 @@
 #include <conveyor/api_error.hpp>
 #include <conveyor/config.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,5 +62,14 @@ ApiResponse api_error_response(const ApiError& e);
 // answer ends the process (noexcept).
 ApiResponse handle_api_request(const ApiService& api, const ServerConfig& config,
                                const ApiRequest& request) noexcept;
+
+// The same for every method, asynchronous ones (WorkerService.Claim's
+// long-poll) too: reply runs once with the answer, on this thread or, for a
+// call that waits, later on another. The views in request need to live only
+// until this returns. Returns the way to give up a call still waiting (the
+// client went away; reply then never runs), or null.
+ApiService::Cancel handle_api_request_async(const ApiService& api, const ServerConfig& config,
+                                            const ApiRequest& request,
+                                            std::function<void(ApiResponse)> reply) noexcept;
 
 }  // namespace conveyor

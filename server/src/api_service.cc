@@ -92,27 +92,14 @@ ApiCode code_for_storage(const StorageError& e) {
       return ApiCode::kUnavailable;
     case CONVEYOR_E_UNSUPPORTED:
       return ApiCode::kUnimplemented;
+    case CONVEYOR_E_LEASE_LOST:
+      return ApiCode::kFailedPrecondition;
     default:
       return ApiCode::kInternal;
   }
 }
 
 }  // namespace
-
-template <typename Request, typename Response>
-void ApiService::add(std::string_view service, const char* name, bool mutates,
-                     std::function<void(const Request&, Response&)> fn) {
-  Method m;
-  m.mutates = mutates;
-  m.request_prototype = &Request::default_instance();
-  m.response_prototype = &Response::default_instance();
-  m.call = [fn = std::move(fn)](const Message& request) {
-    auto response = std::make_unique<Response>();
-    fn(static_cast<const Request&>(request), *response);
-    return response;
-  };
-  methods_[std::string(service) + name] = std::move(m);
-}
 
 ApiService::ApiService(Engine& engine) : engine_(engine) {
   Engine& e = engine_;
@@ -260,6 +247,7 @@ ApiService::ApiService(Engine& engine) : engine_(engine) {
         if (!job) throw ApiError(ApiCode::kNotFound, fmt::format("job {} not found", id));
         api::to_proto(*job, *response.mutable_job());
       });
+  add_worker_methods();
 }
 
 const ApiService::Method* ApiService::find(std::string_view path) const {
@@ -273,10 +261,13 @@ std::vector<std::string> ApiService::paths() const {
   return out;
 }
 
-std::unique_ptr<google::protobuf::Message> ApiService::call(const Method& method,
-                                                            const Message& request) const {
+namespace {
+
+// Runs fn, turning what it throws into ApiError.
+template <typename Fn>
+auto as_api_errors(Fn&& fn) -> decltype(fn()) {
   try {
-    return method.call(request);
+    return fn();
   } catch (const ApiError&) {
     throw;
   } catch (const ValidationError& e) {
@@ -295,5 +286,19 @@ std::unique_ptr<google::protobuf::Message> ApiService::call(const Method& method
     throw ApiError(ApiCode::kInternal, std::string("internal error: ") + e.what());
   }
 }
+
+}  // namespace
+
+std::unique_ptr<google::protobuf::Message> ApiService::call(const Method& method,
+                                                            const Message& request) const {
+  return as_api_errors([&] { return method.call(request); });
+}
+
+ApiService::Cancel ApiService::start(const Method& method, const Message& request,
+                                     Done done) const {
+  return as_api_errors([&] { return method.call_async(request, std::move(done)); });
+}
+
+void ApiService::close_long_polls() { EngineInternals::remote_workers(engine_).close(); }
 
 }  // namespace conveyor

@@ -110,7 +110,13 @@ class ApiServiceTest : public ::testing::Test {
 };
 
 TEST_F(ApiServiceTest, MethodsAndWhichOnesMutate) {
-  EXPECT_EQ(api_->paths().size(), 13u);
+  EXPECT_EQ(api_->paths().size(), 18u);
+  for (const char* m : {"Claim", "Complete", "Fail", "Heartbeat", "Release"}) {
+    const std::string path = std::string("/conveyor.v1.WorkerService/") + m;
+    ASSERT_NE(api_->find(path), nullptr) << path;
+    EXPECT_TRUE(api_->find(path)->mutates) << path;  // refused by a read-only server
+  }
+  EXPECT_TRUE(api_->find("/conveyor.v1.WorkerService/Claim")->call_async);
   for (const char* m :
        {kSet, kDelete, kPause, kResume, kEnqueue, kBatch, kRetry, kCancel, kDeleteJobs})
     EXPECT_TRUE(api_->find(m)->mutates) << m;

@@ -28,6 +28,23 @@ bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
 
 namespace {
 
+// The token of an "Authorization: Bearer <token>" value (the scheme name in
+// any case, RFC 9110; spaces around the token dropped); nullopt otherwise.
+std::optional<std::string_view> bearer_token(std::optional<std::string_view> authorization) {
+  constexpr std::string_view kScheme = "bearer ";
+  if (!authorization) return std::nullopt;
+  std::string_view value = *authorization;
+  const bool bearer = value.size() > kScheme.size() &&
+                      std::equal(kScheme.begin(), kScheme.end(), value.begin(), [](char a, char b) {
+                        return a == std::tolower(static_cast<unsigned char>(b));
+                      });
+  if (!bearer) return std::nullopt;
+  value.remove_prefix(kScheme.size());
+  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
+  return value;
+}
+
 std::string lower(std::string_view text) {
   std::string out(text);
   std::transform(out.begin(), out.end(), out.begin(),
@@ -65,7 +82,9 @@ std::optional<std::string> host_of(std::string_view value) {
 }  // namespace
 
 Authenticator::Authenticator(const ServerConfig& config)
-    : token_(config.admin_token), allow_unauthenticated_(config.allow_unauthenticated) {
+    : token_(config.admin_token),
+      worker_token_(config.worker_token),
+      allow_unauthenticated_(config.allow_unauthenticated) {
   try {
     listen_host_ = lower(parse_listen_address(config.listen).host);
   } catch (const ValidationError&) {
@@ -90,7 +109,24 @@ std::optional<ApiError> Authenticator::check_host(std::optional<std::string_view
                       "[server] admin_token");
 }
 
-std::optional<ApiError> Authenticator::check(std::optional<std::string_view> authorization) const {
+bool Authenticator::worker_may_call(std::string_view path) {
+  return path.rfind("/conveyor.v1.WorkerService/", 0) == 0 ||
+         path == "/conveyor.v1.TaskService/Enqueue" ||
+         path == "/conveyor.v1.TaskService/EnqueueBatch" ||
+         path == "/conveyor.v1.TaskService/GetJob";
+}
+
+std::optional<ApiError> Authenticator::check(std::optional<std::string_view> authorization,
+                                             std::string_view path) const {
+  if (auto token = bearer_token(authorization);
+      token && !worker_token_.empty() && constant_time_equal(*token, worker_token_) &&
+      !(token_.size() == worker_token_.size() && constant_time_equal(*token, token_))) {
+    if (worker_may_call(path)) return std::nullopt;
+    return ApiError(ApiCode::kPermissionDenied,
+                    "the worker token may call only WorkerService and TaskService's Enqueue, "
+                    "EnqueueBatch and GetJob, not " +
+                        std::string(path.empty() ? "this" : path) + ": use the admin token");
+  }
   if (token_.empty()) {
     if (allow_unauthenticated_) return std::nullopt;  // check_host still applies
     return ApiError(
@@ -104,21 +140,15 @@ std::optional<ApiError> Authenticator::check(std::optional<std::string_view> aut
   if (!authorization)
     return ApiError(ApiCode::kUnauthenticated,
                     "missing Authorization header: send \"Authorization: Bearer <admin token>\"");
-  // The scheme name is case-insensitive (RFC 9110); the token is not.
-  constexpr std::string_view kScheme = "bearer ";
-  std::string_view value = *authorization;
-  const bool bearer = value.size() > kScheme.size() &&
-                      std::equal(kScheme.begin(), kScheme.end(), value.begin(), [](char a, char b) {
-                        return a == std::tolower(static_cast<unsigned char>(b));
-                      });
-  if (!bearer)
+  const std::optional<std::string_view> value = bearer_token(authorization);
+  if (!value)
     return ApiError(ApiCode::kUnauthenticated,
                     "Authorization header must be \"Bearer <admin token>\"");
-  value.remove_prefix(kScheme.size());
-  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-  while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
-  if (!constant_time_equal(value, token_))
-    return ApiError(ApiCode::kUnauthenticated, "wrong admin token");
+  if (!constant_time_equal(*value, token_))
+    return ApiError(ApiCode::kUnauthenticated, worker_token_.empty()
+                                                   ? "wrong admin token"
+                                                   : "wrong token (neither the admin token nor "
+                                                     "the worker token)");
   return std::nullopt;
 }
 

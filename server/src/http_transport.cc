@@ -107,8 +107,16 @@ std::optional<std::string_view> Request::header(std::string_view name) const {
   return std::nullopt;
 }
 
+struct Reply::State {
+  std::mutex mu;
+  std::shared_ptr<Connection> connection;  // mu: until the response is sent
+  bool sent = false;                       // mu
+  bool gone = false;                       // mu: the client closed first
+  std::function<void()> on_gone;           // mu
+};
+
 struct Server::Impl {
-  Impl(Limits l, Handler h, RefusalResponder r)
+  Impl(Limits l, AsyncHandler h, RefusalResponder r)
       : limits(l), handler(std::move(h)), refuse(std::move(r)) {}
 
   void accept();
@@ -116,7 +124,7 @@ struct Server::Impl {
   void closed(Connection* c, bool refusing);
 
   const Limits limits;
-  const Handler handler;
+  const AsyncHandler handler;
   const RefusalResponder refuse;
 
   // Touched on the I/O thread only (and by destructors after it is joined).
@@ -176,6 +184,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     read_header(limits_.header_timeout);
   }
+
+  // The response is ready (any thread posted it here).
+  void answer(Response response) {
+    if (watching_) {
+      beast::error_code ignored;
+      socket_.cancel(ignored);  // the watch read ends; its handler continues nothing
+    }
+    write(std::move(response));
+  }
+
+  tcp::socket& socket() { return socket_; }
 
   // The server stops: what waits for a request ends now; a request being
   // read, handled or answered finishes (stop_grace bounds it).
@@ -309,23 +328,60 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                    std::string(view(field.value())));
     request.body = std::move(message.body());
     request.remote_addr = remote_;
-    asio::post(*server_.workers,
-               [self = shared_from_this(), request = std::move(request)]() mutable {
-                 Response response;
-                 try {
-                   response = self->server_.handler(request);
-                 } catch (const std::exception& e) {
-                   spdlog::error("admin server: request failed: {}", e.what());
-                   response = Response{500, "text/plain; charset=utf-8", {}, "internal error\n"};
-                 }
-                 auto& io = self->socket_;
-                 asio::post(io.get_executor(),
-                            [self = std::move(self), response = std::move(response)]() mutable {
-                              self->write(std::move(response));
-                            });
-               });
+    auto state = std::make_shared<Reply::State>();
+    state->connection = shared_from_this();
+    asio::post(*server_.workers, [self = shared_from_this(), state,
+                                  request = std::move(request)]() mutable {
+      const Reply reply(state);
+      try {
+        self->server_.handler(request, reply);
+      } catch (const std::exception& e) {
+        spdlog::error("admin server: request failed: {}", e.what());
+        reply.send(Response{500, "text/plain; charset=utf-8", {}, "internal error\n"});
+      }
+      // Not answered yet (a long-poll): watch for the client closing.
+      asio::post(self->socket_.get_executor(), [self, state] { self->watch_for_close(state); });
+    });
   }
 
+
+  // While a handler holds the request unanswered, a read notices the client
+  // going away (EOF, reset), so a long-poll can give back what it holds.
+  void watch_for_close(const std::shared_ptr<Reply::State>& state) {
+    {
+      std::lock_guard lock(state->mu);
+      if (state->sent) return;
+    }
+    if (phase_ != Phase::kWorking || watching_) return;
+    watching_ = true;
+    socket_.async_read_some(
+        buffer_.prepare(4096), [self = shared_from_this(), state](beast::error_code ec, size_t n) {
+          self->buffer_.commit(n);
+          self->watching_ = false;
+          if (ec && ec != asio::error::operation_aborted) {
+            std::function<void()> gone;
+            {
+              std::lock_guard lock(state->mu);
+              if (!state->sent) {
+                state->gone = true;
+                gone = std::move(state->on_gone);
+              }
+            }
+            if (gone) gone();
+          }
+          if (self->after_watch_) std::exchange(self->after_watch_, nullptr)();
+        });
+  }
+
+  // Runs next once no watch read is pending (one read at a time).
+  void after_watch(std::function<void()> next) {
+    if (watching_)
+      after_watch_ = std::move(next);
+    else
+      next();
+  }
+
+ public:
   void refuse(Refusal why, const std::string& message) {
     keep_alive_ = false;
     write(server_.refuse(why, message));
@@ -354,8 +410,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
                        [self = shared_from_this()](beast::error_code ec, size_t) {
                          if (ec || self->phase_ == Phase::kClosed) return self->close();
                          self->response_.reset();
-                         if (self->keep_alive_ && !self->server_.stopping) return self->wait_idle();
-                         self->linger();
+                         self->after_watch([self] {
+                           if (self->phase_ == Phase::kClosed) return;
+                           if (self->keep_alive_ && !self->server_.stopping)
+                             return self->wait_idle();
+                           self->linger();
+                         });
                        });
   }
 
@@ -406,7 +466,32 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool keep_alive_ = false;
   unsigned served_ = 0;
   size_t lingered_ = 0;
+  bool watching_ = false;                // a watch_for_close read is pending
+  std::function<void()> after_watch_;  // what runs when it ends
 };
+
+bool Reply::send(Response response) const {
+  std::shared_ptr<Connection> connection;
+  bool gone = false;
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->sent) return !state_->gone;
+    state_->sent = true;
+    gone = state_->gone;
+    connection = std::move(state_->connection);
+    state_->on_gone = nullptr;
+  }
+  auto& io = connection->socket();
+  asio::post(io.get_executor(), [connection, response = std::move(response)]() mutable {
+    connection->answer(std::move(response));
+  });
+  return !gone;
+}
+
+void Reply::on_client_gone(std::function<void()> f) const {
+  std::lock_guard lock(state_->mu);
+  if (!state_->sent) state_->on_gone = std::move(f);
+}
 
 void Server::Impl::accept() {
   acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
@@ -464,8 +549,16 @@ void Server::Impl::closed(Connection* c, bool was_refusing) {
   }
 }
 
-Server::Server(Limits limits, Handler handler, RefusalResponder refuse)
+Server::Server(Limits limits, AsyncHandler handler, RefusalResponder refuse)
     : impl_(std::make_unique<Impl>(limits, std::move(handler), std::move(refuse))) {}
+
+Server::Server(Limits limits, Handler handler, RefusalResponder refuse)
+    : Server(
+          limits,
+          AsyncHandler([handler = std::move(handler)](const Request& request, const Reply& reply) {
+            reply.send(handler(request));
+          }),
+          std::move(refuse)) {}
 
 Server::~Server() { stop(); }
 

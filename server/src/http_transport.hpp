@@ -69,6 +69,28 @@ enum class Refusal {
 // Called on a worker thread for every complete request; must be thread-safe.
 // An exception is answered 500 by the responder below (Refusal is not used).
 using Handler = std::function<Response(const Request&)>;
+
+// The answer to a request, sent whenever it is ready: a long-poll returns
+// from its handler at once and answers later, from any thread, holding no
+// thread while it waits.
+class Reply {
+ public:
+  struct State;
+  explicit Reply(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  // Sends the response; only the first call counts. Returns false when the
+  // client is known to have closed the connection (nobody will read it).
+  // Thread-safe.
+  bool send(Response response) const;
+  // f runs once (on the transport's I/O thread) if the client closes the
+  // connection while no response was sent. Set it before the handler returns.
+  void on_client_gone(std::function<void()> f) const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+// A handler that answers through reply (at once or later); it must send
+// exactly one response (an exception before it did is answered 500).
+using AsyncHandler = std::function<void(const Request&, const Reply&)>;
 // Builds the answer to a refusal; message says what happened. Called on the
 // I/O thread: it must be quick and must not throw.
 using RefusalResponder = std::function<Response(Refusal, const std::string& message)>;
@@ -78,6 +100,7 @@ class Connection;
 class Server {
  public:
   Server(Limits limits, Handler handler, RefusalResponder refuse);
+  Server(Limits limits, AsyncHandler handler, RefusalResponder refuse);
   ~Server();  // stop()s
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -65,6 +65,10 @@ struct QueueConfig {
 struct ServerConfig {
   std::string listen;       // "host:port"; empty: no admin server
   std::string admin_token;  // Bearer token for the admin API; empty: none
+  // Bearer token of remote workers (env CONVEYOR_WORKER_TOKEN): it may call
+  // only WorkerService and TaskService's Enqueue, EnqueueBatch and GetJob.
+  // Empty: none (workers then need the admin token, or an open server).
+  std::string worker_token;
   // Serve the API without a token (only while admin_token is empty: a token
   // that is set is always required).
   bool allow_unauthenticated = false;

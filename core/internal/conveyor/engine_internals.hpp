@@ -7,6 +7,7 @@
 #include <conveyor/engine.hpp>
 #include <conveyor/limit_resolver.hpp>
 #include <conveyor/metrics.hpp>
+#include <conveyor/remote_workers.hpp>
 #include <conveyor/storage.hpp>
 
 #include <functional>
@@ -28,6 +29,8 @@ struct EngineInternals {
       const Engine& engine);
   // Runs that scan now (tests; the engine runs it periodically). Throws StorageError.
   static void scan_unserved_kinds(Engine& engine);
+  // The worker API's engine side (remote workers claim through it).
+  static RemoteWorkers& remote_workers(Engine& engine);
   static std::unique_ptr<Engine> make(Config config, const Clock& clock,
                                       std::shared_ptr<Storage> storage) {
     return std::unique_ptr<Engine>(new Engine(std::move(config), clock, std::move(storage)));

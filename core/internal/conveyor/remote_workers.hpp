@@ -1,0 +1,167 @@
+// RemoteWorkers: the engine's side of the worker API. Workers in other
+// processes (any language, over WorkerService) claim jobs through the
+// engine's dispatcher, so the queue's rate limit and max_workers hold for
+// the engine's own handlers and every remote worker together, and report
+// results that storage checks against the job's current lease.
+//
+// - claim() long-polls: the dispatcher grants jobs of the named kinds
+//   (storage ABI 1.1 claim_kinds) when the queue has jobs, permits and
+//   tokens; the answer comes as soon as at least one job is granted, or empty
+//   when the wait ends or the engine stops. A waiting claim holds no thread.
+// - A granted job holds one of its queue's max_workers permits until it is
+//   completed, failed or released here, or its lease expires (sweep()).
+//   Heartbeats extend the lease.
+// - Results name the lease (job id, token). Storage refuses a lease that is
+//   no longer current (expired and rescued, cancelled): the result is
+//   discarded and reported as lost.
+// - The kinds of workers that claimed within kWorkerTimeout (or hold jobs)
+//   count as served in the engine's report of kinds with no consumer.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <conveyor/clock.hpp>
+#include <conveyor/config.hpp>
+#include <conveyor/job.hpp>
+#include <conveyor/storage.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace conveyor {
+
+class Dispatcher;
+class ServedKinds;
+struct QueueRunner;
+struct RemoteClaim;
+
+class RemoteWorkers {
+ public:
+  // A worker that neither claimed nor held a job for this long is gone: its
+  // kinds stop counting as served.
+  static constexpr std::chrono::seconds kWorkerTimeout{60};
+  static constexpr uint32_t kMaxJobsPerClaim = 1000;
+  static constexpr std::chrono::seconds kMaxWait{30};
+  static constexpr std::chrono::seconds kMaxLease{3600};
+  static constexpr size_t kMaxErrorBytes = 4096;
+
+  struct ClaimRequest {
+    struct Queue {
+      std::string name;
+      uint32_t weight = 1;  // 0 is taken as 1
+    };
+    std::vector<Queue> queues;       // 1.., distinct, valid names
+    std::vector<std::string> kinds;  // 1.., valid kinds
+    uint32_t max_jobs = 1;           // 1..kMaxJobsPerClaim
+    std::chrono::milliseconds wait{0};   // 0..kMaxWait
+    std::chrono::milliseconds lease{0};  // 0: [engine] lease_ms; else up to kMaxLease
+    std::string worker_id;               // "" for an anonymous worker
+  };
+  struct Claimed {
+    std::vector<Job> jobs;  // leased (state running); empty when the wait ended
+    std::chrono::milliseconds lease{0};
+  };
+  // Cancels a waiting claim (the client went away): true when it was still
+  // waiting, and then done never runs.
+  using Cancel = std::function<bool()>;
+
+  // One lease's answer in a batch.
+  struct Result {
+    int64_t job_id = 0;
+    conveyor_status status = CONVEYOR_OK;  // OK or CONVEYOR_E_LEASE_LOST
+    std::string message;                   // why, when not OK
+  };
+  struct FailOutcome {
+    bool will_retry = false;
+    int64_t retry_at_us = -1;
+  };
+
+  RemoteWorkers(Storage& storage, Dispatcher& dispatcher, ServedKinds& served, const Clock& clock,
+                const Config& config);
+  ~RemoteWorkers();
+  RemoteWorkers(const RemoteWorkers&) = delete;
+  RemoteWorkers& operator=(const RemoteWorkers&) = delete;
+
+  // Starts a claim; done runs exactly once (on the dispatcher's thread, or
+  // this one) unless the returned Cancel succeeds. Throws ValidationError
+  // for a request outside the limits above (nothing started), and
+  // StorageError(CONVEYOR_E_UNSUPPORTED) on a plugin without claim_kinds.
+  Cancel claim(ClaimRequest request, std::function<void(Claimed&&)> done);
+
+  // Completes jobs. Per lease, in order. Throws StorageError when storage
+  // fails (nothing reported; the leases stay held).
+  std::vector<Result> complete(std::span<const conveyor_lease> leases);
+  // Records a failed attempt: retried after retry_after (> 0) or the
+  // engine's backoff, or final when permanent or no attempts are left.
+  // Throws StorageError(CONVEYOR_E_LEASE_LOST) naming the job when the lease
+  // is not current, other StorageErrors when storage fails.
+  FailOutcome fail(const conveyor_lease& lease, std::string_view error,
+                   std::chrono::milliseconds retry_after, bool permanent);
+  // Extends leases to now + lease (0: [engine] lease_ms). Per lease; sets
+  // *expires_us to the new end.
+  std::vector<Result> heartbeat(std::span<const conveyor_lease> leases,
+                                std::chrono::milliseconds lease, int64_t* expires_us);
+  // Gives jobs back unrun (available now, attempt not spent). Per lease.
+  std::vector<Result> release(std::span<const conveyor_lease> leases);
+
+  // Answers every waiting claim empty now, and every later claim at once
+  // (the server in front stops). Jobs held stay held.
+  void close();
+
+  // Frees the permits of granted jobs whose lease expired and forgets
+  // workers silent for kWorkerTimeout. The engine's maintenance runs it.
+  void sweep();
+
+  // Workers that claimed within kWorkerTimeout or hold jobs.
+  size_t connected_workers() const;
+  // Jobs granted to remote workers and not yet settled here.
+  size_t jobs_held() const;
+
+ private:
+  struct Held {
+    QueueRunner* runner = nullptr;
+    int64_t token = 0;
+    SteadyTime expires{};
+    int32_t attempt = 0, max_attempts = 0;
+    std::string worker;
+  };
+  struct Worker {
+    std::vector<std::string> kinds;  // sorted, unique
+    SteadyTime last_seen{};
+    size_t held = 0;
+  };
+
+  void granted(const std::string& worker, QueueRunner* runner, std::span<const Job> jobs,
+               std::chrono::milliseconds lease);
+  // Forgets the lease (its permit freed) when it is held; mu_ taken.
+  void settle_locked(const conveyor_lease& lease);
+  void settle(std::span<const conveyor_lease> leases);
+  void touch_worker_locked(const std::string& key, const std::vector<std::string>& kinds);
+  std::vector<Result> results(std::span<const conveyor_lease> leases,
+                              const std::vector<conveyor_status>& statuses,
+                              std::string_view what) const;
+  std::chrono::milliseconds lease_or_default(std::chrono::milliseconds lease) const;
+
+  Storage& storage_;
+  Dispatcher& dispatcher_;
+  ServedKinds& served_;
+  const Clock& clock_;
+  const Config& config_;
+
+  mutable std::mutex mu_;
+  std::unordered_map<int64_t, Held> held_;            // mu_: by job id
+  std::map<std::string, Worker, std::less<>> workers_;  // mu_: by worker key
+  std::vector<std::weak_ptr<RemoteClaim>> waiting_;     // mu_: for close()
+  bool closed_ = false;                                 // mu_
+};
+
+}  // namespace conveyor

@@ -1,0 +1,357 @@
+// The engine's side of the worker API (remote_workers.hpp).
+#include <conveyor/remote_workers.hpp>
+#include <conveyor/validation.hpp>
+
+#include "dispatcher.hpp"
+#include "job_runner.hpp"
+#include "remote_claim.hpp"
+#include "served_kinds.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+namespace conveyor {
+namespace {
+
+constexpr size_t kMaxQueuesPerClaim = 100;
+constexpr size_t kMaxKindsPerClaim = 100;
+constexpr size_t kMaxWorkerIdBytes = 200;
+constexpr uint32_t kMaxWeight = 1000;
+
+std::chrono::microseconds micros(std::chrono::milliseconds d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d);
+}
+
+// The claim's kinds, sorted and unique, each checked.
+std::vector<std::string> checked_kinds(const std::vector<std::string>& kinds) {
+  if (kinds.empty())
+    throw ValidationError("kinds", "kinds: name at least one job kind this worker runs");
+  if (kinds.size() > kMaxKindsPerClaim)
+    throw ValidationError("kinds", fmt::format("kinds: at most {} kinds per claim, got {}",
+                                               kMaxKindsPerClaim, kinds.size()));
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    try {
+      validate_job_kind(kinds[i]);
+    } catch (const ValidationError& e) {
+      throw ValidationError(fmt::format("kinds[{}]", i), fmt::format("kinds[{}]: {}", i, e.what()));
+    }
+  }
+  std::vector<std::string> out = kinds;
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+void check_queues(const std::vector<RemoteWorkers::ClaimRequest::Queue>& queues) {
+  if (queues.empty())
+    throw ValidationError("queues", "queues: name at least one queue to claim from");
+  if (queues.size() > kMaxQueuesPerClaim)
+    throw ValidationError("queues", fmt::format("queues: at most {} queues per claim, got {}",
+                                                kMaxQueuesPerClaim, queues.size()));
+  std::set<std::string_view> seen;
+  for (size_t i = 0; i < queues.size(); ++i) {
+    const std::string field = fmt::format("queues[{}]", i);
+    try {
+      validate_queue_name(queues[i].name);
+    } catch (const ValidationError& e) {
+      throw ValidationError(field + ".queue", field + ".queue: " + e.what());
+    }
+    if (!seen.insert(queues[i].name).second)
+      throw ValidationError(field + ".queue", fmt::format("{}.queue: {} is listed twice", field,
+                                                          quote_for_message(queues[i].name)));
+    if (queues[i].weight > kMaxWeight)
+      throw ValidationError(field + ".weight", fmt::format("{}.weight: must be 0..{} (0 means 1), "
+                                                           "got {}",
+                                                           field, kMaxWeight, queues[i].weight));
+  }
+}
+
+void check_claim(const RemoteWorkers::ClaimRequest& r) {
+  check_queues(r.queues);
+  if (r.max_jobs == 0 || r.max_jobs > RemoteWorkers::kMaxJobsPerClaim)
+    throw ValidationError("maxJobs", fmt::format("maxJobs: must be 1..{} (the jobs this worker "
+                                                 "can start now), got {}",
+                                                 RemoteWorkers::kMaxJobsPerClaim, r.max_jobs));
+  if (r.wait < std::chrono::milliseconds(0) || r.wait > RemoteWorkers::kMaxWait)
+    throw ValidationError("waitSeconds",
+                          fmt::format("waitSeconds: must be 0..{}", RemoteWorkers::kMaxWait.count()));
+  if (r.lease < std::chrono::milliseconds(0) || r.lease > RemoteWorkers::kMaxLease ||
+      (r.lease.count() > 0 && r.lease < std::chrono::seconds(1)))
+    throw ValidationError("leaseSeconds",
+                          fmt::format("leaseSeconds: must be 0 (the server's lease) or 1..{}",
+                                      RemoteWorkers::kMaxLease.count()));
+  if (r.worker_id.size() > kMaxWorkerIdBytes)
+    throw ValidationError("workerId", fmt::format("workerId: at most {} bytes, got {}",
+                                                  kMaxWorkerIdBytes, r.worker_id.size()));
+}
+
+void check_leases(std::span<const conveyor_lease> leases) {
+  if (leases.empty()) throw ValidationError("leases", "leases: give at least one lease");
+  if (leases.size() > RemoteWorkers::kMaxJobsPerClaim)
+    throw ValidationError("leases", fmt::format("leases: at most {} per call, got {}: send them "
+                                                "in batches",
+                                                RemoteWorkers::kMaxJobsPerClaim, leases.size()));
+  for (size_t i = 0; i < leases.size(); ++i)
+    if (leases[i].job_id <= 0)
+      throw ValidationError(fmt::format("leases[{}].jobId", i),
+                            fmt::format("leases[{}].jobId: must be a job id (>= 1), got {}", i,
+                                        leases[i].job_id));
+}
+
+std::string lost_message(int64_t job_id, std::string_view what) {
+  return fmt::format(
+      "job {}: the lease is no longer current (it expired and the job was rescued, or the job "
+      "was cancelled or finished): the {} was discarded",
+      job_id, what);
+}
+
+}  // namespace
+
+RemoteWorkers::RemoteWorkers(Storage& storage, Dispatcher& dispatcher, ServedKinds& served,
+                             const Clock& clock, const Config& config)
+    : storage_(storage), dispatcher_(dispatcher), served_(served), clock_(clock), config_(config) {}
+
+RemoteWorkers::~RemoteWorkers() {
+  std::lock_guard lock(mu_);
+  for (const auto& [key, w] : workers_)
+    for (const std::string& kind : w.kinds) served_.remove(kind);
+}
+
+std::chrono::milliseconds RemoteWorkers::lease_or_default(std::chrono::milliseconds lease) const {
+  return lease.count() > 0 ? lease : std::chrono::milliseconds(config_.engine.lease_ms);
+}
+
+RemoteWorkers::Cancel RemoteWorkers::claim(ClaimRequest request,
+                                           std::function<void(Claimed&&)> done) {
+  check_claim(request);
+  if (!storage_.has_slot("claim_kinds")) {
+    const PluginInfo& p = storage_.plugin_info();
+    throw StorageError(CONVEYOR_E_UNSUPPORTED,
+                       fmt::format("storage plugin '{}' implements ABI {}.{}; remote workers need "
+                                   "ABI 1.1 (slot claim_kinds): upgrade the plugin",
+                                   p.name, p.abi_major, p.abi_minor));
+  }
+  auto claim = std::make_shared<RemoteClaim>();
+  claim->kinds = checked_kinds(request.kinds);
+  for (const auto& q : request.queues)
+    claim->queues.push_back({q.name, std::max(1u, q.weight), config_.max_workers_for(q.name)});
+  claim->max_jobs = request.max_jobs;
+  claim->deadline = clock_.steady_now() + request.wait;
+  const std::chrono::milliseconds lease = lease_or_default(request.lease);
+  claim->lease = micros(lease);
+  // Anonymous workers are told apart by what they serve.
+  std::string worker = request.worker_id.empty()
+                           ? fmt::format("anonymous:{}", fmt::join(claim->kinds, ","))
+                           : "id:" + request.worker_id;
+  claim->deliver = [this, worker, lease, done = std::move(done)](QueueRunner* runner,
+                                                                   std::vector<Job>&& jobs) {
+    if (!jobs.empty()) granted(worker, runner, jobs, lease);
+    done(Claimed{std::move(jobs), lease});
+  };
+  std::weak_ptr<RemoteClaim> weak = claim;
+  bool closed = false;
+  {
+    std::lock_guard lock(mu_);
+    touch_worker_locked(worker, claim->kinds);
+    closed = closed_;
+    if (!closed) {
+      std::erase_if(waiting_, [](const std::weak_ptr<RemoteClaim>& w) {
+        auto c = w.lock();
+        return !c || !c->waiting();
+      });
+      waiting_.push_back(weak);
+    }
+  }
+  if (closed) {
+    if (claim->take()) claim->deliver(nullptr, {});
+    return [] { return false; };
+  }
+  dispatcher_.submit_remote(std::move(claim));
+  return [weak] {
+    auto c = weak.lock();
+    return c && c->cancel();
+  };
+}
+
+void RemoteWorkers::touch_worker_locked(const std::string& key,
+                                        const std::vector<std::string>& kinds) {
+  auto [it, added] = workers_.try_emplace(key);
+  Worker& w = it->second;
+  w.last_seen = clock_.steady_now();
+  if (!added && w.kinds == kinds) return;
+  for (const std::string& k : kinds) served_.add(k);
+  for (const std::string& k : w.kinds) served_.remove(k);
+  w.kinds = kinds;
+  if (added) spdlog::info("remote worker {} connected: kinds {}", key, fmt::join(kinds, ", "));
+}
+
+void RemoteWorkers::granted(const std::string& worker, QueueRunner* runner,
+                            std::span<const Job> jobs, std::chrono::milliseconds lease) {
+  const SteadyTime expires = clock_.steady_now() + lease;
+  std::lock_guard lock(mu_);
+  for (const Job& job : jobs) {
+    held_[job.id] = Held{runner, job.lease_token, expires, job.attempt, job.max_attempts, worker};
+    if (auto it = workers_.find(worker); it != workers_.end()) ++it->second.held;
+  }
+}
+
+void RemoteWorkers::settle_locked(const conveyor_lease& lease) {
+  auto it = held_.find(lease.job_id);
+  if (it == held_.end() || it->second.token != lease.lease_token) return;
+  if (auto w = workers_.find(it->second.worker); w != workers_.end() && w->second.held > 0)
+    --w->second.held;
+  QueueRunner* runner = it->second.runner;
+  held_.erase(it);
+  dispatcher_.remote_job_finished(*runner);
+}
+
+void RemoteWorkers::settle(std::span<const conveyor_lease> leases) {
+  std::lock_guard lock(mu_);
+  for (const conveyor_lease& l : leases) settle_locked(l);
+}
+
+std::vector<RemoteWorkers::Result> RemoteWorkers::results(
+    std::span<const conveyor_lease> leases, const std::vector<conveyor_status>& statuses,
+    std::string_view what) const {
+  std::vector<Result> out;
+  out.reserve(leases.size());
+  for (size_t i = 0; i < leases.size(); ++i) {
+    const conveyor_status s = i < statuses.size() ? statuses[i] : CONVEYOR_E_LEASE_LOST;
+    out.push_back({leases[i].job_id, s,
+                   s == CONVEYOR_OK ? std::string() : lost_message(leases[i].job_id, what)});
+  }
+  return out;
+}
+
+std::vector<RemoteWorkers::Result> RemoteWorkers::complete(std::span<const conveyor_lease> leases) {
+  check_leases(leases);
+  const std::vector<conveyor_status> statuses = storage_.complete(leases, clock_.wall_now_us());
+  settle(leases);
+  return results(leases, statuses, "completion");
+}
+
+RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std::string_view error,
+                                               std::chrono::milliseconds retry_after,
+                                               bool permanent) {
+  check_leases(std::span<const conveyor_lease>(&lease, 1));
+  if (retry_after < std::chrono::milliseconds(0))
+    throw ValidationError("retryAfterSeconds", "retryAfterSeconds: must be 0 or more");
+  int32_t attempt = 0, max_attempts = 0;
+  bool known = false;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = held_.find(lease.job_id); it != held_.end() && it->second.token == lease.lease_token) {
+      attempt = it->second.attempt;
+      max_attempts = it->second.max_attempts;
+      known = true;
+    }
+  }
+  if (!known) {
+    // Granted by an earlier server process: storage has the attempts.
+    std::optional<Job> job = storage_.get_job(lease.job_id, clock_.wall_now_us());
+    if (!job || job->state != JobState::kRunning || job->lease_token != lease.lease_token)
+      throw StorageError(CONVEYOR_E_LEASE_LOST, lost_message(lease.job_id, "failure"));
+    attempt = job->attempt;
+    max_attempts = job->max_attempts;
+  }
+  const int64_t now = clock_.wall_now_us();
+  int64_t retry_at = -1;
+  if (!permanent && attempt < max_attempts)
+    retry_at = retry_after.count() > 0 ? now + micros(retry_after).count()
+                                       : next_attempt_at_us(attempt, max_attempts, config_.engine, now);
+  const std::string_view text = error.substr(0, kMaxErrorBytes);
+  const conveyor_status status = storage_.fail(lease, text, retry_at, now);
+  settle(std::span<const conveyor_lease>(&lease, 1));
+  if (status == CONVEYOR_E_LEASE_LOST)
+    throw StorageError(CONVEYOR_E_LEASE_LOST, lost_message(lease.job_id, "failure"));
+  return FailOutcome{retry_at >= 0, retry_at};
+}
+
+std::vector<RemoteWorkers::Result> RemoteWorkers::heartbeat(std::span<const conveyor_lease> leases,
+                                                            std::chrono::milliseconds lease,
+                                                            int64_t* expires_us) {
+  check_leases(leases);
+  if (lease < std::chrono::milliseconds(0) || lease > kMaxLease ||
+      (lease.count() > 0 && lease < std::chrono::seconds(1)))
+    throw ValidationError("leaseSeconds", fmt::format("leaseSeconds: must be 0 (the server's "
+                                                      "lease) or 1..{}",
+                                                      kMaxLease.count()));
+  const std::chrono::milliseconds length = lease_or_default(lease);
+  const int64_t expires = clock_.wall_now_us() + micros(length).count();
+  const std::vector<conveyor_status> statuses = storage_.extend_leases(leases, expires);
+  const SteadyTime steady_expires = clock_.steady_now() + length;
+  {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < leases.size(); ++i) {
+      if (i < statuses.size() && statuses[i] == CONVEYOR_OK) {
+        auto it = held_.find(leases[i].job_id);
+        if (it != held_.end() && it->second.token == leases[i].lease_token)
+          it->second.expires = steady_expires;
+      } else {
+        settle_locked(leases[i]);  // the job is no longer this worker's
+      }
+    }
+  }
+  if (expires_us) *expires_us = expires;
+  return results(leases, statuses, "heartbeat");
+}
+
+std::vector<RemoteWorkers::Result> RemoteWorkers::release(std::span<const conveyor_lease> leases) {
+  check_leases(leases);
+  const std::vector<conveyor_status> statuses = storage_.release(leases, clock_.wall_now_us());
+  settle(leases);
+  return results(leases, statuses, "release");
+}
+
+void RemoteWorkers::close() {
+  std::vector<std::weak_ptr<RemoteClaim>> waiting;
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    waiting.swap(waiting_);
+  }
+  for (const auto& w : waiting)
+    if (auto c = w.lock(); c && c->take()) c->deliver(nullptr, {});
+}
+
+void RemoteWorkers::sweep() {
+  const SteadyTime now = clock_.steady_now();
+  std::lock_guard lock(mu_);
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (it->second.expires > now) {
+      ++it;
+      continue;
+    }
+    spdlog::info("job {}: the lease of remote worker {} expired without a result; the job runs "
+                 "again when rescued",
+                 it->first, it->second.worker);
+    const conveyor_lease lease{it->first, it->second.token};
+    ++it;
+    settle_locked(lease);
+  }
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (it->second.held > 0 || now - it->second.last_seen < kWorkerTimeout) {
+      ++it;
+      continue;
+    }
+    spdlog::info("remote worker {} is gone (no claim for {} s)", it->first, kWorkerTimeout.count());
+    for (const std::string& k : it->second.kinds) served_.remove(k);
+    it = workers_.erase(it);
+  }
+}
+
+size_t RemoteWorkers::connected_workers() const {
+  std::lock_guard lock(mu_);
+  return workers_.size();
+}
+
+size_t RemoteWorkers::jobs_held() const {
+  std::lock_guard lock(mu_);
+  return held_.size();
+}
+
+}  // namespace conveyor
