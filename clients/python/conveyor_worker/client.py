@@ -6,7 +6,7 @@ JSON mapping. Errors come back as HTTP 4xx/5xx with {"code", "message"} and
 are raised here as ConnectError.
 
 Each thread gets its own keep-alive HTTP connection, so one Client can be
-shared by threads; close() shuts all of them, which also aborts a call in
+shared by threads; close() closes all of them, which also aborts a call in
 flight (a long-poll Claim, say) in another thread.
 """
 
@@ -145,6 +145,7 @@ class Client:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._conns: set[http.client.HTTPConnection] = set()
+        self._in_call: set[http.client.HTTPConnection] = set()  # connections in a call now
         self._closed = False
 
     # -- WorkerService -------------------------------------------------------
@@ -228,8 +229,10 @@ class Client:
                     conn.sock.settimeout(conn.timeout)
                 conn.request("POST", path, body=data, headers=headers)
                 response = conn.getresponse()
-                status = response.status
                 text = response.read()
+                if response.will_close:
+                    self._drop(conn)
+                return self._decode(response.status, text)
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
                 self._drop(conn)
                 if reused and attempt == 0 and not self._closed:
@@ -238,19 +241,26 @@ class Client:
             except (OSError, http.client.HTTPException) as e:
                 self._drop(conn)
                 raise ConnectError("unavailable", f"{self._host}:{self._port}: {e or type(e).__name__}") from e
-            if response.will_close:
-                self._drop(conn)
-            return self._decode(status, text)
+            finally:
+                with self._lock:
+                    self._in_call.discard(conn)
+                    closed = self._closed
+                if closed:
+                    self._drop(conn)
         raise AssertionError("unreachable")
 
     def close(self) -> None:
-        """Shuts every connection, aborting calls in flight; later calls fail with unavailable."""
+        """Closes every connection, aborting calls in flight; later calls fail with unavailable."""
         with self._lock:
             self._closed = True
-            conns = list(self._conns)
-        # Shut, not closed: the thread using a connection closes it when its
-        # call fails (closing under it could break http.client's state).
-        for conn in conns:
+            busy = list(self._in_call)
+            idle = [c for c in self._conns if c not in self._in_call]
+            self._conns.difference_update(idle)
+        for conn in idle:
+            conn.close()
+        # Shut, not closed: the thread in the call closes it when the call
+        # fails (closing under it could break http.client's state).
+        for conn in busy:
             sock = conn.sock
             if sock is not None:
                 try:
@@ -259,11 +269,13 @@ class Client:
                     pass
 
     def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's connection, marked in a call; and whether it was used before."""
         conn = getattr(self._local, "conn", None)
         with self._lock:
             if self._closed:
                 raise ConnectError("unavailable", "the client is closed")
             if conn is not None and conn in self._conns:
+                self._in_call.add(conn)
                 return conn, conn.sock is not None
         cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
         conn = cls(self._host, self._port, timeout=self.timeout)
@@ -271,6 +283,7 @@ class Client:
             if self._closed:
                 raise ConnectError("unavailable", "the client is closed")
             self._conns.add(conn)
+            self._in_call.add(conn)
         self._local.conn = conn
         return conn, False
 

@@ -178,11 +178,10 @@ class Worker:
         if not self._handlers:
             raise ValueError("register a handler first (@worker.handler('kind'))")
         previous = self._install_signal_handlers()
-        threads = [threading.Thread(target=self._slot_loop, name=f"conveyor-slot-{i}", daemon=True)
-                   for i in range(self.concurrency)]
-        claimer = threading.Thread(target=self._claim_loop, name="conveyor-claim", daemon=True)
-        reporter = threading.Thread(target=self._report_loop, name="conveyor-report", daemon=True)
-        heartbeater = threading.Thread(target=self._heartbeat_loop, name="conveyor-heartbeat", daemon=True)
+        threads = [self._thread(self._slot_loop, f"conveyor-slot-{i}") for i in range(self.concurrency)]
+        claimer = self._thread(self._claim_loop, "conveyor-claim")
+        reporter = self._thread(self._report_loop, "conveyor-report")
+        heartbeater = self._thread(self._heartbeat_loop, "conveyor-heartbeat")
         for t in [*threads, claimer, reporter, heartbeater]:
             t.start()
         log.info("worker %s: %d slots, kinds %s, queues %s", self.worker_id, self.concurrency,
@@ -202,6 +201,16 @@ class Worker:
             self._claim_client.close()
         if self._fatal is not None:
             raise self._fatal
+
+    def _thread(self, loop: Callable[[], None], name: str) -> threading.Thread:
+        def guarded():
+            try:
+                loop()
+            except BaseException:  # a bug here: stop rather than hang without the thread
+                log.critical("%s crashed; stopping the worker", name, exc_info=True)
+                self.stop()
+
+        return threading.Thread(target=guarded, name=name, daemon=True)
 
     def _install_signal_handlers(self) -> dict:
         if not self.handle_signals or threading.current_thread() is not threading.main_thread():

@@ -110,6 +110,7 @@ class ConveyorServer:
         try:
             self.stop()
         finally:
+            self.admin.close()
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def log(self) -> str:

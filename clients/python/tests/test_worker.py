@@ -247,6 +247,7 @@ class ClientTest(unittest.TestCase):
     def test_release_and_results_on_a_lease_no_longer_current(self):
         [job_id] = server.enqueue("py-client", "py_client", maxAttempts=3)
         client = Client(server.base, WORKER_TOKEN)
+        self.addCleanup(client.close)
         claimed = client.claim(["py-client"], ["py_client"], max_jobs=5, wait_seconds=5, worker_id="test",
                                lease_seconds=60)
         self.assertEqual([j.id for j in claimed.jobs], [job_id])
@@ -288,11 +289,13 @@ class ClientTest(unittest.TestCase):
 
     def test_errors_name_the_code(self):
         client = Client(server.base, WORKER_TOKEN)
+        self.addCleanup(client.close)
         with self.assertRaises(ConnectError) as caught:
             client.claim([], ["py_task"], max_jobs=1)
         self.assertEqual(caught.exception.code, "invalid_argument")
         self.assertFalse(caught.exception.retryable)
         nobody = Client(f"http://127.0.0.1:{free_port()}", WORKER_TOKEN)  # nothing listens there
+        self.addCleanup(nobody.close)
         with self.assertRaises(ConnectError) as caught:
             nobody.complete([])
         self.assertEqual((caught.exception.code, caught.exception.http_status), ("unavailable", 0))
@@ -329,6 +332,7 @@ print("run returned", flush=True)
                                     started=str(self.started), go=str(self.go))
         proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.addCleanup(proc.stdout.close)
         self.addCleanup(lambda: proc.poll() is None and proc.kill())
         return proc, LineReader(proc.stdout)
 
