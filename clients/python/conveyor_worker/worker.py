@@ -284,7 +284,9 @@ class Worker:
                     self.stop()
                     return
                 self._outage.failed("Claim", e)
-                self._stopping.wait(backoff.next())
+                delay = backoff.next()
+                log.debug("Claim failed (%s); retrying in %.2f s", e, delay)
+                self._stopping.wait(delay)
                 continue
             self._outage.ok()
             backoff.reset()
@@ -386,7 +388,9 @@ class Worker:
                 self._send(completes, releases, fails)
             except ConnectError as e:
                 self._outage.failed("reporting results", e)
-                retry_at = time.monotonic() + backoff.next()
+                delay = backoff.next()
+                log.debug("reporting results failed (%s); retrying in %.2f s", e, delay)
+                retry_at = time.monotonic() + delay
                 continue
             self._outage.ok()
             backoff.reset()
@@ -463,6 +467,7 @@ class Worker:
                 except ConnectError as e:
                     if e.retryable:
                         self._outage.failed("Heartbeat", e)
+                        log.debug("Heartbeat failed (%s); retrying at the next beat", e)
                     else:
                         log.error("Heartbeat refused: %s", e)
                     break
