@@ -220,8 +220,7 @@ void Dispatcher::expire_remote(SteadyTime now) {
   }
 }
 
-Dispatcher::RemoteTry Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim,
-                                             SteadyTime now) {
+Dispatcher::RemoteTry Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim, SteadyTime now) {
   if (!claim.waiting()) return RemoteTry::kGone;
   if (r.limit_generation != limits_.generation()) refresh_limit(r, now);
   const uint32_t in_flight = r.in_flight.load(std::memory_order_acquire);
@@ -268,9 +267,10 @@ Dispatcher::RemoteTry Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim,
     try {
       storage_.release(leases, wall);
     } catch (const std::exception& e) {
-      spdlog::warn("queue {}: giving back {} job(s) of a remote worker that went away failed "
-                   "(their leases expire and they are rescued): {}",
-                   r.name, claimed, e.what());
+      spdlog::warn(
+          "queue {}: giving back {} job(s) of a remote worker that went away failed "
+          "(their leases expire and they are rescued): {}",
+          r.name, claimed, e.what());
     }
     return RemoteTry::kGone;
   }

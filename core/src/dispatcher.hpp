@@ -206,9 +206,9 @@ class Dispatcher {
   std::vector<QueueRunner*> woken_;                                           // mu_
   std::vector<QueueRunner*> waiting_global_;                                  // mu_
   std::atomic<bool> has_global_waiters_{false};
-  bool interrupted_ = false;                                   // mu_
+  bool interrupted_ = false;                                    // mu_
   std::vector<std::shared_ptr<RemoteClaim>> remote_submitted_;  // mu_
-  bool remote_closed_ = false;                                 // mu_
+  bool remote_closed_ = false;                                  // mu_
   // (D) Every claim that waits, by the end of its wait.
   std::multimap<SteadyTime, std::shared_ptr<RemoteClaim>> remote_deadlines_;
   std::atomic<uint32_t> total_in_flight_{0};

@@ -77,8 +77,8 @@ void check_claim(const RemoteWorkers::ClaimRequest& r) {
                                                  "can start now), got {}",
                                                  RemoteWorkers::kMaxJobsPerClaim, r.max_jobs));
   if (r.wait < std::chrono::milliseconds(0) || r.wait > RemoteWorkers::kMaxWait)
-    throw ValidationError("waitSeconds",
-                          fmt::format("waitSeconds: must be 0..{}", RemoteWorkers::kMaxWait.count()));
+    throw ValidationError(
+        "waitSeconds", fmt::format("waitSeconds: must be 0..{}", RemoteWorkers::kMaxWait.count()));
   if (r.lease < std::chrono::milliseconds(0) || r.lease > RemoteWorkers::kMaxLease ||
       (r.lease.count() > 0 && r.lease < std::chrono::seconds(1)))
     throw ValidationError("leaseSeconds",
@@ -97,9 +97,9 @@ void check_leases(std::span<const conveyor_lease> leases) {
                                                 RemoteWorkers::kMaxJobsPerClaim, leases.size()));
   for (size_t i = 0; i < leases.size(); ++i)
     if (leases[i].job_id <= 0)
-      throw ValidationError(fmt::format("leases[{}].jobId", i),
-                            fmt::format("leases[{}].jobId: must be a job id (>= 1), got {}", i,
-                                        leases[i].job_id));
+      throw ValidationError(
+          fmt::format("leases[{}].jobId", i),
+          fmt::format("leases[{}].jobId: must be a job id (>= 1), got {}", i, leases[i].job_id));
 }
 
 std::string lost_message(int64_t job_id, std::string_view what) {
@@ -148,7 +148,7 @@ RemoteWorkers::Cancel RemoteWorkers::claim(ClaimRequest request,
                            ? fmt::format("anonymous:{}", fmt::join(claim->kinds, ","))
                            : "id:" + request.worker_id;
   claim->deliver = [this, worker, lease, done = std::move(done)](QueueRunner* runner,
-                                                                   std::vector<Job>&& jobs) {
+                                                                 std::vector<Job>&& jobs) {
     if (!jobs.empty()) granted(worker, runner, jobs, lease);
     done(Claimed{std::move(jobs), lease});
   };
@@ -244,7 +244,8 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
   bool known = false;
   {
     std::lock_guard lock(mu_);
-    if (auto it = held_.find(lease.job_id); it != held_.end() && it->second.token == lease.lease_token) {
+    if (auto it = held_.find(lease.job_id);
+        it != held_.end() && it->second.token == lease.lease_token) {
       attempt = it->second.attempt;
       max_attempts = it->second.max_attempts;
       known = true;
@@ -261,8 +262,9 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
   const int64_t now = clock_.wall_now_us();
   int64_t retry_at = -1;
   if (!permanent && attempt < max_attempts)
-    retry_at = retry_after.count() > 0 ? now + micros(retry_after).count()
-                                       : next_attempt_at_us(attempt, max_attempts, config_.engine, now);
+    retry_at = retry_after.count() > 0
+                   ? now + micros(retry_after).count()
+                   : next_attempt_at_us(attempt, max_attempts, config_.engine, now);
   const std::string_view text = error.substr(0, kMaxErrorBytes);
   const conveyor_status status = storage_.fail(lease, text, retry_at, now);
   settle(std::span<const conveyor_lease>(&lease, 1));
@@ -326,9 +328,10 @@ void RemoteWorkers::sweep() {
       ++it;
       continue;
     }
-    spdlog::info("job {}: the lease of remote worker {} expired without a result; the job runs "
-                 "again when rescued",
-                 it->first, it->second.worker);
+    spdlog::info(
+        "job {}: the lease of remote worker {} expired without a result; the job runs "
+        "again when rescued",
+        it->first, it->second.worker);
     const conveyor_lease lease{it->first, it->second.token};
     ++it;
     settle_locked(lease);

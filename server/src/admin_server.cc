@@ -234,9 +234,9 @@ void AdminServer::start() {
   limits.max_body_bytes = i.config.max_body_bytes;
   limits.worker_threads = kHttpThreads;
   auto server = std::make_unique<http::Server>(
-      limits,
-      http::AsyncHandler(
-          [&i](const http::Request& req, const http::Reply& reply) { i.handle_async(req, reply); }),
+      limits, http::AsyncHandler([&i](const http::Request& req, const http::Reply& reply) {
+        i.handle_async(req, reply);
+      }),
       refusal);
   try {
     server->bind(i.address.host, i.address.port);

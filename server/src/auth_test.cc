@@ -65,6 +65,40 @@ TEST(Authenticator, NoTokenAndNoPermissionRefusesEverythingAndSaysWhatToSet) {
   EXPECT_TRUE(auth.check("Bearer x"));
 }
 
+TEST(Authenticator, TheWorkerTokenCallsOnlyTheWorkersMethods) {
+  ServerConfig config = server("admin-s3cret", false);
+  config.worker_token = "worker-s3cret";
+  Authenticator auth(config);
+  for (const char* path :
+       {"/conveyor.v1.WorkerService/Claim", "/conveyor.v1.WorkerService/Complete",
+        "/conveyor.v1.TaskService/Enqueue", "/conveyor.v1.TaskService/EnqueueBatch",
+        "/conveyor.v1.TaskService/GetJob"}) {
+    EXPECT_FALSE(auth.check("Bearer worker-s3cret", path)) << path;
+    EXPECT_FALSE(auth.check("Bearer admin-s3cret", path)) << path;  // admin: everything
+  }
+  for (const char* path : {"/conveyor.v1.AdminService/ListQueues",
+                           "/conveyor.v1.AdminService/DeleteJobs", "/metrics", ""}) {
+    auto denied = auth.check("Bearer worker-s3cret", path);
+    ASSERT_TRUE(denied) << path;
+    EXPECT_EQ(denied->code(), ApiCode::kPermissionDenied) << path;
+    EXPECT_NE(std::string(denied->what()).find("use the admin token"), std::string::npos);
+    EXPECT_FALSE(auth.check("Bearer admin-s3cret", path)) << path;
+  }
+  auto wrong = auth.check("Bearer worker-s3creT", "/conveyor.v1.WorkerService/Claim");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->code(), ApiCode::kUnauthenticated);
+  EXPECT_STREQ(wrong->what(), "wrong token (neither the admin token nor the worker token)");
+}
+
+TEST(Authenticator, AWorkerTokenAloneOpensOnlyTheWorkersMethods) {
+  ServerConfig config = server("", false);
+  config.worker_token = "worker-s3cret";
+  Authenticator auth(config);
+  EXPECT_FALSE(auth.check("Bearer worker-s3cret", "/conveyor.v1.WorkerService/Claim"));
+  EXPECT_TRUE(auth.check("Bearer worker-s3cret", "/conveyor.v1.AdminService/ListQueues"));
+  EXPECT_TRUE(auth.check(std::nullopt, "/conveyor.v1.WorkerService/Claim"));
+}
+
 TEST(Loopback, RecognisesLoopbackAddressesOnly) {
   for (const char* host : {"127.0.0.1", "127.1.2.3", "::1", "localhost", "LOCALHOST"})
     EXPECT_TRUE(is_loopback_host(host)) << host;

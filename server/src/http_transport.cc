@@ -163,6 +163,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
         timer_(socket_.get_executor()),
         refusing_(refusing) {
     beast::error_code ec;
+    // Answers go out in one write; without this a client's delayed ACK can
+    // hold a keep-alive answer back by tens of milliseconds (Nagle).
+    socket_.set_option(tcp::no_delay(true), ec);
     const auto remote = socket_.remote_endpoint(ec);
     if (!ec) remote_ = remote.address().to_string();
     if (refusing_) {
@@ -344,7 +347,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
-
   // While a handler holds the request unanswered, a read notices the client
   // going away (EOF, reset), so a long-poll can give back what it holds.
   void watch_for_close(const std::shared_ptr<Reply::State>& state) {
@@ -354,23 +356,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (phase_ != Phase::kWorking || watching_) return;
     watching_ = true;
-    socket_.async_read_some(
-        buffer_.prepare(4096), [self = shared_from_this(), state](beast::error_code ec, size_t n) {
-          self->buffer_.commit(n);
-          self->watching_ = false;
-          if (ec && ec != asio::error::operation_aborted) {
-            std::function<void()> gone;
-            {
-              std::lock_guard lock(state->mu);
-              if (!state->sent) {
-                state->gone = true;
-                gone = std::move(state->on_gone);
-              }
-            }
-            if (gone) gone();
-          }
-          if (self->after_watch_) std::exchange(self->after_watch_, nullptr)();
-        });
+    socket_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this(), state](beast::error_code ec, size_t n) {
+                              self->buffer_.commit(n);
+                              self->watching_ = false;
+                              if (ec && ec != asio::error::operation_aborted) {
+                                std::function<void()> gone;
+                                {
+                                  std::lock_guard lock(state->mu);
+                                  if (!state->sent) {
+                                    state->gone = true;
+                                    gone = std::move(state->on_gone);
+                                  }
+                                }
+                                if (gone) gone();
+                              }
+                              if (self->after_watch_) std::exchange(self->after_watch_, nullptr)();
+                            });
   }
 
   // Runs next once no watch read is pending (one read at a time).
@@ -466,7 +468,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool keep_alive_ = false;
   unsigned served_ = 0;
   size_t lingered_ = 0;
-  bool watching_ = false;                // a watch_for_close read is pending
+  bool watching_ = false;              // a watch_for_close read is pending
   std::function<void()> after_watch_;  // what runs when it ends
 };
 

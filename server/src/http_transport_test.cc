@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace conveyor::http {
 namespace {
@@ -358,6 +359,91 @@ TEST(HttpTransport, StopFinishesTheRequestInFlightAndClosesIdleOnes) {
   EXPECT_LT(connect_to(port), 0);  // nothing listens
   ::close(idle);
   ::close(busy);
+}
+
+// Deferred replies (long-polls): a handler that returns without answering.
+class Deferred {
+ public:
+  void handle(const Request& req, const Reply& reply) {
+    std::lock_guard lock(mu_);
+    if (req.path == "/now") {
+      reply.send(Response{200, "text/plain", {}, "now"});
+      return;
+    }
+    reply.on_client_gone([this] {
+      std::lock_guard l(mu_);
+      ++gone_;
+      cv_.notify_all();
+    });
+    pending_.push_back(reply);
+    cv_.notify_all();
+  }
+  // Waits for n requests to be held.
+  bool wait_pending(size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, 5s, [&] { return pending_.size() >= n; });
+  }
+  bool wait_gone(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, 5s, [&] { return gone_ >= n; });
+  }
+  bool answer(size_t i, const std::string& body) {
+    std::lock_guard lock(mu_);
+    return pending_.at(i).send(Response{200, "text/plain", {}, body});
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Reply> pending_;
+  int gone_ = 0;
+};
+
+TEST(HttpTransport, DeferredRepliesHoldNoWorkerThread) {
+  Deferred d;
+  Limits limits = short_limits();
+  limits.worker_threads = 1;
+  Server server(limits,
+                AsyncHandler([&](const Request& r, const Reply& reply) { d.handle(r, reply); }),
+                refusal);
+  server.bind("127.0.0.1", 0);
+  server.start();
+  // More held requests than worker threads, and a quick one still answered.
+  std::vector<int> fds;
+  for (int i = 0; i < 4; ++i) {
+    fds.push_back(connect_to(server.port()));
+    send_all(fds.back(), "POST /wait HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+  }
+  ASSERT_TRUE(d.wait_pending(4));
+  const int quick = connect_to(server.port());
+  send_all(quick, "GET /now HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(read_from(quick, 2000ms, "now").data.find("200 OK"), std::string::npos);
+  ::close(quick);
+  // Answered later from this thread, each on its own connection, which stays usable.
+  for (size_t i = 0; i < fds.size(); ++i) EXPECT_TRUE(d.answer(i, "late" + std::to_string(i)));
+  for (size_t i = 0; i < fds.size(); ++i) {
+    const Received r = read_from(fds[i], 2000ms, "late" + std::to_string(i));
+    EXPECT_NE(r.data.find("200 OK"), std::string::npos) << r.data;
+    send_all(fds[i], "GET /now HTTP/1.1\r\nHost: x\r\n\r\n");
+    EXPECT_NE(read_from(fds[i], 2000ms, "now").data.find("now"), std::string::npos) << i;
+    ::close(fds[i]);
+  }
+}
+
+TEST(HttpTransport, AClientClosingADeferredRequestIsNoticed) {
+  Deferred d;
+  Server server(short_limits(),
+                AsyncHandler([&](const Request& r, const Reply& reply) { d.handle(r, reply); }),
+                refusal);
+  server.bind("127.0.0.1", 0);
+  server.start();
+  const int fd = connect_to(server.port());
+  send_all(fd, "POST /wait HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+  ASSERT_TRUE(d.wait_pending(1));
+  ::close(fd);
+  ASSERT_TRUE(d.wait_gone(1));
+  // Nobody reads the answer now: send says so.
+  EXPECT_FALSE(d.answer(0, "too late"));
 }
 
 }  // namespace

@@ -109,9 +109,9 @@ void ApiService::add_worker_methods() {
         const auto lease = checked_seconds(request.lease_seconds(), "leaseSeconds",
                                            RemoteWorkers::kMaxLease, "0 means the server's lease");
         int64_t expires = 0;
-        add_results(
-            EngineInternals::remote_workers(e).heartbeat(leases_of(request.leases()), lease, &expires),
-            response);
+        add_results(EngineInternals::remote_workers(e).heartbeat(leases_of(request.leases()), lease,
+                                                                 &expires),
+                    response);
         response.set_lease_expires_at(api::rfc3339(expires));
       });
   add<v1::ReleaseRequest, v1::ReleaseResponse>(

@@ -7,6 +7,7 @@
 #include "test_support.hpp"
 
 #include <conveyor/engine.hpp>
+#include <conveyor/engine_internals.hpp>
 
 #include <gtest/gtest.h>
 
@@ -149,6 +150,25 @@ TEST(V1_0PluginUnknownKind, FailsTheJobAtOnceNamingTheKindAndTheServedKinds) {
   EXPECT_EQ(j->last_error,
             "no handler for job kind 'send_email' in this process (it serves: noop, work); "
             "engine.unknown_kind = fail");
+}
+
+TEST(V1_0PluginRemoteWorkers, ClaimsAreRefusedNamingThePluginAndTheSlot) {
+  Engine engine(v1_0_config(EngineConfig::UnknownKind::kFail));
+  engine.start();
+  RemoteWorkers::ClaimRequest r;
+  r.queues = {{"q", 1}};
+  r.kinds = {"py"};
+  try {
+    EngineInternals::remote_workers(engine).claim(
+        r, [](RemoteWorkers::Claimed&&) { ADD_FAILURE() << "a refused claim was answered"; });
+    ADD_FAILURE() << "a 1.0 plugin served a remote claim";
+  } catch (const StorageError& e) {
+    EXPECT_EQ(e.code(), CONVEYOR_E_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("implements ABI 1.0; remote workers need ABI 1.1 (slot "
+                                         "claim_kinds): upgrade the plugin"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(V1_0PluginUnknownKind, RetryKeepsRetryingWithBackoff) {

@@ -59,9 +59,9 @@ class RemoteWorkers {
       std::string name;
       uint32_t weight = 1;  // 0 is taken as 1
     };
-    std::vector<Queue> queues;       // 1.., distinct, valid names
-    std::vector<std::string> kinds;  // 1.., valid kinds
-    uint32_t max_jobs = 1;           // 1..kMaxJobsPerClaim
+    std::vector<Queue> queues;           // 1.., distinct, valid names
+    std::vector<std::string> kinds;      // 1.., valid kinds
+    uint32_t max_jobs = 1;               // 1..kMaxJobsPerClaim
     std::chrono::milliseconds wait{0};   // 0..kMaxWait
     std::chrono::milliseconds lease{0};  // 0: [engine] lease_ms; else up to kMaxLease
     std::string worker_id;               // "" for an anonymous worker
@@ -158,7 +158,7 @@ class RemoteWorkers {
   const Config& config_;
 
   mutable std::mutex mu_;
-  std::unordered_map<int64_t, Held> held_;            // mu_: by job id
+  std::unordered_map<int64_t, Held> held_;              // mu_: by job id
   std::map<std::string, Worker, std::less<>> workers_;  // mu_: by worker key
   std::vector<std::weak_ptr<RemoteClaim>> waiting_;     // mu_: for close()
   bool closed_ = false;                                 // mu_

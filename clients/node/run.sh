@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds the node worker and runs its tests against a real `conveyor serve`
+# (CTest: node_worker).
+#   run.sh WORK_DIR PROTO_DIR   with CONVEYOR_BIN (and optionally CONVEYOR_PLUGIN_DIR) set.
+# WORK_DIR gets a copy of the package (package.json, package-lock.json,
+# buf.gen.yaml, tsconfig.json, src/, test/), its node_modules from `npm ci`
+# (run once per lock file, so later runs need no network), and src/gen/ and
+# dist/ from `npm run build` (buf generate PROTO_DIR + tsc), made afresh each
+# run. Without node or npm the test is skipped locally and fails under
+# CI=true: CI must never pass by skipping.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+work=${1:?usage: run.sh WORK_DIR PROTO_DIR}
+proto=$(cd "${2:?usage: run.sh WORK_DIR PROTO_DIR}" && pwd)
+
+missing=()
+command -v node >/dev/null || missing+=("node (apt-get install nodejs)")
+command -v npm >/dev/null || missing+=("npm (apt-get install npm)")
+if ((${#missing[@]})); then
+  if [[ ${CI:-} == true ]]; then
+    echo "node worker test FAILED: missing ${missing[*]}; scripts/install-deps.sh test installs them" >&2
+    exit 1
+  fi
+  echo "node worker test SKIPPED: missing ${missing[*]}"
+  exit 0
+fi
+
+mkdir -p "$work"
+cd "$work"
+rm -rf src test
+cp "$here/package.json" "$here/package-lock.json" "$here/buf.gen.yaml" "$here/tsconfig.json" .
+cp -r "$here/src" "$here/test" .
+rm -rf src/gen # a local build's, if any: made afresh below
+if ! cmp -s package-lock.json node_modules/.conveyor-installed-lock 2>/dev/null; then
+  npm ci --no-audit --no-fund --prefer-offline --loglevel=error
+  cp package-lock.json node_modules/.conveyor-installed-lock
+fi
+export PATH="$work/node_modules/.bin:$PATH" BUF_CACHE_DIR="$work/buf-cache" CONVEYOR_PROTO_DIR="$proto"
+npm run --silent build
+exec node --test --test-reporter=tap --test-concurrency=1 dist/test/*.test.js
