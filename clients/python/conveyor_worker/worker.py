@@ -25,8 +25,7 @@ log = logging.getLogger("conveyor_worker")
 
 Handler = Callable[[Job], object]
 
-COMPLETE_BATCH = 100  # flush Complete when this many are pending...
-COMPLETE_INTERVAL = 0.05  # ...or when the oldest has waited this long (seconds)
+COMPLETE_BATCH = 100  # most leases in one Complete call
 RESULT_BATCH_MAX = 1000  # the server's limit per Complete/Heartbeat/Release
 REPORT_GRACE = 10.0  # on stop, results are retried this long after the handlers end
 
@@ -349,11 +348,14 @@ class Worker:
             self._results_cond.notify_all()
 
     def _report_loop(self) -> None:
+        # Results go out at once when no call is on its way; those that come
+        # meanwhile go together in the next call (up to COMPLETE_BATCH). Not a
+        # flush timer: the server holds a queue's max_workers permit for each
+        # job until its result lands, so waiting would cap the queue's rate.
         completes: list[Lease] = []
         releases: list[Lease] = []
         fails: list[tuple] = []
-        oldest: float | None = None  # when the oldest pending Complete arrived
-        retry_at = 0.0
+        retry_at = 0.0  # after a failed call: not before this (backoff)
         backoff = _Backoff()
         while True:
             with self._results_cond:
@@ -366,24 +368,20 @@ class Worker:
                         else:
                             fails.append(result[1:])
                     self._results.clear()
-                    now = time.monotonic()
-                    if completes and oldest is None:
-                        oldest = now
                     pending = len(completes) + len(releases) + len(fails)
                     if self._finish and not pending:
                         return
+                    now = time.monotonic()
                     if self._give_up_at is not None and now >= self._give_up_at and pending:
                         log.error("stopping: gave up reporting %d result(s) after %g s; those jobs run "
                                   "again when their leases expire", pending, REPORT_GRACE)
                         return
-                    wake = retry_at
-                    if not fails and not releases and len(completes) < COMPLETE_BATCH and not self._finish:
-                        wake = max(wake, oldest + COMPLETE_INTERVAL if oldest is not None else float("inf"))
-                    if self._give_up_at is not None:
-                        wake = min(wake, self._give_up_at)
-                    if now >= wake:
+                    if pending and now >= retry_at:
                         break
-                    self._results_cond.wait(None if wake == float("inf") else wake - now)
+                    wake = retry_at if pending else None
+                    if self._give_up_at is not None:
+                        wake = min(wake, self._give_up_at) if wake is not None else self._give_up_at
+                    self._results_cond.wait(None if wake is None else wake - now)
             try:
                 self._send(completes, releases, fails)
             except ConnectError as e:
@@ -395,8 +393,6 @@ class Worker:
             self._outage.ok()
             backoff.reset()
             retry_at = 0.0
-            if not completes:
-                oldest = None
 
     def _send(self, completes: list[Lease], releases: list[Lease], fails: list[tuple]) -> None:
         """Sends what is pending, removing each item once the server answered it.
