@@ -234,6 +234,32 @@ class WorkerTest(unittest.TestCase):
         self.assertGreaterEqual(len(expiries), 2, "no heartbeat moved the lease")
         self.assertGreater((max(expiries) - min(expiries)).total_seconds(), 2.0)
 
+    def test_a_job_cancelled_mid_run_loses_its_lease_at_the_next_heartbeat(self):
+        [job_id] = server.enqueue("py-cancel", "py_cancel")
+        started, gate = threading.Event(), threading.Event()
+        runs = []
+        w = worker(queues=["py-cancel"], lease_seconds=2)  # heartbeats every 2/3 s
+
+        @w.handler("py_cancel")
+        def held(job):
+            runs.append(job.id)
+            started.set()
+            gate.wait(30)
+
+        def logged(text):
+            return lambda: any(text in r.getMessage() for r in logs.records)
+
+        with self.assertLogs("conveyor_worker", "WARNING") as logs, Running(w):
+            self.assertTrue(started.wait(30))
+            self.assertEqual(server.admin.call("conveyor.v1.AdminService/CancelJob", {"id": str(job_id)})
+                             ["job"]["state"], "cancelled")
+            wait_for(logged(f"job {job_id}: lease lost"), 30, "the lost lease to be logged")
+            gate.set()
+            wait_for(logged(f"job {job_id}: lease no longer current, Complete discarded"), 30,
+                     "the refused Complete to be logged")
+        self.assertEqual(runs, [job_id])
+        self.assertEqual(server.job(job_id)["state"], "cancelled")
+
     def test_a_bad_token_stops_run_with_unauthenticated(self):
         w = Worker(server.base, token="wrong", queues=["py-auth"], wait_seconds=0)
         w.register("py_task", lambda job: None)
