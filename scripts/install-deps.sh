@@ -34,6 +34,7 @@ case "$set_name" in
     packages+=(libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes for scripts/fuzz.sh
     # The dashboard's browser test: Debian's chromium, driven by playwright-core from npm.
     packages+=(chromium)
+    packages+=(python3)  # the reference Python worker (clients/python) and its tests
     # Node.js may come from elsewhere (NodeSource's nodejs bundles npm, and Debian's npm
     # conflicts with it): add Debian's only for a command that is missing.
     command -v node >/dev/null || packages+=(nodejs)

@@ -60,9 +60,12 @@ std::string read_file(const std::filesystem::path& p) {
 
 namespace {
 
+// Spawns program (build/bin/conveyor when empty; searched on PATH without a slash).
 int spawn(const std::vector<std::string>& args, const std::vector<std::string>& env,
-          const std::filesystem::path& out, const std::filesystem::path& err) {
-  std::vector<std::string> argv_s = {std::string(CONVEYOR_TEST_BIN_DIR) + "/conveyor"};
+          const std::filesystem::path& out, const std::filesystem::path& err,
+          const std::string& program = "") {
+  std::vector<std::string> argv_s = {
+      program.empty() ? std::string(CONVEYOR_TEST_BIN_DIR) + "/conveyor" : program};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
@@ -83,7 +86,7 @@ int spawn(const std::vector<std::string>& args, const std::vector<std::string>& 
   posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+  int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) throw std::runtime_error("posix_spawn failed: " + std::to_string(rc));
   return pid;
@@ -110,6 +113,15 @@ Process::Process(const std::vector<std::string>& args, const std::vector<std::st
   TempDir tmp;  // only for a unique name
   err_path_ = std::filesystem::temp_directory_path() / (tmp.path().filename().string() + ".err");
   pid_ = spawn(args, env, "/dev/null", err_path_);
+}
+
+Process Process::program(const std::string& program, const std::vector<std::string>& args,
+                         const std::vector<std::string>& env) {
+  Process p;
+  TempDir tmp;  // only for a unique name
+  p.err_path_ = std::filesystem::temp_directory_path() / (tmp.path().filename().string() + ".err");
+  p.pid_ = spawn(args, env, "/dev/null", p.err_path_, program);
+  return p;
 }
 
 Process::~Process() {

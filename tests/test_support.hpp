@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace conveyor::test {
@@ -56,6 +57,14 @@ CommandResult run_conveyor(const std::vector<std::string>& args,
 class Process {
  public:
   Process(const std::vector<std::string>& args, const std::vector<std::string>& env = {});
+  // Another program (found on PATH when it has no slash), e.g. a worker in
+  // another language; its stdout goes to /dev/null, its stderr is kept.
+  static Process program(const std::string& program, const std::vector<std::string>& args,
+                         const std::vector<std::string>& env = {});
+  Process(Process&& other) noexcept
+      : pid_(std::exchange(other.pid_, -1)),
+        exit_code_(other.exit_code_),
+        err_path_(std::move(other.err_path_)) {}
   ~Process();
   void signal(int sig);
   // Waits for exit; returns the exit code (128+N if killed by signal N), or -1
@@ -65,6 +74,7 @@ class Process {
   int pid() const { return pid_; }
 
  private:
+  Process() = default;
   int pid_ = -1;
   int exit_code_ = -1;
   std::filesystem::path err_path_;

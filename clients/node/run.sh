@@ -2,6 +2,8 @@
 # Builds the node worker and runs its tests against a real `conveyor serve`
 # (CTest: node_worker).
 #   run.sh WORK_DIR PROTO_DIR   with CONVEYOR_BIN (and optionally CONVEYOR_PLUGIN_DIR) set.
+#   run.sh WORK_DIR PROTO_DIR --build-only   builds, runs no test (other tests
+#   run the built worker: WORK_DIR/dist/src/index.js).
 # WORK_DIR gets a copy of the package (package.json, package-lock.json,
 # buf.gen.yaml, tsconfig.json, src/, test/), its node_modules from `npm ci`
 # (run once per lock file, so later runs need no network), and src/gen/ and
@@ -38,4 +40,5 @@ if ! cmp -s package-lock.json node_modules/.conveyor-installed-lock 2>/dev/null;
 fi
 export PATH="$work/node_modules/.bin:$PATH" BUF_CACHE_DIR="$work/buf-cache" CONVEYOR_PROTO_DIR="$proto"
 npm run --silent build
+[[ ${3:-} == --build-only ]] && exit 0
 exec node --test --test-reporter=tap --test-concurrency=1 dist/test/*.test.js

@@ -279,6 +279,7 @@ Dispatcher::RemoteTry Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim,
   for (const Job& job : jobs)
     r.counters.pickup_latency.observe(
         static_cast<double>(std::max<int64_t>(0, wall - job.run_at_us)) / 1e6);
+  r.remote_first = false;  // the local handlers' turn next
   claim.deliver(&r, std::move(jobs));
   return RemoteTry::kGranted;
 }
@@ -453,11 +454,12 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   if (r.limit_generation != limits_.generation()) refresh_limit(r, now);
   if (r.remote.empty()) return poll_local(r, now);
   // Local handlers and remote workers share the permits and the bucket:
-  // they take turns at claiming first.
-  r.remote_first = !r.remote_first;
-  if (r.remote_first) serve_remote(r, now);
+  // whoever was granted jobs last claims second (a poll that grants nothing,
+  // such as the one right after a grant, changes no turn).
+  const bool remote_first = r.remote_first;
+  if (remote_first) serve_remote(r, now);
   poll_local(r, now);
-  if (!r.remote_first) serve_remote(r, now);
+  if (!remote_first) serve_remote(r, now);
 }
 
 void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
@@ -498,7 +500,10 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
   // Busy queue, few permits back: give other jobs a moment to finish so the
   // claim is a batch. Bounded: the next poll claims whatever is free.
   const uint32_t full_batch = std::min(r.max_workers, options_.claim_batch_max);
-  if (in_flight > 0 && batch < full_batch / 2 && !r.coalescing && options_.coalesce.count() > 0) {
+  // Not while remote claims wait here: the permits and tokens waited for
+  // would go to them, every time.
+  if (in_flight > 0 && batch < full_batch / 2 && !r.coalescing && options_.coalesce.count() > 0 &&
+      r.remote.empty()) {
     r.coalescing = true;
     // Fast jobs free a full batch long before the timer: wake then. (A wake
     // missed in the race with this store only falls back to the timer.)
@@ -560,6 +565,7 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
   }
   const auto claimed = static_cast<uint32_t>(jobs.size());
   if (r.bucket) r.bucket->refund(batch - claimed);
+  if (claimed > 0) r.remote_first = true;  // remote workers' turn next
   if (r.remote_seen && claimed < batch) {
     r.local_idle = true;
     r.local_retry = now + options_.poll_interval;

@@ -80,7 +80,7 @@ struct QueueRunner {
   // A remote worker claimed here: local claims always take the local kinds
   // only (claim_kinds), never the plain claim that would take its jobs.
   bool remote_seen = false;
-  bool remote_first = false;  // remote claims go first at the next poll
+  bool remote_first = false;  // remote claims go first at the next poll (last grant was local)
   // The last local claim found fewer jobs than it asked for: no local claim
   // until a wake that may concern local kinds (local_work), or local_retry.
   bool local_idle = false;
