@@ -30,7 +30,6 @@ case "$set_name" in
     packages+=(libgtest-dev libgmock-dev googletest libbenchmark-dev)
     packages+=(clang clang-format)
     packages+=(prometheus)  # promtool checks a /metrics scrape
-    packages+=(python3)  # the Python worker's tests (clients/python)
     packages+=(libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes for scripts/fuzz.sh
     # The dashboard's browser test: Debian's chromium, driven by playwright-core from npm.
     packages+=(chromium)
