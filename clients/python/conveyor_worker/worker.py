@@ -136,7 +136,6 @@ class Worker:
         self._busy = 0  # ready + running: never more than concurrency
         self._active: dict[int, Lease] = {}  # claimed and not yet reported: heartbeated
         self._reporting: set[Lease] = set()  # results on their way: a lost lease is no news
-        self._abandoned: set[int] = set()  # still running at the shutdown deadline (failed)
         self._claim_lease = lease_seconds  # the lease length the server granted
 
         # Results waiting to be sent, guarded by _results_cond.
@@ -233,7 +232,6 @@ class Worker:
             self._ready.clear()
             self._busy -= len(unstarted)
             overdue = list(self._running.values())
-            self._abandoned.update(job.id for job in overdue)
         # The claimer may be in a long poll: abort it (jobs it still gets are
         # released). Closed again until it ends: a connection being opened
         # has no socket to shut yet.
@@ -243,12 +241,11 @@ class Worker:
         if unstarted:
             log.info("releasing %d claimed job(s) not started: stopping", len(unstarted))
             self._add_results(("release", job.lease) for job in unstarted)
+        # Left to lease expiry (docs/workers.md): no more heartbeats once
+        # the results are flushed, and the rescue runs them again.
         for job in overdue:
-            log.warning("job %d (%s) still running after shutdown_timeout %g s: failing this attempt",
-                        job.id, job.kind, self.shutdown_timeout)
-        self._add_results(("fail", job.lease, f"the worker stopped before the job finished "
-                                               f"(shutdown_timeout {self.shutdown_timeout:g} s)", 0.0, False)
-                          for job in overdue)
+            log.warning("job %d (%s) still running after shutdown_timeout %g s: left to expire with its "
+                        "lease, then it runs again", job.id, job.kind, self.shutdown_timeout)
         with self._results_cond:
             self._finish = True
             self._give_up_at = time.monotonic() + REPORT_GRACE
@@ -318,10 +315,8 @@ class Worker:
             with self._cond:
                 del self._running[job.id]
                 self._busy -= 1
-                abandoned = job.id in self._abandoned
                 self._cond.notify_all()
-            if not abandoned:
-                self._add_results([result])
+            self._add_results([result])  # after the shutdown's flush, nobody sends it
 
     def _execute(self, job: Job) -> tuple:
         try:
