@@ -358,21 +358,32 @@ class Connection : public std::enable_shared_from_this<Connection> {
     watching_ = true;
     socket_.async_read_some(buffer_.prepare(4096),
                             [self = shared_from_this(), state](beast::error_code ec, size_t n) {
-                              self->buffer_.commit(n);
-                              self->watching_ = false;
-                              if (ec && ec != asio::error::operation_aborted) {
-                                std::function<void()> gone;
-                                {
-                                  std::lock_guard lock(state->mu);
-                                  if (!state->sent) {
-                                    state->gone = true;
-                                    gone = std::move(state->on_gone);
-                                  }
-                                }
-                                if (gone) gone();
-                              }
-                              if (self->after_watch_) std::exchange(self->after_watch_, nullptr)();
+                              self->watch_ended(ec, n, state);
                             });
+  }
+
+  void watch_ended(beast::error_code ec, size_t n, const std::shared_ptr<Reply::State>& state) {
+    buffer_.commit(n);  // a pipelined request's bytes, if any: read after the answer
+    watching_ = false;
+    if (ec && ec != asio::error::operation_aborted) {
+      // The client went away: nobody reads an answer, so none is written
+      // (send() says so) and the connection closes now, not when its
+      // handler gives up.
+      std::function<void()> gone;
+      std::shared_ptr<Connection> held;
+      {
+        std::lock_guard lock(state->mu);
+        if (!state->sent) {
+          state->gone = true;
+          state->sent = true;
+          gone = std::move(state->on_gone);
+          held = std::move(state->connection);
+        }
+      }
+      if (gone) gone();
+      if (held) return close();
+    }
+    if (after_watch_) std::exchange(after_watch_, nullptr)();
   }
 
   // Runs next once no watch read is pending (one read at a time).
