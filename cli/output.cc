@@ -3,6 +3,8 @@
 
 #include "table.hpp"
 
+#include <conveyor/api_messages.hpp>
+
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -24,10 +26,12 @@ std::string iso8601(int64_t us) {
 // "50", "2.5", "0.333333"
 std::string rate_text(double rate) { return fmt::format("{}", rate); }
 
-json limit_json(const EffectiveLimit& l) {
-  return json{{"rate", l.limit ? json(l.limit->rate_per_sec) : json(nullptr)},
-              {"burst", l.limit ? json(l.limit->burst) : json(nullptr)},
-              {"source", to_string(l.source)}};
+json limit_json(const EffectiveLimit& l, int64_t backoff_until_us = 0) {
+  json j{{"rate", l.limit ? json(l.limit->rate_per_sec) : json(nullptr)},
+         {"burst", l.limit ? json(l.limit->burst) : json(nullptr)},
+         {"source", to_string(l.source)}};
+  if (l.source == LimitSource::kBackoff) j["backoff_until"] = api::rfc3339(backoff_until_us);
+  return j;
 }
 
 void print(const json& j) { std::cout << j.dump(2) << "\n"; }
@@ -153,7 +157,7 @@ void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& report
                           {"completed", r.stats.completed},
                           {"failed", r.stats.failed},
                           {"cancelled", r.stats.cancelled},
-                          {"limit", limit_json(r.limit)},
+                          {"limit", limit_json(r.limit, r.backoff_until_us)},
                           {"oldest_pending_age_seconds", r.oldest_pending_age_seconds},
                           {"unserved_kinds", unserved_json(r.unserved_kinds)}});
     print(list);
@@ -173,7 +177,9 @@ void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& report
                             : "unlimited";
     t.add({s.queue, s.paused ? "yes" : "no", std::to_string(s.pending), std::to_string(s.scheduled),
            std::to_string(s.running), std::to_string(s.completed), std::to_string(s.failed), limit,
-           to_string(r.limit.source)});
+           r.limit.source == LimitSource::kBackoff
+               ? "backoff until " + api::rfc3339(r.backoff_until_us)
+               : std::string(to_string(r.limit.source))});
   }
   std::cout << t.render();
   // Jobs that wait because no consumer of the server runs their kind.

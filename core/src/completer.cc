@@ -149,7 +149,15 @@ bool Completer::record(std::vector<Outcome>& batch) {
     Outcome& o = batch[i];
     if (done[i] || o.succeeded) continue;
     try {
-      if (storage_.fail(o.lease, o.error, o.retry_at_us, now) == CONVEYOR_OK) {
+      if (o.released) {
+        if (storage_.release(std::span<const conveyor_lease>(&o.lease, 1), now).at(0) ==
+            CONVEYOR_OK) {
+          settle(o, recorded_);
+        } else {
+          refused(o, "given back");
+          settle(o, refused_);
+        }
+      } else if (storage_.fail(o.lease, o.error, o.retry_at_us, now) == CONVEYOR_OK) {
         (o.retry_at_us >= 0 ? o.counters->retried : o.counters->failed)
             .fetch_add(1, std::memory_order_relaxed);
         failure_log_.failed(

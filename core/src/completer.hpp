@@ -39,6 +39,8 @@ struct Outcome {
   std::string kind;                    // for the failure log
   int32_t attempt = 0, max_attempts = 0;
   bool succeeded = false;
+  // Backpressure: given back unrun (attempt not spent), not a failure.
+  bool released = false;
   int64_t retry_at_us = -1;  // failures: >= 0 retry then, < 0 final
   std::string error;
   // A recording attempt failed before: the storage may have committed it

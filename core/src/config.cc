@@ -184,6 +184,8 @@ constexpr U32Key kEngineU32Keys[] = {
     {"max_attempts", &EngineConfig::max_attempts, 1, kU32Max},
     {"retry_backoff_base_ms", &EngineConfig::retry_backoff_base_ms, 1, kU32Max},
     {"retry_backoff_max_ms", &EngineConfig::retry_backoff_max_ms, 1, kU32Max},
+    {"max_backoff_s", &EngineConfig::max_backoff_s, 1, 30 * 86400},
+    {"backoff_base_ms", &EngineConfig::backoff_base_ms, 1, kU32Max},
     {"shutdown_timeout_ms", &EngineConfig::shutdown_timeout_ms, 0, kU32Max},
     {"retention_s", &EngineConfig::retention_s, 0, kU32Max},
     {"unknown_kind_grace_s", &EngineConfig::unknown_kind_grace_s, 0, kU32Max},

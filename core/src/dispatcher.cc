@@ -113,6 +113,43 @@ void Dispatcher::wake_all() {
 
 void Dispatcher::job_finished(QueueRunner& runner) { release_permit(runner, true); }
 
+void Dispatcher::hold(const std::string& queue, SteadyTime until) {
+  std::lock_guard lock(mu_);
+  auto it = runners_.find(queue);
+  if (it == runners_.end()) return;
+  const int64_t ns = until.time_since_epoch().count();
+  std::atomic<int64_t>& h = it->second->hold_until_ns;
+  int64_t cur = h.load(std::memory_order_acquire);
+  while (cur < ns && !h.compare_exchange_weak(cur, ns, std::memory_order_acq_rel)) {
+  }
+}
+
+void Dispatcher::clear_hold(std::string_view queue) {
+  std::lock_guard lock(mu_);
+  auto it = runners_.find(queue);
+  if (it == runners_.end()) return;
+  it->second->hold_until_ns.store(0, std::memory_order_release);
+  woken_.push_back(it->second.get());
+  interrupted_ = true;
+  cv_.notify_one();
+}
+
+bool Dispatcher::held(QueueRunner& r, SteadyTime now) {
+  const int64_t until = r.hold_until_ns.load(std::memory_order_acquire);
+  if (until > now.time_since_epoch().count()) {
+    r.held = true;
+    std::lock_guard lock(mu_);
+    schedule_by(r, SteadyTime(SteadyTime::duration(until)));
+    return true;
+  }
+  if (r.held) {
+    // Held empty: no tokens were banked for the downstream while it asked to wait.
+    r.held = false;
+    if (r.bucket) r.bucket->take(r.bucket->available(now), now);
+  }
+  return false;
+}
+
 void Dispatcher::remote_job_finished(QueueRunner& runner) { release_permit(runner, false); }
 
 void Dispatcher::release_permit(QueueRunner& runner, bool local) {
@@ -223,6 +260,7 @@ void Dispatcher::expire_remote(SteadyTime now) {
 Dispatcher::RemoteTry Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim, SteadyTime now) {
   if (!claim.waiting()) return RemoteTry::kGone;
   if (r.limit_generation != limits_.generation()) refresh_limit(r, now);
+  if (held(r, now)) return RemoteTry::kThrottled;
   const uint32_t in_flight = r.in_flight.load(std::memory_order_acquire);
   if (in_flight >= r.max_workers) {
     park(r);
@@ -452,6 +490,7 @@ void Dispatcher::refresh_limit(QueueRunner& r, SteadyTime now) {
 
 void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   if (r.limit_generation != limits_.generation()) refresh_limit(r, now);
+  if (held(r, now)) return;
   if (r.remote.empty()) return poll_local(r, now);
   // Local handlers and remote workers share the permits and the bucket:
   // whoever was granted jobs last claims second (a poll that grants nothing,

@@ -86,6 +86,11 @@ struct QueueRunner {
   bool local_idle = false;
   SteadyTime local_retry{};
   std::atomic<bool> local_work{false};  // any thread
+
+  // Backpressure: no claim before this steady time (ns since its epoch; 0:
+  // none). Any thread sets it; held (D) notes a hold to end with an empty bucket.
+  std::atomic<int64_t> hold_until_ns{0};
+  bool held = false;
 };
 
 // What a queue's runner looks like from outside the dispatcher thread.
@@ -136,6 +141,12 @@ class Dispatcher {
   // A worker finished a job of runner: frees its permit. Thread-safe.
   void job_finished(QueueRunner& runner);
 
+  // Backpressure: queue claims nothing (for local handlers or remote
+  // workers) before until, and its bucket is empty then. A later hold
+  // extends it; clear_hold ends it and wakes the queue. Thread-safe.
+  void hold(const std::string& queue, SteadyTime until);
+  void clear_hold(std::string_view queue);
+
   // Serves a remote worker's claim (remote_claim.hpp), adding its queues
   // when new. Answered empty at once after close_remote(). Thread-safe.
   void submit_remote(std::shared_ptr<RemoteClaim> claim);
@@ -162,6 +173,9 @@ class Dispatcher {
 
  private:
   void poll(QueueRunner& r, SteadyTime now);
+  // Whether r is held by backpressure now (then scheduled for the hold's
+  // end); empties r's bucket once a hold ended.
+  bool held(QueueRunner& r, SteadyTime now);
   void poll_local(QueueRunner& r, SteadyTime now);
   // What one try to grant a remote claim jobs of a queue ended with.
   enum class RemoteTry { kGranted, kEmpty, kNoPermits, kThrottled, kFailed, kGone };

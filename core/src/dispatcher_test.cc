@@ -336,5 +336,42 @@ TEST_F(DispatcherTest, ClaimWhoseReplyWasLostLeavesTheJobsToLeaseExpiry) {
   EXPECT_EQ(metrics_.queue("q").throttled.load(), 0u);
 }
 
+TEST_F(DispatcherTest, AHeldQueueClaimsNothingUntilTheHoldEndsAndStartsWithAnEmptyBucket) {
+  EngineConfig engine;
+  engine.rate_limit_rate_per_sec = 10;  // a token per 100 ms
+  engine.rate_limit_burst = 5;
+  make(engine);
+  enqueue("api", 50);
+  dispatcher_->add_queue("api", 100);
+  dispatcher_->run_due(clock_.steady_now());
+  ASSERT_EQ(claimed_.size(), 5u);  // the burst
+  finish_all();
+  // The downstream asks to wait 2 s.
+  dispatcher_->hold("api", clock_.steady_now() + 2s);
+  clock_.advance(1s);  // 10 tokens' worth of time, but held
+  SteadyTime next = dispatcher_->run_due(clock_.steady_now());
+  EXPECT_EQ(claimed_.size(), 0u);
+  EXPECT_EQ(next, clock_.steady_now() + 1s) << "due exactly when the hold ends";
+  clock_.advance(1s);
+  dispatcher_->run_due(clock_.steady_now());
+  // Held empty: nothing banked during the hold, so no burst at its end.
+  EXPECT_EQ(claimed_.size(), 0u);
+  clock_.advance(100ms);
+  dispatcher_->run_due(clock_.steady_now());
+  EXPECT_EQ(claimed_.size(), 1u);
+}
+
+TEST_F(DispatcherTest, ClearingAHoldWakesTheQueueAtOnce) {
+  make();
+  enqueue("api", 3);
+  dispatcher_->add_queue("api", 10);
+  dispatcher_->hold("api", clock_.steady_now() + 1h);
+  dispatcher_->run_due(clock_.steady_now());
+  EXPECT_EQ(claimed_.size(), 0u);
+  dispatcher_->clear_hold("api");
+  dispatcher_->run_due(clock_.steady_now());
+  EXPECT_EQ(claimed_.size(), 3u);
+}
+
 }  // namespace
 }  // namespace conveyor

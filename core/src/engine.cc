@@ -5,6 +5,7 @@
 #include <conveyor/remote_workers.hpp>
 #include <conveyor/validation.hpp>
 
+#include "backoffs.hpp"
 #include "completer.hpp"
 #include "dispatcher.hpp"
 #include "handler_registry.hpp"
@@ -35,19 +36,26 @@ struct Engine::Impl {
         clock(clk),
         storage(s ? std::move(s) : open_storage(config.storage)),
         limits(config.engine, config.queues),
+        backoffs(config.engine, clock),
         health(clock, {.metrics = &metrics}),
         follower(*storage, limits),
         unserved(*storage, served, clock, std::chrono::seconds(config.engine.unknown_kind_grace_s)),
         completer(
             *storage, clock, [this](const conveyor_lease& l) { leases.settle(l); }, &metrics),
-        runner(handlers, leases, completer, clock, config.engine,
-               [this](QueueRunner& r) { dispatcher.job_finished(r); }),
+        runner(
+            handlers, leases, completer, clock, config.engine,
+            [this](QueueRunner& r) { dispatcher.job_finished(r); },
+            [this](const QueueRunner& r, const Job& job, std::chrono::milliseconds delay,
+                   const std::string& why) { backpressure(r.name, delay, why, job.id); }),
         dispatcher(*storage, limits, clock, metrics,
                    Dispatcher::options_for(config.engine, &health, &local_kinds),
                    [this](QueueRunner& r, std::vector<Job>&& jobs) {
                      runner.execute(r, std::move(jobs));
                    }),
-        remote(*storage, dispatcher, served, clock, config),
+        remote(*storage, dispatcher, served, clock, config,
+               [this](const std::string& queue, std::chrono::milliseconds delay,
+                      const std::string& why,
+                      int64_t job_id) { backpressure(queue, delay, why, job_id); }),
         maintenance(clock, health,
                     engine_maintenance_steps(
                         {*storage, follower, dispatcher, leases, clock, config, metrics,
@@ -60,11 +68,28 @@ struct Engine::Impl {
     follower.refresh();
   }
 
+  // The downstream asked queue to wait: hold its dispatch (Backoffs).
+  void backpressure(const std::string& queue, std::chrono::milliseconds delay,
+                    const std::string& why, int64_t job_id) {
+    const bool was_held = backoffs.active(queue).has_value();
+    const Backoffs::Hold h = backoffs.hold(queue, delay);
+    dispatcher.hold(queue, h.until);
+    metrics.queue(queue).backoffs.fetch_add(1, std::memory_order_relaxed);
+    if (!was_held)
+      spdlog::info("queue {}: the downstream asked to wait (job {}: {}): no dispatch for {} ms",
+                   queue, job_id, why, h.length.count());
+  }
+  void clear_backoff(std::string_view queue) {
+    backoffs.clear(queue);
+    dispatcher.clear_hold(queue);
+  }
+
   Config config;
   const Clock& clock;
   std::shared_ptr<Storage> storage;
   LimitResolver limits;
   Metrics metrics;
+  Backoffs backoffs;
   StorageHealth health;
   OverrideFollower follower;
   HandlerRegistry handlers;
@@ -184,11 +209,13 @@ uint32_t Engine::stop() {
 
 void Engine::set_rate_limit(std::string_view queue, const RateLimit& limit) {
   impl_->follower.set(queue, limit, impl_->clock.wall_now_us());
+  impl_->clear_backoff(queue);  // a new limit is the operator's answer to backpressure
   impl_->dispatcher.wake(queue);
 }
 
 bool Engine::delete_rate_limit(std::string_view queue) {
   const bool existed = impl_->follower.remove(queue);
+  impl_->clear_backoff(queue);
   impl_->dispatcher.wake(queue);
   return existed;
 }
@@ -201,8 +228,15 @@ void Engine::set_queue_paused(std::string_view queue, bool paused) {
 
 std::vector<QueueReport> Engine::queues() {
   const UnservedKinds::Report unserved = impl_->unserved.report();
-  return build_queue_reports(*impl_->storage, impl_->limits, impl_->config.queues, &impl_->metrics,
-                             impl_->clock.wall_now_us(), &unserved);
+  std::vector<QueueReport> reports =
+      build_queue_reports(*impl_->storage, impl_->limits, impl_->config.queues, &impl_->metrics,
+                          impl_->clock.wall_now_us(), &unserved);
+  for (QueueReport& r : reports)
+    if (auto hold = impl_->backoffs.active(r.stats.queue)) {
+      r.limit.source = LimitSource::kBackoff;
+      r.backoff_until_us = hold->until_us;
+    }
+  return reports;
 }
 
 std::vector<QueueStats> Engine::queue_stats() {
@@ -245,6 +279,12 @@ const PluginInfo& EngineInternals::plugin_info(const Engine& e) {
   return e.impl_->storage->plugin_info();
 }
 RemoteWorkers& EngineInternals::remote_workers(Engine& e) { return e.impl_->remote; }
+std::map<std::string, int64_t, std::less<>> EngineInternals::backoffs(const Engine& e) {
+  std::map<std::string, int64_t, std::less<>> out;
+  for (const auto& [queue, hold] : e.impl_->backoffs.active_all())
+    out.emplace(queue, hold.until_us);
+  return out;
+}
 uint32_t Engine::worker_threads() const { return impl_->runner.threads(); }
 
 }  // namespace conveyor

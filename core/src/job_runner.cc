@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <optional>
 #include <random>
 
 namespace conveyor {
@@ -30,13 +31,14 @@ std::chrono::milliseconds retry_backoff(int32_t attempt, std::chrono::millisecon
 
 JobRunner::JobRunner(const HandlerRegistry& handlers, LeaseTable& leases, Completer& completer,
                      const Clock& clock, const EngineConfig& config,
-                     std::function<void(QueueRunner&)> job_finished)
+                     std::function<void(QueueRunner&)> job_finished, Backpressure backpressure)
     : handlers_(handlers),
       leases_(leases),
       completer_(completer),
       clock_(clock),
       config_(config),
       job_finished_(std::move(job_finished)),
+      backpressure_(std::move(backpressure)),
       pool_(config.worker_threads) {}
 
 void JobRunner::execute(QueueRunner& runner, std::vector<Job>&& jobs) {
@@ -66,6 +68,7 @@ void JobRunner::run(QueueRunner& runner, const Job& job, Gate& gate) {
   o.attempt = job.attempt;
   o.max_attempts = job.max_attempts;
   bool retry = false;
+  std::optional<std::chrono::milliseconds> wait;  // RetryAfter's
   const auto started = clock_.steady_now();
   try {
     Handler handler = handlers_.find(job.kind);
@@ -74,6 +77,10 @@ void JobRunner::run(QueueRunner& runner, const Job& job, Gate& gate) {
     o.succeeded = true;
   } catch (const PermanentError& e) {
     o.error = e.what();
+  } catch (const RetryAfter& e) {
+    o.released = true;
+    o.error = e.what();
+    wait = e.delay();
   } catch (const std::exception& e) {
     o.error = e.what();
     retry = true;
@@ -86,6 +93,7 @@ void JobRunner::run(QueueRunner& runner, const Job& job, Gate& gate) {
   std::shared_lock lock(gate.mu);
   if (!gate.open) return;
   if (retry) o.retry_at_us = retry_at(job);
+  if (wait && backpressure_) backpressure_(runner, job, *wait, o.error);
   runner.counters.duration.observe(
       std::chrono::duration<double>(clock_.steady_now() - started).count());
   leases_.mark_handler_done(o.lease);

@@ -39,10 +39,13 @@ int64_t next_attempt_at_us(int32_t attempt, int32_t max_attempts, const EngineCo
 
 class JobRunner {
  public:
-  // job_finished(runner) frees a permit in the dispatcher.
+  // job_finished(runner) frees a permit in the dispatcher; backpressure
+  // runs when a handler threw RetryAfter (before the job is given back).
+  using Backpressure = std::function<void(const QueueRunner&, const Job&,
+                                          std::chrono::milliseconds delay, const std::string& why)>;
   JobRunner(const HandlerRegistry& handlers, LeaseTable& leases, Completer& completer,
             const Clock& clock, const EngineConfig& config,
-            std::function<void(QueueRunner&)> job_finished);
+            std::function<void(QueueRunner&)> job_finished, Backpressure backpressure = nullptr);
 
   // Queues the jobs of a claimed batch for the workers. Never blocks on them.
   void execute(QueueRunner& runner, std::vector<Job>&& jobs);
@@ -75,6 +78,7 @@ class JobRunner {
   const Clock& clock_;
   const EngineConfig& config_;
   const std::function<void(QueueRunner&)> job_finished_;
+  const Backpressure backpressure_;
   const std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
   std::mutex dropped_mu_;
   std::vector<conveyor_lease> dropped_;  // dropped_mu_

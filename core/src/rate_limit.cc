@@ -23,6 +23,8 @@ const char* to_string(LimitSource source) noexcept {
       return "default";
     case LimitSource::kNone:
       return "none";
+    case LimitSource::kBackoff:
+      return "backoff";
   }
   return "none";
 }

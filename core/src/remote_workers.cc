@@ -112,8 +112,13 @@ std::string lost_message(int64_t job_id, std::string_view what) {
 }  // namespace
 
 RemoteWorkers::RemoteWorkers(Storage& storage, Dispatcher& dispatcher, ServedKinds& served,
-                             const Clock& clock, const Config& config)
-    : storage_(storage), dispatcher_(dispatcher), served_(served), clock_(clock), config_(config) {}
+                             const Clock& clock, const Config& config, Backpressure backpressure)
+    : storage_(storage),
+      dispatcher_(dispatcher),
+      served_(served),
+      clock_(clock),
+      config_(config),
+      backpressure_(std::move(backpressure)) {}
 
 RemoteWorkers::~RemoteWorkers() {
   std::lock_guard lock(mu_);
@@ -194,7 +199,8 @@ void RemoteWorkers::granted(const std::string& worker, QueueRunner* runner,
   const SteadyTime expires = clock_.steady_now() + lease;
   std::lock_guard lock(mu_);
   for (const Job& job : jobs) {
-    held_[job.id] = Held{runner, job.lease_token, expires, job.attempt, job.max_attempts, worker};
+    held_[job.id] =
+        Held{runner, job.queue, job.lease_token, expires, job.attempt, job.max_attempts, worker};
     if (auto it = workers_.find(worker); it != workers_.end()) ++it->second.held;
   }
 }
@@ -236,11 +242,16 @@ std::vector<RemoteWorkers::Result> RemoteWorkers::complete(std::span<const conve
 
 RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std::string_view error,
                                                std::chrono::milliseconds retry_after,
-                                               bool permanent) {
+                                               bool permanent, bool backpressure) {
   check_leases(std::span<const conveyor_lease>(&lease, 1));
   if (retry_after < std::chrono::milliseconds(0))
     throw ValidationError("retryAfterSeconds", "retryAfterSeconds: must be 0 or more");
+  if (backpressure && permanent)
+    throw ValidationError("permanent",
+                          "permanent: a backpressure fail gives the job back to run later; it "
+                          "cannot also fail it for good");
   int32_t attempt = 0, max_attempts = 0;
+  std::string queue;
   bool known = false;
   {
     std::lock_guard lock(mu_);
@@ -248,6 +259,7 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
         it != held_.end() && it->second.token == lease.lease_token) {
       attempt = it->second.attempt;
       max_attempts = it->second.max_attempts;
+      queue = it->second.queue;
       known = true;
     }
   }
@@ -258,8 +270,20 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
       throw StorageError(CONVEYOR_E_LEASE_LOST, lost_message(lease.job_id, "failure"));
     attempt = job->attempt;
     max_attempts = job->max_attempts;
+    queue = job->queue;
   }
   const int64_t now = clock_.wall_now_us();
+  if (backpressure) {
+    // Not a failure: the job goes back unspent, and its queue waits.
+    const conveyor_status status =
+        storage_.release(std::span<const conveyor_lease>(&lease, 1), now).at(0);
+    settle(std::span<const conveyor_lease>(&lease, 1));
+    if (status == CONVEYOR_E_LEASE_LOST)
+      throw StorageError(CONVEYOR_E_LEASE_LOST, lost_message(lease.job_id, "failure"));
+    if (backpressure_)
+      backpressure_(queue, retry_after, std::string(error.substr(0, 200)), lease.job_id);
+    return FailOutcome{true, now};
+  }
   int64_t retry_at = -1;
   if (!permanent && attempt < max_attempts)
     retry_at = retry_after.count() > 0

@@ -346,5 +346,60 @@ TEST_F(RemoteWorkersTest, ACancelledClaimIsNeverAnsweredAndTakesNoJob) {
   EXPECT_FALSE(a.answered());
 }
 
+TEST_F(RemoteWorkersTest, ABackpressureFailGivesTheJobBackAndHoldsTheQueue) {
+  start();
+  const int64_t id = engine->enqueue("q", "py");
+  engine->enqueue("q", "py");
+  Answer a;
+  remote().claim(request({"py"}, 1, 5s), a.sink());
+  auto got = a.wait();
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->jobs.size(), 1u);
+  ASSERT_EQ(got->jobs[0].id, id);
+  EXPECT_THROW(remote().fail(got->jobs[0].lease(), "429", 60s, true, true), ValidationError);
+  const auto outcome = remote().fail(got->jobs[0].lease(), "HTTP 429", 60s, false, true);
+  EXPECT_TRUE(outcome.will_retry);
+  Job job = engine->get_job(id).value();
+  EXPECT_EQ(job.state, JobState::kAvailable);
+  EXPECT_EQ(job.attempt, 0) << "the attempt was given back";
+  // Held: the other job is not granted, to this worker or the engine's handlers.
+  Answer b;
+  remote().claim(request({"py"}, 5, 300ms), b.sink());
+  auto held = b.wait();
+  ASSERT_TRUE(held);
+  EXPECT_TRUE(held->jobs.empty());
+  bool shown = false;
+  for (const QueueReport& r : engine->queues())
+    if (r.stats.queue == "q") {
+      EXPECT_EQ(r.limit.source, LimitSource::kBackoff);
+      EXPECT_GE(r.backoff_until_us, SystemClock::instance().wall_now_us() + 50'000'000);
+      shown = true;
+    }
+  EXPECT_TRUE(shown);
+  EXPECT_EQ(EngineInternals::metrics(*engine).queue("q").backoffs.load(), 1u);
+  // Setting a limit is the operator's answer: the hold ends.
+  engine->set_rate_limit("q", RateLimit{1000, 10});
+  Answer c;
+  remote().claim(request({"py"}, 5, 5s), c.sink());
+  auto after = c.wait();
+  ASSERT_TRUE(after);
+  EXPECT_FALSE(after->jobs.empty());
+}
+
+TEST_F(RemoteWorkersTest, AHandlersRetryAfterGivesTheJobBackAndHoldsTheQueue) {
+  start();
+  std::atomic<int> runs{0};
+  engine->register_handler("limited", [&](const Job&) {
+    if (runs++ == 0) throw RetryAfter(1500ms, "HTTP 429 Too Many Requests");
+  });
+  const auto before = std::chrono::steady_clock::now();
+  const int64_t id = engine->enqueue("api", "limited");
+  ASSERT_TRUE(eventually([&] { return engine->get_job(id)->state == JobState::kCompleted; }));
+  EXPECT_GE(std::chrono::steady_clock::now() - before, 1500ms) << "ran again before the hold ended";
+  EXPECT_EQ(runs.load(), 2);
+  EXPECT_EQ(engine->get_job(id)->attempt, 1) << "the held attempt was not spent";
+  EXPECT_EQ(EngineInternals::metrics(*engine).queue("api").backoffs.load(), 1u);
+}
+
 }  // namespace
 }  // namespace conveyor

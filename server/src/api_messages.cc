@@ -18,10 +18,10 @@ namespace {
 
 LimitSource parse_source(const std::string& text, const std::string& path) {
   for (auto s : {LimitSource::kDisabled, LimitSource::kOverride, LimitSource::kQueueConfig,
-                 LimitSource::kDefault, LimitSource::kNone})
+                 LimitSource::kDefault, LimitSource::kNone, LimitSource::kBackoff})
     if (text == to_string(s)) return s;
   fail(path, "unknown limit source " + quote_for_message(text) +
-                 " (known: override, queue-config, default, none, disabled)");
+                 " (known: override, queue-config, default, none, disabled, backoff)");
 }
 
 // Reads exactly n digits at text[pos...]; advances pos.
@@ -160,6 +160,7 @@ void to_proto(const QueueReport& r, uint64_t dispatched, v1::QueueInfo& out) {
   out.set_cancelled(s.cancelled);
   v1::EffectiveLimit& limit = *out.mutable_limit();
   limit.set_source(to_string(r.limit.source));
+  if (r.limit.source == LimitSource::kBackoff) limit.set_backoff_until(rfc3339(r.backoff_until_us));
   if (r.limit.limit) {
     limit.set_rate_per_sec(r.limit.limit->rate_per_sec);
     limit.set_burst(r.limit.limit->burst);
@@ -188,6 +189,8 @@ QueueReport from_proto(const v1::QueueInfo& m, const std::string& path) {
   r.throttled = m.throttled();
   r.oldest_pending_age_seconds = m.oldest_pending_age_seconds();
   r.limit.source = parse_source(m.limit().source(), path + "limit.source");
+  if (r.limit.source == LimitSource::kBackoff)
+    r.backoff_until_us = parse_rfc3339(m.limit().backoff_until(), path + "limit.backoffUntil");
   if (m.limit().has_rate_per_sec())
     r.limit.limit = RateLimit{m.limit().rate_per_sec(), m.limit().burst()};
   for (const v1::KindCount& k : m.unserved_kinds())

@@ -148,7 +148,7 @@ TEST(ApiMessages, QueueInfoWritesInt64AsStringsAndOmitsAnUnlimitedRate) {
   m.mutable_limit()->set_source("sideways");
   EXPECT_EQ(error_of([&] { from_proto(m, "queues[0]."); }),
             "queues[0].limit.source: unknown limit source \"sideways\" (known: override, "
-            "queue-config, default, none, disabled)");
+            "queue-config, default, none, disabled, backoff)");
 }
 
 TEST(ApiMessages, JobRoundTrips) {

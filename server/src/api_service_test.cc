@@ -8,6 +8,12 @@
 #include <conveyor/engine.hpp>
 
 #include <gtest/gtest.h>
+
+#include <optional>
+
+#include <mutex>
+
+#include <condition_variable>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -507,6 +513,52 @@ TEST(ApiServiceAbi10, JobMethodsOnAnAbi10PluginSayWhatToUpgrade) {
   }
   // Cancel is a 1.0 slot: it works (not_found here).
   EXPECT_EQ(run("/conveyor.v1.AdminService/CancelJob", R"({"id":1})").code(), ApiCode::kNotFound);
+}
+
+// The worker methods through the API's messages: a long-poll claim (the
+// asynchronous path), then a backpressure fail, and ListQueues showing the
+// hold.
+TEST_F(ApiServiceTest, WorkerClaimAndABackpressureFailShowTheHoldInListQueues) {
+  engine_->start();
+  const int64_t id = enqueue("api", "py");
+  const auto* claim = api_->find("/conveyor.v1.WorkerService/Claim");
+  ASSERT_NE(claim, nullptr);
+  auto request = claim->new_request();
+  api::decode(api::Codec::kJson,
+              R"({"queues":[{"queue":"api"}],"kinds":["py"],"maxJobs":5,"waitSeconds":5})",
+              *request);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<json> answer;
+  api_->start(*claim, *request, [&](std::unique_ptr<google::protobuf::Message> m) {
+    std::lock_guard lock(mu);
+    answer = json::parse(api::encode(api::Codec::kJson, *m));
+    cv.notify_all();
+  });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return answer.has_value(); }));
+  }
+  ASSERT_EQ((*answer)["jobs"].size(), 1u);
+  const json lease = (*answer)["jobs"][0]["lease"];
+  EXPECT_EQ(std::stoll(lease["jobId"].get<std::string>()), id);
+  json failed = call("/conveyor.v1.WorkerService/Fail", {{"lease", lease},
+                                                         {"error", "HTTP 429"},
+                                                         {"retryAfterSeconds", 120},
+                                                         {"backpressure", true}});
+  EXPECT_EQ(failed["willRetry"], true);
+  EXPECT_EQ(state_of(id), "available");
+  const json queues = call(kQueues, json::object());
+  ASSERT_EQ(queues["queues"].size(), 1u);
+  EXPECT_EQ(queues["queues"][0]["limit"]["source"], "backoff");
+  const std::string until = queues["queues"][0]["limit"]["backoffUntil"];
+  EXPECT_GT(api::parse_rfc3339(until, "backoffUntil"),
+            SystemClock::instance().wall_now_us() + 100'000'000);
+  // A stale lease's backpressure fail is refused like any late result.
+  ApiError stale = error("/conveyor.v1.WorkerService/Fail",
+                         {{"lease", lease}, {"error", "late"}, {"backpressure", true}});
+  EXPECT_EQ(stale.code(), ApiCode::kFailedPrecondition) << stale.what();
+  engine_->stop();
 }
 
 }  // namespace

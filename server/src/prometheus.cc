@@ -225,6 +225,7 @@ MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts)
                      {"abi", fmt::format("{}.{}", plugin.abi_major, plugin.abi_minor)}};
   page.process = read_process_stats();
   page.unserved = EngineInternals::unserved_kinds(engine);
+  page.backoff_until_us = EngineInternals::backoffs(engine);
   const RemoteWorkers& remote = EngineInternals::remote_workers(engine);
   page.remote_workers = remote.connected_workers();
   page.remote_jobs_held = remote.jobs_held();
@@ -277,6 +278,10 @@ std::string render_prometheus(const MetricsPage& page) {
        "rescue step made runnable again or failed (no attempts left). A series with queue=\"\" "
        "counts rescues a storage plugin of ABI 1.0 reports without their queues.",
        &QueueCountersSnapshot::rescued},
+      {"conveyor_ratelimit_backoff_total",
+       "Times a handler or remote worker of this process said the downstream asked to wait "
+       "(backpressure: RetryAfter, a worker's backpressure fail); each holds the queue.",
+       &QueueCountersSnapshot::backoffs},
   };
   for (const Counter& c : kCounters) {
     family(out, c.name, "counter", c.help, true);
@@ -368,6 +373,14 @@ std::string render_prometheus(const MetricsPage& page) {
                   : std::to_string(row.limit->limit->burst));
     }
   }
+
+  family(out, "conveyor_ratelimit_backoff_until_seconds", "gauge",
+         "When the queue's backpressure hold ends (Unix time): the downstream asked it to wait "
+         "and this process dispatches nothing of it until then. No series: not held.",
+         true);
+  for (const auto& [queue, until_us] : page.backoff_until_us)
+    sample(out, "conveyor_ratelimit_backoff_until_seconds", queue_label(queue),
+           value_text(static_cast<double>(until_us) / 1e6));
 
   histogram(out, "conveyor_job_pickup_latency_seconds",
             "Time from when a job could run to when this process claimed it.", rows,

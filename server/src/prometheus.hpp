@@ -89,6 +89,8 @@ struct MetricsPage {
   std::optional<ProcessStats> process;
   // Per queue, pending jobs of kinds no consumer here serves (past the grace).
   std::map<std::string, std::vector<KindCount>, std::less<>> unserved;
+  // Queues held by backpressure, and when each hold ends (wall us).
+  std::map<std::string, int64_t, std::less<>> backoff_until_us;
   // Remote workers (WorkerService) connected, and the jobs they hold.
   std::optional<uint64_t> remote_workers, remote_jobs_held;
 };
@@ -107,7 +109,8 @@ MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts)
 // conveyor_queue_oldest_pending_age_seconds (plugins of ABI 1.1),
 // conveyor_queue_pending, conveyor_queue_paused, conveyor_queue_unserved_jobs{kind},
 // conveyor_ratelimit_rate and _burst{source} (limited queues only), conveyor_ratelimit_enabled,
-// conveyor_build_info, conveyor_remote_workers and conveyor_remote_jobs_held
+// conveyor_ratelimit_backoff_until_seconds (held queues only), conveyor_build_info,
+// conveyor_remote_workers and conveyor_remote_jobs_held
 // (when set); histograms conveyor_job_pickup_latency_seconds and
 // conveyor_job_duration_seconds (cumulative buckets); process_* metrics.
 std::string render_prometheus(const MetricsPage& page);

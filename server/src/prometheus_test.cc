@@ -97,6 +97,7 @@ TEST(Prometheus, StatesLimitsBuildAndProcess) {
   page.storage_errors = {{"claiming_jobs", 3}};
   page.build_info = {{"version", "0.1.0"}, {"storage_plugin", "sqlite"}};
   page.remote_workers = 3;
+  page.backoff_until_us["bulk"] = 1'700'000'123'500'000;
   page.remote_jobs_held = 17;
   page.process = ProcessStats{1.5, 1024, 4096, 1.7e9, 12, 1024, 7};
   page.unserved["bulk"] = {{"resize", 2}, {"send_email", 3}};
@@ -138,6 +139,8 @@ TEST(Prometheus, StatesLimitsBuildAndProcess) {
       << "unlimited: no series";
   EXPECT_TRUE(contains(text, "conveyor_build_info{version=\"0.1.0\",storage_plugin=\"sqlite\"} 1"));
   EXPECT_TRUE(contains(text, "# TYPE conveyor_remote_workers gauge\nconveyor_remote_workers 3"));
+  EXPECT_TRUE(
+      contains(text, "conveyor_ratelimit_backoff_until_seconds{queue=\"bulk\"} 1700000123.5"));
   EXPECT_TRUE(
       contains(text, "# TYPE conveyor_remote_jobs_held gauge\nconveyor_remote_jobs_held 17"));
   EXPECT_TRUE(contains(text, "process_cpu_seconds_total 1.5"));

@@ -100,7 +100,7 @@ void ApiService::add_worker_methods() {
                             std::chrono::hours(24 * 30), "0 means the engine's backoff");
         const RemoteWorkers::FailOutcome outcome = EngineInternals::remote_workers(e).fail(
             {request.lease().job_id(), request.lease().token()}, request.error(), retry_after,
-            request.permanent());
+            request.permanent(), request.backpressure());
         response.set_will_retry(outcome.will_retry);
         if (outcome.will_retry) response.set_retry_at(api::rfc3339(outcome.retry_at_us));
       });

@@ -41,6 +41,11 @@ struct EngineConfig {
   uint32_t max_attempts = 25;               // default for enqueued jobs
   uint32_t retry_backoff_base_ms = 1000;    // first retry delay, doubling
   uint32_t retry_backoff_max_ms = 3600000;  // cap on the retry delay
+  // Backpressure (a handler's RetryAfter, a worker's backpressure fail): the
+  // longest a queue is held, and the first hold when the downstream named no
+  // delay (doubling while the holds follow each other).
+  uint32_t max_backoff_s = 3600;
+  uint32_t backoff_base_ms = 1000;
   uint32_t shutdown_timeout_ms = 10000;     // running jobs' grace on stop
   uint32_t retention_s = 86400;             // keep completed/failed/cancelled jobs
   // A claimed job whose kind has no handler here (only possible when the

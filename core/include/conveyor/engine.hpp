@@ -47,6 +47,23 @@ class PermanentError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown by a handler when the downstream asked to wait (HTTP 429/503 with
+// Retry-After, a quota error): backpressure, not a failure. The job goes back
+// to pending with its attempt given back, and its queue dispatches nothing
+// in this process for delay (0: the downstream named none, so the engine
+// backs off from [engine] backoff_base_ms, doubling while holds follow each
+// other), at most [engine] max_backoff_s.
+class RetryAfter : public std::runtime_error {
+ public:
+  explicit RetryAfter(std::chrono::milliseconds delay,
+                      const std::string& why = "the downstream asked to wait")
+      : std::runtime_error(why), delay_(delay) {}
+  std::chrono::milliseconds delay() const noexcept { return delay_; }
+
+ private:
+  std::chrono::milliseconds delay_;
+};
+
 using Handler = std::function<void(const Job& job)>;
 
 struct EnqueueOptions {

@@ -30,6 +30,8 @@ struct QueueReport {
   // consumer here serves, sorted by kind, counted among the first
   // UnservedKinds::kScanLimit such jobs of the queue (empty without an engine).
   std::vector<KindCount> unserved_kinds;
+  // While limit.source is kBackoff: when the hold ends (wall clock, us).
+  int64_t backoff_until_us = 0;
 };
 
 }  // namespace conveyor

@@ -19,9 +19,11 @@ struct RateLimit {
 RateLimit make_rate_limit(double rate_per_sec, int64_t burst);
 
 // Where a queue's effective limit came from (docs/reference.md, first match wins).
-enum class LimitSource { kDisabled, kOverride, kQueueConfig, kDefault, kNone };
+// kBackoff: the downstream asked the queue to wait (backpressure); nothing is
+// dispatched until the hold ends, whatever the limit below it.
+enum class LimitSource { kDisabled, kOverride, kQueueConfig, kDefault, kNone, kBackoff };
 
-// "override", "queue-config", "default", "none", "disabled".
+// "override", "queue-config", "default", "none", "disabled", "backoff".
 const char* to_string(LimitSource source) noexcept;
 
 struct EffectiveLimit {

@@ -31,6 +31,8 @@ struct EngineInternals {
   static void scan_unserved_kinds(Engine& engine);
   // The worker API's engine side (remote workers claim through it).
   static RemoteWorkers& remote_workers(Engine& engine);
+  // Queues held by backpressure now, and when each hold ends (wall us).
+  static std::map<std::string, int64_t, std::less<>> backoffs(const Engine& engine);
   static std::unique_ptr<Engine> make(Config config, const Clock& clock,
                                       std::shared_ptr<Storage> storage) {
     return std::unique_ptr<Engine>(new Engine(std::move(config), clock, std::move(storage)));

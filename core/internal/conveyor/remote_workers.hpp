@@ -85,8 +85,12 @@ class RemoteWorkers {
     int64_t retry_at_us = -1;
   };
 
+  // A worker's backpressure fail: hold queue for delay (0: the engine's
+  // doubling); why is the worker's error text.
+  using Backpressure = std::function<void(const std::string& queue, std::chrono::milliseconds delay,
+                                          const std::string& why, int64_t job_id)>;
   RemoteWorkers(Storage& storage, Dispatcher& dispatcher, ServedKinds& served, const Clock& clock,
-                const Config& config);
+                const Config& config, Backpressure backpressure = nullptr);
   ~RemoteWorkers();
   RemoteWorkers(const RemoteWorkers&) = delete;
   RemoteWorkers& operator=(const RemoteWorkers&) = delete;
@@ -102,10 +106,15 @@ class RemoteWorkers {
   std::vector<Result> complete(std::span<const conveyor_lease> leases);
   // Records a failed attempt: retried after retry_after (> 0) or the
   // engine's backoff, or final when permanent or no attempts are left.
+  // backpressure: the downstream asked to wait, so not a failure: the job
+  // is given back (attempt not spent) and its queue held for retry_after (0:
+  // the engine's doubling from [engine] backoff_base_ms); permanent is then
+  // refused (ValidationError).
   // Throws StorageError(CONVEYOR_E_LEASE_LOST) naming the job when the lease
   // is not current, other StorageErrors when storage fails.
   FailOutcome fail(const conveyor_lease& lease, std::string_view error,
-                   std::chrono::milliseconds retry_after, bool permanent);
+                   std::chrono::milliseconds retry_after, bool permanent,
+                   bool backpressure = false);
   // Extends leases to now + lease (0: [engine] lease_ms). Per lease; sets
   // *expires_us to the new end.
   std::vector<Result> heartbeat(std::span<const conveyor_lease> leases,
@@ -129,6 +138,7 @@ class RemoteWorkers {
  private:
   struct Held {
     QueueRunner* runner = nullptr;
+    std::string queue;
     int64_t token = 0;
     SteadyTime expires{};
     int32_t attempt = 0, max_attempts = 0;
@@ -156,6 +166,7 @@ class RemoteWorkers {
   ServedKinds& served_;
   const Clock& clock_;
   const Config& config_;
+  const Backpressure backpressure_;
 
   mutable std::mutex mu_;
   std::unordered_map<int64_t, Held> held_;              // mu_: by job id
