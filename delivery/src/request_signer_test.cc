@@ -19,5 +19,11 @@ TEST(RequestSigner, SignatureCoversTimestampAndBody) {
   EXPECT_NE(s, signature("jefe", 1700000000, "{\"a\":1}"));
 }
 
+TEST(RequestSigner, MatchesTheReadmePythonVerifier) {
+  // hmac.new(b"Jefe", b'1700000000.{"a":1}', hashlib.sha256).hexdigest()
+  EXPECT_EQ(signature("Jefe", 1700000000, "{\"a\":1}"),
+            "v1=fa5f6481efc59da48b19c9dc10196c9953e5651f8304b3a318b6b87d70272e0a");
+}
+
 }  // namespace
 }  // namespace conveyor::http_delivery
