@@ -100,6 +100,8 @@ struct Transfer {
   bool body_cut = false;  // stopped reading at max_response_bytes
   std::string retry_after;
   std::optional<std::string> refused;  // the guard's message
+  bool opened_socket = false;
+  std::string host;  // of the request's URL
 
   ~Transfer() {
     if (easy != nullptr) curl_easy_cleanup(easy);
@@ -153,6 +155,7 @@ struct Transfer {
         return CURL_SOCKET_BAD;
       }
     }
+    t->opened_socket = true;
     return ::socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
   }
 };
@@ -169,6 +172,7 @@ struct Delivery::Impl {
 
   std::mutex join_mu;
   std::thread thread;
+  std::thread::id thread_id;  // set before any done can run
 
   // Delivery thread only.
   std::unordered_map<CURL*, std::unique_ptr<Transfer>> active;
@@ -196,6 +200,7 @@ struct Delivery::Impl {
     if (auto* error = std::get_if<std::string>(&parsed)) {
       return finish(std::move(t), permanent(std::move(*error)));
     }
+    t->host = std::get<UrlParts>(parsed).host;
     const Request& r = t->request;
     if (r.method.empty() || has_line_break(r.method) || r.method.find(' ') != std::string::npos) {
       return finish(std::move(t),
@@ -293,6 +298,16 @@ struct Delivery::Impl {
       }
       o.status = static_cast<int>(status);
       o.error = t.error_buffer[0] != '\0' ? std::string(t.error_buffer) : curl_easy_strerror(rc);
+      curl_off_t pretransfer_us = 0;
+      curl_easy_getinfo(t.easy, CURLINFO_PRETRANSFER_TIME_T, &pretransfer_us);
+      if (rc == CURLE_OPERATION_TIMEDOUT && !t.opened_socket && pretransfer_us == 0) {
+        // curl's text for a transfer that waited for a connection slot reads
+        // as a DNS failure; say what it waited for.
+        o.error = fmt::format(
+            "timed out after {} ms before connecting to {} (resolving the name, or waiting while "
+            "max_connections_per_host = {} connections to it were busy)",
+            t.request.timeout.count(), t.host, policy.max_connections_per_host);
+      }
     }
     o.response_bytes = t.body_bytes;
     return o;
@@ -383,6 +398,7 @@ Delivery::Delivery(Policy policy) : impl_(std::make_unique<Impl>()) {
   curl_multi_setopt(impl_->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
                     static_cast<long>(impl_->policy.max_connections_per_host));
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
+  impl_->thread_id = impl_->thread.get_id();
 }
 
 Delivery::~Delivery() {
@@ -415,6 +431,10 @@ void Delivery::submit(Request request, std::function<void(Outcome)> done) {
 size_t Delivery::in_flight() const { return impl_->in_flight.load(); }
 
 void Delivery::shutdown(std::chrono::steady_clock::time_point deadline) {
+  if (std::this_thread::get_id() == impl_->thread_id) {
+    // Joining itself would hang the delivery thread for good.
+    throw std::logic_error("Delivery::shutdown called from a done callback");
+  }
   {
     std::lock_guard lock(impl_->mu);
     if (!impl_->stopping || deadline < impl_->deadline) impl_->deadline = deadline;

@@ -315,6 +315,32 @@ TEST(Delivery, TimeoutIsRetry) {
   EXPECT_EQ(server.requests_seen(), 1u);
 }
 
+TEST(Delivery, ConnectionsPerHostAreCappedAndTheWaitCountsTowardsTheTimeout) {
+  RawHttpServer server({.never_answer = true});
+  Policy policy = private_allowed();
+  policy.max_connections_per_host = 1;
+  Delivery delivery(policy);
+  std::string url = fmt::format("http://127.0.0.1:{}/", server.port());
+  std::vector<std::future<Outcome>> outcomes;
+  for (int i = 0; i < 2; ++i) {
+    auto promise = std::make_shared<std::promise<Outcome>>();
+    outcomes.push_back(promise->get_future());
+    Request r = post(url);
+    r.timeout = 300ms;
+    delivery.submit(std::move(r), [promise](Outcome o) { promise->set_value(std::move(o)); });
+  }
+  for (auto& f : outcomes) ASSERT_EQ(f.wait_for(kBound), std::future_status::ready);
+  Outcome first = outcomes[0].get(), second = outcomes[1].get();
+  EXPECT_EQ(first.kind, OutcomeKind::kRetry);
+  EXPECT_NE(first.error.find("Operation timed out"), std::string::npos) << first.error;
+  EXPECT_EQ(second.kind, OutcomeKind::kRetry);
+  EXPECT_EQ(second.error,
+            "timed out after 300 ms before connecting to 127.0.0.1 (resolving the name, or "
+            "waiting while max_connections_per_host = 1 connections to it were busy)");
+  // Both have ended, so no connection can follow the one awaited here.
+  EXPECT_TRUE(eventually([&] { return server.connections_accepted() == 1; }));
+}
+
 TEST(Delivery, ConnectionRefusedIsRetry) {
   // A port nothing listens on: bound, then closed.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -543,6 +569,23 @@ TEST(Delivery, DoneRunsOnTheDeliveryThreadAndMaySubmit) {
   ASSERT_EQ(future.wait_for(kBound), std::future_status::ready);
   EXPECT_EQ(future.get().kind, OutcomeKind::kRetry);
   EXPECT_NE(first_thread, std::this_thread::get_id());
+}
+
+TEST(Delivery, ShutdownFromDoneIsRefused) {
+  TestServer server;
+  Delivery delivery(private_allowed());
+  auto refused = std::make_shared<std::promise<std::string>>();
+  auto future = refused->get_future();
+  delivery.submit(post(server.url("/status/200")), [&delivery, refused](Outcome) {
+    try {
+      delivery.shutdown(std::chrono::steady_clock::now());
+      refused->set_value("returned");
+    } catch (const std::logic_error& e) {
+      refused->set_value(e.what());
+    }
+  });
+  ASSERT_EQ(future.wait_for(kBound), std::future_status::ready);
+  EXPECT_EQ(future.get(), "Delivery::shutdown called from a done callback");
 }
 
 }  // namespace

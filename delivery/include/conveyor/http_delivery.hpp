@@ -30,7 +30,9 @@ struct Request {
   std::string url;  // http:// or https:// only
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
-  // The whole transfer (resolve, connect, send, response) must end within this.
+  // The whole transfer must end within this, counted from submit: any wait
+  // for a free connection (Policy::max_connections_per_host), resolving,
+  // connecting, sending and the response.
   std::chrono::milliseconds timeout{30000};
   // Non-empty: the request carries Conveyor-Timestamp and Conveyor-Signature
   // (HMAC-SHA256 of "<timestamp>.<body>" with this secret).
@@ -66,8 +68,9 @@ struct Policy {
   // Bytes of a response body read at most; the rest is not read (the
   // connection is closed instead) and this is not an error.
   size_t max_response_bytes = 64 * 1024;
-  // Connections open to one host at most (the rest wait in the multi handle);
-  // idle connections are reused across requests to the same host.
+  // Connections open to one host at most (0: no limit); the other requests
+  // wait in the multi handle, their timeout running. Idle connections are
+  // reused across requests to the same host.
   size_t max_connections_per_host = 64;
 };
 
@@ -96,7 +99,7 @@ class Delivery {
   // Stops taking requests; those already submitted get until deadline to
   // finish, then are aborted (done runs with kRetry, "aborted at shutdown").
   // Returns when every done has run and the thread has ended. Idempotent;
-  // thread-safe, but must not be called from a done callback.
+  // thread-safe. Throws std::logic_error if called from a done callback.
   void shutdown(std::chrono::steady_clock::time_point deadline);
 
  private:
