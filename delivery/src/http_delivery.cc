@@ -206,6 +206,11 @@ struct Delivery::Impl {
       return finish(std::move(t),
                     permanent(fmt::format("method '{}' is not an HTTP method", r.method)));
     }
+    if (r.timeout.count() <= 0) {
+      // curl would take 0 as "no timeout": a hung downstream would hold the job for good.
+      return finish(std::move(t), permanent(fmt::format("timeout must be positive, got {} ms",
+                                                        r.timeout.count())));
+    }
     for (const auto& [name, value] : r.headers) {
       if (name.empty() || has_line_break(name) || has_line_break(value) ||
           name.find(':') != std::string::npos) {
@@ -239,7 +244,6 @@ struct Delivery::Impl {
     // No "Expect: 100-continue" round trip (a second's wait on servers that ignore it).
     t->headers = curl_slist_append(t->headers, "Expect:");
 
-    curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
     curl_easy_setopt(e, CURLOPT_URL, r.url.c_str());
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");

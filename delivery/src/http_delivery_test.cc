@@ -412,6 +412,15 @@ TEST(Delivery, HeaderWithLineBreakIsPermanent) {
   EXPECT_NE(o.error.find("X-Evil"), std::string::npos) << o.error;
 }
 
+TEST(Delivery, NonPositiveTimeoutIsPermanent) {
+  Delivery delivery(private_allowed());
+  Request r = post("http://127.0.0.1:1/");
+  r.timeout = 0ms;
+  Outcome o = deliver(delivery, r);
+  EXPECT_EQ(o.kind, OutcomeKind::kPermanent);
+  EXPECT_EQ(o.error, "timeout must be positive, got 0 ms");
+}
+
 TEST(Delivery, SignatureVerifiesAtTheReceiver) {
   TestServer server;
   Delivery delivery(private_allowed());

@@ -32,7 +32,7 @@ struct Request {
   std::string body;
   // The whole transfer must end within this, counted from submit: any wait
   // for a free connection (Policy::max_connections_per_host), resolving,
-  // connecting, sending and the response.
+  // connecting, sending and the response. Must be positive.
   std::chrono::milliseconds timeout{30000};
   // Non-empty: the request carries Conveyor-Timestamp and Conveyor-Signature
   // (HMAC-SHA256 of "<timestamp>.<body>" with this secret).
