@@ -19,6 +19,7 @@ packages=(
   libtomlplusplus-dev libfmt-dev libspdlog-dev libcli11-dev
   nlohmann-json3-dev libcpp-httplib-dev
   libprotobuf-dev protobuf-compiler   # the API's messages, generated from proto/ at build time
+  libcurl4-openssl-dev libssl-dev     # HTTP delivery (delivery/): libcurl multi, HMAC signing
 )
 postgres_build=(libpqxx-dev libpq-dev)
 case "$set_name" in

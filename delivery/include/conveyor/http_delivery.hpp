@@ -1,0 +1,121 @@
+// HTTP delivery: the queue itself makes a job's HTTP call. One background
+// thread drives libcurl's multi interface, so thousands of requests can be in
+// flight without a thread each; every request ends in exactly one Outcome that
+// says whether the job succeeded, should back off, be retried or be failed.
+//
+// Outcomes (delivery/README.md has the table):
+//   2xx                                   kSucceeded
+//   429, 503                              kBackpressure (retry_after from Retry-After)
+//   408, 425, 500, 502, 504, timeout,
+//   connection and other transport errors kRetry
+//   other statuses (3xx not followed,
+//   other 4xx), a URL that is not
+//   http/https, a host the guard refuses  kPermanent
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace conveyor::http_delivery {
+
+struct Request {
+  std::string method = "POST";
+  std::string url;  // http:// or https:// only
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  // The whole transfer must end within this, counted from submit: any wait
+  // for a free connection (Policy::max_connections_per_host), resolving,
+  // connecting, sending and the response. Must be positive.
+  std::chrono::milliseconds timeout{30000};
+  // Non-empty: the request carries Conveyor-Timestamp and Conveyor-Signature
+  // (HMAC-SHA256 of "<timestamp>.<body>" with this secret).
+  std::string secret;
+  // At most 5 hops when true, each of which passes the address guard.
+  bool follow_redirects = false;
+};
+
+enum class OutcomeKind {
+  kSucceeded,     // 2xx
+  kBackpressure,  // 429/503: the downstream asks the queue to slow down
+  kRetry,         // transient: try again later
+  kPermanent,     // retrying will not help until something is changed
+};
+
+struct Outcome {
+  OutcomeKind kind = OutcomeKind::kRetry;
+  int status = 0;  // the final response's status; 0: no response
+  std::optional<std::chrono::milliseconds> retry_after;
+  // Empty on success; else for a job's last_error: "HTTP 404: <first 200
+  // bytes of the body>", curl's error text, or what to set to allow a target.
+  std::string error;
+  size_t response_bytes = 0;  // bytes of the final response's body read
+};
+
+struct Policy {
+  // Off: targets on loopback, private, link-local, CGNAT, multicast or
+  // unspecified addresses are refused, checked on the address actually
+  // connected (so a DNS answer cannot redirect a request inward).
+  bool allow_private = false;
+  // Hosts (exact, case-insensitive, as written in the URL) exempt from the guard.
+  std::vector<std::string> allow_hosts;
+  // Bytes of a response body read at most; the rest is not read (the
+  // connection is closed instead) and this is not an error.
+  size_t max_response_bytes = 64 * 1024;
+  // Connections open to one host at most (0: no limit); the other requests
+  // wait in the multi handle, their timeout running. Idle connections are
+  // reused across requests to the same host.
+  size_t max_connections_per_host = 64;
+};
+
+// Asynchronous delivery. Proxies from the environment are not used (the guard
+// checks the address connected, which would be the proxy's).
+class Delivery {
+ public:
+  // Starts the delivery thread. Throws std::runtime_error if libcurl cannot
+  // be initialised.
+  explicit Delivery(Policy policy);
+  // shutdown(now): whatever is still in flight is aborted.
+  ~Delivery();
+
+  Delivery(const Delivery&) = delete;
+  Delivery& operator=(const Delivery&) = delete;
+
+  // Queues the request; never blocks on the network. done runs exactly once
+  // with the outcome, on the delivery thread, and must not block (it may
+  // call submit). Thread-safe. After shutdown has begun the request is not
+  // sent: done runs at once, on the caller's thread, with kRetry.
+  void submit(Request request, std::function<void(Outcome)> done);
+
+  // Requests submitted whose done has not yet returned. Thread-safe.
+  size_t in_flight() const;
+
+  // Stops taking requests; those already submitted get until deadline to
+  // finish, then are aborted (done runs with kRetry, "aborted at shutdown").
+  // Returns when every done has run and the thread has ended. Idempotent;
+  // thread-safe. Throws std::logic_error if called from a done callback.
+  void shutdown(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The outcome of a response with this status, body and Retry-After header
+// value (empty: absent), per the table above. Pure; thread-safe.
+Outcome classify(int status, std::string_view body, std::string_view retry_after_header,
+                 std::chrono::system_clock::time_point now);
+
+// A Retry-After value (RFC 9110 10.2.3): delta-seconds, or an HTTP-date
+// (IMF-fixdate, RFC 850 or asctime form) relative to now; a date already
+// past gives 0. Negative, overflowing or malformed: nullopt. Pure.
+std::optional<std::chrono::milliseconds> parse_retry_after(
+    std::string_view value, std::chrono::system_clock::time_point now);
+
+}  // namespace conveyor::http_delivery
