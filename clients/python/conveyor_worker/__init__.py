@@ -10,11 +10,12 @@
 """
 
 from .client import Client, ClaimResult, ConnectError, FailResult, HeartbeatResult, Job, Lease, LeaseResult
-from .worker import PermanentError, RetryAfter, Worker
+from .worker import Backpressure, PermanentError, RetryAfter, Worker
 
 __all__ = [
     "Worker",
     "RetryAfter",
+    "Backpressure",
     "PermanentError",
     "Job",
     "Client",

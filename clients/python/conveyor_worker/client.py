@@ -183,9 +183,15 @@ class Client:
         return _lease_results(answer)
 
     def fail(
-        self, lease: Lease, error: str, retry_after_seconds: float = 0.0, permanent: bool = False
+        self,
+        lease: Lease,
+        error: str,
+        retry_after_seconds: float = 0.0,
+        permanent: bool = False,
+        backpressure: bool = False,
     ) -> FailResult:
-        """Records a failed attempt. A lease no longer current: ConnectError failed_precondition."""
+        """Records a failed attempt, or with backpressure gives the job back and holds its queue.
+        A lease no longer current: ConnectError failed_precondition."""
         answer = self.call(
             f"{WORKER_SERVICE}/Fail",
             {
@@ -193,6 +199,7 @@ class Client:
                 "error": error,
                 "retryAfterSeconds": retry_after_seconds,
                 "permanent": permanent,
+                "backpressure": backpressure,
             },
         )
         return FailResult(bool(answer.get("willRetry", False)), answer.get("retryAt", ""))

@@ -38,6 +38,18 @@ class RetryAfter(Exception):
         self.seconds = float(seconds)
 
 
+class Backpressure(RetryAfter):
+    """Raise in a handler when the downstream asked to wait (HTTP 429/503, a quota error).
+
+    Not a failure: the job goes back to pending with its attempt given back, and the server
+    holds the whole queue (every worker and its own handlers) for `seconds`; 0 lets the server
+    pick a hold that doubles while they follow each other.
+    """
+
+    def __init__(self, seconds: float = 0.0, message: str = ""):
+        super().__init__(seconds, message or "the downstream asked to wait")
+
+
 class PermanentError(Exception):
     """Raise in a handler to fail the job for good, whatever attempts it has left."""
 
@@ -312,11 +324,27 @@ class Worker:
                 job = self._ready.popleft()
                 self._running[job.id] = job
             result = self._execute(job)
+            if result[0] == "fail" and result[5] and self._report_backpressure(result[1:]):
+                result = None
             with self._cond:
                 del self._running[job.id]
                 self._busy -= 1
                 self._cond.notify_all()
-            self._add_results([result])  # after the shutdown's flush, nobody sends it
+            if result is not None:
+                self._add_results([result])  # after the shutdown's flush, nobody sends it
+
+    def _report_backpressure(self, fail: tuple) -> bool:
+        """Sends a backpressure Fail before this slot may claim again, so the server holds the
+        queue before it grants the next job. False: not sent (the reporter retries it)."""
+        lease = fail[0]
+        try:
+            self._client.fail(*fail)
+        except ConnectError as e:
+            if e.retryable:
+                return False
+            log.warning("job %d: backpressure fail refused, result dropped: %s", lease.job_id, e.message)
+        self._forget([lease])
+        return True
 
     def _execute(self, job: Job) -> tuple:
         try:
@@ -325,15 +353,18 @@ class Worker:
                 raise LookupError(f"no handler for kind {job.kind!r} here (kinds: {sorted(self._handlers)})")
             handler(job)
             return ("complete", job.lease)
+        except Backpressure as e:
+            log.info("job %d (%s): the downstream asks to wait %g s: %s", job.id, job.kind, e.seconds, e)
+            return ("fail", job.lease, str(e), e.seconds, False, True)
         except RetryAfter as e:
             log.info("job %d (%s) asks to retry after %g s: %s", job.id, job.kind, e.seconds, e)
-            return ("fail", job.lease, str(e), e.seconds, False)
+            return ("fail", job.lease, str(e), e.seconds, False, False)
         except PermanentError as e:
             log.warning("job %d (%s) failed for good: %s", job.id, job.kind, e)
-            return ("fail", job.lease, str(e) or type(e).__name__, 0.0, True)
+            return ("fail", job.lease, str(e) or type(e).__name__, 0.0, True, False)
         except BaseException as e:  # noqa: BLE001 - a handler's failure is the job's, never the worker's
             log.warning("job %d (%s) attempt %d raised", job.id, job.kind, job.attempt, exc_info=True)
-            return ("fail", job.lease, _error_line(e), 0.0, False)
+            return ("fail", job.lease, _error_line(e), 0.0, False, False)
 
     # -- reporting ------------------------------------------------------------------
 
@@ -397,9 +428,9 @@ class Worker:
             self._reporting.update(releases)
             self._reporting.update(completes)
         while fails:
-            lease, error, retry_after, permanent = fails[0]
+            lease, error, retry_after, permanent, backpressure = fails[0]
             try:
-                answer = self._client.fail(lease, error, retry_after, permanent)
+                answer = self._client.fail(lease, error, retry_after, permanent, backpressure)
                 log.debug("job %d failed: will_retry=%s retry_at=%s", lease.job_id, answer.will_retry,
                           answer.retry_at)
             except ConnectError as e:

@@ -18,7 +18,7 @@ import unittest
 from conveyor_server import (PACKAGE_ROOT, WORKER_TOKEN, ConveyorServer, LineReader,
                              free_port, parse_time, wait_for)
 
-from conveyor_worker import Client, ConnectError, PermanentError, RetryAfter, Worker
+from conveyor_worker import Backpressure, Client, ConnectError, PermanentError, RetryAfter, Worker
 
 server: ConveyorServer
 
@@ -172,6 +172,28 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(job["attempt"], 2)
         first, second = rec.times[job_id]
         self.assertGreaterEqual(second - first, 1.5)
+
+    def test_backpressure_gives_the_attempt_back_and_holds_the_queue(self):
+        [a, b] = server.enqueue("py-429", "py_429", count=2, maxAttempts=1)
+        rec = Recorder()
+        w = worker(queues=["py-429"], concurrency=1)
+
+        @w.handler("py_429")
+        def limited(job):
+            rec.enter(job)
+            rec.leave()
+            if len(rec.times.get(a, [])) + len(rec.times.get(b, [])) == 1:
+                raise Backpressure(1.5, "HTTP 429")
+
+        with Running(w):
+            server.wait_state(a, "completed")
+            server.wait_state(b, "completed")
+        # maxAttempts 1: a failed attempt would have failed the job for good.
+        starts = sorted(t for times in rec.times.values() for t in times)
+        self.assertEqual(len(starts), 3)
+        self.assertGreaterEqual(starts[1] - starts[0], 1.5, "the queue was not held")
+        for job_id in (a, b):
+            self.assertEqual(server.job(job_id)["attempt"], 1)
 
     def test_permanent_error_fails_the_job_for_good(self):
         [job_id] = server.enqueue("py-perm", "py_perm", maxAttempts=5)
