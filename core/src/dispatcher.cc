@@ -283,15 +283,7 @@ Dispatcher::RemoteTry Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim,
                                 wall + claim.lease.count());
     if (options_.health) options_.health->succeeded();
   } catch (const std::exception& e) {
-    if (auto* se = dynamic_cast<const StorageError*>(&e); se && options_.health)
-      options_.health->failed("claiming jobs for remote workers", *se);
-    if (r.bucket) r.bucket->refund(batch);
-    r.error_backoff =
-        std::min(kMaxErrorBackoff, std::max(std::chrono::milliseconds(50), r.error_backoff * 2));
-    spdlog::warn("queue {}: claim for a remote worker failed, retrying in {} ms: {}", r.name,
-                 r.error_backoff.count(), e.what());
-    std::lock_guard lock(mu_);
-    schedule_by(r, now + r.error_backoff);
+    claim_failed(r, batch, e, "claiming jobs for remote workers", now);
     return RemoteTry::kFailed;
   }
   const auto claimed = static_cast<uint32_t>(jobs.size());
@@ -320,6 +312,19 @@ Dispatcher::RemoteTry Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim,
   r.remote_first = false;  // the local handlers' turn next
   claim.deliver(&r, std::move(jobs));
   return RemoteTry::kGranted;
+}
+
+void Dispatcher::claim_failed(QueueRunner& r, uint32_t batch, const std::exception& e,
+                              const char* what, SteadyTime now) {
+  if (auto* se = dynamic_cast<const StorageError*>(&e); se && options_.health)
+    options_.health->failed(what, *se);
+  if (r.bucket) r.bucket->refund(batch);
+  r.error_backoff =
+      std::min(kMaxErrorBackoff, std::max(std::chrono::milliseconds(50), r.error_backoff * 2));
+  spdlog::warn("queue {}: claim failed, retrying in {} ms ({}): {}", r.name,
+               r.error_backoff.count(), what, e.what());
+  std::lock_guard lock(mu_);
+  schedule_by(r, now + r.error_backoff);
 }
 
 void Dispatcher::serve_remote(QueueRunner& r, SteadyTime now) {
@@ -579,15 +584,7 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
     r.error_backoff = std::chrono::milliseconds(0);
     if (options_.health) options_.health->succeeded();
   } catch (const std::exception& e) {
-    if (auto* se = dynamic_cast<const StorageError*>(&e); se && options_.health)
-      options_.health->failed("claiming jobs", *se);
-    if (r.bucket) r.bucket->refund(batch);
-    r.error_backoff =
-        std::min(kMaxErrorBackoff, std::max(std::chrono::milliseconds(50), r.error_backoff * 2));
-    spdlog::warn("queue {}: claim failed, retrying in {} ms: {}", r.name, r.error_backoff.count(),
-                 e.what());
-    std::lock_guard lock(mu_);
-    schedule_by(r, now + r.error_backoff);
+    claim_failed(r, batch, e, "claiming jobs", now);
     return;
   }
   bool gave_back = false;

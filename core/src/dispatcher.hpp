@@ -180,6 +180,9 @@ class Dispatcher {
   // What one try to grant a remote claim jobs of a queue ended with.
   enum class RemoteTry { kGranted, kEmpty, kNoPermits, kThrottled, kFailed, kGone };
   RemoteTry try_remote(QueueRunner& r, RemoteClaim& claim, SteadyTime now);
+  // A claim of batch failed with e: refund, health, log, back off.
+  void claim_failed(QueueRunner& r, uint32_t batch, const std::exception& e, const char* what,
+                    SteadyTime now);
   // Serves r's waiting remote claims, oldest first, while it has permits and tokens.
   void serve_remote(QueueRunner& r, SteadyTime now);
   // A claim submitted since the last pass: its queues in weighted random
