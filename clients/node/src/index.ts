@@ -1,4 +1,4 @@
-export { Worker, RetryAfter, PermanentError } from "./worker.js";
+export { Worker, RetryAfter, Backpressure, PermanentError } from "./worker.js";
 export type { Handler, Logger, WorkerOptions } from "./worker.js";
 export { createClients } from "./client.js";
 export type { ClientOptions, Clients } from "./client.js";

@@ -23,6 +23,20 @@ export class RetryAfter extends Error {
   }
 }
 
+/**
+ * Thrown by a handler when the downstream asked to wait (HTTP 429/503, a quota
+ * error). Not a failure: the job goes back with its attempt given back, and the
+ * server holds the whole queue (every worker and its own handlers) for
+ * `seconds` (0: the server's hold, doubling while they follow each other). The
+ * Fail is sent before the handler's slot claims again.
+ */
+export class Backpressure extends RetryAfter {
+  constructor(seconds = 0, message?: string) {
+    super(seconds, message ?? "the downstream asked to wait");
+    this.name = "Backpressure";
+  }
+}
+
 /** Thrown by a handler: fail the job for good, whatever attempts it has left. */
 export class PermanentError extends Error {
   constructor(message: string) {
@@ -116,6 +130,7 @@ interface Active {
   running: boolean;
   lost: boolean; // a heartbeat found the lease gone
   settling: boolean; // a release is on its way: no more heartbeats
+  reported?: boolean; // its result was sent by the handler's own slot (backpressure)
 }
 
 export class Worker {
@@ -337,6 +352,12 @@ export class Worker {
         failed = true;
         error = err;
       }
+      if (failed && error instanceof Backpressure && !a.settling && !a.lost) {
+        // The hold must be in place before this slot claims the next job.
+        await this.fail(a, error);
+        failed = false;
+        a.reported = true;
+      }
       a.running = false;
       this.running--;
       this.changed();
@@ -345,6 +366,8 @@ export class Worker {
       } else if (a.lost) {
         this.log.warn(`conveyor-worker: job ${a.job.id} finished after its lease was lost; its result is dropped`);
         this.active.delete(a.lease.jobId);
+      } else if (a.reported) {
+        // sent above
       } else if (failed) {
         this.track(this.fail(a, error));
       } else {
@@ -426,6 +449,7 @@ export class Worker {
   private async fail(a: Active, err: unknown): Promise<void> {
     let retryAfterSeconds = 0;
     let permanent = false;
+    const backpressure = err instanceof Backpressure;
     if (err instanceof RetryAfter) retryAfterSeconds = err.seconds;
     else if (err instanceof PermanentError) permanent = true;
     const error = describe(err).slice(0, 4096);
@@ -433,7 +457,7 @@ export class Worker {
     for (;;) {
       try {
         await this.clients.worker.fail(
-          { lease: a.lease, error, retryAfterSeconds, permanent },
+          { lease: a.lease, error, retryAfterSeconds, permanent, backpressure },
           { timeoutMs: CALL_TIMEOUT_MS },
         );
         this.noteSuccess();

@@ -6,7 +6,15 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
-import { createClients, PermanentError, RetryAfter, Worker, type Clients, type WorkerOptions } from "../src/index.js";
+import {
+  Backpressure,
+  createClients,
+  PermanentError,
+  RetryAfter,
+  Worker,
+  type Clients,
+  type WorkerOptions,
+} from "../src/index.js";
 import { ADMIN_TOKEN, CapturingLogger, Server, WORKER_TOKEN, delay, enqueue, getJob, states, waitFor } from "./harness.js";
 
 let server: Server;
@@ -89,6 +97,27 @@ test("RetryAfter: the job comes back after the delay", { timeout: 60_000 }, asyn
   assert.equal(attempts.length, 2);
   assert.ok(attempts[1]!.at - attempts[0]!.at >= 1900, `retried after ${attempts[1]!.at - attempts[0]!.at} ms`);
   assert.ok(attempts[1]!.attempt > attempts[0]!.attempt, JSON.stringify(attempts));
+});
+
+test("Backpressure: the attempt is given back and the whole queue is held", { timeout: 60_000 }, async () => {
+  // maxAttempts 1: a failed attempt would fail the job for good.
+  const ids = await enqueue(task, [
+    { queue: "node-429", kind: "node_429", maxAttempts: 1 },
+    { queue: "node-429", kind: "node_429", maxAttempts: 1 },
+  ]);
+  const starts: number[] = [];
+  const w = worker(new CapturingLogger(), { queues: ["node-429"], concurrency: 1 });
+  w.handler("node_429", () => {
+    starts.push(Date.now());
+    if (starts.length === 1) throw new Backpressure(1.5, "HTTP 429");
+  });
+  const run = w.run();
+  await waitFor("both jobs completed", async () => (await states(task, ids)).every((s) => s === "completed"));
+  await w.stop();
+  await run;
+  assert.equal(starts.length, 3);
+  assert.ok(starts[1]! - starts[0]! >= 1450, `the next job started ${starts[1]! - starts[0]!} ms later: the queue was not held`);
+  for (const id of ids) assert.equal((await getJob(task, id)).attempt, 1);
 });
 
 test("PermanentError fails the job for good with its message", { timeout: 60_000 }, async () => {
