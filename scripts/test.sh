@@ -48,14 +48,14 @@ stage "AddressSanitizer + UBSan build and the whole suite"
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DCONVEYOR_SANITIZE=ON -DCONVEYOR_BUILD_BENCHMARKS=OFF
 )
-stage "ThreadSanitizer build: core, server and SQLite tests"
+stage "ThreadSanitizer build: core, server, SQLite and HTTP delivery tests"
 (
   # No suppressions: every report is a failure. RelWithDebInfo: TSan's
   # slowdown is large enough without -O0 on top.
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-  TARGETS="core_tests server_tests sqlite_storage_tests" run_suite build-tsan \
+  TARGETS="core_tests server_tests sqlite_storage_tests delivery_tests" run_suite build-tsan \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCONVEYOR_SANITIZE=thread -DCONVEYOR_BUILD_BENCHMARKS=OFF \
-    -- -L '^(core|server|sqlite)$'
+    -- -L '^(core|server|sqlite|delivery)$'
 )
 stage "fuzzing"
 # Fuzz the parsers for a bounded time (replays kept regression inputs first).
