@@ -333,18 +333,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
     request.remote_addr = remote_;
     auto state = std::make_shared<Reply::State>();
     state->connection = shared_from_this();
-    asio::post(*server_.workers, [self = shared_from_this(), state,
-                                  request = std::move(request)]() mutable {
-      const Reply reply(state);
-      try {
-        self->server_.handler(request, reply);
-      } catch (const std::exception& e) {
-        spdlog::error("admin server: request failed: {}", e.what());
-        reply.send(Response{500, "text/plain; charset=utf-8", {}, "internal error\n"});
-      }
-      // Not answered yet (a long-poll): watch for the client closing.
-      asio::post(self->socket_.get_executor(), [self, state] { self->watch_for_close(state); });
-    });
+    asio::post(*server_.workers,
+               [self = shared_from_this(), state, request = std::move(request)]() mutable {
+                 const Reply reply(state);
+                 try {
+                   self->server_.handler(request, reply);
+                 } catch (const std::exception& e) {
+                   spdlog::error("admin server: request failed: {}", e.what());
+                   reply.send(Response{500, "text/plain; charset=utf-8", {}, "internal error\n"});
+                 }
+                 // Not answered yet (a long-poll): watch for the client closing.
+                 // self moves to the I/O thread: a connection is destroyed there only
+                 // (its destructor touches the server's I/O-thread state).
+                 auto io = self->socket_.get_executor();
+                 asio::post(io, [self = std::move(self), state] { self->watch_for_close(state); });
+               });
   }
 
   // While a handler holds the request unanswered, a read notices the client
@@ -494,8 +497,9 @@ bool Reply::send(Response response) const {
     connection = std::move(state_->connection);
     state_->on_gone = nullptr;
   }
-  auto& io = connection->socket();
-  asio::post(io.get_executor(), [connection, response = std::move(response)]() mutable {
+  // The last reference goes with the handler to the I/O thread (see dispatch).
+  auto io = connection->socket().get_executor();
+  asio::post(io, [connection = std::move(connection), response = std::move(response)]() mutable {
     connection->answer(std::move(response));
   });
   return !gone;
