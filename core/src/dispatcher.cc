@@ -267,15 +267,7 @@ Dispatcher::RemoteTry Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim,
     return RemoteTry::kNoPermits;
   }
   uint32_t batch = std::min({r.max_workers - in_flight, claim.max_jobs, options_.claim_batch_max});
-  if (r.bucket) {
-    batch = r.bucket->take(batch, now);
-    if (batch == 0) {
-      r.counters.throttled.fetch_add(1, std::memory_order_relaxed);
-      std::lock_guard lock(mu_);
-      schedule_by(r, now + r.bucket->time_until_next(now));
-      return RemoteTry::kThrottled;
-    }
-  }
+  if (r.bucket && (batch = take_tokens(r, batch, now)) == 0) return RemoteTry::kThrottled;
   std::vector<Job> jobs;
   const int64_t wall = clock_.wall_now_us();
   try {
@@ -312,6 +304,16 @@ Dispatcher::RemoteTry Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim,
   r.remote_first = false;  // the local handlers' turn next
   claim.deliver(&r, std::move(jobs));
   return RemoteTry::kGranted;
+}
+
+uint32_t Dispatcher::take_tokens(QueueRunner& r, uint32_t batch, SteadyTime now) {
+  batch = r.bucket->take(batch, now);
+  if (batch == 0) {
+    r.counters.throttled.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lock(mu_);
+    schedule_by(r, now + r.bucket->time_until_next(now));
+  }
+  return batch;
 }
 
 void Dispatcher::claim_failed(QueueRunner& r, uint32_t batch, const std::exception& e,
@@ -558,15 +560,7 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
   }
   r.coalescing = false;
   r.wake_below.store(0, std::memory_order_release);
-  if (r.bucket) {
-    batch = r.bucket->take(batch, now);
-    if (batch == 0) {
-      r.counters.throttled.fetch_add(1, std::memory_order_relaxed);
-      std::lock_guard lock(mu_);
-      schedule_by(r, now + r.bucket->time_until_next(now));
-      return;
-    }
-  }
+  if (r.bucket && (batch = take_tokens(r, batch, now)) == 0) return;
 
   std::vector<Job> jobs;
   bool filtered = false;

@@ -180,6 +180,9 @@ class Dispatcher {
   // What one try to grant a remote claim jobs of a queue ended with.
   enum class RemoteTry { kGranted, kEmpty, kNoPermits, kThrottled, kFailed, kGone };
   RemoteTry try_remote(QueueRunner& r, RemoteClaim& claim, SteadyTime now);
+  // Takes up to batch tokens of r's bucket; 0 (throttled: counted, and r
+  // scheduled for the next token) when there are none.
+  uint32_t take_tokens(QueueRunner& r, uint32_t batch, SteadyTime now);
   // A claim of batch failed with e: refund, health, log, back off.
   void claim_failed(QueueRunner& r, uint32_t batch, const std::exception& e, const char* what,
                     SteadyTime now);
