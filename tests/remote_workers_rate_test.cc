@@ -152,8 +152,12 @@ TEST(RemoteWorkersRate, TheLimitHoldsForLocalHandlersAndRemoteWorkersTogether) {
   for (int c = 0; c < 3; ++c) EXPECT_GE(in_window[c], 50) << "consumer " << c << " starved";
 
   // The bucket's bound in every window: starts in [t_i, t_j] <= burst + rate * (t_j - t_i).
-  // A remote start is taken in the worker, after the grant crossed the
-  // network: up to one job of slack covers that transit.
+  // A remote start is stamped in the worker, after the grant crossed the
+  // network and Python's event loop: a grant seen D late makes a window look
+  // D shorter, i.e. rate * D jobs of apparent excess. 3 jobs allow 60 ms of
+  // such jitter (ASan builds on 2 loaded cores showed 21 ms); a limit that
+  // did not hold across consumers shows in the achieved rate above, and a
+  // second bucket would add its whole burst (10) at once.
   double worst = -1e9;
   for (size_t i = 0; i < starts.size(); ++i)
     for (size_t j = i; j < starts.size(); ++j) {
@@ -163,7 +167,7 @@ TEST(RemoteWorkersRate, TheLimitHoldsForLocalHandlersAndRemoteWorkersTogether) {
     }
   std::cout << fmt::format("largest excess over burst + rate*t in any window: {:.2f} jobs\n",
                            worst);
-  EXPECT_LE(worst, 1.0);
+  EXPECT_LE(worst, 3.0);
 }
 
 }  // namespace
