@@ -229,6 +229,8 @@ class Reader {
   void read_queues(const Field& f, std::map<std::string, QueueConfig>& queues) const;
   QueueConfig read_queue(const Field& f) const;
   RateLimit read_queue_rate_limit(const Field& f) const;
+  HttpTargetConfig read_queue_http(const Field& f) const;
+  void read_http(const Field& f, HttpConfig& http) const;
   void read_server(const Field& f, ServerConfig& server) const;
   void read_log(const Field& f, LogConfig& log) const;
 
@@ -318,7 +320,8 @@ void Reader::read_root(const toml::table& root, Config& config) const {
         {"engine", [&](const Field& f) { read_engine(f, config.engine); }},
         {"queues", [&](const Field& f) { read_queues(f, config.queues); }},
         {"server", [&](const Field& f) { read_server(f, config.server); }},
-        {"log", [&](const Field& f) { read_log(f, config.log); }}});
+        {"log", [&](const Field& f) { read_log(f, config.log); }},
+        {"http", [&](const Field& f) { read_http(f, config.http); }}});
 }
 
 void Reader::read_log(const Field& f, LogConfig& log) const {
@@ -422,8 +425,70 @@ QueueConfig Reader::read_queue(const Field& f) const {
   QueueConfig queue;
   walk(read_table(f), f.path,
        {{"max_workers", [&](const Field& k) { queue.max_workers = read_u32(k, 1); }},
-        {"rate_limit", [&](const Field& k) { queue.rate_limit = read_queue_rate_limit(k); }}});
+        {"rate_limit", [&](const Field& k) { queue.rate_limit = read_queue_rate_limit(k); }},
+        {"http", [&](const Field& k) { queue.http = read_queue_http(k); }}});
   return queue;
+}
+
+HttpTargetConfig Reader::read_queue_http(const Field& f) const {
+  HttpTargetConfig http;
+  bool has_url = false;
+  walk(read_table(f), f.path,
+       {{"url",
+         [&](const Field& k) {
+           http.url = read_string(k, false);
+           if (auto problem = http_url_problem(http.url)) fail(k, *problem);
+           has_url = true;
+         }},
+        {"method",
+         [&](const Field& k) {
+           http.method = read_string(k, false);
+           if (auto problem = http_method_problem(http.method)) fail(k, *problem);
+         }},
+        {"timeout_ms", [&](const Field& k) { http.timeout_ms = read_u32(k, 1, kMaxHttpTimeoutMs); }},
+        {"headers",
+         [&](const Field& k) {
+           for (const auto& [key, node] : in_file_order(read_table(k))) {
+             const Field header{*node, key_path(k.path, key->str()), key->source().begin.line};
+             const std::string value = read_string(header, true);
+             if (auto problem = http_header_problem(key->str(), value)) fail(header, *problem);
+             http.headers.emplace_back(key->str(), value);
+           }
+         }},
+        {"secret_env",
+         [&](const Field& k) {
+           http.secret_env = read_string(k, false);
+           const bool name_ok =
+               std::all_of(http.secret_env.begin(), http.secret_env.end(),
+                           [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }) &&
+               !std::isdigit(static_cast<unsigned char>(http.secret_env.front()));
+           if (!name_ok)
+             fail(k, "must be the name of an environment variable (letters, digits and _, not "
+                     "starting with a digit), got " + quote_for_message(http.secret_env));
+         }},
+        {"follow_redirects", [&](const Field& k) { http.follow_redirects = read_bool(k); }}});
+  if (!has_url)
+    fail(f, "missing url (write url = \"https://api.example.com/hook\"; the job's payload is "
+            "then the request body)");
+  return http;
+}
+
+void Reader::read_http(const Field& f, HttpConfig& http) const {
+  walk(read_table(f), f.path,
+       {{"allow_private", [&](const Field& k) { http.allow_private = read_bool(k); }},
+        {"allow_hosts",
+         [&](const Field& k) {
+           const auto* array = k.node.as_array();
+           if (array == nullptr) fail_type(k, "an array of host names ([\"api.internal\"])");
+           http.allow_hosts.clear();
+           for (size_t i = 0; i < array->size(); ++i) {
+             const Field host{*array->get(i), k.path + "[" + std::to_string(i) + "]", k.key_line};
+             http.allow_hosts.push_back(read_string(host, false));
+           }
+         }},
+        {"max_response_bytes", [&](const Field& k) { http.max_response_bytes = read_u32(k, 0); }},
+        {"max_connections_per_host",
+         [&](const Field& k) { http.max_connections_per_host = read_u32(k, 0); }}});
 }
 
 RateLimit Reader::read_queue_rate_limit(const Field& f) const {

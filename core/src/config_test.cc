@@ -721,9 +721,6 @@ TEST_F(ConfigFile, DirectoryIsNotAConfigFile) {
   }
 }
 
-}  // namespace
-}  // namespace conveyor
-
 namespace conveyor {
 namespace {
 
@@ -763,6 +760,84 @@ TEST(ConfigLog, LevelNames) {
     EXPECT_EQ(parse_log_level(to_string(l)), l);
   EXPECT_FALSE(parse_log_level("inf"));
   EXPECT_FALSE(parse_log_level(""));
+}
+
+}  // namespace
+}  // namespace conveyor
+
+TEST(ConfigHttp, QueueTargetAndGuardParse) {
+  const Config c = parse(R"(
+[http]
+allow_private = true
+allow_hosts = ["hooks.internal", "127.0.0.1"]
+max_response_bytes = 4096
+max_connections_per_host = 8
+
+[queues.hooks.http]
+url = "https://api.example.com/hook"
+method = "PUT"
+timeout_ms = 2500
+headers = { "Content-Type" = "application/json", X-Team = "billing" }
+secret_env = "HOOK_SECRET"
+follow_redirects = true
+)");
+  EXPECT_TRUE(c.http.allow_private);
+  EXPECT_EQ(c.http.allow_hosts, (std::vector<std::string>{"hooks.internal", "127.0.0.1"}));
+  EXPECT_EQ(c.http.max_response_bytes, 4096u);
+  EXPECT_EQ(c.http.max_connections_per_host, 8u);
+  const HttpTargetConfig& h = c.queues.at("hooks").http.value();
+  EXPECT_EQ(h.url, "https://api.example.com/hook");
+  EXPECT_EQ(h.method, "PUT");
+  EXPECT_EQ(h.timeout_ms, 2500u);
+  // Headers in file order (an inline table keeps it too).
+  ASSERT_EQ(h.headers.size(), 2u);
+  EXPECT_EQ(h.headers[0], (std::pair<std::string, std::string>{"Content-Type", "application/json"}));
+  EXPECT_EQ(h.headers[1], (std::pair<std::string, std::string>{"X-Team", "billing"}));
+  EXPECT_EQ(h.secret_env, "HOOK_SECRET");
+  EXPECT_TRUE(h.follow_redirects);
+}
+
+TEST(ConfigHttp, DefaultsAreSafe) {
+  const Config c = parse("[queues.hooks.http]\nurl = \"http://a.example/\"\n");
+  EXPECT_FALSE(c.http.allow_private);
+  EXPECT_TRUE(c.http.allow_hosts.empty());
+  const HttpTargetConfig& h = c.queues.at("hooks").http.value();
+  EXPECT_EQ(h.method, "POST");
+  EXPECT_EQ(h.timeout_ms, 30000u);
+  EXPECT_FALSE(h.follow_redirects);
+  EXPECT_FALSE(parse("").queues.count("hooks"));
+}
+
+TEST(ConfigHttp, BadTargetsSayWhatToWrite) {
+  EXPECT_EQ(config_error("[queues.h.http]\nmethod = \"POST\"\n"),
+            "test.toml:1: queues.h.http: missing url (write url = \"https://api.example.com/hook\"; "
+            "the job's payload is then the request body)");
+  EXPECT_EQ(config_error("[queues.h.http]\nurl = \"ftp://x/\"\n"),
+            "test.toml:2: queues.h.http.url: must be an http:// or https:// URL with a host, got "
+            "\"ftp://x/\"");
+  EXPECT_EQ(config_error("[queues.h.http]\nurl = \"http://x/\"\nmethod = \"post\"\n"),
+            "test.toml:3: queues.h.http.method: must be an HTTP method in upper case (GET, POST, "
+            "PUT, PATCH, DELETE, ...), got \"post\"");
+  EXPECT_EQ(config_error("[queues.h.http]\nurl = \"http://x/\"\ntimeout_ms = 0\n"),
+            "test.toml:3: queues.h.http.timeout_ms: must be an integer from 1 to 3600000, got 0");
+  EXPECT_EQ(config_error("[queues.h.http]\nurl = \"http://x/\"\nheaders = { \"Bad Name\" = \"v\" }\n"),
+            "test.toml:3: queues.h.http.headers.\"Bad Name\": header name must be a token (letters, "
+            "digits and !#$%&'*+-.^_`|~), got \"Bad Name\"");
+  EXPECT_EQ(config_error("[queues.h.http]\nurl = \"http://x/\"\nsecret_env = \"1X\"\n"),
+            "test.toml:3: queues.h.http.secret_env: must be the name of an environment variable "
+            "(letters, digits and _, not starting with a digit), got \"1X\"");
+  EXPECT_EQ(config_error("[queues.h.http]\nurl = \"http://x/\"\nsecret = \"s\"\n").substr(0, 48),
+            "test.toml:3: queues.h.http.secret: unknown key (");
+}
+
+TEST(ConfigHttp, BadGuardSettingsSayWhatToWrite) {
+  EXPECT_EQ(config_error("[http]\nallow_hosts = \"a\"\n"),
+            "test.toml:2: http.allow_hosts: must be an array of host names ([\"api.internal\"]), got "
+            "\"a\"");
+  EXPECT_EQ(config_error("[http]\nallow_hosts = [\"a\", 3]\n"),
+            "test.toml:2: http.allow_hosts[1]: must be a non-empty string, got 3");
+  EXPECT_EQ(config_error("[http]\nallow_private = 1\n"),
+            "test.toml:2: http.allow_private: must be true or false, got 1");
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <mutex>
 #include <thread>
 
@@ -68,6 +69,9 @@ struct Engine::Impl {
     follower.refresh();
   }
 
+  // Registers (or replaces) a kind's handler; a new kind is claimed at once.
+  void add_handler(std::string kind, RegisteredHandler handler);
+
   // The downstream asked queue to wait: hold its dispatch (Backoffs).
   void backpressure(const std::string& queue, std::chrono::milliseconds delay,
                     const std::string& why, int64_t job_id) {
@@ -105,7 +109,9 @@ struct Engine::Impl {
   NotificationPump pump;
 
   std::mutex lifecycle_mu;
-  bool started = false, stopped = false;
+  // Written under lifecycle_mu; atomic so that running() does not wait for
+  // a stop() in progress (it answers false from stop's first step).
+  std::atomic<bool> started{false}, stopped{false};
   std::thread dispatcher_thread, completer_thread;
   std::stop_source stop_claims, stop_completer;
 };
@@ -119,11 +125,19 @@ Engine::Engine(Config config, const Clock& clock, std::shared_ptr<Storage> stora
 Engine::~Engine() { stop(); }
 
 void Engine::register_handler(std::string kind, Handler handler) {
+  impl_->add_handler(std::move(kind), RegisteredHandler{.run = std::move(handler), .start = {}});
+}
+
+void Engine::register_async_handler(std::string kind, AsyncHandler handler) {
+  impl_->add_handler(std::move(kind), RegisteredHandler{.run = {}, .start = std::move(handler)});
+}
+
+void Engine::Impl::add_handler(std::string kind, RegisteredHandler handler) {
   const std::string k = kind;
-  if (impl_->handlers.add(std::move(kind), std::move(handler))) {
-    impl_->local_kinds.add(k);
-    impl_->served.add(k);
-    impl_->dispatcher.wake_all();  // pending jobs of the kind can be claimed now
+  if (handlers.add(std::move(kind), std::move(handler))) {
+    local_kinds.add(k);
+    served.add(k);
+    dispatcher.wake_all();  // pending jobs of the kind can be claimed now
   }
 }
 
@@ -179,8 +193,7 @@ void Engine::start() {
 }
 
 bool Engine::running() const {
-  std::lock_guard lock(impl_->lifecycle_mu);
-  return impl_->started && !impl_->stopped;
+  return impl_->started.load() && !impl_->stopped.load();
 }
 
 uint32_t Engine::stop() {
@@ -284,6 +297,9 @@ std::map<std::string, int64_t, std::less<>> EngineInternals::backoffs(const Engi
   for (const auto& [queue, hold] : e.impl_->backoffs.active_all())
     out.emplace(queue, hold.until_us);
   return out;
+}
+size_t EngineInternals::async_outstanding(const Engine& e) {
+  return e.impl_->runner.async_outstanding();
 }
 uint32_t Engine::worker_threads() const { return impl_->runner.threads(); }
 

@@ -7,17 +7,17 @@
 
 namespace conveyor {
 
-bool HandlerRegistry::add(std::string kind, Handler handler) {
+bool HandlerRegistry::add(std::string kind, RegisteredHandler handler) {
   validate_job_kind(kind);
   std::unique_lock lock(mu_);
   auto [it, added] = handlers_.insert_or_assign(std::move(kind), std::move(handler));
   return added;
 }
 
-Handler HandlerRegistry::find(const std::string& kind) const {
+RegisteredHandler HandlerRegistry::find(const std::string& kind) const {
   std::shared_lock lock(mu_);
   auto it = handlers_.find(kind);
-  return it == handlers_.end() ? Handler{} : it->second;
+  return it == handlers_.end() ? RegisteredHandler{} : it->second;
 }
 
 std::vector<std::string> HandlerRegistry::kinds() const {

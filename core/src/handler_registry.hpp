@@ -12,19 +12,26 @@
 
 namespace conveyor {
 
+// A kind's handler: exactly one of the two is set once registered.
+struct RegisteredHandler {
+  Handler run;               // synchronous: the outcome is how it returns
+  AsyncHandler start;        // asynchronous: the outcome comes through a JobResult
+  explicit operator bool() const { return run || start; }
+};
+
 class HandlerRegistry {
  public:
   // Registers or replaces the handler of kind (validated: ValidationError);
   // true when the kind is new.
-  bool add(std::string kind, Handler handler);
-  // The kind's handler, or an empty Handler when none is registered.
-  Handler find(const std::string& kind) const;
+  bool add(std::string kind, RegisteredHandler handler);
+  // The kind's handler, or an empty one when none is registered.
+  RegisteredHandler find(const std::string& kind) const;
   // The registered kinds, sorted (for error messages).
   std::vector<std::string> kinds() const;
 
  private:
   mutable std::shared_mutex mu_;
-  std::unordered_map<std::string, Handler> handlers_;  // mu_
+  std::unordered_map<std::string, RegisteredHandler> handlers_;  // mu_
 };
 
 }  // namespace conveyor

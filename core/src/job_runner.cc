@@ -49,17 +49,71 @@ void JobRunner::execute(QueueRunner& runner, std::vector<Job>&& jobs) {
     const conveyor_lease lease = job.lease();
     // The task keeps the gate alive: it may outlive this runner (abandoned).
     tasks.push_back(WorkerPool::Task{
-        [this, &runner, gate = gate_, job = std::move(job)] { run(runner, job, *gate); },
+        [this, &runner, gate = gate_, job = std::move(job)] { run(runner, job, gate); },
         [this, &runner, lease] { drop(runner, lease); }});
   }
   pool_.submit(std::move(tasks));
 }
 
-void JobRunner::run(QueueRunner& runner, const Job& job, Gate& gate) {
-  {
-    std::shared_lock lock(gate.mu);
-    if (!gate.open) return;  // shutdown began before this job started
+namespace {
+
+// The result of the exception being handled (call inside a catch block).
+HandlerResult result_of_current_exception() {
+  using Kind = HandlerResult::Kind;
+  try {
+    throw;
+  } catch (const PermanentError& e) {
+    return {Kind::kPermanent, e.what()};
+  } catch (const RetryAfter& e) {
+    return {Kind::kBackpressure, e.what(), e.delay()};
+  } catch (const std::exception& e) {
+    return {Kind::kFailed, e.what()};
+  } catch (...) {
+    return {Kind::kFailed, "handler threw a non-standard exception"};
   }
+}
+
+}  // namespace
+
+void JobRunner::run(QueueRunner& runner, const Job& job, const std::shared_ptr<Gate>& gate) {
+  {
+    std::shared_lock lock(gate->mu);
+    if (!gate->open) return;  // shutdown began before this job started
+  }
+  const auto started = clock_.steady_now();
+  const RegisteredHandler handler = handlers_.find(job.kind);
+  if (handler.start) return start_async(runner, job, handler.start, started);
+  HandlerResult result;
+  try {
+    if (!handler) unknown_kind(runner, job);
+    handler.run(job);
+  } catch (...) {
+    result = result_of_current_exception();
+  }
+  // Abandoned at shutdown: the lease was released and the engine may be
+  // gone; nothing but the gate may be touched.
+  std::shared_lock lock(gate->mu);
+  if (!gate->open) return;
+  finish(runner, job, std::move(result), started);
+}
+
+void JobRunner::start_async(QueueRunner& runner, const Job& job, const AsyncHandler& handler,
+                            std::chrono::steady_clock::time_point started) {
+  {
+    std::lock_guard lock(async_mu_);
+    ++async_outstanding_;
+  }
+  auto sink = std::make_shared<JobResult::Sink>(*this, gate_, runner, job, started);
+  try {
+    handler(job, JobResult(sink));
+  } catch (...) {
+    sink->report(result_of_current_exception());  // ignored if it reported first
+  }
+}
+
+void JobRunner::finish(QueueRunner& runner, const Job& job, HandlerResult&& result,
+                       std::chrono::steady_clock::time_point started) {
+  using Kind = HandlerResult::Kind;
   Outcome o;
   o.lease = job.lease();
   o.counters = &runner.counters;
@@ -67,39 +121,69 @@ void JobRunner::run(QueueRunner& runner, const Job& job, Gate& gate) {
   o.kind = job.kind;
   o.attempt = job.attempt;
   o.max_attempts = job.max_attempts;
-  bool retry = false;
-  std::optional<std::chrono::milliseconds> wait;  // RetryAfter's
-  const auto started = clock_.steady_now();
-  try {
-    Handler handler = handlers_.find(job.kind);
-    if (!handler) unknown_kind(runner, job);
-    handler(job);
-    o.succeeded = true;
-  } catch (const PermanentError& e) {
-    o.error = e.what();
-  } catch (const RetryAfter& e) {
-    o.released = true;
-    o.error = e.what();
-    wait = e.delay();
-  } catch (const std::exception& e) {
-    o.error = e.what();
-    retry = true;
-  } catch (...) {
-    o.error = "handler threw a non-standard exception";
-    retry = true;
-  }
-  // Abandoned at shutdown: the lease was released and the engine may be
-  // gone; nothing but the gate may be touched.
-  std::shared_lock lock(gate.mu);
-  if (!gate.open) return;
-  if (retry) o.retry_at_us = retry_at(job);
-  if (wait && backpressure_) backpressure_(runner, job, *wait, o.error);
+  o.succeeded = result.kind == Kind::kSucceeded;
+  o.released = result.kind == Kind::kBackpressure;
+  o.error = std::move(result.error);
+  if (result.kind == Kind::kFailed) o.retry_at_us = retry_at(job);
+  if (result.kind == Kind::kBackpressure && backpressure_)
+    backpressure_(runner, job, result.delay, o.error);
   runner.counters.duration.observe(
       std::chrono::duration<double>(clock_.steady_now() - started).count());
   leases_.mark_handler_done(o.lease);
   completer_.push(std::move(o));
   job_finished_(runner);
 }
+
+size_t JobRunner::async_outstanding() const {
+  std::lock_guard lock(async_mu_);
+  return async_outstanding_;
+}
+
+// ---- JobResult ----------------------------------------------------------------
+
+JobResult::Sink::Sink(JobRunner& runner, std::shared_ptr<RunnerGate> gate, QueueRunner& queue,
+                      Job job, std::chrono::steady_clock::time_point started)
+    : runner_(runner),
+      gate_(std::move(gate)),
+      queue_(queue),
+      job_(std::move(job)),
+      started_(started) {}
+
+JobResult::Sink::~Sink() {
+  if (reported()) return;
+  try {
+    report({HandlerResult::Kind::kFailed,
+            "the handler dropped the job's result without reporting it (every JobResult copy "
+            "was destroyed before complete, fail, fail_permanently or retry_after)"});
+  } catch (...) {
+    // Out of memory while failing it: the lease expires and the job is rescued.
+  }
+}
+
+void JobResult::Sink::report(HandlerResult result) {
+  if (reported_.exchange(true, std::memory_order_acq_rel)) return;
+  // The gate outlives the runner; closed, the runner may be gone.
+  std::shared_lock lock(gate_->mu);
+  if (!gate_->open) return;
+  runner_.finish(queue_, job_, std::move(result), started_);
+  {
+    std::lock_guard count(runner_.async_mu_);
+    if (--runner_.async_outstanding_ == 0) runner_.async_cv_.notify_all();
+  }
+}
+
+JobResult::JobResult(std::shared_ptr<Sink> sink) : sink_(std::move(sink)) {}
+void JobResult::complete() { sink_->report({HandlerResult::Kind::kSucceeded, {}}); }
+void JobResult::fail(std::string error) {
+  sink_->report({HandlerResult::Kind::kFailed, std::move(error)});
+}
+void JobResult::fail_permanently(std::string error) {
+  sink_->report({HandlerResult::Kind::kPermanent, std::move(error)});
+}
+void JobResult::retry_after(std::chrono::milliseconds delay, std::string why) {
+  sink_->report({HandlerResult::Kind::kBackpressure, std::move(why), delay});
+}
+bool JobResult::reported() const { return sink_->reported(); }
 
 void JobRunner::unknown_kind(const QueueRunner& runner, const Job& job) const {
   // Claimed although no handler runs it: the plugin has no claim_kinds (ABI
@@ -139,6 +223,11 @@ int64_t JobRunner::retry_at(const Job& job) const {
 
 JobRunner::Stopped JobRunner::shutdown(std::chrono::steady_clock::time_point deadline) {
   pool_.shutdown(deadline);
+  {
+    // Asynchronous jobs get the same grace as running handlers.
+    std::unique_lock lock(async_mu_);
+    async_cv_.wait_until(lock, deadline, [&] { return async_outstanding_ == 0; });
+  }
   {
     std::unique_lock lock(gate_->mu);  // waits for handlers recording their outcome
     gate_->open = false;

@@ -1,11 +1,12 @@
 // JobRunner: runs claimed jobs on the worker pool. For each job it finds the
 // kind's handler and runs it, turns what happened into an Outcome (success,
-// a retry after backoff, a final failure), hands that to the completer and
-// frees the job's permit.
+// a retry after backoff, a final failure, backpressure), hands that to the
+// completer and frees the job's permit. An asynchronous handler only starts
+// its job on the pool; the permit is freed when its JobResult reports.
 //
 // shutdown(deadline): no job starts any more; jobs not yet started are
 // dropped (their leases are returned for release); handlers still running at
-// the deadline are abandoned: when one returns it touches nothing of the
+// the deadline, and asynchronous jobs not yet reported, are abandoned: when one returns it touches nothing of the
 // engine (its lease was released and another process runs the job again),
 // so the engine can be destroyed and the process exit while it runs.
 //
@@ -22,7 +23,9 @@
 #include <conveyor/clock.hpp>
 #include <conveyor/config.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -36,6 +39,46 @@ namespace conveyor {
 // remote workers.
 int64_t next_attempt_at_us(int32_t attempt, int32_t max_attempts, const EngineConfig& config,
                            int64_t now_us);
+
+// What a handler's run came to, before the runner turns it into an Outcome.
+struct HandlerResult {
+  enum class Kind { kSucceeded, kFailed, kPermanent, kBackpressure };
+  Kind kind = Kind::kSucceeded;
+  std::string error;
+  std::chrono::milliseconds delay{0};  // kBackpressure: RetryAfter's
+};
+
+class JobRunner;
+
+// Closed by JobRunner::shutdown(): a handler returning, or a JobResult
+// reporting, after that records nothing.
+struct RunnerGate {
+  std::shared_mutex mu;
+  bool open = true;  // mu
+};
+
+// Where an asynchronous handler's JobResult reports: one per job started.
+// The first report is recorded (if the runner's gate is still open); the
+// destructor reports a failure when none came.
+class JobResult::Sink {
+ public:
+  Sink(JobRunner& runner, std::shared_ptr<RunnerGate> gate, QueueRunner& queue, Job job,
+       std::chrono::steady_clock::time_point started);
+  ~Sink();
+  Sink(const Sink&) = delete;
+  Sink& operator=(const Sink&) = delete;
+
+  void report(HandlerResult result);
+  bool reported() const { return reported_.load(std::memory_order_acquire); }
+
+ private:
+  JobRunner& runner_;  // valid while the gate is open
+  const std::shared_ptr<RunnerGate> gate_;
+  QueueRunner& queue_;
+  const Job job_;
+  const std::chrono::steady_clock::time_point started_;
+  std::atomic<bool> reported_{false};
+};
 
 class JobRunner {
  public:
@@ -59,14 +102,18 @@ class JobRunner {
 
   // Worker threads started so far.
   uint32_t threads() const { return pool_.threads(); }
+  // Jobs of asynchronous handlers started and not yet reported.
+  size_t async_outstanding() const;
 
  private:
-  // Closed by shutdown(): a handler returning after that records nothing.
-  struct Gate {
-    std::shared_mutex mu;
-    bool open = true;  // mu
-  };
-  void run(QueueRunner& runner, const Job& job, Gate& gate);
+  friend class JobResult::Sink;
+  using Gate = RunnerGate;
+  void run(QueueRunner& runner, const Job& job, const std::shared_ptr<Gate>& gate);
+  void start_async(QueueRunner& runner, const Job& job, const AsyncHandler& handler,
+                   std::chrono::steady_clock::time_point started);
+  // Records a finished handler's result; the caller holds the gate open.
+  void finish(QueueRunner& runner, const Job& job, HandlerResult&& result,
+              std::chrono::steady_clock::time_point started);
   void drop(QueueRunner& runner, const conveyor_lease& lease);
   int64_t retry_at(const Job& job) const;
   // Throws the failure of a claimed job with no handler ([engine] unknown_kind).
@@ -82,6 +129,9 @@ class JobRunner {
   const std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
   std::mutex dropped_mu_;
   std::vector<conveyor_lease> dropped_;  // dropped_mu_
+  mutable std::mutex async_mu_;
+  std::condition_variable async_cv_;  // async_outstanding_ reached 0
+  size_t async_outstanding_ = 0;      // async_mu_
   WorkerPool pool_;                      // last: its threads use the members above
 };
 

@@ -1,6 +1,8 @@
 // Input checks shared by config, CLI, API and embedders (validation.hpp).
 #include <conveyor/validation.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -111,6 +113,62 @@ uint32_t auto_burst(double rate_per_sec) {
   if (!(rate_per_sec > 1)) return 1;
   if (rate_per_sec >= static_cast<double>(kMaxBurst)) return static_cast<uint32_t>(kMaxBurst);
   return static_cast<uint32_t>(std::ceil(rate_per_sec));
+}
+
+namespace {
+
+// RFC 9110's tchar.
+bool is_token_char(char c) noexcept {
+  return is_ascii_alnum(c) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+bool starts_with_ignoring_case(std::string_view text, std::string_view prefix) {
+  if (text.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(text[i])) != prefix[i]) return false;
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::string> http_url_problem(std::string_view url) {
+  const std::string rule = "must be an http:// or https:// URL with a host, got ";
+  size_t scheme = 0;
+  if (starts_with_ignoring_case(url, "http://"))
+    scheme = 7;
+  else if (starts_with_ignoring_case(url, "https://"))
+    scheme = 8;
+  else
+    return rule + quote_for_message(url);
+  const std::string_view rest = url.substr(scheme);
+  if (rest.empty() || rest.front() == '/' || rest.front() == ':' || rest.front() == '?')
+    return rule + quote_for_message(url);
+  for (char c : url)
+    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f)
+      return "must not contain spaces or control characters (percent-encode them), got " +
+             quote_for_message(url);
+  return std::nullopt;
+}
+
+std::optional<std::string> http_method_problem(std::string_view method) {
+  const bool ok = !method.empty() && method.size() <= 32 &&
+                  std::all_of(method.begin(), method.end(), [](char c) {
+                    return (c >= 'A' && c <= 'Z') || c == '-' || c == '_';
+                  });
+  if (ok) return std::nullopt;
+  return "must be an HTTP method in upper case (GET, POST, PUT, PATCH, DELETE, ...), got " +
+         quote_for_message(method);
+}
+
+std::optional<std::string> http_header_problem(std::string_view name, std::string_view value) {
+  if (name.empty() || !std::all_of(name.begin(), name.end(), is_token_char))
+    return "header name must be a token (letters, digits and !#$%&'*+-.^_`|~), got " +
+           quote_for_message(name);
+  for (char c : value)
+    if (c == '\r' || c == '\n' || c == '\0')
+      return "header " + std::string(name) + ": value must not contain CR, LF or NUL, got " +
+             quote_for_message(value);
+  return std::nullopt;
 }
 
 }  // namespace conveyor

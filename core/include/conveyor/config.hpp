@@ -62,9 +62,35 @@ struct EngineConfig {
   std::optional<RateLimit> default_limit() const;
 };
 
+// [queues.NAME.http]: where the queue's "http" jobs are delivered. With it,
+// a job's payload is the request body; without it, the payload names the
+// request (docs/reference.md, "The http job kind").
+struct HttpTargetConfig {
+  std::string url;                // http:// or https://
+  std::string method = "POST";    // an HTTP method token, upper case
+  uint32_t timeout_ms = 30000;    // the whole request, 1..3,600,000
+  std::vector<std::pair<std::string, std::string>> headers;  // in file order
+  // The environment variable holding the signing secret (read when the
+  // server starts); empty: requests are not signed.
+  std::string secret_env;
+  bool follow_redirects = false;  // at most 5 hops, each checked by the guard
+};
+
 struct QueueConfig {
   std::optional<uint32_t> max_workers;
   std::optional<RateLimit> rate_limit;  // burst already resolved (0 -> ceil(rate))
+  std::optional<HttpTargetConfig> http;
+};
+
+// [http]: what every "http" job may reach, and what it may read.
+struct HttpConfig {
+  // Targets on loopback, private, link-local, CGNAT, multicast and
+  // unspecified addresses are refused unless this is set or the URL's host
+  // is in allow_hosts (exact, case-insensitive).
+  bool allow_private = false;
+  std::vector<std::string> allow_hosts;
+  uint32_t max_response_bytes = 65536;      // bytes of a response body read
+  uint32_t max_connections_per_host = 64;   // 0: no limit
 };
 
 struct ServerConfig {
@@ -117,6 +143,7 @@ struct Config {
   std::map<std::string, QueueConfig> queues;
   ServerConfig server;
   LogConfig log;
+  HttpConfig http;
 
   // max_workers of queue: [queues.NAME] or the engine default.
   uint32_t max_workers_for(std::string_view queue) const;

@@ -66,6 +66,41 @@ class RetryAfter : public std::runtime_error {
 
 using Handler = std::function<void(const Job& job)>;
 
+// How an asynchronous handler reports its job's outcome, at any time after it
+// returned, from any thread (an I/O loop's callback, say). Until then the job
+// holds its queue's permit (max_workers counts it) and its lease, which the
+// engine heartbeats, but no worker thread. The first report counts; later
+// ones are ignored. Each maps to what a synchronous handler would do:
+//   complete()              returning
+//   fail(error)             throwing std::exception: retried while attempts remain
+//   fail_permanently(error) throwing PermanentError
+//   retry_after(delay, why) throwing RetryAfter: backpressure
+// Copies share one report. When the last copy is destroyed unreported, the
+// attempt fails ("the handler dropped the job's result ..."), so a lost
+// callback cannot leak a permit. A report after stop() abandoned the job
+// (shutdown timeout) is ignored: its lease was released and it runs again.
+// Reporting never blocks on storage.
+class JobResult {
+ public:
+  void complete();
+  void fail(std::string error);
+  void fail_permanently(std::string error);
+  void retry_after(std::chrono::milliseconds delay, std::string why);
+  // True once any copy has reported.
+  bool reported() const;
+
+  class Sink;  // internal: where the report goes
+  explicit JobResult(std::shared_ptr<Sink> sink);
+
+ private:
+  std::shared_ptr<Sink> sink_;
+};
+
+// Starts a job's work and returns without waiting for it; the outcome goes to
+// result. An exception thrown before result was reported counts as the
+// outcome, as for Handler.
+using AsyncHandler = std::function<void(const Job& job, JobResult result)>;
+
 struct EnqueueOptions {
   int32_t priority = 0;                 // lower runs first
   std::optional<int32_t> max_attempts;  // default: [engine] max_attempts
@@ -92,6 +127,11 @@ class Engine {
   // an ABI 1.0 plugin (no claim_kinds) such a job is run and fails at once
   // ([engine] unknown_kind = "fail") or is retried with backoff ("retry").
   void register_handler(std::string kind, Handler handler);
+  // The same for a handler that reports its outcome later (JobResult), so
+  // that thousands of jobs can wait on the network with no thread each (the
+  // server's "http" kind). It is called on a worker thread and should return
+  // quickly. stop() waits shutdown_timeout_ms for outstanding reports.
+  void register_async_handler(std::string kind, AsyncHandler handler);
 
   // Enqueues one job; returns its id. Validates queue, kind and payload size
   // (ValidationError). Throws StorageError.
@@ -110,6 +150,7 @@ class Engine {
   // handler is logged. Every thread the engine started is joined. Returns
   // the number of leases released. Idempotent.
   uint32_t stop();
+  // True from start() until stop() begins (false while stop() waits).
   bool running() const;
 
   // Durable overrides, applied by this engine at once and by other processes

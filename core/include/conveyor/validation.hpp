@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -48,6 +49,18 @@ std::string quote_for_message(std::string_view text, size_t max_bytes = 64);
 
 // A double as the shortest text that reads back the same ("0.5", "10", "nan", "inf").
 std::string format_number(double value);
+
+// The parts of an HTTP request that [queues.NAME.http] or an "http" job's
+// payload names. Each returns what is wrong, as a phrase that follows the
+// field's name ("must be ..., got ..."), or nullopt when it is fine.
+// url: http:// or https://, then a host; no spaces or control characters.
+std::optional<std::string> http_url_problem(std::string_view url);
+// method: an HTTP method token in upper case (GET, POST, PUT, ...).
+std::optional<std::string> http_method_problem(std::string_view method);
+// A header: the name a token, the value without CR, LF or NUL.
+std::optional<std::string> http_header_problem(std::string_view name, std::string_view value);
+// The longest an http job's request may take, in ms.
+inline constexpr uint32_t kMaxHttpTimeoutMs = 3'600'000;
 
 // The largest payload a job may carry.
 inline constexpr size_t kMaxPayloadBytes = 1024 * 1024;

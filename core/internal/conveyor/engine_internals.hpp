@@ -33,6 +33,8 @@ struct EngineInternals {
   static RemoteWorkers& remote_workers(Engine& engine);
   // Queues held by backpressure now, and when each hold ends (wall us).
   static std::map<std::string, int64_t, std::less<>> backoffs(const Engine& engine);
+  // Jobs of asynchronous handlers started and not yet reported.
+  static size_t async_outstanding(const Engine& engine);
   static std::unique_ptr<Engine> make(Config config, const Clock& clock,
                                       std::shared_ptr<Storage> storage) {
     return std::unique_ptr<Engine>(new Engine(std::move(config), clock, std::move(storage)));
