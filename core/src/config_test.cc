@@ -242,10 +242,10 @@ listen = "127.0.0.1:8080"
 TEST(ConfigUnknownKey, AtTheTopLevel) {
   EXPECT_EQ(config_error("[engnie]\n"),
             "test.toml:1: engnie: unknown key (known keys at the top level: storage, engine, "
-            "queues, server, log); did you mean engine?");
+            "queues, server, log, http); did you mean engine?");
   EXPECT_EQ(config_error("\nverbose = true\n"),
             "test.toml:2: verbose: unknown key (known keys at the top level: storage, engine, "
-            "queues, server, log)");
+            "queues, server, log, http)");
 }
 
 TEST(ConfigUnknownKey, InEngine) {
@@ -264,7 +264,7 @@ TEST(ConfigUnknownKey, InStorage) {
 TEST(ConfigUnknownKey, InAQueue) {
   EXPECT_EQ(config_error("[queues.email]\nmax_worker = 5\n"),
             "test.toml:2: queues.email.max_worker: unknown key (known keys in [queues.email]: "
-            "max_workers, rate_limit); did you mean max_workers?");
+            "max_workers, rate_limit, http); did you mean max_workers?");
 }
 
 TEST(ConfigUnknownKey, InAQueueRateLimit) {
