@@ -6,6 +6,7 @@
 #include <conveyor/admin_server.hpp>
 #include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
+#include <conveyor/http_jobs.hpp>
 #include <conveyor/log.hpp>
 #include <conveyor/plugin_loader.hpp>
 #include <conveyor/validation.hpp>
@@ -58,6 +59,9 @@ int serve(const GlobalOptions& g) {
   const std::unique_ptr<Engine> engine_ptr = open_engine(config);
   Engine& engine = *engine_ptr;
   register_builtin_handlers(engine);
+  // Destroyed before the engine, after engine.stop() below has waited for
+  // the deliveries in flight.
+  const HttpJobs http_jobs(engine);
   std::unique_ptr<AdminServer> server;
   if (with_server) {
     server = std::make_unique<AdminServer>(engine, config.server);

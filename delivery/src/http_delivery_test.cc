@@ -130,7 +130,8 @@ class TestServer {
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    // bind_to_any_port has listened already: connections wait in the backlog.
+    // A stop() before the loop runs would be lost and join() would hang.
+    EXPECT_TRUE(eventually([&] { return server_.is_running(); }));
   }
   ~TestServer() {
     server_.stop();

@@ -67,6 +67,7 @@ TEST(Classify, ErrorCarriesStatusAndBodyPrefix) {
   EXPECT_EQ(o.status, 404);
   EXPECT_EQ(o.error, "HTTP 404: " + body.substr(0, 200));
   EXPECT_EQ(classify(200, "fine", "", now).error, "");
+  EXPECT_EQ(classify(429, "", "", now).error, "HTTP 429") << "no dangling colon for an empty body";
 }
 
 TEST(Classify, RetryAfterOnlyForBackpressure) {
