@@ -1,0 +1,199 @@
+// HTTP delivery against a fragile downstream: a real HTTP server on 127.0.0.1
+// (cpp-httplib, in this process) that enforces its own limit of 20 requests/s
+// with a token bucket (burst 20) and answers 429 with Retry-After: 1 beyond
+// it, and a real `conveyor serve` process (SQLite) whose "http" queue
+// delivers 1,000 jobs to it, enqueued by the `conveyor` CLI.
+//
+// - No Conveyor limit: every job completes with attempt 1 (a 429 spends no
+//   attempt), the achieved rate is within 10% of the downstream's 20/s, and
+//   the 429s are bounded: a hold ends with an empty queue bucket, so at most
+//   max_workers requests are in flight when the downstream runs dry, each
+//   hold (Retry-After: 1 s) lets at most max_workers 429s through, and there
+//   is at most one hold per second of the run: 429s <= max_workers * (run
+//   seconds + 1).
+// - A Conveyor limit of 18/s (burst 18, under the downstream's 20 + 20 t):
+//   zero 429s.
+#include "../test_support.hpp"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace conveyor {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kJobs = 1000;
+constexpr double kDownstreamRate = 20;
+constexpr double kDownstreamBurst = 20;
+constexpr uint32_t kMaxWorkers = 10;
+
+// The downstream: a token bucket of its own, 429 + Retry-After: 1 when empty.
+class Downstream {
+ public:
+  Downstream() {
+    // One thread per keep-alive connection Conveyor holds open.
+    server_.new_task_queue = [] { return new httplib::ThreadPool(64); };
+    server_.Post("/hook", [this](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard lock(mu_);
+      const auto now = Clock::now();
+      tokens_ = std::min(kDownstreamBurst,
+                         tokens_ + kDownstreamRate *
+                                       std::chrono::duration<double>(now - refilled_).count());
+      refilled_ = now;
+      if (tokens_ >= 1) {
+        tokens_ -= 1;
+        accepted_.push_back(now);
+        res.set_content("ok", "text/plain");
+      } else {
+        ++rejected_;
+        res.status = 429;
+        res.set_header("Retry-After", "1");
+        res.set_content("slow down", "text/plain");
+      }
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    EXPECT_TRUE(test::wait_until([&] { return server_.is_running(); }));
+  }
+  ~Downstream() {
+    server_.stop();
+    thread_.join();
+  }
+  uint16_t port() const { return static_cast<uint16_t>(port_); }
+  size_t accepted() {
+    std::lock_guard lock(mu_);
+    return accepted_.size();
+  }
+  size_t rejected() {
+    std::lock_guard lock(mu_);
+    return rejected_;
+  }
+  std::vector<Clock::time_point> accepted_times() {
+    std::lock_guard lock(mu_);
+    return accepted_;
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  double tokens_ = kDownstreamBurst;                 // mu_
+  Clock::time_point refilled_ = Clock::now();        // mu_
+  std::vector<Clock::time_point> accepted_;          // mu_
+  size_t rejected_ = 0;                              // mu_
+};
+
+struct DeliveryRun {
+  double rate = 0;          // accepted requests/s, first to last
+  double seconds = 0;       // first to last accepted
+  size_t rejected = 0;      // 429s sent
+  nlohmann::json jobs;      // every job, from `conveyor jobs ls --json`
+};
+
+// Serves an "http" queue aimed at the downstream, enqueues kJobs through the
+// CLI and waits until the downstream has accepted them all.
+DeliveryRun deliver(const std::string& queue_extra) {
+  Downstream downstream;
+  test::TempDir dir;
+  const std::string extra = fmt::format(
+      "[engine]\npoll_interval_ms = 100\n"
+      "[http]\nallow_hosts = [\"127.0.0.1\"]\n"
+      "[queues.api]\nmax_workers = {}\n{}\n"
+      "[queues.api.http]\nurl = \"http://127.0.0.1:{}/hook\"\ntimeout_ms = 10000\n",
+      kMaxWorkers, queue_extra, downstream.port());
+  test::ServeProcess serve(dir, extra, "admin_token = \"downstream-test-admin-token\"\n");
+  EXPECT_TRUE(serve.ready()) << serve.process().stderr_text();
+  if (!serve.ready()) return {};
+  const std::string config = (dir / "conveyor.toml").string();
+  const auto enqueued = test::run_conveyor(
+      {"--config", config, "enqueue", "api", "http", "--payload", R"({"event": "signup"})",
+       "--count", std::to_string(kJobs)});
+  EXPECT_EQ(enqueued.exit_code, 0) << enqueued.err;
+  if (enqueued.exit_code != 0) return {};
+
+  // 1,000 at 20/s is 50 s; the bound is generous.
+  EXPECT_TRUE(test::wait_until([&] { return downstream.accepted() >= kJobs; }, 180s))
+      << "accepted " << downstream.accepted() << " of " << kJobs << "; "
+      << serve.process().stderr_text();
+  // The last outcomes are recorded just after the downstream answered.
+  nlohmann::json jobs = nlohmann::json::array();
+  EXPECT_TRUE(test::wait_until(
+      [&] {
+        jobs = nlohmann::json::array();
+        int64_t after = 0;
+        for (;;) {
+          const auto page = test::run_conveyor({"--config", config, "--json", "jobs", "ls",
+                                                "--queue", "api", "--limit", "1000", "--after",
+                                                std::to_string(after)});
+          if (page.exit_code != 0) return false;
+          const auto doc = nlohmann::json::parse(page.out);
+          for (const auto& j : doc["jobs"]) jobs.push_back(j);
+          if (doc["jobs"].size() < 1000) break;
+          after = doc["next_after_id"].get<int64_t>();
+        }
+        return std::all_of(jobs.begin(), jobs.end(),
+                           [](const auto& j) { return j["state"] == "completed"; });
+      },
+      30s));
+  serve.process().signal(SIGTERM);
+  EXPECT_EQ(serve.process().wait(), 0) << serve.process().stderr_text();
+
+  const auto times = downstream.accepted_times();
+  DeliveryRun run;
+  run.seconds = std::chrono::duration<double>(times.back() - times.front()).count();
+  run.rate = static_cast<double>(times.size() - 1) / run.seconds;
+  run.rejected = downstream.rejected();
+  run.jobs = std::move(jobs);
+  return run;
+}
+
+void expect_every_job_completed_at_attempt_1(const nlohmann::json& jobs) {
+  ASSERT_EQ(jobs.size(), static_cast<size_t>(kJobs));
+  int completed = 0, first_attempt = 0;
+  for (const auto& j : jobs) {
+    completed += j["state"] == "completed";
+    first_attempt += j["attempt"] == 1;
+  }
+  EXPECT_EQ(completed, kJobs) << "none failed";
+  EXPECT_EQ(first_attempt, kJobs) << "a 429 spent an attempt";
+}
+
+TEST(HttpDownstream, WithoutAConveyorLimitThe429sPaceDeliveryToTheDownstreamsRate) {
+  const DeliveryRun run = deliver("");
+  if (HasFailure()) return;
+  std::cout << fmt::format(
+      "no Conveyor limit: {} delivered in {:.1f} s = {:.2f}/s (downstream limit {}/s); {} 429s "
+      "(bound: max_workers {} x (run seconds + 1) = {:.0f})\n",
+      kJobs, run.seconds, run.rate, kDownstreamRate, run.rejected, kMaxWorkers,
+      kMaxWorkers * (run.seconds + 1));
+  expect_every_job_completed_at_attempt_1(run.jobs);
+  EXPECT_NEAR(run.rate, kDownstreamRate, kDownstreamRate * 0.10);
+  EXPECT_GT(run.rejected, 0u) << "the downstream never pushed back: the test proves nothing";
+  EXPECT_LE(static_cast<double>(run.rejected), kMaxWorkers * (run.seconds + 1));
+}
+
+TEST(HttpDownstream, AConveyorLimitUnderTheDownstreamsMeansNo429s) {
+  const DeliveryRun run = deliver("rate_limit = { rate = 18, burst = 18 }");
+  if (HasFailure()) return;
+  std::cout << fmt::format("Conveyor limit 18/s: {} delivered in {:.1f} s = {:.2f}/s; {} 429s\n",
+                           kJobs, run.seconds, run.rate, run.rejected);
+  expect_every_job_completed_at_attempt_1(run.jobs);
+  EXPECT_EQ(run.rejected, 0u);
+  EXPECT_NEAR(run.rate, 18.0, 18.0 * 0.05);
+}
+
+}  // namespace
+}  // namespace conveyor
