@@ -82,6 +82,21 @@ TEST_F(AsyncHandlerTest, AJobHoldsItsPermitUntilItsResultIsReportedFromAnotherTh
   EXPECT_EQ(EngineInternals::async_outstanding(*engine), 0u);
 }
 
+TEST_F(AsyncHandlerTest, OutstandingJobsTakeNoWorkerThreadSoMoreWaitThanThereAreThreads) {
+  config.engine.worker_threads = 2;
+  config.queues["q"].max_workers = 50;
+  auto engine = make();
+  keep_results(*engine);
+  for (int i = 0; i < 50; ++i) engine->enqueue("q", "later");
+  engine->start();
+  // The engine-wide cap (worker_threads) counts a job only until it started.
+  ASSERT_TRUE(eventually([&] { return held_count() == 50; }))
+      << held_count() << " outstanding with 2 worker threads";
+  EXPECT_LE(engine->worker_threads(), 2u);
+  std::lock_guard lock(mu);
+  for (auto& [j, r] : held) r.complete();
+}
+
 TEST_F(AsyncHandlerTest, EachReportEndsTheJobAsTheSynchronousHandlerWould) {
   auto engine = make();
   keep_results(*engine);

@@ -152,6 +152,19 @@ bool Dispatcher::held(QueueRunner& r, SteadyTime now) {
 
 void Dispatcher::remote_job_finished(QueueRunner& runner) { release_permit(runner, false); }
 
+void Dispatcher::async_job_finished(QueueRunner& runner) { release_permit(runner, false); }
+
+void Dispatcher::job_left_slot() {
+  total_in_flight_.fetch_sub(1);
+  if (!has_global_waiters_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(mu_);
+  woken_.insert(woken_.end(), waiting_global_.begin(), waiting_global_.end());
+  waiting_global_.clear();
+  has_global_waiters_.store(false, std::memory_order_release);
+  interrupted_ = true;
+  cv_.notify_one();
+}
+
 void Dispatcher::release_permit(QueueRunner& runner, bool local) {
   const uint32_t in_flight = runner.in_flight.fetch_sub(1, std::memory_order_acq_rel) - 1;
   uint32_t wake_below = runner.wake_below.load(std::memory_order_acquire);

@@ -106,7 +106,9 @@ class Dispatcher {
     uint32_t claim_batch_max = 100;
     std::chrono::milliseconds poll_interval{1000};
     std::chrono::milliseconds lease{30000};
-    uint32_t max_in_flight = 256;  // engine-wide: the worker thread cap
+    // Engine-wide: the worker thread cap. Jobs of asynchronous handlers
+    // count only until started (job_left_slot).
+    uint32_t max_in_flight = 256;
     // When a busy queue gets a permit back, wait this long for more to free
     // up before claiming, so fast jobs are claimed in batches, not one by one.
     std::chrono::microseconds coalesce{1000};
@@ -140,6 +142,11 @@ class Dispatcher {
   void wake_all();
   // A worker finished a job of runner: frees its permit. Thread-safe.
   void job_finished(QueueRunner& runner);
+  // A local job now waits without a thread (an asynchronous handler started
+  // it): its engine-wide worker slot is free, its queue's permit still
+  // held until async_job_finished. Any thread.
+  void job_left_slot();
+  void async_job_finished(QueueRunner& runner);
 
   // Backpressure: queue claims nothing (for local handlers or remote
   // workers) before until, and its bucket is empty then. A later hold

@@ -45,7 +45,9 @@ struct Engine::Impl {
             *storage, clock, [this](const conveyor_lease& l) { leases.settle(l); }, &metrics),
         runner(
             handlers, leases, completer, clock, config.engine,
-            [this](QueueRunner& r) { dispatcher.job_finished(r); },
+            {.finished = [this](QueueRunner& r) { dispatcher.job_finished(r); },
+             .left_slot = [this] { dispatcher.job_left_slot(); },
+             .finished_without_slot = [this](QueueRunner& r) { dispatcher.async_job_finished(r); }},
             [this](const QueueRunner& r, const Job& job, std::chrono::milliseconds delay,
                    const std::string& why) { backpressure(r.name, delay, why, job.id); }),
         dispatcher(*storage, limits, clock, metrics,

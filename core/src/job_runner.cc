@@ -31,13 +31,13 @@ std::chrono::milliseconds retry_backoff(int32_t attempt, std::chrono::millisecon
 
 JobRunner::JobRunner(const HandlerRegistry& handlers, LeaseTable& leases, Completer& completer,
                      const Clock& clock, const EngineConfig& config,
-                     std::function<void(QueueRunner&)> job_finished, Backpressure backpressure)
+                     Permits permits, Backpressure backpressure)
     : handlers_(handlers),
       leases_(leases),
       completer_(completer),
       clock_(clock),
       config_(config),
-      job_finished_(std::move(job_finished)),
+      permits_(std::move(permits)),
       backpressure_(std::move(backpressure)),
       pool_(config.worker_threads) {}
 
@@ -94,7 +94,7 @@ void JobRunner::run(QueueRunner& runner, const Job& job, const std::shared_ptr<G
   // gone; nothing but the gate may be touched.
   std::shared_lock lock(gate->mu);
   if (!gate->open) return;
-  finish(runner, job, std::move(result), started);
+  finish(runner, job, std::move(result), started, /*holds_slot=*/true);
 }
 
 void JobRunner::start_async(QueueRunner& runner, const Job& job, const AsyncHandler& handler,
@@ -103,6 +103,9 @@ void JobRunner::start_async(QueueRunner& runner, const Job& job, const AsyncHand
     std::lock_guard lock(async_mu_);
     ++async_outstanding_;
   }
+  // Waiting for its report takes no thread: the worker slot goes back now
+  // (before the handler runs, so the report cannot overtake it).
+  permits_.left_slot();
   auto sink = std::make_shared<JobResult::Sink>(*this, gate_, runner, job, started);
   try {
     handler(job, JobResult(sink));
@@ -112,7 +115,7 @@ void JobRunner::start_async(QueueRunner& runner, const Job& job, const AsyncHand
 }
 
 void JobRunner::finish(QueueRunner& runner, const Job& job, HandlerResult&& result,
-                       std::chrono::steady_clock::time_point started) {
+                       std::chrono::steady_clock::time_point started, bool holds_slot) {
   using Kind = HandlerResult::Kind;
   Outcome o;
   o.lease = job.lease();
@@ -131,7 +134,10 @@ void JobRunner::finish(QueueRunner& runner, const Job& job, HandlerResult&& resu
       std::chrono::duration<double>(clock_.steady_now() - started).count());
   leases_.mark_handler_done(o.lease);
   completer_.push(std::move(o));
-  job_finished_(runner);
+  if (holds_slot)
+    permits_.finished(runner);
+  else
+    permits_.finished_without_slot(runner);
 }
 
 size_t JobRunner::async_outstanding() const {
@@ -165,7 +171,7 @@ void JobResult::Sink::report(HandlerResult result) {
   // The gate outlives the runner; closed, the runner may be gone.
   std::shared_lock lock(gate_->mu);
   if (!gate_->open) return;
-  runner_.finish(queue_, job_, std::move(result), started_);
+  runner_.finish(queue_, job_, std::move(result), started_, /*holds_slot=*/false);
   {
     std::lock_guard count(runner_.async_mu_);
     if (--runner_.async_outstanding_ == 0) runner_.async_cv_.notify_all();
@@ -206,7 +212,7 @@ void JobRunner::drop(QueueRunner& runner, const conveyor_lease& lease) {
     std::lock_guard lock(dropped_mu_);
     dropped_.push_back(lease);
   }
-  job_finished_(runner);
+  permits_.finished(runner);
 }
 
 int64_t next_attempt_at_us(int32_t attempt, int32_t max_attempts, const EngineConfig& config,

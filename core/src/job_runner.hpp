@@ -82,13 +82,22 @@ class JobResult::Sink {
 
 class JobRunner {
  public:
-  // job_finished(runner) frees a permit in the dispatcher; backpressure
-  // runs when a handler threw RetryAfter (before the job is given back).
+  // How the runner gives back what a job holds (the dispatcher's permits):
+  // a synchronous job holds its queue's permit and an engine-wide worker
+  // slot until it finishes; an asynchronous one gives its slot back once
+  // started (left_slot) and its permit when it reports (finished_without_slot).
+  struct Permits {
+    std::function<void(QueueRunner&)> finished;
+    std::function<void()> left_slot;
+    std::function<void(QueueRunner&)> finished_without_slot;
+  };
+  // backpressure runs when a handler threw RetryAfter (before the job is
+  // given back).
   using Backpressure = std::function<void(const QueueRunner&, const Job&,
                                           std::chrono::milliseconds delay, const std::string& why)>;
   JobRunner(const HandlerRegistry& handlers, LeaseTable& leases, Completer& completer,
-            const Clock& clock, const EngineConfig& config,
-            std::function<void(QueueRunner&)> job_finished, Backpressure backpressure = nullptr);
+            const Clock& clock, const EngineConfig& config, Permits permits,
+            Backpressure backpressure = nullptr);
 
   // Queues the jobs of a claimed batch for the workers. Never blocks on them.
   void execute(QueueRunner& runner, std::vector<Job>&& jobs);
@@ -113,7 +122,7 @@ class JobRunner {
                    std::chrono::steady_clock::time_point started);
   // Records a finished handler's result; the caller holds the gate open.
   void finish(QueueRunner& runner, const Job& job, HandlerResult&& result,
-              std::chrono::steady_clock::time_point started);
+              std::chrono::steady_clock::time_point started, bool holds_slot);
   void drop(QueueRunner& runner, const conveyor_lease& lease);
   int64_t retry_at(const Job& job) const;
   // Throws the failure of a claimed job with no handler ([engine] unknown_kind).
@@ -124,7 +133,7 @@ class JobRunner {
   Completer& completer_;
   const Clock& clock_;
   const EngineConfig& config_;
-  const std::function<void(QueueRunner&)> job_finished_;
+  const Permits permits_;
   const Backpressure backpressure_;
   const std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
   std::mutex dropped_mu_;

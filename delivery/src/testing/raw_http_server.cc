@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <deque>
 #include <map>
 #include <stdexcept>
 #include <vector>
@@ -69,6 +71,8 @@ RawHttpServer::~RawHttpServer() {
 void RawHttpServer::run() {
   std::map<int, Connection> conns;
   std::vector<int> held;
+  // answer_after: (when due, connection), in arrival order (one delay for all).
+  std::deque<std::pair<std::chrono::steady_clock::time_point, int>> delayed;
   std::string chunk(64 * 1024, 'x');
   auto respond = [&](Connection& c) {
     c.out +=
@@ -84,7 +88,13 @@ void RawHttpServer::run() {
       if (!c.out.empty() || c.body_left > 0) events |= POLLOUT;
       fds.push_back({fd, events, 0});
     }
-    if (poll(fds.data(), fds.size(), -1) < 0) continue;
+    int timeout_ms = -1;
+    if (!delayed.empty()) {
+      const auto wait = delayed.front().first - std::chrono::steady_clock::now();
+      timeout_ms = static_cast<int>(std::max<int64_t>(
+          0, std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
+    }
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0) continue;
     if (fds[0].revents != 0) break;
     if (fds[1].revents & POLLIN) {
       for (;;) {
@@ -113,6 +123,11 @@ void RawHttpServer::run() {
             c.in.erase(0, len);
             requests_.fetch_add(1);
             if (options_.never_answer) continue;
+            if (options_.answer_after.count() > 0) {
+              delayed.emplace_back(std::chrono::steady_clock::now() + options_.answer_after, fd);
+              max_held_.store(std::max(max_held_.load(), delayed.size()));
+              continue;
+            }
             if (options_.hold_until > 0) {
               c.held = true;
               held.push_back(fd);
@@ -161,8 +176,14 @@ void RawHttpServer::run() {
     }
     for (int fd : closed) {
       if (conns[fd].held) std::erase(held, fd);
+      std::erase_if(delayed, [fd](const auto& d) { return d.second == fd; });
       close(fd);
       conns.erase(fd);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    while (!delayed.empty() && delayed.front().first <= now) {
+      respond(conns.at(delayed.front().second));  // written when poll says it can be
+      delayed.pop_front();
     }
   }
   for (auto& [fd, c] : conns) close(fd);

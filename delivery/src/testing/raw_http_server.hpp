@@ -1,10 +1,11 @@
 // A minimal HTTP/1.1 server on raw sockets, one poll() thread, for tests
 // that need what cpp-httplib's thread-pool server cannot do: never answer,
-// hold a thousand requests open at once, stream a huge body, count
-// connections. Keep-alive: several requests may arrive on one connection.
+// hold a thousand requests open at once, answer each a second late, stream a
+// huge body, count connections. Keep-alive: several requests may arrive on one connection.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <thread>
@@ -24,6 +25,9 @@ class RawHttpServer {
     size_t body_bytes = 0;
     // SO_SNDBUF for accepted connections (0: the system's default).
     int send_buffer = 0;
+    // Answer each request this long after it arrived (0: at once); the
+    // requests waiting count as held (max_held).
+    std::chrono::milliseconds answer_after{0};
   };
 
   explicit RawHttpServer(Options options);
