@@ -41,14 +41,21 @@ run_suite() {
   (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 600 "${ctest_args[@]}")
 }
 
+# Line tables only (-g1): stack traces keep file and line, and the builds
+# take about a quarter less time than with full debug info.
+line_tables=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+             "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+             "-DCMAKE_CXX_FLAGS_DEBUG=-g1" "-DCMAKE_C_FLAGS_DEBUG=-g1")
+
 stage "regular build and the whole suite"
-run_suite build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
+run_suite build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo "${line_tables[@]}"
 stage "AddressSanitizer + UBSan build and the whole suite"
 (
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   # The downstream tests pace themselves at a downstream's 20/s for about a
   # minute each: run once, in the regular stage.
-  run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DCONVEYOR_SANITIZE=ON -DCONVEYOR_BUILD_BENCHMARKS=OFF \
+  run_suite build-asan -DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" -DCONVEYOR_SANITIZE=ON \
+    -DCONVEYOR_BUILD_BENCHMARKS=OFF \
     -- -LE '^downstream$'
 )
 stage "ThreadSanitizer build: core, server, SQLite and HTTP delivery tests"
@@ -57,11 +64,12 @@ stage "ThreadSanitizer build: core, server, SQLite and HTTP delivery tests"
   # slowdown is large enough without -O0 on top.
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
   TARGETS="core_tests server_tests sqlite_storage_tests delivery_tests" run_suite build-tsan \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCONVEYOR_SANITIZE=thread -DCONVEYOR_BUILD_BENCHMARKS=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo "${line_tables[@]}" -DCONVEYOR_SANITIZE=thread \
+    -DCONVEYOR_BUILD_BENCHMARKS=OFF \
     -- -L '^(core|server|sqlite|delivery)$'
 )
 stage "fuzzing"
 # Fuzz the parsers for a bounded time (replays kept regression inputs first).
-FUZZ_SECONDS=${FUZZ_SECONDS:-60} bash scripts/fuzz.sh
+FUZZ_SECONDS=${FUZZ_SECONDS:-30} bash scripts/fuzz.sh
 stage "done"
 echo "conveyor: all tests passed (regular, ASan/UBSan and TSan builds, fuzzing) in $SECONDS s"
