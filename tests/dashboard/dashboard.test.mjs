@@ -14,6 +14,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -82,7 +83,7 @@ function run(args, env = {}) {
 class Conveyor {
   // name: used for the temp dir and the log; server, engine: extra [server]
   // and [engine] lines; env: extra environment for serve and the CLI.
-  static async start(name, { server, engine = [], env = {} }) {
+  static async start(name, { server, engine = [], env = {}, extra = [] }) {
     const c = new Conveyor();
     c.name = name;
     c.env = env;
@@ -105,6 +106,7 @@ class Conveyor {
       '[server]',
       `listen = "127.0.0.1:${c.port}"`,
       ...server,
+      ...extra,
       '',
     ].join('\n'));
     c.logPath = path.join(artifacts, `${name}-serve.log`);
@@ -271,7 +273,10 @@ describe('dashboard on a server without a token', () => {
   let page;
 
   before(async () => {
-    conveyor = await Conveyor.start('open', { server: ['allow_unauthenticated = true'] });
+    conveyor = await Conveyor.start('open', {
+      server: ['allow_unauthenticated = true'],
+      extra: ['[http]', 'allow_hosts = ["127.0.0.1"]'],
+    });
     // reports: throttled by its config limit (4/s) with a long backlog.
     await conveyor.cli('enqueue', 'reports', 'noop', '--count', '400');
     // bulk: unlimited, drains at once. email: running, scheduled and failed jobs.
@@ -317,6 +322,32 @@ describe('dashboard on a server without a token', () => {
     const measured = parseFloat(await cell(page, 'queues', 'reports', 'rate'));
     assert.ok(measured > 1 && measured < 8, `measured ${measured}/s for a 4/s limit`);
     await screenshot(page, 'queues-tab');
+  });
+
+  test('a queue whose downstream answered 429 shows source backoff with the hold\'s end', async () => {
+    // A downstream that always asks to wait ten minutes.
+    const downstream = http.createServer((req, res) => {
+      res.writeHead(429, { 'Retry-After': '600' });
+      res.end('slow down');
+    });
+    await new Promise((resolve) => downstream.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${downstream.address().port}/hook`;
+      const before = Date.now();
+      await conveyor.cli('enqueue', 'hooks', 'http', '--payload', JSON.stringify({ url }));
+      await showTab(page, 'Queues');
+      let text;
+      await waitFor(() => `hooks source to read "backoff until ...", it reads ${JSON.stringify(text)}`, async () => {
+        text = await cell(page, 'queues', 'hooks', 'source');
+        return /^backoff until /.test(text ?? '');
+      });
+      const until = Date.parse(text.replace(/^backoff until /, '').replace(' UTC', 'Z').replace(' ', 'T'));
+      assert.ok(until >= before + 590_000 && until <= Date.now() + 601_000,
+        `the hold ends ${text}: expected about 600 s after the 429`);
+      await waitForCell(page, 'queues', 'hooks', 'pending', '1');  // waiting, its attempt given back
+    } finally {
+      downstream.close();
+    }
   });
 
   test('a bad rate shows the error and stores nothing', async () => {

@@ -5,17 +5,26 @@
 // against its limit.
 
 import { el, setText, syncRows } from './dom.js';
-import { formatAge, formatCount, formatLimit, formatMeasured, formatRate, toNumber } from './format.js';
+import { formatAge, formatCount, formatLimit, formatMeasured, formatRate, formatTimestamp, toNumber } from './format.js';
 import { limitRate } from './history.js';
 import { createSparkline, renderChart, renderSparkline } from './chart.js';
 import { jobsHash } from './route.js';
 
 const SELECTED_KEY = 'conveyor.chartQueue';
-const SOURCES = new Set(['override', 'queue-config', 'default', 'none', 'disabled']);
+const SOURCES = new Set(['override', 'queue-config', 'default', 'none', 'disabled', 'backoff']);
 
-export function sourceBadge(source) {
+// The limit's source as shown: a backoff (the downstream asked to wait) with
+// the time it ends.
+export function sourceText(limit) {
+  const source = limit?.source ?? 'none';
+  if (source === 'backoff' && limit.backoffUntil) return `backoff until ${formatTimestamp(limit.backoffUntil)}`;
+  return source;
+}
+
+export function sourceBadge(limit) {
+  const source = limit?.source ?? 'none';
   const known = SOURCES.has(source) ? source : 'none';
-  return el('span', { class: `badge badge-${known}`, text: source || 'none' });
+  return el('span', { class: `badge badge-${known}`, text: sourceText(limit) });
 }
 
 // Where the chart says the most: the most throttled queue, else the first
@@ -151,10 +160,9 @@ export class QueuesView {
     setText(field('completed'), formatCount(q.completed));
     setText(field('failed'), formatCount(q.failed));
     setText(field('limit'), formatLimit(q.limit));
-    const source = q.limit?.source ?? 'none';
     const sourceCell = field('source');
     const badge = sourceCell.firstElementChild;
-    if (!badge || badge.textContent !== source) sourceCell.replaceChildren(sourceBadge(source));
+    if (!badge || badge.textContent !== sourceText(q.limit)) sourceCell.replaceChildren(sourceBadge(q.limit));
     setText(field('throttled'), formatCount(q.throttled));
     const points = this.history.points(q.queue);
     renderSparkline(row.querySelector('.spark'), points, this.now, limitRate(q.limit));
@@ -178,7 +186,7 @@ export class QueuesView {
     renderChart(this.chart, this.history.points(q.queue), this.now, limit);
     const current = this.history.current(q.queue);
     const peak = this.history.peak(q.queue);
-    const source = q.limit?.source ?? 'none';
+    const source = sourceText(q.limit);
     const limitText = limit === null ? `no limit (${source})` : `limit ${formatRate(limit)} (${source})`;
     this.summary.replaceChildren(
       el('strong', { text: q.queue }), `: ${formatMeasured(current)} now, peak ${formatMeasured(peak)} in the last minute, `,
