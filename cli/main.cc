@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
   int64_t count = 1;
   auto* enqueue_cmd = app.add_subcommand("enqueue", "add jobs to a queue");
   enqueue_cmd->add_option("queue", ea.job.queue, "queue name")->required();
-  enqueue_cmd->add_option("kind", ea.job.kind, "job kind (built-in: noop, sleep, http)")->required();
+  enqueue_cmd->add_option("kind", ea.job.kind, "job kind (built-in: noop, sleep, http)")
+      ->required();
   enqueue_cmd->add_option("--payload", ea.job.payload, "JSON payload (default {})");
   enqueue_cmd->add_option("--count", count, "how many identical jobs (default 1)");
   enqueue_cmd->add_option("--priority", ea.job.priority, "lower runs first (default 0)");

@@ -9,8 +9,8 @@
 //                       [--conveyor build/bin/conveyor]
 #include "testing/raw_http_server.hpp"
 
-#include <fmt/format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -117,9 +117,9 @@ Result measure(const std::string& conveyor, size_t n, std::chrono::milliseconds 
   r.in_flight = n;
   r.idle = usage_of(serve);
   const auto start = Clock::now();
-  if (run_and_wait({conveyor, "--config", config, "enqueue", "api", "http", "--count",
-                    std::to_string(n)},
-                   log) != 0)
+  if (run_and_wait(
+          {conveyor, "--config", config, "enqueue", "api", "http", "--count", std::to_string(n)},
+          log) != 0)
     throw std::runtime_error("enqueue failed; see " + log);
   // Sample while the downstream holds them; the peak is when all n are held.
   while (completed(conveyor, config, dir) < static_cast<long>(n)) {
@@ -175,9 +175,10 @@ int main(int argc, char** argv) {
                "RSS idle -> peak (MiB) | all completed in\n";
   for (size_t n : counts) {
     const Result r = measure(conveyor, n, answer_after);
-    std::cout << fmt::format("{:>9} | {:>30} | {:>13} -> {:<10} | {:>8.1f} -> {:<11.1f} | {:.2f} s\n",
-                             r.in_flight, r.held, r.idle.threads, r.peak.threads,
-                             r.idle.rss_kb / 1024.0, r.peak.rss_kb / 1024.0, r.seconds);
+    std::cout << fmt::format(
+        "{:>9} | {:>30} | {:>13} -> {:<10} | {:>8.1f} -> {:<11.1f} | {:.2f} s\n", r.in_flight,
+        r.held, r.idle.threads, r.peak.threads, r.idle.rss_kb / 1024.0, r.peak.rss_kb / 1024.0,
+        r.seconds);
   }
   return 0;
 }

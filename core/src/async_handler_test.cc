@@ -58,7 +58,7 @@ class AsyncHandlerTest : public ::testing::Test {
   Config config;
   std::mutex mu;
   std::deque<std::pair<Job, JobResult>> held;  // mu
-  size_t most_held = 0;                         // mu
+  size_t most_held = 0;                        // mu
 };
 
 TEST_F(AsyncHandlerTest, AJobHoldsItsPermitUntilItsResultIsReportedFromAnotherThread) {
@@ -159,9 +159,8 @@ TEST_F(AsyncHandlerTest, AResultDroppedUnreportedFailsTheAttemptSayingSo) {
 
 TEST_F(AsyncHandlerTest, AnExceptionBeforeTheReportIsTheOutcomeAndOneAfterIsIgnored) {
   auto engine = make();
-  engine->register_async_handler("throws", [](const Job&, JobResult) {
-    throw PermanentError("bad payload: url missing");
-  });
+  engine->register_async_handler(
+      "throws", [](const Job&, JobResult) { throw PermanentError("bad payload: url missing"); });
   engine->register_async_handler("reports_then_throws", [](const Job&, JobResult r) {
     r.complete();
     throw std::runtime_error("after the report");
@@ -182,8 +181,8 @@ TEST_F(AsyncHandlerTest, AnOutstandingJobIsHeartbeatedPastItsLease) {
   ASSERT_TRUE(eventually([&] { return held_count() == 1; }));
   const int64_t first_expiry = job(*engine, id).lease_expires_us;
   // Past the first lease's end: rescue would take it if heartbeats stopped.
-  ASSERT_TRUE(eventually([&] { return job(*engine, id).lease_expires_us > first_expiry + 900'000; },
-                         10s));
+  ASSERT_TRUE(
+      eventually([&] { return job(*engine, id).lease_expires_us > first_expiry + 900'000; }, 10s));
   EXPECT_EQ(job(*engine, id).state, JobState::kRunning);
   take().second.complete();
   ASSERT_TRUE(eventually([&] { return job(*engine, id).state == JobState::kCompleted; }));

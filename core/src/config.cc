@@ -433,43 +433,48 @@ QueueConfig Reader::read_queue(const Field& f) const {
 HttpTargetConfig Reader::read_queue_http(const Field& f) const {
   HttpTargetConfig http;
   bool has_url = false;
-  walk(read_table(f), f.path,
-       {{"url",
-         [&](const Field& k) {
-           http.url = read_string(k, false);
-           if (auto problem = http_url_problem(http.url)) fail(k, *problem);
-           has_url = true;
-         }},
-        {"method",
-         [&](const Field& k) {
-           http.method = read_string(k, false);
-           if (auto problem = http_method_problem(http.method)) fail(k, *problem);
-         }},
-        {"timeout_ms", [&](const Field& k) { http.timeout_ms = read_u32(k, 1, kMaxHttpTimeoutMs); }},
-        {"headers",
-         [&](const Field& k) {
-           for (const auto& [key, node] : in_file_order(read_table(k))) {
-             const Field header{*node, key_path(k.path, key->str()), key->source().begin.line};
-             const std::string value = read_string(header, true);
-             if (auto problem = http_header_problem(key->str(), value)) fail(header, *problem);
-             http.headers.emplace_back(key->str(), value);
-           }
-         }},
-        {"secret_env",
-         [&](const Field& k) {
-           http.secret_env = read_string(k, false);
-           const bool name_ok =
-               std::all_of(http.secret_env.begin(), http.secret_env.end(),
-                           [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }) &&
-               !std::isdigit(static_cast<unsigned char>(http.secret_env.front()));
-           if (!name_ok)
-             fail(k, "must be the name of an environment variable (letters, digits and _, not "
-                     "starting with a digit), got " + quote_for_message(http.secret_env));
-         }},
-        {"follow_redirects", [&](const Field& k) { http.follow_redirects = read_bool(k); }}});
+  walk(
+      read_table(f), f.path,
+      {{"url",
+        [&](const Field& k) {
+          http.url = read_string(k, false);
+          if (auto problem = http_url_problem(http.url)) fail(k, *problem);
+          has_url = true;
+        }},
+       {"method",
+        [&](const Field& k) {
+          http.method = read_string(k, false);
+          if (auto problem = http_method_problem(http.method)) fail(k, *problem);
+        }},
+       {"timeout_ms", [&](const Field& k) { http.timeout_ms = read_u32(k, 1, kMaxHttpTimeoutMs); }},
+       {"headers",
+        [&](const Field& k) {
+          for (const auto& [key, node] : in_file_order(read_table(k))) {
+            const Field header{*node, key_path(k.path, key->str()), key->source().begin.line};
+            const std::string value = read_string(header, true);
+            if (auto problem = http_header_problem(key->str(), value)) fail(header, *problem);
+            http.headers.emplace_back(key->str(), value);
+          }
+        }},
+       {"secret_env",
+        [&](const Field& k) {
+          http.secret_env = read_string(k, false);
+          const bool name_ok =
+              std::all_of(
+                  http.secret_env.begin(), http.secret_env.end(),
+                  [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }) &&
+              !std::isdigit(static_cast<unsigned char>(http.secret_env.front()));
+          if (!name_ok)
+            fail(k,
+                 "must be the name of an environment variable (letters, digits and _, not "
+                 "starting with a digit), got " +
+                     quote_for_message(http.secret_env));
+        }},
+       {"follow_redirects", [&](const Field& k) { http.follow_redirects = read_bool(k); }}});
   if (!has_url)
-    fail(f, "missing url (write url = \"https://api.example.com/hook\"; the job's payload is "
-            "then the request body)");
+    fail(f,
+         "missing url (write url = \"https://api.example.com/hook\"; the job's payload is "
+         "then the request body)");
   return http;
 }
 

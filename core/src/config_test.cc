@@ -791,7 +791,8 @@ follow_redirects = true
   EXPECT_EQ(h.timeout_ms, 2500u);
   // Headers in file order (an inline table keeps it too).
   ASSERT_EQ(h.headers.size(), 2u);
-  EXPECT_EQ(h.headers[0], (std::pair<std::string, std::string>{"Content-Type", "application/json"}));
+  EXPECT_EQ(h.headers[0],
+            (std::pair<std::string, std::string>{"Content-Type", "application/json"}));
   EXPECT_EQ(h.headers[1], (std::pair<std::string, std::string>{"X-Team", "billing"}));
   EXPECT_EQ(h.secret_env, "HOOK_SECRET");
   EXPECT_TRUE(h.follow_redirects);
@@ -809,9 +810,10 @@ TEST(ConfigHttp, DefaultsAreSafe) {
 }
 
 TEST(ConfigHttp, BadTargetsSayWhatToWrite) {
-  EXPECT_EQ(config_error("[queues.h.http]\nmethod = \"POST\"\n"),
-            "test.toml:1: queues.h.http: missing url (write url = \"https://api.example.com/hook\"; "
-            "the job's payload is then the request body)");
+  EXPECT_EQ(
+      config_error("[queues.h.http]\nmethod = \"POST\"\n"),
+      "test.toml:1: queues.h.http: missing url (write url = \"https://api.example.com/hook\"; "
+      "the job's payload is then the request body)");
   EXPECT_EQ(config_error("[queues.h.http]\nurl = \"ftp://x/\"\n"),
             "test.toml:2: queues.h.http.url: must be an http:// or https:// URL with a host, got "
             "\"ftp://x/\"");
@@ -820,9 +822,10 @@ TEST(ConfigHttp, BadTargetsSayWhatToWrite) {
             "PUT, PATCH, DELETE, ...), got \"post\"");
   EXPECT_EQ(config_error("[queues.h.http]\nurl = \"http://x/\"\ntimeout_ms = 0\n"),
             "test.toml:3: queues.h.http.timeout_ms: must be an integer from 1 to 3600000, got 0");
-  EXPECT_EQ(config_error("[queues.h.http]\nurl = \"http://x/\"\nheaders = { \"Bad Name\" = \"v\" }\n"),
-            "test.toml:3: queues.h.http.headers.\"Bad Name\": header name must be a token (letters, "
-            "digits and !#$%&'*+-.^_`|~), got \"Bad Name\"");
+  EXPECT_EQ(
+      config_error("[queues.h.http]\nurl = \"http://x/\"\nheaders = { \"Bad Name\" = \"v\" }\n"),
+      "test.toml:3: queues.h.http.headers.\"Bad Name\": header name must be a token (letters, "
+      "digits and !#$%&'*+-.^_`|~), got \"Bad Name\"");
   EXPECT_EQ(config_error("[queues.h.http]\nurl = \"http://x/\"\nsecret_env = \"1X\"\n"),
             "test.toml:3: queues.h.http.secret_env: must be the name of an environment variable "
             "(letters, digits and _, not starting with a digit), got \"1X\"");
@@ -831,9 +834,10 @@ TEST(ConfigHttp, BadTargetsSayWhatToWrite) {
 }
 
 TEST(ConfigHttp, BadGuardSettingsSayWhatToWrite) {
-  EXPECT_EQ(config_error("[http]\nallow_hosts = \"a\"\n"),
-            "test.toml:2: http.allow_hosts: must be an array of host names ([\"api.internal\"]), got "
-            "\"a\"");
+  EXPECT_EQ(
+      config_error("[http]\nallow_hosts = \"a\"\n"),
+      "test.toml:2: http.allow_hosts: must be an array of host names ([\"api.internal\"]), got "
+      "\"a\"");
   EXPECT_EQ(config_error("[http]\nallow_hosts = [\"a\", 3]\n"),
             "test.toml:2: http.allow_hosts[1]: must be a non-empty string, got 3");
   EXPECT_EQ(config_error("[http]\nallow_private = 1\n"),

@@ -194,9 +194,7 @@ void Engine::start() {
   }
 }
 
-bool Engine::running() const {
-  return impl_->started.load() && !impl_->stopped.load();
-}
+bool Engine::running() const { return impl_->started.load() && !impl_->stopped.load(); }
 
 uint32_t Engine::stop() {
   std::lock_guard lock(impl_->lifecycle_mu);

@@ -14,8 +14,8 @@ namespace conveyor {
 
 // A kind's handler: exactly one of the two is set once registered.
 struct RegisteredHandler {
-  Handler run;               // synchronous: the outcome is how it returns
-  AsyncHandler start;        // asynchronous: the outcome comes through a JobResult
+  Handler run;         // synchronous: the outcome is how it returns
+  AsyncHandler start;  // asynchronous: the outcome comes through a JobResult
   explicit operator bool() const { return run || start; }
 };
 

@@ -30,8 +30,8 @@ std::chrono::milliseconds retry_backoff(int32_t attempt, std::chrono::millisecon
 }
 
 JobRunner::JobRunner(const HandlerRegistry& handlers, LeaseTable& leases, Completer& completer,
-                     const Clock& clock, const EngineConfig& config,
-                     Permits permits, Backpressure backpressure)
+                     const Clock& clock, const EngineConfig& config, Permits permits,
+                     Backpressure backpressure)
     : handlers_(handlers),
       leases_(leases),
       completer_(completer),

@@ -6,9 +6,9 @@
 //
 // shutdown(deadline): no job starts any more; jobs not yet started are
 // dropped (their leases are returned for release); handlers still running at
-// the deadline, and asynchronous jobs not yet reported, are abandoned: when one returns it touches nothing of the
-// engine (its lease was released and another process runs the job again),
-// so the engine can be destroyed and the process exit while it runs.
+// the deadline, and asynchronous jobs not yet reported, are abandoned: when one returns it touches
+// nothing of the engine (its lease was released and another process runs the job again), so the
+// engine can be destroyed and the process exit while it runs.
 //
 // Thread-safety: execute() from the dispatcher thread; shutdown() once, from
 // the engine's owner; the rest from any thread.
@@ -141,7 +141,7 @@ class JobRunner {
   mutable std::mutex async_mu_;
   std::condition_variable async_cv_;  // async_outstanding_ reached 0
   size_t async_outstanding_ = 0;      // async_mu_
-  WorkerPool pool_;                      // last: its threads use the members above
+  WorkerPool pool_;                   // last: its threads use the members above
 };
 
 }  // namespace conveyor

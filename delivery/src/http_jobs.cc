@@ -42,15 +42,18 @@ hd::Request request_from_payload(const std::string& payload) {
   } catch (const json::exception& e) {
     throw PermanentError(fmt::format("{}; it is not JSON: {}", kPayloadForm, e.what()));
   }
-  if (!doc.is_object()) throw PermanentError(std::string(kPayloadForm) + "; got " + doc.type_name());
+  if (!doc.is_object())
+    throw PermanentError(std::string(kPayloadForm) + "; got " + doc.type_name());
   hd::Request r;
   for (const auto& [key, value] : doc.items()) {
     if (key == "url") {
-      if (!value.is_string()) bad_field("url", std::string("must be a string, got ") + value.type_name());
+      if (!value.is_string())
+        bad_field("url", std::string("must be a string, got ") + value.type_name());
       r.url = value.get<std::string>();
       if (auto problem = http_url_problem(r.url)) bad_field("url", *problem);
     } else if (key == "method") {
-      if (!value.is_string()) bad_field("method", std::string("must be a string, got ") + value.type_name());
+      if (!value.is_string())
+        bad_field("method", std::string("must be a string, got ") + value.type_name());
       r.method = value.get<std::string>();
       if (auto problem = http_method_problem(r.method)) bad_field("method", *problem);
     } else if (key == "headers") {
@@ -72,7 +75,8 @@ hd::Request request_from_payload(const std::string& payload) {
                                             kMaxHttpTimeoutMs, value.dump()));
       r.timeout = std::chrono::milliseconds(value.get<int64_t>());
     } else if (key == "follow_redirects") {
-      if (!value.is_boolean()) bad_field("follow_redirects", "must be true or false, got " + value.dump());
+      if (!value.is_boolean())
+        bad_field("follow_redirects", "must be true or false, got " + value.dump());
       r.follow_redirects = value.get<bool>();
     } else {
       bad_field(quote_for_message(key),
@@ -99,7 +103,8 @@ http_delivery::Request http_request_for(const Job& job, const HttpTargetConfig* 
   } else {
     r = request_from_payload(job.payload);
   }
-  if (!has_header(r.headers, "Content-Type")) r.headers.emplace_back("Content-Type", "application/json");
+  if (!has_header(r.headers, "Content-Type"))
+    r.headers.emplace_back("Content-Type", "application/json");
   r.secret = secret;
   return r;
 }
@@ -138,9 +143,9 @@ struct HttpJobs::Impl {
     result.fail(fmt::format("unknown delivery outcome {}", static_cast<int>(o.kind)));
   }
 
-  const Config& config;                       // the engine's; it outlives this
+  const Config& config;                              // the engine's; it outlives this
   const std::map<std::string, std::string> secrets;  // queue -> signing secret
-  hd::Delivery delivery;                      // last: its thread reports through the members above
+  hd::Delivery delivery;  // last: its thread reports through the members above
 };
 
 namespace {
@@ -164,10 +169,9 @@ std::map<std::string, std::string> read_secrets(const Config& config, const EnvL
 
 HttpJobs::HttpJobs(Engine& engine, const EnvLookup& env)
     : impl_(std::make_unique<Impl>(engine.config(), read_secrets(engine.config(), env))) {
-  engine.register_async_handler("http",
-                                [impl = impl_.get()](const Job& job, JobResult result) {
-                                  impl->start(job, std::move(result));
-                                });
+  engine.register_async_handler("http", [impl = impl_.get()](const Job& job, JobResult result) {
+    impl->start(job, std::move(result));
+  });
 }
 
 HttpJobs::~HttpJobs() { impl_->delivery.shutdown(std::chrono::steady_clock::now()); }

@@ -47,11 +47,11 @@ std::string request_error(const std::string& payload) {
 }
 
 TEST(HttpRequestFor, ThePayloadNamesTheRequest) {
-  const auto r = http_request_for(
-      job_with("q", R"({"url": "https://api.example.com/x", "method": "PUT",
+  const auto r =
+      http_request_for(job_with("q", R"({"url": "https://api.example.com/x", "method": "PUT",
                         "headers": {"Authorization": "Bearer t"}, "body": {"a": 1},
                         "timeout_ms": 1500, "follow_redirects": true})"),
-      nullptr, "");
+                       nullptr, "");
   EXPECT_EQ(r.url, "https://api.example.com/x");
   EXPECT_EQ(r.method, "PUT");
   EXPECT_EQ(r.body, R"({"a":1})") << "a JSON body is sent as JSON";
@@ -59,15 +59,14 @@ TEST(HttpRequestFor, ThePayloadNamesTheRequest) {
   EXPECT_TRUE(r.follow_redirects);
   EXPECT_TRUE(r.secret.empty());
   using H = std::pair<std::string, std::string>;
-  EXPECT_EQ(r.headers, (std::vector<H>{{"Authorization", "Bearer t"},
-                                       {"Content-Type", "application/json"}}));
+  EXPECT_EQ(r.headers,
+            (std::vector<H>{{"Authorization", "Bearer t"}, {"Content-Type", "application/json"}}));
 }
 
 TEST(HttpRequestFor, DefaultsAndAStringBodyAsIs) {
-  const auto r = http_request_for(
-      job_with("q", R"({"url": "http://a.example/", "body": "x=1",
+  const auto r = http_request_for(job_with("q", R"({"url": "http://a.example/", "body": "x=1",
                         "headers": {"content-type": "text/plain"}})"),
-      nullptr, "");
+                                  nullptr, "");
   EXPECT_EQ(r.method, "POST");
   EXPECT_EQ(r.body, "x=1");
   EXPECT_EQ(r.timeout, 30000ms);
@@ -174,10 +173,12 @@ class HttpJobsTest : public ::testing::Test {
     return fmt::format(R"({{"url": "{}", "body": {{"n": 1}}}})", url(path));
   }
   Job finished(Engine& e, int64_t id) {
-    EXPECT_TRUE(eventually([&] {
-      const JobState s = e.get_job(id).value().state;
-      return s == JobState::kCompleted || s == JobState::kFailed;
-    }, 20s));
+    EXPECT_TRUE(eventually(
+        [&] {
+          const JobState s = e.get_job(id).value().state;
+          return s == JobState::kCompleted || s == JobState::kFailed;
+        },
+        20s));
     return e.get_job(id).value();
   }
 
@@ -188,7 +189,7 @@ class HttpJobsTest : public ::testing::Test {
   int port = 0;
   std::thread listener;
   std::mutex mu;
-  std::vector<std::string> bodies;                               // mu
+  std::vector<std::string> bodies;                              // mu
   std::vector<std::pair<std::string, std::string>> signatures;  // mu
   std::atomic<int> flaky_calls{0}, busy_calls{0};
 };

@@ -172,8 +172,9 @@ Outcome classify(int status, std::string_view body, std::string_view retry_after
     outcome.kind = OutcomeKind::kSucceeded;
     return outcome;
   }
-  outcome.error = body.empty() ? fmt::format("HTTP {}", status)
-                               : fmt::format("HTTP {}: {}", status, body.substr(0, kBodyPrefixBytes));
+  outcome.error = body.empty()
+                      ? fmt::format("HTTP {}", status)
+                      : fmt::format("HTTP {}: {}", status, body.substr(0, kBodyPrefixBytes));
   switch (status) {
     case 429:
     case 503:

@@ -13,6 +13,8 @@
 //   seconds + 1).
 // - A Conveyor limit of 18/s (burst 18, under the downstream's 20 + 20 t):
 //   zero 429s.
+// - A downstream that always answers 429: the hold shows as source backoff
+//   with its end in `conveyor queues --json` and /metrics.
 #include "../test_support.hpp"
 
 #include <fmt/format.h>
@@ -48,9 +50,9 @@ class Downstream {
     server_.Post("/hook", [this](const httplib::Request&, httplib::Response& res) {
       std::lock_guard lock(mu_);
       const auto now = Clock::now();
-      tokens_ = std::min(kDownstreamBurst,
-                         tokens_ + kDownstreamRate *
-                                       std::chrono::duration<double>(now - refilled_).count());
+      tokens_ = std::min(
+          kDownstreamBurst,
+          tokens_ + kDownstreamRate * std::chrono::duration<double>(now - refilled_).count());
       refilled_ = now;
       if (tokens_ >= 1) {
         tokens_ -= 1;
@@ -90,17 +92,17 @@ class Downstream {
   int port_ = 0;
   std::thread thread_;
   std::mutex mu_;
-  double tokens_ = kDownstreamBurst;                 // mu_
-  Clock::time_point refilled_ = Clock::now();        // mu_
-  std::vector<Clock::time_point> accepted_;          // mu_
-  size_t rejected_ = 0;                              // mu_
+  double tokens_ = kDownstreamBurst;           // mu_
+  Clock::time_point refilled_ = Clock::now();  // mu_
+  std::vector<Clock::time_point> accepted_;    // mu_
+  size_t rejected_ = 0;                        // mu_
 };
 
 struct DeliveryRun {
-  double rate = 0;          // accepted requests/s, first to last
-  double seconds = 0;       // first to last accepted
-  size_t rejected = 0;      // 429s sent
-  nlohmann::json jobs;      // every job, from `conveyor jobs ls --json`
+  double rate = 0;      // accepted requests/s, first to last
+  double seconds = 0;   // first to last accepted
+  size_t rejected = 0;  // 429s sent
+  nlohmann::json jobs;  // every job, from `conveyor jobs ls --json`
 };
 
 // Serves an "http" queue aimed at the downstream, enqueues kJobs through the
@@ -118,9 +120,9 @@ DeliveryRun deliver(const std::string& queue_extra) {
   EXPECT_TRUE(serve.ready()) << serve.process().stderr_text();
   if (!serve.ready()) return {};
   const std::string config = (dir / "conveyor.toml").string();
-  const auto enqueued = test::run_conveyor(
-      {"--config", config, "enqueue", "api", "http", "--payload", R"({"event": "signup"})",
-       "--count", std::to_string(kJobs)});
+  const auto enqueued =
+      test::run_conveyor({"--config", config, "enqueue", "api", "http", "--payload",
+                          R"({"event": "signup"})", "--count", std::to_string(kJobs)});
   EXPECT_EQ(enqueued.exit_code, 0) << enqueued.err;
   if (enqueued.exit_code != 0) return {};
 
@@ -135,9 +137,9 @@ DeliveryRun deliver(const std::string& queue_extra) {
         jobs = nlohmann::json::array();
         int64_t after = 0;
         for (;;) {
-          const auto page = test::run_conveyor({"--config", config, "--json", "jobs", "ls",
-                                                "--queue", "api", "--limit", "1000", "--after",
-                                                std::to_string(after)});
+          const auto page =
+              test::run_conveyor({"--config", config, "--json", "jobs", "ls", "--queue", "api",
+                                  "--limit", "1000", "--after", std::to_string(after)});
           if (page.exit_code != 0) return false;
           const auto doc = nlohmann::json::parse(page.out);
           for (const auto& j : doc["jobs"]) jobs.push_back(j);
@@ -193,6 +195,61 @@ TEST(HttpDownstream, AConveyorLimitUnderTheDownstreamsMeansNo429s) {
   expect_every_job_completed_at_attempt_1(run.jobs);
   EXPECT_EQ(run.rejected, 0u);
   EXPECT_NEAR(run.rate, 18.0, 18.0 * 0.05);
+}
+
+// A downstream that answers 429 with Retry-After: 120: the server's queue
+// shows the hold where operators look, `conveyor queues --json` (through
+// the server, which holds it) and /metrics.
+TEST(HttpDownstream, AHoldShowsAsSourceBackoffInQueuesJsonAndMetrics) {
+  httplib::Server busy;
+  busy.Post("/hook", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 429;
+    res.set_header("Retry-After", "120");
+  });
+  const int port = busy.bind_to_any_port("127.0.0.1");
+  std::thread listener([&] { busy.listen_after_bind(); });
+  ASSERT_TRUE(test::wait_until([&] { return busy.is_running(); }));
+  test::TempDir dir;
+  test::ServeProcess serve(
+      dir,
+      fmt::format("[http]\nallow_hosts = [\"127.0.0.1\"]\n[queues.hooks.http]\nurl = "
+                  "\"http://127.0.0.1:{}/hook\"\n",
+                  port),
+      "admin_token = \"backoff-test-token\"\n");
+  ASSERT_TRUE(serve.ready()) << serve.process().stderr_text();
+  const std::vector<std::string> env = {"CONVEYOR_ADMIN_TOKEN=backoff-test-token"};
+  const std::string server = fmt::format("http://127.0.0.1:{}", serve.port());
+  const auto before_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  ASSERT_EQ(test::run_conveyor({"--server", server, "enqueue", "hooks", "http"}, env).exit_code, 0);
+
+  nlohmann::json limit;
+  ASSERT_TRUE(test::wait_until([&] {
+    const auto r = test::run_conveyor({"--server", server, "--json", "queues"}, env);
+    if (r.exit_code != 0) return false;
+    for (const auto& q : nlohmann::json::parse(r.out))
+      if (q["queue"] == "hooks") limit = q["limit"];
+    return limit.value("source", "") == "backoff";
+  })) << limit.dump();
+  ASSERT_TRUE(limit.contains("backoff_until")) << limit.dump();
+  EXPECT_EQ(limit["backoff_until"].get<std::string>().substr(0, 2), "20") << "an RFC 3339 time";
+  const auto metrics = test::http_send(
+      serve.port(),
+      test::http_request("GET", "/metrics", {"Authorization: Bearer backoff-test-token"}, ""));
+  EXPECT_NE(metrics.body.find("conveyor_ratelimit_backoff_total{queue=\"hooks\"} 1"),
+            std::string::npos)
+      << metrics.body;
+  const std::string gauge = "conveyor_ratelimit_backoff_until_seconds{queue=\"hooks\"} ";
+  const size_t at = metrics.body.find(gauge);
+  ASSERT_NE(at, std::string::npos) << metrics.body;
+  const double until_s = std::stod(metrics.body.substr(at + gauge.size()));
+  EXPECT_GE(until_s, before_us / 1e6 + 119) << "held for Retry-After: 120";
+  EXPECT_LE(until_s, before_us / 1e6 + 150);
+  serve.process().signal(SIGTERM);
+  EXPECT_EQ(serve.process().wait(), 0) << serve.process().stderr_text();
+  busy.stop();
+  listener.join();
 }
 
 }  // namespace

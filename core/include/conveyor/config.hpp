@@ -46,8 +46,8 @@ struct EngineConfig {
   // delay (doubling while the holds follow each other).
   uint32_t max_backoff_s = 3600;
   uint32_t backoff_base_ms = 1000;
-  uint32_t shutdown_timeout_ms = 10000;     // running jobs' grace on stop
-  uint32_t retention_s = 86400;             // keep completed/failed/cancelled jobs
+  uint32_t shutdown_timeout_ms = 10000;  // running jobs' grace on stop
+  uint32_t retention_s = 86400;          // keep completed/failed/cancelled jobs
   // A claimed job whose kind has no handler here (only possible when the
   // plugin lacks ABI 1.1's claim_kinds, or a handler went away after the
   // claim): kFail fails it at once, naming the kinds served; kRetry counts
@@ -66,9 +66,9 @@ struct EngineConfig {
 // a job's payload is the request body; without it, the payload names the
 // request (docs/reference.md, "The http job kind").
 struct HttpTargetConfig {
-  std::string url;                // http:// or https://
-  std::string method = "POST";    // an HTTP method token, upper case
-  uint32_t timeout_ms = 30000;    // the whole request, 1..3,600,000
+  std::string url;                                           // http:// or https://
+  std::string method = "POST";                               // an HTTP method token, upper case
+  uint32_t timeout_ms = 30000;                               // the whole request, 1..3,600,000
   std::vector<std::pair<std::string, std::string>> headers;  // in file order
   // The environment variable holding the signing secret (read when the
   // server starts); empty: requests are not signed.
@@ -89,8 +89,8 @@ struct HttpConfig {
   // is in allow_hosts (exact, case-insensitive).
   bool allow_private = false;
   std::vector<std::string> allow_hosts;
-  uint32_t max_response_bytes = 65536;      // bytes of a response body read
-  uint32_t max_connections_per_host = 64;   // 0: no limit
+  uint32_t max_response_bytes = 65536;     // bytes of a response body read
+  uint32_t max_connections_per_host = 64;  // 0: no limit
 };
 
 struct ServerConfig {

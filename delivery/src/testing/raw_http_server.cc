@@ -91,8 +91,8 @@ void RawHttpServer::run() {
     int timeout_ms = -1;
     if (!delayed.empty()) {
       const auto wait = delayed.front().first - std::chrono::steady_clock::now();
-      timeout_ms = static_cast<int>(std::max<int64_t>(
-          0, std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
+      timeout_ms = static_cast<int>(
+          std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
     }
     if (poll(fds.data(), fds.size(), timeout_ms) < 0) continue;
     if (fds[0].revents != 0) break;
