@@ -6,6 +6,7 @@
 #include <conveyor/admin_server.hpp>
 #include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
+#include <conveyor/http_call.hpp>
 #include <conveyor/http_jobs.hpp>
 #include <conveyor/log.hpp>
 #include <conveyor/plugin_loader.hpp>
@@ -101,6 +102,8 @@ int serve(const GlobalOptions& g) {
 
 int enqueue(const GlobalOptions& g, const EnqueueArgs& a) {
   validate_job_request(a.job);
+  // Through a server, the server checks it against its own config.
+  if (!g.server_url) validate_http_job(load(g), a.job.queue, a.job.kind, a.job.payload);
   // Every --count is one transaction (all or none), held in memory at once:
   // these bound its size.
   if (a.count < 1 || a.count > kMaxEnqueueCount)

@@ -116,6 +116,11 @@ TEST_F(Cli, ValidationErrorsExitTwoAndStoreNothing) {
   expect_one_line_error(run({"enqueue", "bad queue", "noop"}), 2, "queue name");
   expect_one_line_error(run({"enqueue", "q", "noop", "--payload", "{not json"}), 2, "JSON");
   expect_one_line_error(run({"enqueue", "q", "noop", "--count", "0"}), 2, "--count");
+  // An http job on a queue without [queues.NAME.http] must name its request.
+  expect_one_line_error(run({"enqueue", "hooks", "http"}), 2,
+                        "http job payload: must be a JSON object");
+  expect_one_line_error(run({"enqueue", "hooks", "http", "--payload", R"({"url": "ftp://x/"})"}), 2,
+                        "http job payload: url must be an http:// or https:// URL");
   expect_one_line_error(run({"frobnicate"}), 2, "frobnicate");
   expect_one_line_error(run({"ratelimit", "set", "email"}), 2, "--rate");
   // None of them created the database (the read-only commands do not either).

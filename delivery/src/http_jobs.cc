@@ -3,10 +3,10 @@
 #include "conveyor/http_jobs.hpp"
 
 #include <conveyor/engine.hpp>
+#include <conveyor/http_call.hpp>
 #include <conveyor/validation.hpp>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -14,13 +14,7 @@
 namespace conveyor {
 namespace {
 
-using nlohmann::json;
 namespace hd = http_delivery;
-
-constexpr const char* kPayloadForm =
-    "an http job's payload must be a JSON object such as {\"url\": "
-    "\"https://api.example.com/hook\", \"method\": \"POST\", \"headers\": {}, \"body\": {}} "
-    "(or give its queue a [queues.NAME.http] url, and the payload is the body)";
 
 bool has_header(const std::vector<std::pair<std::string, std::string>>& headers,
                 std::string_view name) {
@@ -30,61 +24,21 @@ bool has_header(const std::vector<std::pair<std::string, std::string>>& headers,
   });
 }
 
-[[noreturn]] void bad_field(std::string_view field, const std::string& problem) {
-  throw PermanentError(fmt::format("http job payload: {} {}", field, problem));
-}
-
-// The payload form (no queue target): {"url", "method", "headers", "body", ...}.
+// The payload form (no queue target), read as enqueueing checked it.
 hd::Request request_from_payload(const std::string& payload) {
-  json doc;
+  HttpCall call;
   try {
-    doc = json::parse(payload);
-  } catch (const json::exception& e) {
-    throw PermanentError(fmt::format("{}; it is not JSON: {}", kPayloadForm, e.what()));
+    call = parse_http_call(payload);
+  } catch (const ValidationError& e) {
+    throw PermanentError(e.what());  // enqueued before it was checked, or through storage
   }
-  if (!doc.is_object())
-    throw PermanentError(std::string(kPayloadForm) + "; got " + doc.type_name());
   hd::Request r;
-  for (const auto& [key, value] : doc.items()) {
-    if (key == "url") {
-      if (!value.is_string())
-        bad_field("url", std::string("must be a string, got ") + value.type_name());
-      r.url = value.get<std::string>();
-      if (auto problem = http_url_problem(r.url)) bad_field("url", *problem);
-    } else if (key == "method") {
-      if (!value.is_string())
-        bad_field("method", std::string("must be a string, got ") + value.type_name());
-      r.method = value.get<std::string>();
-      if (auto problem = http_method_problem(r.method)) bad_field("method", *problem);
-    } else if (key == "headers") {
-      if (!value.is_object())
-        bad_field("headers", std::string("must be an object of strings, got ") + value.type_name());
-      for (const auto& [name, v] : value.items()) {
-        if (!v.is_string())
-          bad_field("headers." + name, std::string("must be a string, got ") + v.type_name());
-        if (auto problem = http_header_problem(name, v.get<std::string>()))
-          throw PermanentError("http job payload: " + *problem);  // names the header
-        r.headers.emplace_back(name, v.get<std::string>());
-      }
-    } else if (key == "body") {
-      r.body = value.is_string() ? value.get<std::string>() : value.dump();
-    } else if (key == "timeout_ms") {
-      if (!value.is_number_integer() || value.get<int64_t>() < 1 ||
-          value.get<int64_t>() > kMaxHttpTimeoutMs)
-        bad_field("timeout_ms", fmt::format("must be an integer from 1 to {}, got {}",
-                                            kMaxHttpTimeoutMs, value.dump()));
-      r.timeout = std::chrono::milliseconds(value.get<int64_t>());
-    } else if (key == "follow_redirects") {
-      if (!value.is_boolean())
-        bad_field("follow_redirects", "must be true or false, got " + value.dump());
-      r.follow_redirects = value.get<bool>();
-    } else {
-      bad_field(quote_for_message(key),
-                "is not a request field (url, method, headers, body, timeout_ms, "
-                "follow_redirects)");
-    }
-  }
-  if (r.url.empty()) throw PermanentError(std::string(kPayloadForm) + "; it has no url");
+  r.url = std::move(call.url);
+  r.method = std::move(call.method);
+  r.headers = std::move(call.headers);
+  r.body = std::move(call.body);
+  r.timeout = std::chrono::milliseconds(call.timeout_ms);
+  r.follow_redirects = call.follow_redirects;
   return r;
 }
 

@@ -1,5 +1,6 @@
 // The engine's types to and from the conveyor.v1 messages (api_messages.hpp).
 #include <conveyor/api_messages.hpp>
+#include <conveyor/http_call.hpp>
 #include <conveyor/validation.hpp>
 
 #include <fmt/format.h>
@@ -287,7 +288,7 @@ void to_proto(const JobRequest& job, v1::NewJob& out) {
   out.set_delay_seconds(job.delay_s);
 }
 
-JobRequest from_proto(const v1::NewJob& m, const std::string& path) {
+JobRequest from_proto(const v1::NewJob& m, const std::string& path, const Config* config) {
   JobRequest job;
   job.queue = m.queue();
   job.kind = m.kind();
@@ -297,6 +298,7 @@ JobRequest from_proto(const v1::NewJob& m, const std::string& path) {
   job.delay_s = m.delay_seconds();
   try {
     validate_job_request(job);
+    if (config != nullptr) validate_http_job(*config, job.queue, job.kind, job.payload);
   } catch (const ValidationError& e) {
     fail(path + api_field_name(e.field()), e.what());
   }

@@ -225,7 +225,7 @@ ApiService::ApiService(Engine& engine) : engine_(engine) {
       });
   add<v1::EnqueueRequest, v1::EnqueueResponse>(
       kTask, "Enqueue", true, [&e](const auto& request, auto& response) {
-        const JobRequest r = api::from_proto(request.job(), "job.");
+        const JobRequest r = api::from_proto(request.job(), "job.", &e.config());
         const int64_t now = SystemClock::instance().wall_now_us();
         response.set_id(e.enqueue_batch({to_new_job(r, now)}).front());
       });
@@ -236,8 +236,8 @@ ApiService::ApiService(Engine& engine) : engine_(engine) {
         std::vector<NewJob> jobs;
         jobs.reserve(static_cast<size_t>(request.jobs_size()));
         for (int i = 0; i < request.jobs_size(); ++i)
-          jobs.push_back(
-              to_new_job(api::from_proto(request.jobs(i), fmt::format("jobs[{}].", i)), now));
+          jobs.push_back(to_new_job(
+              api::from_proto(request.jobs(i), fmt::format("jobs[{}].", i), &e.config()), now));
         for (int64_t id : e.enqueue_batch(std::move(jobs))) response.add_ids(id);
       });
   add<v1::GetJobRequest, v1::GetJobResponse>(

@@ -240,6 +240,16 @@ TEST_F(ApiServiceTest, EnqueueGetJobAndBatchAllOrNone) {
       << e.what();
   e = error(kEnqueue, json::object());
   EXPECT_EQ(std::string(e.what()).rfind("job.queue: invalid queue name", 0), 0u) << e.what();
+  // An http job must name its request (this server's config has no [queues.hooks.http]).
+  EXPECT_EQ(invalid(kEnqueue, {{"job",
+                                {{"queue", "hooks"},
+                                 {"kind", "http"},
+                                 {"payload", R"({"url": "http://x/", "method": "get"})"}}}}),
+            "job.payload: http job payload: method must be an HTTP method in upper case (GET, "
+            "POST, PUT, PATCH, DELETE, ...), got \"get\"");
+  EXPECT_EQ(invalid(kBatch, {{"jobs", {{{"queue", "hooks"}, {"kind", "http"}}}}})
+                .rfind("jobs[0].payload: http job payload: must be a JSON object", 0),
+            0u);
 
   e = error(kGet, {{"id", 999999}});
   EXPECT_EQ(e.code(), ApiCode::kNotFound);

@@ -4,13 +4,9 @@
 // What a job calls:
 //   - its queue has [queues.NAME.http]: that target (url, method, timeout_ms,
 //     headers, secret_env, follow_redirects); the job's payload is the body;
-//   - else the payload is a JSON object naming the request:
-//       {"url": "https://api.example.com/hook",     required
-//        "method": "POST",                          default POST
-//        "headers": {"Authorization": "Bearer x"},  strings
-//        "body": "text" or any JSON value,          a non-string is sent as JSON
-//        "timeout_ms": 30000,                       1..3,600,000
-//        "follow_redirects": false}
+//   - else the payload is a JSON object naming the request (HttpCall,
+//     conveyor/http_call.hpp: url, method, headers, body, timeout_ms,
+//     follow_redirects), checked when the job is enqueued.
 // Content-Type is application/json unless the headers set it.
 //
 // Outcomes (docs/reference.md has the table): 2xx completes the job; 429 and

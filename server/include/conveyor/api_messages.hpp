@@ -7,6 +7,8 @@
 // throws ValidationError naming the field's path ("job.runAt: ...").
 #pragma once
 
+#include <conveyor/config.hpp>
+
 #include <conveyor/job_request.hpp>
 #include <conveyor/queue_report.hpp>
 #include <conveyor/rate_limit.hpp>
@@ -64,10 +66,11 @@ std::vector<JobState> parse_job_states(
 // One state name as parse_job_states reads it ("pending" = available).
 JobState parse_job_state(const std::string& name, const std::string& path);
 
-// NewJob. Reading validates the request (validate_job_request) and names the
-// field: path + "kind: invalid job kind ...".
+// NewJob. Reading validates the request (validate_job_request; with config,
+// also validate_http_job) and names the field: path + "kind: invalid job kind ...".
 void to_proto(const JobRequest& job, v1::NewJob& out);
-JobRequest from_proto(const v1::NewJob& m, const std::string& path = "");
+JobRequest from_proto(const v1::NewJob& m, const std::string& path = "",
+                      const Config* config = nullptr);
 
 // A ValidationError's field as the API names it ("rate" -> "ratePerSec",
 // "max_attempts" -> "maxAttempts", "delay" -> "delaySeconds").
