@@ -6,8 +6,6 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -24,12 +22,14 @@
 
 #include <fmt/format.h>
 
+#include "testing/hmac_hex.hpp"
 #include "testing/raw_http_server.hpp"
 
 namespace conveyor::http_delivery {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::hmac_hex;
 using testing::RawHttpServer;
 
 constexpr auto kBound = 30s;  // generous: a condition, not a timing
@@ -75,15 +75,6 @@ Policy private_allowed() {
   return p;
 }
 
-std::string hmac_hex(const std::string& key, const std::string& message) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &len);
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
-}
 
 // A cpp-httplib server: /status/<code> answers that status with body
 // "body <code>" and the Retry-After given as ?retry_after=; /redirect

@@ -8,8 +8,6 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <atomic>
 #include <chrono>
@@ -20,12 +18,14 @@
 #include <fmt/format.h>
 
 #include "testing/fault_injecting_storage.hpp"
+#include "testing/hmac_hex.hpp"
 #include "testing/sync.hpp"
 
 namespace conveyor {
 namespace {
 
 using namespace std::chrono_literals;
+using http_delivery::testing::hmac_hex;
 using testing::eventually;
 
 Job job_with(std::string queue, std::string payload) {
@@ -114,15 +114,6 @@ TEST(HttpRequestFor, ABadPayloadSaysWhichFieldAndWhatItTakes) {
 
 // ---- an engine delivering to a real server ------------------------------------
 
-std::string hmac_hex(const std::string& key, const std::string& message) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &len);
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
-}
 
 class HttpJobsTest : public ::testing::Test {
  protected:
