@@ -154,9 +154,26 @@ class Engine {
   bool running() const;
 
   // Durable overrides, applied by this engine at once and by other processes
-  // within a second. Validated (ValidationError).
+  // within a second. Validated (ValidationError). A limit of scope kFleet
+  // needs storage ABI 1.2 (swap_shared_state and set_rate_limit_v2): on a
+  // plugin without them, ValidationError("scope", ...) naming the plugin
+  // and its ABI, nothing stored.
   void set_rate_limit(std::string_view queue, const RateLimit& limit);
   bool delete_rate_limit(std::string_view queue);
+  // The live kill switch (conveyor ratelimit disable / enable): stored in
+  // storage, followed by every process within a second, and by this engine
+  // at once. While disabled no limit throttles (backpressure holds still
+  // apply). Needs storage ABI 1.2 (swap_shared_state): StorageError
+  // CONVEYOR_E_UNSUPPORTED naming the plugin otherwise.
+  void set_rate_limiting_enabled(bool enabled);
+  // The switch as this engine follows it, and where that comes from
+  // (storage, or the config file's rate_limit_enabled when storage has
+  // nothing). Never calls storage.
+  RateLimitingState rate_limiting() const;
+  // Whether this engine's storage can hold fleet limits, the kill switch and
+  // job costs (ABI 1.2), and a sentence naming the plugin and its ABI when it
+  // cannot (for error messages). Never throws.
+  bool supports_fleet_limits() const;
   // Pause/resume a queue durably (claims stop in every process).
   void set_queue_paused(std::string_view queue, bool paused);
 

@@ -21,6 +21,9 @@ struct NewJob {
   int32_t priority = 0;
   int32_t max_attempts = 25;
   int64_t run_at_us = 0;  // 0: now
+  // Tokens the job takes from its queue's rate limit when it starts
+  // (1..kMaxJobCost). A cost above 1 needs a plugin with ABI 1.2's enqueue_v3.
+  int32_t cost = 1;
 };
 
 struct Job {
@@ -38,6 +41,7 @@ struct Job {
   int64_t lease_token = 0;
   int64_t lease_expires_us = 0;
   std::string last_error;
+  int32_t cost = 1;  // as enqueued; 1 from a plugin before ABI 1.2
 
   conveyor_lease lease() const { return conveyor_lease{id, lease_token}; }
 };
@@ -67,6 +71,7 @@ struct JobQuery {
   uint32_t limit = 100;
 };
 inline constexpr uint32_t kListJobsMax = CONVEYOR_LIST_JOBS_MAX;
+inline constexpr int32_t kMaxJobCost = CONVEYOR_JOB_COST_MAX;
 
 // One id's outcome of a retry or delete: CONVEYOR_OK, CONVEYOR_E_NOT_FOUND
 // (no such job) or CONVEYOR_E_WRONG_STATE (a state the operation refuses).

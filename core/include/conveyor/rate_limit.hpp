@@ -4,19 +4,44 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace conveyor {
+
+// Whose bucket a limit fills. kProcess: each process has its own (ADR-010),
+// so N processes start up to N * rate. kFleet: one bucket per queue shared
+// by every process on the same storage (needs ABI 1.2's swap_shared_state).
+enum class LimitScope { kProcess, kFleet };
+
+// "process", "fleet".
+const char* to_string(LimitScope scope) noexcept;
+// Parses "process" or "fleet"; throws ValidationError("scope", ...) otherwise.
+LimitScope parse_limit_scope(std::string_view text);
 
 // A token bucket's parameters: jobs started per second and the largest
 // instantaneous spike. Both already validated (rate > 0 finite, burst >= 1).
 struct RateLimit {
   double rate_per_sec = 0;
   uint32_t burst = 0;
+  LimitScope scope = LimitScope::kProcess;
   bool operator==(const RateLimit&) const = default;
 };
 
 // Builds a validated RateLimit; burst 0 means ceil(rate). Throws ValidationError.
-RateLimit make_rate_limit(double rate_per_sec, int64_t burst);
+RateLimit make_rate_limit(double rate_per_sec, int64_t burst,
+                          LimitScope scope = LimitScope::kProcess);
+
+// Where the kill switch's state comes from: storage (conveyor ratelimit
+// disable/enable, shared by every process) or, when storage says nothing,
+// the config file's [engine] rate_limit_enabled.
+enum class SwitchSource { kConfig, kStorage };
+const char* to_string(SwitchSource source) noexcept;  // "config", "storage"
+
+struct RateLimitingState {
+  bool enabled = true;
+  SwitchSource source = SwitchSource::kConfig;
+  bool operator==(const RateLimitingState&) const = default;
+};
 
 // Where a queue's effective limit came from (docs/reference.md, first match wins).
 // kBackoff: the downstream asked the queue to wait (backpressure); nothing is

@@ -141,6 +141,21 @@ class Storage {
   // without the slot: queue_stats (a scan, but the same answer).
   virtual std::vector<QueueStats> job_counts(int64_t now_us) = 0;
 
+  // ---- ABI 1.2. set_rate_limit with scope kFleet, and enqueue of a job
+  // whose cost is not 1, throw CONVEYOR_E_UNSUPPORTED (naming the plugin and
+  // its ABI) on a plugin without set_rate_limit_v2 / enqueue_v3; with scope
+  // kProcess and cost 1 they work on every plugin.
+  // A shared record after swap_shared_state (storage_plugin.h).
+  struct SharedRecord {
+    int64_t version = 0;
+    int64_t value = 0;
+    bool applied = false;
+  };
+  // Compare-and-set of key's record; expected_version < 0 only reads. Throws
+  // CONVEYOR_E_UNSUPPORTED on a plugin without the slot.
+  virtual SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
+                                         int64_t new_value) = 0;
+
  protected:
   Storage() = default;
 };

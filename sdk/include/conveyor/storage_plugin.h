@@ -156,7 +156,7 @@ extern "C" {
 
 /* The ABI version this header describes. */
 #define CONVEYOR_ABI_MAJOR 1
-#define CONVEYOR_ABI_MINOR 1
+#define CONVEYOR_ABI_MINOR 2
 
 /* The one symbol a plugin exports. */
 #define CONVEYOR_PLUGIN_ENTRY_SYMBOL "conveyor_storage_plugin_entry"
@@ -224,6 +224,17 @@ typedef int32_t conveyor_status;
  * CONVEYOR_E_INVALID. */
 #define CONVEYOR_LIST_JOBS_MAX 1000
 
+/* ABI 1.2: a rate limit's scope (conveyor_rate_limit.scope,
+ * set_rate_limit_v2). Zero keeps the 1.1 meaning. */
+#define CONVEYOR_SCOPE_PROCESS 0 /* one bucket per process (ADR-010) */
+#define CONVEYOR_SCOPE_FLEET 1   /* one bucket for every process on the storage */
+
+/* ABI 1.2: the longest key swap_shared_state accepts, in bytes. */
+#define CONVEYOR_SHARED_KEY_MAX 200
+
+/* ABI 1.2: the most tokens one job may cost (conveyor_new_job_v2.cost). */
+#define CONVEYOR_JOB_COST_MAX 1000000
+
 /* Caller-owned error object. The plugin sets code and message on failure. */
 typedef struct conveyor_error {
   conveyor_status code;
@@ -276,6 +287,11 @@ typedef struct conveyor_job {
   int64_t lease_token;      /* 0 unless RUNNING */
   int64_t lease_expires_us; /* 0 unless RUNNING */
   conveyor_str last_error;  /* the latest failure's text, may be empty */
+  /* ABI 1.2 (read only when struct_size covers it): the tokens the job
+   * takes from its queue's rate limit when it starts, as enqueued with
+   * enqueue_v3 (>= 1); 1 for a job enqueued without a cost. */
+  int32_t cost;
+  int32_t reserved1; /* zero */
 } conveyor_job;
 
 /* Names a lease: the host passes these to mutate RUNNING jobs. */
@@ -310,7 +326,20 @@ typedef struct conveyor_rate_limit {
   conveyor_str queue;
   double rate_per_sec;  /* > 0 and finite */
   int64_t updated_at_us;
+  /* ABI 1.2 (read only when struct_size covers it): CONVEYOR_SCOPE_*, as
+   * stored by set_rate_limit_v2; CONVEYOR_SCOPE_PROCESS when set by
+   * set_rate_limit. */
+  int32_t scope;
+  int32_t reserved0; /* zero */
 } conveyor_rate_limit;
+
+/* ABI 1.2: a job to enqueue with a cost (enqueue_v3). Input only: owned by
+ * the caller. */
+typedef struct conveyor_new_job_v2 {
+  conveyor_new_job job; /* as for enqueue */
+  int32_t cost;         /* 1..CONVEYOR_JOB_COST_MAX: tokens it takes when it starts */
+  int32_t reserved0;    /* zero */
+} conveyor_new_job_v2;
 
 /* Callbacks. ctx is the host's, passed back untouched. A callback never
  * fails and never calls back into the same handle (see Callbacks above). */
@@ -324,7 +353,7 @@ typedef void (*conveyor_queue_fn)(void* ctx, conveyor_str queue, int32_t paused)
 
 /* The function table. Members up to and including wait_for_notification form
  * version 1.0; every slot of 1.0 is required except wait_for_notification.
- * The slots after it form 1.1 (all optional). */
+ * The slots after it form 1.1 and 1.2 (all optional). */
 typedef struct conveyor_storage_plugin {
   uint32_t struct_size; /* sizeof(conveyor_storage_plugin) as built */
   uint32_t abi_major;   /* CONVEYOR_ABI_MAJOR as built */
@@ -586,6 +615,56 @@ typedef struct conveyor_storage_plugin {
   conveyor_status (*rescue_expired_v2)(conveyor_storage* storage, int64_t now_us, uint32_t max_jobs,
                                        conveyor_job_fn on_job, void* ctx, uint32_t* out_rescued,
                                        conveyor_error* err);
+
+  /* ---- version 1.2 (fleet-wide rate limits, job cost). Every slot is
+   * optional, as in 1.1. A host refuses scope = "fleet" on a plugin without
+   * swap_shared_state, and a cost other than 1 on one without enqueue_v3,
+   * naming the plugin and its ABI. ---- */
+
+  /* ABI 1.2. Compare-and-set on a small record every process sharing the
+   * storage sees: key -> (version, value). A key never written reads as
+   * version 0, value 0.
+   *   expected_version >= 0: when the record's version is expected_version,
+   *     it becomes (expected_version + 1, new_value) and *out_applied = 1;
+   *     otherwise nothing changes and *out_applied = 0.
+   *   expected_version < 0: a read; nothing changes, *out_applied = 0.
+   * Either way *out_version and *out_value receive the record as it is after
+   * the call, so a caller whose swap lost has the winner's record without
+   * another call. Linearizable against every concurrent caller, in any
+   * thread, process or host sharing the storage: of several swaps from one
+   * version, exactly one applies. An applied swap is durable when the call
+   * returns. Failure (CONVEYOR_E_INVALID, nothing changed): key empty or
+   * longer than CONVEYOR_SHARED_KEY_MAX bytes; a NULL out-parameter.
+   * Keys the host uses: "ratelimit.bucket:" + queue (the queue's fleet
+   * bucket) and "ratelimit.enabled" (the live kill switch).
+   * Why this and no more: the rate-limit arithmetic stays in the host, in
+   * one place for every backend; a token bucket's whole state is one number
+   * (when the bucket is full again), so a plugin needs only an atomic swap
+   * of one integer. The host caches the record: uncontended, a take is one
+   * call; a lost race returns the current record, and the retry is the
+   * second and usually last.
+   * Cost: one round trip touching one small row; the host calls it at most
+   * once or twice per claimed batch of a fleet-limited queue (never per
+   * job) and about four times a second for the kill switch. */
+  conveyor_status (*swap_shared_state)(conveyor_storage* storage, conveyor_str key,
+                                       int64_t expected_version, int64_t new_value,
+                                       int64_t* out_version, int64_t* out_value,
+                                       int32_t* out_applied, conveyor_error* err);
+
+  /* ABI 1.2. set_rate_limit with a scope (CONVEYOR_SCOPE_*), reported back
+   * by list_rate_limits in conveyor_rate_limit.scope. An unknown scope is
+   * CONVEYOR_E_INVALID; everything else as set_rate_limit. */
+  conveyor_status (*set_rate_limit_v2)(conveyor_storage* storage, conveyor_str queue,
+                                       double rate_per_sec, uint32_t burst, int32_t scope,
+                                       int64_t now_us, conveyor_error* err);
+
+  /* ABI 1.2. enqueue_v2 with a cost per job (conveyor_new_job_v2.cost),
+   * stored with the job and reported in conveyor_job.cost by every call
+   * that reports jobs. A cost outside 1..CONVEYOR_JOB_COST_MAX is
+   * CONVEYOR_E_INVALID (nothing enqueued). Everything else as enqueue_v2. */
+  conveyor_status (*enqueue_v3)(conveyor_storage* storage, const conveyor_new_job_v2* jobs,
+                                size_t n, int64_t now_us, int64_t* out_ids,
+                                conveyor_error* err);
 } conveyor_storage_plugin;
 
 /* The size of a 1.0 table: the least struct_size a host accepts. */
@@ -596,6 +675,11 @@ typedef struct conveyor_storage_plugin {
 #define CONVEYOR_PLUGIN_V1_1_SIZE                                   \
   (offsetof(conveyor_storage_plugin, rescue_expired_v2) +           \
    sizeof(((conveyor_storage_plugin*)0)->rescue_expired_v2))
+
+/* The size of a 1.2 table (every 1.2 slot covered). */
+#define CONVEYOR_PLUGIN_V1_2_SIZE                                   \
+  (offsetof(conveyor_storage_plugin, enqueue_v3) +                  \
+   sizeof(((conveyor_storage_plugin*)0)->enqueue_v3))
 
 /* The entry point every plugin exports under CONVEYOR_PLUGIN_ENTRY_SYMBOL.
  * Returns the plugin's table (static, never freed) or NULL when the plugin
