@@ -137,6 +137,7 @@ RateLimitOverride AdminClient::set_rate_limit(std::string_view queue, const Rate
   request.set_queue(std::string(queue));
   request.set_rate_per_sec(limit.rate_per_sec);
   request.set_burst(limit.burst);
+  request.set_scope(to_string(limit.scope));
   v1::SetQueueRateLimitResponse response;
   call(std::string(kAdmin) + "SetQueueRateLimit", request, response);
   return read_response(url_, [&] { return api::from_proto(response.override(), "override."); });
@@ -158,6 +159,14 @@ bool AdminClient::delete_rate_limit(std::string_view queue) {
 api::RateLimitListing AdminClient::list_rate_limits() {
   v1::ListRateLimitsResponse response;
   call(std::string(kAdmin) + "ListRateLimits", v1::ListRateLimitsRequest(), response);
+  return read_response(url_, [&] { return api::from_proto(response); });
+}
+
+RateLimitingState AdminClient::set_rate_limiting_enabled(bool enabled) {
+  v1::SetRateLimitingEnabledRequest request;
+  request.set_enabled(enabled);
+  v1::SetRateLimitingEnabledResponse response;
+  call(std::string(kAdmin) + "SetRateLimitingEnabled", request, response);
   return read_response(url_, [&] { return api::from_proto(response); });
 }
 

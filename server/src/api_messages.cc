@@ -25,6 +25,12 @@ LimitSource parse_source(const std::string& text, const std::string& path) {
                  " (known: override, queue-config, default, none, disabled, backoff)");
 }
 
+void set_limit(const RateLimit& l, v1::RateLimit& out) {
+  out.set_rate_per_sec(l.rate_per_sec);
+  out.set_burst(l.burst);
+  out.set_scope(to_string(l.scope));
+}
+
 // Reads exactly n digits at text[pos...]; advances pos.
 bool read_digits(std::string_view text, size_t& pos, size_t n, int& out) {
   if (pos + n > text.size()) return false;
@@ -115,17 +121,33 @@ int64_t parse_rfc3339(std::string_view text, const std::string& field) {
   return secs * 1'000'000 + micros;
 }
 
+LimitScope parse_scope(const std::string& text, const std::string& path) {
+  if (text.empty()) return LimitScope::kProcess;
+  try {
+    return parse_limit_scope(text);
+  } catch (const ValidationError& e) {
+    fail(path, e.what());
+  }
+}
+
+SwitchSource parse_switch_source(const std::string& text, const std::string& path) {
+  for (auto s : {SwitchSource::kStorage, SwitchSource::kConfig})
+    if (text == to_string(s)) return s;
+  fail(path, "unknown kill-switch source " + quote_for_message(text) + " (known: storage, config)");
+}
+
 void to_proto(const RateLimitOverride& o, v1::RateLimitOverride& out) {
   out.set_queue(o.queue);
   out.set_rate_per_sec(o.limit.rate_per_sec);
   out.set_burst(o.limit.burst);
   out.set_updated_at(rfc3339(o.updated_at_us));
+  out.set_scope(to_string(o.limit.scope));
 }
 
 RateLimitOverride from_proto(const v1::RateLimitOverride& m, const std::string& path) {
   RateLimitOverride o;
   o.queue = m.queue();
-  o.limit = RateLimit{m.rate_per_sec(), m.burst()};
+  o.limit = RateLimit{m.rate_per_sec(), m.burst(), parse_scope(m.scope(), path + "scope")};
   o.updated_at_us = parse_rfc3339(m.updated_at(), path + "updatedAt");
   return o;
 }
@@ -133,20 +155,32 @@ RateLimitOverride from_proto(const v1::RateLimitOverride& m, const std::string& 
 void to_proto(const RateLimitListing& l, v1::ListRateLimitsResponse& out) {
   for (const auto& o : l.overrides) to_proto(o, *out.add_overrides());
   out.set_enabled(l.enabled);
-  if (l.default_limit) {
-    out.mutable_default_limit()->set_rate_per_sec(l.default_limit->rate_per_sec);
-    out.mutable_default_limit()->set_burst(l.default_limit->burst);
-  }
+  out.set_enabled_source(to_string(l.enabled_source));
+  if (l.default_limit) set_limit(*l.default_limit, *out.mutable_default_limit());
 }
 
 RateLimitListing from_proto(const v1::ListRateLimitsResponse& m) {
   RateLimitListing l;
   l.enabled = m.enabled();
+  // A server that predates the live switch has only the config's.
+  l.enabled_source = m.enabled_source().empty()
+                         ? SwitchSource::kConfig
+                         : parse_switch_source(m.enabled_source(), "enabledSource");
   for (int i = 0; i < m.overrides_size(); ++i)
     l.overrides.push_back(from_proto(m.overrides(i), fmt::format("overrides[{}].", i)));
   if (m.has_default_limit())
-    l.default_limit = RateLimit{m.default_limit().rate_per_sec(), m.default_limit().burst()};
+    l.default_limit = RateLimit{m.default_limit().rate_per_sec(), m.default_limit().burst(),
+                                parse_scope(m.default_limit().scope(), "defaultLimit.scope")};
   return l;
+}
+
+void to_proto(const RateLimitingState& s, v1::SetRateLimitingEnabledResponse& out) {
+  out.set_enabled(s.enabled);
+  out.set_enabled_source(to_string(s.source));
+}
+
+RateLimitingState from_proto(const v1::SetRateLimitingEnabledResponse& m) {
+  return RateLimitingState{m.enabled(), parse_switch_source(m.enabled_source(), "enabledSource")};
 }
 
 void to_proto(const QueueReport& r, uint64_t dispatched, v1::QueueInfo& out) {
@@ -165,6 +199,7 @@ void to_proto(const QueueReport& r, uint64_t dispatched, v1::QueueInfo& out) {
   if (r.limit.limit) {
     limit.set_rate_per_sec(r.limit.limit->rate_per_sec);
     limit.set_burst(r.limit.limit->burst);
+    limit.set_scope(to_string(r.limit.limit->scope));
   }
   out.set_throttled(r.throttled);
   out.set_dispatched(dispatched);
@@ -193,7 +228,8 @@ QueueReport from_proto(const v1::QueueInfo& m, const std::string& path) {
   if (r.limit.source == LimitSource::kBackoff)
     r.backoff_until_us = parse_rfc3339(m.limit().backoff_until(), path + "limit.backoffUntil");
   if (m.limit().has_rate_per_sec())
-    r.limit.limit = RateLimit{m.limit().rate_per_sec(), m.limit().burst()};
+    r.limit.limit = RateLimit{m.limit().rate_per_sec(), m.limit().burst(),
+                              parse_scope(m.limit().scope(), path + "limit.scope")};
   for (const v1::KindCount& k : m.unserved_kinds())
     r.unserved_kinds.push_back({k.kind(), k.pending()});
   return r;
@@ -214,6 +250,7 @@ void to_proto(const Job& job, v1::Job& out) {
   out.set_last_error(job.last_error);
   // A final or pending job keeps no live lease, whatever storage left behind.
   out.set_lease_expires_at(job.state == JobState::kRunning ? rfc3339(job.lease_expires_us) : "");
+  out.set_cost(job.cost);
 }
 
 Job from_proto(const v1::Job& m, const std::string& path) {
@@ -231,6 +268,7 @@ Job from_proto(const v1::Job& m, const std::string& path) {
   job.finalized_at_us = parse_rfc3339(m.finalized_at(), path + "finalizedAt");
   job.last_error = m.last_error();
   job.lease_expires_us = parse_rfc3339(m.lease_expires_at(), path + "leaseExpiresAt");
+  job.cost = m.cost() == 0 ? 1 : m.cost();  // 0: a server that predates costs
   return job;
 }
 
@@ -286,6 +324,7 @@ void to_proto(const JobRequest& job, v1::NewJob& out) {
   out.set_priority(job.priority);
   if (job.max_attempts) out.set_max_attempts(*job.max_attempts);
   out.set_delay_seconds(job.delay_s);
+  out.set_cost(job.cost);
 }
 
 JobRequest from_proto(const v1::NewJob& m, const std::string& path, const Config* config) {
@@ -296,6 +335,7 @@ JobRequest from_proto(const v1::NewJob& m, const std::string& path, const Config
   job.priority = m.priority();
   if (m.has_max_attempts()) job.max_attempts = m.max_attempts();
   job.delay_s = m.delay_seconds();
+  job.cost = m.cost() == 0 ? 1 : m.cost();  // proto3: absent is 0, meaning the default
   try {
     validate_job_request(job);
     if (config != nullptr) validate_http_job(*config, job.queue, job.kind, job.payload);

@@ -110,7 +110,8 @@ ApiService::ApiService(Engine& engine) : engine_(engine) {
         validate_field("ratePerSec", [&] { validate_rate(rate); });
         const uint32_t burst = request.burst();
         validate_field("burst", [&] { validate_burst(burst, /*zero_means_auto=*/false); });
-        const RateLimit limit{rate, burst};
+        const RateLimit limit{rate, burst, api::parse_scope(request.scope(), "scope")};
+        // A fleet limit on a plugin without ABI 1.2: ValidationError("scope").
         e.set_rate_limit(queue, limit);
         // The engine re-read its overrides; show what storage recorded.
         RateLimitOverride stored{queue, limit, 0};
@@ -128,9 +129,17 @@ ApiService::ApiService(Engine& engine) : engine_(engine) {
   add<v1::ListRateLimitsRequest, v1::ListRateLimitsResponse>(
       kAdmin, "ListRateLimits", false, [&e](const auto&, auto& response) {
         const LimitResolver& limits = EngineInternals::limits(e);
-        api::to_proto(
-            api::RateLimitListing{limits.enabled(), limits.default_limit(), limits.overrides()},
-            response);
+        const RateLimitingState state = e.rate_limiting();
+        api::to_proto(api::RateLimitListing{state.enabled, limits.default_limit(),
+                                            limits.overrides(), state.source},
+                      response);
+      });
+  add<v1::SetRateLimitingEnabledRequest, v1::SetRateLimitingEnabledResponse>(
+      kAdmin, "SetRateLimitingEnabled", true, [&e](const auto& request, auto& response) {
+        // Stored, followed by this engine at once (StorageError UNSUPPORTED
+        // on a plugin without ABI 1.2).
+        e.set_rate_limiting_enabled(request.enabled());
+        api::to_proto(e.rate_limiting(), response);
       });
   add<v1::ListQueuesRequest, v1::ListQueuesResponse>(
       kAdmin, "ListQueues", false, [&e](const auto&, auto& response) {

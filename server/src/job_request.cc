@@ -25,6 +25,10 @@ void validate_job_request(const JobRequest& job) {
     throw ValidationError("delay",
                           fmt::format("delay must be a number of seconds from 0 to {}, got {}",
                                       kMaxDelaySeconds, format_number(job.delay_s)));
+  if (job.cost < 1 || job.cost > kMaxJobCost)
+    throw ValidationError("cost",
+                          fmt::format("cost must be a whole number of tokens from 1 to {}, got {}",
+                                      kMaxJobCost, job.cost));
 }
 
 NewJob to_new_job(const JobRequest& job, int64_t now_us) {
@@ -34,6 +38,7 @@ NewJob to_new_job(const JobRequest& job, int64_t now_us) {
   out.payload = job.payload;
   out.priority = job.priority;
   out.max_attempts = job.max_attempts.value_or(0);
+  out.cost = job.cost;
   out.run_at_us = now_us + static_cast<int64_t>(std::llround(job.delay_s * 1e6));
   return out;
 }

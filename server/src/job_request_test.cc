@@ -55,6 +55,14 @@ TEST(JobRequest, EachBadFieldIsNamed) {
     r.delay_s = bad;
     EXPECT_EQ(field_of(r), "delay") << bad;
   }
+  for (int32_t bad : {0, -1, kMaxJobCost + 1}) {
+    r = ok();
+    r.cost = bad;
+    EXPECT_EQ(field_of(r), "cost") << bad;
+  }
+  r = ok();
+  r.cost = kMaxJobCost;
+  EXPECT_EQ(field_of(r), "");
 }
 
 TEST(JobRequest, ToNewJobSchedulesByDelay) {
@@ -66,6 +74,9 @@ TEST(JobRequest, ToNewJobSchedulesByDelay) {
   EXPECT_EQ(j.priority, 4);
   EXPECT_EQ(j.max_attempts, 0);  // the engine's default
   EXPECT_EQ(j.payload, "{}");
+  EXPECT_EQ(j.cost, 1);
+  r.cost = 7;
+  EXPECT_EQ(to_new_job(r, 0).cost, 7);
 }
 
 }  // namespace

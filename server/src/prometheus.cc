@@ -210,7 +210,8 @@ MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts)
   const LimitResolver& limits = EngineInternals::limits(engine);
   page.counters = metrics.snapshot();
   page.stats = std::move(stats);
-  page.rate_limit_enabled = limits.enabled();
+  // The live switch (storage, else the config), as this engine follows it.
+  page.rate_limit_enabled = engine.rate_limiting().enabled;
   page.rescued_unattributed = metrics.rescued_unattributed.load(std::memory_order_relaxed);
   page.now_us = EngineInternals::clock(engine).wall_now_us();
   page.storage_errors = metrics.storage_errors_snapshot();
@@ -358,7 +359,8 @@ std::string render_prometheus(const MetricsPage& page) {
              std::to_string(k.pending));
 
   family(out, "conveyor_ratelimit_enabled", "gauge",
-         "1 when rate limits apply, 0 when the kill switch ([engine] rate_limit_enabled) is off.");
+         "1 when rate limits apply, 0 when the kill switch is off (conveyor ratelimit disable, "
+         "else [engine] rate_limit_enabled).");
   sample(out, "conveyor_ratelimit_enabled", "", page.rate_limit_enabled ? "1" : "0");
   for (const bool rate : {true, false}) {
     const char* name = rate ? "conveyor_ratelimit_rate" : "conveyor_ratelimit_burst";

@@ -56,6 +56,8 @@ class AdminClient {
   // false when the queue had no override (not_found).
   bool delete_rate_limit(std::string_view queue);
   api::RateLimitListing list_rate_limits();
+  // SetRateLimitingEnabled: the kill switch stored; the state now in force.
+  RateLimitingState set_rate_limiting_enabled(bool enabled);
   std::vector<QueueReport> list_queues();
   void set_queue_paused(std::string_view queue, bool paused);
   // All or none; ids in the order of jobs.

@@ -30,12 +30,21 @@ std::string rfc3339(int64_t us);
 // Reads RFC 3339 (any fraction, Z or +hh:mm); "" is 0. Throws ValidationError(field, ...).
 int64_t parse_rfc3339(std::string_view text, const std::string& field);
 
-// ListRateLimitsResponse: the overrides, the global default, the kill switch.
+// ListRateLimitsResponse: the overrides, the global default, the kill switch
+// and where its state comes from.
 struct RateLimitListing {
   bool enabled = true;
   std::optional<RateLimit> default_limit;
   std::vector<RateLimitOverride> overrides;
+  SwitchSource enabled_source = SwitchSource::kConfig;
 };
+
+// A limit's scope as the API spells it ("process", "fleet"). Reading takes
+// "" as "process" (a client or server that predates scopes); anything else
+// throws ValidationError(path, ...) naming the field and the known scopes.
+LimitScope parse_scope(const std::string& text, const std::string& path);
+// "storage", "config"; reading refuses other text (ValidationError(path, ...)).
+SwitchSource parse_switch_source(const std::string& text, const std::string& path);
 
 // RateLimitOverride
 void to_proto(const RateLimitOverride& o, v1::RateLimitOverride& out);
@@ -44,6 +53,10 @@ RateLimitOverride from_proto(const v1::RateLimitOverride& m, const std::string& 
 // ListRateLimitsResponse
 void to_proto(const RateLimitListing& l, v1::ListRateLimitsResponse& out);
 RateLimitListing from_proto(const v1::ListRateLimitsResponse& m);
+
+// SetRateLimitingEnabledResponse: the kill switch now in force.
+void to_proto(const RateLimitingState& s, v1::SetRateLimitingEnabledResponse& out);
+RateLimitingState from_proto(const v1::SetRateLimitingEnabledResponse& m);
 
 // QueueInfo (dispatched: this server's conveyor_jobs_dispatched_total)
 void to_proto(const QueueReport& r, uint64_t dispatched, v1::QueueInfo& out);

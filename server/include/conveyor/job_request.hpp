@@ -18,14 +18,16 @@ struct JobRequest {
   int32_t priority = 0;                 // lower runs first
   std::optional<int32_t> max_attempts;  // unset: [engine] max_attempts
   double delay_s = 0;                   // run no earlier than now + delay
+  int32_t cost = 1;                     // tokens taken from the queue's limit, 1..kMaxJobCost
 };
 
 // The longest delay accepted: one year.
 inline constexpr double kMaxDelaySeconds = 365.0 * 86400;
 
 // Throws ValidationError naming the field: "queue", "kind", "payload"
-// (valid JSON, at most kMaxPayloadBytes), "max_attempts" (>= 1) or "delay"
-// (0 to kMaxDelaySeconds).
+// (valid JSON, at most kMaxPayloadBytes), "max_attempts" (>= 1), "delay"
+// (0 to kMaxDelaySeconds) or "cost" (1 to kMaxJobCost; the engine refuses a
+// cost above the queue's burst when it enqueues).
 void validate_job_request(const JobRequest& job);
 
 // What storage takes: run_at = now + delay; max_attempts 0 means the engine's
