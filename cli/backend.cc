@@ -38,7 +38,12 @@ class StorageBackend final : public Backend {
   }
   api::RateLimitListing rate_limits() override {
     const LimitResolver& l = EngineInternals::limits(engine_);
-    return {l.enabled(), l.default_limit(), l.overrides()};
+    const RateLimitingState state = engine_.rate_limiting();
+    return {state.enabled, l.default_limit(), l.overrides(), state.source};
+  }
+  RateLimitingState set_rate_limiting_enabled(bool enabled) override {
+    engine_.set_rate_limiting_enabled(enabled);
+    return engine_.rate_limiting();
   }
   std::vector<QueueReport> queues() override { return engine_.queues(); }
   void set_queue_paused(const std::string& queue, bool paused) override {
@@ -123,6 +128,9 @@ class ApiBackend final : public Backend {
     return client_.delete_rate_limit(queue);
   }
   api::RateLimitListing rate_limits() override { return client_.list_rate_limits(); }
+  RateLimitingState set_rate_limiting_enabled(bool enabled) override {
+    return client_.set_rate_limiting_enabled(enabled);
+  }
   std::vector<QueueReport> queues() override { return client_.list_queues(); }
   void set_queue_paused(const std::string& queue, bool paused) override {
     client_.set_queue_paused(queue, paused);

@@ -33,6 +33,8 @@ class Backend {
   // false when the queue had no override.
   virtual bool delete_rate_limit(const std::string& queue) = 0;
   virtual api::RateLimitListing rate_limits() = 0;
+  // The live kill switch, stored; returns the state now in force.
+  virtual RateLimitingState set_rate_limiting_enabled(bool enabled) = 0;
   virtual std::vector<QueueReport> queues() = 0;
   virtual void set_queue_paused(const std::string& queue, bool paused) = 0;
 

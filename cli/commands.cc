@@ -123,13 +123,28 @@ int enqueue(const GlobalOptions& g, const EnqueueArgs& a) {
 }
 
 int ratelimit_set(const GlobalOptions& g, const std::string& queue, double rate,
-                  std::optional<int64_t> burst) {
+                  std::optional<int64_t> burst, const std::string& scope_text) {
   validate_queue_name(queue);
   validate_rate(rate);
   if (burst) validate_burst(*burst, false);
-  const RateLimit limit = make_rate_limit(rate, burst.value_or(0));
+  LimitScope scope = LimitScope::kProcess;
+  try {
+    scope = parse_limit_scope(scope_text);
+  } catch (const ValidationError&) {
+    throw ValidationError("scope",
+                          "--scope must be process (each process has its own bucket, the default) "
+                          "or fleet (one bucket per queue shared by every process on the same "
+                          "storage), got " +
+                              quote_for_message(scope_text));
+  }
+  const RateLimit limit = make_rate_limit(rate, burst.value_or(0), scope);
   open_backend(g)->set_rate_limit(queue, limit);
   print_rate_limit_set(g, queue, limit);
+  return 0;
+}
+
+int ratelimit_switch(const GlobalOptions& g, bool enabled) {
+  print_rate_limiting_switched(g, open_backend(g)->set_rate_limiting_enabled(enabled));
   return 0;
 }
 

@@ -29,8 +29,11 @@ struct EnqueueArgs {
 
 int serve(const GlobalOptions& g);
 int enqueue(const GlobalOptions& g, const EnqueueArgs& a);
+// scope: as typed ("process" or "fleet"); a bad one names --scope (exit 2).
 int ratelimit_set(const GlobalOptions& g, const std::string& queue, double rate,
-                  std::optional<int64_t> burst);
+                  std::optional<int64_t> burst, const std::string& scope);
+// `ratelimit disable` / `enable`: the live kill switch, stored.
+int ratelimit_switch(const GlobalOptions& g, bool enabled);
 int ratelimit_ls(const GlobalOptions& g);
 int ratelimit_rm(const GlobalOptions& g, const std::string& queue);
 int queues(const GlobalOptions& g);

@@ -38,6 +38,7 @@ std::string conversion_problem(const CLI::ConversionError& e) {
       {"--priority", "a whole number from -2147483648 to 2147483647 (lower runs first)"},
       {"--delay", "a number of seconds >= 0"},
       {"--max-attempts", "a whole number >= 1"},
+      {"--cost", "a whole number of tokens from 1 to " + std::to_string(conveyor::kMaxJobCost)},
       {"--limit", "a whole number from 1 to 1000"},
       {"--batch", "a whole number from 1 to 1000"},
   };
@@ -107,8 +108,12 @@ int main(int argc, char** argv) {
   enqueue_cmd->add_option("--delay", ea.job.delay_s, "seconds before the jobs may run (default 0)");
   enqueue_cmd->add_option("--max-attempts", ea.job.max_attempts,
                           "attempts before failing (default [engine] max_attempts)");
+  enqueue_cmd->add_option("--cost", ea.job.cost,
+                          "tokens each job takes from its queue's rate limit, 1.." +
+                              std::to_string(conveyor::kMaxJobCost) +
+                              " (default 1); more than the queue's burst is refused");
 
-  auto* rl = app.add_subcommand("ratelimit", "per-queue rate-limit overrides");
+  auto* rl = app.add_subcommand("ratelimit", "per-queue rate-limit overrides and the kill switch");
   rl->require_subcommand(1);
   std::string rl_queue;
   double rate = 0;
@@ -118,10 +123,20 @@ int main(int argc, char** argv) {
   rl_set->add_option("queue", rl_queue, "queue name")->required();
   rl_set->add_option("--rate", rate, "jobs started per second, > 0")->required();
   rl_set->add_option("--burst", burst, "largest instantaneous spike, >= 1 (default ceil(rate))");
+  std::string scope = "process";
+  rl_set->add_option("--scope", scope,
+                     "process (each process has its own bucket, the default) or fleet (one bucket "
+                     "per queue shared by every process on the same storage)");
   auto* rl_ls = rl->add_subcommand("ls", "list overrides, the default and the kill switch");
   auto* rl_rm =
       rl->add_subcommand("rm", "remove a queue's override (back to its config or default)");
   rl_rm->add_option("queue", rl_queue, "queue name")->required();
+  auto* rl_disable = rl->add_subcommand(
+      "disable",
+      "kill switch: ignore every limit in every process on this storage (stored, followed "
+      "within a second)");
+  auto* rl_enable =
+      rl->add_subcommand("enable", "turn the limits back on in every process (stored)");
 
   auto* queues_cmd = app.add_subcommand("queues", "per-queue counts, paused, limit and its source");
   std::string pause_queue;
@@ -210,7 +225,9 @@ int main(int argc, char** argv) {
     setup_logging(serve_cmd->parsed());
     if (serve_cmd->parsed()) return serve(g);
     if (enqueue_cmd->parsed()) return enqueue(g, ea);
-    if (rl_set->parsed()) return ratelimit_set(g, rl_queue, rate, burst);
+    if (rl_set->parsed()) return ratelimit_set(g, rl_queue, rate, burst, scope);
+    if (rl_disable->parsed()) return ratelimit_switch(g, false);
+    if (rl_enable->parsed()) return ratelimit_switch(g, true);
     if (rl_ls->parsed()) return ratelimit_ls(g);
     if (rl_rm->parsed()) return ratelimit_rm(g, rl_queue);
     if (queues_pause_cmd->parsed()) return queues_pause(g, pause_queue, true);

@@ -26,9 +26,23 @@ std::string iso8601(int64_t us) {
 // "50", "2.5", "0.333333"
 std::string rate_text(double rate) { return fmt::format("{}", rate); }
 
+// The line under `ratelimit set`'s: what the scope means for this rate.
+std::string scope_line(const RateLimit& l) {
+  return l.scope == LimitScope::kFleet
+             ? fmt::format(
+                   "scope: fleet (one bucket shared by every process on this storage: "
+                   "at most {}/s in all)",
+                   rate_text(l.rate_per_sec))
+             : fmt::format(
+                   "scope: process (each process has its own bucket: N processes start "
+                   "up to N x {}/s)",
+                   rate_text(l.rate_per_sec));
+}
+
 json limit_json(const EffectiveLimit& l, int64_t backoff_until_us = 0) {
   json j{{"rate", l.limit ? json(l.limit->rate_per_sec) : json(nullptr)},
          {"burst", l.limit ? json(l.limit->burst) : json(nullptr)},
+         {"scope", l.limit ? json(to_string(l.limit->scope)) : json(nullptr)},
          {"source", to_string(l.source)}};
   if (l.source == LimitSource::kBackoff) j["backoff_until"] = api::rfc3339(backoff_until_us);
   return j;
@@ -97,11 +111,45 @@ void print_enqueued(const GlobalOptions& g, const std::string& queue, const std:
 void print_rate_limit_set(const GlobalOptions& g, const std::string& queue,
                           const RateLimit& limit) {
   if (g.json) {
-    print(json{{"queue", queue}, {"rate", limit.rate_per_sec}, {"burst", limit.burst}});
+    print(json{{"queue", queue},
+               {"rate", limit.rate_per_sec},
+               {"burst", limit.burst},
+               {"scope", to_string(limit.scope)}});
   } else {
-    std::cout << fmt::format("queue {} limited to {}/s (burst {})\n", queue,
-                             rate_text(limit.rate_per_sec), limit.burst);
+    // The first line as before scopes existed; the scope on its own line.
+    std::cout << fmt::format("queue {} limited to {}/s (burst {})\n{}\n", queue,
+                             rate_text(limit.rate_per_sec), limit.burst, scope_line(limit));
   }
+}
+
+namespace {
+
+// The kill switch and where its state comes from, for `ratelimit ls`.
+std::string switch_text(bool enabled, SwitchSource source) {
+  if (source == SwitchSource::kStorage)
+    return enabled ? "enabled (source: storage, set by conveyor ratelimit enable)"
+                   : "DISABLED (source: storage, set by conveyor ratelimit disable: every limit "
+                     "is ignored in every process; conveyor ratelimit enable turns them back on)";
+  return enabled ? "enabled (source: config, [engine] rate_limit_enabled; nothing stored)"
+                 : "DISABLED (source: config, rate_limit_enabled = false: every limit is "
+                   "ignored; nothing stored)";
+}
+
+}  // namespace
+
+void print_rate_limiting_switched(const GlobalOptions& g, const RateLimitingState& state) {
+  if (g.json) {
+    print(json{{"enabled", state.enabled}, {"enabled_source", to_string(state.source)}});
+    return;
+  }
+  std::cout << (state.enabled ? "rate limiting enabled: every queue's limit applies again"
+                              : "rate limiting disabled: no limit throttles any queue "
+                                "(backpressure holds still apply)");
+  if (state.source == SwitchSource::kStorage)
+    std::cout << "; stored in storage, every process on it follows within a second";
+  else  // not expected after a successful call; say what is in force
+    std::cout << "; but the state in force comes from the config file";
+  std::cout << "\n";
 }
 
 void print_rate_limits(const GlobalOptions& g, const api::RateLimitListing& listing) {
@@ -113,29 +161,30 @@ void print_rate_limits(const GlobalOptions& g, const api::RateLimitListing& list
       list.push_back(json{{"queue", o.queue},
                           {"rate", o.limit.rate_per_sec},
                           {"burst", o.limit.burst},
+                          {"scope", to_string(o.limit.scope)},
                           {"updated_at", iso8601(o.updated_at_us)}});
     print(json{{"enabled", listing.enabled},
+               {"enabled_source", to_string(listing.enabled_source)},
                {"default", json{{"rate", def ? json(def->rate_per_sec) : json(nullptr)},
-                                {"burst", def ? json(def->burst) : json(nullptr)}}},
+                                {"burst", def ? json(def->burst) : json(nullptr)},
+                                {"scope", def ? json(to_string(def->scope)) : json(nullptr)}}},
                {"overrides", list}});
     return;
   }
-  Table t({"QUEUE", "RATE", "BURST", "UPDATED"});
+  Table t({"QUEUE", "RATE", "BURST", "SCOPE", "UPDATED"});
   for (const auto& o : overrides)
     t.add({o.queue, rate_text(o.limit.rate_per_sec), std::to_string(o.limit.burst),
-           iso8601(o.updated_at_us)});
+           to_string(o.limit.scope), iso8601(o.updated_at_us)});
   if (overrides.empty())
     std::cout << "no per-queue overrides\n";
   else
     std::cout << t.render();
   std::cout << fmt::format(
-      "default: {}\n",
-      def ? fmt::format("{}/s (burst {})", rate_text(def->rate_per_sec), def->burst)
-          : std::string("none (queues without a limit are unlimited)"));
+      "default: {}\n", def ? fmt::format("{}/s (burst {}), scope {}", rate_text(def->rate_per_sec),
+                                         def->burst, to_string(def->scope))
+                           : std::string("none (queues without a limit are unlimited)"));
   std::cout << fmt::format("rate limiting: {}\n",
-                           listing.enabled
-                               ? "enabled"
-                               : "DISABLED (rate_limit_enabled = false: every limit is ignored)");
+                           switch_text(listing.enabled, listing.enabled_source));
 }
 
 void print_rate_limit_cleared(const GlobalOptions& g, const std::string& queue) {
@@ -168,7 +217,7 @@ void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& report
     return;
   }
   Table t({"QUEUE", "PAUSED", "PENDING", "SCHEDULED", "RUNNING", "COMPLETED", "FAILED", "LIMIT",
-           "SOURCE"});
+           "SCOPE", "SOURCE"});
   for (const auto& r : reports) {
     const auto& s = r.stats;
     std::string limit = r.limit.limit
@@ -177,6 +226,7 @@ void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& report
                             : "unlimited";
     t.add({s.queue, s.paused ? "yes" : "no", std::to_string(s.pending), std::to_string(s.scheduled),
            std::to_string(s.running), std::to_string(s.completed), std::to_string(s.failed), limit,
+           r.limit.limit ? to_string(r.limit.limit->scope) : "-",
            r.limit.source == LimitSource::kBackoff
                ? "backoff until " + api::rfc3339(r.backoff_until_us)
                : std::string(to_string(r.limit.source))});
@@ -219,6 +269,7 @@ json job_json(const Job& j) {
               {"lease_expires_at",
                j.state == JobState::kRunning ? time_json(j.lease_expires_us) : json(nullptr)},
               {"last_error", j.last_error},
+              {"cost", j.cost},
               {"payload", j.payload}};
 }
 
@@ -273,6 +324,7 @@ void print_job(const GlobalOptions& g, const Job& j) {
   line("kind", j.kind);
   line("state", to_string(j.state));
   line("priority", std::to_string(j.priority));
+  line("cost", fmt::format("{} token{} of the queue's limit", j.cost, j.cost == 1 ? "" : "s"));
   line("attempt", fmt::format("{} of {}", j.attempt, j.max_attempts));
   line("run at", api::rfc3339(j.run_at_us));
   line("created at", api::rfc3339(j.created_at_us));

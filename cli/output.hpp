@@ -21,6 +21,8 @@ void print_enqueued(const GlobalOptions& g, const std::string& queue, const std:
                     const std::vector<int64_t>& ids);
 void print_rate_limit_set(const GlobalOptions& g, const std::string& queue, const RateLimit& limit);
 void print_rate_limits(const GlobalOptions& g, const api::RateLimitListing& listing);
+// `ratelimit disable` / `enable`: the state now in force.
+void print_rate_limiting_switched(const GlobalOptions& g, const RateLimitingState& state);
 void print_rate_limit_cleared(const GlobalOptions& g, const std::string& queue);
 void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& reports);
 void print_queue_paused(const GlobalOptions& g, const std::string& queue, bool paused);
