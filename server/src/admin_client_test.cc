@@ -82,16 +82,32 @@ TEST_F(AdminClientTest, EveryTypedCall) {
   EXPECT_EQ(o.limit, (RateLimit{50, 10}));
   EXPECT_GT(o.updated_at_us, 0);
 
+  const RateLimit fleet{4, 2, LimitScope::kFleet};
+  EXPECT_EQ(client.set_rate_limit("push", fleet).limit, fleet);
+
   api::RateLimitListing l = client.list_rate_limits();
   EXPECT_TRUE(l.enabled);
+  EXPECT_EQ(l.enabled_source, SwitchSource::kConfig);
   EXPECT_FALSE(l.default_limit);
-  ASSERT_EQ(l.overrides.size(), 1u);
+  ASSERT_EQ(l.overrides.size(), 2u);
   EXPECT_EQ(l.overrides[0].updated_at_us, o.updated_at_us);
+  EXPECT_EQ(l.overrides[1].limit, fleet);
+  EXPECT_TRUE(client.delete_rate_limit("push"));
+
+  // The kill switch: stored, and the answer is the state in force.
+  EXPECT_EQ(client.set_rate_limiting_enabled(false),
+            (RateLimitingState{false, SwitchSource::kStorage}));
+  l = client.list_rate_limits();
+  EXPECT_FALSE(l.enabled);
+  EXPECT_EQ(l.enabled_source, SwitchSource::kStorage);
+  EXPECT_EQ(client.set_rate_limiting_enabled(true),
+            (RateLimitingState{true, SwitchSource::kStorage}));
 
   JobRequest job;
   job.queue = "email";
   job.kind = "noop";
   job.delay_s = 3600;
+  job.cost = 4;
   const auto ids = client.enqueue_batch({job, job});
   ASSERT_EQ(ids.size(), 2u);
   EXPECT_EQ(ids[1], ids[0] + 1);
@@ -99,6 +115,7 @@ TEST_F(AdminClientTest, EveryTypedCall) {
   ASSERT_TRUE(got);
   EXPECT_EQ(got->queue, "email");
   EXPECT_EQ(got->state, JobState::kScheduled);
+  EXPECT_EQ(got->cost, 4);
   EXPECT_FALSE(client.get_job(ids[1] + 100));
 
   client.set_queue_paused("email", true);

@@ -79,7 +79,7 @@ TEST(ApiMessages, OverrideRoundTripsInLowerCamelCase) {
   v1::RateLimitOverride m;
   to_proto(o, m);
   EXPECT_EQ(as_json(m), json::parse(R"({"queue":"email:send","ratePerSec":2.5,"burst":3,
-                                        "updatedAt":"2023-11-14T22:13:20Z"})"));
+                                        "updatedAt":"2023-11-14T22:13:20Z","scope":"process"})"));
   const RateLimitOverride back = from_proto(via_binary(m));
   EXPECT_EQ(back.queue, o.queue);
   EXPECT_EQ(back.limit, o.limit);
@@ -87,7 +87,16 @@ TEST(ApiMessages, OverrideRoundTripsInLowerCamelCase) {
   // The .proto spelling and integers as strings read the same.
   const auto snake = from_proto(from_json<v1::RateLimitOverride>(
       R"({"queue":"q","rate_per_sec":1,"burst":"2","updated_at":"2023-11-14T22:13:20Z"})"));
-  EXPECT_EQ(snake.limit, (RateLimit{1, 2}));
+  EXPECT_EQ(snake.limit, (RateLimit{1, 2}));  // no scope: process (an older server)
+  const RateLimitOverride fleet{"f", {4, 2, LimitScope::kFleet}, 0};
+  m.Clear();
+  to_proto(fleet, m);
+  EXPECT_EQ(as_json(m)["scope"], "fleet");
+  EXPECT_EQ(from_proto(via_binary(m)).limit, fleet.limit);
+  m.set_scope("galaxy");
+  EXPECT_EQ(error_of([&] { from_proto(m, "override."); }).rfind("override.scope: ", 0), 0u)
+      << error_of([&] { from_proto(m, "override."); });
+  m.set_scope("process");
   m.set_updated_at("yesterday");
   EXPECT_EQ(error_of([&] { from_proto(m, "override."); }),
             "override.updatedAt: must be an RFC 3339 time like \"2024-05-01T12:00:00Z\", got "
@@ -101,15 +110,36 @@ TEST(ApiMessages, ListingOmitsAnUnsetDefault) {
   json j = as_json(m);
   EXPECT_FALSE(j.contains("defaultLimit"));
   EXPECT_EQ(j["enabled"], false);
+  EXPECT_EQ(j["enabledSource"], "config");
   RateLimitListing back = from_proto(via_binary(m));
   EXPECT_FALSE(back.enabled);
+  EXPECT_EQ(back.enabled_source, SwitchSource::kConfig);
   EXPECT_FALSE(back.default_limit);
   ASSERT_EQ(back.overrides.size(), 1u);
   l.default_limit = RateLimit{10, 10};
+  l.enabled_source = SwitchSource::kStorage;
   m.Clear();
   to_proto(l, m);
-  EXPECT_EQ(as_json(m)["defaultLimit"], json::parse(R"({"ratePerSec":10.0,"burst":10})"));
+  EXPECT_EQ(as_json(m)["defaultLimit"],
+            json::parse(R"({"ratePerSec":10.0,"burst":10,"scope":"process"})"));
+  EXPECT_EQ(as_json(m)["enabledSource"], "storage");
   EXPECT_EQ(from_proto(via_binary(m)).default_limit, (RateLimit{10, 10}));
+  EXPECT_EQ(from_proto(via_binary(m)).enabled_source, SwitchSource::kStorage);
+  // A server that predates the live switch sends no source: the config's.
+  m.clear_enabled_source();
+  EXPECT_EQ(from_proto(via_binary(m)).enabled_source, SwitchSource::kConfig);
+  m.set_enabled_source("moon");
+  EXPECT_EQ(error_of([&] { from_proto(m); }),
+            "enabledSource: unknown kill-switch source \"moon\" (known: storage, config)");
+}
+
+TEST(ApiMessages, SwitchStateBothWays) {
+  v1::SetRateLimitingEnabledResponse m;
+  to_proto(RateLimitingState{false, SwitchSource::kStorage}, m);
+  EXPECT_EQ(as_json(m), json::parse(R"({"enabledSource":"storage"})"));  // false is omitted
+  EXPECT_EQ(from_proto(via_binary(m)), (RateLimitingState{false, SwitchSource::kStorage}));
+  to_proto(RateLimitingState{true, SwitchSource::kStorage}, m);
+  EXPECT_EQ(as_json(m), json::parse(R"({"enabled":true,"enabledSource":"storage"})"));
 }
 
 TEST(ApiMessages, QueueInfoWritesInt64AsStringsAndOmitsAnUnlimitedRate) {
@@ -143,8 +173,13 @@ TEST(ApiMessages, QueueInfoWritesInt64AsStringsAndOmitsAnUnlimitedRate) {
   m.Clear();
   to_proto(r, 0, m);
   EXPECT_EQ(as_json(m)["limit"],
-            json::parse(R"({"ratePerSec":50.0,"burst":10,"source":"override"})"));
+            json::parse(R"({"ratePerSec":50.0,"burst":10,"scope":"process","source":"override"})"));
   EXPECT_EQ(from_proto(m).limit, r.limit);
+  r.limit = EffectiveLimit{RateLimit{50, 10, LimitScope::kFleet}, LimitSource::kOverride};
+  m.Clear();
+  to_proto(r, 0, m);
+  EXPECT_EQ(as_json(m)["limit"]["scope"], "fleet");
+  EXPECT_EQ(from_proto(via_binary(m)).limit, r.limit);
   m.mutable_limit()->set_source("sideways");
   EXPECT_EQ(error_of([&] { from_proto(m, "queues[0]."); }),
             "queues[0].limit.source: unknown limit source \"sideways\" (known: override, "
@@ -165,9 +200,11 @@ TEST(ApiMessages, JobRoundTrips) {
   job.created_at_us = 1'700'000'000'000'000;
   job.finalized_at_us = 1'700'000'001'000'000;
   job.last_error = "boom";
+  job.cost = 5;
   v1::Job m;
   to_proto(job, m);
   const json j = as_json(m);
+  EXPECT_EQ(j["cost"], 5);
   EXPECT_EQ(j["id"], "42");
   EXPECT_EQ(j["state"], "failed");
   EXPECT_EQ(j["maxAttempts"], 2);
@@ -180,6 +217,9 @@ TEST(ApiMessages, JobRoundTrips) {
   EXPECT_EQ(back.run_at_us, job.run_at_us);
   EXPECT_EQ(back.finalized_at_us, job.finalized_at_us);
   EXPECT_EQ(back.last_error, "boom");
+  EXPECT_EQ(back.cost, 5);
+  m.clear_cost();  // a server that predates costs: every job took one token
+  EXPECT_EQ(from_proto(via_binary(m)).cost, 1);
   job.finalized_at_us = 0;
   m.Clear();
   to_proto(job, m);
@@ -223,14 +263,27 @@ TEST(ApiMessages, NewJobDefaultsAndValidation) {
   EXPECT_EQ(r.payload, "{}");
   EXPECT_FALSE(r.max_attempts);
   EXPECT_EQ(r.delay_s, 0);
+  EXPECT_EQ(r.cost, 1);  // absent (0 on the wire): one token
   r = from_proto(from_json<v1::NewJob>(R"({"queue":"q","kind":"noop","max_attempts":"3",
-                                           "delay_seconds":1.5,"priority":-1,"payload":"[1]"})"));
+                                           "delay_seconds":1.5,"priority":-1,"payload":"[1]",
+                                           "cost":4})"));
+  EXPECT_EQ(r.cost, 4);
   EXPECT_EQ(r.max_attempts, 3);
   EXPECT_EQ(r.delay_s, 1.5);
   EXPECT_EQ(r.priority, -1);
   v1::NewJob m;
   to_proto(r, m);
   EXPECT_EQ(from_proto(via_binary(m)).max_attempts, 3);
+  EXPECT_EQ(from_proto(via_binary(m)).cost, 4);
+  EXPECT_EQ(error_of([] {
+              from_proto(from_json<v1::NewJob>(R"({"queue":"q","kind":"noop","cost":-2})"), "job.");
+            }),
+            "job.cost: cost must be a whole number of tokens from 1 to 1000000, got -2");
+  EXPECT_EQ(error_of([] {
+              from_proto(from_json<v1::NewJob>(R"({"queue":"q","kind":"noop","cost":1000001})"),
+                         "job.");
+            }),
+            "job.cost: cost must be a whole number of tokens from 1 to 1000000, got 1000001");
 
   EXPECT_EQ(error_of([] {
               from_proto(from_json<v1::NewJob>(R"({"queue":"q","kind":"noop","payload":"{x"})"),

@@ -6,6 +6,7 @@
 
 #include <conveyor/api_messages.hpp>
 #include <conveyor/engine.hpp>
+#include <conveyor/engine_internals.hpp>
 
 #include <gtest/gtest.h>
 
@@ -71,6 +72,7 @@ class ApiServiceTest : public ::testing::Test {
   static constexpr const char* kSet = "/conveyor.v1.AdminService/SetQueueRateLimit";
   static constexpr const char* kDelete = "/conveyor.v1.AdminService/DeleteQueueRateLimit";
   static constexpr const char* kList = "/conveyor.v1.AdminService/ListRateLimits";
+  static constexpr const char* kSwitch = "/conveyor.v1.AdminService/SetRateLimitingEnabled";
   static constexpr const char* kQueues = "/conveyor.v1.AdminService/ListQueues";
   static constexpr const char* kPause = "/conveyor.v1.AdminService/PauseQueue";
   static constexpr const char* kResume = "/conveyor.v1.AdminService/ResumeQueue";
@@ -116,7 +118,7 @@ class ApiServiceTest : public ::testing::Test {
 };
 
 TEST_F(ApiServiceTest, MethodsAndWhichOnesMutate) {
-  EXPECT_EQ(api_->paths().size(), 18u);
+  EXPECT_EQ(api_->paths().size(), 19u);
   for (const char* m : {"Claim", "Complete", "Fail", "Heartbeat", "Release"}) {
     const std::string path = std::string("/conveyor.v1.WorkerService/") + m;
     ASSERT_NE(api_->find(path), nullptr) << path;
@@ -124,7 +126,7 @@ TEST_F(ApiServiceTest, MethodsAndWhichOnesMutate) {
   }
   EXPECT_TRUE(api_->find("/conveyor.v1.WorkerService/Claim")->call_async);
   for (const char* m :
-       {kSet, kDelete, kPause, kResume, kEnqueue, kBatch, kRetry, kCancel, kDeleteJobs})
+       {kSet, kDelete, kPause, kResume, kEnqueue, kBatch, kRetry, kCancel, kDeleteJobs, kSwitch})
     EXPECT_TRUE(api_->find(m)->mutates) << m;
   for (const char* m : {kList, kQueues, kGet, kListJobs}) EXPECT_FALSE(api_->find(m)->mutates) << m;
   EXPECT_EQ(api_->find("/conveyor.v1.AdminService/Nope"), nullptr);
@@ -135,27 +137,101 @@ TEST_F(ApiServiceTest, SetListDeleteRateLimit) {
   EXPECT_EQ(r["override"]["queue"], "email");
   EXPECT_EQ(r["override"]["ratePerSec"], 50.0);
   EXPECT_EQ(r["override"]["burst"], 10);
+  EXPECT_EQ(r["override"]["scope"], "process");  // the default
   EXPECT_FALSE(r["override"]["updatedAt"].get<std::string>().empty());
   call(kSet, {{"queue", "sms"}, {"rate_per_sec", "2.5"}, {"burst", "3"}});  // .proto names, strings
+  r = call(kSet, {{"queue", "push"}, {"ratePerSec", 4}, {"burst", 2}, {"scope", "fleet"}});
+  EXPECT_EQ(r["override"]["scope"], "fleet");
 
   r = call(kList, json::object());
   EXPECT_EQ(r["enabled"], true);
-  EXPECT_EQ(r["defaultLimit"], json::parse(R"({"ratePerSec":100.0,"burst":5})"));
-  ASSERT_EQ(r["overrides"].size(), 2u);
-  EXPECT_EQ(r["overrides"][1]["queue"], "sms");
-  EXPECT_EQ(r["overrides"][1]["ratePerSec"], 2.5);
+  EXPECT_EQ(r["enabledSource"], "config");  // nothing stored yet
+  EXPECT_EQ(r["defaultLimit"], json::parse(R"({"ratePerSec":100.0,"burst":5,"scope":"process"})"));
+  ASSERT_EQ(r["overrides"].size(), 3u);
+  EXPECT_EQ(r["overrides"][0]["queue"], "email");
+  EXPECT_EQ(r["overrides"][0]["scope"], "process");
+  EXPECT_EQ(r["overrides"][1]["queue"], "push");
+  EXPECT_EQ(r["overrides"][1]["scope"], "fleet");
+  EXPECT_EQ(r["overrides"][2]["queue"], "sms");
+  EXPECT_EQ(r["overrides"][2]["ratePerSec"], 2.5);
 
   r = call(kQueues, json::object());
-  ASSERT_EQ(r["queues"].size(), 2u);
+  ASSERT_EQ(r["queues"].size(), 3u);
   EXPECT_EQ(r["queues"][0]["queue"], "email");
   EXPECT_EQ(r["queues"][0]["limit"],
-            json::parse(R"({"ratePerSec":50.0,"burst":10,"source":"override"})"));
+            json::parse(R"({"ratePerSec":50.0,"burst":10,"scope":"process","source":"override"})"));
+  EXPECT_EQ(r["queues"][1]["queue"], "push");
+  EXPECT_EQ(r["queues"][1]["limit"],
+            json::parse(R"({"ratePerSec":4.0,"burst":2,"scope":"fleet","source":"override"})"));
+  // Set again as process: the scope is replaced with the rest.
+  call(kSet, {{"queue", "push"}, {"ratePerSec", 4}, {"burst", 2}, {"scope", "process"}});
+  EXPECT_EQ(call(kList, json::object())["overrides"][1]["scope"], "process");
 
   EXPECT_EQ(call(kDelete, {{"queue", "email"}}), json::object());
   ApiError e = error(kDelete, {{"queue", "email"}});
   EXPECT_EQ(e.code(), ApiCode::kNotFound);
   EXPECT_STREQ(e.what(), "queue email has no rate-limit override");
-  EXPECT_EQ(call(kList, json::object())["overrides"].size(), 1u);
+  EXPECT_EQ(call(kList, json::object())["overrides"].size(), 2u);
+}
+
+TEST_F(ApiServiceTest, TheKillSwitchIsStoredAndAnswersItsState) {
+  call(kSet, {{"queue", "email"}, {"ratePerSec", 50}, {"burst", 10}});
+  json r = call(kSwitch, {{"enabled", false}});
+  EXPECT_EQ(r, json::parse(R"({"enabledSource":"storage"})"));  // enabled false: omitted
+  r = call(kList, json::object());
+  EXPECT_EQ(r["enabled"], false);
+  EXPECT_EQ(r["enabledSource"], "storage");
+  EXPECT_EQ(r["overrides"].size(), 1u);  // kept
+  EXPECT_EQ(call(kQueues, json::object())["queues"][0]["limit"]["source"], "disabled");
+  // Another engine on the same storage reads the stored switch, not its config's.
+  {
+    Config c;
+    c.storage.plugin = "sqlite";
+    c.storage.plugin_dir = CONVEYOR_TEST_PLUGIN_DIR;
+    c.storage.options = {{"path", (dir_ / "db.sqlite").string()}};
+    Engine other(c);
+    EXPECT_EQ(other.rate_limiting(), (RateLimitingState{false, SwitchSource::kStorage}));
+  }
+  r = call(kSwitch, {{"enabled", true}});
+  EXPECT_EQ(r, json::parse(R"({"enabled":true,"enabledSource":"storage"})"));
+  r = call(kList, json::object());
+  EXPECT_EQ(r["enabled"], true);
+  EXPECT_EQ(r["enabledSource"], "storage");
+  EXPECT_EQ(call(kQueues, json::object())["queues"][0]["limit"]["source"], "override");
+  EXPECT_EQ(invalid(kSwitch, {{"enabled", "no"}}).rfind("enabled: ", 0), 0u);
+}
+
+TEST_F(ApiServiceTest, CostRoundTripsAndIsChecked) {
+  json r =
+      call(kEnqueue,
+           {{"job", {{"queue", "costly"}, {"kind", "noop"}, {"cost", 3}, {"delaySeconds", 3600}}}});
+  json job = call(kGet, {{"id", r["id"]}})["job"];
+  EXPECT_EQ(job["cost"], 3);
+  r = call(kEnqueue, {{"job", {{"queue", "costly"}, {"kind", "noop"}, {"delaySeconds", 3600}}}});
+  EXPECT_EQ(call(kGet, {{"id", r["id"]}})["job"]["cost"], 1);  // the default
+  r = call(kBatch,
+           {{"jobs",
+             {{{"queue", "costly"}, {"kind", "noop"}, {"cost", 2}, {"delaySeconds", 3600}},
+              {{"queue", "costly"}, {"kind", "noop"}, {"cost", 5}, {"delaySeconds", 3600}}}}});
+  ASSERT_EQ(r["ids"].size(), 2u);
+  json page = call(kListJobs, {{"queue", "costly"}})["jobs"];
+  ASSERT_EQ(page.size(), 4u);
+  std::vector<int> costs;
+  for (const auto& j : page) costs.push_back(j["cost"]);
+  EXPECT_EQ(costs, (std::vector<int>{3, 1, 2, 5}));
+
+  EXPECT_EQ(invalid(kEnqueue, {{"job", {{"queue", "q"}, {"kind", "noop"}, {"cost", -1}}}}),
+            "job.cost: cost must be a whole number of tokens from 1 to 1000000, got -1");
+  EXPECT_EQ(invalid(kBatch, {{"jobs",
+                              {{{"queue", "q"}, {"kind", "noop"}},
+                               {{"queue", "q"}, {"kind", "noop"}, {"cost", 1000001}}}}}),
+            "jobs[1].cost: cost must be a whole number of tokens from 1 to 1000000, got 1000001");
+  // More than the queue's burst (the default limit's 5 here) could never
+  // start: refused at enqueue, naming cost.
+  const std::string over =
+      invalid(kEnqueue, {{"job", {{"queue", "q"}, {"kind", "noop"}, {"cost", 6}}}});
+  EXPECT_EQ(over.rfind("cost: ", 0), 0u) << over;
+  EXPECT_EQ(call(kListJobs, {{"queue", "q"}})["jobs"].size(), 0u);  // nothing stored
 }
 
 TEST_F(ApiServiceTest, RateLimitValidationNamesTheField) {
@@ -188,8 +264,11 @@ TEST_F(ApiServiceTest, RateLimitValidationNamesTheField) {
       {{{"queue", "q"}, {"ratePerSec", 5}, {"burst", 4294967296}},
        "burst: must be a whole number from 0 to 4294967295, got 4294967296"},
       {{{"queue", 7}, {"ratePerSec", 5}, {"burst", 1}}, "queue: must be a string, got 7"},
+      {{{"queue", "q"}, {"ratePerSec", 5}, {"burst", 1}, {"scope", "galaxy"}}, "scope: "},
+      {{{"queue", "q"}, {"ratePerSec", 5}, {"burst", 1}, {"scope", "Fleet"}}, "scope: "},
       {{{"queue", "q"}, {"ratePerSec", 5}, {"burst", 1}, {"bursts", 2}},
-       "bursts: unknown field of SetQueueRateLimitRequest (known: queue, ratePerSec, burst)"},
+       "bursts: unknown field of SetQueueRateLimitRequest (known: queue, ratePerSec, burst, "
+       "scope)"},
   };
   for (const Case& c : cases) {
     ApiError e = error(kSet, c.request);
@@ -527,6 +606,18 @@ TEST(ApiServiceAbi10, JobMethodsOnAnAbi10PluginSayWhatToUpgrade) {
   }
   // Cancel is a 1.0 slot: it works (not_found here).
   EXPECT_EQ(run("/conveyor.v1.AdminService/CancelJob", R"({"id":1})").code(), ApiCode::kNotFound);
+  // Fleet limits and the live switch need ABI 1.2: refused, naming what to upgrade.
+  const ApiError fleet = run("/conveyor.v1.AdminService/SetQueueRateLimit",
+                             R"({"queue":"q","ratePerSec":1,"burst":1,"scope":"fleet"})");
+  EXPECT_EQ(fleet.code(), ApiCode::kInvalidArgument) << fleet.what();
+  EXPECT_EQ(std::string(fleet.what()).rfind("scope: ", 0), 0u) << fleet.what();
+  EXPECT_NE(std::string(fleet.what()).find("1.0"), std::string::npos) << fleet.what();
+  EXPECT_TRUE(EngineInternals::limits(engine).overrides().empty());  // nothing stored
+  const ApiError off =
+      run("/conveyor.v1.AdminService/SetRateLimitingEnabled", R"({"enabled":false})");
+  EXPECT_EQ(off.code(), ApiCode::kUnimplemented) << off.what();
+  EXPECT_NE(std::string(off.what()).find("1.0"), std::string::npos) << off.what();
+  EXPECT_EQ(engine.rate_limiting(), (RateLimitingState{true, SwitchSource::kConfig}));
 }
 
 // The worker methods through the API's messages: a long-poll claim (the
