@@ -142,7 +142,7 @@ TEST(AdminApi, EveryMethodOverHttp) {
   EXPECT_EQ(queues["now"]["dispatched"], "2");
   EXPECT_EQ(queues["now"]["limit"], json::parse(R"({"source":"none"})"));
   EXPECT_EQ(queues["email"]["limit"],
-            json::parse(R"({"ratePerSec":50.0,"burst":10,"source":"override"})"));
+            json::parse(R"({"ratePerSec":50.0,"burst":10,"scope":"process","source":"override"})"));
   r = s.call("ResumeQueue", {{"queue", "later"}});
   ASSERT_EQ(r.status, 200) << r.body;
   const json relisted = json_body(s.call("ListQueues", json::object()));
@@ -162,6 +162,43 @@ TEST(AdminApi, EveryMethodOverHttp) {
   // An empty body is an empty message.
   r = s.post(Server::api_path("ListQueues"), "");
   EXPECT_EQ(r.status, 200) << r.body;
+}
+
+// Scope, the kill switch and cost over HTTP (JSON codec); the connect-es
+// test covers the binary codec with a stock client.
+TEST(AdminApi, ScopeKillSwitchAndCostOverHttp) {
+  test::TempDir dir;
+  Server s(dir, kOpen);
+  ASSERT_TRUE(s.ready()) << s.process().stderr_text();
+  auto r = s.call("SetQueueRateLimit",
+                  {{"queue", "shared"}, {"ratePerSec", 5}, {"burst", 4}, {"scope", "fleet"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json_body(r)["override"]["scope"], "fleet");
+  json j = json_body(s.call("ListRateLimits", json::object()));
+  EXPECT_EQ(j["overrides"][0]["scope"], "fleet");
+  EXPECT_EQ(j["enabledSource"], "config");
+
+  r = s.call("SetRateLimitingEnabled", {{"enabled", false}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json_body(r), json::parse(R"({"enabledSource":"storage"})"));
+  j = json_body(s.call("ListRateLimits", json::object()));
+  EXPECT_EQ(j.value("enabled", true), false);
+  EXPECT_EQ(j["enabledSource"], "storage");
+  r = s.call("SetRateLimitingEnabled", {{"enabled", true}});
+  EXPECT_EQ(json_body(r), json::parse(R"({"enabled":true,"enabledSource":"storage"})"));
+
+  r = s.call(
+      "Enqueue",
+      {{"job", {{"queue", "shared"}, {"kind", "noop"}, {"cost", 4}, {"delaySeconds", 3600}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = s.call("GetJob", {{"id", json_body(r)["id"]}});
+  EXPECT_EQ(json_body(r)["job"]["cost"], 4);
+  // Over the queue's burst: refused naming cost, nothing stored.
+  expect_error(s.call("Enqueue", {{"job", {{"queue", "shared"}, {"kind", "noop"}, {"cost", 5}}}}),
+               400, "invalid_argument", "cost");
+  const json listed = json_body(s.call("ListQueues", json::object()));
+  EXPECT_EQ(listed["queues"][0]["scheduled"], "1");
+  EXPECT_EQ(listed["queues"][0]["pending"], "0");
 }
 
 // ---- validation -----------------------------------------------------------------
@@ -215,7 +252,26 @@ TEST(AdminApi, EveryValidationErrorIs400NamingTheField) {
        "queue: must be a string"},
       {"SetQueueRateLimit",
        {{"queue", "q"}, {"ratePerSec", 5}, {"burst", 1}, {"limit", 5}},
-       "limit: unknown field of SetQueueRateLimitRequest (known: queue, ratePerSec, burst)"},
+       "limit: unknown field of SetQueueRateLimitRequest (known: queue, ratePerSec, burst, "
+       "scope)"},
+      {"SetQueueRateLimit",
+       {{"queue", "q"}, {"ratePerSec", 5}, {"burst", 1}, {"scope", "planet"}},
+       "scope: "},
+      {"SetQueueRateLimit",
+       {{"queue", "q"}, {"ratePerSec", 5}, {"burst", 1}, {"scope", 1}},
+       "scope: must be a string"},
+      {"SetRateLimitingEnabled", {{"enabled", "off"}}, "enabled: must be true or false"},
+      {"Enqueue",
+       {{"job", {{"queue", "q"}, {"kind", "noop"}, {"cost", -1}}}},
+       "job.cost: cost must be a whole number of tokens from 1 to 1000000, got -1"},
+      {"Enqueue",
+       {{"job", {{"queue", "q"}, {"kind", "noop"}, {"cost", 1.5}}}},
+       "job.cost: must be a whole number"},
+      {"EnqueueBatch",
+       {{"jobs",
+         {{{"queue", "q"}, {"kind", "noop"}},
+          {{"queue", "q"}, {"kind", "noop"}, {"cost", 2000000}}}}},
+       "jobs[1].cost: cost must be a whole number of tokens from 1 to 1000000"},
       {"DeleteQueueRateLimit", {{"queue", ""}}, "queue: invalid queue name"},
       {"PauseQueue", {{"queue", "a b"}}, "queue: invalid queue name"},
       {"ResumeQueue", {{"queue", "-x"}}, "queue: invalid queue name"},
@@ -445,11 +501,15 @@ TEST(AdminApi, ReadOnlyRefusesEveryMutation) {
       {"ResumeQueue", {{"queue", "q"}}},
       {"Enqueue", {{"job", {{"queue", "q"}, {"kind", "noop"}}}}},
       {"EnqueueBatch", {{"jobs", {{{"queue", "q"}, {"kind", "noop"}}}}}},
+      {"SetRateLimitingEnabled", {{"enabled", false}}},
   };
   for (const auto& [method, body] : mutations)
     expect_error(s.call(method, body), 403, "permission_denied", "read-only");
   EXPECT_EQ(json_body(s.call("ListQueues", json::object()))["queues"], json::array());
-  EXPECT_EQ(s.call("ListRateLimits", json::object()).status, 200);
+  const auto limits = s.call("ListRateLimits", json::object());
+  EXPECT_EQ(limits.status, 200);
+  EXPECT_EQ(json_body(limits)["enabled"], true);  // the switch was not stored
+  EXPECT_EQ(json_body(limits)["enabledSource"], "config");
   expect_error(s.call("GetJob", {{"id", 1}}), 404, "not_found", "job 1");
 }
 

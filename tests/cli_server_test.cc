@@ -61,11 +61,16 @@ TEST_F(CliServer, SameOutputAsStorageMode) {
   start("allow_unauthenticated = true\n");
   auto r = remote({"ratelimit", "set", "email", "--rate", "50", "--burst", "10"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "queue email limited to 50/s (burst 10)\n");
+  EXPECT_EQ(r.out,
+            "queue email limited to 50/s (burst 10)\n"
+            "scope: process (each process has its own bucket: N processes start up to N x 50/s)\n");
   r = remote({"ratelimit", "set", "sms", "--rate", "2.5"});
-  EXPECT_EQ(r.out, "queue sms limited to 2.5/s (burst 3)\n");  // burst ceil(rate), as locally
-  r = remote({"--json", "ratelimit", "set", "push", "--rate", "1", "--burst", "1"});
-  EXPECT_EQ(json::parse(r.out), json::parse(R"({"queue":"push","rate":1.0,"burst":1})"));
+  // burst ceil(rate), as locally
+  EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "queue sms limited to 2.5/s (burst 3)");
+  r = remote(
+      {"--json", "ratelimit", "set", "push", "--rate", "1", "--burst", "1", "--scope", "fleet"});
+  EXPECT_EQ(json::parse(r.out),
+            json::parse(R"({"queue":"push","rate":1.0,"burst":1,"scope":"fleet"})"));
   // Jobs that wait an hour keep the counts still while both modes look.
   r = remote({"enqueue", "email", "noop", "--count", "3", "--delay", "3600"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -73,12 +78,19 @@ TEST_F(CliServer, SameOutputAsStorageMode) {
   r = remote({"enqueue", "later", "sleep", "--payload", R"({"ms": 5})", "--delay", "3600",
               "--priority", "2", "--max-attempts", "4"});
   EXPECT_EQ(r.out, "enqueued job 4 on queue later\n");
-  r = remote({"--json", "enqueue", "later", "noop", "--delay", "3600"});
+  r = remote({"--json", "enqueue", "later", "noop", "--delay", "3600", "--cost", "3"});
   EXPECT_EQ(json::parse(r.out),
             json::parse(R"({"queue":"later","kind":"noop","count":1,"first_id":5,"last_id":5})"));
+  // The cost went over the API and back.
+  EXPECT_EQ(json::parse(remote({"--json", "jobs", "show", "5"}).out)["cost"], 3);
+  EXPECT_EQ(json::parse(remote({"--json", "jobs", "show", "4"}).out)["cost"], 1);
 
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"queues"}, {"--json", "queues"}, {"ratelimit", "ls"}, {"--json", "ratelimit", "ls"}}) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"queues"},
+                                             {"--json", "queues"},
+                                             {"ratelimit", "ls"},
+                                             {"--json", "ratelimit", "ls"},
+                                             {"jobs", "show", "5"}}) {
     const auto a = remote(args);
     const auto b = local(args);
     EXPECT_EQ(a.exit_code, 0) << a.err;
@@ -90,7 +102,14 @@ TEST_F(CliServer, SameOutputAsStorageMode) {
   ASSERT_EQ(j.size(), 4u) << r.out;  // email, later, push, sms
   EXPECT_EQ(j[0]["queue"], "email");
   EXPECT_EQ(j[0]["scheduled"], 3);
-  EXPECT_EQ(j[0]["limit"], json::parse(R"({"rate":50.0,"burst":10,"source":"override"})"));
+  EXPECT_EQ(j[0]["limit"],
+            json::parse(R"({"rate":50.0,"burst":10,"scope":"process","source":"override"})"));
+  EXPECT_EQ(j[2]["queue"], "push");
+  EXPECT_EQ(j[2]["limit"]["scope"], "fleet");
+  j = json::parse(remote({"--json", "ratelimit", "ls"}).out);
+  EXPECT_EQ(j["enabled_source"], "config");
+  EXPECT_EQ(j["overrides"][1]["queue"], "push");
+  EXPECT_EQ(j["overrides"][1]["scope"], "fleet");
 
   r = remote({"ratelimit", "rm", "email"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -129,6 +148,10 @@ TEST_F(CliServer, ValidationHappensBeforeAnyRequestWithTheSameMessages) {
       {"enqueue", "q", "noop", "--max-attempts", "0"},
       {"enqueue", "q", "noop", "--delay", "-1"},
       {"enqueue", "q", "bad kind"},
+      {"enqueue", "q", "noop", "--cost", "0"},
+      {"enqueue", "q", "noop", "--cost", "1000001"},
+      {"enqueue", "q", "noop", "--cost", "many"},
+      {"ratelimit", "set", "email", "--rate", "5", "--scope", "galaxy"},
   };
   for (const auto& args : bad) {
     const auto a = remote(args);
@@ -156,18 +179,55 @@ TEST_F(CliServer, TokenFromTheEnvironment) {
       "wrong admin token");
   auto r = remote({"ratelimit", "set", "q", "--rate", "1"}, {"CONVEYOR_ADMIN_TOKEN=s3cret"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "queue q limited to 1/s (burst 1)\n");
+  EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "queue q limited to 1/s (burst 1)");
 }
 
 TEST_F(CliServer, ReadOnlyServerRefusesChanges) {
   start("allow_unauthenticated = true\nread_only = true\n");
   expect_one_line_error(remote({"ratelimit", "set", "q", "--rate", "1"}), 1, "read-only");
   expect_one_line_error(remote({"enqueue", "q", "noop"}), 1, "read-only");
+  expect_one_line_error(remote({"ratelimit", "disable"}), 1, "read-only");
   auto r = remote({"ratelimit", "ls"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out,
             "no per-queue overrides\ndefault: none (queues without a limit are unlimited)\n"
-            "rate limiting: enabled\n");
+            "rate limiting: enabled (source: config, [engine] rate_limit_enabled; nothing "
+            "stored)\n");
+}
+
+// `ratelimit disable` / `enable` through the server: stored, so the storage
+// the server runs on says so too, and the server's own queues show it.
+TEST_F(CliServer, TheKillSwitchThroughTheApi) {
+  start("allow_unauthenticated = true\n");
+  ASSERT_EQ(remote({"ratelimit", "set", "email", "--rate", "5"}).exit_code, 0);
+  auto r = remote({"ratelimit", "disable"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "rate limiting disabled: no limit throttles any queue (backpressure holds still "
+            "apply); stored in storage, every process on it follows within a second\n");
+  // The server follows at once; the storage holds it for every other process.
+  EXPECT_EQ(json::parse(remote({"--json", "queues"}).out)[0]["limit"]["source"], "disabled");
+  for (auto* mode : {"remote", "local"}) {
+    const auto ls = std::string(mode) == "remote" ? remote({"--json", "ratelimit", "ls"})
+                                                  : local({"--json", "ratelimit", "ls"});
+    ASSERT_EQ(ls.exit_code, 0) << ls.err;
+    const json j = json::parse(ls.out);
+    EXPECT_EQ(j["enabled"], false) << mode;
+    EXPECT_EQ(j["enabled_source"], "storage") << mode;
+  }
+  EXPECT_EQ(remote({"ratelimit", "ls"}).out, local({"ratelimit", "ls"}).out);
+  r = remote({"--json", "ratelimit", "enable"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out), json::parse(R"({"enabled":true,"enabled_source":"storage"})"));
+  EXPECT_EQ(json::parse(remote({"--json", "queues"}).out)[0]["limit"]["source"], "override");
+  EXPECT_EQ(json::parse(local({"--json", "ratelimit", "ls"}).out)["enabled"], true);
+  // Disabled from the storage side (another process): the server follows
+  // within a second.
+  ASSERT_EQ(local({"ratelimit", "disable"}).exit_code, 0);
+  EXPECT_TRUE(test::wait_until([&] {
+    const auto q = remote({"--json", "queues"});
+    return q.exit_code == 0 && json::parse(q.out)[0]["limit"]["source"] == "disabled";
+  })) << server_->stderr_text();
 }
 
 // `conveyor --server URL jobs ...` and `queues pause/resume`: the same output

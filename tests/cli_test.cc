@@ -8,6 +8,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <sstream>
 
 namespace conveyor {
 namespace {
@@ -15,6 +16,22 @@ namespace {
 using nlohmann::json;
 using test::run_conveyor;
 using test::TempDir;
+
+// The words of the table row that starts with first; a five-word row (of
+// ratelimit ls) without its last, the UPDATED time.
+std::vector<std::string> words_of_row(const std::string& table, const std::string& first) {
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream in(line);
+    std::vector<std::string> words;
+    for (std::string w; in >> w;) words.push_back(w);
+    if (!words.empty() && words[0] == first) {
+      if (words.size() == 5) words.pop_back();  // ratelimit ls: drop UPDATED
+      return words;
+    }
+  }
+  return {};
+}
 
 class Cli : public ::testing::Test {
  protected:
@@ -76,27 +93,62 @@ TEST_F(Cli, GlobalOptionsWorkAfterTheCommand) {
 TEST_F(Cli, RateLimitSetLsRm) {
   auto r = run({"ratelimit", "set", "email", "--rate", "50", "--burst", "10"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "queue email limited to 50/s (burst 10)\n");
+  // The first line as before scopes; the scope (process by default) under it.
+  EXPECT_EQ(r.out,
+            "queue email limited to 50/s (burst 10)\n"
+            "scope: process (each process has its own bucket: N processes start up to N x 50/s)\n");
   r = run({"ratelimit", "set", "sms", "--rate", "2.5"});
-  EXPECT_EQ(r.out, "queue sms limited to 2.5/s (burst 3)\n");  // burst ceil(rate)
+  EXPECT_EQ(r.out.substr(0, r.out.find('\n')),
+            "queue sms limited to 2.5/s (burst 3)");  // burst ceil(rate)
+  r = run({"ratelimit", "set", "push", "--rate", "4", "--burst", "2", "--scope", "fleet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "queue push limited to 4/s (burst 2)\n"
+            "scope: fleet (one bucket shared by every process on this storage: at most 4/s in "
+            "all)\n");
+  r = run({"--json", "ratelimit", "set", "push2", "--rate", "1", "--scope", "fleet"});
+  EXPECT_EQ(json::parse(r.out),
+            json::parse(R"({"queue":"push2","rate":1.0,"burst":1,"scope":"fleet"})"));
+  ASSERT_EQ(run({"ratelimit", "rm", "push2"}).exit_code, 0);
   r = run({"--json", "ratelimit", "ls"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json j = json::parse(r.out);
   EXPECT_EQ(j["enabled"], true);
+  EXPECT_EQ(j["enabled_source"], "config");  // nothing stored
   EXPECT_TRUE(j["default"]["rate"].is_null());
-  ASSERT_EQ(j["overrides"].size(), 2u);
+  EXPECT_TRUE(j["default"]["scope"].is_null());
+  ASSERT_EQ(j["overrides"].size(), 3u);
   EXPECT_EQ(j["overrides"][0]["queue"], "email");
   EXPECT_EQ(j["overrides"][0]["rate"], 50.0);
   EXPECT_EQ(j["overrides"][0]["burst"], 10);
+  EXPECT_EQ(j["overrides"][0]["scope"], "process");
   EXPECT_TRUE(j["overrides"][0]["updated_at"].is_string());
+  EXPECT_EQ(j["overrides"][1]["queue"], "push");
+  EXPECT_EQ(j["overrides"][1]["scope"], "fleet");
   r = run({"ratelimit", "ls"});
-  EXPECT_NE(r.out.find("QUEUE"), std::string::npos);
-  EXPECT_NE(r.out.find("rate limiting: enabled"), std::string::npos);
+  EXPECT_EQ(r.out.rfind("QUEUE  RATE  BURST  SCOPE    UPDATED\n", 0), 0u) << r.out;
+  EXPECT_EQ(words_of_row(r.out, "email"),
+            (std::vector<std::string>{"email", "50", "10", "process"}));
+  EXPECT_EQ(words_of_row(r.out, "push"), (std::vector<std::string>{"push", "4", "2", "fleet"}));
+  EXPECT_NE(r.out.find("\nrate limiting: enabled (source: config, [engine] rate_limit_enabled; "
+                       "nothing stored)\n"),
+            std::string::npos)
+      << r.out;
   r = run({"--json", "queues"});
   j = json::parse(r.out);
   EXPECT_EQ(j[0]["queue"], "email");
   EXPECT_EQ(j[0]["limit"]["source"], "override");
   EXPECT_EQ(j[0]["limit"]["rate"], 50.0);
+  EXPECT_EQ(j[0]["limit"]["scope"], "process");
+  EXPECT_EQ(j[1]["queue"], "push");
+  EXPECT_EQ(j[1]["limit"]["scope"], "fleet");
+  r = run({"queues"});
+  EXPECT_NE(r.out.find("  LIMIT  "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  SCOPE  "), std::string::npos) << r.out;
+  // push: no jobs, 4/s burst 2, fleet, from its override
+  EXPECT_EQ(words_of_row(r.out, "push"),
+            (std::vector<std::string>{"push", "no", "0", "0", "0", "0", "0", "4/s", "burst", "2",
+                                      "fleet", "override"}));
   r = run({"ratelimit", "rm", "email"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "queue email rate limit cleared\n");
@@ -123,6 +175,16 @@ TEST_F(Cli, ValidationErrorsExitTwoAndStoreNothing) {
                         "http job payload: url must be an http:// or https:// URL");
   expect_one_line_error(run({"frobnicate"}), 2, "frobnicate");
   expect_one_line_error(run({"ratelimit", "set", "email"}), 2, "--rate");
+  expect_one_line_error(run({"ratelimit", "set", "email", "--rate", "5", "--scope", "galaxy"}), 2,
+                        "--scope must be process (each process has its own bucket, the default) "
+                        "or fleet (one bucket per queue shared by every process on the same "
+                        "storage), got \"galaxy\"");
+  expect_one_line_error(run({"enqueue", "q", "noop", "--cost", "0"}), 2,
+                        "cost must be a whole number of tokens from 1 to 1000000, got 0");
+  expect_one_line_error(run({"enqueue", "q", "noop", "--cost", "1000001"}), 2,
+                        "cost must be a whole number of tokens from 1 to 1000000, got 1000001");
+  expect_one_line_error(run({"enqueue", "q", "noop", "--cost", "lots"}), 2,
+                        "--cost must be a whole number of tokens from 1 to 1000000, got \"lots\"");
   // None of them created the database (the read-only commands do not either).
   expect_one_line_error(run({"--json", "ratelimit", "ls"}), 1, "does not exist");
   expect_one_line_error(run({"--json", "queues"}), 1, "does not exist");
@@ -365,6 +427,110 @@ TEST_F(Cli, ReadOnlyCommandsDoNotCreateTheDatabase) {
   }
   ASSERT_EQ(run({"enqueue", "q", "noop"}).exit_code, 0);
   EXPECT_EQ(run({"queues"}).exit_code, 0);
+}
+
+// The live kill switch: stored, so the next command (another process) sees
+// it; its source is storage, and it wins over the config file's default.
+TEST_F(Cli, KillSwitchIsStoredAndWinsOverTheConfig) {
+  ASSERT_EQ(run({"ratelimit", "set", "email", "--rate", "5"}).exit_code, 0);
+  auto r = run({"ratelimit", "disable"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "rate limiting disabled: no limit throttles any queue (backpressure holds still "
+            "apply); stored in storage, every process on it follows within a second\n");
+  r = run({"ratelimit", "ls"});
+  EXPECT_NE(r.out.find("\nrate limiting: DISABLED (source: storage, set by conveyor ratelimit "
+                       "disable: every limit is ignored in every process; conveyor ratelimit "
+                       "enable turns them back on)\n"),
+            std::string::npos)
+      << r.out;
+  json j = json::parse(run({"--json", "ratelimit", "ls"}).out);
+  EXPECT_EQ(j["enabled"], false);
+  EXPECT_EQ(j["enabled_source"], "storage");
+  EXPECT_EQ(j["overrides"].size(), 1u);  // kept
+  j = json::parse(run({"--json", "queues"}).out);
+  EXPECT_EQ(j[0]["limit"]["source"], "disabled");
+  // The config says enabled; storage says disabled: storage wins.
+  j = json::parse(run({"--json", "ratelimit", "ls"}, {"CONVEYOR_RATE_LIMIT_ENABLED=true"}).out);
+  EXPECT_EQ(j["enabled"], false);
+  r = run({"--json", "ratelimit", "enable"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out), json::parse(R"({"enabled":true,"enabled_source":"storage"})"));
+  r = run({"ratelimit", "enable"});  // again: the same state, said again
+  EXPECT_EQ(r.out,
+            "rate limiting enabled: every queue's limit applies again; stored in storage, every "
+            "process on it follows within a second\n");
+  // Stored enabled beats a config that disables.
+  j = json::parse(run({"--json", "ratelimit", "ls"}, {"CONVEYOR_RATE_LIMIT_ENABLED=false"}).out);
+  EXPECT_EQ(j["enabled"], true);
+  EXPECT_EQ(j["enabled_source"], "storage");
+  EXPECT_EQ(json::parse(run({"--json", "queues"}).out)[0]["limit"]["source"], "override");
+}
+
+// With nothing stored, the config file's rate_limit_enabled is the state, and ls says so.
+TEST_F(Cli, KillSwitchFromTheConfigWhenNothingIsStored) {
+  ASSERT_EQ(run({"ratelimit", "set", "email", "--rate", "5"}).exit_code, 0);
+  const std::vector<std::string> off = {"CONVEYOR_RATE_LIMIT_ENABLED=false"};
+  json j = json::parse(run({"--json", "ratelimit", "ls"}, off).out);
+  EXPECT_EQ(j["enabled"], false);
+  EXPECT_EQ(j["enabled_source"], "config");
+  auto r = run({"ratelimit", "ls"}, off);
+  EXPECT_NE(r.out.find("\nrate limiting: DISABLED (source: config, rate_limit_enabled = false: "
+                       "every limit is ignored; nothing stored)\n"),
+            std::string::npos)
+      << r.out;
+}
+
+// --cost: stored with the job, shown by jobs show; more than the queue's
+// burst is refused at enqueue (it could never start), naming the cost.
+TEST_F(Cli, EnqueueCost) {
+  auto r = run({"enqueue", "heavy", "noop", "--cost", "3", "--delay", "3600"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "enqueued job 1 on queue heavy\n");
+  ASSERT_EQ(run({"enqueue", "heavy", "noop", "--delay", "3600"}).exit_code, 0);
+  EXPECT_EQ(json::parse(run({"--json", "jobs", "show", "1"}).out)["cost"], 3);
+  EXPECT_EQ(json::parse(run({"--json", "jobs", "show", "2"}).out)["cost"], 1);
+  r = run({"jobs", "show", "1"});
+  EXPECT_NE(r.out.find("\ncost:             3 tokens of the queue's limit\n"), std::string::npos)
+      << r.out;
+  ASSERT_EQ(run({"ratelimit", "set", "heavy", "--rate", "1", "--burst", "4"}).exit_code, 0);
+  r = run({"enqueue", "heavy", "noop", "--cost", "5"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("cost"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("burst"), std::string::npos) << r.err;
+  EXPECT_EQ(json::parse(run({"--json", "queues"}).out)[0]["scheduled"], 2);  // nothing added
+  EXPECT_EQ(run({"enqueue", "heavy", "noop", "--cost", "4", "--delay", "3600"}).exit_code, 0);
+}
+
+// A plugin without ABI 1.2's slots (the SDK's memory_c example) refuses
+// fleet limits and the kill switch, saying which plugin and what it lacks;
+// process limits still work on it.
+TEST(CliOnAnOlderPlugin, FleetScopeAndTheKillSwitchAreRefused) {
+  TempDir dir;
+  const auto config = dir / "conveyor.toml";
+  std::ofstream(config) << "[storage]\nplugin = \"" << CONVEYOR_TEST_EXAMPLE_PLUGIN_DIR
+                        << "/libconveyor-memory_c.so\"\n";
+  const auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--config", config.string()});
+    return run_conveyor(args);
+  };
+  auto r = cli({"ratelimit", "set", "q", "--rate", "5", "--scope", "fleet"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("conveyor: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("scope"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("memory_c"), std::string::npos) << r.err;
+  r = cli({"ratelimit", "disable"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("memory_c"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  r = cli({"ratelimit", "set", "q", "--rate", "5"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = cli({"--json", "ratelimit", "ls"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["enabled_source"], "config");
 }
 
 // --count is one transaction: whoever looks (or kills the process) sees
