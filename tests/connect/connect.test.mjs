@@ -3,7 +3,8 @@
 // (binary protobuf) and in JSON mode, over code that `buf generate` made from
 // proto/ (run.sh does that into ./gen), and `buf curl --protocol connect` in
 // both codecs. Every method of both services, auth failures, a validation
-// error and a not_found.
+// error and a not_found. Limit scopes, the kill switch and job cost in
+// every client.
 //
 //   CONVEYOR_BIN=build/bin/conveyor CONVEYOR_PROTO_DIR=proto node --test connect.test.mjs
 //
@@ -258,6 +259,58 @@ for (const mode of [{ name: 'default transport (binary protobuf)', json: false, 
       for (const type of seen) assert.equal(type, mode.type);
     });
 
+    test('limit scope, the kill switch and job cost', async () => {
+      const { admin, task, seen } = clients({ json: mode.json });
+      const q = `${queue}-fleet`;
+      let set = await admin.setQueueRateLimit({ queue: q, ratePerSec: 3, burst: 4, scope: 'fleet' });
+      assert.equal(set.override.scope, 'fleet');
+      let limits = await admin.listRateLimits({});
+      assert.deepEqual(limits.overrides.filter((o) => o.queue === q).map((o) => o.scope), ['fleet']);
+      let info = (await admin.listQueues({})).queues.find((x) => x.queue === q);
+      assert.equal(info.limit.scope, 'fleet');
+      assert.equal(info.limit.source, 'override');
+      // Without a scope: process, as before scopes existed.
+      set = await admin.setQueueRateLimit({ queue: q, ratePerSec: 3, burst: 4 });
+      assert.equal(set.override.scope, 'process');
+      let err = await connectError(admin.setQueueRateLimit({ queue: q, ratePerSec: 3, burst: 4, scope: 'galaxy' }));
+      assert.equal(err.code, Code.InvalidArgument);
+      assert.match(err.rawMessage, /^scope: /);
+      limits = await admin.listRateLimits({});
+      assert.deepEqual(limits.overrides.filter((o) => o.queue === q).map((o) => o.scope), ['process']);
+
+      // The kill switch: the answer is the state now in force, from storage.
+      let state = await admin.setRateLimitingEnabled({ enabled: false });
+      assert.equal(state.enabled, false);
+      assert.equal(state.enabledSource, 'storage');
+      limits = await admin.listRateLimits({});
+      assert.equal(limits.enabled, false);
+      assert.equal(limits.enabledSource, 'storage');
+      info = (await admin.listQueues({})).queues.find((x) => x.queue === q);
+      assert.equal(info.limit.source, 'disabled');
+      state = await admin.setRateLimitingEnabled({ enabled: true });
+      assert.equal(state.enabled, true);
+      assert.equal(state.enabledSource, 'storage');
+      assert.equal((await admin.listRateLimits({})).enabled, true);
+
+      // Cost: stored with the job, seen by GetJob and ListJobs.
+      await admin.pauseQueue({ queue: q });
+      const { id } = await task.enqueue({ job: { queue: q, kind: 'noop', cost: 3 } });
+      assert.equal((await task.getJob({ id })).job.cost, 3);
+      const { ids } = await task.enqueueBatch({ jobs: [{ queue: q, kind: 'noop', cost: 2 }, { queue: q, kind: 'noop' }] });
+      const page = await admin.listJobs({ queue: q });
+      assert.deepEqual(page.jobs.map((j) => [j.id, j.cost]), [[id, 3], [ids[0], 2], [ids[1], 1]]);
+      err = await connectError(task.enqueue({ job: { queue: q, kind: 'noop', cost: -1 } }));
+      assert.equal(err.code, Code.InvalidArgument);
+      assert.match(err.rawMessage, /^job\.cost: cost must be a whole number of tokens from 1 to 1000000, got -1/);
+      // More than the queue's burst (4): it could never start.
+      err = await connectError(task.enqueue({ job: { queue: q, kind: 'noop', cost: 5 } }));
+      assert.equal(err.code, Code.InvalidArgument);
+      assert.match(err.rawMessage, /cost/);
+      assert.equal((await admin.listJobs({ queue: q })).jobs.length, 3);
+      await admin.deleteQueueRateLimit({ queue: q });
+      for (const type of seen) assert.equal(type, mode.type);
+    });
+
     test('no token and a wrong token are unauthenticated', async () => {
       for (const token of [null, 'not-the-token']) {
         const { admin, task } = clients({ json: mode.json, token });
@@ -349,6 +402,46 @@ for (const client of [{ name: 'buf curl --protocol connect (binary protobuf)', c
       assert.notEqual(r.code, 0);
       assert.match(r.stderr, /unauthenticated/);
     }
+  });
+
+  test(`${client.name}: scope, kill switch and cost`, async () => {
+    const { call } = client;
+    const queue = `${client.queue}-fleet`;
+    const ok = async (method, body) => {
+      const r = await call(method, body);
+      assert.equal(r.code, 0, `${method} failed: ${r.stderr}`);
+      return r.stdout.trim() === '' ? {} : JSON.parse(r.stdout);
+    };
+    const set = await ok('SetQueueRateLimit', { queue, ratePerSec: 2, burst: 3, scope: 'fleet' });
+    assert.equal(set.override.scope, 'fleet');
+    const info = (await ok('ListQueues', {})).queues.find((q) => q.queue === queue);
+    assert.equal(info.limit.scope, 'fleet');
+    let r = await call('SetQueueRateLimit', { queue, ratePerSec: 2, burst: 3, scope: 'FLEET' });
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /invalid_argument/);
+    assert.match(r.stderr, /scope: /);
+    let state = await ok('SetRateLimitingEnabled', { enabled: false });
+    assert.equal(state.enabled ?? false, false);  // false is the default, left out
+    assert.equal(state.enabledSource, 'storage');
+    let limits = await ok('ListRateLimits', {});
+    assert.equal(limits.enabled ?? false, false);
+    assert.equal(limits.enabledSource, 'storage');
+    state = await ok('SetRateLimitingEnabled', { enabled: true });
+    assert.equal(state.enabled, true);
+    limits = await ok('ListRateLimits', {});
+    assert.equal(limits.enabled, true);
+    await ok('PauseQueue', { queue });
+    const { id } = await ok('Enqueue', { job: { queue, kind: 'noop', cost: 3 } });
+    const { job } = await ok('GetJob', { id });
+    assert.equal(job.cost, 3);
+    r = await call('Enqueue', { job: { queue, kind: 'noop', cost: 0.5 } });
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /invalid_argument/);
+    r = await call('Enqueue', { job: { queue, kind: 'noop', cost: 4 } });  // over burst 3
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /invalid_argument/);
+    assert.match(r.stderr, /cost/);
+    await ok('DeleteQueueRateLimit', { queue });
   });
 
   test(`${client.name}: job methods`, async () => {
