@@ -295,7 +295,7 @@ describe('dashboard on a server without a token', () => {
   test('the Queues tab shows counts, the effective limit and its source, throttling and the chart', async () => {
     await showTab(page, 'Queues');
     await waitForCell(page, 'queues', 'reports', 'source', 'queue-config');
-    assert.equal(await cell(page, 'queues', 'reports', 'limit'), '4/s · burst 2');
+    assert.equal(await cell(page, 'queues', 'reports', 'limit'), '4/s · burst 2 · per process');
     await waitForCell(page, 'queues', 'bulk', 'source', 'none');
     assert.equal(await cell(page, 'queues', 'bulk', 'limit'), 'unlimited');
     await waitForCell(page, 'queues', 'bulk', 'pending', '0');
@@ -398,20 +398,28 @@ describe('dashboard on a server without a token', () => {
     // The form still holds reports / 20 / 5 from the previous test.
     await page.getByRole('button', { name: 'Save limit' }).click();
     await page.locator('#limit-form-ok').waitFor({ state: 'visible' });
-    assert.equal(await page.locator('#limit-form-ok').textContent(), 'queue reports limited to 20/s (burst 5)');
+    assert.equal(await page.locator('#limit-form-ok').textContent(), 'queue reports limited to 20/s (burst 5), per process');
     await waitForCell(page, 'overrides', 'reports', 'rate', '20');
     assert.equal(await cell(page, 'overrides', 'reports', 'burst'), '5');
     assert.match(await cell(page, 'overrides', 'reports', 'updated'), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
     const stored = overrideOf(await conveyor.rateLimits(), 'reports');
     assert.equal(stored?.rate, 20);
     assert.equal(stored?.burst, 5);
+    assert.equal(stored?.scope, 'process');  // the form's default
+    assert.equal(await cell(page, 'overrides', 'reports', 'scope'), 'per process');
 
-    // An empty burst is ceil(rate), as in `conveyor ratelimit set` without --burst.
+    // An empty burst is ceil(rate), as in `conveyor ratelimit set` without
+    // --burst; this one fleet-wide.
     await page.locator('#limit-queue').fill('email');
     await page.getByLabel('Rate (jobs/s)').fill('2.5');
+    await page.getByLabel('Scope').selectOption('fleet');
     await page.getByRole('button', { name: 'Save limit' }).click();
     await waitForCell(page, 'overrides', 'email', 'burst', '3');
+    assert.equal(await cell(page, 'overrides', 'email', 'scope'), 'fleet-wide');
+    assert.equal(await page.locator('#limit-form-ok').textContent(), 'queue email limited to 2.5/s (burst 3), fleet-wide');
+    assert.equal(await page.getByLabel('Scope').inputValue(), 'process', 'the form resets to the default scope');
     assert.equal(overrideOf(await conveyor.rateLimits(), 'email')?.burst, 3);
+    assert.equal(overrideOf(await conveyor.rateLimits(), 'email')?.scope, 'fleet');
     assert.deepEqual(await rowKeys(page, 'overrides'), ['email', 'reports']);
     assert.equal(await page.locator('#global-enabled').textContent(), 'enabled');
     assert.equal(await page.locator('#global-default').textContent(), 'none');
@@ -419,8 +427,9 @@ describe('dashboard on a server without a token', () => {
 
     await showTab(page, 'Queues');
     await waitForCell(page, 'queues', 'reports', 'source', 'override');
-    assert.equal(await cell(page, 'queues', 'reports', 'limit'), '20/s · burst 5');
+    assert.equal(await cell(page, 'queues', 'reports', 'limit'), '20/s · burst 5 · per process');
     assert.equal(await cell(page, 'queues', 'email', 'source'), 'override');
+    assert.equal(await cell(page, 'queues', 'email', 'limit'), '2.5/s · burst 3 · fleet-wide');
   });
 
   test('edit a limit', async () => {
@@ -431,6 +440,7 @@ describe('dashboard on a server without a token', () => {
     assert.equal(await page.locator('#limit-queue').getAttribute('readonly'), '');
     assert.equal(await page.getByLabel('Rate (jobs/s)').inputValue(), '20');
     assert.equal(await page.getByLabel('Burst').inputValue(), '5');
+    assert.equal(await page.getByLabel('Scope').inputValue(), 'process');
     await page.getByLabel('Rate (jobs/s)').fill('0.5');
     await page.getByLabel('Burst').fill('1');
     await page.getByRole('button', { name: 'Save limit' }).click();
@@ -442,7 +452,7 @@ describe('dashboard on a server without a token', () => {
     assert.equal(stored?.rate, 0.5);
     assert.equal(stored?.burst, 1);
     await showTab(page, 'Queues');
-    await waitForCell(page, 'queues', 'reports', 'limit', '0.5/s · burst 1');
+    await waitForCell(page, 'queues', 'reports', 'limit', '0.5/s · burst 1 · per process');
   });
 
   test('remove a limit: the Queues tab shows the source fall back to the config file', async () => {
@@ -460,7 +470,7 @@ describe('dashboard on a server without a token', () => {
 
     await showTab(page, 'Queues');
     await waitForCell(page, 'queues', 'reports', 'source', 'queue-config');
-    assert.equal(await cell(page, 'queues', 'reports', 'limit'), '4/s · burst 2');
+    assert.equal(await cell(page, 'queues', 'reports', 'limit'), '4/s · burst 2 · per process');
     // The chart keeps the story: the dashed limit steps 4 → 20 → 0.5 → 4.
     assert.equal(await page.locator('#chart-queue').inputValue(), 'reports');
     await waitFor('the limit line to show its steps', () => page.evaluate(() =>
@@ -496,6 +506,67 @@ describe('dashboard on a server without a token', () => {
     await page.getByRole('button', { name: 'Resume reports' }).click();
     await page.getByRole('button', { name: 'Pause reports' }).waitFor();
     assert.ok(!(await page.locator('#queues-table tr[data-key="reports"] .badge-paused').isVisible()));
+  });
+
+  test('the kill switch: Cancel leaves it alone; Disable and Enable are stored and shown with their source', async () => {
+    await showTab(page, 'Limits');
+    const toggle = page.locator('#killswitch-toggle');
+    const flips = () => requests.filter((r) => r.url.endsWith('/SetRateLimitingEnabled')).length;
+    await waitForText(page, '#global-enabled', 'enabled');
+    assert.match(await page.locator('#global-enabled-source').textContent(), /^config file: \[engine\] rate_limit_enabled/);
+    assert.equal(await toggle.textContent(), 'Disable rate limiting');
+
+    // Cancel: nothing is sent, nothing changes.
+    const sent = flips();
+    await toggle.click();
+    const disable = page.getByRole('dialog', { name: 'Disable rate limiting?' });
+    await disable.waitFor({ state: 'visible' });
+    assert.match(await disable.textContent(), /every process on this storage/);
+    await screenshot(page, 'killswitch-confirm');
+    await disable.getByRole('button', { name: 'Cancel' }).click();
+    await disable.waitFor({ state: 'hidden' });
+    assert.equal(flips(), sent, 'a cancelled confirmation must not call SetRateLimitingEnabled');
+    let limits = await conveyor.rateLimits();
+    assert.equal(limits.enabled, true);
+    assert.equal(limits.enabled_source, 'config');
+    assert.equal(await page.locator('#global-enabled').textContent(), 'enabled');
+    assert.ok(!(await page.locator('#killswitch-banner').isVisible()));
+
+    // Disable: stored (the CLI, another process, reads it from storage), and shown.
+    await toggle.click();
+    await disable.getByRole('button', { name: 'Disable' }).click();
+    await waitFor('the page to show rate limiting disabled', async () =>
+      /^DISABLED/.test(await page.locator('#global-enabled').textContent()));
+    assert.match(await page.locator('#global-enabled-source').textContent(), /^storage: /);
+    assert.equal(await toggle.textContent(), 'Enable rate limiting');
+    const banner = page.locator('#killswitch-banner');
+    assert.ok(await banner.isVisible());
+    assert.match(await banner.textContent(), /Rate limiting DISABLED.*stored: every process on this storage follows it/s);
+    limits = await conveyor.rateLimits();
+    assert.equal(limits.enabled, false);
+    assert.equal(limits.enabled_source, 'storage');
+    assert.ok(await page.locator('#overrides-ignored').isVisible(), 'overrides must be marked as not applied');
+    await screenshot(page, 'killswitch-disabled');
+    await showTab(page, 'Queues');
+    await waitForCell(page, 'queues', 'reports', 'source', 'disabled');
+    assert.equal(await cell(page, 'queues', 'reports', 'limit'), 'unlimited');
+
+    // Enable: confirmed too, then every limit is back.
+    await showTab(page, 'Limits');
+    await toggle.click();
+    const enable = page.getByRole('dialog', { name: 'Enable rate limiting?' });
+    await enable.waitFor({ state: 'visible' });
+    await enable.getByRole('button', { name: 'Enable' }).click();
+    await waitForText(page, '#global-enabled', 'enabled');
+    assert.match(await page.locator('#global-enabled-source').textContent(), /^storage: /);
+    assert.equal(await toggle.textContent(), 'Disable rate limiting');
+    await banner.waitFor({ state: 'hidden' });
+    limits = await conveyor.rateLimits();
+    assert.equal(limits.enabled, true);
+    assert.equal(limits.enabled_source, 'storage');
+    assert.equal(flips(), sent + 2);
+    await showTab(page, 'Queues');
+    await waitForCell(page, 'queues', 'reports', 'source', 'queue-config');
   });
 
   test('on a 390 px wide screen the tables stack and nothing scrolls sideways', async () => {
@@ -945,7 +1016,9 @@ describe('dashboard on a read-only server with an admin token, a global default 
       assert.match(await banner.textContent(), /Rate limiting DISABLED/);
       await waitForCell(page, 'overrides', 'email', 'rate', '3');
       assert.match(await page.locator('#global-enabled').textContent(), /^DISABLED/);
-      assert.equal(await page.locator('#global-default').textContent(), '2/s · burst 2');
+      assert.match(await page.locator('#global-enabled-source').textContent(), /^config file: /);
+      assert.match(await banner.textContent(), /rate_limit_enabled = false in the config file/);
+      assert.equal(await page.locator('#global-default').textContent(), '2/s · burst 2 · per process');
       assert.ok(await page.locator('#overrides-ignored').isVisible(), 'overrides must be marked as not applied');
       await screenshot(page, 'limits-killswitch');
 
@@ -958,6 +1031,18 @@ describe('dashboard on a read-only server with an admin token, a global default 
       assert.match(await error.textContent(), /^The server did not save the limit: .*read[- ]only/);
       assert.equal(overrideOf(await conveyor.rateLimits(), 'reports'), undefined);
       await screenshot(page, 'limits-server-error');
+
+      // The kill switch too: the server refuses, the page says why, nothing changes.
+      const toggle = page.locator('#killswitch-toggle');
+      assert.equal(await toggle.textContent(), 'Enable rate limiting');
+      await toggle.click();
+      await page.getByRole('dialog', { name: 'Enable rate limiting?' }).getByRole('button', { name: 'Enable' }).click();
+      const refused = page.locator('#killswitch-error');
+      await refused.waitFor({ state: 'visible' });
+      assert.match(await refused.textContent(), /^Could not enable rate limiting: .*read[- ]only/);
+      const limits = await conveyor.rateLimits();
+      assert.equal(limits.enabled, false);
+      assert.equal(limits.enabled_source, 'config');
       await showTab(page, 'Queues');
       await waitForCell(page, 'queues', 'email', 'source', 'disabled');
       await screenshot(page, 'queues-killswitch');

@@ -24,10 +24,16 @@ export function formatMeasured(rate) {
   return rate >= 100 ? `${Math.round(rate)}/s` : `${rate.toFixed(1)}/s`;
 }
 
+// A limit's scope: whose bucket it fills ("process" or "fleet"; absent from
+// a server that predates scopes: per process).
+export function formatScope(scope) {
+  return scope === 'fleet' ? 'fleet-wide' : 'per process';
+}
+
 export function formatLimit(limit) {
   if (!limit || limit.ratePerSec === undefined || limit.ratePerSec === null) return 'unlimited';
   const burst = limit.burst === undefined ? '' : ` · burst ${toNumber(limit.burst)}`;
-  return `${formatRate(limit.ratePerSec)}${burst}`;
+  return `${formatRate(limit.ratePerSec)}${burst} · ${formatScope(limit.scope)}`;
 }
 
 // RFC 3339 → "2024-05-01 12:03:04 UTC" (sortable, unambiguous for operators).

@@ -1,17 +1,19 @@
-// The Limits tab: the override editor (queue, rate, burst) with the API's
-// validation, the table of overrides with edit and remove, and the global
-// default and kill-switch state.
+// The Limits tab: the override editor (queue, rate, burst, scope) with the
+// API's validation, the table of overrides with edit and remove, the global
+// default, and the kill switch: its state, where it comes from, and a
+// confirmed control that flips it.
 
 import { confirmAction } from './confirm.js';
 import { el, setText, syncRows } from './dom.js';
-import { formatLimit, formatRate, formatTimestamp, toNumber } from './format.js';
-import { checkBurst, checkQueue, checkRate } from './validate.js';
+import { formatLimit, formatRate, formatScope, formatTimestamp, toNumber } from './format.js';
+import { checkBurst, checkQueue, checkRate, checkScope } from './validate.js';
 
 const COMPLAINT_DELAY_MS = 500;
 
 export class LimitsView {
-  // api: {setLimit(queue, rate, burst), deleteLimit(queue)} returning promises;
-  // refresh(): fetches fresh data after a change.
+  // api: {setLimit(queue, rate, burst, scope), deleteLimit(queue),
+  // setEnabled(enabled)} returning promises; refresh(): fetches fresh data
+  // after a change.
   constructor(api, refresh) {
     this.api = api;
     this.refresh = refresh;
@@ -21,6 +23,7 @@ export class LimitsView {
       queue: this.field('limit-queue', (v) => checkQueue(v)),
       rate: this.field('limit-rate', (v) => checkRate(v)),
       burst: this.field('limit-burst', (v) => checkBurst(v, checkRate(this.fields.rate.input.value).value)),
+      scope: this.field('limit-scope', (v) => checkScope(v)),
     };
     this.formError = document.getElementById('limit-form-error');
     this.formOk = document.getElementById('limit-form-ok');
@@ -32,7 +35,11 @@ export class LimitsView {
     this.tableError = document.getElementById('overrides-error');
     this.knownQueues = document.getElementById('known-queues');
     this.enabled = document.getElementById('global-enabled');
+    this.enabledSource = document.getElementById('global-enabled-source');
     this.defaultLimit = document.getElementById('global-default');
+    this.toggle = document.getElementById('killswitch-toggle');
+    this.toggleError = document.getElementById('killswitch-error');
+    this.switchState = null;  // {enabled, source} of the last answer
     this.editing = null;
 
     // A pending complaint must not shift the layout between press and release.
@@ -44,6 +51,7 @@ export class LimitsView {
       this.submit();
     });
     this.cancel.addEventListener('click', () => this.stopEditing());
+    this.toggle.addEventListener('click', () => this.flipSwitch());
   }
 
   // A form field that checks itself as the user types. A fix shows at once;
@@ -93,9 +101,10 @@ export class LimitsView {
     const queue = results.queue.value;
     const rate = results.rate.value;
     const burst = results.burst.value;
+    const scope = results.scope.value;
     this.save.disabled = true;
     try {
-      await this.api.setLimit(queue, rate, burst);
+      await this.api.setLimit(queue, rate, burst, scope);
     } catch (err) {
       // The server's own words: it is the judge of what is valid and allowed.
       setText(this.formError, `The server did not save the limit: ${err.message}`);
@@ -105,7 +114,7 @@ export class LimitsView {
       this.save.disabled = false;
     }
     this.stopEditing();
-    setText(this.formOk, `queue ${queue} limited to ${formatRate(rate)} (burst ${burst})`);
+    setText(this.formOk, `queue ${queue} limited to ${formatRate(rate)} (burst ${burst}), ${formatScope(scope)}`);
     this.formOk.hidden = false;
     await this.refresh();
   }
@@ -117,6 +126,7 @@ export class LimitsView {
     this.fields.queue.input.readOnly = true;
     this.fields.rate.input.value = String(Number(override.ratePerSec));
     this.fields.burst.input.value = String(toNumber(override.burst));
+    this.fields.scope.input.value = override.scope === 'fleet' ? 'fleet' : 'process';
     setText(this.title, `Edit limit of ${override.queue}`);
     this.cancel.hidden = false;
     this.form.scrollIntoView({ block: 'nearest', behavior: 'smooth' });
@@ -135,7 +145,7 @@ export class LimitsView {
   clearForm() {
     for (const f of Object.values(this.fields)) {
       clearTimeout(f.timer);
-      f.input.value = '';
+      f.input.value = f === this.fields.scope ? 'process' : '';
       setText(f.error, '');
       f.input.removeAttribute('aria-invalid');
     }
@@ -163,6 +173,52 @@ export class LimitsView {
     await this.refresh();
   }
 
+  // The kill switch, after a confirmation that says what it does everywhere.
+  async flipSwitch() {
+    if (!this.switchState) return;
+    this.toggleError.hidden = true;
+    const enable = !this.switchState.enabled;
+    const confirmed = await confirmAction(enable
+      ? {
+        title: 'Enable rate limiting?',
+        text: 'Every queue\'s limit applies again, in every process on this storage, within a second.',
+        ok: 'Enable',
+        danger: false,
+      }
+      : {
+        title: 'Disable rate limiting?',
+        text: 'No limit throttles any queue, in every process on this storage, within a second ' +
+          '(backpressure holds still apply). Overrides are kept. The setting is stored: it stays ' +
+          'until rate limiting is enabled again, across restarts.',
+        ok: 'Disable',
+      });
+    if (!confirmed) return;
+    this.toggle.disabled = true;
+    try {
+      await this.api.setEnabled(enable);
+    } catch (err) {
+      setText(this.toggleError, `Could not ${enable ? 'enable' : 'disable'} rate limiting: ${err.message}`);
+      this.toggleError.hidden = false;
+      return;
+    } finally {
+      this.toggle.disabled = false;
+    }
+    await this.refresh();
+  }
+
+  renderSwitch(enabled, source) {
+    this.switchState = { enabled, source };
+    this.enabled.replaceChildren(enabled
+      ? el('span', { class: 'state-enabled', text: 'enabled' })
+      : el('span', { class: 'state-disabled', text: 'DISABLED (kill switch): every queue is unlimited' }));
+    setText(this.enabledSource, source === 'storage'
+      ? 'storage: the kill switch (this button, conveyor ratelimit disable/enable), followed by every process'
+      : 'config file: [engine] rate_limit_enabled (nothing stored)');
+    this.toggle.hidden = false;
+    setText(this.toggle, enabled ? 'Disable rate limiting' : 'Enable rate limiting');
+    this.toggle.className = enabled ? 'danger' : 'primary';
+  }
+
   // limits: ListRateLimits answer; queues: ListQueues entries (for the queue list).
   render(limits, queues) {
     const overrides = limits.overrides ?? [];
@@ -172,9 +228,7 @@ export class LimitsView {
 
     const enabled = limits.enabled === true;
     this.ignored.hidden = enabled || overrides.length === 0;
-    this.enabled.replaceChildren(enabled
-      ? el('span', { class: 'state-enabled', text: 'enabled' })
-      : el('span', { class: 'state-disabled', text: 'DISABLED (kill switch): every queue is unlimited' }));
+    this.renderSwitch(enabled, limits.enabledSource === 'storage' ? 'storage' : 'config');
     const def = limits.defaultLimit;
     setText(this.defaultLimit, def ? formatLimit(def) : 'none');
 
@@ -191,6 +245,7 @@ export class LimitsView {
       cell('queue', 'Queue', 'title-cell'),
       cell('rate', 'Rate (jobs/s)', 'num'),
       cell('burst', 'Burst', 'num'),
+      cell('scope', 'Scope'),
       cell('updated', 'Updated'),
       cell('actions', 'Actions', 'actions-cell'));
     row.cells[0].append(el('span', { class: 'queue-name' }));
@@ -200,7 +255,7 @@ export class LimitsView {
     const remove = el('button', { type: 'button', class: 'small', text: 'Remove',
                                   'aria-label': `Remove ${o.queue}`, dataset: { action: 'remove' } });
     remove.addEventListener('click', () => this.remove(o.queue));
-    row.cells[4].append(el('div', { class: 'row-actions' }, edit, remove));
+    row.cells[5].append(el('div', { class: 'row-actions' }, edit, remove));
     return row;
   }
 
@@ -209,6 +264,8 @@ export class LimitsView {
     setText(row.cells[0].firstElementChild, o.queue);
     setText(row.cells[1], String(Number(o.ratePerSec)));
     setText(row.cells[2], String(toNumber(o.burst)));
-    setText(row.cells[3], formatTimestamp(o.updatedAt));
+    setText(row.cells[3], formatScope(o.scope));
+    row.cells[3].classList.toggle('scope-fleet', o.scope === 'fleet');
+    setText(row.cells[4], formatTimestamp(o.updatedAt));
   }
 }

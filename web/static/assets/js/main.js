@@ -62,6 +62,7 @@ class Poller {
     this.status = document.getElementById('conn-status');
     this.banner = document.getElementById('conn-banner');
     this.killSwitch = document.getElementById('killswitch-banner');
+    this.killSwitchSource = document.getElementById('killswitch-banner-source');
     document.addEventListener('visibilitychange', () => {
       if (document.hidden) this.stop();
       else this.refresh();
@@ -103,6 +104,9 @@ class Poller {
       this.limitsView.render(limits, list);
       this.jobsView.render(list);
       this.killSwitch.hidden = limits.enabled === true;
+      this.killSwitchSource.textContent = limits.enabledSource === 'storage'
+        ? 'The kill switch is on (stored: every process on this storage follows it)'
+        : 'The kill switch is on ([engine] rate_limit_enabled = false in the config file)';
       this.banner.hidden = true;
       this.status.dataset.state = 'live';
       this.status.textContent = `live · ${new Date().toLocaleTimeString([], { hour12: false })}`;
@@ -134,8 +138,9 @@ function main() {
     await refresh();
   });
   const limitsView = new LimitsView({
-    setLimit: (queue, ratePerSec, burst) => callAdmin('SetQueueRateLimit', { queue, ratePerSec, burst }),
+    setLimit: (queue, ratePerSec, burst, scope) => callAdmin('SetQueueRateLimit', { queue, ratePerSec, burst, scope }),
     deleteLimit: (queue) => callAdmin('DeleteQueueRateLimit', { queue }),
+    setEnabled: (enabled) => callAdmin('SetRateLimitingEnabled', { enabled }),
   }, refresh);
   poller = new Poller(queuesView, limitsView, jobsView);
   poller.refresh();

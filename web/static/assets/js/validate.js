@@ -54,3 +54,11 @@ export function checkBurst(text, rate) {
   if (burst < 1 || burst > MAX_BURST) return { error: `${rule}, got ${trimmed.replace(/^\+/, '')}` };
   return { value: burst };
 }
+
+// A limit's scope: "process" (each process has its own bucket) or "fleet"
+// (one bucket per queue shared by every process on the same storage).
+export const SCOPES = ['process', 'fleet'];
+export function checkScope(text) {
+  if (SCOPES.includes(text)) return { value: text };
+  return { error: `scope must be process or fleet, got ${quote(text)}` };
+}
