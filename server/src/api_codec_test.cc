@@ -65,10 +65,11 @@ TEST(ApiCodec, JsonErrorsNameTheFieldAsTheApiSpellsIt) {
   using v1::EnqueueRequest;
   using v1::SetQueueRateLimitRequest;
   EXPECT_EQ(json_error<SetQueueRateLimitRequest>(R"({"queue":"q","nope":1})"),
-            "nope: unknown field of SetQueueRateLimitRequest (known: queue, ratePerSec, burst)");
+            "nope: unknown field of SetQueueRateLimitRequest (known: queue, ratePerSec, burst, "
+            "scope)");
   EXPECT_EQ(json_error<EnqueueBatchRequest>(R"({"jobs":[{"queue":"q"},{"kind":"k","prio":1}]})"),
             "jobs[1].prio: unknown field of NewJob (known: queue, kind, payload, priority, "
-            "maxAttempts, delaySeconds)");
+            "maxAttempts, delaySeconds, cost)");
   EXPECT_EQ(json_error<v1::ListQueuesRequest>(R"({"queue":"q"})"),
             "queue: unknown field of ListQueuesRequest (it has no fields)");
   EXPECT_EQ(json_error<SetQueueRateLimitRequest>(R"({"queue":"q","ratePerSec":"fast"})"),
