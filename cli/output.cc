@@ -148,7 +148,8 @@ void print_rate_limiting_switched(const GlobalOptions& g, const RateLimitingStat
   if (state.source == SwitchSource::kStorage)
     std::cout << "; stored in storage, every process on it follows within a second";
   else  // not expected after a successful call; say what is in force
-    std::cout << "; but the state in force comes from the config file";
+    std::cout << "; but storage holds no switch: the config file's [engine] rate_limit_enabled "
+                 "is in force";
   std::cout << "\n";
 }
 
