@@ -504,7 +504,7 @@ TEST_F(Cli, EnqueueCost) {
 }
 
 // A plugin without ABI 1.2's slots (the SDK's memory_c example) refuses
-// fleet limits and the kill switch, saying which plugin and what it lacks;
+// fleet limits, the kill switch and costs above 1, saying which plugin;
 // process limits still work on it.
 TEST(CliOnAnOlderPlugin, FleetScopeAndTheKillSwitchAreRefused) {
   TempDir dir;
@@ -523,6 +523,12 @@ TEST(CliOnAnOlderPlugin, FleetScopeAndTheKillSwitchAreRefused) {
   EXPECT_NE(r.err.find("memory_c"), std::string::npos) << r.err;
   r = cli({"ratelimit", "disable"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("memory_c"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  // A cost above 1 needs enqueue_v3: refused naming the plugin, nothing enqueued.
+  r = cli({"enqueue", "q", "noop", "--cost", "2"});
+  EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_NE(r.err.find("memory_c"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
