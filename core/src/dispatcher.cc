@@ -299,6 +299,7 @@ Dispatcher::RemoteTry Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim,
   try {
     jobs = storage_.claim_kinds(r.name, claim.kinds, grant.jobs, fresh_lease_token(), wall,
                                 wall + claim.lease.count());
+    r.counters.claims.fetch_add(1, std::memory_order_relaxed);
     if (options_.health) options_.health->succeeded();
   } catch (const std::exception& e) {
     claim_failed(r, grant.tokens, e, "claiming jobs for remote workers", now);
@@ -672,6 +673,7 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
     jobs = filtered
                ? storage_.claim_kinds(r.name, *kinds, batch, fresh_lease_token(), wall, expires)
                : storage_.claim(r.name, batch, fresh_lease_token(), wall, expires);
+    r.counters.claims.fetch_add(1, std::memory_order_relaxed);
     if (r.error_backoff.count() > 0) spdlog::info("queue {}: claims work again", r.name);
     r.error_backoff = std::chrono::milliseconds(0);
     if (options_.health) options_.health->succeeded();
