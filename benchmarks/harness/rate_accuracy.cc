@@ -37,4 +37,32 @@ RateAnalysis analyze_rate(const std::vector<int64_t>& starts_ns, const RateLimit
   return a;
 }
 
+WindowExcess worst_window_excess(const std::vector<int64_t>& starts_ns, const RateLimit& limit) {
+  // For the window of starts i..j: (j - i + 1) - burst - rate * (t_j - t_i)
+  // = (j - rate * t_j) - (i - rate * t_i) + 1 - burst: keep the smallest
+  // i - rate * t_i seen so far. Times relative to the first start keep the
+  // doubles small.
+  WindowExcess w;
+  if (starts_ns.empty()) return w;
+  const double rate_per_ns = limit.rate_per_sec / 1e9;
+  const int64_t t0 = starts_ns.front();
+  double best_start = 0;  // min over i <= j of i - rate * t_i
+  size_t best_i = 0;
+  for (size_t j = 0; j < starts_ns.size(); ++j) {
+    const double tj = static_cast<double>(starts_ns[j] - t0);
+    const double here = static_cast<double>(j) - rate_per_ns * tj;
+    if (here < best_start || j == 0) {
+      best_start = here;
+      best_i = j;
+    }
+    const double excess = here - best_start + 1 - static_cast<double>(limit.burst);
+    if (excess > 1e-9 && excess > w.excess) {
+      w.excess = excess;
+      w.at_s = static_cast<double>(starts_ns[j]) / 1e9;
+      w.length_s = static_cast<double>(starts_ns[j] - starts_ns[best_i]) / 1e9;
+    }
+  }
+  return w;
+}
+
 }  // namespace conveyor::bench

@@ -38,4 +38,15 @@ struct RateAnalysis {
 RateAnalysis analyze_rate(const std::vector<int64_t>& starts_ns, const RateLimit& limit,
                           int64_t window_ns);
 
+// The bound in every window, not only those from the bucket's start (a
+// fleet's processes start at different times): the largest
+// k - (burst + rate * t) over every k consecutive starts spanning t, or 0
+// when none exceeds it. starts_ns sorted ascending; O(n).
+struct WindowExcess {
+  double excess = 0;    // jobs beyond the bound
+  double at_s = 0;      // where the worst window ends (s, on starts_ns' clock)
+  double length_s = 0;  // its length
+};
+WindowExcess worst_window_excess(const std::vector<int64_t>& starts_ns, const RateLimit& limit);
+
 }  // namespace conveyor::bench

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace conveyor::bench {
 namespace {
 
@@ -77,6 +79,35 @@ TEST(AnalyzeRate, NoMoreThanTheBurstHasNoRate) {
   EXPECT_EQ(a.overall_per_sec, 0.0);
   EXPECT_EQ(a.worst_excess, 0.0);
   EXPECT_EQ(analyze_rate({}, l, kSecond).started, 0u);
+}
+
+TEST(WorstWindowExcess, PerfectLimiterHasNone) {
+  const RateLimit l{50, 10};
+  EXPECT_EQ(worst_window_excess(perfect(l, 3 * kSecond, 10), l).excess, 0.0);
+}
+
+TEST(WorstWindowExcess, ABurstInTheMiddleIsFoundWhereAWindowFromTheStartMissesIt) {
+  const RateLimit l{50, 10};
+  // 5 s at half the rate banks a full bucket; then 15 starts in one instant.
+  std::vector<int64_t> s;
+  for (int64_t t = 0; t < 5 * kSecond; t += kSecond / 25) s.push_back(t);
+  for (int i = 0; i < 15; ++i) s.push_back(5 * kSecond);
+  EXPECT_EQ(analyze_rate(s, l, 6 * kSecond).worst_excess, 0.0) << "within burst + rate * t";
+  const WindowExcess w = worst_window_excess(s, l);
+  EXPECT_NEAR(w.excess, 5.0, 1e-9) << "15 at once against a burst of 10";
+  EXPECT_NEAR(w.at_s, 5.0, 1e-9);
+  EXPECT_NEAR(w.length_s, 0.0, 1e-9);
+}
+
+TEST(WorstWindowExcess, TwoBucketsAtTheRateEachExceedByTheRateTimesTheirSpan) {
+  const RateLimit l{50, 10};
+  std::vector<int64_t> a = perfect(l, 0, 10), b = perfect(l, kSecond / 100, 10);
+  a.insert(a.end(), b.begin(), b.end());
+  std::sort(a.begin(), a.end());
+  const WindowExcess w = worst_window_excess(a, l);
+  // Twice the starts of one bucket over ~10 s: about burst + 50 * 10 too many.
+  EXPECT_GT(w.excess, 500.0);
+  EXPECT_LT(w.excess, 512.0);
 }
 
 }  // namespace

@@ -15,7 +15,8 @@ RateResult measure(Backend& backend, const BenchOptions& options, Progress& prog
   WorkloadScope scope(backend, workload);
   Config config = backend.workload_config(workload);
   const std::string queue = backend.queue(workload);
-  config.queues[queue] = QueueConfig{.max_workers = options.workers, .rate_limit = limit, .http = {}};
+  config.queues[queue] =
+      QueueConfig{.max_workers = options.workers, .rate_limit = limit, .http = {}};
   Engine engine(config);
 
   // Deeper than the window can drain, so the queue is never short of work.

@@ -229,6 +229,7 @@ class Reader {
   void read_queues(const Field& f, std::map<std::string, QueueConfig>& queues) const;
   QueueConfig read_queue(const Field& f) const;
   RateLimit read_queue_rate_limit(const Field& f) const;
+  LimitScope read_scope(const Field& f) const;
   HttpTargetConfig read_queue_http(const Field& f) const;
   void read_http(const Field& f, HttpConfig& http) const;
   void read_server(const Field& f, ServerConfig& server) const;
@@ -374,6 +375,7 @@ void Reader::read_storage_options(const Field& f, StorageConfig& storage) const 
 void Reader::read_engine(const Field& f, EngineConfig& engine) const {
   std::vector<KeyHandler> keys = {
       {"rate_limit_enabled", [&](const Field& k) { engine.rate_limit_enabled = read_bool(k); }},
+      {"rate_limit_scope", [&](const Field& k) { engine.rate_limit_scope = read_scope(k); }},
       {"rate_limit_rate_per_sec",
        [&](const Field& k) { engine.rate_limit_rate_per_sec = read_number(k, true); }},
   };
@@ -496,17 +498,31 @@ void Reader::read_http(const Field& f, HttpConfig& http) const {
          [&](const Field& k) { http.max_connections_per_host = read_u32(k, 0); }}});
 }
 
+LimitScope Reader::read_scope(const Field& f) const {
+  const std::string text = read_string(f, false);
+  if (text != "process" && text != "fleet")
+    fail(f,
+         "must be \"process\" (a bucket per process) or \"fleet\" (one bucket for every "
+         "process on the storage), got " +
+             quote_for_message(text));
+  return text == "fleet" ? LimitScope::kFleet : LimitScope::kProcess;
+}
+
 RateLimit Reader::read_queue_rate_limit(const Field& f) const {
   std::optional<double> rate;
   uint32_t burst = 0;
+  LimitScope scope = LimitScope::kProcess;
   const toml::table& table = read_table(f);
   walk(table, f.path,
        {{"rate", [&](const Field& k) { rate = read_number(k, false); }},
-        {"burst", [&](const Field& k) { burst = read_u32(k, 0); }}});
+        {"burst", [&](const Field& k) { burst = read_u32(k, 0); }},
+        {"scope", [&](const Field& k) { scope = read_scope(k); }}});
   if (!rate) {
-    fail(f, "missing rate (write rate_limit = { rate = 10.0, burst = 0 }; burst 0 = ceil(rate))");
+    fail(f,
+         "missing rate (write rate_limit = { rate = 10.0, burst = 0, scope = \"process\" }; "
+         "burst 0 = ceil(rate))");
   }
-  return make_rate_limit(*rate, burst);
+  return make_rate_limit(*rate, burst, scope);
 }
 
 void Reader::read_server(const Field& f, ServerConfig& server) const {
@@ -696,7 +712,7 @@ ListenAddress parse_listen_address(std::string_view listen) {
 
 std::optional<RateLimit> EngineConfig::default_limit() const {
   if (rate_limit_rate_per_sec == 0) return std::nullopt;
-  return make_rate_limit(rate_limit_rate_per_sec, rate_limit_burst);
+  return make_rate_limit(rate_limit_rate_per_sec, rate_limit_burst, rate_limit_scope);
 }
 
 uint32_t Config::max_workers_for(std::string_view queue) const {

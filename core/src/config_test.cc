@@ -40,7 +40,7 @@ std::string config_error(std::string_view text, Env env = {}) {
 }
 
 constexpr const char* kEngineKeys =
-    "rate_limit_enabled, rate_limit_rate_per_sec, rate_limit_burst, max_workers, "
+    "rate_limit_enabled, rate_limit_scope, rate_limit_rate_per_sec, rate_limit_burst, max_workers, "
     "worker_threads, claim_batch_max, poll_interval_ms, lease_ms, rescue_interval_ms, "
     "max_attempts, retry_backoff_base_ms, retry_backoff_max_ms, max_backoff_s, backoff_base_ms, "
     "shutdown_timeout_ms, "
@@ -270,7 +270,7 @@ TEST(ConfigUnknownKey, InAQueue) {
 TEST(ConfigUnknownKey, InAQueueRateLimit) {
   EXPECT_EQ(config_error("[queues.\"a:b\"]\nrate_limit = { rate = 1, brust = 2 }\n"),
             "test.toml:2: queues.\"a:b\".rate_limit.brust: unknown key (known keys in "
-            "[queues.\"a:b\".rate_limit]: rate, burst); did you mean burst?");
+            "[queues.\"a:b\".rate_limit]: rate, burst, scope); did you mean burst?");
 }
 
 TEST(ConfigUnknownKey, InServer) {
@@ -408,7 +408,20 @@ TEST(ConfigRange, QueueSettings) {
             "test.toml:2: queues.q.rate_limit.rate: must be a finite number > 0, got nan");
   EXPECT_EQ(config_error("[queues.q]\nrate_limit = { burst = 2 }\n"),
             "test.toml:2: queues.q.rate_limit: missing rate (write rate_limit = { rate = 10.0, "
-            "burst = 0 }; burst 0 = ceil(rate))");
+            "burst = 0, scope = \"process\" }; burst 0 = ceil(rate))");
+  EXPECT_EQ(config_error("[queues.q]\nrate_limit = { rate = 5, scope = \"fleets\" }\n"),
+            "test.toml:2: queues.q.rate_limit.scope: must be \"process\" (a bucket per process) "
+            "or \"fleet\" (one bucket for every process on the storage), got \"fleets\"");
+}
+
+TEST(ConfigRateLimitScope, QueueAndDefaultLimitsCarryTheirScope) {
+  const Config c = parse(
+      "[engine]\nrate_limit_rate_per_sec = 20\nrate_limit_scope = \"fleet\"\n"
+      "[queues.email]\nrate_limit = { rate = 50, burst = 10, scope = \"fleet\" }\n"
+      "[queues.sms]\nrate_limit = { rate = 5 }\n");
+  EXPECT_EQ(c.queues.at("email").rate_limit, (RateLimit{50, 10, LimitScope::kFleet}));
+  EXPECT_EQ(c.queues.at("sms").rate_limit, (RateLimit{5, 5, LimitScope::kProcess}));
+  EXPECT_EQ(c.engine.default_limit(), (RateLimit{20, 20, LimitScope::kFleet}));
 }
 
 TEST(ConfigRange, ServerSettings) {

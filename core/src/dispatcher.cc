@@ -29,7 +29,7 @@ constexpr uint32_t kMaxCatchUpRounds = 8;
 
 // How long until bucket is full (its burst banked) at now: the time left
 // before tokens are lost.
-int64_t time_to_full(TokenBucket& bucket, SteadyTime now) {
+int64_t time_to_full(const QueueBucket& bucket, SteadyTime now) {
   const int64_t missing = static_cast<int64_t>(bucket.limit().burst) - bucket.available(now);
   return missing * bucket.token_ns();
 }
@@ -138,14 +138,26 @@ bool Dispatcher::held(QueueRunner& r, SteadyTime now) {
   const int64_t until = r.hold_until_ns.load(std::memory_order_acquire);
   if (until > now.time_since_epoch().count()) {
     r.held = true;
+    if (r.bucket && r.hold_applied_ns != until) {
+      // Held empty: no tokens are banked for the downstream while it asked
+      // to wait. In a fleet bucket this holds every process on the storage.
+      r.hold_applied_ns = until;
+      try {
+        r.bucket->empty_until(SteadyTime(SteadyTime::duration(until)));
+      } catch (const std::exception& e) {
+        spdlog::warn(
+            "queue {}: could not hold the fleet bucket for the backoff ({}); "
+            "this process holds, other processes may not",
+            r.name, e.what());
+      }
+    }
     std::lock_guard lock(mu_);
     schedule_by(r, SteadyTime(SteadyTime::duration(until)));
     return true;
   }
   if (r.held) {
-    // Held empty: no tokens were banked for the downstream while it asked to wait.
     r.held = false;
-    if (r.bucket) r.bucket->take(r.bucket->available(now), now);
+    r.hold_applied_ns = 0;
   }
   return false;
 }
@@ -279,24 +291,27 @@ Dispatcher::RemoteTry Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim,
     park(r);
     return RemoteTry::kNoPermits;
   }
-  uint32_t batch = std::min({r.max_workers - in_flight, claim.max_jobs, options_.claim_batch_max});
-  if (r.bucket && (batch = take_tokens(r, batch, now)) == 0) return RemoteTry::kThrottled;
+  const Grant grant = take_tokens(
+      r, std::min({r.max_workers - in_flight, claim.max_jobs, options_.claim_batch_max}), now);
+  if (grant.jobs == 0) return RemoteTry::kThrottled;
   std::vector<Job> jobs;
   const int64_t wall = clock_.wall_now_us();
   try {
-    jobs = storage_.claim_kinds(r.name, claim.kinds, batch, fresh_lease_token(), wall,
+    jobs = storage_.claim_kinds(r.name, claim.kinds, grant.jobs, fresh_lease_token(), wall,
                                 wall + claim.lease.count());
+    r.counters.claims.fetch_add(1, std::memory_order_relaxed);
     if (options_.health) options_.health->succeeded();
   } catch (const std::exception& e) {
-    claim_failed(r, batch, e, "claiming jobs for remote workers", now);
+    claim_failed(r, grant.tokens, e, "claiming jobs for remote workers", now);
     return RemoteTry::kFailed;
   }
+  const bool found = !jobs.empty();
+  settle_costs(r, jobs, grant.tokens, now);
   const auto claimed = static_cast<uint32_t>(jobs.size());
-  if (r.bucket) r.bucket->refund(batch - claimed);
-  if (claimed == 0) return RemoteTry::kEmpty;
+  if (claimed == 0) return found ? RemoteTry::kThrottled : RemoteTry::kEmpty;
   if (!claim.take()) {
     // The worker went away while we claimed: the jobs go back unspent.
-    if (r.bucket) r.bucket->refund(claimed);
+    refund_tokens(r, tokens_for(r, jobs));
     std::vector<conveyor_lease> leases;
     for (const Job& job : jobs) leases.push_back(job.lease());
     try {
@@ -319,21 +334,90 @@ Dispatcher::RemoteTry Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim,
   return RemoteTry::kGranted;
 }
 
-uint32_t Dispatcher::take_tokens(QueueRunner& r, uint32_t batch, SteadyTime now) {
-  batch = r.bucket->take(batch, now);
-  if (batch == 0) {
+Dispatcher::Grant Dispatcher::take_tokens(QueueRunner& r, uint32_t max_jobs, SteadyTime now) {
+  if (!r.bucket) return {max_jobs, 0};
+  const uint32_t hint = std::max<uint32_t>(1, std::min(r.cost_hint, r.bucket->limit().burst));
+  const uint64_t want = std::min<uint64_t>(uint64_t{max_jobs} * hint, UINT32_MAX);
+  uint32_t got = 0;
+  try {
+    got = r.bucket->take(static_cast<uint32_t>(want), now, hint);
+  } catch (const std::exception& e) {
+    claim_failed(r, 0, e, "taking tokens of a fleet rate limit", now);
+    return {};
+  }
+  if (got == 0) {
     r.counters.throttled.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard lock(mu_);
-    schedule_by(r, now + r.bucket->time_until_next(now));
+    schedule_by(r, now + r.bucket->time_until(hint, now));
+    return {};
   }
-  return batch;
+  return {std::min(max_jobs, std::max<uint32_t>(1, got / hint)), got};
 }
 
-void Dispatcher::claim_failed(QueueRunner& r, uint32_t batch, const std::exception& e,
+uint32_t Dispatcher::tokens_for(const QueueRunner& r, std::span<const Job> jobs) {
+  if (!r.bucket) return 0;
+  const uint32_t burst = r.bucket->limit().burst;
+  uint64_t sum = 0;
+  for (const Job& job : jobs)
+    sum += std::clamp<uint32_t>(static_cast<uint32_t>(std::max(job.cost, 1)), 1, burst);
+  return static_cast<uint32_t>(std::min<uint64_t>(sum, UINT32_MAX));
+}
+
+void Dispatcher::refund_tokens(QueueRunner& r, uint32_t n) {
+  if (!r.bucket || n == 0) return;
+  try {
+    r.bucket->refund(n);
+  } catch (const std::exception& e) {
+    spdlog::debug("queue {}: giving back {} fleet token(s) failed (they are lost): {}", r.name, n,
+                  e.what());
+  }
+}
+
+bool Dispatcher::settle_costs(QueueRunner& r, std::vector<Job>& jobs, uint32_t tokens,
+                              SteadyTime now) {
+  if (!r.bucket) return false;
+  const uint32_t burst = r.bucket->limit().burst;
+  const auto cost = [burst](const Job& job) {
+    // A job dearer than the burst (lowered since it was enqueued) takes a full bucket.
+    return std::clamp<uint32_t>(static_cast<uint32_t>(std::max(job.cost, 1)), 1, burst);
+  };
+  uint32_t most = 1;
+  for (const Job& job : jobs) most = std::max(most, cost(job));
+  if (!jobs.empty()) r.cost_hint = most;
+  const uint32_t need = tokens_for(r, jobs);
+  uint32_t have = tokens;
+  if (need > have) {
+    try {
+      have += r.bucket->take(need - have, now);
+    } catch (const std::exception& e) {
+      spdlog::debug("queue {}: taking fleet tokens for costly jobs failed: {}", r.name, e.what());
+    }
+  }
+  bool gave_back = false;
+  uint32_t used = need;
+  if (need > have) {
+    // Start the jobs that fit, in claim order; the rest wait for their tokens.
+    size_t keep = 0;
+    used = 0;
+    for (; keep < jobs.size() && used + cost(jobs[keep]) <= have; ++keep) used += cost(jobs[keep]);
+    give_back(r, std::span<const Job>(jobs.data() + keep, jobs.size() - keep),
+              "its tokens were not there yet");
+    jobs.erase(jobs.begin() + static_cast<std::ptrdiff_t>(keep), jobs.end());
+    gave_back = true;
+  }
+  refund_tokens(r, have - used);
+  if (gave_back) {
+    std::lock_guard lock(mu_);
+    schedule_by(r, now + r.bucket->time_until(r.cost_hint, now));
+  }
+  return gave_back;
+}
+
+void Dispatcher::claim_failed(QueueRunner& r, uint32_t tokens, const std::exception& e,
                               const char* what, SteadyTime now) {
   if (auto* se = dynamic_cast<const StorageError*>(&e); se && options_.health)
     options_.health->failed(what, *se);
-  if (r.bucket) r.bucket->refund(batch);
+  refund_tokens(r, tokens);
   r.error_backoff =
       std::min(kMaxErrorBackoff, std::max(std::chrono::milliseconds(50), r.error_backoff * 2));
   spdlog::warn("queue {}: claim failed, retrying in {} ms ({}): {}", r.name,
@@ -503,7 +587,7 @@ void Dispatcher::refresh_limit(QueueRunner& r, SteadyTime now) {
   } else if (r.bucket) {
     r.bucket->reconfigure(*next.limit, now);
   } else {
-    r.bucket.emplace(*next.limit, now);
+    r.bucket.emplace(storage_, r.name, *next.limit, clock_, r.counters, now);
   }
   r.limit = std::move(next);
 }
@@ -573,7 +657,9 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
   }
   r.coalescing = false;
   r.wake_below.store(0, std::memory_order_release);
-  if (r.bucket && (batch = take_tokens(r, batch, now)) == 0) return;
+  const Grant grant = take_tokens(r, batch, now);
+  if (grant.jobs == 0) return;
+  batch = grant.jobs;
 
   std::vector<Job> jobs;
   bool filtered = false;
@@ -587,11 +673,12 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
     jobs = filtered
                ? storage_.claim_kinds(r.name, *kinds, batch, fresh_lease_token(), wall, expires)
                : storage_.claim(r.name, batch, fresh_lease_token(), wall, expires);
+    r.counters.claims.fetch_add(1, std::memory_order_relaxed);
     if (r.error_backoff.count() > 0) spdlog::info("queue {}: claims work again", r.name);
     r.error_backoff = std::chrono::milliseconds(0);
     if (options_.health) options_.health->succeeded();
   } catch (const std::exception& e) {
-    claim_failed(r, batch, e, "claiming jobs", now);
+    claim_failed(r, grant.tokens, e, "claiming jobs", now);
     return;
   }
   bool gave_back = false;
@@ -600,16 +687,19 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
       return std::binary_search(kinds->begin(), kinds->end(), j.kind);
     });
     if (unserved != jobs.end()) {
-      give_back(r, std::span<const Job>(&*unserved, static_cast<size_t>(jobs.end() - unserved)));
+      give_back(r, std::span<const Job>(&*unserved, static_cast<size_t>(jobs.end() - unserved)),
+                "no consumer here serves its kind");
       jobs.erase(unserved, jobs.end());
       r.filter_until = now + kFilterHold;
       gave_back = true;  // the served jobs behind them: claim again at once
     }
   }
+  // Jobs found, before those whose tokens are not there yet go back.
+  const auto found = static_cast<uint32_t>(jobs.size());
+  const bool waiting_for_tokens = settle_costs(r, jobs, grant.tokens, now);
   const auto claimed = static_cast<uint32_t>(jobs.size());
-  if (r.bucket) r.bucket->refund(batch - claimed);
   if (claimed > 0) r.remote_first = true;  // remote workers' turn next
-  if (r.remote_seen && claimed < batch) {
+  if (r.remote_seen && found < batch) {
     r.local_idle = true;
     r.local_retry = now + options_.poll_interval;
   }
@@ -621,25 +711,28 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
     r.counters.pickup_latency.observe(
         static_cast<double>(std::max<int64_t>(0, wall - job.run_at_us)) / 1e6);
   if (claimed > 0) execute_(r, std::move(jobs));
-  // A full batch means more may be ready: come back at once. Otherwise the
-  // queue is drained (or paused) until new work wakes it or the poll interval.
+  // Jobs waiting for tokens: settle_costs scheduled r for them. A full batch
+  // means more may be ready: come back at once. Otherwise the queue is
+  // drained (or paused) until new work wakes it or the poll interval.
+  if (waiting_for_tokens) return;
   std::lock_guard lock(mu_);
-  schedule_by(r, claimed == batch || gave_back ? now : now + options_.poll_interval);
+  schedule_by(r, found == batch || gave_back ? now : now + options_.poll_interval);
 }
 
-void Dispatcher::give_back(const QueueRunner& r, std::span<const Job> jobs) {
+void Dispatcher::give_back(const QueueRunner& r, std::span<const Job> jobs, const char* why) {
   // One release per job with its own run_at as "now": it stays where it was
   // in claim order, and its time waiting (the unserved report's grace) keeps
-  // counting. Rare: once per queue per kFilterHold.
+  // counting. Rare: unserved kinds once per queue per kFilterHold; costly
+  // jobs when cost_hint underestimated them (the first batch, mixed costs).
   for (const Job& job : jobs) {
     const conveyor_lease lease = job.lease();
     try {
       storage_.release(std::span<const conveyor_lease>(&lease, 1), job.run_at_us);
     } catch (const std::exception& e) {
       spdlog::warn(
-          "queue {}: giving back job {} of unserved kind '{}' failed (its lease expires "
+          "queue {}: giving back job {} of kind '{}' ({}) failed (its lease expires "
           "and it is rescued): {}",
-          r.name, job.id, job.kind, e.what());
+          r.name, job.id, job.kind, why, e.what());
     }
   }
 }

@@ -4,9 +4,15 @@
 // A poll of one queue (docs/reference.md, "Rate limits"):
 //   permits = min(max_workers - in flight, engine-wide free slots)
 //   batch   = min(permits, claim_batch_max)
-//   limited queue: batch = bucket.take(batch); 0 -> count a throttle and
-//                  come back exactly when the next token is due
-//   jobs    = storage.claim(batch); bucket.refund(batch - jobs)
+//   limited queue: tokens = bucket.take(batch * cost_hint, at least
+//                  cost_hint); none -> count a throttle and come back
+//                  exactly when they are due; batch = tokens / cost_hint
+//   jobs    = storage.claim(batch); then settle_costs: jobs costing more
+//             take the tokens they lack, those that still do not fit go
+//             back (their place kept), and unused tokens are refunded
+// A bucket is the process's own (scope "process") or shared by the fleet
+// through storage (scope "fleet", fleet_bucket.hpp): same arithmetic, same
+// loop; only a fleet bucket's takes and refunds are storage calls.
 // With Options::served and a plugin with claim_kinds, jobs of kinds no
 // consumer here serves are never run: a plain claim that returns some gives
 // them back (run_at kept) and the queue is claimed with claim_kinds (served
@@ -28,8 +34,8 @@
 #include <conveyor/limit_resolver.hpp>
 #include <conveyor/metrics.hpp>
 #include <conveyor/storage.hpp>
-#include <conveyor/token_bucket.hpp>
 
+#include "queue_bucket.hpp"
 #include "remote_claim.hpp"
 #include "served_kinds.hpp"
 #include "storage_health.hpp"
@@ -59,9 +65,13 @@ struct QueueRunner {
   const std::string name;
   const uint32_t max_workers;
   QueueCounters& counters;
-  std::atomic<uint32_t> in_flight{0};          // claimed and not yet finished
-  std::atomic<bool> parked{false};             // waiting for a permit (no timer)
-  std::optional<TokenBucket> bucket;           // (D) present iff limited
+  std::atomic<uint32_t> in_flight{0};  // claimed and not yet finished
+  std::atomic<bool> parked{false};     // waiting for a permit (no timer)
+  std::optional<QueueBucket> bucket;   // (D) present iff limited
+  // (D) The most a job cost in the last claimed batch (Job::cost, at most the
+  // burst): claims wait for that many tokens and ask for tokens / cost_hint
+  // jobs, so jobs that cost more than one rarely need giving back.
+  uint32_t cost_hint = 1;
   EffectiveLimit limit;                        // (D)
   uint64_t limit_generation = 0;               // (D) resolver generation of limit
   SteadyTime due{};                            // (D) when it is next polled
@@ -91,6 +101,7 @@ struct QueueRunner {
   // none). Any thread sets it; held (D) notes a hold to end with an empty bucket.
   std::atomic<int64_t> hold_until_ns{0};
   bool held = false;
+  int64_t hold_applied_ns = 0;  // (D) the hold already written into the bucket
 };
 
 // What a queue's runner looks like from outside the dispatcher thread.
@@ -187,11 +198,27 @@ class Dispatcher {
   // What one try to grant a remote claim jobs of a queue ended with.
   enum class RemoteTry { kGranted, kEmpty, kNoPermits, kThrottled, kFailed, kGone };
   RemoteTry try_remote(QueueRunner& r, RemoteClaim& claim, SteadyTime now);
-  // Takes up to batch tokens of r's bucket; 0 (throttled: counted, and r
-  // scheduled for the next token) when there are none.
-  uint32_t take_tokens(QueueRunner& r, uint32_t batch, SteadyTime now);
-  // A claim of batch failed with e: refund, health, log, back off.
-  void claim_failed(QueueRunner& r, uint32_t batch, const std::exception& e, const char* what,
+  // What a limited queue may claim: up to jobs jobs, for which tokens were
+  // taken. jobs 0: throttled (counted, and r scheduled for when the tokens
+  // are due) or the fleet bucket's storage failed (backing off).
+  struct Grant {
+    uint32_t jobs = 0;
+    uint32_t tokens = 0;
+  };
+  // For an unlimited queue: {max_jobs, 0}, no bucket touched.
+  Grant take_tokens(QueueRunner& r, uint32_t max_jobs, SteadyTime now);
+  // Jobs were claimed with tokens taken for them (see the poll above):
+  // takes the tokens costlier jobs lack, gives back the jobs that still do
+  // not fit and refunds what is left. Whether jobs were given back (r is
+  // then scheduled for when their tokens are due).
+  bool settle_costs(QueueRunner& r, std::vector<Job>& jobs, uint32_t tokens, SteadyTime now);
+  // The tokens jobs take from r's bucket (each at most the burst).
+  static uint32_t tokens_for(const QueueRunner& r, std::span<const Job> jobs);
+  // Gives n tokens back to r's bucket; a fleet bucket's failure only logs
+  // (the tokens are lost: the fleet runs slower, never faster).
+  void refund_tokens(QueueRunner& r, uint32_t n);
+  // A claim failed with e: refund its tokens, health, log, back off.
+  void claim_failed(QueueRunner& r, uint32_t tokens, const std::exception& e, const char* what,
                     SteadyTime now);
   // Serves r's waiting remote claims, oldest first, while it has permits and tokens.
   void serve_remote(QueueRunner& r, SteadyTime now);
@@ -213,8 +240,9 @@ class Dispatcher {
   void refresh_limit(QueueRunner& r, SteadyTime now);
   void schedule(QueueRunner& r, SteadyTime due);  // mu_ held
   void park(QueueRunner& r);
-  // Releases jobs a plain claim took that no consumer here serves.
-  void give_back(const QueueRunner& r, std::span<const Job> jobs);
+  // Releases claimed jobs unrun, each keeping its place (run_at); why
+  // says why, for the log line of a release that fails.
+  void give_back(const QueueRunner& r, std::span<const Job> jobs, const char* why);
   // The kinds to claim now (served_'s snapshot, refreshed when it changed);
   // null when claims take every kind. Dispatcher thread only.
   const std::vector<std::string>* claim_filter();

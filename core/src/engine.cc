@@ -31,6 +31,20 @@ namespace conveyor {
 using std::chrono::milliseconds;
 constexpr auto kOutcomeDrainTime = milliseconds(5000);  // outcomes recorded at stop
 
+// A limit of scope "fleet" in the config needs a plugin that can share its
+// bucket: refused at start, naming the key and the plugin.
+void refuse_unsupported_fleet_limits(const Config& config, const Storage& storage) {
+  const std::string missing = missing_v1_2_slot(storage, "swap_shared_state",
+                                                "a fleet-wide rate limit (scope = \"fleet\")");
+  if (missing.empty()) return;
+  const std::string fix = "; or write scope = \"process\"";
+  if (auto d = config.engine.default_limit(); d && d->scope == LimitScope::kFleet)
+    throw ConfigError("[engine] rate_limit_scope = \"fleet\": " + missing + fix);
+  for (const auto& [name, q] : config.queues)
+    if (q.rate_limit && q.rate_limit->scope == LimitScope::kFleet)
+      throw ConfigError("[queues." + name + "] rate_limit scope = \"fleet\": " + missing + fix);
+}
+
 struct Engine::Impl {
   Impl(Config c, const Clock& clk, std::shared_ptr<Storage> s)
       : config(std::move(c)),
@@ -67,6 +81,7 @@ struct Engine::Impl {
                           dispatcher.add_or_wake(q, config.max_workers_for(q));
                         },
                         [this] { maintenance.run_soon(kOverridesStep); }}) {
+    refuse_unsupported_fleet_limits(config, *storage);
     health.on_fatal([](const std::string& e) { spdlog::critical("storage is broken: {}", e); });
     follower.refresh();
   }
@@ -152,6 +167,7 @@ int64_t Engine::enqueue(std::string_view queue, std::string_view kind, std::stri
 std::vector<int64_t> Engine::enqueue_batch(std::vector<NewJob> jobs) {
   const int64_t now = impl_->clock.wall_now_us();
   prepare_new_jobs(jobs, impl_->config.engine, now);
+  check_job_costs(jobs, impl_->limits, *impl_->storage);
   auto ids = impl_->storage->enqueue(jobs, now);
   const ServedKinds::Snapshot local = impl_->local_kinds.snapshot();
   for (const NewJob& j : jobs) {
@@ -221,6 +237,13 @@ uint32_t Engine::stop() {
 }
 
 void Engine::set_rate_limit(std::string_view queue, const RateLimit& limit) {
+  if (limit.scope == LimitScope::kFleet) {
+    for (const char* slot : {"swap_shared_state", "set_rate_limit_v2"})
+      if (std::string missing =
+              missing_v1_2_slot(*impl_->storage, slot, "a fleet-wide rate limit (scope fleet)");
+          !missing.empty())
+        throw ValidationError("scope", missing + ", or use scope process");
+  }
   impl_->follower.set(queue, limit, impl_->clock.wall_now_us());
   impl_->clear_backoff(queue);  // a new limit is the operator's answer to backpressure
   impl_->dispatcher.wake(queue);
@@ -231,6 +254,23 @@ bool Engine::delete_rate_limit(std::string_view queue) {
   impl_->clear_backoff(queue);
   impl_->dispatcher.wake(queue);
   return existed;
+}
+
+void Engine::set_rate_limiting_enabled(bool enabled) {
+  if (std::string missing =
+          missing_v1_2_slot(*impl_->storage, "swap_shared_state", "the live kill switch");
+      !missing.empty())
+    throw StorageError(CONVEYOR_E_UNSUPPORTED,
+                       missing + " (or set [engine] rate_limit_enabled in the config and restart)");
+  impl_->follower.set_switch(enabled);
+  impl_->dispatcher.wake_all();
+}
+
+RateLimitingState Engine::rate_limiting() const { return impl_->limits.switch_state(); }
+
+bool Engine::supports_fleet_limits() const {
+  return impl_->storage->has_slot("swap_shared_state") &&
+         impl_->storage->has_slot("set_rate_limit_v2");
 }
 
 void Engine::set_queue_paused(std::string_view queue, bool paused) {

@@ -4,7 +4,7 @@ namespace conveyor {
 
 LimitResolver::LimitResolver(const EngineConfig& engine,
                              const std::map<std::string, QueueConfig>& queues)
-    : enabled_(engine.rate_limit_enabled),
+    : config_enabled_(engine.rate_limit_enabled),
       default_(engine.default_limit()),
       overrides_(std::make_shared<const OverrideMap>()) {
   for (const auto& [name, q] : queues)
@@ -12,7 +12,7 @@ LimitResolver::LimitResolver(const EngineConfig& engine,
 }
 
 EffectiveLimit LimitResolver::resolve(std::string_view queue) const {
-  if (!enabled_) return {std::nullopt, LimitSource::kDisabled};
+  if (!enabled()) return {std::nullopt, LimitSource::kDisabled};
   std::shared_ptr<const OverrideMap> overrides;
   {
     std::lock_guard lock(mu_);
@@ -24,6 +24,18 @@ EffectiveLimit LimitResolver::resolve(std::string_view queue) const {
     return {it->second, LimitSource::kQueueConfig};
   if (default_) return {default_, LimitSource::kDefault};
   return {std::nullopt, LimitSource::kNone};
+}
+
+void LimitResolver::set_stored_switch(std::optional<bool> enabled) {
+  const int next = enabled ? (*enabled ? 1 : 0) : -1;
+  if (stored_switch_.exchange(next, std::memory_order_acq_rel) != next)
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+RateLimitingState LimitResolver::switch_state() const {
+  const int stored = stored_switch_.load(std::memory_order_acquire);
+  if (stored < 0) return {config_enabled_, SwitchSource::kConfig};
+  return {stored == 1, SwitchSource::kStorage};
 }
 
 void LimitResolver::set_overrides(std::vector<RateLimitOverride> overrides) {

@@ -61,6 +61,26 @@ TEST(LimitResolver, KillSwitchDisablesEverythingButKeepsOverrides) {
   EXPECT_EQ(r.overrides()[0].queue, "email");
 }
 
+TEST(LimitResolver, StoredKillSwitchBeatsTheConfigAndClearingItRevertsToTheConfig) {
+  LimitResolver r(engine(true, 10, 0), static_limit("email", RateLimit{50, 10}));
+  EXPECT_EQ(r.switch_state(), (RateLimitingState{true, SwitchSource::kConfig}));
+  const uint64_t g = r.generation();
+  r.set_stored_switch(false);
+  EXPECT_GT(r.generation(), g) << "dispatchers must re-resolve";
+  EXPECT_EQ(r.switch_state(), (RateLimitingState{false, SwitchSource::kStorage}));
+  EXPECT_EQ(r.resolve("email").source, LimitSource::kDisabled);
+  const uint64_t g2 = r.generation();
+  r.set_stored_switch(false);
+  EXPECT_EQ(r.generation(), g2) << "no change, no re-resolve";
+  r.set_stored_switch(std::nullopt);
+  EXPECT_EQ(r.switch_state(), (RateLimitingState{true, SwitchSource::kConfig}));
+  EXPECT_EQ(r.resolve("email").source, LimitSource::kQueueConfig);
+
+  LimitResolver off(engine(false, 10, 0), {});
+  off.set_stored_switch(true);  // conveyor ratelimit enable beats rate_limit_enabled = false
+  EXPECT_EQ(off.resolve("any").source, LimitSource::kDefault);
+}
+
 TEST(LimitResolver, SourceNamesAreTheContractSpellings) {
   EXPECT_STREQ(to_string(LimitSource::kOverride), "override");
   EXPECT_STREQ(to_string(LimitSource::kQueueConfig), "queue-config");

@@ -43,6 +43,9 @@ std::vector<QueueCountersSnapshot> Metrics::snapshot() const {
     s.failed = c->failed.load(std::memory_order_relaxed);
     s.retried = c->retried.load(std::memory_order_relaxed);
     s.throttled = c->throttled.load(std::memory_order_relaxed);
+    s.claims = c->claims.load(std::memory_order_relaxed);
+    s.fleet_swaps = c->fleet_swaps.load(std::memory_order_relaxed);
+    s.fleet_conflicts = c->fleet_conflicts.load(std::memory_order_relaxed);
     s.leases_lost = c->leases_lost.load(std::memory_order_relaxed);
     s.rescued = c->rescued.load(std::memory_order_relaxed);
     s.backoffs = c->backoffs.load(std::memory_order_relaxed);

@@ -15,7 +15,39 @@ NewJob make_new_job(std::string_view queue, std::string_view kind, std::string_v
   job.priority = options.priority;
   job.max_attempts = options.max_attempts.value_or(0);
   job.run_at_us = options.delay.count() > 0 ? now_us + options.delay.count() : 0;
+  job.cost = options.cost;
   return job;
+}
+
+std::string missing_v1_2_slot(const Storage& storage, std::string_view slot,
+                              std::string_view what) {
+  if (storage.has_slot(slot)) return {};
+  const PluginInfo& p = storage.plugin_info();
+  return fmt::format(
+      "storage plugin '{}' implements ABI {}.{}; {} needs ABI 1.2 (slot {}): upgrade the plugin",
+      p.name, p.abi_major, p.abi_minor, what, slot);
+}
+
+void check_job_costs(std::span<const NewJob> jobs, const LimitResolver& limits,
+                     const Storage& storage) {
+  for (const NewJob& j : jobs) {
+    if (j.cost == 1) continue;
+    if (j.cost < 1 || j.cost > kMaxJobCost)
+      throw ValidationError("cost", fmt::format("cost must be 1..{} (tokens the job takes from "
+                                                "its queue's rate limit), got {}",
+                                                kMaxJobCost, j.cost));
+    if (std::string missing = missing_v1_2_slot(storage, "enqueue_v3", "a job cost other than 1");
+        !missing.empty())
+      throw ValidationError("cost", missing);
+    const EffectiveLimit e = limits.resolve(j.queue);
+    if (e.limit && static_cast<uint32_t>(j.cost) > e.limit->burst)
+      throw ValidationError(
+          "cost",
+          fmt::format("cost {} is more than queue '{}''s burst of {} (limit {}/s, from "
+                      "{}): such a job could never start; lower the cost or raise the "
+                      "burst",
+                      j.cost, j.queue, e.limit->burst, e.limit->rate_per_sec, to_string(e.source)));
+  }
 }
 
 void prepare_new_jobs(std::vector<NewJob>& jobs, const EngineConfig& engine, int64_t now_us) {

@@ -3,7 +3,11 @@
 
 #include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
+#include <conveyor/limit_resolver.hpp>
 #include <conveyor/storage.hpp>
+
+#include <span>
+#include <string>
 
 #include <cstdint>
 #include <string_view>
@@ -19,5 +23,17 @@ NewJob make_new_job(std::string_view queue, std::string_view kind, std::string_v
 // ValidationError naming the field) and fills the defaults: max_attempts 0
 // becomes [engine] max_attempts, run_at_us 0 becomes now_us.
 void prepare_new_jobs(std::vector<NewJob>& jobs, const EngineConfig& engine, int64_t now_us);
+
+// Checks each job's cost (ValidationError("cost", ...), nothing enqueued):
+// 1..kMaxJobCost; above 1 only on a plugin with enqueue_v3 (ABI 1.2); at
+// most the burst of the queue's effective limit, since a dearer job could
+// never start. A queue without a limit takes any cost (no bucket, no cost).
+void check_job_costs(std::span<const NewJob> jobs, const LimitResolver& limits,
+                     const Storage& storage);
+
+// The sentence naming the plugin, its ABI and the 1.2 slot what needs
+// ("storage plugin 'x' implements ABI 1.1; a fleet-wide rate limit needs ABI
+// 1.2 (slot swap_shared_state): upgrade the plugin"); empty when it has it.
+std::string missing_v1_2_slot(const Storage& storage, std::string_view slot, std::string_view what);
 
 }  // namespace conveyor

@@ -5,19 +5,37 @@
 namespace conveyor {
 
 OverrideFollower::OverrideFollower(Storage& storage, LimitResolver& limits)
-    : storage_(storage), limits_(limits) {}
+    : storage_(storage), limits_(limits), has_switch_(storage.has_slot("swap_shared_state")) {}
 
 bool OverrideFollower::refresh() {
   std::lock_guard lock(mu_);
+  const uint64_t start = limits_.generation();
+  if (has_switch_) {
+    const Storage::SharedRecord r = storage_.swap_shared_state(kSwitchKey, -1, 0);
+    limits_.set_stored_switch(r.version == 0 ? std::nullopt : std::optional<bool>(r.value != 0));
+  }
   // The marker is read before the list: a change committed between the two
   // reads moves the marker again, so the next refresh reads it.
   const int64_t marker = storage_.change_marker();
-  if (marker_known_ && marker == marker_) return false;
-  const uint64_t before = limits_.generation();
+  if (marker_known_ && marker == marker_) return limits_.generation() != start;
   limits_.set_overrides(storage_.list_rate_limits());
   marker_ = marker;
   marker_known_ = true;
-  return limits_.generation() != before;
+  return limits_.generation() != start;
+}
+
+void OverrideFollower::set_switch(bool enabled) {
+  // Compare-and-set from the record read: a concurrent flip by another
+  // process makes ours retry on top of it (the last writer wins, nothing is
+  // lost half-way).
+  Storage::SharedRecord r = storage_.swap_shared_state(kSwitchKey, -1, 0);
+  for (int i = 0; i < 16 && !r.applied; ++i)
+    r = storage_.swap_shared_state(kSwitchKey, r.version, enabled ? 1 : 0);
+  if (!r.applied)
+    throw StorageError(CONVEYOR_E_UNAVAILABLE,
+                       "setting the rate-limit kill switch lost 16 races to other processes; "
+                       "try again");
+  refresh();
 }
 
 void OverrideFollower::set(std::string_view queue, const RateLimit& limit, int64_t now_us) {

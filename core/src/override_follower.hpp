@@ -1,6 +1,8 @@
-// OverrideFollower: keeps the LimitResolver's rate-limit overrides equal to
-// what storage holds, which any process may change. A refresh reads the
-// change marker and reads the list only when the marker moved. Refreshes are
+// OverrideFollower: keeps the LimitResolver's rate-limit overrides and the
+// live kill switch equal to what storage holds, which any process may
+// change. A refresh reads the change marker and reads the list only when the
+// marker moved; on a plugin with swap_shared_state (ABI 1.2) it also reads
+// the switch's record (kSwitchKey), one small read per refresh. Refreshes are
 // serialised under one lock with the marker they install, so two refreshes
 // (maintenance, an API call, a notification) can never interleave and
 // install an older list over a newer one.
@@ -26,6 +28,13 @@ class OverrideFollower {
   // Reads storage now. Returns true when the effective overrides changed.
   // Throws StorageError (the installed overrides stay as they were).
   bool refresh();
+  // Stores the kill switch for every process (set_rate_limiting_enabled),
+  // then refreshes. Throws StorageError (CONVEYOR_E_UNSUPPORTED before ABI 1.2).
+  void set_switch(bool enabled);
+  // The switch's record: version 0 (never written) leaves the config's
+  // rate_limit_enabled in charge; else value 1 enabled, 0 disabled.
+  static constexpr std::string_view kSwitchKey = "ratelimit.enabled";
+
   // Stores (validated: ValidationError) or deletes the queue's override,
   // then refreshes, so this process follows its own change at once. remove()
   // returns false when the queue had none. Throw StorageError.
@@ -40,6 +49,7 @@ class OverrideFollower {
   Storage& storage_;
   LimitResolver& limits_;
   std::mutex mu_;
+  const bool has_switch_;      // the plugin has swap_shared_state
   int64_t marker_ = 0;         // mu_: the marker of the installed list
   bool marker_known_ = false;  // mu_
   std::atomic<bool> requested_{false};

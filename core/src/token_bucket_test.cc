@@ -76,8 +76,8 @@ TEST(TokenBucket, ClockGoingBackwardsRefillsNothing) {
 // burst + rate * t. Checked for many random schedules and limits.
 TEST(TokenBucket, NeverExceedsBurstPlusRateTimesT) {
   std::mt19937_64 rng(12345);
-  const std::vector<RateLimit> limits = {{50, 10},  {5000, 500}, {0.5, 1},     {3, 1},
-                                         {7.3, 2},  {1e6, 1},    {123.456, 7}, {1, 4000}};
+  const std::vector<RateLimit> limits = {{50, 10}, {5000, 500}, {0.5, 1},     {3, 1},
+                                         {7.3, 2}, {1e6, 1},    {123.456, 7}, {1, 4000}};
   for (const RateLimit& limit : limits) {
     for (int trial = 0; trial < 20; ++trial) {
       TokenBucket b(limit, at(0));
@@ -114,6 +114,28 @@ TEST(TokenBucket, GreedyTakerAchievesTheRate) {
     const double expected = limit.burst + limit.rate_per_sec * 10;
     EXPECT_NEAR(static_cast<double>(taken), expected, 1.0) << limit.rate_per_sec;
   }
+}
+
+TEST(TokenBucket, TakeAtLeastTakesNothingUntilThatManyAreThere) {
+  TokenBucket b(RateLimit{50, 10}, at(0));
+  b.take(10, at(0));
+  EXPECT_EQ(b.take(10, at(60'000'000), 5), 0u) << "3 tokens, 5 needed: none taken";
+  EXPECT_EQ(b.available(at(60'000'000)), 3u);
+  EXPECT_EQ(b.time_until(5, at(60'000'000)), nanoseconds(40'000'000));
+  EXPECT_EQ(b.take(10, at(100'000'000), 5), 5u);
+  EXPECT_EQ(b.time_until(50, at(100'000'000)), nanoseconds(200'000'000))
+      << "more than the burst waits for a full bucket";
+}
+
+TEST(TokenBucket, EmptyUntilHoldsAndRefillsFromEmptyAfter) {
+  TokenBucket b(RateLimit{10, 5}, at(0));
+  b.empty_until(at(2'000'000'000));
+  EXPECT_EQ(b.available(at(1'999'999'999)), 0u);
+  EXPECT_EQ(b.available(at(2'000'000'000)), 0u) << "nothing banked during the hold";
+  EXPECT_EQ(b.time_until_next(at(0)), nanoseconds(2'100'000'000));
+  EXPECT_EQ(b.available(at(2'100'000'000)), 1u);
+  b.empty_until(at(1'000'000'000));  // an earlier end never shortens a hold
+  EXPECT_EQ(b.available(at(2'100'000'000)), 1u);
 }
 
 }  // namespace

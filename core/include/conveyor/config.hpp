@@ -29,9 +29,10 @@ struct StorageConfig {
 };
 
 struct EngineConfig {
-  bool rate_limit_enabled = true;           // the kill switch
-  double rate_limit_rate_per_sec = 0;       // global default; 0 = none
-  uint32_t rate_limit_burst = 0;            // 0 = ceil(rate)
+  bool rate_limit_enabled = true;                      // the kill switch
+  double rate_limit_rate_per_sec = 0;                  // global default; 0 = none
+  uint32_t rate_limit_burst = 0;                       // 0 = ceil(rate)
+  LimitScope rate_limit_scope = LimitScope::kProcess;  // the default limit's scope
   uint32_t max_workers = 10;                // per queue, unless [queues.NAME] says otherwise
   uint32_t worker_threads = 256;            // cap on handler threads, all queues together
   uint32_t claim_batch_max = 100;           // most jobs claimed in one storage call

@@ -105,6 +105,9 @@ struct EnqueueOptions {
   int32_t priority = 0;                 // lower runs first
   std::optional<int32_t> max_attempts;  // default: [engine] max_attempts
   std::chrono::microseconds delay{0};   // run no earlier than now + delay
+  // Tokens the job takes from its queue's rate limit (1..kMaxJobCost; at
+  // most the queue's burst, else ValidationError("cost") at enqueue).
+  int32_t cost = 1;
 };
 
 class Engine {
@@ -170,9 +173,8 @@ class Engine {
   // (storage, or the config file's rate_limit_enabled when storage has
   // nothing). Never calls storage.
   RateLimitingState rate_limiting() const;
-  // Whether this engine's storage can hold fleet limits, the kill switch and
-  // job costs (ABI 1.2), and a sentence naming the plugin and its ABI when it
-  // cannot (for error messages). Never throws.
+  // Whether this engine's storage can hold fleet-wide limits (ABI 1.2's
+  // swap_shared_state and set_rate_limit_v2). Never throws.
   bool supports_fleet_limits() const;
   // Pause/resume a queue durably (claims stop in every process).
   void set_queue_paused(std::string_view queue, bool paused);

@@ -1,6 +1,8 @@
 // LimitResolver: a queue's effective rate limit, by the precedence of
 // docs/reference.md (first match wins, layers replace, never stack):
-//   1. rate_limit_enabled = false      -> unlimited, source "disabled"
+//   1. the kill switch is off          -> unlimited, source "disabled"
+//      (storage's switch, conveyor ratelimit disable/enable, if it has
+//      one; else [engine] rate_limit_enabled)
 //   2. the queue's durable override    -> source "override"
 //   3. [queues.NAME] rate_limit        -> source "queue-config"
 //   4. the global default              -> source "default"
@@ -18,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,15 +37,22 @@ class LimitResolver {
   void set_overrides(std::vector<RateLimitOverride> overrides);
   std::vector<RateLimitOverride> overrides() const;
 
+  // The kill switch as storage holds it: nullopt when storage says nothing
+  // (the config's rate_limit_enabled applies).
+  void set_stored_switch(std::optional<bool> enabled);
+  RateLimitingState switch_state() const;
+
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
-  bool enabled() const { return enabled_; }
+  bool enabled() const { return switch_state().enabled; }
   // The global default, if any (shown even when disabled).
   const std::optional<RateLimit>& default_limit() const { return default_; }
 
  private:
   using OverrideMap = std::map<std::string, RateLimitOverride, std::less<>>;
 
-  bool enabled_;
+  const bool config_enabled_;
+  // -1: storage says nothing; 0: disabled there; 1: enabled there.
+  std::atomic<int> stored_switch_{-1};
   std::optional<RateLimit> default_;
   std::map<std::string, RateLimit, std::less<>> static_;
   mutable std::mutex mu_;

@@ -48,14 +48,19 @@ struct QueueCounters {
   std::atomic<uint64_t> leases_lost{0};  // an outcome refused: the lease was gone
   std::atomic<uint64_t> rescued{0};      // lease expired; made runnable again or failed
   std::atomic<uint64_t> backoffs{0};     // the downstream asked to wait (backpressure)
-  Histogram pickup_latency;              // ready (run_at) -> claimed
-  Histogram duration;                    // handler start -> end
+  // Fleet-scoped limit: swap_shared_state calls on the queue's bucket, and
+  // those that lost a race to another process (so the take was retried).
+  std::atomic<uint64_t> claims{0};  // claim calls to storage that succeeded (any number of jobs)
+  std::atomic<uint64_t> fleet_swaps{0};
+  std::atomic<uint64_t> fleet_conflicts{0};
+  Histogram pickup_latency;  // ready (run_at) -> claimed
+  Histogram duration;        // handler start -> end
 };
 
 struct QueueCountersSnapshot {
   std::string queue;
   uint64_t enqueued = 0, dispatched = 0, completed = 0, failed = 0, retried = 0, throttled = 0,
-           leases_lost = 0, rescued = 0, backoffs = 0;
+           leases_lost = 0, rescued = 0, backoffs = 0, claims = 0, fleet_swaps = 0, fleet_conflicts = 0;
   Histogram::Snapshot pickup_latency;
   Histogram::Snapshot duration;
 };

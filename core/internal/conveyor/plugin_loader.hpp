@@ -30,7 +30,7 @@ struct PluginInfo {
   uint64_t capabilities = 0;
   uint32_t abi_major = 0;
   uint32_t abi_minor = 0;
-  uint32_t struct_size = 0;              // as the plugin reported it
+  uint32_t struct_size = 0;                         // as the plugin reported it
   std::vector<std::string> optional_slots_missing;  // optional slots the host knows but cannot use
   // False for a kind this host does not know (a newer minor's): loaded anyway.
   bool kind_known = true;

@@ -1,16 +1,11 @@
-// TokenBucket: the per-queue rate limiter of ADR-010.
-//
-// Tokens are kept as integer nanoseconds of refill credit: one token costs
-// token_ns = ceil(1e9 / rate) nanoseconds of credit, and credit grows by the
-// elapsed time, capped at burst * token_ns. Integer arithmetic means no
-// rounding drift, so for any sequence of takes starting from a full bucket,
-// taken in [0, t] <= burst + t / token_ns <= burst + rate * t, exactly.
-// (Rounding token_ns up makes the bucket at most 1 ns per token slower than
-// the configured rate: far below any measurable error.)
+// TokenBucket: the per-process rate limiter of ADR-010 (scope "process").
+// The arithmetic, and the bound it proves (taken in [a, b] <= burst +
+// rate * (b - a), exactly), are bucket_math.hpp's, shared with FleetBucket.
 //
 // Not thread-safe: each bucket belongs to one dispatcher thread.
 #pragma once
 
+#include <conveyor/bucket_math.hpp>
 #include <conveyor/clock.hpp>
 #include <conveyor/rate_limit.hpp>
 
@@ -25,27 +20,30 @@ class TokenBucket {
   TokenBucket(const RateLimit& limit, SteadyTime now);
 
   // Whole tokens available at now.
-  uint32_t available(SteadyTime now);
-  // Takes up to n whole tokens at now; returns how many were taken.
-  uint32_t take(uint32_t n, SteadyTime now);
+  uint32_t available(SteadyTime now) const;
+  // Takes up to n whole tokens at now, none when fewer than at_least are
+  // available; returns how many were taken.
+  uint32_t take(uint32_t n, SteadyTime now, uint32_t at_least = 1);
   // Gives back n tokens taken but not used. Never fills beyond burst.
   void refund(uint32_t n);
   // How long from now until one whole token is available (zero if one is).
-  std::chrono::nanoseconds time_until_next(SteadyTime now);
+  std::chrono::nanoseconds time_until_next(SteadyTime now) const { return time_until(1, now); }
+  // How long from now until n whole tokens are available (n > burst: burst).
+  std::chrono::nanoseconds time_until(uint32_t n, SteadyTime now) const;
+  // Empties the bucket until `until`; it refills from empty after.
+  void empty_until(SteadyTime until);
   // Changes rate and burst, keeping the whole tokens held (at most the new burst).
   void reconfigure(const RateLimit& limit, SteadyTime now);
 
   const RateLimit& limit() const { return limit_; }
-  int64_t token_ns() const { return token_ns_; }
+  int64_t token_ns() const { return shape_.token_ns; }
 
  private:
-  void refill(SteadyTime now);
+  static int64_t ns(SteadyTime t) { return t.time_since_epoch().count(); }
 
   RateLimit limit_;
-  int64_t token_ns_;   // credit one token costs
-  int64_t cap_ns_;     // burst * token_ns_, saturated
-  int64_t credit_ns_;  // current credit, 0 <= credit_ns_ <= cap_ns_
-  SteadyTime last_;    // when credit_ns_ was last refilled
+  bucket::Shape shape_;
+  int64_t full_at_;  // steady ns at which the bucket is full again
 };
 
 }  // namespace conveyor

@@ -130,6 +130,11 @@ class FaultInjectingStorage final : public Storage {
   std::vector<conveyor_status> retry_jobs(std::span<const int64_t> ids, int64_t now_us) override;
   std::vector<conveyor_status> delete_jobs(std::span<const int64_t> ids) override;
   std::vector<QueueStats> job_counts(int64_t now_us) override;
+  // Placeholder forwarding until the storage helper's branch lands.
+  SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
+                                 int64_t new_value) override {
+    return inner_->swap_shared_state(key, expected_version, new_value);
+  }
 
  private:
   struct Failure {

@@ -639,6 +639,9 @@ struct Adapter {
         delete_jobs_slot(),
         job_counts_slot(),
         rescue_expired_v2_slot(),
+        nullptr,  // 1.2 slots: placeholder until the storage helper lands
+        nullptr,
+        nullptr,
     };
     return &t;
   }

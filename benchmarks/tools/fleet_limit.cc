@@ -1,0 +1,398 @@
+// conveyor-fleet-bench: one rate-limited queue drained by N processes on the
+// same storage, each an engine of its own (a separate process, connections
+// and dispatcher, as N `conveyor serve` would be). From every job's start
+// time across the N processes (CLOCK_REALTIME, one clock on one host) it
+// reports the fleet's achieved rate and the worst window: the largest
+// k - (burst + rate * t) over any k consecutive starts spanning t. With
+// scope "fleet" that must stay near 0 (the documented slack); with scope
+// "process" the fleet runs at about N times the rate.
+//
+//   conveyor-fleet-bench --plugin sqlite|postgres|postgres-queue [--dsn DSN]
+//       [--processes 3] [--rate 50] [--burst 10] [--scope fleet|process]
+//       [--seconds 20] [--cost 1] [--kill-switch-at S --kill-switch-for S]
+//       [--conveyor PATH]
+//
+// The limit is stored as an override (conveyor ratelimit set), so the kill
+// switch run also shows that overrides survive it. --kill-switch-at flips
+// `conveyor ratelimit disable` (the real CLI) S seconds in and `enable`
+// --kill-switch-for seconds later, and reports how long each process took
+// to follow each flip and the rate while disabled.
+#include "rate_accuracy.hpp"
+
+#include <conveyor/config.hpp>
+#include <conveyor/engine.hpp>
+#include <conveyor/engine_internals.hpp>
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spawn.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using conveyor::bench::analyze_rate;
+using conveyor::bench::worst_window_excess;
+
+constexpr const char* kQueue = "fleet";
+constexpr const char* kKind = "fleet-noop";
+
+int64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+void sleep_until_ns(int64_t at) {
+  const int64_t left = at - realtime_ns();
+  if (left > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(left));
+}
+
+struct Options {
+  std::string plugin = "sqlite";
+  std::string dsn;
+  int processes = 3;
+  double rate = 50;
+  uint32_t burst = 10;
+  std::string scope = "fleet";
+  double seconds = 20;
+  int cost = 1;
+  double kill_at = 0;  // 0: no kill-switch flip
+  double kill_for = 5;
+  std::string conveyor;
+  // Child only.
+  std::string config, out;
+  int64_t start_ns = 0, stop_ns = 0;
+};
+
+std::string config_text(const Options& o, const fs::path& dir) {
+  std::string storage;
+  if (o.plugin == "sqlite") {
+    storage = fmt::format("[storage]\nplugin = \"sqlite\"\n[storage.options]\npath = \"{}\"\n",
+                          (dir / "fleet.db").string());
+  } else {
+    storage = fmt::format(
+        "[storage]\nplugin = \"{}\"\n[storage.options]\ndsn = \"{}\"\nschema = \"fleet_{}\"\n",
+        o.plugin, o.dsn, getpid());
+  }
+  // Enough workers and batch that only the limit throttles.
+  return storage +
+         "[engine]\npoll_interval_ms = 200\nclaim_batch_max = 100\nworker_threads = 64\n"
+         "retention_s = 3600\n[queues.fleet]\nmax_workers = 500\n";
+}
+
+// ---- child: one engine, recording when each job started ----
+
+int run_child(const Options& o) {
+  spdlog::set_level(spdlog::level::warn);
+  conveyor::Config config = conveyor::load_config_file(o.config);
+  conveyor::Engine engine(config);
+  std::mutex mu;
+  std::vector<int64_t> starts;
+  starts.reserve(1 << 20);
+  engine.register_handler(kKind, [&](const conveyor::Job&) {
+    const int64_t t = realtime_ns();
+    std::lock_guard lock(mu);
+    starts.push_back(t);
+  });
+  // When this engine saw the kill switch change (its follower's view).
+  std::vector<std::pair<int64_t, bool>> flips;
+  std::atomic<bool> done{false};
+  sleep_until_ns(o.start_ns);
+  engine.start();
+  std::thread watch([&] {
+    bool enabled = engine.rate_limiting().enabled;
+    while (!done.load()) {
+      const bool now = engine.rate_limiting().enabled;
+      if (now != enabled) flips.emplace_back(realtime_ns(), now);
+      enabled = now;
+      std::this_thread::sleep_for(2ms);
+    }
+  });
+  sleep_until_ns(o.stop_ns);
+  engine.stop();
+  done = true;
+  watch.join();
+  conveyor::Metrics& m = conveyor::EngineInternals::metrics(engine);
+  conveyor::QueueCounters& c = m.queue(kQueue);
+  std::ofstream out(o.out);
+  out << fmt::format("claims {} swaps {} conflicts {} throttled {}\n", c.claims.load(),
+                     c.fleet_swaps.load(), c.fleet_conflicts.load(), c.throttled.load());
+  out << "flips";
+  for (const auto& [t, enabled] : flips) out << ' ' << t << ' ' << (enabled ? 1 : 0);
+  out << "\nstarts";
+  for (int64_t t : starts) out << ' ' << t;
+  out << '\n';
+  return 0;
+}
+
+// ---- parent ----
+
+pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&files, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, argv[0], &files, nullptr, argv.data(), environ) != 0)
+    throw std::runtime_error("cannot start " + args[0]);
+  posix_spawn_file_actions_destroy(&files);
+  return pid;
+}
+
+int wait_for(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+struct ChildResult {
+  uint64_t claims = 0, swaps = 0, conflicts = 0, throttled = 0;
+  std::vector<std::pair<int64_t, bool>> flips;
+  std::vector<int64_t> starts;
+};
+
+ChildResult read_child(const fs::path& file) {
+  std::ifstream in(file);
+  ChildResult r;
+  std::string word;
+  in >> word >> r.claims >> word >> r.swaps >> word >> r.conflicts >> word >> r.throttled;
+  std::string line;
+  std::getline(in, line);
+  std::getline(in, line);
+  std::istringstream flips(line);
+  flips >> word;
+  int64_t t = 0;
+  int e = 0;
+  while (flips >> t >> e) r.flips.emplace_back(t, e != 0);
+  std::getline(in, line);
+  std::istringstream starts(line);
+  starts >> word;
+  while (starts >> t) r.starts.push_back(t);
+  return r;
+}
+
+// Starts in [from, to), as a fleet rate (jobs/s).
+double rate_between(const std::vector<int64_t>& s, int64_t from, int64_t to) {
+  const auto a = std::lower_bound(s.begin(), s.end(), from);
+  const auto b = std::lower_bound(s.begin(), s.end(), to);
+  return static_cast<double>(b - a) / (static_cast<double>(to - from) / 1e9);
+}
+
+std::vector<int64_t> slice(const std::vector<int64_t>& s, int64_t from, int64_t to) {
+  return {std::lower_bound(s.begin(), s.end(), from), std::lower_bound(s.begin(), s.end(), to)};
+}
+
+int run_parent(const Options& o, const std::string& self) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("conveyor-fleet-bench-{}", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string config_path = (dir / "conveyor.toml").string();
+  std::ofstream(config_path) << config_text(o, dir);
+  const conveyor::LimitScope scope = conveyor::parse_limit_scope(o.scope);
+  const conveyor::RateLimit limit = conveyor::make_rate_limit(o.rate, o.burst, scope);
+  const bool kill = o.kill_at > 0;
+  // A backlog no run drains: the limit's share, times the processes for
+  // scope "process", plus an unthrottled allowance while the switch is off.
+  const double per_cost_rate = o.rate / o.cost;
+  const double fleet_rate =
+      scope == conveyor::LimitScope::kFleet ? per_cost_rate : per_cost_rate * o.processes;
+  const auto backlog = static_cast<size_t>(fleet_rate * (o.seconds + 5) * 1.3 + o.burst * 4 +
+                                           (kill ? 20000 * o.kill_for : 0));
+  {
+    spdlog::set_level(spdlog::level::warn);
+    conveyor::Engine producer(conveyor::load_config_file(config_path));
+    producer.set_rate_limit(kQueue, limit);
+    std::vector<conveyor::NewJob> batch;
+    for (size_t done = 0; done < backlog;) {
+      batch.clear();
+      for (size_t i = 0; i < 5000 && done < backlog; ++i, ++done) {
+        conveyor::NewJob j;
+        j.queue = kQueue;
+        j.kind = kKind;
+        j.cost = o.cost;
+        batch.push_back(std::move(j));
+      }
+      producer.enqueue_batch(batch);
+    }
+  }
+  const int64_t start = realtime_ns() + 2'000'000'000;  // every child loaded by then
+  const int64_t stop = start + static_cast<int64_t>(o.seconds * 1e9);
+  std::vector<pid_t> children;
+  const std::string log = (dir / "children.log").string();
+  for (int i = 0; i < o.processes; ++i)
+    children.push_back(spawn({self, "--child", "--config", config_path, "--out",
+                              (dir / fmt::format("child-{}.txt", i)).string(), "--start-ns",
+                              std::to_string(start), "--stop-ns", std::to_string(stop)},
+                             log));
+  int64_t disabled_at = 0, enabled_at = 0;
+  if (kill) {
+    const std::string cli = o.conveyor;
+    sleep_until_ns(start + static_cast<int64_t>(o.kill_at * 1e9));
+    if (wait_for(spawn({cli, "--config", config_path, "ratelimit", "disable"}, log)) != 0)
+      throw std::runtime_error("conveyor ratelimit disable failed; see " + log);
+    disabled_at = realtime_ns();
+    sleep_until_ns(start + static_cast<int64_t>((o.kill_at + o.kill_for) * 1e9));
+    if (wait_for(spawn({cli, "--config", config_path, "ratelimit", "enable"}, log)) != 0)
+      throw std::runtime_error("conveyor ratelimit enable failed; see " + log);
+    enabled_at = realtime_ns();
+  }
+  for (pid_t pid : children)
+    if (wait_for(pid) != 0) throw std::runtime_error("a child failed; see " + log);
+
+  std::vector<int64_t> all;
+  std::vector<ChildResult> results;
+  uint64_t claims = 0, swaps = 0, conflicts = 0;
+  for (int i = 0; i < o.processes; ++i) {
+    results.push_back(read_child(dir / fmt::format("child-{}.txt", i)));
+    const ChildResult& r = results.back();
+    all.insert(all.end(), r.starts.begin(), r.starts.end());
+    claims += r.claims;
+    swaps += r.swaps;
+    conflicts += r.conflicts;
+  }
+  std::sort(all.begin(), all.end());
+  std::cout << fmt::format(
+      "{} processes on {} ({}), limit {}/s burst {} scope {}, job cost {}, {} s; backlog {} "
+      "jobs\n",
+      o.processes, o.plugin, o.plugin == "sqlite" ? "one file" : "one database", o.rate, o.burst,
+      o.scope, o.cost, o.seconds, backlog);
+  std::string per;
+  for (const ChildResult& r : results) per += fmt::format(" {}", r.starts.size());
+  std::cout << fmt::format("started: {} in all; per process:{}\n", all.size(), per);
+  // Job starts against the token bound: cost tokens per start.
+  const conveyor::RateLimit job_limit{o.rate / o.cost, static_cast<uint32_t>(o.burst / o.cost),
+                                      scope};
+  auto report = [&](const char* what, int64_t from, int64_t to) {
+    const std::vector<int64_t> s = slice(all, from, to);
+    // The steady rate leaves out the first second (the burst).
+    const double steady = rate_between(all, from + 1'000'000'000, to);
+    const auto w = worst_window_excess(s, job_limit);
+    std::cout << fmt::format(
+        "{}: fleet rate {:.2f}/s (steady, after the first second; {:+.2f}% of {:.2f}/s); "
+        "worst window: {:.2f} starts over burst + rate*t (a window of {:.3f} s)\n",
+        what, steady, (steady - job_limit.rate_per_sec) / job_limit.rate_per_sec * 100,
+        job_limit.rate_per_sec, w.excess, w.length_s);
+  };
+  if (!kill) {
+    report("whole run", start, stop);
+  } else {
+    report("before the switch", start, disabled_at);
+    std::cout << fmt::format("while disabled: fleet rate {:.0f}/s\n",
+                             rate_between(all, disabled_at + 1'000'000'000, enabled_at));
+    report("after re-enabling (from 1 s after)", enabled_at + 1'000'000'000, stop);
+    for (size_t i = 0; i < results.size(); ++i) {
+      int64_t saw_off = -1, saw_on = -1;
+      for (const auto& [t, enabled] : results[i].flips) {
+        if (!enabled && saw_off < 0) saw_off = t - disabled_at;
+        if (enabled && t >= disabled_at && saw_on < 0) saw_on = t - enabled_at;
+      }
+      std::cout << fmt::format(
+          "process {}: followed disable after {:.0f} ms, enable after {:.0f} ms\n", i,
+          saw_off / 1e6, saw_on / 1e6);
+    }
+    conveyor::Engine check(conveyor::load_config_file(config_path));
+    const auto& overrides = conveyor::EngineInternals::limits(check).overrides();
+    std::cout << fmt::format(
+        "override after the flips: {}\n",
+        overrides.size() == 1 && overrides[0].limit == limit ? "unchanged" : "CHANGED OR GONE");
+  }
+  std::cout << fmt::format(
+      "claims: {} ({:.1f} jobs each); fleet bucket calls: {} ({:.2f} per claim), of which {} "
+      "lost a race\n",
+      claims, claims ? static_cast<double>(all.size()) / claims : 0.0, swaps,
+      claims ? static_cast<double>(swaps) / claims : 0.0, conflicts);
+  fs::remove_all(dir);
+  return 0;
+}
+
+int usage() {
+  std::cerr << "usage: conveyor-fleet-bench --plugin sqlite|postgres|postgres-queue [--dsn DSN] "
+               "[--processes 3] [--rate 50] [--burst 10] [--scope fleet|process] [--seconds 20] "
+               "[--cost 1] [--kill-switch-at S --kill-switch-for S] [--conveyor PATH]\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  o.conveyor = (fs::path(argv[0]).parent_path() / "conveyor").string();
+  bool child = false;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto value = [&]() -> std::string {
+        if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+        return argv[++i];
+      };
+      if (a == "--child")
+        child = true;
+      else if (a == "--plugin")
+        o.plugin = value();
+      else if (a == "--dsn")
+        o.dsn = value();
+      else if (a == "--processes")
+        o.processes = std::stoi(value());
+      else if (a == "--rate")
+        o.rate = std::stod(value());
+      else if (a == "--burst")
+        o.burst = static_cast<uint32_t>(std::stoul(value()));
+      else if (a == "--scope")
+        o.scope = value();
+      else if (a == "--seconds")
+        o.seconds = std::stod(value());
+      else if (a == "--cost")
+        o.cost = std::stoi(value());
+      else if (a == "--kill-switch-at")
+        o.kill_at = std::stod(value());
+      else if (a == "--kill-switch-for")
+        o.kill_for = std::stod(value());
+      else if (a == "--conveyor")
+        o.conveyor = value();
+      else if (a == "--config")
+        o.config = value();
+      else if (a == "--out")
+        o.out = value();
+      else if (a == "--start-ns")
+        o.start_ns = std::stoll(value());
+      else if (a == "--stop-ns")
+        o.stop_ns = std::stoll(value());
+      else
+        return usage();
+    }
+    if (child) return run_child(o);
+    if (o.plugin != "sqlite" && o.dsn.empty()) {
+      std::cerr << "--plugin " << o.plugin << " needs --dsn (a PostgreSQL connection string)\n";
+      return 2;
+    }
+    if (o.processes < 1 || o.cost < 1 || o.burst < 1) return usage();
+    return run_parent(o, fs::canonical("/proc/self/exe").string());
+  } catch (const std::exception& e) {
+    std::cerr << "conveyor-fleet-bench: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,91 @@
+// FleetBucket: a queue's rate limit of scope "fleet", one bucket for every
+// process on the same storage. The arithmetic is bucket_math.hpp's, as for
+// the process bucket; the state (full_at, ns on the wall clock) lives in
+// storage under "ratelimit.bucket:" + queue and changes only through
+// swap_shared_state (compare-and-set), so every take and refund by any
+// process applies to the latest state exactly once, and the bound holds for
+// the fleet: tokens taken in [a, b] <= burst + rate * (b - a).
+//
+// Cost: the record is cached. A take the cache says cannot succeed makes no
+// call; otherwise one swap, and after a lost race (another process took
+// first; the reply carries its record) one more, at most kMaxSwaps in all.
+// So at most a couple of calls per claimed batch, never one per job. A
+// refund (a claim found fewer jobs than tokens taken) is one more call.
+//
+// Slack: a token is taken just before the claim, and the job starts after
+// the claim returns, so a window of starts can hold the takes of a slightly
+// longer window: rate * (the spread of claim latencies) jobs, measured in
+// the note and docs/reference.md. Clocks: full_at is wall-clock time, so
+// hosts whose clocks differ by d may take up to rate * d early.
+//
+// Not thread-safe: each bucket belongs to one dispatcher thread. Calls may
+// throw StorageError (the state is then as before, or as the swap left it).
+#pragma once
+
+#include <conveyor/bucket_math.hpp>
+#include <conveyor/clock.hpp>
+#include <conveyor/metrics.hpp>
+#include <conveyor/rate_limit.hpp>
+#include <conveyor/storage.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace conveyor {
+
+class FleetBucket {
+ public:
+  // Most swaps one take or refund makes before giving up (then it takes
+  // nothing and the dispatcher tries again at the next token).
+  static constexpr int kMaxSwaps = 3;
+
+  // limit must be validated; storage, clock and counters (fleet_swaps,
+  // fleet_conflicts are counted there) outlive the bucket. Makes no call.
+  FleetBucket(Storage& storage, std::string_view queue, const RateLimit& limit, const Clock& clock,
+              QueueCounters& counters);
+
+  // The storage key of queue's fleet bucket.
+  static std::string key_for(std::string_view queue);
+
+  // Whole tokens the last record seen says are available (an estimate:
+  // other processes may have taken some since). No call.
+  uint32_t available() const;
+  // Takes up to n tokens, none when fewer than at_least are available; how
+  // many were taken (0: too few, or the races were all lost). Calls storage
+  // unless the cached record already says too few.
+  uint32_t take(uint32_t n, uint32_t at_least = 1);
+  // Gives back n tokens taken and not used. Calls storage; on lost races
+  // the tokens are dropped (the fleet runs slower, never faster).
+  void refund(uint32_t n);
+  // From the last record seen: how long until n tokens are available.
+  std::chrono::nanoseconds time_until(uint32_t n) const;
+  // Until then no process takes a token; the bucket refills from empty
+  // after (backpressure held fleet-wide). until is on the steady clock.
+  void empty_until(SteadyTime until);
+  // Changes rate and burst; the shared state is kept (its meaning is "full
+  // again at", valid under any shape).
+  void reconfigure(const RateLimit& limit);
+
+  const RateLimit& limit() const { return limit_; }
+  int64_t token_ns() const { return shape_.token_ns; }
+
+ private:
+  int64_t wall_ns() const;
+  // Reads the record when it was never read (first use).
+  void read_once();
+  // One compare-and-set from the cached record; updates the cache.
+  bool swap(int64_t new_full_at);
+
+  Storage& storage_;
+  const std::string key_;
+  const Clock& clock_;
+  RateLimit limit_;
+  bucket::Shape shape_;
+  int64_t version_ = -1;  // of the cached record; -1: not read yet
+  int64_t full_at_ = 0;   // the cached record's value
+  QueueCounters& counters_;
+};
+
+}  // namespace conveyor
