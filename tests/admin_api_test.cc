@@ -180,7 +180,7 @@ TEST(AdminApi, ScopeKillSwitchAndCostOverHttp) {
 
   r = s.call("SetRateLimitingEnabled", {{"enabled", false}});
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(json_body(r), json::parse(R"({"enabledSource":"storage"})"));
+  EXPECT_EQ(json_body(r), json::parse(R"({"enabled":false,"enabledSource":"storage"})"));
   j = json_body(s.call("ListRateLimits", json::object()));
   EXPECT_EQ(j.value("enabled", true), false);
   EXPECT_EQ(j["enabledSource"], "storage");

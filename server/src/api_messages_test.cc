@@ -136,7 +136,7 @@ TEST(ApiMessages, ListingOmitsAnUnsetDefault) {
 TEST(ApiMessages, SwitchStateBothWays) {
   v1::SetRateLimitingEnabledResponse m;
   to_proto(RateLimitingState{false, SwitchSource::kStorage}, m);
-  EXPECT_EQ(as_json(m), json::parse(R"({"enabledSource":"storage"})"));  // false is omitted
+  EXPECT_EQ(as_json(m), json::parse(R"({"enabled":false,"enabledSource":"storage"})"));
   EXPECT_EQ(from_proto(via_binary(m)), (RateLimitingState{false, SwitchSource::kStorage}));
   to_proto(RateLimitingState{true, SwitchSource::kStorage}, m);
   EXPECT_EQ(as_json(m), json::parse(R"({"enabled":true,"enabledSource":"storage"})"));

@@ -177,7 +177,7 @@ TEST_F(ApiServiceTest, SetListDeleteRateLimit) {
 TEST_F(ApiServiceTest, TheKillSwitchIsStoredAndAnswersItsState) {
   call(kSet, {{"queue", "email"}, {"ratePerSec", 50}, {"burst", 10}});
   json r = call(kSwitch, {{"enabled", false}});
-  EXPECT_EQ(r, json::parse(R"({"enabledSource":"storage"})"));  // enabled false: omitted
+  EXPECT_EQ(r, json::parse(R"({"enabled":false,"enabledSource":"storage"})"));
   r = call(kList, json::object());
   EXPECT_EQ(r["enabled"], false);
   EXPECT_EQ(r["enabledSource"], "storage");

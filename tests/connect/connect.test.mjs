@@ -421,7 +421,7 @@ for (const client of [{ name: 'buf curl --protocol connect (binary protobuf)', c
     assert.match(r.stderr, /invalid_argument/);
     assert.match(r.stderr, /scope: /);
     let state = await ok('SetRateLimitingEnabled', { enabled: false });
-    assert.equal(state.enabled ?? false, false);  // false is the default, left out
+    assert.equal(state.enabled ?? false, false);  // buf curl may leave out a default
     assert.equal(state.enabledSource, 'storage');
     let limits = await ok('ListRateLimits', {});
     assert.equal(limits.enabled ?? false, false);
