@@ -198,7 +198,7 @@ TEST_F(ApiServiceTest, TheKillSwitchIsStoredAndAnswersItsState) {
   EXPECT_EQ(r["enabled"], true);
   EXPECT_EQ(r["enabledSource"], "storage");
   EXPECT_EQ(call(kQueues, json::object())["queues"][0]["limit"]["source"], "override");
-  EXPECT_EQ(invalid(kSwitch, {{"enabled", "no"}}).rfind("enabled: ", 0), 0u);
+  EXPECT_EQ(invalid(kSwitch, {{"enabled", "off"}}).rfind("enabled: ", 0), 0u);
 }
 
 TEST_F(ApiServiceTest, CostRoundTripsAndIsChecked) {

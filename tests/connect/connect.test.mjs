@@ -434,9 +434,10 @@ for (const client of [{ name: 'buf curl --protocol connect (binary protobuf)', c
     const { id } = await ok('Enqueue', { job: { queue, kind: 'noop', cost: 3 } });
     const { job } = await ok('GetJob', { id });
     assert.equal(job.cost, 3);
-    r = await call('Enqueue', { job: { queue, kind: 'noop', cost: 0.5 } });
+    r = await call('Enqueue', { job: { queue, kind: 'noop', cost: -1 } });
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /invalid_argument/);
+    assert.match(r.stderr, /job\.cost: cost must be a whole number of tokens from 1 to 1000000, got -1/);
     r = await call('Enqueue', { job: { queue, kind: 'noop', cost: 4 } });  // over burst 3
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /invalid_argument/);
