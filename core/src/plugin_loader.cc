@@ -74,6 +74,10 @@ constexpr Slot kOptionalSlots[] = {
     CONVEYOR_SLOT(delete_jobs),
     CONVEYOR_SLOT(job_counts),
     CONVEYOR_SLOT(rescue_expired_v2),
+    // 1.2
+    CONVEYOR_SLOT(swap_shared_state),
+    CONVEYOR_SLOT(set_rate_limit_v2),
+    CONVEYOR_SLOT(enqueue_v3),
 };
 #undef CONVEYOR_SLOT
 
