@@ -2,13 +2,42 @@
 #include <conveyor/rate_limit.hpp>
 #include <conveyor/validation.hpp>
 
+#include <string>
+
 namespace conveyor {
 
-RateLimit make_rate_limit(double rate_per_sec, int64_t burst) {
+RateLimit make_rate_limit(double rate_per_sec, int64_t burst, LimitScope scope) {
   validate_rate(rate_per_sec);
   validate_burst(burst, /*zero_means_auto=*/true);
   const uint32_t resolved = burst == 0 ? auto_burst(rate_per_sec) : static_cast<uint32_t>(burst);
-  return RateLimit{rate_per_sec, resolved};
+  return RateLimit{rate_per_sec, resolved, scope};
+}
+
+const char* to_string(LimitScope scope) noexcept {
+  switch (scope) {
+    case LimitScope::kProcess:
+      return "process";
+    case LimitScope::kFleet:
+      return "fleet";
+  }
+  return "process";
+}
+
+LimitScope parse_limit_scope(std::string_view text) {
+  if (text == "process") return LimitScope::kProcess;
+  if (text == "fleet") return LimitScope::kFleet;
+  throw ValidationError(
+      "scope", "scope must be \"process\" or \"fleet\", not \"" + std::string(text) + "\"");
+}
+
+const char* to_string(SwitchSource source) noexcept {
+  switch (source) {
+    case SwitchSource::kConfig:
+      return "config";
+    case SwitchSource::kStorage:
+      return "storage";
+  }
+  return "config";
 }
 
 const char* to_string(LimitSource source) noexcept {
