@@ -10,8 +10,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <numeric>
+#include <random>
 #include <vector>
 
 namespace conveyor {
@@ -52,11 +55,11 @@ class DispatcherFleetTest : public ::testing::Test {
     o.claim_batch_max = 1000;
     o.max_in_flight = 1'000'000;  // jobs are never finished here
     Process* raw = p.get();
-    p->dispatcher = std::make_unique<Dispatcher>(
-        *p->storage, p->limits, clock_, p->metrics, o,
-        [raw](QueueRunner&, std::vector<Job>&& jobs) {
-          for (Job& j : jobs) raw->claimed.push_back(std::move(j));
-        });
+    p->dispatcher = std::make_unique<Dispatcher>(*p->storage, p->limits, clock_, p->metrics, o,
+                                                 [raw](QueueRunner&, std::vector<Job>&& jobs) {
+                                                   for (Job& j : jobs)
+                                                     raw->claimed.push_back(std::move(j));
+                                                 });
     p->dispatcher->add_queue("q", 100000);
     processes_.push_back(std::move(p));
     return *processes_.back();
@@ -85,9 +88,15 @@ class DispatcherFleetTest : public ::testing::Test {
   void run_for(double seconds, double bound_rate, double bound_burst) {
     const SteadyTime start = clock_.steady_now();
     const SteadyTime end = start + std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
+    std::vector<size_t> order(processes_.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937 rng(11);
     while (clock_.steady_now() < end) {
       SteadyTime next = SteadyTime::max();
-      for (auto& p : processes_) next = std::min(next, p->dispatcher->run_due(clock_.steady_now()));
+      // Who polls first in an instant varies, as it does between real processes.
+      std::shuffle(order.begin(), order.end(), rng);
+      for (size_t i : order)
+        next = std::min(next, processes_[i]->dispatcher->run_due(clock_.steady_now()));
       const double t = std::chrono::duration<double>(clock_.steady_now() - start).count();
       ASSERT_LE(static_cast<double>(claimed()), bound_burst + bound_rate * t + 1e-9)
           << "at t = " << t << " s";
