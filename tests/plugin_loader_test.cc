@@ -388,7 +388,8 @@ TEST(PluginLoader, ThrowingCppPluginReturnsInternal) {
   // notify; it has none of the 1.1 methods, so the helper leaves those NULL.
   EXPECT_THAT(info.optional_slots_missing,
               ::testing::ElementsAre("enqueue_v2", "claim_kinds", "list_jobs", "retry_jobs",
-                                     "delete_jobs", "job_counts", "rescue_expired_v2"));
+                                     "delete_jobs", "job_counts", "rescue_expired_v2",
+                                     "swap_shared_state", "set_rate_limit_v2", "enqueue_v3"));
   EXPECT_NE(info.capabilities & CONVEYOR_CAP_NOTIFY, 0u);
 
   const conveyor_storage_plugin& t = plugin->table();

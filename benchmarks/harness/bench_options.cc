@@ -86,6 +86,9 @@ std::optional<BenchOptions> parse_bench_options(int argc, char** argv) {
   app.add_option("--steady-rate", o.steady_rate,
                  fmt::format("steady producer's offered load, jobs/s ({:g})", kDefaultSteadyRate))
       ->check(CLI::Range(1.0, 1e7));
+  app.add_option("--steady-fleet-limit", o.steady_fleet_limit,
+                 "give the steady queue a fleet-wide limit of this many jobs/s (0: none)")
+      ->check(CLI::Range(0.0, 1e7));
   app.add_option("--steady-tick-ms", o.steady_tick_ms,
                  "the steady producer enqueues one batch every this many ms (5)")
       ->check(CLI::Range(1u, 1000u));

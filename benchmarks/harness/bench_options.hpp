@@ -64,6 +64,9 @@ struct BenchOptions {
   uint64_t steady_jobs = 0;     // 0: by mode
   double steady_rate = 0;       // offered jobs/s; 0: the default
   uint32_t steady_tick_ms = 5;  // the producer enqueues one batch per tick
+  // When > 0, the steady queue has a fleet-scoped limit of this many jobs/s
+  // (burst ceil(rate)): its shared bucket is written all the while.
+  double steady_fleet_limit = 0;
 
   bool runs(const std::string& workload) const {
     if (!workloads.empty()) return workloads.count(workload) > 0;

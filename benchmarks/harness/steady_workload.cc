@@ -147,6 +147,12 @@ SteadyResult run_steady(Backend& backend, const BenchOptions& options, Progress&
     }
     const std::atomic<uint64_t>& completed =
         EngineInternals::metrics(engine).queue(queue).completed;
+    if (options.steady_fleet_limit > 0) {
+      engine.set_rate_limit(queue,
+                            make_rate_limit(options.steady_fleet_limit, 0, LimitScope::kFleet));
+      progress.line("queue {} limited to {}/s, scope fleet (a shared bucket in storage)", queue,
+                    options.steady_fleet_limit);
+    }
     engine.start();
 
     SteadyProducer producer(engine, queue, n, options.steady_rate, options.steady_tick_ms,
@@ -182,6 +188,11 @@ SteadyResult run_steady(Backend& backend, const BenchOptions& options, Progress&
     r.jobs_per_sec = static_cast<double>(n) / r.seconds;
     r.enqueued_per_sec = producer.achieved_per_sec();
     engine.stop();
+    const QueueCounters& c = EngineInternals::metrics(engine).queue(queue);
+    if (options.steady_fleet_limit > 0)
+      progress.line("fleet bucket: {} calls ({} lost a race) for {} claims, {:.0f} calls/s",
+                    c.fleet_swaps.load(), c.fleet_conflicts.load(), c.claims.load(),
+                    static_cast<double>(c.fleet_swaps.load()) / r.seconds);
   }
   r.pickup = pickup.summary();
 

@@ -293,9 +293,11 @@ int run_parent(const Options& o, const std::string& self) {
     const auto w = worst_window_excess(s, job_limit);
     std::cout << fmt::format(
         "{}: fleet rate {:.2f}/s (steady, after the first second; {:+.2f}% of {:.2f}/s); "
-        "worst window: {:.2f} starts over burst + rate*t (a window of {:.3f} s)\n",
+        "worst window: {:.2f} starts over burst + rate*t (= {:.1f} ms of the rate; the window "
+        "{:.3f} s long, ending {:.3f} s into the run)\n",
         what, steady, (steady - job_limit.rate_per_sec) / job_limit.rate_per_sec * 100,
-        job_limit.rate_per_sec, w.excess, w.length_s);
+        job_limit.rate_per_sec, w.excess, w.excess / job_limit.rate_per_sec * 1000, w.length_s,
+        w.at_s - static_cast<double>(start) / 1e9);
   };
   if (!kill) {
     report("whole run", start, stop);

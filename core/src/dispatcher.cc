@@ -26,6 +26,9 @@ constexpr std::chrono::milliseconds kCatchUpPermitWait{5};
 // Catch-up rounds per pass: a 5,000/s queue with burst 500 and batches of 100
 // banks at most five batches; the unlimited queues wait at most this many.
 constexpr uint32_t kMaxCatchUpRounds = 8;
+// A fleet-limited queue takes at least this long's worth of tokens per
+// take (fleet bucket writes <= 100/s per process at any rate).
+constexpr std::chrono::milliseconds kFleetTakeQuantum{10};
 
 // How long until bucket is full (its burst banked) at now: the time left
 // before tokens are lost.
@@ -336,11 +339,22 @@ Dispatcher::RemoteTry Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim,
 
 Dispatcher::Grant Dispatcher::take_tokens(QueueRunner& r, uint32_t max_jobs, SteadyTime now) {
   if (!r.bucket) return {max_jobs, 0};
-  const uint32_t hint = std::max<uint32_t>(1, std::min(r.cost_hint, r.bucket->limit().burst));
+  const RateLimit& limit = r.bucket->limit();
+  const uint32_t hint = std::max<uint32_t>(1, std::min(r.cost_hint, limit.burst));
   const uint64_t want = std::min<uint64_t>(uint64_t{max_jobs} * hint, UINT32_MAX);
+  // A fleet bucket is a storage write per take: wait for kFleetTakeQuantum's
+  // worth of tokens (at most the burst or what the claim can use), so its
+  // writes per second are bounded by the processes, never the job rate.
+  uint32_t at_least = hint;
+  if (r.bucket->fleet()) {
+    const double quantum = std::ceil(limit.rate_per_sec * kFleetTakeQuantum.count() / 1000.0);
+    const uint64_t cap = std::min<uint64_t>(limit.burst, want);
+    at_least = static_cast<uint32_t>(
+        std::max<uint64_t>(hint, std::min<uint64_t>(cap, static_cast<uint64_t>(quantum))));
+  }
   uint32_t got = 0;
   try {
-    got = r.bucket->take(static_cast<uint32_t>(want), now, hint);
+    got = r.bucket->take(static_cast<uint32_t>(want), now, at_least);
   } catch (const std::exception& e) {
     claim_failed(r, 0, e, "taking tokens of a fleet rate limit", now);
     return {};
@@ -348,7 +362,7 @@ Dispatcher::Grant Dispatcher::take_tokens(QueueRunner& r, uint32_t max_jobs, Ste
   if (got == 0) {
     r.counters.throttled.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard lock(mu_);
-    schedule_by(r, now + r.bucket->time_until(hint, now));
+    schedule_by(r, now + r.bucket->time_until(at_least, now));
     return {};
   }
   return {std::min(max_jobs, std::max<uint32_t>(1, got / hint)), got};

@@ -55,10 +55,8 @@ class PluginStorage final : public Storage {
   std::vector<conveyor_status> retry_jobs(std::span<const int64_t> ids, int64_t now_us) override;
   std::vector<conveyor_status> delete_jobs(std::span<const int64_t> ids) override;
   std::vector<QueueStats> job_counts(int64_t now_us) override;
-  // Placeholder until the 1.2 host binding lands (storage helper's branch).
-  SharedRecord swap_shared_state(std::string_view, int64_t, int64_t) override {
-    throw StorageError(CONVEYOR_E_UNSUPPORTED, "swap_shared_state: not wired yet");
-  }
+  SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
+                                 int64_t new_value) override;
 
  private:
   PluginStorage(std::shared_ptr<const Plugin> plugin, conveyor_storage* handle);

@@ -34,8 +34,8 @@ JobState state_from_c(int32_t s) {
 
 // Reported counts (copied by the binding) as the engine's QueueStats.
 QueueStats stats_from_copy(host::StatsCopy&& s) {
-  QueueStats q{std::move(s.queue), s.paused != 0, s.pending, s.scheduled, s.running,
-               s.completed,        s.failed,      s.cancelled};
+  QueueStats q{std::move(s.queue), s.paused != 0, s.pending, s.scheduled,
+               s.running,          s.completed,   s.failed,  s.cancelled};
   q.oldest_pending_known = s.reports_oldest_pending;
   q.oldest_pending_run_at_us = s.oldest_pending_run_at;
   return q;
@@ -58,6 +58,7 @@ Job job_from_copy(host::JobCopy&& c) {
   j.lease_token = c.lease_token;
   j.lease_expires_us = c.lease_expires;
   j.last_error = std::move(c.last_error);
+  j.cost = c.cost;
   return j;
 }
 
@@ -138,10 +139,20 @@ std::shared_ptr<PluginStorage> PluginStorage::open(
 }
 
 std::vector<int64_t> PluginStorage::enqueue(std::span<const NewJob> jobs, int64_t now_us) {
+  host::PluginBinding b = binding(t_, handle_);
+  if (has_slot("enqueue_v3")) {
+    std::vector<conveyor_new_job_v2> c = host::new_jobs_v2(jobs);
+    for (conveyor_new_job_v2& j : c)
+      if (j.job.run_at_us == 0) j.job.run_at_us = now_us;
+    return value_or_throw(plugin_->info().name, "enqueue", b.enqueue_v3(c, now_us));
+  }
+  for (const NewJob& j : jobs)
+    if (j.cost != 1)
+      throw StorageError(CONVEYOR_E_UNSUPPORTED,
+                         b.missing_slot("enqueue_v3", "a job cost other than 1", 2).message);
   std::vector<conveyor_new_job> c = host::new_jobs(jobs);
   for (conveyor_new_job& j : c)
     if (j.run_at_us == 0) j.run_at_us = now_us;
-  host::PluginBinding b = binding(t_, handle_);
   if (has_slot("enqueue_v2"))
     return value_or_throw(plugin_->info().name, "enqueue", b.enqueue_v2(c, now_us));
   return value_or_throw(plugin_->info().name, "enqueue", b.enqueue(c));
@@ -198,8 +209,9 @@ Storage::Rescued PluginStorage::rescue_expired(int64_t now_us, uint32_t max_jobs
                                binding(t_, handle_).rescue_expired(now_us, max_jobs));
     return out;
   }
-  host::PluginBinding::Rescued r = value_or_throw(
-      plugin_->info().name, "rescue_expired_v2", binding(t_, handle_).rescue_expired_v2(now_us, max_jobs));
+  host::PluginBinding::Rescued r =
+      value_or_throw(plugin_->info().name, "rescue_expired_v2",
+                     binding(t_, handle_).rescue_expired_v2(now_us, max_jobs));
   out.count = r.out_rescued;
   out.jobs.reserve(r.jobs.size());
   for (host::JobCopy& c : r.jobs) out.jobs.push_back(job_from_copy(std::move(c)));
@@ -252,8 +264,19 @@ uint64_t PluginStorage::purge_finished(int64_t finalized_before_us, uint32_t max
 }
 
 void PluginStorage::set_rate_limit(std::string_view queue, const RateLimit& limit, int64_t now_us) {
-  host::Status st =
-      binding(t_, handle_).set_rate_limit(queue, limit.rate_per_sec, limit.burst, now_us);
+  host::PluginBinding b = binding(t_, handle_);
+  // With set_rate_limit_v2 always, so the scope is stored either way.
+  if (has_slot("set_rate_limit_v2")) {
+    const int32_t scope =
+        limit.scope == LimitScope::kFleet ? CONVEYOR_SCOPE_FLEET : CONVEYOR_SCOPE_PROCESS;
+    host::Status st = b.set_rate_limit_v2(queue, limit.rate_per_sec, limit.burst, scope, now_us);
+    if (!st.ok()) throw_failed(plugin_->info().name, "set_rate_limit", st);
+    return;
+  }
+  if (limit.scope == LimitScope::kFleet)
+    throw StorageError(CONVEYOR_E_UNSUPPORTED,
+                       b.missing_slot("set_rate_limit_v2", "a fleet-wide rate limit", 2).message);
+  host::Status st = b.set_rate_limit(queue, limit.rate_per_sec, limit.burst, now_us);
   if (!st.ok()) throw_failed(plugin_->info().name, "set_rate_limit", st);
 }
 
@@ -269,10 +292,43 @@ std::vector<RateLimitOverride> PluginStorage::list_rate_limits() {
                                                          binding(t_, handle_).list_rate_limits());
   std::vector<RateLimitOverride> out;
   out.reserve(reported.size());
-  for (host::LimitCopy& l : reported)
-    out.push_back(
-        RateLimitOverride{std::move(l.queue), RateLimit{l.rate_per_sec, l.burst}, l.updated_at_us});
+  for (host::LimitCopy& l : reported) {
+    if (l.scope != CONVEYOR_SCOPE_PROCESS && l.scope != CONVEYOR_SCOPE_FLEET)
+      throw StorageError(CONVEYOR_E_INTERNAL,
+                         fmt::format("storage plugin '{}': list_rate_limits reported scope {} for "
+                                     "queue '{}', not CONVEYOR_SCOPE_PROCESS or _FLEET",
+                                     plugin_->info().name, l.scope, l.queue));
+    const LimitScope scope =
+        l.scope == CONVEYOR_SCOPE_FLEET ? LimitScope::kFleet : LimitScope::kProcess;
+    out.push_back(RateLimitOverride{std::move(l.queue), RateLimit{l.rate_per_sec, l.burst, scope},
+                                    l.updated_at_us});
+  }
   return out;
+}
+
+Storage::SharedRecord PluginStorage::swap_shared_state(std::string_view key,
+                                                       int64_t expected_version,
+                                                       int64_t new_value) {
+  host::PluginBinding b = binding(t_, handle_);
+  if (!has_slot("swap_shared_state"))
+    throw StorageError(
+        CONVEYOR_E_UNSUPPORTED,
+        b.missing_slot("swap_shared_state", "sharing state across processes", 2).message);
+  host::PluginBinding::Shared r =
+      value_or_throw(plugin_->info().name, "swap_shared_state",
+                     b.swap_shared_state(key, expected_version, new_value));
+  if (r.version == host::kUnwrittenValue || r.value == host::kUnwrittenValue ||
+      (r.applied != 0 && r.applied != 1))
+    throw StorageError(CONVEYOR_E_INTERNAL,
+                       fmt::format("storage plugin '{}': swap_shared_state returned CONVEYOR_OK "
+                                   "without writing every out-parameter",
+                                   plugin_->info().name));
+  if (r.applied == 1 && (expected_version < 0 || r.version != expected_version + 1))
+    throw StorageError(CONVEYOR_E_INTERNAL,
+                       fmt::format("storage plugin '{}': swap_shared_state applied a swap from "
+                                   "version {} but reports version {}",
+                                   plugin_->info().name, expected_version, r.version));
+  return SharedRecord{r.version, r.value, r.applied == 1};
 }
 
 int64_t PluginStorage::change_marker() {
@@ -301,10 +357,18 @@ struct SlotSpan {
 #member, offsetof(conveyor_storage_plugin, member),                 \
         sizeof(static_cast <conveyor_storage_plugin*>(nullptr)->member) \
   }
-constexpr SlotSpan kV1_1Slots[] = {
-    CONVEYOR_SLOT_SPAN(enqueue_v2), CONVEYOR_SLOT_SPAN(claim_kinds), CONVEYOR_SLOT_SPAN(list_jobs),
-    CONVEYOR_SLOT_SPAN(retry_jobs), CONVEYOR_SLOT_SPAN(delete_jobs), CONVEYOR_SLOT_SPAN(job_counts),
+constexpr SlotSpan kOptionalSlots[] = {
+    CONVEYOR_SLOT_SPAN(enqueue_v2),
+    CONVEYOR_SLOT_SPAN(claim_kinds),
+    CONVEYOR_SLOT_SPAN(list_jobs),
+    CONVEYOR_SLOT_SPAN(retry_jobs),
+    CONVEYOR_SLOT_SPAN(delete_jobs),
+    CONVEYOR_SLOT_SPAN(job_counts),
     CONVEYOR_SLOT_SPAN(rescue_expired_v2),
+    // ABI 1.2
+    CONVEYOR_SLOT_SPAN(swap_shared_state),
+    CONVEYOR_SLOT_SPAN(set_rate_limit_v2),
+    CONVEYOR_SLOT_SPAN(enqueue_v3),
 };
 #undef CONVEYOR_SLOT_SPAN
 
@@ -354,7 +418,7 @@ std::vector<Job> jobs_from_copies(std::vector<host::JobCopy>&& copies) {
 
 bool PluginStorage::has_slot(std::string_view slot) const {
   host::PluginBinding b = binding(t_, handle_);
-  for (const SlotSpan& s : kV1_1Slots)
+  for (const SlotSpan& s : kOptionalSlots)
     if (s.name == slot) return b.has_slot(s.offset, s.size);
   return false;
 }

@@ -3,6 +3,7 @@
 #include "connection_pool.hpp"
 #include "pg_rows.hpp"
 #include "pg_run.hpp"
+#include "pg_text.hpp"
 
 #include <pqxx/nontransaction>
 #include <pqxx/result>
@@ -25,6 +26,8 @@ constexpr const char* kSetRateLimit = "conveyor_set_rate_limit";
 constexpr const char* kDeleteRateLimit = "conveyor_delete_rate_limit";
 constexpr const char* kListRateLimits = "conveyor_list_rate_limits";
 constexpr const char* kChangeMarker = "conveyor_change_marker";
+constexpr const char* kSharedRead = "conveyor_shared_read";
+constexpr const char* kSharedSwap = "conveyor_shared_swap";
 }  // namespace stmt
 
 constexpr std::array kStatements = {
@@ -45,10 +48,11 @@ SELECT name, paused FROM {s}.queues ORDER BY name)sql"},
 
     Statement{stmt::kSetRateLimit, R"sql(
 WITH upserted AS (
-  INSERT INTO {s}.rate_limits (queue, rate, burst, updated_at)
-  VALUES ($1::text, $2::double precision, $3::bigint, $4::bigint)
+  INSERT INTO {s}.rate_limits (queue, rate, burst, updated_at, scope)
+  VALUES ($1::text, $2::double precision, $3::bigint, $4::bigint, $7::integer)
   ON CONFLICT (queue) DO UPDATE
-    SET rate = excluded.rate, burst = excluded.burst, updated_at = excluded.updated_at
+    SET rate = excluded.rate, burst = excluded.burst, updated_at = excluded.updated_at,
+        scope = excluded.scope
   RETURNING queue
 ), bumped AS (
   UPDATE {s}.meta SET value = value + 1 WHERE key = 'change_marker' RETURNING value
@@ -67,10 +71,44 @@ WITH deleted AS (
 SELECT pg_notify($2::text, $3::text) FROM deleted CROSS JOIN bumped)sql"},
 
     Statement{stmt::kListRateLimits, R"sql(
-SELECT queue, rate, burst, updated_at FROM {s}.rate_limits ORDER BY queue)sql"},
+SELECT queue, rate, burst, updated_at, scope FROM {s}.rate_limits ORDER BY queue)sql"},
 
     Statement{stmt::kChangeMarker, R"sql(
 SELECT value FROM {s}.meta WHERE key = 'change_marker')sql"},
+
+    // swap_shared_state's read: the committed record, (0, 0) when none.
+    Statement{stmt::kSharedRead, R"sql(
+SELECT coalesce(max(version), 0), coalesce(max(value), 0)
+FROM {s}.shared_state WHERE key = $1::text)sql"},
+
+    // swap_shared_state's compare-and-set ($2 >= 0), one statement. locked
+    // takes the row lock, which in READ COMMITTED waits for a concurrent
+    // swap and then reads the latest committed record, not the statement's
+    // snapshot; so the record reported when the swap did not apply is the
+    // winner's, and the update from it cannot lose anyone's. Version 0 is a
+    // missing row: inserted, and of concurrent inserts one wins (ON CONFLICT
+    // DO NOTHING for the rest). Rows: (version, value, applied, known);
+    // known is false only when a concurrent first insert of the key won
+    // after this statement's snapshot (the caller runs it again).
+    Statement{stmt::kSharedSwap, R"sql(
+WITH locked AS (
+  SELECT version, value FROM {s}.shared_state WHERE key = $1::text FOR UPDATE
+), inserted AS (
+  INSERT INTO {s}.shared_state (key, version, value)
+  SELECT $1::text, 1, $3::bigint WHERE $2::bigint = 0 AND NOT EXISTS (SELECT 1 FROM locked)
+  ON CONFLICT (key) DO NOTHING
+  RETURNING version, value
+), updated AS (
+  UPDATE {s}.shared_state AS t SET version = $2::bigint + 1, value = $3::bigint
+  FROM locked AS l
+  WHERE t.key = $1::text AND l.version = $2::bigint
+  RETURNING t.version, t.value
+)
+SELECT version, value, true, true FROM inserted
+UNION ALL SELECT version, value, true, true FROM updated
+UNION ALL SELECT version, value, false, true FROM locked WHERE NOT EXISTS (SELECT 1 FROM updated)
+UNION ALL SELECT 0, 0, false, $2::bigint <> 0
+WHERE NOT EXISTS (SELECT 1 FROM locked) AND NOT EXISTS (SELECT 1 FROM inserted))sql"},
 };
 
 }  // namespace
@@ -92,6 +130,16 @@ CREATE TABLE {s}.meta (
   value bigint NOT NULL
 );
 INSERT INTO {s}.meta (key, value) VALUES ('change_marker', 0);
+)sql";
+
+const char* const kControlTablesV12 = R"sql(
+ALTER TABLE {s}.rate_limits ADD COLUMN scope integer NOT NULL DEFAULT 0;
+-- swap_shared_state: key -> (version, value); a missing key is (0, 0).
+CREATE TABLE {s}.shared_state (
+  key     text   COLLATE "C" PRIMARY KEY,
+  version bigint NOT NULL,
+  value   bigint NOT NULL
+);
 )sql";
 
 const std::span<const Statement> kControlStatements = kStatements;
@@ -133,17 +181,55 @@ std::vector<std::string> ControlStore::wakeable_queues() {
 }
 
 void ControlStore::set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst,
-                                  int64_t now_us) {
+                                  int32_t scope, int64_t now_us) {
   require_queue(queue, "set_rate_limit");
   if (!(rate_per_sec > 0) || !std::isfinite(rate_per_sec))
     throw Error(CONVEYOR_E_INVALID, "set_rate_limit: rate_per_sec must be > 0 and finite");
   if (burst < 1) throw Error(CONVEYOR_E_INVALID, "set_rate_limit: burst must be >= 1");
+  if (scope != CONVEYOR_SCOPE_PROCESS && scope != CONVEYOR_SCOPE_FLEET)
+    throw Error(CONVEYOR_E_INVALID, "set_rate_limit: unknown scope " + std::to_string(scope));
   const std::string q(queue), payload = std::string(kLimitsPrefix) + q;
   run_on_pool(pool_, "set_rate_limit", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
     tx.exec_prepared(stmt::kSetRateLimit, q, shortest(rate_per_sec), burst, now_us,
-                     channels_.control, payload);
+                     channels_.control, payload, scope);
   });
+}
+
+sdk::SharedRecord ControlStore::swap_shared_state(std::string_view key, int64_t expected_version,
+                                                  int64_t new_value) {
+  if (!is_storable_text(key))
+    throw Error(CONVEYOR_E_INVALID, "swap_shared_state: key must be valid UTF-8 without NUL bytes");
+  const std::string k(key);
+  sdk::SharedRecord rec;
+  if (expected_version < 0) {
+    run_on_pool(pool_, "swap_shared_state", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      pqxx::result r = tx.exec_prepared(stmt::kSharedRead, k);
+      rec = sdk::SharedRecord{int_at(r[0], 0), int_at(r[0], 1), false};
+    });
+    return rec;
+  }
+  // Never repeated after a lost connection: a swap that applied would then
+  // report that it did not.
+  for (int attempt = 0;; ++attempt) {
+    bool known = true;
+    run_on_pool(pool_, "swap_shared_state", Retry::kNever, [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      pqxx::result r = tx.exec_prepared(stmt::kSharedSwap, k, expected_version, new_value);
+      if (r.size() != 1)
+        throw Error(CONVEYOR_E_INTERNAL, "swap_shared_state: the statement returned " +
+                                             std::to_string(r.size()) + " rows, not 1");
+      rec = sdk::SharedRecord{int_at(r[0], 0), int_at(r[0], 1), bool_at(r[0], 2)};
+      known = bool_at(r[0], 3);
+    });
+    if (known) return rec;
+    // The key's first insert by another caller committed after this
+    // statement's snapshot: it is visible to the next one.
+    if (attempt >= 3)
+      throw Error(CONVEYOR_E_UNAVAILABLE,
+                  "swap_shared_state: key '" + k + "' kept changing under the swap");
+  }
 }
 
 void ControlStore::delete_rate_limit(std::string_view queue) {
@@ -166,8 +252,8 @@ void ControlStore::list_rate_limits(const sdk::RateLimitSink& sink) {
     pqxx::result r = tx.exec_prepared(stmt::kListRateLimits);
     rows.clear();
     for (const auto& row : r)
-      rows.push_back(
-          sdk::OwnedRateLimit{text_at(row, 0), double_at(row, 1), int_at(row, 2), int_at(row, 3)});
+      rows.push_back(sdk::OwnedRateLimit{text_at(row, 0), double_at(row, 1), int_at(row, 2),
+                                         int_at(row, 3), int32_at(row, 4)});
   });
   for (const sdk::OwnedRateLimit& r : rows) sink(r.view());
 }

@@ -31,6 +31,10 @@ class ConnectionPool;
 //   rate_limits(queue, rate, burst, updated_at)
 //   meta(key, value)       'change_marker'
 extern const char* const kControlTables;
+// ABI 1.2's additions to them, part of each plugin's migration step for 1.2:
+//   rate_limits.scope      CONVEYOR_SCOPE_* (0 for rows from before)
+//   shared_state(key, version, value)   swap_shared_state's records
+extern const char* const kControlTablesV12;
 
 // The statements ControlStore runs; prepare them on every pooled connection.
 extern const std::span<const Statement> kControlStatements;
@@ -48,7 +52,12 @@ class ControlStore {
 
   void set_queue_paused(std::string_view queue, bool paused);
   void list_queues(const sdk::QueueSink& sink);
-  void set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst, int64_t now_us);
+  void set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst, int32_t scope,
+                      int64_t now_us);
+  // ABI 1.2: one statement (one round trip) per call; key already checked
+  // for length by the SDK adapter.
+  sdk::SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
+                                      int64_t new_value);
   void delete_rate_limit(std::string_view queue);
   void list_rate_limits(const sdk::RateLimitSink& sink);
   int64_t change_marker();

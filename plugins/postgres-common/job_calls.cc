@@ -14,7 +14,19 @@ namespace conveyor::postgres {
 
 using sdk::Error;
 
-EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs) {
+CostedJobs split_costed(std::span<const conveyor_new_job_v2> jobs) {
+  CostedJobs out;
+  out.jobs.reserve(jobs.size());
+  out.costs.reserve(jobs.size());
+  for (const conveyor_new_job_v2& j : jobs) {
+    out.jobs.push_back(j.job);
+    out.costs.push_back(j.cost);
+  }
+  return out;
+}
+
+EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs,
+                                   std::span<const int32_t> costs) {
   for (size_t i = 0; i < jobs.size(); ++i) {
     const conveyor_new_job& j = jobs[i];
     const std::string where = "enqueue: job " + std::to_string(i) + ": ";
@@ -61,6 +73,8 @@ EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs) {
   out.priorities = int_array(priorities);
   out.max_attempts = int_array(max_attempts);
   out.run_ats = bigint_array(run_ats);
+  out.costs = costs.empty() ? int_array(std::vector<int32_t>(jobs.size(), 1))
+                            : int_array(std::vector<int32_t>(costs.begin(), costs.end()));
   out.distinct_queues = text_array(distinct);
   return out;
 }
@@ -108,6 +122,7 @@ OwnedJob claimed_job_at(const pqxx::row& row, const std::string& queue, int64_t 
   j.run_at = int_at(row, 6);
   j.created_at = int_at(row, 7);
   j.last_error = text_at(row, 8);
+  j.cost = int32_at(row, 9);
   j.state = CONVEYOR_JOB_RUNNING;
   j.queue = queue;
   j.lease_token = lease_token;
@@ -144,6 +159,7 @@ OwnedJob stored_job_at(const pqxx::row& row, pqxx::row::size_type first, int64_t
   j.lease_token = int_at(row, c(11));
   j.lease_expires = int_at(row, c(12));
   j.last_error = text_at(row, c(13));
+  j.cost = int32_at(row, c(14));
   if (j.state == CONVEYOR_JOB_AVAILABLE && j.run_at > now_us) j.state = CONVEYOR_JOB_SCHEDULED;
   if (j.state != CONVEYOR_JOB_RUNNING) {
     j.lease_token = 0;

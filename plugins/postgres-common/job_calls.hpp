@@ -24,10 +24,19 @@ class ConnectionPool;
 // An enqueue batch as bound array parameters (text form), in batch order.
 struct EnqueueArrays {
   std::string queues, kinds, payloads_hex, priorities, max_attempts, run_ats;
+  std::string costs;            // ABI 1.2: one per job (1 without a cost)
   std::string distinct_queues;  // sorted: concurrent enqueues register queues in one order
 };
 // Throws sdk::Error(CONVEYOR_E_INVALID) naming the job and what is wrong.
-EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs);
+// costs: one per job (enqueue_v3, checked by the SDK adapter), or empty for 1.
+EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs,
+                                   std::span<const int32_t> costs = {});
+// enqueue_v3's jobs split into the plain jobs and their costs.
+struct CostedJobs {
+  std::vector<conveyor_new_job> jobs;
+  std::vector<int32_t> costs;
+};
+CostedJobs split_costed(std::span<const conveyor_new_job_v2> jobs);
 
 // Runs statement(value, ids[], tokens[]) for a batch of leases, sorted by id
 // (concurrent batches over the same jobs lock them in one order). The
@@ -38,7 +47,7 @@ void run_lease_batch(ConnectionPool& pool, const char* op, const char* statement
                      std::span<conveyor_status> results);
 
 // A claimed job from a row (id, kind, payload, priority, attempt,
-// max_attempts, run_at, created_at, last_error), RUNNING in queue under the
+// max_attempts, run_at, created_at, last_error, cost), RUNNING in queue under the
 // lease given.
 OwnedJob claimed_job_at(const pqxx::row& row, const std::string& queue, int64_t lease_token,
                         int64_t lease_expires_us);
@@ -47,7 +56,7 @@ void report_claimed(std::vector<OwnedJob>& jobs, const sdk::JobSink& sink);
 
 // A job from a row (id, queue, kind, payload, priority, state, attempt,
 // max_attempts, run_at, created_at, finalized_at, lease_token, lease_expires,
-// last_error) starting at column first, as get_job reports it at now_us
+// last_error, cost) starting at column first, as get_job reports it at now_us
 // (AVAILABLE before run_at is SCHEDULED; a lease only while RUNNING).
 OwnedJob stored_job_at(const pqxx::row& row, pqxx::row::size_type first, int64_t now_us);
 

@@ -29,7 +29,17 @@ void PgStorageBase::list_queues(const sdk::QueueSink& sink) { control_->list_que
 
 void PgStorageBase::set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst,
                                    int64_t now_us) {
-  control_->set_rate_limit(queue, rate_per_sec, burst, now_us);
+  control_->set_rate_limit(queue, rate_per_sec, burst, CONVEYOR_SCOPE_PROCESS, now_us);
+}
+
+void PgStorageBase::set_rate_limit_scoped(std::string_view queue, double rate_per_sec,
+                                          uint32_t burst, int32_t scope, int64_t now_us) {
+  control_->set_rate_limit(queue, rate_per_sec, burst, scope, now_us);
+}
+
+sdk::SharedRecord PgStorageBase::swap_shared_state(std::string_view key, int64_t expected_version,
+                                                   int64_t new_value) {
+  return control_->swap_shared_state(key, expected_version, new_value);
 }
 
 void PgStorageBase::delete_rate_limit(std::string_view queue) {

@@ -64,6 +64,11 @@ class PgStorageBase {
   void list_rate_limits(const sdk::RateLimitSink& sink);
   int64_t change_marker();
   void wait_for_notification(int64_t timeout_us, const sdk::NotifySink& sink);
+  // ABI 1.2
+  void set_rate_limit_scoped(std::string_view queue, double rate_per_sec, uint32_t burst,
+                             int32_t scope, int64_t now_us);
+  sdk::SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
+                                      int64_t new_value);
 
  protected:
   // setup runs on every new pooled connection (session settings, statements).

@@ -202,15 +202,49 @@ FROM (SELECT queue, state FROM {s}.entries WHERE NOT purged AND state <> 0
 GROUP BY queue, state;
 )sql";
 
+// Version 4 (ABI 1.2): a job's cost travels with each of its entries (an
+// entry is never updated: a new one copies it). ADD COLUMN with a constant
+// default rewrites no rows; the partitioned tables pass it to every slot. The
+// view gains the column at its end (CREATE OR REPLACE VIEW may only append).
+constexpr const char* kQueueV4 = R"sql(
+ALTER TABLE {s}.ready ADD COLUMN cost integer NOT NULL DEFAULT 1;
+ALTER TABLE {s}.later ADD COLUMN cost integer NOT NULL DEFAULT 1;
+CREATE OR REPLACE VIEW {s}.entries AS
+SELECT r.slot, r.entry_id, r.job_id, r.queue, r.kind, r.payload, r.priority, r.max_attempts,
+       r.run_at, r.created_at,
+       CASE WHEN m1.what IS NULL THEN 1
+            WHEN m1.what = 6 THEN 6
+            WHEN m1.what = 3 AND m2.what IS NULL THEN 3
+            WHEN m1.what = 3 AND m2.what BETWEEN 4 AND 6 THEN m2.what
+            ELSE 0 END AS state,
+       CASE WHEN m1.what = 3 THEN r.attempt + 1 ELSE r.attempt END AS attempt,
+       CASE WHEN m1.what = 6 THEN m1.at
+            WHEN m1.what = 3 AND m2.what BETWEEN 4 AND 6 THEN m2.at
+            ELSE 0 END AS finalized_at,
+       CASE WHEN m1.what = 3 AND m2.what IS NULL THEN m1.lease_token ELSE 0 END AS lease_token,
+       CASE WHEN m1.what = 3 AND m2.what IS NULL THEN coalesce(e.lease_expires, m1.lease_expires)
+            ELSE 0 END AS lease_expires,
+       coalesce(m2.error, r.last_error) AS last_error,
+       m3.entry_id IS NOT NULL AS purged,
+       r.cost
+FROM {s}.ready r
+LEFT JOIN {s}.marks m1 ON m1.slot = r.slot AND m1.entry_id = r.entry_id AND m1.stage = 1
+LEFT JOIN {s}.marks m2 ON m2.slot = r.slot AND m2.entry_id = r.entry_id AND m2.stage = 2
+LEFT JOIN {s}.marks m3 ON m3.slot = r.slot AND m3.entry_id = r.entry_id AND m3.stage = 3
+LEFT JOIN {s}.lease_ext e ON e.job_id = r.job_id AND e.lease_token = m1.lease_token;
+)sql";
+
 const std::vector<std::string>& migration_steps() {
-  static const std::vector<std::string> steps = {std::string(kQueueV1) + postgres::kControlTables,
-                                                 kQueueV2, kQueueV3};
+  static const std::vector<std::string> steps = {
+      std::string(kQueueV1) + postgres::kControlTables, kQueueV2, kQueueV3,
+      std::string(kQueueV4) + postgres::kControlTablesV12};
   return steps;
 }
 
 // The columns an entry carries from one turn to the next.
-#define CONVEYOR_ENTRY_COLUMNS \
-  "job_id, queue, priority, run_at, attempt, max_attempts, created_at, kind, payload, last_error"
+#define CONVEYOR_ENTRY_COLUMNS                                                          \
+  "job_id, queue, priority, run_at, attempt, max_attempts, created_at, kind, payload, " \
+  "last_error, cost"
 
 // The claim marks (m) of a batch of leases: job ids $2, tokens $3 and slots
 // $4 (lease_slots.hpp; -1 where this process does not know the slot). The
@@ -252,7 +286,7 @@ static_assert(kTallySlots == 4, "CONVEYOR_TALLY_SLOT and kQueueV3 spell the coun
   "  SELECT moves FROM {s}.ring WHERE id = true\n"                                                \
   "), cand AS (\n"                                                                                \
   "  SELECT r.slot, r.entry_id, r.job_id, r.kind, r.payload, r.priority, r.attempt,\n"            \
-  "         r.max_attempts, r.run_at, r.created_at, r.last_error\n"                               \
+  "         r.max_attempts, r.run_at, r.created_at, r.last_error, r.cost\n"                       \
   "  FROM {s}.ready r\n"                                                                          \
   "  WHERE r.queue = $1::text\n"                                                                  \
   "    AND (r.priority, r.run_at, r.job_id) >= (\n"                                               \
@@ -288,7 +322,7 @@ static_assert(kTallySlots == 4, "CONVEYOR_TALLY_SLOT and kQueueV3 spell the coun
   ")\n"                                                                                                  \
   "-- One row even when nothing was claimed: the ring's move generation.\n"                              \
   "SELECT c.job_id, c.kind, c.payload, c.priority, c.attempt + 1, c.max_attempts, c.run_at,\n"           \
-  "       c.created_at, c.last_error, ring.moves, c.slot\n"                                              \
+  "       c.created_at, c.last_error, c.cost, ring.moves, c.slot\n"                                              \
   "FROM ring LEFT JOIN claimed c ON true"
 
 constexpr std::array kStatements = {
@@ -300,20 +334,21 @@ WITH registered AS (
   INSERT INTO {s}.queues (name) SELECT unnest($8::text[]) ON CONFLICT (name) DO NOTHING
 ), input AS MATERIALIZED (
   SELECT nextval('{s}.job_ids') AS job_id, t.queue, t.kind, decode(t.payload, 'hex') AS payload,
-         t.priority, t.max_attempts, t.run_at, t.ord
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::integer[], $6::bigint[])
-       WITH ORDINALITY AS t(queue, kind, payload, priority, max_attempts, run_at, ord)
+         t.priority, t.max_attempts, t.run_at, t.cost, t.ord
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::integer[], $6::bigint[],
+              $10::integer[])
+       WITH ORDINALITY AS t(queue, kind, payload, priority, max_attempts, run_at, cost, ord)
   ORDER BY t.ord
 ), now_ready AS (
   INSERT INTO {s}.ready (slot, job_id, queue, priority, run_at, attempt, max_attempts,
-                         created_at, kind, payload)
+                         created_at, kind, payload, cost)
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), job_id, queue, priority, run_at, 0, max_attempts, $7,
-         kind, payload
+         kind, payload, cost
   FROM input WHERE run_at <= $7::bigint ORDER BY ord
 ), not_yet AS (
   INSERT INTO {s}.later (job_id, queue, priority, run_at, attempt, max_attempts, created_at,
-                         kind, payload)
-  SELECT job_id, queue, priority, run_at, 0, max_attempts, $7, kind, payload
+                         kind, payload, cost)
+  SELECT job_id, queue, priority, run_at, 0, max_attempts, $7, kind, payload, cost
   FROM input WHERE run_at > $7::bigint
 ), tallied AS (
 )sql" CONVEYOR_TALLY("SELECT queue, 1, 1 FROM input") R"sql(
@@ -421,7 +456,7 @@ WITH open AS (
 ), requeued AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, $1::bigint, r.attempt,
-         r.max_attempts, r.created_at, r.kind, r.payload, r.last_error
+         r.max_attempts, r.created_at, r.kind, r.payload, r.last_error, r.cost
   FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id
 ), tallied AS (
 )sql" CONVEYOR_TALLY(
@@ -448,7 +483,7 @@ WITH open AS (
 ), requeued AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, r.run_at,
-         r.attempt, r.max_attempts, r.created_at, r.kind, r.payload, r.last_error
+         r.attempt, r.max_attempts, r.created_at, r.kind, r.payload, r.last_error, r.cost
   FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id
 ), tallied AS (
 )sql" CONVEYOR_TALLY(
@@ -470,7 +505,7 @@ WITH open AS (
   RETURNING slot, entry_id, job_id
 ), next_turn AS (
   SELECT r.job_id, r.queue, r.priority, $1::bigint AS run_at, r.attempt + 1 AS attempt,
-         r.max_attempts, r.created_at, r.kind, r.payload, $2::text AS last_error
+         r.max_attempts, r.created_at, r.kind, r.payload, $2::text AS last_error, r.cost
   FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id
 ), to_ring AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
@@ -548,7 +583,7 @@ WITH expired AS (
 ), requeued AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, r.run_at,
-         r.attempt + 1, r.max_attempts, r.created_at, r.kind, r.payload, $2::text
+         r.attempt + 1, r.max_attempts, r.created_at, r.kind, r.payload, $2::text, r.cost
   FROM rescued r
   WHERE r.what = 1
 ), tallied AS (
@@ -560,7 +595,7 @@ WITH expired AS (
 SELECT f.found, r.job_id, r.queue, r.kind, r.payload, r.priority,
        CASE WHEN r.what = 1 THEN 1 ELSE 5 END, r.attempt + 1, r.max_attempts, r.run_at,
        r.created_at, CASE WHEN r.what = 1 THEN 0 ELSE $1::bigint END, 0::bigint, 0::bigint,
-       $2::text
+       $2::text, r.cost
 FROM (SELECT count(*) AS found FROM expired) AS f
 LEFT JOIN rescued r ON true)sql"},
 
@@ -641,11 +676,11 @@ ORDER BY 1)sql"},
     Statement{stmt::kGetJob, R"sql(
 (SELECT 0 AS src, job_id, queue, kind, payload, priority, 1 AS state, attempt, max_attempts,
         run_at, created_at, 0::bigint AS finalized_at, 0::bigint AS lease_token,
-        0::bigint AS lease_expires, last_error, false AS purged
+        0::bigint AS lease_expires, last_error, cost, false AS purged
  FROM {s}.later WHERE job_id = $1::bigint)
 UNION ALL
 (SELECT 1, job_id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
-        created_at, finalized_at, lease_token, lease_expires, last_error, purged
+        created_at, finalized_at, lease_token, lease_expires, last_error, cost, purged
  FROM {s}.entries WHERE job_id = $1::bigint
  ORDER BY entry_id DESC LIMIT 1)
 ORDER BY 1)sql"},
@@ -697,9 +732,9 @@ WITH ids AS (
   RETURNING slot, entry_id, job_id
 ), retried AS (
   INSERT INTO {s}.ready (slot, job_id, queue, priority, run_at, attempt, max_attempts,
-                         created_at, kind, payload, last_error)
+                         created_at, kind, payload, last_error, cost)
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority,
-         $2::bigint, 0, r.max_attempts, r.created_at, r.kind, r.payload, c.last_error
+         $2::bigint, 0, r.max_attempts, r.created_at, r.kind, r.payload, c.last_error, r.cost
   FROM won w
   JOIN {s}.ready r ON r.slot = w.slot AND r.entry_id = w.entry_id
   JOIN cur c ON c.slot = w.slot AND c.entry_id = w.entry_id
@@ -770,11 +805,11 @@ WITH RECURSIVE ids(id) AS (
 SELECT j.* FROM ids CROSS JOIN LATERAL (
   (SELECT 0 AS src, job_id, queue, kind, payload, priority, 1 AS state, attempt, max_attempts,
           run_at, created_at, 0::bigint AS finalized_at, 0::bigint AS lease_token,
-          0::bigint AS lease_expires, last_error, false AS purged
+          0::bigint AS lease_expires, last_error, cost, false AS purged
    FROM {s}.later WHERE job_id = ids.id)
   UNION ALL
   (SELECT 1, job_id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
-          created_at, finalized_at, lease_token, lease_expires, last_error, purged
+          created_at, finalized_at, lease_token, lease_expires, last_error, cost, purged
    FROM {s}.entries WHERE job_id = ids.id
    ORDER BY entry_id DESC LIMIT 1)
   ORDER BY 1 LIMIT 1) j

@@ -160,23 +160,30 @@ void QueueStorage::migrate() {
 void QueueStorage::enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids) {
   // Due or not is judged by this process's clock (enqueue has no now_us);
   // it is also created_at.
-  enqueue_with(jobs, postgres::wall_clock_us(), out_ids);
+  enqueue_with(jobs, {}, postgres::wall_clock_us(), out_ids);
 }
 
 void QueueStorage::enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
                               std::span<int64_t> out_ids) {
-  enqueue_with(jobs, now_us, out_ids);
+  enqueue_with(jobs, {}, now_us, out_ids);
 }
 
-void QueueStorage::enqueue_with(std::span<const conveyor_new_job> jobs, int64_t wall,
+void QueueStorage::enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,
+                                  std::span<int64_t> out_ids) {
+  const postgres::CostedJobs c = postgres::split_costed(jobs);
+  enqueue_with(c.jobs, c.costs, now_us, out_ids);
+}
+
+void QueueStorage::enqueue_with(std::span<const conveyor_new_job> jobs,
+                                std::span<const int32_t> costs, int64_t wall,
                                 std::span<int64_t> out_ids) {
-  const postgres::EnqueueArrays a = postgres::encode_enqueue_batch(jobs);
+  const postgres::EnqueueArrays a = postgres::encode_enqueue_batch(jobs, costs);
   std::vector<std::pair<int64_t, bool>> rows;  // (id, appended to the ring)
   run("enqueue", Retry::kNever, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    pqxx::result r =
-        tx.exec_prepared(stmt::kEnqueue, a.queues, a.kinds, a.payloads_hex, a.priorities,
-                         a.max_attempts, a.run_ats, wall, a.distinct_queues, channels().jobs);
+    pqxx::result r = tx.exec_prepared(stmt::kEnqueue, a.queues, a.kinds, a.payloads_hex,
+                                      a.priorities, a.max_attempts, a.run_ats, wall,
+                                      a.distinct_queues, channels().jobs, a.costs);
     rows.clear();
     for (const auto& row : r)
       rows.emplace_back(postgres::int_at(row, 0), postgres::bool_at(row, 1));
@@ -248,10 +255,10 @@ uint32_t QueueStorage::claim_with(std::string_view queue, std::span<const std::s
       claimed.reserve(r.size());
       claimed_slots.clear();
       for (const auto& row : r) {
-        moves = postgres::int_at(row, 9);
+        moves = postgres::int_at(row, 10);
         if (!row[0].is_null()) {
           claimed.push_back(postgres::claimed_job_at(row, q, lease_token, lease_expires_us));
-          claimed_slots.push_back(postgres::int32_at(row, 10));
+          claimed_slots.push_back(postgres::int32_at(row, 11));
         }
       }
     });
@@ -443,7 +450,7 @@ void QueueStorage::get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& s
     pqxx::nontransaction tx(c);
     pqxx::result r = tx.exec_prepared(stmt::kGetJob, job_id);
     // Columns: src, the job (14), purged. The `later` row (src 0) comes first.
-    found = !r.empty() && !postgres::bool_at(r[0], 15) && postgres::int_at(r[0], 6) != 0;
+    found = !r.empty() && !postgres::bool_at(r[0], 16) && postgres::int_at(r[0], 6) != 0;
     if (found) j = postgres::stored_job_at(r[0], 1, now_us);
   });
   postgres::report_job(found ? std::optional(j) : std::nullopt, job_id, sink);

@@ -41,6 +41,9 @@ class QueueStorage : public postgres::PgStorageBase {
   // ABI 1.1 (storage_plugin.h; the adapter has checked the arguments).
   void enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
                   std::span<int64_t> out_ids);
+  // ABI 1.2 (swap_shared_state and set_rate_limit_scoped come from PgStorageBase)
+  void enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,
+                      std::span<int64_t> out_ids);
   uint32_t claim_kinds(std::string_view queue, std::span<const std::string_view> kinds,
                        uint32_t max_jobs, int64_t lease_token, int64_t now_us,
                        int64_t lease_expires_us, const sdk::JobSink& sink);
@@ -62,9 +65,10 @@ class QueueStorage : public postgres::PgStorageBase {
   // enqueues or inspects does not).
   void start_maintenance();
 
-  // enqueue and enqueue_at: due (into the ring) and created at `now`.
-  void enqueue_with(std::span<const conveyor_new_job> jobs, int64_t now,
-                    std::span<int64_t> out_ids);
+  // enqueue, enqueue_at and enqueue_costed: due (into the ring) and created
+  // at `now`; costs one per job, or empty for cost 1 each.
+  void enqueue_with(std::span<const conveyor_new_job> jobs, std::span<const int32_t> costs,
+                    int64_t now, std::span<int64_t> out_ids);
   // claim and claim_kinds: kinds empty claims any kind.
   uint32_t claim_with(std::string_view queue, std::span<const std::string_view> kinds,
                       uint32_t max_jobs, int64_t lease_token, int64_t now_us,

@@ -86,17 +86,25 @@ INSERT INTO {s}.job_count_deltas (queue, state, delta)
   SELECT queue, state, count(*) FROM {s}.jobs WHERE state >= 4 GROUP BY queue, state;
 )sql";
 
+// Version 3: ABI 1.2 (job cost, fleet rate limits, shared state). ADD COLUMN
+// with a constant default rewrites no rows (PostgreSQL 11+).
+constexpr const char* kJobsV3 = R"sql(
+ALTER TABLE {s}.jobs ADD COLUMN cost integer NOT NULL DEFAULT 1;
+)sql";
+
 // One entry per version step: steps[i] upgrades version i to i + 1. Never
 // edit a released step; append.
 const std::vector<std::string>& migration_steps() {
-  static const std::vector<std::string> steps = {std::string(kJobsV1) + kControlTables, kJobsV2};
+  static const std::vector<std::string> steps = {std::string(kJobsV1) + kControlTables, kJobsV2,
+                                                 std::string(kJobsV3) + kControlTablesV12};
   return steps;
 }
 
 // The columns get_job reads (stored_job_at), for a table aliased j.
-#define CONVEYOR_PG_JOB_COLUMNS                                                        \
-  "j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempt, j.max_attempts, " \
-  "j.run_at, j.created_at, j.finalized_at, j.lease_token, j.lease_expires, j.last_error"
+#define CONVEYOR_PG_JOB_COLUMNS                                                            \
+  "j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempt, j.max_attempts, "     \
+  "j.run_at, j.created_at, j.finalized_at, j.lease_token, j.lease_expires, j.last_error, " \
+  "j.cost"
 
 // rescue_expired: the expired leases, oldest first, made available again or
 // failed when out of attempts (those are counted). run_at is kept: a rescued
@@ -128,10 +136,13 @@ constexpr std::array kStatements = {
 WITH registered AS (
   INSERT INTO {s}.queues (name) SELECT unnest($8::text[]) ON CONFLICT (name) DO NOTHING
 ), inserted AS (
-  INSERT INTO {s}.jobs (queue, kind, payload, priority, state, max_attempts, run_at, created_at)
-  SELECT t.queue, t.kind, decode(t.payload, 'hex'), t.priority, 1, t.max_attempts, t.run_at, $7
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::integer[], $6::bigint[])
-       WITH ORDINALITY AS t(queue, kind, payload, priority, max_attempts, run_at, ord)
+  INSERT INTO {s}.jobs (queue, kind, payload, priority, state, max_attempts, run_at, created_at,
+                       cost)
+  SELECT t.queue, t.kind, decode(t.payload, 'hex'), t.priority, 1, t.max_attempts, t.run_at, $7,
+         t.cost
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::integer[], $6::bigint[],
+              $10::integer[])
+       WITH ORDINALITY AS t(queue, kind, payload, priority, max_attempts, run_at, cost, ord)
   ORDER BY t.ord
   RETURNING id
 ), notified AS (
@@ -161,7 +172,7 @@ SET state = 3, attempt = j.attempt + 1, lease_token = $4::bigint, lease_expires 
     claimed_at = $2::bigint, claimed_by = $6::text
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.kind, j.payload, j.priority, j.attempt, j.max_attempts, j.run_at,
-          j.created_at, j.last_error)sql"},
+          j.created_at, j.last_error, j.cost)sql"},
 
     // Lease-guarded batch updates: one statement for the whole batch, a
     // lease applies only while the job runs under its token. RETURNING names
@@ -226,7 +237,7 @@ SELECT id FROM failed)sql"},
     Statement{stmt::kRescue, CONVEYOR_PG_RESCUE_CTES "SELECT count(*) FROM rescued"},
     Statement{stmt::kRescueReporting, CONVEYOR_PG_RESCUE_CTES
               "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,\n"
-              "       created_at, finalized_at, lease_token, lease_expires, last_error\n"
+              "       created_at, finalized_at, lease_token, lease_expires, last_error, cost\n"
               "FROM rescued"},
 
     Statement{stmt::kCancel, R"sql(
@@ -261,7 +272,7 @@ ORDER BY 1)sql"},
 
     Statement{stmt::kGetJob, R"sql(
 SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at, created_at,
-       finalized_at, lease_token, lease_expires, last_error
+       finalized_at, lease_token, lease_expires, last_error, cost
 FROM {s}.jobs WHERE id = $1::bigint)sql"},
 
     Statement{stmt::kPurge, R"sql(
@@ -333,7 +344,7 @@ SET state = 3, attempt = j.attempt + 1, lease_token = $4::bigint, lease_expires 
     claimed_at = $2::bigint, claimed_by = $6::text
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.kind, j.payload, j.priority, j.attempt, j.max_attempts, j.run_at,
-          j.created_at, j.last_error)sql"},
+          j.created_at, j.last_error, j.cost)sql"},
 
     // list_jobs, one statement per kind of range; each returns at most $limit
     // jobs of the queue with id > $after in id order, and none reads the

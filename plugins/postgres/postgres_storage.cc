@@ -95,23 +95,30 @@ void PostgresStorage::migrate() {
 
 void PostgresStorage::enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids) {
   // created_at is the plugin's clock: enqueue has no now_us (enqueue_v2 has).
-  insert_jobs(jobs, wall_clock_us(), out_ids);
+  insert_jobs(jobs, {}, wall_clock_us(), out_ids);
 }
 
 void PostgresStorage::enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
                                  std::span<int64_t> out_ids) {
-  insert_jobs(jobs, now_us, out_ids);
+  insert_jobs(jobs, {}, now_us, out_ids);
 }
 
-void PostgresStorage::insert_jobs(std::span<const conveyor_new_job> jobs, int64_t created,
+void PostgresStorage::enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,
+                                     std::span<int64_t> out_ids) {
+  const CostedJobs c = split_costed(jobs);
+  insert_jobs(c.jobs, c.costs, now_us, out_ids);
+}
+
+void PostgresStorage::insert_jobs(std::span<const conveyor_new_job> jobs,
+                                  std::span<const int32_t> costs, int64_t created,
                                   std::span<int64_t> out_ids) {
-  const EnqueueArrays a = encode_enqueue_batch(jobs);
+  const EnqueueArrays a = encode_enqueue_batch(jobs, costs);
   std::vector<int64_t> ids;
   run("enqueue", Retry::kNever, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    pqxx::result r =
-        tx.exec_prepared(stmt::kEnqueue, a.queues, a.kinds, a.payloads_hex, a.priorities,
-                         a.max_attempts, a.run_ats, created, a.distinct_queues, channels().jobs);
+    pqxx::result r = tx.exec_prepared(stmt::kEnqueue, a.queues, a.kinds, a.payloads_hex,
+                                      a.priorities, a.max_attempts, a.run_ats, created,
+                                      a.distinct_queues, channels().jobs, a.costs);
     ids.clear();
     ids.reserve(r.size());
     for (const auto& row : r) ids.push_back(int_at(row, 0));

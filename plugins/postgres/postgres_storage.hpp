@@ -41,14 +41,18 @@ class PostgresStorage : public PgStorageBase {
   void delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results);
   void job_counts(int64_t now_us, const sdk::QueueStatsSink& sink);
   uint32_t rescue_expired_v2(int64_t now_us, uint32_t max_jobs, const sdk::JobSink& sink);
+  // ABI 1.2 (swap_shared_state and set_rate_limit_scoped come from PgStorageBase)
+  void enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,
+                      std::span<int64_t> out_ids);
 
  private:
   // Folds job_counts' delta rows into one per (queue, state); false when
   // another process was doing it.
   void compact_counts();
 
-  void insert_jobs(std::span<const conveyor_new_job> jobs, int64_t created,
-                   std::span<int64_t> out_ids);
+  // costs: one per job, or empty for cost 1 each.
+  void insert_jobs(std::span<const conveyor_new_job> jobs, std::span<const int32_t> costs,
+                   int64_t created, std::span<int64_t> out_ids);
   explicit PostgresStorage(PgOptions options);
 
   // Gives back whatever a claim with this token took when its reply was lost.

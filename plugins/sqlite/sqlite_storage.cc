@@ -126,6 +126,18 @@ CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs WHEN old.state >= 4 BEGIN
   UPDATE job_counts SET n = n - 1 WHERE queue = old.queue AND state = old.state;
 END;
 )sql",
+    // 2 -> 3: ABI 1.2 (fleet rate limits, job cost). ADD COLUMN with a
+    // constant default rewrites no rows.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN cost INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE rate_limits ADD COLUMN scope INTEGER NOT NULL DEFAULT 0;
+-- swap_shared_state: key -> (version, value); a missing key is (0, 0).
+CREATE TABLE shared_state (
+  key     TEXT    PRIMARY KEY,
+  version INTEGER NOT NULL,
+  value   INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration step per schema version");
 
@@ -170,6 +182,8 @@ enum Stmt : int {
   kCountRunning,
   kAddCount,
   kCountCompleted,
+  kSharedGet,
+  kSharedPut,
   kStmtCount
 };
 
@@ -179,7 +193,7 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     /* kUserVersion */ "PRAGMA user_version",
     /* kInsertJob */
     "INSERT INTO jobs (queue, kind, payload, priority, state, attempt, max_attempts,"
-    " run_at, created_at) VALUES (?1, ?2, ?3, ?4, 1, 0, ?5, ?6, ?7)",
+    " run_at, created_at, cost) VALUES (?1, ?2, ?3, ?4, 1, 0, ?5, ?6, ?7, ?8)",
     /* kQueuePaused */ "SELECT paused FROM queues WHERE name = ?1",
     /* kAnyReady */
     "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND state = 1 AND run_at <= ?2)"
@@ -190,7 +204,7 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     " WHERE id IN (SELECT id FROM jobs WHERE queue = ?3 AND state = 1 AND run_at <= ?4"
     " ORDER BY priority, run_at, id LIMIT ?5)"
     " RETURNING id, kind, payload, priority, attempt, max_attempts, run_at,"
-    " created_at, last_error",
+    " created_at, last_error, cost",
     /* kComplete */
     "UPDATE jobs SET state = 4, finalized_at = ?1, lease_token = 0, lease_expires = 0"
     " WHERE id = ?2 AND state = 3 AND lease_token = ?3",
@@ -214,7 +228,7 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     " WHERE id IN (SELECT id FROM jobs WHERE state = 3 AND lease_expires < ?1"
     " ORDER BY lease_expires, id LIMIT ?3)"
     " RETURNING id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
-    " created_at, finalized_at, lease_token, lease_expires, last_error",
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost",
     /* kCancel */
     "UPDATE jobs SET state = 6, finalized_at = ?1, lease_token = 0, lease_expires = 0"
     " WHERE id = ?2 AND state < 4 RETURNING queue",  // not final: available or running
@@ -239,18 +253,19 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     "INSERT INTO queues (name, paused) VALUES (?1, 0) ON CONFLICT (name) DO NOTHING",
     /* kGetJob */
     "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
-    " created_at, finalized_at, lease_token, lease_expires, last_error"
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost"
     " FROM jobs WHERE id = ?1",
     /* kPurge */
     "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state >= 4"
     " AND finalized_at < ?1 ORDER BY finalized_at, id LIMIT ?2)",
     /* kUpsertRateLimit */
-    "INSERT INTO rate_limits (queue, rate, burst, updated_at) VALUES (?1, ?2, ?3, ?4)"
+    "INSERT INTO rate_limits (queue, rate, burst, updated_at, scope)"
+    " VALUES (?1, ?2, ?3, ?4, ?5)"
     " ON CONFLICT (queue) DO UPDATE SET rate = excluded.rate, burst = excluded.burst,"
-    " updated_at = excluded.updated_at",
+    " updated_at = excluded.updated_at, scope = excluded.scope",
     /* kDeleteRateLimit */ "DELETE FROM rate_limits WHERE queue = ?1",
     /* kListRateLimits */
-    "SELECT queue, rate, burst, updated_at FROM rate_limits ORDER BY queue",
+    "SELECT queue, rate, burst, updated_at, scope FROM rate_limits ORDER BY queue",
     /* kGetMarker */ "SELECT value FROM meta WHERE key = 'change_marker'",
     // The list statements name their index: the planner would otherwise walk
     // the primary key from after_id (every retained job). likely() keeps the
@@ -264,12 +279,12 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     " AND likely(state >= 4) AND kind > ?3 ORDER BY kind LIMIT 1",
     /* kListAvailable: jobs_claim (the queue's ready backlog, sorted by id) */
     "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
-    " created_at, finalized_at, lease_token, lease_expires, last_error"
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost"
     " FROM jobs INDEXED BY jobs_claim WHERE queue = ?1 AND state = 1 AND id > ?2"
     " AND run_at BETWEEN ?3 AND ?4 AND (?6 = '' OR kind = ?6) ORDER BY id LIMIT ?5",
     /* kListRunning: jobs_lease (every running job, sorted by id) */
     "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
-    " created_at, finalized_at, lease_token, lease_expires, last_error"
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost"
     " FROM jobs INDEXED BY jobs_lease WHERE state = 3 AND queue = ?1 AND id > ?2"
     " AND run_at BETWEEN ?3 AND ?4 AND (?6 = '' OR kind = ?6) ORDER BY id LIMIT ?5",
     /* kClaimKindCandidates: jobs_claim, other kinds skipped */
@@ -280,7 +295,7 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     "UPDATE jobs SET state = 3, attempt = attempt + 1, lease_token = ?1, lease_expires = ?2"
     " WHERE id = ?3 AND state = 1"
     " RETURNING id, kind, payload, priority, attempt, max_attempts, run_at,"
-    " created_at, last_error",
+    " created_at, last_error, cost",
     /* kRetryJob: failed (5) or cancelled (6) only */
     "UPDATE jobs SET state = 1, run_at = ?1, attempt = 0, finalized_at = 0, lease_token = 0,"
     " lease_expires = 0 WHERE id = ?2 AND state >= 5",
@@ -306,6 +321,10 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     "INSERT INTO job_counts (queue, state, n) SELECT queue, 4, COUNT(*) FROM jobs"
     " WHERE id IN (SELECT value FROM json_each(?1)) GROUP BY queue"
     " ON CONFLICT (queue, state) DO UPDATE SET n = n + excluded.n",
+    /* kSharedGet */ "SELECT version, value FROM shared_state WHERE key = ?1",
+    /* kSharedPut */
+    "INSERT INTO shared_state (key, version, value) VALUES (?1, ?2, ?3)"
+    " ON CONFLICT (key) DO UPDATE SET version = excluded.version, value = excluded.value",
 };
 
 // A missing comma above would silently merge two entries and shift the rest.
@@ -807,15 +826,62 @@ void SqliteStorage::migrate() {
 }
 
 void SqliteStorage::enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids) {
-  insert_jobs(jobs, wall_clock_us(), out_ids);
+  insert_jobs(jobs, {}, wall_clock_us(), out_ids);
 }
 
 void SqliteStorage::enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
                                std::span<int64_t> out_ids) {
-  insert_jobs(jobs, now_us, out_ids);
+  insert_jobs(jobs, {}, now_us, out_ids);
 }
 
-void SqliteStorage::insert_jobs(std::span<const conveyor_new_job> jobs, int64_t created,
+void SqliteStorage::enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,
+                                   std::span<int64_t> out_ids) {
+  std::vector<conveyor_new_job> plain;
+  std::vector<int32_t> costs;
+  plain.reserve(jobs.size());
+  costs.reserve(jobs.size());
+  for (const conveyor_new_job_v2& j : jobs) {
+    plain.push_back(j.job);
+    costs.push_back(j.cost);
+  }
+  insert_jobs(plain, costs, now_us, out_ids);
+}
+
+sdk::SharedRecord SqliteStorage::swap_shared_state(std::string_view key, int64_t expected_version,
+                                                   int64_t new_value) {
+  sdk::SharedRecord r;
+  const auto get = [&](Conn& c) {
+    SQLite::Statement& st = c.get(kSharedGet);
+    Use u(st);
+    bind_text(st, 1, key);
+    r = sdk::SharedRecord{};
+    if (st.executeStep()) {
+      r.version = st.getColumn(0).getInt64();
+      r.value = st.getColumn(1).getInt64();
+    }
+  };
+  if (expected_version < 0) {
+    read("swap_shared_state", get);
+    return r;
+  }
+  // BEGIN IMMEDIATE takes the file's write lock first: the read and the write
+  // below are one step for every connection in every process.
+  write_txn("swap_shared_state", [&](Conn& c) {
+    get(c);
+    if (r.version != expected_version) return;
+    SQLite::Statement& put = c.get(kSharedPut);
+    Use u(put);
+    bind_text(put, 1, key);
+    put.bind(2, static_cast<int64_t>(expected_version + 1));
+    put.bind(3, static_cast<int64_t>(new_value));
+    put.exec();
+    r = sdk::SharedRecord{expected_version + 1, new_value, true};
+  });
+  return r;
+}
+
+void SqliteStorage::insert_jobs(std::span<const conveyor_new_job> jobs,
+                                std::span<const int32_t> costs, int64_t created,
                                 std::span<int64_t> out_ids) {
   for (size_t i = 0; i < jobs.size(); ++i) {
     const conveyor_new_job& j = jobs[i];
@@ -861,6 +927,7 @@ void SqliteStorage::insert_jobs(std::span<const conveyor_new_job> jobs, int64_t 
       st.bind(5, j.max_attempts);
       st.bind(6, static_cast<int64_t>(j.run_at_us));
       st.bind(7, static_cast<int64_t>(created));
+      st.bind(8, costs.empty() ? 1 : costs[i]);
       st.exec();
       ids[i] = c.db.getLastInsertRowid();
     }
@@ -915,6 +982,7 @@ uint32_t SqliteStorage::claim(std::string_view queue, uint32_t max_jobs, int64_t
       j.run_at = st.getColumn(6).getInt64();
       j.created_at = st.getColumn(7).getInt64();
       j.last_error = column_text(st, 8);
+      j.cost = st.getColumn(9).getInt();
     }
   });
   // RETURNING does not promise an order: report in claim order.
@@ -1187,6 +1255,7 @@ void SqliteStorage::get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& 
     j.lease_token = st.getColumn(11).getInt64();
     j.lease_expires = st.getColumn(12).getInt64();
     j.last_error = column_text(st, 13);
+    j.cost = st.getColumn(14).getInt();
   });
   if (!found)
     throw Error(CONVEYOR_E_NOT_FOUND, "get_job: job " + std::to_string(job_id) + " not found");
@@ -1214,6 +1283,11 @@ uint64_t SqliteStorage::purge_finished(int64_t finalized_before_us, uint32_t max
 
 void SqliteStorage::set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst,
                                    int64_t now_us) {
+  set_rate_limit_scoped(queue, rate_per_sec, burst, CONVEYOR_SCOPE_PROCESS, now_us);
+}
+
+void SqliteStorage::set_rate_limit_scoped(std::string_view queue, double rate_per_sec,
+                                          uint32_t burst, int32_t scope, int64_t now_us) {
   require_queue(queue, "set_rate_limit");
   if (!(rate_per_sec > 0) || !std::isfinite(rate_per_sec))
     throw Error(CONVEYOR_E_INVALID, "set_rate_limit: rate_per_sec must be > 0 and finite");
@@ -1226,6 +1300,7 @@ void SqliteStorage::set_rate_limit(std::string_view queue, double rate_per_sec, 
       st.bind(2, rate_per_sec);
       st.bind(3, static_cast<int64_t>(burst));
       st.bind(4, static_cast<int64_t>(now_us));
+      st.bind(5, scope);
       st.exec();
     }
     SQLite::Statement& bump = c.get(kBumpMarker);
@@ -1262,7 +1337,8 @@ void SqliteStorage::list_rate_limits(const sdk::RateLimitSink& sink) {
     Use u(st);
     while (st.executeStep())
       rows.push_back(sdk::OwnedRateLimit{column_text(st, 0), st.getColumn(1).getDouble(),
-                                         st.getColumn(2).getInt64(), st.getColumn(3).getInt64()});
+                                         st.getColumn(2).getInt64(), st.getColumn(3).getInt64(),
+                                         st.getColumn(4).getInt()});
   });
   for (const sdk::OwnedRateLimit& r : rows) sink(r.view());
 }
@@ -1297,6 +1373,7 @@ OwnedJob job_from_row(const SQLite::Statement& st, int64_t now_us) {
   j.lease_token = st.getColumn(11).getInt64();
   j.lease_expires = st.getColumn(12).getInt64();
   j.last_error = column_text(st, 13);
+  j.cost = st.getColumn(14).getInt();
   if (j.state == kAvailable && j.run_at > now_us) j.state = CONVEYOR_JOB_SCHEDULED;
   if (j.state != kRunning) {
     j.lease_token = 0;

@@ -24,6 +24,9 @@
 //     the statements that finalize or unfinalize (complete from the queue
 //     its claim recorded) and a delete trigger, so counting never scans
 //     retained jobs; live states are counted from jobs_claim and jobs_lease.
+//   * ABI 1.2 (schema 3): jobs.cost, rate_limits.scope, and shared_state for
+//     swap_shared_state: a read on a reader, a swap in one BEGIN IMMEDIATE
+//     transaction (the file's write lock makes it atomic across processes).
 #ifndef CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
 #define CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
 
@@ -45,7 +48,7 @@ extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storag
 namespace conveyor::sqlite {
 
 // The schema version this build creates and understands (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 struct Config {
   std::string path;
@@ -108,12 +111,20 @@ class SqliteStorage {
   void delete_jobs(std::span<const int64_t> ids, std::span<conveyor_status> results);
   void job_counts(int64_t now_us, const sdk::QueueStatsSink& sink);
   uint32_t rescue_expired_v2(int64_t now_us, uint32_t max_jobs, const sdk::JobSink& sink);
+  // ABI 1.2 (schema 3)
+  sdk::SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
+                                      int64_t new_value);
+  void set_rate_limit_scoped(std::string_view queue, double rate_per_sec, uint32_t burst,
+                             int32_t scope, int64_t now_us);
+  void enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,
+                      std::span<int64_t> out_ids);
 
  private:
   // rescue_expired, reporting each rescued job to sink when it is not null.
   uint32_t rescue(int64_t now_us, uint32_t max_jobs, const sdk::JobSink* sink);
-  void insert_jobs(std::span<const conveyor_new_job> jobs, int64_t created,
-                   std::span<int64_t> out_ids);
+  // costs: one per job, or empty for cost 1 each.
+  void insert_jobs(std::span<const conveyor_new_job> jobs, std::span<const int32_t> costs,
+                   int64_t created, std::span<int64_t> out_ids);
   explicit SqliteStorage(Config config);
 
   std::unique_ptr<Conn> open_conn(bool writer);

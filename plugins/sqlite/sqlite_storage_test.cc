@@ -861,6 +861,8 @@ TEST_F(SqliteStorageTest, UpgradeFromSchema1FillsTheMaintainedCounts) {
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(db_path_.c_str(), &raw), SQLITE_OK);
   const char* downgrade =
+      "DROP TABLE shared_state; ALTER TABLE jobs DROP COLUMN cost;"
+      "ALTER TABLE rate_limits DROP COLUMN scope;"
       "DROP TRIGGER jobs_count_delete; DROP TABLE job_counts; DROP INDEX jobs_list;"
       "DROP INDEX IF EXISTS jobs_list_kind; PRAGMA user_version = 1;"
       "INSERT INTO queues (name, paused) VALUES ('q', 0);"
@@ -871,7 +873,7 @@ TEST_F(SqliteStorageTest, UpgradeFromSchema1FillsTheMaintainedCounts) {
   ASSERT_EQ(sqlite3_exec(raw, downgrade, nullptr, nullptr, &msg), SQLITE_OK) << msg;
   sqlite3_close(raw);
 
-  h = open_store();  // migrates 1 -> 2
+  h = open_store();  // migrates 1 -> 3
   ASSERT_NE(h, nullptr);
   struct Counts {
     std::vector<conveyor::sdk::OwnedQueueStats> rows;
@@ -908,6 +910,67 @@ TEST_F(SqliteStorageTest, UpgradeFromSchema1FillsTheMaintainedCounts) {
   EXPECT_EQ(got.rows[0].counts[0], 2) << "pending after an enqueue";
   EXPECT_EQ(got.rows[0].counts[3], 0) << "completed after the purge";
   EXPECT_EQ(got.rows[0].counts[4], 0) << "failed after the purge";
+}
+
+// A database of schema 2 (ABI 1.1) upgrades to 3 on open: its jobs cost 1,
+// its overrides are process-wide, and the 1.2 calls work on it.
+TEST_F(SqliteStorageTest, UpgradeFromSchema2KeepsJobsAndOverrides) {
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  close_all();
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path_.c_str(), &raw), SQLITE_OK);
+  const char* downgrade =
+      "DROP TABLE shared_state; ALTER TABLE jobs DROP COLUMN cost;"
+      "ALTER TABLE rate_limits DROP COLUMN scope; PRAGMA user_version = 2;"
+      "INSERT INTO queues (name, paused) VALUES ('q', 0);"
+      "INSERT INTO jobs (queue, kind, payload, priority, state, max_attempts, run_at, created_at)"
+      " VALUES ('q', 'old', 'x', 0, 1, 3, 10, 10);"
+      "INSERT INTO rate_limits (queue, rate, burst, updated_at) VALUES ('q', 2.5, 4, 7);";
+  char* msg = nullptr;
+  ASSERT_EQ(sqlite3_exec(raw, downgrade, nullptr, nullptr, &msg), SQLITE_OK) << msg;
+  sqlite3_close(raw);
+
+  h = open_store();  // migrates 2 -> 3
+  ASSERT_NE(h, nullptr);
+  {
+    sqlite3* check = nullptr;
+    ASSERT_EQ(sqlite3_open(db_path_.c_str(), &check), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(check, "PRAGMA user_version", -1, &st, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    EXPECT_EQ(sqlite3_column_int(st, 0), conveyor::sqlite::kSchemaVersion);
+    sqlite3_finalize(st);
+    sqlite3_close(check);
+  }
+  std::vector<JobCopy> jobs = claim(h, "q", 10, /*token=*/5, /*now=*/100, /*expires=*/1100);
+  ASSERT_EQ(jobs.size(), 1u) << "the job from schema 2 was lost";
+  EXPECT_EQ(jobs[0].kind, "old");
+  EXPECT_EQ(jobs[0].payload, "x");
+  EXPECT_EQ(jobs[0].cost, 1) << "a job from before job costs costs 1";
+  std::vector<LimitCopy> l = limits(h);
+  ASSERT_EQ(l.size(), 1u) << "the override from schema 2 was lost";
+  EXPECT_EQ(l[0].rate, 2.5);
+  EXPECT_EQ(l[0].burst, 4u);
+  EXPECT_EQ(l[0].scope, CONVEYOR_SCOPE_PROCESS);
+  conveyor_error err{};
+  int64_t version = -1, value = -1;
+  int32_t applied = -1;
+  ASSERT_EQ(
+      api_->swap_shared_state(h, conveyor_str{"k", 1}, 0, 9, &version, &value, &applied, &err),
+      CONVEYOR_OK)
+      << err.message;
+  EXPECT_EQ(applied, 1);
+  EXPECT_EQ(version, 1);
+  EXPECT_EQ(value, 9);
+  conveyor_new_job_v2 costly{conveyor_new_job{conveyor_str{"q", 1}, conveyor_str{"k", 1},
+                                              conveyor_str{"{}", 2}, 0, 3, 100},
+                             6, 0};
+  int64_t id = 0;
+  ASSERT_EQ(api_->enqueue_v3(h, &costly, 1, 100, &id, &err), CONVEYOR_OK) << err.message;
+  JobCopy got;
+  ASSERT_EQ(get(h, id, 100, &got), CONVEYOR_OK);
+  EXPECT_EQ(got.cost, 6);
 }
 
 // complete counts the jobs this handle claimed from the queue it claimed

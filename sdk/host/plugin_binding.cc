@@ -139,7 +139,8 @@ JobCopy copy_job(const conveyor_job* reported, std::vector<std::string>& problem
     problems.push_back("on_job was called with a NULL job");
     return {};
   }
-  const conveyor_job j = read_sized(reported, "conveyor_job", problems);
+  const conveyor_job j =
+      read_sized(reported, "conveyor_job", problems, offsetof(conveyor_job, cost));
   JobCopy c;
   c.struct_size = j.struct_size;
   c.state = j.state;
@@ -157,6 +158,10 @@ JobCopy copy_job(const conveyor_job* reported, std::vector<std::string>& problem
   c.lease_token = j.lease_token;
   c.lease_expires = j.lease_expires_us;
   c.last_error = copy_str(j.last_error, "conveyor_job.last_error", problems);
+  // ABI 1.2: cost only when struct_size covers it. A plugin built with the
+  // 1.2 header that leaves it zero (it has no enqueue_v3) means 1.
+  const bool covers_cost = j.struct_size >= offsetof(conveyor_job, cost) + sizeof j.cost;
+  c.cost = covers_cost && j.cost > 0 ? j.cost : 1;
   return c;
 }
 
@@ -183,9 +188,15 @@ LimitCopy copy_limit(const conveyor_rate_limit* reported, std::vector<std::strin
     problems.push_back("on_limit was called with a NULL limit");
     return {};
   }
-  const conveyor_rate_limit l = read_sized(reported, "conveyor_rate_limit", problems);
-  return LimitCopy{l.struct_size, l.burst, copy_str(l.queue, "conveyor_rate_limit.queue", problems),
-                   l.rate_per_sec, l.updated_at_us};
+  const conveyor_rate_limit l =
+      read_sized(reported, "conveyor_rate_limit", problems, offsetof(conveyor_rate_limit, scope));
+  LimitCopy c{l.struct_size, l.burst, copy_str(l.queue, "conveyor_rate_limit.queue", problems),
+              l.rate_per_sec, l.updated_at_us};
+  // ABI 1.2: scope only when struct_size covers it (zero-filled otherwise:
+  // CONVEYOR_SCOPE_PROCESS).
+  c.reports_scope = l.struct_size >= offsetof(conveyor_rate_limit, scope) + sizeof l.scope;
+  c.scope = l.scope;
+  return c;
 }
 
 template <typename Slot>
@@ -426,13 +437,14 @@ bool PluginBinding::has_slot(std::size_t offset, std::size_t size) const noexcep
   return fn != nullptr;
 }
 
-Status PluginBinding::missing_slot(const char* slot, const char* need) const {
+Status PluginBinding::missing_slot(const char* slot, const char* need, uint32_t minor) const {
   const std::string name = table_->name != nullptr ? table_->name : "?";
   const std::string abi =
       std::to_string(table_->abi_major) + "." + std::to_string(table_->abi_minor);
-  if (table_->abi_minor < 1)
+  if (table_->abi_minor < minor)
     return Status{CONVEYOR_E_UNSUPPORTED, "storage plugin '" + name + "' implements ABI " + abi +
-                                              "; " + need + " needs ABI 1.1 (slot " + slot +
+                                              "; " + need + " needs ABI 1." +
+                                              std::to_string(minor) + " (slot " + slot +
                                               "): upgrade the plugin"};
   return Status{CONVEYOR_E_UNSUPPORTED, "storage plugin '" + name + "' (ABI " + abi +
                                             ") does not implement " + slot + ", which " + need +
@@ -563,6 +575,46 @@ Result<PluginBinding::Rescued> PluginBinding::rescue_expired_v2(int64_t now_us, 
       },
       moving(&Reports::jobs, r.value.jobs));
   r.value.out_rescued = rescued;
+  return r;
+}
+
+Result<PluginBinding::Shared> PluginBinding::swap_shared_state(std::string_view key,
+                                                               int64_t expected_version,
+                                                               int64_t new_value) {
+  Result<Shared> r;
+  if (!CONVEYOR_HAS_SLOT(swap_shared_state)) {
+    r.status = missing_slot("swap_shared_state", "sharing state across processes", 2);
+    return r;
+  }
+  r.value = Shared{kUnwrittenValue, kUnwrittenValue, static_cast<int32_t>(kUnwrittenCount)};
+  r.status = run("swap_shared_state", [&](conveyor_error* e) {
+    return table_->swap_shared_state(handle_, cstr(key), expected_version, new_value,
+                                     &r.value.version, &r.value.value, &r.value.applied, e);
+  });
+  return r;
+}
+
+Status PluginBinding::set_rate_limit_v2(std::string_view queue, double rate_per_sec, uint32_t burst,
+                                        int32_t scope, int64_t now_us) {
+  if (!CONVEYOR_HAS_SLOT(set_rate_limit_v2))
+    return missing_slot("set_rate_limit_v2", "a rate limit with a scope", 2);
+  return run("set_rate_limit_v2", [&](conveyor_error* e) {
+    return table_->set_rate_limit_v2(handle_, cstr(queue), rate_per_sec, burst, scope, now_us, e);
+  });
+}
+
+Result<std::vector<int64_t>> PluginBinding::enqueue_v3(std::span<const conveyor_new_job_v2> jobs,
+                                                       int64_t now_us) {
+  Result<std::vector<int64_t>> r;
+  if (!CONVEYOR_HAS_SLOT(enqueue_v3)) {
+    r.status = missing_slot("enqueue_v3", "a job cost other than 1", 2);
+    return r;
+  }
+  r.value.assign(jobs.size(), 0);
+  r.status = run("enqueue_v3", [&](conveyor_error* e) {
+    return table_->enqueue_v3(handle_, data_or_null(jobs), jobs.size(), now_us,
+                              r.value.empty() ? nullptr : r.value.data(), e);
+  });
   return r;
 }
 

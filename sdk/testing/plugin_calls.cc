@@ -208,7 +208,7 @@ std::vector<LimitCopy> PluginCalls::limits(conveyor_storage* h) {
   std::vector<LimitCopy> out;
   for (host::LimitCopy& l : r.value) {
     EXPECT_EQ(l.struct_size, sizeof(conveyor_rate_limit));
-    out.push_back(LimitCopy{std::move(l.queue), l.rate_per_sec, l.burst, l.updated_at_us});
+    out.push_back(LimitCopy{std::move(l.queue), l.rate_per_sec, l.burst, l.updated_at_us, l.scope});
   }
   return out;
 }

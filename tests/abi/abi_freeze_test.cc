@@ -45,5 +45,32 @@ TEST(AbiFreeze, FactsDescribeTypesAndSignaturesInFull) {
   EXPECT_EQ(frozen.at("CONVEYOR_ABI_MAJOR"), "1");
 }
 
+// ABI 1.2 only appends: its slots follow the last 1.1 slot in order, and its
+// struct fields sit after every older field (rules 1 and 5), so a 1.1
+// plugin's smaller table and structs read as a prefix.
+TEST(AbiFreeze, Version1_2AppendsItsSlotsAndFieldsAtTheEnd) {
+  constexpr size_t kSlot = sizeof(void (*)());
+  EXPECT_EQ(offsetof(conveyor_storage_plugin, swap_shared_state), CONVEYOR_PLUGIN_V1_1_SIZE);
+  EXPECT_EQ(offsetof(conveyor_storage_plugin, set_rate_limit_v2),
+            CONVEYOR_PLUGIN_V1_1_SIZE + kSlot);
+  EXPECT_EQ(offsetof(conveyor_storage_plugin, enqueue_v3), CONVEYOR_PLUGIN_V1_1_SIZE + 2 * kSlot);
+  EXPECT_EQ(CONVEYOR_PLUGIN_V1_2_SIZE, CONVEYOR_PLUGIN_V1_1_SIZE + 3 * kSlot);
+  EXPECT_EQ(CONVEYOR_PLUGIN_V1_2_SIZE, sizeof(conveyor_storage_plugin))
+      << "a slot after enqueue_v3 belongs to a new minor with a size macro of its own";
+  EXPECT_EQ(CONVEYOR_ABI_MINOR, 2);
+
+  EXPECT_EQ(offsetof(conveyor_job, cost),
+            offsetof(conveyor_job, last_error) + sizeof(conveyor_str));
+  EXPECT_EQ(offsetof(conveyor_job, reserved1), offsetof(conveyor_job, cost) + sizeof(int32_t));
+  EXPECT_EQ(sizeof(conveyor_job), offsetof(conveyor_job, reserved1) + sizeof(int32_t));
+  EXPECT_EQ(offsetof(conveyor_rate_limit, scope),
+            offsetof(conveyor_rate_limit, updated_at_us) + sizeof(int64_t));
+  EXPECT_EQ(sizeof(conveyor_rate_limit),
+            offsetof(conveyor_rate_limit, reserved0) + sizeof(int32_t));
+  EXPECT_EQ(offsetof(conveyor_new_job_v2, job), 0u);
+  EXPECT_EQ(offsetof(conveyor_new_job_v2, cost), sizeof(conveyor_new_job));
+  EXPECT_EQ(sizeof(conveyor_new_job_v2), sizeof(conveyor_new_job) + 2 * sizeof(int32_t));
+}
+
 }  // namespace
 }  // namespace conveyor::abi_test

@@ -45,10 +45,11 @@ TEST(VersionHandshake, PluginBuiltAgainstTheV1_0HeaderLoads) {
   EXPECT_EQ(info.abi_major, 1u);
   EXPECT_EQ(info.abi_minor, 0u) << "the plugin was not built against tests/abi/v1_0";
   EXPECT_EQ(info.struct_size, CONVEYOR_PLUGIN_V1_0_SIZE);
-  // Every 1.1 slot is missing, and listed as such (`conveyor plugin info`).
+  // Every 1.1 and 1.2 slot is missing, and listed as such (`conveyor plugin info`).
   EXPECT_THAT(info.optional_slots_missing,
               ::testing::ElementsAre("enqueue_v2", "claim_kinds", "list_jobs", "retry_jobs",
-                                     "delete_jobs", "job_counts", "rescue_expired_v2"));
+                                     "delete_jobs", "job_counts", "rescue_expired_v2",
+                                     "swap_shared_state", "set_rate_limit_v2", "enqueue_v3"));
   // The host's copy holds the plugin's 1.0 prefix; every slot a later minor
   // appended is NULL, so the host never calls what the plugin does not have.
   const conveyor_storage_plugin& table = plugin->table();
@@ -106,6 +107,46 @@ TEST(VersionHandshake, V1_0PluginRunsAndRefuses1_1FeaturesByName) {
   EXPECT_EQ(counts[0].failed, 1);
   // claim_kinds without a filter is a plain claim, which 1.0 has.
   EXPECT_EQ(storage->claim_kinds("q", {}, 1, 9, now, now + 1).size(), 1u);
+}
+
+// ABI 1.2 on a 1.0 plugin: fleet limits, shared state and job costs are
+// refused naming the plugin and the ABI they need; process limits and cost 1
+// work as before, and the jobs read back cost 1.
+TEST(VersionHandshake, V1_0PluginRefuses1_2FeaturesByName) {
+  std::shared_ptr<Storage> storage = Storage::open(load_plugin(kV1_0Plugin), {{"name", "old12"}});
+  const int64_t now = 4'000'000'000'000'000;
+  for (const char* slot : {"swap_shared_state", "set_rate_limit_v2", "enqueue_v3"})
+    EXPECT_FALSE(storage->has_slot(slot)) << slot;
+  auto expect_refused = [](auto&& call, const std::string& need, const std::string& slot) {
+    try {
+      call();
+      ADD_FAILURE() << need << " on a 1.0 plugin did not throw";
+    } catch (const StorageError& e) {
+      EXPECT_EQ(e.code(), CONVEYOR_E_UNSUPPORTED);
+      EXPECT_THAT(e.what(), HasSubstr("storage plugin 'memory_c' implements ABI 1.0; " + need +
+                                      " needs ABI 1.2 (slot " + slot + ")"));
+    }
+  };
+  expect_refused([&] { storage->swap_shared_state("ratelimit.enabled", -1, 0); },
+                 "sharing state across processes", "swap_shared_state");
+  expect_refused(
+      [&] { storage->set_rate_limit("q", make_rate_limit(5, 0, LimitScope::kFleet), now); },
+      "a fleet-wide rate limit", "set_rate_limit_v2");
+  NewJob costly{"q", "k", "{}", 0, 1, 0};
+  costly.cost = 3;
+  expect_refused([&] { storage->enqueue(std::span(&costly, 1), now); }, "a job cost other than 1",
+                 "enqueue_v3");
+  EXPECT_TRUE(storage->list_rate_limits().empty()) << "the refused fleet limit was stored";
+  EXPECT_TRUE(storage->claim("q", 10, 5, now, now + 1).empty())
+      << "the refused costly job was stored";
+  // Process-wide limits and cost 1 work, reported as such.
+  storage->set_rate_limit("q", make_rate_limit(5, 0), now);
+  std::vector<RateLimitOverride> limits = storage->list_rate_limits();
+  ASSERT_EQ(limits.size(), 1u);
+  EXPECT_EQ(limits[0].limit.scope, LimitScope::kProcess);
+  NewJob plain{"q", "k", "{}", 0, 1, 0};
+  const int64_t id = storage->enqueue(std::span(&plain, 1), now).at(0);
+  EXPECT_EQ(storage->get_job(id, now)->cost, 1);
 }
 
 // The same through the engine, the API the CLI and the server call.

@@ -53,6 +53,8 @@ const char* to_string(StorageOp op) noexcept {
       return "delete_jobs";
     case StorageOp::kJobCounts:
       return "job_counts";
+    case StorageOp::kSwapSharedState:
+      return "swap_shared_state";
   }
   return "unknown";
 }
@@ -348,6 +350,15 @@ std::vector<QueueStats> FaultInjectingStorage::job_counts(int64_t now_us) {
   const bool drop = before(StorageOp::kJobCounts);
   auto r = inner_->job_counts(now_us);
   after(StorageOp::kJobCounts, drop);
+  return r;
+}
+
+Storage::SharedRecord FaultInjectingStorage::swap_shared_state(std::string_view key,
+                                                               int64_t expected_version,
+                                                               int64_t new_value) {
+  const bool drop = before(StorageOp::kSwapSharedState);
+  auto r = inner_->swap_shared_state(key, expected_version, new_value);
+  after(StorageOp::kSwapSharedState, drop);
   return r;
 }
 

@@ -53,8 +53,10 @@ enum class StorageOp {
   kRetryJobs,
   kDeleteJobs,
   kJobCounts,
+  // ABI 1.2
+  kSwapSharedState,
 };
-inline constexpr size_t kStorageOpCount = static_cast<size_t>(StorageOp::kJobCounts) + 1;
+inline constexpr size_t kStorageOpCount = static_cast<size_t>(StorageOp::kSwapSharedState) + 1;
 // "enqueue", "claim", "extend_leases", ...: the Storage method's name.
 const char* to_string(StorageOp op) noexcept;
 
@@ -130,11 +132,8 @@ class FaultInjectingStorage final : public Storage {
   std::vector<conveyor_status> retry_jobs(std::span<const int64_t> ids, int64_t now_us) override;
   std::vector<conveyor_status> delete_jobs(std::span<const int64_t> ids) override;
   std::vector<QueueStats> job_counts(int64_t now_us) override;
-  // Placeholder forwarding until the storage helper's branch lands.
   SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
-                                 int64_t new_value) override {
-    return inner_->swap_shared_state(key, expected_version, new_value);
-  }
+                                 int64_t new_value) override;
 
  private:
   struct Failure {

@@ -531,7 +531,9 @@ extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storag
         // Only what the wrapped plugin has.
         inner->struct_size >= CONVEYOR_PLUGIN_V1_1_SIZE && inner->rescue_expired_v2 != nullptr
             ? m_rescue_v2
-            : nullptr};
+            : nullptr,
+        // ABI 1.2 slots are not wrapped: the mutant has none of them.
+        nullptr, nullptr, nullptr};
   });
   return inner == nullptr ? nullptr : &table;
 }

@@ -72,6 +72,17 @@ class ConformanceTest : public ::testing::Test {
       GTEST_SKIP() << "needs slot " #member " (ABI 1.1), which the plugin leaves NULL";      \
   } while (0)
 
+// The same for a slot of ABI 1.2.
+#define CONFORMANCE_REQUIRE_SLOT_1_2(handle, member)                                         \
+  do {                                                                                       \
+    if (info().abi_minor < 2)                                                                \
+      GTEST_SKIP() << "needs ABI 1.2 (slot " #member "); the plugin implements ABI "         \
+                   << info().abi_major << "." << info().abi_minor;                           \
+    if (!(handle)->has_slot(offsetof(conveyor_storage_plugin, member),                       \
+                            sizeof(static_cast<conveyor_storage_plugin*>(nullptr)->member))) \
+      GTEST_SKIP() << "needs slot " #member " (ABI 1.2), which the plugin leaves NULL";      \
+  } while (0)
+
 // Skips the test, saying which capability it needs, unless the plugin
 // advertises it. Tests are chosen by capabilities, never by plugin name.
 #define CONFORMANCE_REQUIRE(capability)                                                            \

@@ -334,6 +334,36 @@ Status Handle::rescue_expired_v2(int64_t now_us, uint32_t max_jobs, std::vector<
   return s;
 }
 
+Status Handle::swap_shared_state(std::string_view key, int64_t expected_version, int64_t new_value,
+                                 SharedCopy* out) {
+  auto r = binding_->swap_shared_state(key, expected_version, new_value);
+  Status s = outcome("swap_shared_state", r.status);
+  if (s.ok()) {
+    if (r.value.version == host::kUnwrittenValue || r.value.value == host::kUnwrittenValue ||
+        r.value.applied == static_cast<int32_t>(host::kUnwrittenCount))
+      ADD_FAILURE() << "swap_shared_state returned CONVEYOR_OK without writing *out_version, "
+                    << "*out_value and *out_applied (storage_plugin.h: \"Either way *out_version "
+                    << "and *out_value receive the record\")";
+    else if (r.value.applied != 0 && r.value.applied != 1)
+      ADD_FAILURE() << "swap_shared_state set *out_applied = " << r.value.applied << ", not 0 or 1";
+  }
+  if (out != nullptr) *out = SharedCopy{r.value.version, r.value.value, r.value.applied};
+  return s;
+}
+
+Status Handle::set_rate_limit_v2(std::string_view queue, double rate_per_sec, uint32_t burst,
+                                 int32_t scope, int64_t now_us) {
+  return outcome("set_rate_limit_v2",
+                 binding_->set_rate_limit_v2(queue, rate_per_sec, burst, scope, now_us));
+}
+
+Status Handle::enqueue_v3(const std::vector<JobSpec>& jobs, int64_t now_us,
+                          std::vector<int64_t>* ids) {
+  auto r = binding_->enqueue_v3(host::new_jobs_v2(std::span<const JobSpec>(jobs)), now_us);
+  if (ids != nullptr) *ids = std::move(r.value);
+  return outcome("enqueue_v3", r.status);
+}
+
 std::vector<JobCopy> Handle::claim_kinds_jobs(std::string_view queue,
                                               const std::vector<std::string>& kinds,
                                               uint32_t max_jobs, int64_t now_us) {
@@ -367,6 +397,18 @@ std::vector<StatsCopy> Handle::counts(int64_t now_us) {
   std::vector<StatsCopy> s;
   require_ok(job_counts(now_us, &s));
   return s;
+}
+
+SharedCopy Handle::shared(std::string_view key) {
+  SharedCopy out;
+  require_ok(swap_shared_state(key, -1, 0, &out));
+  return out;
+}
+
+std::vector<int64_t> Handle::add_costed(const std::vector<JobSpec>& jobs) {
+  std::vector<int64_t> ids;
+  require_ok(enqueue_v3(jobs, kT0, &ids));
+  return ids;
 }
 
 // ---- must succeed ----

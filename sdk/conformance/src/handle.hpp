@@ -58,6 +58,14 @@ struct JobSpec {
   int32_t priority = 0;
   int32_t max_attempts = 3;
   int64_t run_at_us = kT0;
+  int32_t cost = 1;  // enqueue_v3 only (ABI 1.2)
+};
+
+// swap_shared_state's out-parameters as the plugin wrote them.
+struct SharedCopy {
+  int64_t version = 0;
+  int64_t value = 0;
+  int32_t applied = 0;
 };
 
 // A fresh non-zero lease token per call (tokens are the host's to pick).
@@ -115,6 +123,14 @@ class Handle {
   Status job_counts(int64_t now_us, std::vector<StatsCopy>* stats);
   Status rescue_expired_v2(int64_t now_us, uint32_t max_jobs, std::vector<JobCopy>* jobs);
 
+  // ---- ABI 1.2 raw outcomes (CONVEYOR_E_UNSUPPORTED without a call when
+  // the slot is missing) ----
+  Status swap_shared_state(std::string_view key, int64_t expected_version, int64_t new_value,
+                           SharedCopy* out);
+  Status set_rate_limit_v2(std::string_view queue, double rate_per_sec, uint32_t burst,
+                           int32_t scope, int64_t now_us);
+  Status enqueue_v3(const std::vector<JobSpec>& jobs, int64_t now_us, std::vector<int64_t>* ids);
+
   // ---- must succeed (throw CallFailed) ----
   int64_t add(const JobSpec& job);
   std::vector<int64_t> add_all(const std::vector<JobSpec>& jobs);
@@ -143,6 +159,9 @@ class Handle {
   std::vector<conveyor_status> retry(const std::vector<int64_t>& ids, int64_t now_us);
   std::vector<conveyor_status> remove(const std::vector<int64_t>& ids);
   std::vector<StatsCopy> counts(int64_t now_us);
+  // ABI 1.2
+  SharedCopy shared(std::string_view key);  // a read (expected_version -1)
+  std::vector<int64_t> add_costed(const std::vector<JobSpec>& jobs);  // enqueue_v3 at kT0
   // Whether the plugin's table has this 1.1 slot (covered and non-NULL).
   bool has_slot(std::size_t offset, std::size_t size) const;
 

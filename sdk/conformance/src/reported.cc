@@ -56,6 +56,9 @@ void check_job(const JobCopy& c, std::vector<std::string>& problems) {
                        " must both be 0 (storage_plugin.h: \"0 unless RUNNING\")");
   if (c.state == CONVEYOR_JOB_RUNNING && c.lease_token == 0)
     problems.push_back(who + ": a RUNNING job reports lease_token 0");
+  if (c.cost > CONVEYOR_JOB_COST_MAX)
+    problems.push_back(who + ": cost is " + std::to_string(c.cost) +
+                       ", above CONVEYOR_JOB_COST_MAX (storage_plugin.h conveyor_job.cost)");
 }
 
 void check_stats(const StatsCopy& c, std::vector<std::string>& problems) {
@@ -75,6 +78,9 @@ void check_limit(const LimitCopy& c, std::vector<std::string>& problems) {
   if (!(c.rate_per_sec > 0) || !std::isfinite(c.rate_per_sec))
     problems.push_back(who + ": rate_per_sec is " + std::to_string(c.rate_per_sec) +
                        " (storage_plugin.h: \"> 0 and finite\")");
+  if (c.reports_scope && c.scope != CONVEYOR_SCOPE_PROCESS && c.scope != CONVEYOR_SCOPE_FLEET)
+    problems.push_back(who + ": scope is " + std::to_string(c.scope) +
+                       ", not CONVEYOR_SCOPE_PROCESS (0) or CONVEYOR_SCOPE_FLEET (1)");
 }
 
 void check_queue(const QueueCopy& c, std::vector<std::string>& problems) {

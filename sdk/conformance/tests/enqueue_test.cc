@@ -1,6 +1,8 @@
 // enqueue: ids, atomic batches, validation.
 #include "fixture.hpp"
 
+#include <climits>
+#include <cstddef>
 #include <set>
 
 namespace conveyor::conformance {
@@ -118,6 +120,106 @@ TEST_F(Enqueue, LongestQueueNameRoundTrips) {
   const int64_t id = h->add(JobSpec{.queue = name});
   EXPECT_EQ(h->job(id, kT0).queue, name);
   EXPECT_EQ(h->claim_one(name, kT0).id, id);
+}
+
+// ---- ABI 1.2: enqueue_v3 and conveyor_job.cost ----
+
+class JobCost : public ConformanceTest {};
+
+TEST_F(JobCost, CostsRoundTripThroughClaimAndGetJob) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_2(h, enqueue_v3);
+  std::vector<int64_t> ids =
+      h->add_costed({JobSpec{.queue = "c", .kind = "one", .cost = 1},
+                     JobSpec{.queue = "c", .kind = "seven", .cost = 7},
+                     JobSpec{.queue = "c", .kind = "max", .cost = CONVEYOR_JOB_COST_MAX}});
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(h->job(ids[1], kT0).cost, 7) << "get_job must report conveyor_job.cost";
+  EXPECT_GE(h->job(ids[1], kT0).struct_size, offsetof(conveyor_job, cost) + sizeof(int32_t))
+      << "struct_size must cover conveyor_job.cost";
+  std::vector<JobCopy> claimed = h->claim_jobs("c", 10, kT0);
+  ASSERT_EQ(claimed.size(), 3u);
+  for (const JobCopy& j : claimed) {
+    const int32_t want = j.kind == "one" ? 1 : j.kind == "seven" ? 7 : CONVEYOR_JOB_COST_MAX;
+    EXPECT_EQ(j.cost, want) << "claim reported job " << j.kind << " with the wrong cost";
+  }
+}
+
+TEST_F(JobCost, EnqueueV3IsEnqueueV2WithCosts) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_2(h, enqueue_v3);
+  std::vector<int64_t> ids;
+  ASSERT_TRUE(h->enqueue_v3({JobSpec{.queue = "v", .priority = 3, .max_attempts = 4, .cost = 2},
+                             JobSpec{.queue = "v", .run_at_us = kT0 + 100 * kSecond, .cost = 3}},
+                            kT0 + 5, &ids)
+                  .ok());
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_LT(ids[0], ids[1]);
+  JobCopy a = h->job(ids[0], kT0 + 5);
+  EXPECT_EQ(a.created_at, kT0 + 5) << "created_at is enqueue_v3's now_us, as for enqueue_v2";
+  EXPECT_EQ(a.priority, 3);
+  EXPECT_EQ(a.max_attempts, 4);
+  EXPECT_EQ(a.cost, 2);
+  JobCopy b = h->job(ids[1], kT0 + 5);
+  EXPECT_STATE(b.state, CONVEYOR_JOB_SCHEDULED);
+  EXPECT_EQ(b.cost, 3) << "a scheduled job keeps its cost";
+  // Due later: claimed with its cost.
+  std::vector<JobCopy> later = h->claim_jobs("v", 10, kT0 + 200 * kSecond);
+  ASSERT_EQ(later.size(), 2u);
+  for (const JobCopy& j : later) EXPECT_EQ(j.cost, j.id == ids[0] ? 2 : 3);
+}
+
+TEST_F(JobCost, JobsEnqueuedWithoutACostCostOne) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_2(h, enqueue_v3);
+  const int64_t id = h->add(JobSpec{.queue = "plain"});
+  EXPECT_EQ(h->job(id, kT0).cost, 1)
+      << "storage_plugin.h conveyor_job.cost: \"1 for a job enqueued without a cost\"";
+  EXPECT_EQ(h->claim_one("plain", kT0).cost, 1);
+}
+
+TEST_F(JobCost, TheCostStaysThroughRetryReleaseAndRescue) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_2(h, enqueue_v3);
+  const int64_t id = h->add_costed({JobSpec{.queue = "life", .max_attempts = 10, .cost = 5}}).at(0);
+  // fail with a retry: a new turn (a copied entry in an append-only plugin)
+  JobCopy first = h->claim_one("life", kT0);
+  EXPECT_EQ(first.cost, 5);
+  ASSERT_TRUE(h->fail(first.lease(), "again", kT0 + 1, kT0 + 1).ok());
+  JobCopy second = h->claim_one("life", kT0 + 2);
+  EXPECT_EQ(second.cost, 5) << "the cost must survive fail with a retry";
+  // release
+  std::vector<conveyor_status> r;
+  ASSERT_TRUE(h->release({second.lease()}, kT0 + 3, &r).ok());
+  JobCopy third = h->claim_one("life", kT0 + 4);
+  EXPECT_EQ(third.cost, 5) << "the cost must survive release";
+  // fail into the future (scheduled), then due
+  ASSERT_TRUE(h->fail(third.lease(), "later", kT0 + 100 * kSecond, kT0 + 5).ok());
+  EXPECT_EQ(h->job(id, kT0 + 6).cost, 5);
+  JobCopy fourth = h->claim_one("life", kT0 + 101 * kSecond);
+  EXPECT_EQ(fourth.cost, 5) << "the cost must survive a retry scheduled for later";
+  // rescue of an expired lease
+  const int64_t after_expiry = kT0 + 101 * kSecond + kLease + 1;
+  EXPECT_EQ(h->rescue(after_expiry, 10), 1u);
+  EXPECT_EQ(h->job(id, after_expiry).cost, 5);
+  JobCopy fifth = h->claim_one("life", after_expiry);
+  EXPECT_EQ(fifth.cost, 5) << "the cost must survive rescue";
+  h->complete_one(fifth.lease(), after_expiry + 1);
+  EXPECT_EQ(h->job(id, after_expiry + 2).cost, 5) << "a finished job keeps its cost";
+}
+
+TEST_F(JobCost, CostOutOfRangeRejectsTheWholeBatch) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_2(h, enqueue_v3);
+  for (int32_t bad : {0, -1, CONVEYOR_JOB_COST_MAX + 1, INT32_MIN}) {
+    std::vector<int64_t> ids;
+    Status s = h->enqueue_v3(
+        {JobSpec{.queue = "bad", .cost = 1}, JobSpec{.queue = "bad", .cost = bad}}, kT0, &ids);
+    EXPECT_STATUS(s.code, CONVEYOR_E_INVALID)
+        << "cost " << bad << " (storage_plugin.h enqueue_v3: \"A cost outside "
+        << "1..CONVEYOR_JOB_COST_MAX is CONVEYOR_E_INVALID (nothing enqueued)\")";
+  }
+  expect_nothing_stored(*h, "bad");
 }
 
 }  // namespace

@@ -209,5 +209,97 @@ TEST_F(ChangeMarker, IsSharedByEveryHandle) {
   EXPECT_EQ(l[0].queue, "email");
 }
 
+// ---- ABI 1.2: scope ----
+
+class RateLimitScope : public ConformanceTest {};
+
+TEST_F(RateLimitScope, SetRateLimitV2StoresTheScopeListReportsIt) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_2(h, set_rate_limit_v2);
+  ASSERT_TRUE(h->set_rate_limit_v2("fleet", 2.5, 7, CONVEYOR_SCOPE_FLEET, kT0 + 3).ok());
+  ASSERT_TRUE(h->set_rate_limit_v2("local", 4, 2, CONVEYOR_SCOPE_PROCESS, kT0 + 4).ok());
+  std::vector<LimitCopy> l = h->limits();
+  ASSERT_EQ(l.size(), 2u) << queues_of(l);
+  EXPECT_EQ(l[0].queue, "fleet");
+  EXPECT_TRUE(l[0].reports_scope) << "struct_size " << l[0].struct_size
+                                  << " does not cover conveyor_rate_limit.scope";
+  EXPECT_EQ(l[0].scope, CONVEYOR_SCOPE_FLEET);
+  EXPECT_EQ(l[0].rate_per_sec, 2.5);
+  EXPECT_EQ(l[0].burst, 7u);
+  EXPECT_EQ(l[0].updated_at_us, kT0 + 3);
+  EXPECT_EQ(l[1].queue, "local");
+  EXPECT_EQ(l[1].scope, CONVEYOR_SCOPE_PROCESS);
+}
+
+TEST_F(RateLimitScope, ReplacingChangesTheScope) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_2(h, set_rate_limit_v2);
+  ASSERT_TRUE(h->set_rate_limit_v2("q", 1, 1, CONVEYOR_SCOPE_FLEET, kT0).ok());
+  ASSERT_TRUE(h->set_rate_limit_v2("q", 1, 1, CONVEYOR_SCOPE_PROCESS, kT0).ok());
+  std::vector<LimitCopy> l = h->limits();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].scope, CONVEYOR_SCOPE_PROCESS);
+  // The 1.0 slot stores PROCESS, replacing a fleet limit too.
+  ASSERT_TRUE(h->set_rate_limit_v2("q", 1, 1, CONVEYOR_SCOPE_FLEET, kT0).ok());
+  ASSERT_TRUE(h->set_rate_limit("q", 3, 2, kT0 + 1).ok());
+  l = h->limits();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].scope, CONVEYOR_SCOPE_PROCESS)
+      << "storage_plugin.h conveyor_rate_limit.scope: \"CONVEYOR_SCOPE_PROCESS when set by "
+         "set_rate_limit\"";
+  EXPECT_EQ(l[0].rate_per_sec, 3);
+}
+
+TEST_F(RateLimitScope, SetRateLimitReportsProcess) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_2(h, set_rate_limit_v2);
+  ASSERT_TRUE(h->set_rate_limit("old", 5, 5, kT0).ok());
+  std::vector<LimitCopy> l = h->limits();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_TRUE(l[0].reports_scope);
+  EXPECT_EQ(l[0].scope, CONVEYOR_SCOPE_PROCESS);
+}
+
+TEST_F(RateLimitScope, UnknownScopeIsInvalidAndStoresNothing) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_2(h, set_rate_limit_v2);
+  ASSERT_TRUE(h->set_rate_limit_v2("kept", 2, 2, CONVEYOR_SCOPE_FLEET, kT0).ok());
+  for (int32_t scope : {2, -1, 1000}) {
+    EXPECT_STATUS(h->set_rate_limit_v2("new", 1, 1, scope, kT0).code, CONVEYOR_E_INVALID)
+        << "scope " << scope;
+    EXPECT_STATUS(h->set_rate_limit_v2("kept", 9, 9, scope, kT0).code, CONVEYOR_E_INVALID)
+        << "scope " << scope;
+  }
+  std::vector<LimitCopy> l = h->limits();
+  ASSERT_EQ(l.size(), 1u) << queues_of(l);
+  EXPECT_EQ(l[0].rate_per_sec, 2) << "a refused replacement changed the override";
+  EXPECT_EQ(l[0].scope, CONVEYOR_SCOPE_FLEET);
+}
+
+TEST_F(RateLimitScope, InvalidRateOrBurstIsRefusedAsBySetRateLimit) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_2(h, set_rate_limit_v2);
+  EXPECT_STATUS(h->set_rate_limit_v2("q", 0, 1, CONVEYOR_SCOPE_FLEET, kT0).code,
+                CONVEYOR_E_INVALID);
+  EXPECT_STATUS(h->set_rate_limit_v2("q", std::numeric_limits<double>::infinity(), 1,
+                                     CONVEYOR_SCOPE_FLEET, kT0)
+                    .code,
+                CONVEYOR_E_INVALID);
+  EXPECT_STATUS(h->set_rate_limit_v2("q", 1, 0, CONVEYOR_SCOPE_FLEET, kT0).code,
+                CONVEYOR_E_INVALID);
+  EXPECT_TRUE(h->limits().empty());
+}
+
+TEST_F(RateLimitScope, SetRateLimitV2ChangesTheMarker) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_2(h, set_rate_limit_v2);
+  const int64_t before = h->marker();
+  ASSERT_TRUE(h->set_rate_limit_v2("q", 1, 1, CONVEYOR_SCOPE_FLEET, kT0).ok());
+  const int64_t after = h->marker();
+  EXPECT_NE(after, before) << kMarkerRule;
+  ASSERT_TRUE(h->set_rate_limit_v2("q", 1, 1, CONVEYOR_SCOPE_PROCESS, kT0).ok());
+  EXPECT_NE(h->marker(), after) << "changing only the scope is a change too";
+}
+
 }  // namespace
 }  // namespace conveyor::conformance

@@ -51,6 +51,16 @@
 //                              const JobSink& sink);  // each rescued job, after
 // (conveyor_queue_stats' 1.1 field oldest_pending_run_at_us is the plugin's to
 // fill in queue_stats and job_counts.)
+// and optionally the ABI 1.2 slots (the adapter checks key length, NULL
+// out-parameters, scope and cost ranges before calling):
+//   SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
+//                                  int64_t new_value);    // key 1..CONVEYOR_SHARED_KEY_MAX
+//   void set_rate_limit_scoped(std::string_view queue, double rate, uint32_t burst,
+//                              int32_t scope, int64_t now_us);   // set_rate_limit_v2
+//   void enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,
+//                       std::span<int64_t> out_ids);          // enqueue_v3, costs checked
+// (conveyor_job.cost and conveyor_rate_limit.scope are the plugin's to fill:
+// OwnedJob::cost, OwnedRateLimit::scope.)
 //
 // Threading is as the C header says: every method but the destructor may be
 // called concurrently. The host never calls the object from inside one of its
@@ -63,6 +73,7 @@
 #include <conveyor/storage_plugin.h>
 
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -166,6 +177,7 @@ struct OwnedJob {
   int64_t lease_token = 0;
   int64_t lease_expires = 0;
   std::string last_error;
+  int32_t cost = 1;  // ABI 1.2; a host's copy of an older plugin's job: 1
   // As a plugin reported them, in a host's copy; view() always reports
   // sizeof(conveyor_job) and 0.
   uint32_t struct_size = sizeof(conveyor_job);
@@ -190,6 +202,7 @@ struct OwnedJob {
     j.lease_token = lease_token;
     j.lease_expires_us = lease_expires;
     j.last_error = str(last_error);
+    j.cost = cost;
     return j;
   }
 };
@@ -202,6 +215,7 @@ struct OwnedRateLimit {
   double rate_per_sec = 0;
   int64_t burst = 0;  // as stored; view() clamps it to 1..UINT32_MAX
   int64_t updated_at = 0;
+  int32_t scope = CONVEYOR_SCOPE_PROCESS;  // ABI 1.2
 
   conveyor_rate_limit view() const noexcept {
     conveyor_rate_limit l{};
@@ -210,6 +224,7 @@ struct OwnedRateLimit {
     l.rate_per_sec = rate_per_sec;
     l.burst = static_cast<uint32_t>(std::clamp<int64_t>(burst, 1, UINT32_MAX));
     l.updated_at_us = updated_at;
+    l.scope = scope;
     return l;
   }
 };
@@ -257,6 +272,13 @@ class NotifySink {
  private:
   conveyor_notify_fn fn_;
   void* ctx_;
+};
+
+// A shared record after swap_shared_state (storage_plugin.h, ABI 1.2).
+struct SharedRecord {
+  int64_t version = 0;
+  int64_t value = 0;
+  bool applied = false;
 };
 
 namespace detail {
@@ -537,6 +559,57 @@ struct Adapter {
     });
   }
 
+  // ---- ABI 1.2 ----
+  static conveyor_status swap_shared_state(conveyor_storage* s, conveyor_str key,
+                                           int64_t expected_version, int64_t new_value,
+                                           int64_t* out_version, int64_t* out_value,
+                                           int32_t* out_applied, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (out_version == nullptr || out_value == nullptr || out_applied == nullptr)
+        throw Error(CONVEYOR_E_INVALID,
+                    "swap_shared_state: out_version, out_value or out_applied is NULL");
+      if (key.len == 0) throw Error(CONVEYOR_E_INVALID, "swap_shared_state: key is empty");
+      if (key.data == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "swap_shared_state: key has data NULL with a length");
+      if (key.len > CONVEYOR_SHARED_KEY_MAX)
+        throw Error(CONVEYOR_E_INVALID, "swap_shared_state: key is " + std::to_string(key.len) +
+                                            " bytes, longer than CONVEYOR_SHARED_KEY_MAX (" +
+                                            std::to_string(CONVEYOR_SHARED_KEY_MAX) + ")");
+      const SharedRecord r = self(s)->swap_shared_state(view(key), expected_version, new_value);
+      *out_version = r.version;
+      *out_value = r.value;
+      *out_applied = r.applied ? 1 : 0;
+    });
+  }
+  static conveyor_status set_rate_limit_v2(conveyor_storage* s, conveyor_str queue, double rate,
+                                           uint32_t burst, int32_t scope, int64_t now,
+                                           conveyor_error* err) {
+    return guarded(err, [&] {
+      if (!(rate > 0) || rate > 1e300)
+        throw Error(CONVEYOR_E_INVALID, "rate_per_sec must be > 0 and finite");
+      if (burst < 1) throw Error(CONVEYOR_E_INVALID, "burst must be >= 1");
+      if (scope != CONVEYOR_SCOPE_PROCESS && scope != CONVEYOR_SCOPE_FLEET)
+        throw Error(CONVEYOR_E_INVALID,
+                    "set_rate_limit_v2: scope is " + std::to_string(scope) +
+                        ", not CONVEYOR_SCOPE_PROCESS (0) or CONVEYOR_SCOPE_FLEET (1)");
+      self(s)->set_rate_limit_scoped(view(queue), rate, burst, scope, now);
+    });
+  }
+  static conveyor_status enqueue_v3(conveyor_storage* s, const conveyor_new_job_v2* jobs, size_t n,
+                                    int64_t now, int64_t* ids, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (n == 0) return;
+      if (jobs == nullptr || ids == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "jobs or out_ids is NULL");
+      for (size_t i = 0; i < n; ++i)
+        if (jobs[i].cost < 1 || jobs[i].cost > CONVEYOR_JOB_COST_MAX)
+          throw Error(CONVEYOR_E_INVALID, "enqueue_v3: jobs[" + std::to_string(i) + "].cost is " +
+                                              std::to_string(jobs[i].cost) + ", not 1.." +
+                                              std::to_string(CONVEYOR_JOB_COST_MAX));
+      self(s)->enqueue_costed(std::span(jobs, n), now, std::span(ids, n));
+    });
+  }
+
   static constexpr bool has_enqueue_at =
       requires(Impl & i, std::span<const conveyor_new_job> j, std::span<int64_t> o) {
     i.enqueue_at(j, int64_t{}, o);
@@ -564,6 +637,17 @@ struct Adapter {
     i.rescue_expired_v2(int64_t{}, uint32_t{}, sink);
   };
 
+  static constexpr bool has_swap_shared_state = requires(Impl & i) {
+    { i.swap_shared_state(std::string_view{}, int64_t{}, int64_t{}) } -> std::same_as<SharedRecord>;
+  };
+  static constexpr bool has_set_rate_limit_scoped = requires(Impl & i) {
+    i.set_rate_limit_scoped(std::string_view{}, double{}, uint32_t{}, int32_t{}, int64_t{});
+  };
+  static constexpr bool has_enqueue_costed =
+      requires(Impl & i, std::span<const conveyor_new_job_v2> j, std::span<int64_t> o) {
+    i.enqueue_costed(j, int64_t{}, o);
+  };
+
     // Each optional slot: the adapter function when Impl has the method, else
     // NULL; if constexpr keeps the adapter function from being instantiated.
 #define CONVEYOR_SDK_OPTIONAL_SLOT(getter, has, fn)                       \
@@ -581,6 +665,9 @@ struct Adapter {
   CONVEYOR_SDK_OPTIONAL_SLOT(delete_jobs_slot, has_delete_jobs, delete_jobs)
   CONVEYOR_SDK_OPTIONAL_SLOT(job_counts_slot, has_job_counts, job_counts)
   CONVEYOR_SDK_OPTIONAL_SLOT(rescue_expired_v2_slot, has_rescue_expired_v2, rescue_expired_v2)
+  CONVEYOR_SDK_OPTIONAL_SLOT(swap_shared_state_slot, has_swap_shared_state, swap_shared_state)
+  CONVEYOR_SDK_OPTIONAL_SLOT(set_rate_limit_v2_slot, has_set_rate_limit_scoped, set_rate_limit_v2)
+  CONVEYOR_SDK_OPTIONAL_SLOT(enqueue_v3_slot, has_enqueue_costed, enqueue_v3)
 #undef CONVEYOR_SDK_OPTIONAL_SLOT
 
   static constexpr bool has_notify = requires(Impl & i, const NotifySink& sink) {
@@ -639,9 +726,9 @@ struct Adapter {
         delete_jobs_slot(),
         job_counts_slot(),
         rescue_expired_v2_slot(),
-        nullptr,  // 1.2 slots: placeholder until the storage helper lands
-        nullptr,
-        nullptr,
+        swap_shared_state_slot(),
+        set_rate_limit_v2_slot(),
+        enqueue_v3_slot(),
     };
     return &t;
   }

@@ -61,6 +61,10 @@ struct LimitCopy {
   std::string queue;
   double rate_per_sec = 0;
   int64_t updated_at_us = 0;
+  // ABI 1.2: whether struct_size covers scope, and its value
+  // (CONVEYOR_SCOPE_PROCESS when not covered).
+  bool reports_scope = false;
+  int32_t scope = CONVEYOR_SCOPE_PROCESS;
 };
 
 // One list_queues callback.
@@ -100,6 +104,8 @@ inline constexpr conveyor_status kUnwritten = -77;
 // What out-counts (claim's out_claimed, rescue_expired, purge_finished) hold
 // before the call, for the same reason.
 inline constexpr uint32_t kUnwrittenCount = 0xDEADBEEF;
+// What swap_shared_state's out_version and out_value hold before the call.
+inline constexpr int64_t kUnwrittenValue = INT64_MIN + 77;
 
 // The ctx of one call's callbacks: the copies they made. Callbacks may come
 // from any plugin thread, so it locks. A caller that must survive callbacks
@@ -149,6 +155,18 @@ std::vector<conveyor_new_job> new_jobs(std::span<const Spec> jobs) {
   for (const Spec& j : jobs)
     out.push_back(conveyor_new_job{sdk::str(j.queue), sdk::str(j.kind), sdk::str(j.payload),
                                    j.priority, j.max_attempts, j.run_at_us});
+  return out;
+}
+// ABI 1.2: the same with each job's cost (Spec has a cost member too).
+template <typename Spec>
+std::vector<conveyor_new_job_v2> new_jobs_v2(std::span<const Spec> jobs) {
+  std::vector<conveyor_new_job_v2> out;
+  out.reserve(jobs.size());
+  for (const Spec& j : jobs)
+    out.push_back(conveyor_new_job_v2{
+        conveyor_new_job{sdk::str(j.queue), sdk::str(j.kind), sdk::str(j.payload), j.priority,
+                         j.max_attempts, j.run_at_us},
+        static_cast<int32_t>(j.cost), 0});
   return out;
 }
 
@@ -233,11 +251,26 @@ class PluginBinding {
   };
   Result<Rescued> rescue_expired_v2(int64_t now_us, uint32_t max_jobs);
 
+  // ABI 1.2 slots, optional like the 1.1 ones (CONVEYOR_E_UNSUPPORTED
+  // naming the plugin, its ABI and "needs ABI 1.2 (slot ...)" when missing).
+  struct Shared {
+    int64_t version = 0;  // as written (kUnwrittenValue where not)
+    int64_t value = 0;
+    int32_t applied = 0;  // as written (kUnwrittenCount where not)
+  };
+  Result<Shared> swap_shared_state(std::string_view key, int64_t expected_version,
+                                   int64_t new_value);
+  Status set_rate_limit_v2(std::string_view queue, double rate_per_sec, uint32_t burst,
+                           int32_t scope, int64_t now_us);
+  Result<std::vector<int64_t>> enqueue_v3(std::span<const conveyor_new_job_v2> jobs,
+                                          int64_t now_us);
+
   // Whether the table covers a slot (offset, size) and it is non-NULL.
   bool has_slot(std::size_t offset, std::size_t size) const noexcept;
   // The CONVEYOR_E_UNSUPPORTED status for a missing slot: slot is its name,
-  // need what the caller wanted ("listing jobs").
-  Status missing_slot(const char* slot, const char* need) const;
+  // need what the caller wanted ("listing jobs"), minor the ABI minor that
+  // introduced the slot.
+  Status missing_slot(const char* slot, const char* need, uint32_t minor = 1) const;
 
  protected:
   // Hooks around every call, for a caller that checks the conventions every

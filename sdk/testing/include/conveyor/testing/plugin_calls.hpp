@@ -52,6 +52,7 @@ struct LimitCopy {
   double rate = 0;
   uint32_t burst = 0;
   int64_t updated_at = 0;
+  int32_t scope = CONVEYOR_SCOPE_PROCESS;  // ABI 1.2
 };
 
 // One notification delivered by wait_for_notification.

@@ -1,0 +1,143 @@
+// FleetBucket against the real SQLite plugin loaded through the real loader:
+// storage handles on one database file stand for processes (the plugin
+// advertises CONVEYOR_CAP_MULTI_PROCESS), each with a bucket of its own over
+// the one shared record. A ManualClock drives time.
+#include "fleet_bucket.hpp"
+
+#include "testing/fault_injecting_storage.hpp"
+
+#include <conveyor/metrics.hpp>
+#include <conveyor/plugin_loader.hpp>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <vector>
+
+namespace conveyor {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+class FleetBucketTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("conveyor-fleet-bucket-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    stores_.clear();
+    fs::remove_all(dir_);
+  }
+  // A new handle on the shared file: one more "process".
+  Storage& process() {
+    static const auto plugin =
+        load_plugin(fs::path(CONVEYOR_TEST_PLUGIN_DIR) / "libconveyor-sqlite.so");
+    stores_.push_back(Storage::open(plugin, {{"path", (dir_ / "fleet.db").string()}}));
+    return *stores_.back();
+  }
+
+  fs::path dir_;
+  std::vector<std::shared_ptr<Storage>> stores_;
+  ManualClock clock_;
+  Metrics metrics_;
+  QueueCounters& counters_ = metrics_.queue("email");
+  const RateLimit limit_{50, 10, LimitScope::kFleet};  // a token per 20 ms
+};
+
+TEST_F(FleetBucketTest, TwoProcessesDrawFromOneBucket) {
+  FleetBucket a(process(), "email", limit_, clock_, counters_);
+  FleetBucket b(process(), "email", limit_, clock_, counters_);
+  EXPECT_EQ(a.take(100), 10u) << "a full bucket: the burst";
+  EXPECT_EQ(b.take(100), 0u) << "the other process finds it empty";
+  EXPECT_EQ(b.time_until(1), 20ms);
+  clock_.advance(20ms);
+  EXPECT_EQ(b.take(100), 1u);
+  // a's record is stale (b took since): its swap loses, and the winner's
+  // record in the reply says nothing is left.
+  const uint64_t conflicts = counters_.fleet_conflicts.load();
+  EXPECT_EQ(a.take(100), 0u);
+  EXPECT_EQ(counters_.fleet_conflicts.load(), conflicts + 1);
+  clock_.advance(40ms);
+  EXPECT_EQ(a.take(100), 2u);
+}
+
+TEST_F(FleetBucketTest, AFreshBucketOnAQueueNeverLimitedStartsFull) {
+  FleetBucket a(process(), "new-queue", limit_, clock_, counters_);
+  EXPECT_EQ(a.take(3), 3u);
+  EXPECT_EQ(a.available(), 7u);
+}
+
+TEST_F(FleetBucketTest, ARefundIsSeenByEveryProcess) {
+  FleetBucket a(process(), "email", limit_, clock_, counters_);
+  FleetBucket b(process(), "email", limit_, clock_, counters_);
+  ASSERT_EQ(a.take(10), 10u);
+  a.refund(7);  // the claim found 3 jobs
+  EXPECT_EQ(b.take(100), 7u);
+}
+
+TEST_F(FleetBucketTest, TakeAtLeastMakesNoCallWhenTheRecordSaysTooFew) {
+  FleetBucket a(process(), "email", limit_, clock_, counters_);
+  ASSERT_EQ(a.take(10), 10u);
+  clock_.advance(60ms);  // 3 tokens
+  const uint64_t swaps = counters_.fleet_swaps.load();
+  EXPECT_EQ(a.take(10, 5), 0u);
+  EXPECT_EQ(counters_.fleet_swaps.load(), swaps) << "decided from the cached record";
+  clock_.advance(40ms);
+  EXPECT_EQ(a.take(10, 5), 5u);
+}
+
+TEST_F(FleetBucketTest, ABackpressureHoldEmptiesTheBucketForEveryProcess) {
+  FleetBucket a(process(), "email", limit_, clock_, counters_);
+  FleetBucket b(process(), "email", limit_, clock_, counters_);
+  a.empty_until(clock_.steady_now() + 2s);
+  clock_.advance(1s);
+  EXPECT_EQ(b.take(100), 0u) << "held, though 50 tokens' worth of time passed";
+  clock_.advance(1s);
+  EXPECT_EQ(b.take(100), 0u) << "held empty: nothing banked during the hold";
+  clock_.advance(20ms);
+  EXPECT_EQ(b.take(100), 1u);
+}
+
+// Three processes taking and refunding at random for 10 simulated seconds:
+// what the fleet holds never exceeds burst + rate * t, and a greedy fleet
+// gets within a token of it.
+TEST_F(FleetBucketTest, RandomInterleavingOfThreeProcessesKeepsTheFleetBound) {
+  std::vector<std::unique_ptr<FleetBucket>> fleet;
+  for (int i = 0; i < 3; ++i)
+    fleet.push_back(std::make_unique<FleetBucket>(process(), "email", limit_, clock_, counters_));
+  std::mt19937 rng(7);
+  uint64_t held = 0;
+  const int64_t start_us = clock_.wall_now_us();
+  while (clock_.wall_now_us() - start_us < 10'000'000) {
+    FleetBucket& b = *fleet[rng() % fleet.size()];
+    const uint32_t got = b.take(1 + rng() % 20);
+    const uint32_t unused = got == 0 ? 0 : static_cast<uint32_t>(rng() % (got + 1)) / 3;
+    b.refund(unused);
+    held += got - unused;
+    const double t = static_cast<double>(clock_.wall_now_us() - start_us) / 1e6;
+    ASSERT_LE(static_cast<double>(held), limit_.burst + limit_.rate_per_sec * t + 1e-9);
+    clock_.advance(std::chrono::microseconds(rng() % 15'000));
+  }
+  EXPECT_GE(static_cast<double>(held), limit_.burst + limit_.rate_per_sec * 10 - 25)
+      << "the fleet ran at its rate (less at most the tokens lost to refund races)";
+}
+
+TEST_F(FleetBucketTest, AFailedSwapThrowsAndTheNextTakeWorks) {
+  auto inner = std::shared_ptr<Storage>(&process(), [](Storage*) {});
+  testing::FaultInjectingStorage faulty(inner);
+  FleetBucket a(faulty, "email", limit_, clock_, counters_);
+  faulty.fail_next(testing::StorageOp::kSwapSharedState, 1, CONVEYOR_E_UNAVAILABLE);
+  EXPECT_THROW(a.take(5), StorageError);
+  EXPECT_EQ(a.take(5), 5u);
+}
+
+}  // namespace
+}  // namespace conveyor
