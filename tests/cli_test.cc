@@ -163,7 +163,7 @@ TEST_F(Cli, PluginInfoDescribesThePlugin) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("name:          sqlite"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("kind:          canonical"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("ABI version:   1.1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ABI version:   1.2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("durable"), std::string::npos) << r.out;
   r = run({"--json", "plugin", "info",
            std::string(CONVEYOR_TEST_PLUGIN_DIR) + "/libconveyor-sqlite.so"});
