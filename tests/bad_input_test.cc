@@ -392,13 +392,13 @@ std::vector<CliRow> cli_rows(const TempDir& dir) {
        {"queues"},
        1,
        load + "entry_null.so: conveyor_storage_plugin_entry returned NULL: the plugin does not "
-              "support ABI major 1 (this conveyor speaks 1.1); use a plugin built for this "
+              "support ABI major 1 (this conveyor speaks 1.2); use a plugin built for this "
               "conveyor version"},
       {"ABI major 2 (wrong_major)",
        storage("wrong_major", kBrokenDir),
        {"queues"},
        1,
-       load + "wrong_major.so: plugin speaks ABI 2.0, this conveyor speaks 1.1; use a plugin "
+       load + "wrong_major.so: plugin speaks ABI 2.0, this conveyor speaks 1.2; use a plugin "
               "built for ABI major 1"},
       {"table too short (short_table)",
        storage("short_table", kBrokenDir),

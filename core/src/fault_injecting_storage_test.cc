@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <string>
 #include <thread>
 
 namespace conveyor::testing {
@@ -47,6 +48,28 @@ TEST_F(FaultInjectingStorageTest, FailNextFailsThatManyCallsWithoutReachingTheIn
   EXPECT_EQ(storage_.calls(StorageOp::kEnqueue), 3u);
   EXPECT_EQ(storage_.faults(StorageOp::kEnqueue), 2u);
   EXPECT_EQ(storage_.calls(StorageOp::kClaim), 0u);
+}
+
+// swap_shared_state (ABI 1.2) is counted and faulted like the others; the
+// in-memory plugin has no such slot, so what reaches it is refused by name.
+TEST_F(FaultInjectingStorageTest, SwapSharedStateIsFaultedThenForwarded) {
+  EXPECT_STREQ(to_string(StorageOp::kSwapSharedState), "swap_shared_state");
+  storage_.fail_next(StorageOp::kSwapSharedState, 1, CONVEYOR_E_UNAVAILABLE);
+  try {
+    storage_.swap_shared_state("ratelimit.enabled", -1, 0);
+    FAIL() << "the swap was not failed";
+  } catch (const StorageError& e) {
+    EXPECT_EQ(e.code(), CONVEYOR_E_UNAVAILABLE) << e.what();
+  }
+  try {
+    storage_.swap_shared_state("ratelimit.enabled", -1, 0);
+    FAIL() << "the in-memory plugin has no swap_shared_state";
+  } catch (const StorageError& e) {
+    EXPECT_EQ(e.code(), CONVEYOR_E_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("swap_shared_state"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(storage_.calls(StorageOp::kSwapSharedState), 2u);
+  EXPECT_EQ(storage_.faults(StorageOp::kSwapSharedState), 1u);
 }
 
 TEST_F(FaultInjectingStorageTest, FailNextCanUseANonTransientStatus) {

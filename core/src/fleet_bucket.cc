@@ -21,7 +21,14 @@ uint32_t FleetBucket::available() const { return bucket::available(shape_, full_
 
 bool FleetBucket::swap(int64_t new_full_at) {
   counters_.fleet_swaps.fetch_add(1, std::memory_order_relaxed);
-  const Storage::SharedRecord r = storage_.swap_shared_state(key_, version_, new_full_at);
+  Storage::SharedRecord r;
+  try {
+    r = storage_.swap_shared_state(key_, version_, new_full_at);
+  } catch (const StorageError&) {
+    // The swap may or may not have applied (a lost reply): read afresh next time.
+    version_ = -1;
+    throw;
+  }
   version_ = r.version;
   full_at_ = r.value;
   if (!r.applied) counters_.fleet_conflicts.fetch_add(1, std::memory_order_relaxed);

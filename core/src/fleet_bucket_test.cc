@@ -139,5 +139,15 @@ TEST_F(FleetBucketTest, AFailedSwapThrowsAndTheNextTakeWorks) {
   EXPECT_EQ(a.take(5), 5u);
 }
 
+TEST_F(FleetBucketTest, ASwapWhoseReplyWasLostIsReadAfreshSoNothingIsTakenTwice) {
+  auto inner = std::shared_ptr<Storage>(&process(), [](Storage*) {});
+  testing::FaultInjectingStorage faulty(inner);
+  FleetBucket a(faulty, "email", limit_, clock_, counters_);
+  ASSERT_EQ(a.take(2), 2u);
+  faulty.drop_reply_next(testing::StorageOp::kSwapSharedState);
+  EXPECT_THROW(a.take(5), StorageError) << "applied, but the reply was lost";
+  EXPECT_EQ(a.take(100), 3u) << "the lost take's 5 tokens are gone, not offered again";
+}
+
 }  // namespace
 }  // namespace conveyor

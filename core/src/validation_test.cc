@@ -144,6 +144,34 @@ TEST(MakeRateLimit, ResolvesZeroBurstAndValidates) {
   EXPECT_THROW(make_rate_limit(5, 4294967296), ValidationError);
 }
 
+TEST(MakeRateLimit, KeepsTheScope) {
+  EXPECT_EQ(make_rate_limit(5, 3).scope, LimitScope::kProcess);
+  EXPECT_EQ(make_rate_limit(5, 0, LimitScope::kFleet), (RateLimit{5, 5, LimitScope::kFleet}));
+  EXPECT_THROW(make_rate_limit(0, 1, LimitScope::kFleet), ValidationError);
+}
+
+TEST(LimitScope, NamesParseBackAndAnythingElseIsRefused) {
+  EXPECT_STREQ(to_string(LimitScope::kProcess), "process");
+  EXPECT_STREQ(to_string(LimitScope::kFleet), "fleet");
+  for (LimitScope s : {LimitScope::kProcess, LimitScope::kFleet})
+    EXPECT_EQ(parse_limit_scope(to_string(s)), s);
+  for (const char* bad : {"", "Fleet", "global", "process "}) {
+    try {
+      parse_limit_scope(bad);
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const ValidationError& e) {
+      EXPECT_EQ(e.field(), "scope");
+      EXPECT_EQ(std::string(e.what()),
+                std::string("scope must be \"process\" or \"fleet\", not \"") + bad + "\"");
+    }
+  }
+}
+
+TEST(SwitchSource, Names) {
+  EXPECT_STREQ(to_string(SwitchSource::kConfig), "config");
+  EXPECT_STREQ(to_string(SwitchSource::kStorage), "storage");
+}
+
 TEST(LimitSource, NamesMatchTheContract) {
   EXPECT_STREQ(to_string(LimitSource::kOverride), "override");
   EXPECT_STREQ(to_string(LimitSource::kQueueConfig), "queue-config");

@@ -19,6 +19,8 @@ namespace conveyor::pgqueue {
 namespace {
 
 using namespace test;  // NOLINT: the shared test names
+using plugin_testing::LimitCopy;
+using plugin_testing::str;
 
 // Polls pred until it holds or the deadline passes.
 bool eventually(const std::function<bool()>& pred,
@@ -49,6 +51,23 @@ class QueueStorageTest : public postgres::test::PgTest {
                          "), 0) FROM pg_stat_user_tables WHERE schemaname = $1 AND relname LIKE $2",
                      schema_, relname_like)[0][0]
         .as<int64_t>();
+  }
+  // Takes the schema back to version 3: the entries view without cost (its
+  // current definition, the cost column cut), no cost columns, no scope, no
+  // shared_state, the step unrecorded.
+  void undo_schema_4() {
+    const std::string s = "\"" + schema_ + "\"";
+    std::string view = sql("SELECT pg_get_viewdef('" + s + ".entries'::regclass)")[0][0].c_str();
+    const std::string::size_type cost = view.find("r.cost");
+    ASSERT_NE(cost, std::string::npos) << view;
+    const std::string::size_type comma = view.rfind(',', cost);
+    ASSERT_NE(comma, std::string::npos) << view;
+    view.erase(comma, cost + std::string("r.cost").size() - comma);
+    sql("DROP VIEW " + s + ".entries; ALTER TABLE " + s + ".ready DROP COLUMN cost; ALTER TABLE " +
+        s + ".later DROP COLUMN cost; ALTER TABLE " + s +
+        ".rate_limits DROP COLUMN scope; DROP TABLE " + s + ".shared_state; CREATE VIEW " + s +
+        ".entries AS " + view + "; DELETE FROM " + s +
+        ".queue_schema_migrations WHERE version = 4");
   }
 };
 
@@ -323,6 +342,7 @@ TEST_F(QueueStorageTest, MigrateUpgradesAVersion1SchemaAndKeepsItsJobs) {
   ASSERT_NE(h, nullptr);
   const std::vector<int64_t> ids = enqueue_many(h, "q", 3);
   close_store(h);
+  undo_schema_4();
   const std::string s = "\"" + schema_ + "\"";
   sql("DROP TABLE " + s + ".tally; DROP INDEX " + s + ".ready_list; ALTER TABLE " + s +
       ".marks DROP COLUMN queue; DROP TABLE " + s + ".retired; DELETE FROM " + s +
@@ -355,6 +375,7 @@ TEST_F(QueueStorageTest, MigrateFromVersion2KeepsEveryJobCounted) {
   ASSERT_EQ(complete(h, leases_of({got[0]}), t + 1), std::vector{CONVEYOR_OK});
   ASSERT_EQ(fail(h, leases_of({got[1]})[0], "boom", -1, t + 2), CONVEYOR_OK);
   close_store(h);
+  undo_schema_4();
   const std::string s = "\"" + schema_ + "\"";
   sql("DROP TABLE " + s + ".tally; DROP INDEX " + s + ".ready_list; ALTER TABLE " + s +
       ".marks DROP COLUMN queue; DELETE FROM " + s + ".queue_schema_migrations WHERE version = 3");
@@ -382,6 +403,65 @@ TEST_F(QueueStorageTest, MigrateFromVersion2KeepsEveryJobCounted) {
             CONVEYOR_OK)
       << err.message;
   EXPECT_EQ(listed, 5u);
+}
+
+// A schema of version 3 (ABI 1.1) with jobs in the ring, in `later`,
+// running and finished, and an override, is upgraded in place: every job
+// costs 1 and keeps its state, the override is process-wide, and the 1.2
+// calls work on it.
+TEST_F(QueueStorageTest, MigrateFromVersion3KeepsJobsAndOverrides) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  const int64_t t = wall_us();
+  const std::vector<int64_t> ready = enqueue_many(h, "q", 3);
+  const int64_t scheduled = enqueue(h, "q", /*priority=*/0, /*run_at=*/t + kHour);
+  std::vector<JobCopy> got = claim(h, "q", 2, 1, t, t + kHour);
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(complete(h, leases_of({got[0]}), t + 1), std::vector{CONVEYOR_OK});
+  conveyor_error err{};
+  ASSERT_EQ(api_->set_rate_limit(h, str("q"), 2.5, 4, t, &err), CONVEYOR_OK) << err.message;
+  close_store(h);
+  undo_schema_4();
+  const std::string s = "\"" + schema_ + "\"";
+  ASSERT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(), 3);
+
+  h = open_store();  // migrates
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(),
+            kSchemaVersion);
+  const int64_t now = t + 10;
+  EXPECT_EQ(job_counts(api_, h, now), queue_stats(api_, h, now));
+  JobCopy running;
+  ASSERT_EQ(get(h, got[1].id, now, &running), CONVEYOR_OK);
+  EXPECT_EQ(running.state, CONVEYOR_JOB_RUNNING);
+  EXPECT_EQ(running.cost, 1);
+  JobCopy later;
+  ASSERT_EQ(get(h, scheduled, now, &later), CONVEYOR_OK);
+  EXPECT_EQ(later.cost, 1) << "a `later` row from schema 3 costs 1";
+  // The running job completes across the upgrade; the last ready one is claimed.
+  ASSERT_EQ(complete(h, leases_of({got[1]}), now), std::vector{CONVEYOR_OK});
+  std::vector<JobCopy> rest = claim(h, "q", 10, 2, now, now + kHour);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].id, ready[2]);
+  EXPECT_EQ(rest[0].cost, 1);
+  std::vector<LimitCopy> l = limits(h);
+  ASSERT_EQ(l.size(), 1u) << "the override from schema 3 was lost";
+  EXPECT_EQ(l[0].rate, 2.5);
+  EXPECT_EQ(l[0].scope, CONVEYOR_SCOPE_PROCESS);
+  int64_t version = -1, value = -1;
+  int32_t applied = -1;
+  ASSERT_EQ(api_->swap_shared_state(h, str("k"), 0, 9, &version, &value, &applied, &err),
+            CONVEYOR_OK)
+      << err.message;
+  EXPECT_EQ(applied, 1);
+  EXPECT_EQ(version, 1);
+  conveyor_new_job_v2 costly{conveyor_new_job{str("q"), str("k"), str("{}"), 0, 3, now}, 6, 0};
+  int64_t id = 0;
+  ASSERT_EQ(api_->enqueue_v3(h, &costly, 1, now, &id, &err), CONVEYOR_OK) << err.message;
+  std::vector<JobCopy> costed = claim(h, "q", 10, 3, now, now + kHour);
+  ASSERT_EQ(costed.size(), 1u);
+  EXPECT_EQ(costed[0].cost, 6);
 }
 
 // oldest_pending_run_at_us (ABI 1.1) from queue_stats and job_counts alike:

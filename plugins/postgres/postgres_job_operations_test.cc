@@ -273,6 +273,56 @@ TEST_F(PgJobOperationsTest, MigrationFromSchema1KeepsTheCounts) {
   EXPECT_EQ(n, 47u - 10u + 5u) << "the new index holds the migrated rows";
 }
 
+// A schema 2 database (ABI 1.1) with jobs and an override migrates to
+// schema 3: its jobs cost 1, its override is process-wide, and the 1.2
+// calls work on it.
+TEST_F(PgJobOperationsTest, MigrationFromSchema2KeepsJobsAndOverrides) {
+  {
+    pqxx::connection c(dsn_);
+    migrate_schema(c, schema_, 2);
+  }
+  const std::string s = "\"" + schema_ + "\"";
+  EXPECT_TRUE(sql("SELECT to_regclass('" + s + ".shared_state') IS NULL")[0][0].as<bool>());
+  insert_rows("a", "x", 1, 3);
+  insert_rows("a", "x", 4, 2);
+  // As a schema-2 plugin counts finished jobs (the rows above bypassed it).
+  sql("INSERT INTO " + s + ".job_count_deltas (queue, state, delta) VALUES ('a', 4, 2)");
+  sql("INSERT INTO " + s + ".queues (name) VALUES ('a')");
+  sql("INSERT INTO " + s + ".rate_limits (queue, rate, burst, updated_at) VALUES ('a', 2.5, 4, 7)");
+
+  conveyor_storage* h = open_store();  // migrates to the current version
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(sql("SELECT max(version) FROM " + s + ".schema_migrations")[0][0].as<int>(),
+            kSchemaVersion);
+  EXPECT_EQ(counts(h, 10), full_stats(h, 10));
+  std::vector<JobCopy> got = claim(h, "a", 10, 77, 10, 1'000);
+  ASSERT_EQ(got.size(), 3u) << "the schema-2 jobs were lost";
+  for (const JobCopy& j : got) EXPECT_EQ(j.cost, 1) << "a job from before job costs costs 1";
+  std::vector<LimitCopy> l = limits(h);
+  ASSERT_EQ(l.size(), 1u) << "the schema-2 override was lost";
+  EXPECT_EQ(l[0].rate, 2.5);
+  EXPECT_EQ(l[0].burst, 4u);
+  EXPECT_EQ(l[0].scope, CONVEYOR_SCOPE_PROCESS);
+  conveyor_error err{};
+  int64_t version = -1, value = -1;
+  int32_t applied = -1;
+  ASSERT_EQ(api_->swap_shared_state(h, str("k"), 0, 9, &version, &value, &applied, &err),
+            CONVEYOR_OK)
+      << err.message;
+  EXPECT_EQ(applied, 1);
+  EXPECT_EQ(version, 1);
+  EXPECT_EQ(value, 9);
+  ASSERT_EQ(api_->set_rate_limit_v2(h, str("a"), 3, 3, CONVEYOR_SCOPE_FLEET, 8, &err), CONVEYOR_OK)
+      << err.message;
+  EXPECT_EQ(limits(h).at(0).scope, CONVEYOR_SCOPE_FLEET);
+  conveyor_new_job_v2 costly{conveyor_new_job{str("a"), str("k"), str("{}"), 0, 3, 10}, 6, 0};
+  int64_t id = 0;
+  ASSERT_EQ(api_->enqueue_v3(h, &costly, 1, 10, &id, &err), CONVEYOR_OK) << err.message;
+  JobCopy j;
+  ASSERT_EQ(get(h, id, 10, &j), CONVEYOR_OK);
+  EXPECT_EQ(j.cost, 6);
+}
+
 TEST_F(PgJobOperationsTest, OldestPendingRunAtInQueueStatsAndJobCounts) {
   conveyor_storage* h = open_store();
   ASSERT_NE(h, nullptr);

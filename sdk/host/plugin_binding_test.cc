@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -203,6 +204,111 @@ TEST_F(PluginBindingTest, ANullOptionalSlotIsUnsupportedWithoutACall) {
   Result<std::vector<NotificationCopy>> notes = b.wait_for_notification(0);
   EXPECT_EQ(notes.status.code, CONVEYOR_E_UNSUPPORTED);
   EXPECT_THAT(notes.status.message, HasSubstr("'newer_minor' does not support notifications"));
+}
+
+// ABI 1.2 through the real SQLite plugin: the shared record, a limit's
+// scope and a job's cost, each copied from what the plugin wrote.
+TEST_F(PluginBindingTest, CallsTheV1_2SlotsAndCopiesCostAndScope) {
+  PluginBinding& b =
+      open_plugin(CONVEYOR_TEST_SQLITE_PLUGIN, {{"path", (dir_ / "12.db").string()}});
+  Result<PluginBinding::Shared> read = b.swap_shared_state("k", -1, 5);
+  ASSERT_TRUE(read.ok()) << read.status.message;
+  EXPECT_EQ(read.value.version, 0);
+  EXPECT_EQ(read.value.value, 0);
+  EXPECT_EQ(read.value.applied, 0);
+  Result<PluginBinding::Shared> swapped = b.swap_shared_state("k", 0, 5);
+  ASSERT_TRUE(swapped.ok()) << swapped.status.message;
+  EXPECT_EQ(swapped.value.applied, 1);
+  EXPECT_EQ(swapped.value.version, 1);
+  EXPECT_EQ(swapped.value.value, 5);
+  Result<PluginBinding::Shared> lost = b.swap_shared_state("k", 0, 6);
+  ASSERT_TRUE(lost.ok()) << lost.status.message;
+  EXPECT_EQ(lost.value.applied, 0);
+  EXPECT_EQ(lost.value.version, 1) << "the record after the call";
+  EXPECT_EQ(b.swap_shared_state("", 0, 1).status.code, CONVEYOR_E_INVALID);
+
+  ASSERT_TRUE(b.set_rate_limit_v2("fleet", 3, 2, CONVEYOR_SCOPE_FLEET, kNow).ok());
+  ASSERT_TRUE(b.set_rate_limit("local", 3, 2, kNow).ok());
+  Result<std::vector<LimitCopy>> limits = b.list_rate_limits();
+  ASSERT_TRUE(limits.ok()) << limits.status.message;
+  ASSERT_EQ(limits.value.size(), 2u);
+  EXPECT_TRUE(limits.value[0].reports_scope);
+  EXPECT_EQ(limits.value[0].scope, CONVEYOR_SCOPE_FLEET);
+  EXPECT_EQ(limits.value[1].scope, CONVEYOR_SCOPE_PROCESS);
+
+  const std::vector<Spec> specs = {
+      Spec{.queue = "c", .kind = "k", .payload = "{}", .run_at_us = kNow, .cost = 9}};
+  Result<std::vector<int64_t>> ids = b.enqueue_v3(new_jobs_v2(std::span<const Spec>(specs)), kNow);
+  ASSERT_TRUE(ids.ok()) << ids.status.message;
+  Result<PluginBinding::Claimed> claimed = b.claim("c", 10, 5, kNow, kNow + 1'000'000);
+  ASSERT_TRUE(claimed.ok()) << claimed.status.message;
+  ASSERT_EQ(claimed.value.jobs.size(), 1u);
+  EXPECT_EQ(claimed.value.jobs[0].cost, 9);
+  EXPECT_TRUE(claimed.problems.empty());
+}
+
+// A plugin of ABI 1.1 (here SQLite's own table cut to its 1.1 size, as a 1.1
+// build would report it): every 1.2 slot is UNSUPPORTED without a call,
+// naming the plugin, its ABI and the slot.
+TEST_F(PluginBindingTest, AV1_1TableLacksTheV1_2SlotsByName) {
+  PluginBinding& real =
+      open_plugin(CONVEYOR_TEST_SQLITE_PLUGIN, {{"path", (dir_ / "11.db").string()}});
+  conveyor_storage_plugin v1_1 = real.table();
+  v1_1.struct_size = CONVEYOR_PLUGIN_V1_1_SIZE;
+  v1_1.abi_minor = 1;
+  PluginBinding b(v1_1, real.handle());
+  const std::string abi = "storage plugin 'sqlite' implements ABI 1.1; ";
+  Result<PluginBinding::Shared> swap = b.swap_shared_state("k", 0, 1);
+  EXPECT_EQ(swap.status.code, CONVEYOR_E_UNSUPPORTED);
+  EXPECT_THAT(swap.status.message,
+              HasSubstr(abi + "sharing state across processes needs ABI 1.2 (slot "
+                              "swap_shared_state)"));
+  Status scoped = b.set_rate_limit_v2("q", 1, 1, CONVEYOR_SCOPE_FLEET, kNow);
+  EXPECT_EQ(scoped.code, CONVEYOR_E_UNSUPPORTED);
+  EXPECT_THAT(scoped.message,
+              HasSubstr(abi + "a rate limit with a scope needs ABI 1.2 (slot set_rate_limit_v2)"));
+  const std::vector<Spec> specs = {Spec{.queue = "q", .kind = "k", .payload = "{}", .cost = 2}};
+  Result<std::vector<int64_t>> costly =
+      b.enqueue_v3(new_jobs_v2(std::span<const Spec>(specs)), kNow);
+  EXPECT_EQ(costly.status.code, CONVEYOR_E_UNSUPPORTED);
+  EXPECT_THAT(costly.status.message,
+              HasSubstr(abi + "a job cost other than 1 needs ABI 1.2 (slot enqueue_v3)"));
+  // Nothing reached the plugin.
+  EXPECT_EQ(real.swap_shared_state("k", -1, 0).value.version, 0);
+  EXPECT_TRUE(real.list_rate_limits().value.empty());
+  EXPECT_TRUE(real.claim("q", 10, 3, kNow, kNow + 1).value.jobs.empty());
+}
+
+// Structs from a plugin built before 1.2 end before cost and scope: those
+// read as 1 and PROCESS, whatever lies beyond struct_size, and that is no
+// problem (the struct is a 1.1 struct, not an undersized one).
+TEST_F(PluginBindingTest, StructsWithoutTheV1_2FieldsReadAsCostOneAndProcessScope) {
+  conveyor_job job{};
+  job.struct_size = offsetof(conveyor_job, cost);
+  job.state = CONVEYOR_JOB_AVAILABLE;
+  job.id = 3;
+  job.cost = 77;  // beyond struct_size: never read
+  std::vector<std::string> problems;
+  JobCopy j = copy_job(&job, problems);
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  EXPECT_EQ(j.id, 3);
+  EXPECT_EQ(j.cost, 1);
+  job.struct_size = sizeof(conveyor_job);
+  EXPECT_EQ(copy_job(&job, problems).cost, 77) << "covered: read as written";
+
+  conveyor_rate_limit limit{};
+  limit.struct_size = offsetof(conveyor_rate_limit, scope);
+  limit.burst = 1;
+  limit.rate_per_sec = 1;
+  limit.scope = CONVEYOR_SCOPE_FLEET;  // beyond struct_size: never read
+  LimitCopy l = copy_limit(&limit, problems);
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  EXPECT_FALSE(l.reports_scope);
+  EXPECT_EQ(l.scope, CONVEYOR_SCOPE_PROCESS);
+  limit.struct_size = sizeof(conveyor_rate_limit);
+  l = copy_limit(&limit, problems);
+  EXPECT_TRUE(l.reports_scope);
+  EXPECT_EQ(l.scope, CONVEYOR_SCOPE_FLEET);
 }
 
 }  // namespace

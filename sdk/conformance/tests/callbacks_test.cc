@@ -3,6 +3,8 @@
 #include "call_context.hpp"
 #include "fixture.hpp"
 
+#include <cstddef>
+
 #include <algorithm>
 
 namespace conveyor::conformance {
@@ -40,15 +42,16 @@ TEST_F(Callbacks, ReportedStructsCoverAbi10) {
   require_ok(h->set_rate_limit("cb", 1, 1, kT0));
   // storage_plugin.h rule 5: struct_size = sizeof as built, so at least the
   // 1.0 size; the copies also check every field's own rule.
-  EXPECT_GE(h->job(id, kT0).struct_size, sizeof(conveyor_job));
-  EXPECT_GE(h->claim_one("cb", kT0).struct_size, sizeof(conveyor_job));
+  // conveyor_job and conveyor_rate_limit grew in 1.2 (cost, scope): 1.0 ends before.
+  EXPECT_GE(h->job(id, kT0).struct_size, offsetof(conveyor_job, cost));
+  EXPECT_GE(h->claim_one("cb", kT0).struct_size, offsetof(conveyor_job, cost));
   std::vector<StatsCopy> stats = h->stats(kT0);
   ASSERT_FALSE(stats.empty());
   // conveyor_queue_stats grew in 1.1 (oldest_pending_run_at_us): 1.0 ends before it.
   EXPECT_GE(stats[0].struct_size, offsetof(conveyor_queue_stats, oldest_pending_run_at_us));
   std::vector<LimitCopy> limits = h->limits();
   ASSERT_FALSE(limits.empty());
-  EXPECT_GE(limits[0].struct_size, sizeof(conveyor_rate_limit));
+  EXPECT_GE(limits[0].struct_size, offsetof(conveyor_rate_limit, scope));
 }
 
 TEST_F(Callbacks, StringsHoldTheirBytesDuringTheCallback) {
