@@ -11,8 +11,8 @@ LimitResolver::LimitResolver(const EngineConfig& engine,
     if (q.rate_limit) static_.emplace(name, *q.rate_limit);
 }
 
-EffectiveLimit LimitResolver::resolve(std::string_view queue) const {
-  if (!enabled()) return {std::nullopt, LimitSource::kDisabled};
+EffectiveLimit LimitResolver::resolve(std::string_view queue, bool ignore_switch) const {
+  if (!ignore_switch && !enabled()) return {std::nullopt, LimitSource::kDisabled};
   std::shared_ptr<const OverrideMap> overrides;
   {
     std::lock_guard lock(mu_);

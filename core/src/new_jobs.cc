@@ -23,6 +23,10 @@ std::string missing_v1_2_slot(const Storage& storage, std::string_view slot,
                               std::string_view what) {
   if (storage.has_slot(slot)) return {};
   const PluginInfo& p = storage.plugin_info();
+  if (p.abi_major == 1 && p.abi_minor >= 2)
+    return fmt::format(
+        "storage plugin '{}' (ABI {}.{}) does not implement the optional slot {}, which {} needs",
+        p.name, p.abi_major, p.abi_minor, slot, what);
   return fmt::format(
       "storage plugin '{}' implements ABI {}.{}; {} needs ABI 1.2 (slot {}): upgrade the plugin",
       p.name, p.abi_major, p.abi_minor, what, slot);
@@ -39,7 +43,9 @@ void check_job_costs(std::span<const NewJob> jobs, const LimitResolver& limits,
     if (std::string missing = missing_v1_2_slot(storage, "enqueue_v3", "a job cost other than 1");
         !missing.empty())
       throw ValidationError("cost", missing);
-    const EffectiveLimit e = limits.resolve(j.queue);
+    // Checked against the limit even while the kill switch is off: the job
+    // must be able to start once limits apply again.
+    const EffectiveLimit e = limits.resolve(j.queue, /*ignore_switch=*/true);
     if (e.limit && static_cast<uint32_t>(j.cost) > e.limit->burst)
       throw ValidationError(
           "cost",

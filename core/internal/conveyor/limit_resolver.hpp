@@ -31,7 +31,8 @@ class LimitResolver {
  public:
   LimitResolver(const EngineConfig& engine, const std::map<std::string, QueueConfig>& queues);
 
-  EffectiveLimit resolve(std::string_view queue) const;
+  // ignore_switch: the limit that applies when the kill switch is on.
+  EffectiveLimit resolve(std::string_view queue, bool ignore_switch = false) const;
 
   // Replaces the overrides snapshot (as read from storage).
   void set_overrides(std::vector<RateLimitOverride> overrides);
