@@ -162,7 +162,9 @@ TEST(LimitScope, NamesParseBackAndAnythingElseIsRefused) {
     } catch (const ValidationError& e) {
       EXPECT_EQ(e.field(), "scope");
       EXPECT_EQ(std::string(e.what()),
-                std::string("scope must be \"process\" or \"fleet\", not \"") + bad + "\"");
+                std::string("scope must be \"process\" (a bucket per process) or \"fleet\" (one "
+                            "bucket for every process on the storage), got \"") +
+                    bad + "\"");
     }
   }
 }
