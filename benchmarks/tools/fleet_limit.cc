@@ -221,7 +221,7 @@ int run_parent(const Options& o, const std::string& self) {
   const double fleet_rate =
       scope == conveyor::LimitScope::kFleet ? per_cost_rate : per_cost_rate * o.processes;
   const auto backlog = static_cast<size_t>(fleet_rate * (o.seconds + 5) * 1.3 + o.burst * 4 +
-                                           (kill ? 20000 * o.kill_for : 0));
+                                           (kill ? 50000 * o.kill_for : 0));
   {
     spdlog::set_level(spdlog::level::warn);
     conveyor::Engine producer(conveyor::load_config_file(config_path));
@@ -297,7 +297,7 @@ int run_parent(const Options& o, const std::string& self) {
         "{:.3f} s long, ending {:.3f} s into the run)\n",
         what, steady, (steady - job_limit.rate_per_sec) / job_limit.rate_per_sec * 100,
         job_limit.rate_per_sec, w.excess, w.excess / job_limit.rate_per_sec * 1000, w.length_s,
-        w.at_s - static_cast<double>(start) / 1e9);
+        w.excess > 0 ? w.at_s - static_cast<double>(start) / 1e9 : 0.0);
   };
   if (!kill) {
     report("whole run", start, stop);
