@@ -18,16 +18,14 @@
 // --kill-switch-for seconds later, and reports how long each process took
 // to follow each flip and the rate while disabled.
 #include "rate_accuracy.hpp"
+#include "spawned_process.hpp"
 
 #include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
 #include <conveyor/engine_internals.hpp>
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <spawn.h>
 #include <spdlog/spdlog.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,14 +43,14 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
-
 namespace {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 using conveyor::bench::analyze_rate;
 using conveyor::bench::worst_window_excess;
+using conveyor::bench_tools::spawn;
+using conveyor::bench_tools::wait_for;
 
 constexpr const char* kQueue = "fleet";
 constexpr const char* kKind = "fleet-noop";
@@ -147,27 +145,6 @@ int run_child(const Options& o) {
 }
 
 // ---- parent ----
-
-pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t files;
-  posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_addopen(&files, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0], &files, nullptr, argv.data(), environ) != 0)
-    throw std::runtime_error("cannot start " + args[0]);
-  posix_spawn_file_actions_destroy(&files);
-  return pid;
-}
-
-int wait_for(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 struct ChildResult {
   uint64_t claims = 0, swaps = 0, conflicts = 0, throttled = 0;

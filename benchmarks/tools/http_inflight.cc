@@ -7,12 +7,10 @@
 //
 //   conveyor-http-bench [--in-flight 100,1000] [--answer-after-ms 1000]
 //                       [--conveyor build/bin/conveyor]
+#include "spawned_process.hpp"
 #include "testing/raw_http_server.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,8 +23,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-extern char** environ;
 
 namespace {
 
@@ -51,25 +47,11 @@ Usage usage_of(pid_t pid) {
 }
 
 pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t files;
-  posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_addopen(&files, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&files, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0], &files, nullptr, argv.data(), environ) != 0)
-    throw std::runtime_error("cannot start " + args[0]);
-  posix_spawn_file_actions_destroy(&files);
-  return pid;
+  return conveyor::bench_tools::spawn(args, log, /*stdout_to_log=*/false);
 }
 
 int run_and_wait(const std::vector<std::string>& args, const std::string& log) {
-  const pid_t pid = spawn(args, log);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return conveyor::bench_tools::wait_for(spawn(args, log));
 }
 
 // `conveyor jobs ls` counts completed jobs of queue api (up to 1000 a page).
