@@ -518,6 +518,9 @@ SteadyTime Dispatcher::run_due(SteadyTime now) {
   std::vector<QueueRunner*> unlimited;
   for (QueueRunner* r : due) (r->bucket ? limited : unlimited).push_back(r);
   auto by_urgency = [&](SteadyTime at) {
+    // A poll may have lifted a queue's limit (refresh_limit): its bucket is
+    // gone, and it has nothing to catch up.
+    std::erase_if(limited, [](QueueRunner* r) { return !r->bucket; });
     std::stable_sort(limited.begin(), limited.end(), [at](QueueRunner* a, QueueRunner* b) {
       return time_to_full(*a->bucket, at) < time_to_full(*b->bucket, at);
     });

@@ -205,6 +205,25 @@ TEST_F(DispatcherTest, RemovingTheOverrideLiftsTheLimitAtOnce) {
   EXPECT_EQ(claimed_.size(), 30u);
 }
 
+// Regression: a pass sorts its limited queues again after polling them, and
+// a poll that lifted a limit destroyed that queue's bucket (visiting it
+// threw bad_variant_access and ended `conveyor serve`).
+TEST_F(DispatcherTest, LimitsLiftedDuringAPassLeaveTheCatchUpRounds) {
+  make();
+  resolver_->set_overrides({RateLimitOverride{"a", RateLimit{1, 1}, 0},
+                            RateLimitOverride{"b", RateLimit{1, 1}, 0}});
+  enqueue("a", 10);
+  enqueue("b", 10);
+  dispatcher_->add_queue("a", 100);
+  dispatcher_->add_queue("b", 100);
+  dispatcher_->run_due(clock_.steady_now());
+  ASSERT_EQ(claimed_.size(), 2u);  // one token each
+  resolver_->set_overrides({});
+  dispatcher_->wake_all();
+  EXPECT_NO_THROW(dispatcher_->run_due(clock_.steady_now()));
+  EXPECT_EQ(claimed_.size(), 20u);
+}
+
 TEST_F(DispatcherTest, KillSwitchIgnoresOverrides) {
   EngineConfig e;
   e.rate_limit_enabled = false;
