@@ -6,6 +6,9 @@ template <class... F>
 struct Overloaded : F... {
   using F::operator()...;
 };
+// Spelled out: clang (the fuzz build) does not deduce an aggregate's arguments.
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
 }  // namespace
 
 std::variant<TokenBucket, FleetBucket> QueueBucket::make(const RateLimit& limit,
