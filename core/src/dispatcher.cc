@@ -368,12 +368,16 @@ Dispatcher::Grant Dispatcher::take_tokens(QueueRunner& r, uint32_t max_jobs, Ste
   return {std::min(max_jobs, std::max<uint32_t>(1, got / hint)), got};
 }
 
+uint32_t Dispatcher::token_cost(const Job& job, uint32_t burst) {
+  // A job dearer than the burst (lowered since it was enqueued) takes a full bucket.
+  return std::clamp<uint32_t>(static_cast<uint32_t>(std::max(job.cost, 1)), 1, burst);
+}
+
 uint32_t Dispatcher::tokens_for(const QueueRunner& r, std::span<const Job> jobs) {
   if (!r.bucket) return 0;
   const uint32_t burst = r.bucket->limit().burst;
   uint64_t sum = 0;
-  for (const Job& job : jobs)
-    sum += std::clamp<uint32_t>(static_cast<uint32_t>(std::max(job.cost, 1)), 1, burst);
+  for (const Job& job : jobs) sum += token_cost(job, burst);
   return static_cast<uint32_t>(std::min<uint64_t>(sum, UINT32_MAX));
 }
 
@@ -391,10 +395,7 @@ bool Dispatcher::settle_costs(QueueRunner& r, std::vector<Job>& jobs, uint32_t t
                               SteadyTime now) {
   if (!r.bucket) return false;
   const uint32_t burst = r.bucket->limit().burst;
-  const auto cost = [burst](const Job& job) {
-    // A job dearer than the burst (lowered since it was enqueued) takes a full bucket.
-    return std::clamp<uint32_t>(static_cast<uint32_t>(std::max(job.cost, 1)), 1, burst);
-  };
+  const auto cost = [burst](const Job& job) { return token_cost(job, burst); };
   uint32_t most = 1;
   for (const Job& job : jobs) most = std::max(most, cost(job));
   if (!jobs.empty()) r.cost_hint = most;

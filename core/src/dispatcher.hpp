@@ -212,6 +212,8 @@ class Dispatcher {
   // not fit and refunds what is left. Whether jobs were given back (r is
   // then scheduled for when their tokens are due).
   bool settle_costs(QueueRunner& r, std::vector<Job>& jobs, uint32_t tokens, SteadyTime now);
+  // The tokens job takes from a bucket of burst: its cost, at most the burst.
+  static uint32_t token_cost(const Job& job, uint32_t burst);
   // The tokens jobs take from r's bucket (each at most the burst).
   static uint32_t tokens_for(const QueueRunner& r, std::span<const Job> jobs);
   // Gives n tokens back to r's bucket; a fleet bucket's failure only logs
