@@ -6,14 +6,15 @@ static_assert(std::is_same_v<SteadyTime::duration, std::chrono::nanoseconds>,
               "the bucket counts steady time in nanoseconds");
 
 TokenBucket::TokenBucket(const RateLimit& limit, SteadyTime now)
-    : limit_(limit), shape_(bucket::Shape::of(limit)), full_at_(ns(now)) {}
+    : limit_(limit), shape_(bucket::Shape::of(limit)), full_at_(ns(now)), latest_(ns(now)) {}
 
 uint32_t TokenBucket::available(SteadyTime now) const {
-  return bucket::available(shape_, full_at_, ns(now));
+  return bucket::available(shape_, full_at_, at(now));
 }
 
 uint32_t TokenBucket::take(uint32_t n, SteadyTime now, uint32_t at_least) {
-  const bucket::Take t = bucket::take(shape_, full_at_, n, ns(now), at_least);
+  latest_ = at(now);
+  const bucket::Take t = bucket::take(shape_, full_at_, n, latest_, at_least);
   full_at_ = t.full_at;
   return t.got;
 }
@@ -21,7 +22,7 @@ uint32_t TokenBucket::take(uint32_t n, SteadyTime now, uint32_t at_least) {
 void TokenBucket::refund(uint32_t n) { full_at_ = bucket::refund(shape_, full_at_, n); }
 
 std::chrono::nanoseconds TokenBucket::time_until(uint32_t n, SteadyTime now) const {
-  return std::chrono::nanoseconds(bucket::ns_until(shape_, full_at_, n, ns(now)));
+  return std::chrono::nanoseconds(bucket::ns_until(shape_, full_at_, n, at(now)));
 }
 
 void TokenBucket::empty_until(SteadyTime until) {
@@ -30,9 +31,10 @@ void TokenBucket::empty_until(SteadyTime until) {
 
 void TokenBucket::reconfigure(const RateLimit& limit, SteadyTime now) {
   const uint32_t held = available(now);
+  latest_ = at(now);
   limit_ = limit;
   shape_ = bucket::Shape::of(limit);
-  full_at_ = bucket::holding(shape_, held, ns(now));
+  full_at_ = bucket::holding(shape_, held, latest_);
 }
 
 }  // namespace conveyor

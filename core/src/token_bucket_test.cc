@@ -71,6 +71,17 @@ TEST(TokenBucket, ClockGoingBackwardsRefillsNothing) {
   EXPECT_EQ(b.available(at(1'100'000'000)), 1u);
 }
 
+// A dispatcher pass reads the clock more than once: tokens taken and given
+// back at a later reading are all there at an earlier one.
+TEST(TokenBucket, ATakeAndRefundLeaveTheBucketFullAtAnEarlierNow) {
+  TokenBucket b(RateLimit{0.5, 3}, at(0));
+  EXPECT_EQ(b.take(3, at(1'000'000)), 3u);
+  b.refund(3);
+  EXPECT_EQ(b.available(at(500'000)), 3u);
+  EXPECT_EQ(b.take(10, at(500'000)), 3u);
+  EXPECT_EQ(b.available(at(900'000)), 0u);
+}
+
 // The conformance property of docs/reference.md ("Rate limits"): starting from a full bucket, for
 // any sequence of takes, the tokens taken in [0, t] never exceed
 // burst + rate * t. Checked for many random schedules and limits.

@@ -2,6 +2,11 @@
 // The arithmetic, and the bound it proves (taken in [a, b] <= burst +
 // rate * (b - a), exactly), are bucket_math.hpp's, shared with FleetBucket.
 //
+// Time only goes forward for a bucket: a call whose now is earlier than the
+// latest now a take or reconfigure saw counts as at that latest now. (One
+// dispatcher pass reads the clock more than once; a take and refund at a
+// later reading must not leave the bucket short at an earlier one.)
+//
 // Not thread-safe: each bucket belongs to one dispatcher thread.
 #pragma once
 
@@ -9,6 +14,7 @@
 #include <conveyor/clock.hpp>
 #include <conveyor/rate_limit.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 
@@ -40,10 +46,13 @@ class TokenBucket {
 
  private:
   static int64_t ns(SteadyTime t) { return t.time_since_epoch().count(); }
+  // now, or the latest now seen if that is later.
+  int64_t at(SteadyTime now) const { return std::max(ns(now), latest_); }
 
   RateLimit limit_;
   bucket::Shape shape_;
   int64_t full_at_;  // steady ns at which the bucket is full again
+  int64_t latest_;   // the latest now a take or reconfigure saw
 };
 
 }  // namespace conveyor
