@@ -76,39 +76,10 @@ SELECT queue, rate, burst, updated_at, scope FROM {s}.rate_limits ORDER BY queue
     Statement{stmt::kChangeMarker, R"sql(
 SELECT value FROM {s}.meta WHERE key = 'change_marker')sql"},
 
-    // swap_shared_state's read: the committed record, (0, 0) when none.
-    Statement{stmt::kSharedRead, R"sql(
-SELECT coalesce(max(version), 0), coalesce(max(value), 0)
-FROM {s}.shared_state WHERE key = $1::text)sql"},
-
-    // swap_shared_state's compare-and-set ($2 >= 0), one statement. locked
-    // takes the row lock, which in READ COMMITTED waits for a concurrent
-    // swap and then reads the latest committed record, not the statement's
-    // snapshot; so the record reported when the swap did not apply is the
-    // winner's, and the update from it cannot lose anyone's. Version 0 is a
-    // missing row: inserted, and of concurrent inserts one wins (ON CONFLICT
-    // DO NOTHING for the rest). Rows: (version, value, applied, known);
-    // known is false only when a concurrent first insert of the key won
-    // after this statement's snapshot (the caller runs it again).
+    // swap_shared_state, read (-1) or compare-and-set, in one round trip:
+    // kSharedStateInPlace's function.
     Statement{stmt::kSharedSwap, R"sql(
-WITH locked AS (
-  SELECT version, value FROM {s}.shared_state WHERE key = $1::text FOR UPDATE
-), inserted AS (
-  INSERT INTO {s}.shared_state (key, version, value)
-  SELECT $1::text, 1, $3::bigint WHERE $2::bigint = 0 AND NOT EXISTS (SELECT 1 FROM locked)
-  ON CONFLICT (key) DO NOTHING
-  RETURNING version, value
-), updated AS (
-  UPDATE {s}.shared_state AS t SET version = $2::bigint + 1, value = $3::bigint
-  FROM locked AS l
-  WHERE t.key = $1::text AND l.version = $2::bigint
-  RETURNING t.version, t.value
-)
-SELECT version, value, true, true FROM inserted
-UNION ALL SELECT version, value, true, true FROM updated
-UNION ALL SELECT version, value, false, true FROM locked WHERE NOT EXISTS (SELECT 1 FROM updated)
-UNION ALL SELECT 0, 0, false, $2::bigint <> 0
-WHERE NOT EXISTS (SELECT 1 FROM locked) AND NOT EXISTS (SELECT 1 FROM inserted))sql"},
+SELECT version, value, applied FROM {s}.swap_shared_state($1::text, $2::bigint, $3::bigint))sql"},
 };
 
 }  // namespace
@@ -140,6 +111,90 @@ CREATE TABLE {s}.shared_state (
   version bigint NOT NULL,
   value   bigint NOT NULL
 );
+)sql";
+
+// Why sequences: a row updated on every take leaves a dead tuple per take,
+// and a transaction held open anywhere on the server keeps them all (on
+// postgres-queue, the only dead tuples left). A sequence is changed in place
+// (setval is not transactional), so a swap leaves none. Each key has two,
+// its version and its value, changed only under the key's advisory lock
+// (exclusive for a swap, shared for a read), so a reader never sees one
+// without the other. The version is written first: if a failure stops the
+// swap between the two writes, the version moved on with the value as it
+// was, and every cached record is stale (the swap reported an error, and
+// took nothing). setval assigns the transaction an id, so the commit flushes
+// the WAL: an applied swap is durable when the call returns.
+const char* const kSharedStateInPlace = R"sql(
+-- Every key ever written, with its two sequences (dropped with the table).
+CREATE TABLE {s}.shared_keys (
+  key         text     COLLATE "C" PRIMARY KEY,
+  version_seq regclass NOT NULL,
+  value_seq   regclass NOT NULL
+);
+CREATE SEQUENCE {s}.shared_key_ids;
+
+-- Creates key's sequences holding (p_version, p_value). Callers hold the
+-- key's lock, or are the migration.
+CREATE FUNCTION {s}.shared_key_create(p_key text, p_version bigint, p_value bigint)
+RETURNS {s}.shared_keys LANGUAGE plpgsql AS $fn$
+DECLARE
+  id text := nextval('{s}.shared_key_ids')::text;
+  k {s}.shared_keys;
+BEGIN
+  EXECUTE format('CREATE SEQUENCE {s}.%I AS bigint MINVALUE 0 OWNED BY {s}.shared_keys.key',
+                 'shared_version_' || id);
+  EXECUTE format('CREATE SEQUENCE {s}.%I AS bigint MINVALUE -9223372036854775808 '
+                 'OWNED BY {s}.shared_keys.key', 'shared_value_' || id);
+  k := ROW(p_key, format('{s}.%I', 'shared_version_' || id)::regclass,
+           format('{s}.%I', 'shared_value_' || id)::regclass);
+  PERFORM setval(k.version_seq, p_version, true);
+  PERFORM setval(k.value_seq, p_value, true);
+  INSERT INTO {s}.shared_keys (key, version_seq, value_seq)
+  VALUES (k.key, k.version_seq, k.value_seq);
+  RETURN k;
+END
+$fn$;
+
+-- swap_shared_state (storage_plugin.h): p_expected < 0 reads. The lock
+-- class is "Shar"; the object the key's hash within this schema (keys that
+-- collide only wait for each other).
+CREATE FUNCTION {s}.swap_shared_state(p_key text, p_expected bigint, p_new bigint,
+                                      OUT version bigint, OUT value bigint, OUT applied boolean)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  k {s}.shared_keys;
+BEGIN
+  applied := false;
+  IF p_expected < 0 THEN
+    PERFORM pg_advisory_xact_lock_shared(1399349618, hashtext('{s}' || p_key));
+  ELSE
+    PERFORM pg_advisory_xact_lock(1399349618, hashtext('{s}' || p_key));
+  END IF;
+  -- A new snapshot after the lock: a key created by the holder is seen.
+  SELECT * INTO k FROM {s}.shared_keys AS sk WHERE sk.key = p_key;
+  IF NOT FOUND THEN
+    version := 0;
+    value := 0;
+    IF p_expected <> 0 THEN
+      RETURN;
+    END IF;
+    k := {s}.shared_key_create(p_key, 0, 0);
+  ELSE
+    version := pg_sequence_last_value(k.version_seq);
+    value := pg_sequence_last_value(k.value_seq);
+  END IF;
+  IF p_expected >= 0 AND version = p_expected THEN
+    PERFORM setval(k.version_seq, p_expected + 1, true);
+    PERFORM setval(k.value_seq, p_new, true);
+    version := p_expected + 1;
+    value := p_new;
+    applied := true;
+  END IF;
+END
+$fn$;
+
+SELECT {s}.shared_key_create(key, version, value) FROM {s}.shared_state ORDER BY key;
+DROP TABLE {s}.shared_state;
 )sql";
 
 const std::span<const Statement> kControlStatements = kStatements;
@@ -202,34 +257,19 @@ sdk::SharedRecord ControlStore::swap_shared_state(std::string_view key, int64_t 
     throw Error(CONVEYOR_E_INVALID, "swap_shared_state: key must be valid UTF-8 without NUL bytes");
   const std::string k(key);
   sdk::SharedRecord rec;
-  if (expected_version < 0) {
-    run_on_pool(pool_, "swap_shared_state", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
-      pqxx::result r = tx.exec_prepared(stmt::kSharedRead, k);
-      rec = sdk::SharedRecord{int_at(r[0], 0), int_at(r[0], 1), false};
-    });
-    return rec;
-  }
-  // Never repeated after a lost connection: a swap that applied would then
-  // report that it did not.
-  for (int attempt = 0;; ++attempt) {
-    bool known = true;
-    run_on_pool(pool_, "swap_shared_state", Retry::kNever, [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
-      pqxx::result r = tx.exec_prepared(stmt::kSharedSwap, k, expected_version, new_value);
-      if (r.size() != 1)
-        throw Error(CONVEYOR_E_INTERNAL, "swap_shared_state: the statement returned " +
-                                             std::to_string(r.size()) + " rows, not 1");
-      rec = sdk::SharedRecord{int_at(r[0], 0), int_at(r[0], 1), bool_at(r[0], 2)};
-      known = bool_at(r[0], 3);
-    });
-    if (known) return rec;
-    // The key's first insert by another caller committed after this
-    // statement's snapshot: it is visible to the next one.
-    if (attempt >= 3)
-      throw Error(CONVEYOR_E_UNAVAILABLE,
-                  "swap_shared_state: key '" + k + "' kept changing under the swap");
-  }
+  // A read is repeated after a lost connection; a swap never is (one that
+  // applied would then report that it did not).
+  run_on_pool(
+      pool_, "swap_shared_state",
+      expected_version < 0 ? Retry::kAfterConnectionLoss : Retry::kNever, [&](pqxx::connection& c) {
+        pqxx::nontransaction tx(c);
+        pqxx::result r = tx.exec_prepared(stmt::kSharedSwap, k, expected_version, new_value);
+        if (r.size() != 1)
+          throw Error(CONVEYOR_E_INTERNAL, "swap_shared_state: the function returned " +
+                                               std::to_string(r.size()) + " rows, not 1");
+        rec = sdk::SharedRecord{int_at(r[0], 0), int_at(r[0], 1), bool_at(r[0], 2)};
+      });
+  return rec;
 }
 
 void ControlStore::delete_rate_limit(std::string_view queue) {

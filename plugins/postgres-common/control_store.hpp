@@ -35,6 +35,12 @@ extern const char* const kControlTables;
 //   rate_limits.scope      CONVEYOR_SCOPE_* (0 for rows from before)
 //   shared_state(key, version, value)   swap_shared_state's records
 extern const char* const kControlTablesV12;
+// The next step (no ABI change): swap_shared_state's records move from
+// shared_state rows into two sequences per key, changed in place, so swaps
+// leave no dead tuples (see control_store.cc):
+//   shared_keys(key, version_seq, value_seq), shared_key_ids,
+//   functions shared_key_create and swap_shared_state
+extern const char* const kSharedStateInPlace;
 
 // The statements ControlStore runs; prepare them on every pooled connection.
 extern const std::span<const Statement> kControlStatements;
@@ -54,8 +60,8 @@ class ControlStore {
   void list_queues(const sdk::QueueSink& sink);
   void set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst, int32_t scope,
                       int64_t now_us);
-  // ABI 1.2: one statement (one round trip) per call; key already checked
-  // for length by the SDK adapter.
+  // ABI 1.2: one statement (one round trip) per call, no dead tuple; key
+  // already checked for length by the SDK adapter.
   sdk::SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
                                       int64_t new_value);
   void delete_rate_limit(std::string_view queue);

@@ -237,7 +237,9 @@ LEFT JOIN {s}.lease_ext e ON e.job_id = r.job_id AND e.lease_token = m1.lease_to
 const std::vector<std::string>& migration_steps() {
   static const std::vector<std::string> steps = {
       std::string(kQueueV1) + postgres::kControlTables, kQueueV2, kQueueV3,
-      std::string(kQueueV4) + postgres::kControlTablesV12};
+      std::string(kQueueV4) + postgres::kControlTablesV12,
+      // Version 5: swap_shared_state leaves no dead tuples.
+      postgres::kSharedStateInPlace};
   return steps;
 }
 

@@ -55,7 +55,19 @@ class QueueStorageTest : public postgres::test::PgTest {
   // Takes the schema back to version 3: the entries view without cost (its
   // current definition, the cost column cut), no cost columns, no scope, no
   // shared_state, the step unrecorded.
+  // Takes the schema back to version 4: shared records in shared_state rows.
+  void undo_schema_5() {
+    const std::string s = "\"" + schema_ + "\"";
+    sql("CREATE TABLE " + s + ".shared_state (key text COLLATE \"C\" PRIMARY KEY, version " +
+        "bigint NOT NULL, value bigint NOT NULL); INSERT INTO " + s +
+        ".shared_state SELECT key, pg_sequence_last_value(version_seq), " +
+        "pg_sequence_last_value(value_seq) FROM " + s + ".shared_keys; DROP FUNCTION " + s +
+        ".swap_shared_state; DROP FUNCTION " + s + ".shared_key_create; DROP TABLE " + s +
+        ".shared_keys; DROP SEQUENCE " + s + ".shared_key_ids; DELETE FROM " + s +
+        ".queue_schema_migrations WHERE version = 5");
+  }
   void undo_schema_4() {
+    undo_schema_5();
     const std::string s = "\"" + schema_ + "\"";
     std::string view = sql("SELECT pg_get_viewdef('" + s + ".entries'::regclass)")[0][0].c_str();
     const std::string::size_type cost = view.find("r.cost");
@@ -462,6 +474,52 @@ TEST_F(QueueStorageTest, MigrateFromVersion3KeepsJobsAndOverrides) {
   std::vector<JobCopy> costed = claim(h, "q", 10, 3, now, now + kHour);
   ASSERT_EQ(costed.size(), 1u);
   EXPECT_EQ(costed[0].cost, 6);
+}
+
+// A schema of version 4 with shared records (a fleet bucket, the kill
+// switch) is upgraded in place: the records move into sequences unchanged,
+// and swaps from then on change no row, so they leave no dead tuple for a
+// transaction held open elsewhere to keep.
+TEST_F(QueueStorageTest, MigrateFromVersion4KeepsSharedRecordsAndSwapsUpdateNoRow) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  conveyor_error err{};
+  int64_t version = -1, value = -1;
+  int32_t applied = -1;
+  const auto swap = [&](const char* key, int64_t expected, int64_t new_value) {
+    EXPECT_EQ(
+        api_->swap_shared_state(h, str(key), expected, new_value, &version, &value, &applied, &err),
+        CONVEYOR_OK)
+        << err.message;
+  };
+  swap("ratelimit.bucket:q", 0, 11);
+  swap("ratelimit.bucket:q", 1, -12);
+  close_store(h);
+  undo_schema_5();
+  const std::string s = "\"" + schema_ + "\"";
+  ASSERT_EQ(sql("SELECT version || '/' || value FROM " + s +
+                ".shared_state WHERE key = 'ratelimit.bucket:q'")[0][0]
+                .c_str(),
+            std::string("2/-12"));
+
+  h = open_store();  // migrates
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(),
+            kSchemaVersion);
+  swap("ratelimit.bucket:q", -1, 0);
+  EXPECT_EQ(version, 2);
+  EXPECT_EQ(value, -12);
+  const std::string row = "SELECT ctid::text || '/' || xmin::text FROM " + s +
+                          ".shared_keys WHERE key = 'ratelimit.bucket:q'";
+  const std::string before = sql(row)[0][0].c_str();
+  for (int64_t v = 2; v < 52; ++v) {
+    swap("ratelimit.bucket:q", v, v);
+    ASSERT_EQ(applied, 1) << "at version " << v;
+  }
+  EXPECT_EQ(version, 52);
+  EXPECT_EQ(value, 51);
+  EXPECT_EQ(sql(row)[0][0].c_str(), before) << "a swap updated the key's row";
 }
 
 // oldest_pending_run_at_us (ABI 1.1) from queue_stats and job_counts alike:
