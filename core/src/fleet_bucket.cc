@@ -1,5 +1,7 @@
 #include "fleet_bucket.hpp"
 
+#include <algorithm>
+
 namespace conveyor {
 
 FleetBucket::FleetBucket(Storage& storage, std::string_view queue, const RateLimit& limit,
@@ -45,19 +47,36 @@ void FleetBucket::read_once() {
 
 uint32_t FleetBucket::take(uint32_t n, uint32_t at_least) {
   if (n == 0) return 0;
+  const int64_t now = wall_ns();
+  if (spare_ > 0 && now < spare_until_ && std::min(n, spare_) >= std::min(n, at_least)) {
+    const uint32_t got = std::min(n, spare_);
+    spare_ -= got;
+    return got;
+  }
   read_once();
+  // The spare, fresh but too small or past its hold, goes back in this swap.
+  const uint32_t back = spare_;
   for (int i = 0; i < kMaxSwaps; ++i) {
-    const bucket::Take t = bucket::take(shape_, full_at_, n, wall_ns(), at_least);
-    if (t.got == 0) return 0;
-    if (swap(t.full_at)) return t.got;
+    const int64_t at = wall_ns();
+    const bucket::Take t =
+        bucket::take(shape_, bucket::refund(shape_, full_at_, back), n, at, at_least);
+    if (t.got == 0) return 0;  // the spare stays, to return with the next take
+    if (swap(t.full_at)) {
+      spare_ = 0;
+      last_take_ns_ = at;
+      return t.got;
+    }
   }
   return 0;
 }
 
 void FleetBucket::refund(uint32_t n) {
-  if (n == 0 || version_ < 0) return;
-  for (int i = 0; i < kMaxSwaps; ++i)
-    if (swap(bucket::refund(shape_, full_at_, n))) return;
+  if (n == 0) return;
+  // The tokens came from the last applied take: usable until its hold ends.
+  if (spare_ == 0)
+    spare_until_ =
+        last_take_ns_ + std::chrono::duration_cast<std::chrono::nanoseconds>(kSpareHold).count();
+  spare_ = static_cast<uint32_t>(std::min<uint64_t>(limit_.burst, uint64_t{spare_} + n));
 }
 
 std::chrono::nanoseconds FleetBucket::time_until(uint32_t n) const {
@@ -68,6 +87,7 @@ void FleetBucket::empty_until(SteadyTime until) {
   const auto ahead = until - clock_.steady_now();
   const int64_t until_wall =
       wall_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(ahead).count();
+  spare_ = 0;
   read_once();
   for (int i = 0; i < kMaxSwaps; ++i) {
     const int64_t next = bucket::empty_until(shape_, full_at_, until_wall);
@@ -78,6 +98,7 @@ void FleetBucket::empty_until(SteadyTime until) {
 void FleetBucket::reconfigure(const RateLimit& limit) {
   limit_ = limit;
   shape_ = bucket::Shape::of(limit);
+  spare_ = std::min(spare_, limit.burst);
 }
 
 }  // namespace conveyor

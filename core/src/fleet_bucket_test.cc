@@ -75,12 +75,28 @@ TEST_F(FleetBucketTest, AFreshBucketOnAQueueNeverLimitedStartsFull) {
   EXPECT_EQ(a.available(), 7u);
 }
 
-TEST_F(FleetBucketTest, ARefundIsSeenByEveryProcess) {
+// A claim that found fewer jobs than tokens keeps the rest for the next
+// claim, with no call; past kSpareHold the next take returns them to the
+// fleet in its own swap, and they are never used late.
+TEST_F(FleetBucketTest, ARefundIsASpareForTheNextClaimThenGoesBackToTheFleet) {
   FleetBucket a(process(), "email", limit_, clock_, counters_);
   FleetBucket b(process(), "email", limit_, clock_, counters_);
   ASSERT_EQ(a.take(10), 10u);
+  const uint64_t swaps = counters_.fleet_swaps.load();
   a.refund(7);  // the claim found 3 jobs
-  EXPECT_EQ(b.take(100), 7u);
+  EXPECT_EQ(a.spare(), 7u);
+  EXPECT_EQ(a.take(5), 5u) << "served from the spare";
+  EXPECT_EQ(counters_.fleet_swaps.load(), swaps) << "a refund and a spare take make no call";
+  EXPECT_EQ(b.take(100), 0u) << "the spare is not the fleet's yet";
+
+  clock_.advance(FleetBucket::kSpareHold);  // the 2 left are past their hold
+  const uint64_t before = counters_.fleet_swaps.load();
+  EXPECT_EQ(a.take(1), 1u);
+  EXPECT_EQ(counters_.fleet_swaps.load(), before + 1)
+      << "a spare past its hold is not used: the take swaps, returning it";
+  EXPECT_EQ(a.spare(), 0u);
+  clock_.advance(10ms);  // 20 ms in all: one token due
+  EXPECT_EQ(b.take(100), 2u) << "the one due and the one a returned (its 2, less the 1 it took)";
 }
 
 TEST_F(FleetBucketTest, TakeAtLeastMakesNoCallWhenTheRecordSaysTooFew) {
