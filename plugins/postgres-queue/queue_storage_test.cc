@@ -484,17 +484,8 @@ TEST_F(QueueStorageTest, MigrateFromVersion4KeepsSharedRecordsAndSwapsUpdateNoRo
   CONVEYOR_REQUIRE_PG();
   conveyor_storage* h = open_store();
   ASSERT_NE(h, nullptr);
-  conveyor_error err{};
-  int64_t version = -1, value = -1;
-  int32_t applied = -1;
-  const auto swap = [&](const char* key, int64_t expected, int64_t new_value) {
-    EXPECT_EQ(
-        api_->swap_shared_state(h, str(key), expected, new_value, &version, &value, &applied, &err),
-        CONVEYOR_OK)
-        << err.message;
-  };
-  swap("ratelimit.bucket:q", 0, 11);
-  swap("ratelimit.bucket:q", 1, -12);
+  ASSERT_EQ(swap_shared(h, "ratelimit.bucket:q", 0, 11).applied, 1);
+  ASSERT_EQ(swap_shared(h, "ratelimit.bucket:q", 1, -12).applied, 1);
   close_store(h);
   undo_schema_5();
   const std::string s = "\"" + schema_ + "\"";
@@ -507,18 +498,18 @@ TEST_F(QueueStorageTest, MigrateFromVersion4KeepsSharedRecordsAndSwapsUpdateNoRo
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(),
             kSchemaVersion);
-  swap("ratelimit.bucket:q", -1, 0);
-  EXPECT_EQ(version, 2);
-  EXPECT_EQ(value, -12);
+  host::PluginBinding::Shared r = swap_shared(h, "ratelimit.bucket:q", -1, 0);
+  EXPECT_EQ(r.version, 2);
+  EXPECT_EQ(r.value, -12);
   const std::string row = "SELECT ctid::text || '/' || xmin::text FROM " + s +
                           ".shared_keys WHERE key = 'ratelimit.bucket:q'";
   const std::string before = sql(row)[0][0].c_str();
   for (int64_t v = 2; v < 52; ++v) {
-    swap("ratelimit.bucket:q", v, v);
-    ASSERT_EQ(applied, 1) << "at version " << v;
+    r = swap_shared(h, "ratelimit.bucket:q", v, v);
+    ASSERT_EQ(r.applied, 1) << "at version " << v;
   }
-  EXPECT_EQ(version, 52);
-  EXPECT_EQ(value, 51);
+  EXPECT_EQ(r.version, 52);
+  EXPECT_EQ(r.value, 51);
   EXPECT_EQ(sql(row)[0][0].c_str(), before) << "a swap updated the key's row";
 }
 

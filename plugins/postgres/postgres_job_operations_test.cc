@@ -340,36 +340,28 @@ TEST_F(PgJobOperationsTest, MigrationFromSchema3KeepsSharedRecordsAndSwapsUpdate
   EXPECT_EQ(sql("SELECT max(version) FROM " + s + ".schema_migrations")[0][0].as<int>(),
             kSchemaVersion);
   EXPECT_TRUE(sql("SELECT to_regclass('" + s + ".shared_state') IS NULL")[0][0].as<bool>());
-  conveyor_error err{};
-  int64_t version = -1, value = -1;
-  int32_t applied = -1;
-  const auto swap = [&](const char* key, int64_t expected, int64_t new_value) {
-    EXPECT_EQ(
-        api_->swap_shared_state(h, str(key), expected, new_value, &version, &value, &applied, &err),
-        CONVEYOR_OK)
-        << err.message;
-  };
-  swap("ratelimit.enabled", -1, 0);
-  EXPECT_EQ(version, 2);
-  EXPECT_EQ(value, 1);
-  swap("ratelimit.bucket:q", 6, 0);  // a stale version: not applied, the record reported
-  EXPECT_EQ(applied, 0);
-  EXPECT_EQ(version, 7);
-  EXPECT_EQ(value, -5);
+  host::PluginBinding::Shared r = swap_shared(h, "ratelimit.enabled", -1, 0);
+  EXPECT_EQ(r.version, 2);
+  EXPECT_EQ(r.value, 1);
+  r = swap_shared(h, "ratelimit.bucket:q", 6,
+                  0);  // a stale version: not applied, the record reported
+  EXPECT_EQ(r.applied, 0);
+  EXPECT_EQ(r.version, 7);
+  EXPECT_EQ(r.value, -5);
 
   const std::string row = "SELECT ctid::text || '/' || xmin::text FROM " + s +
                           ".shared_keys WHERE key = 'ratelimit.bucket:q'";
   const std::string before = sql(row)[0][0].c_str();
   for (int64_t v = 7; v < 57; ++v) {
-    swap("ratelimit.bucket:q", v, v * 1000);
-    ASSERT_EQ(applied, 1) << "at version " << v;
+    r = swap_shared(h, "ratelimit.bucket:q", v, v * 1000);
+    ASSERT_EQ(r.applied, 1) << "at version " << v;
   }
-  EXPECT_EQ(version, 57);
-  EXPECT_EQ(value, 56'000);
+  EXPECT_EQ(r.version, 57);
+  EXPECT_EQ(r.value, 56'000);
   EXPECT_EQ(sql(row)[0][0].c_str(), before) << "a swap updated the key's row";
-  swap("a new key", 0, 3);
-  EXPECT_EQ(applied, 1);
-  EXPECT_EQ(version, 1);
+  r = swap_shared(h, "a new key", 0, 3);
+  EXPECT_EQ(r.applied, 1);
+  EXPECT_EQ(r.version, 1);
   EXPECT_EQ(sql("SELECT count(*) FROM " + s + ".shared_keys")[0][0].as<int>(), 3);
 }
 

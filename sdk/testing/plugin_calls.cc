@@ -228,6 +228,13 @@ int64_t PluginCalls::marker(conveyor_storage* h) {
   return r.value;
 }
 
+host::PluginBinding::Shared PluginCalls::swap_shared(conveyor_storage* h, const std::string& key,
+                                                     int64_t expected, int64_t new_value) {
+  auto r = Checked(api_, h).swap_shared_state(key, expected, new_value);
+  EXPECT_EQ(r.status.code, CONVEYOR_OK) << r.status.message;
+  return r.value;
+}
+
 conveyor_status PluginCalls::pause(conveyor_storage* h, const std::string& q, bool paused) {
   host::Status st = Checked(api_, h).set_queue_paused(q, paused, 0);
   EXPECT_EQ(st.code, CONVEYOR_OK) << st.message;

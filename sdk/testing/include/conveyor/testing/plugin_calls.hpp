@@ -130,6 +130,9 @@ class PluginCalls {
   std::vector<std::pair<std::string, int32_t>> queues(conveyor_storage* h);
   // change_marker; expects CONVEYOR_OK.
   int64_t marker(conveyor_storage* h);
+  // swap_shared_state (ABI 1.2; expected < 0 reads); expects CONVEYOR_OK.
+  host::PluginBinding::Shared swap_shared(conveyor_storage* h, const std::string& key,
+                                          int64_t expected, int64_t new_value);
   // set_queue_paused at time 0; expects CONVEYOR_OK. Returns the status.
   conveyor_status pause(conveyor_storage* h, const std::string& q, bool paused);
   // One wait_for_notification call, unchecked: appends what arrived to *out
