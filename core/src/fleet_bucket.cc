@@ -53,21 +53,37 @@ uint32_t FleetBucket::take(uint32_t n, uint32_t at_least) {
     spare_ -= got;
     return got;
   }
+  if (now < quiet_until_) return 0;
   read_once();
   // The spare, fresh but too small or past its hold, goes back in this swap.
   const uint32_t back = spare_;
+  bool lost = false;
   for (int i = 0; i < kMaxSwaps; ++i) {
     const int64_t at = wall_ns();
     const bucket::Take t =
         bucket::take(shape_, bucket::refund(shape_, full_at_, back), n, at, at_least);
-    if (t.got == 0) return 0;  // the spare stays, to return with the next take
+    if (t.got == 0) {
+      if (lost) back_off(at);
+      return 0;  // the spare stays, to return with the next take
+    }
     if (swap(t.full_at)) {
       spare_ = 0;
       last_take_ns_ = at;
+      back_off_ns_ = 0;
       return t.got;
     }
+    lost = true;
   }
+  back_off(wall_ns());
   return 0;
+}
+
+void FleetBucket::back_off(int64_t at) {
+  using std::chrono::nanoseconds;
+  const int64_t most = std::min<int64_t>(nanoseconds(kBackOffMost).count(), shape_.cap_ns);
+  const int64_t first = nanoseconds(kBackOffFirst).count();
+  back_off_ns_ = std::min(most, back_off_ns_ == 0 ? first : back_off_ns_ * 2);
+  quiet_until_ = at + back_off_ns_;
 }
 
 void FleetBucket::refund(uint32_t n) {
@@ -80,7 +96,9 @@ void FleetBucket::refund(uint32_t n) {
 }
 
 std::chrono::nanoseconds FleetBucket::time_until(uint32_t n) const {
-  return std::chrono::nanoseconds(bucket::ns_until(shape_, full_at_, n, wall_ns()));
+  const int64_t now = wall_ns();
+  return std::chrono::nanoseconds(
+      std::max(bucket::ns_until(shape_, full_at_, n, now), quiet_until_ - now));
 }
 
 void FleetBucket::empty_until(SteadyTime until) {
@@ -99,6 +117,8 @@ void FleetBucket::reconfigure(const RateLimit& limit) {
   limit_ = limit;
   shape_ = bucket::Shape::of(limit);
   spare_ = std::min(spare_, limit.burst);
+  back_off_ns_ = 0;
+  quiet_until_ = 0;
 }
 
 }  // namespace conveyor

@@ -15,6 +15,15 @@
 // swap. So a claim that finds fewer jobs than tokens costs no extra call
 // (a steady queue at its limit: 0.27 calls per claim, measured).
 //
+// Contention: processes waiting for the same next token all wake when it is
+// due, and every one but the first loses its race (a call each). A process
+// whose take lost its race and then found too few tokens backs off: no call
+// before kBackOffFirst, doubling per such take up to burst / rate (at most
+// kBackOffMost), so while it waits the bucket cannot overflow and no token
+// is wasted. The winner's record is its own last write, fresh, so it keeps
+// taking at one call per take while it has work and free permits; the
+// others check back within the back-off. An applied take ends the back-off.
+//
 // Slack: a token is taken just before the claim, and the job starts after
 // the claim returns, so a window of starts can hold the takes of a slightly
 // longer window: rate * (the spread of claim latencies) jobs, measured in
@@ -47,6 +56,10 @@ class FleetBucket {
   static constexpr int kMaxSwaps = 3;
   // How long after its take a spare token may still be used.
   static constexpr std::chrono::milliseconds kSpareHold{10};
+  // The first back-off after a lost race that left too few tokens, and the
+  // longest (burst / rate, when shorter, bounds it too).
+  static constexpr std::chrono::milliseconds kBackOffFirst{10};
+  static constexpr std::chrono::milliseconds kBackOffMost{1000};
 
   // limit must be validated; storage, clock and counters (fleet_swaps,
   // fleet_conflicts are counted there) outlive the bucket. Makes no call.
@@ -61,16 +74,17 @@ class FleetBucket {
   uint32_t available() const;
   // Takes up to n tokens, none when fewer than at_least are available; how
   // many were taken (0: too few, or the races were all lost). No call when
-  // the spare has min(n, at_least) or more (it serves alone) or when the
-  // cached record already says too few; otherwise the swap also returns the
-  // whole spare.
+  // the spare has min(n, at_least) or more (it serves alone), while backing
+  // off, or when the cached record already says too few; otherwise the swap
+  // also returns the whole spare.
   uint32_t take(uint32_t n, uint32_t at_least = 1);
   // Gives back n tokens taken and not used: kept as the spare (at most the
   // burst), no call.
   void refund(uint32_t n);
   // Tokens in the spare (fresh or waiting to be returned).
   uint32_t spare() const { return spare_; }
-  // From the last record seen: how long until n tokens are available.
+  // From the last record seen: how long until n tokens are available, or
+  // the back-off ends if that is later.
   std::chrono::nanoseconds time_until(uint32_t n) const;
   // Until then no process takes a token; the bucket refills from empty
   // after (backpressure held fleet-wide); the spare is dropped. until is on
@@ -89,6 +103,8 @@ class FleetBucket {
   void read_once();
   // One compare-and-set from the cached record; updates the cache.
   bool swap(int64_t new_full_at);
+  // After a take that lost a race and then found too few tokens at wall ns at.
+  void back_off(int64_t at);
 
   Storage& storage_;
   const std::string key_;
@@ -100,6 +116,8 @@ class FleetBucket {
   uint32_t spare_ = 0;        // tokens refunded, not yet used or returned
   int64_t spare_until_ = 0;   // wall ns: usable before, returned after
   int64_t last_take_ns_ = 0;  // wall ns of the last applied take
+  int64_t back_off_ns_ = 0;   // the current back-off; 0: none
+  int64_t quiet_until_ = 0;   // wall ns: no call before (backing off)
   QueueCounters& counters_;
 };
 

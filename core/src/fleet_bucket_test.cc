@@ -99,6 +99,47 @@ TEST_F(FleetBucketTest, ARefundIsASpareForTheNextClaimThenGoesBackToTheFleet) {
   EXPECT_EQ(b.take(100), 2u) << "the one due and the one a returned (its 2, less the 1 it took)";
 }
 
+// Two processes waiting on one trickling bucket: the winner's record is its
+// own last write, so it takes at one call per take; the loser backs off
+// (doubling, at most burst / rate), so it makes a few calls a second, not
+// one per token. When the winner stops, the loser takes within the
+// back-off, and no token was lost to overflow meanwhile.
+TEST_F(FleetBucketTest, ALoserBacksOffWhileTheWinnerTakesAtOneCallPerTake) {
+  QueueCounters& ca = metrics_.queue("process-a");
+  QueueCounters& cb = metrics_.queue("process-b");
+  FleetBucket a(process(), "email", limit_, clock_, ca);
+  FleetBucket b(process(), "email", limit_, clock_, cb);
+  ASSERT_EQ(a.take(100), 10u);
+  ASSERT_EQ(b.take(100), 0u);  // reads the record: empty
+  const uint64_t a_calls = ca.fleet_swaps.load(), b_calls = cb.fleet_swaps.load();
+  uint32_t a_got = 0, b_got = 0;
+  for (int step = 0; step < 50; ++step) {  // 1 s, a token every 20 ms
+    clock_.advance(20ms);
+    a_got += a.take(100);
+    b_got += b.take(100);
+  }
+  EXPECT_EQ(a_got, 50u);
+  EXPECT_EQ(b_got, 0u);
+  EXPECT_EQ(ca.fleet_swaps.load() - a_calls, 50u) << "the winner: one call per take";
+  // Back-offs 10, 20, 40, 80, 160, then 200 ms (burst / rate): about 9 calls.
+  EXPECT_LE(cb.fleet_swaps.load() - b_calls, 10u) << "the loser backs off";
+  EXPECT_GE(cb.fleet_swaps.load() - b_calls, 6u);
+  EXPECT_LE(b.time_until(1), 200ms);
+
+  // a stops taking: b's next call comes within the longest back-off, and
+  // takes every token due since (at most the burst: none overflowed).
+  int64_t waited_ms = 0;
+  uint32_t got = 0;
+  while (got == 0 && waited_ms <= 220) {
+    clock_.advance(1ms);
+    ++waited_ms;
+    got = b.take(100);
+  }
+  ASSERT_GT(got, 0u) << "b never came back";
+  EXPECT_LE(waited_ms, 200);
+  EXPECT_EQ(got, std::min<uint32_t>(10, static_cast<uint32_t>(waited_ms / 20)));
+}
+
 TEST_F(FleetBucketTest, TakeAtLeastMakesNoCallWhenTheRecordSaysTooFew) {
   FleetBucket a(process(), "email", limit_, clock_, counters_);
   ASSERT_EQ(a.take(10), 10u);
