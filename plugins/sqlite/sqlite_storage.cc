@@ -184,6 +184,10 @@ enum Stmt : int {
   kCountCompleted,
   kSharedGet,
   kSharedPut,
+  kDataVersion,
+  kLastJobId,
+  kQueuesOfJobsAfter,
+  kQueueStates,
   kStmtCount
 };
 
@@ -325,6 +329,12 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     /* kSharedPut */
     "INSERT INTO shared_state (key, version, value) VALUES (?1, ?2, ?3)"
     " ON CONFLICT (key) DO UPDATE SET version = excluded.version, value = excluded.value",
+    /* kDataVersion: changes when another connection committed */ "PRAGMA data_version",
+    /* kLastJobId: AUTOINCREMENT's high-water mark (never goes down) */
+    "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0)",
+    /* kQueuesOfJobsAfter: the queues of jobs ?1 < id <= ?2 (a rowid range) */
+    "SELECT DISTINCT queue FROM jobs WHERE id > ?1 AND id <= ?2",
+    /* kQueueStates */ "SELECT name, paused FROM queues",
 };
 
 // A missing comma above would silently merge two entries and shift the rest.
@@ -1351,6 +1361,81 @@ int64_t SqliteStorage::change_marker() {
     marker = st.executeStep() ? st.getColumn(0).getInt64() : 0;
   });
   return marker;
+}
+
+// ---- notifications ----------------------------------------------------------
+
+namespace {
+
+int64_t single_int(Conn& c, int which) {
+  SQLite::Statement& st = c.get(which);
+  Use u(st);
+  return st.executeStep() ? st.getColumn(0).getInt64() : 0;
+}
+
+}  // namespace
+
+void SqliteStorage::look_for_changes(std::vector<std::pair<int32_t, std::string>>& found) {
+  if (!watch_.conn) watch_.conn = open_conn(/*writer=*/false);
+  Conn& c = *watch_.conn;
+  const int64_t version = single_int(c, kDataVersion);
+  if (version == watch_.data_version) return;
+  // Read after the version: a commit in between is reported now and again
+  // looked at (finding nothing new) on the next change.
+  const int64_t last_id = single_int(c, kLastJobId);
+  const int64_t marker = single_int(c, kGetMarker);
+  std::unordered_map<std::string, bool> paused = watch_.paused;
+  if (marker != watch_.marker || watch_.data_version < 0) {
+    paused.clear();
+    SQLite::Statement& st = c.get(kQueueStates);
+    Use u(st);
+    while (st.executeStep())
+      paused.emplace(st.getColumn(0).getString(), st.getColumn(1).getInt() != 0);
+  }
+  if (watch_.data_version >= 0) {  // the first look only learns the state
+    if (last_id > watch_.last_id) {
+      SQLite::Statement& st = c.get(kQueuesOfJobsAfter);
+      Use u(st);
+      st.bind(1, static_cast<int64_t>(watch_.last_id));
+      st.bind(2, static_cast<int64_t>(last_id));
+      while (st.executeStep())
+        found.emplace_back(CONVEYOR_NOTIFY_JOBS, st.getColumn(0).getString());
+    }
+    if (marker != watch_.marker) {
+      found.emplace_back(CONVEYOR_NOTIFY_RATE_LIMITS, "");
+      for (const auto& [queue, is_paused] : paused) {
+        // A queue first seen unpaused was enqueued into (JOBS says so).
+        auto before = watch_.paused.find(queue);
+        if (before == watch_.paused.end() ? is_paused : before->second != is_paused)
+          found.emplace_back(CONVEYOR_NOTIFY_QUEUE_STATE, queue);
+      }
+    }
+  }
+  watch_.data_version = version;
+  watch_.last_id = std::max(watch_.last_id, last_id);
+  watch_.marker = marker;
+  watch_.paused = std::move(paused);
+}
+
+void SqliteStorage::wait_for_notification(int64_t timeout_us, const sdk::NotifySink& sink) {
+  using std::chrono::steady_clock;
+  std::vector<std::pair<int32_t, std::string>> found;
+  {
+    std::lock_guard lock(watch_mu_);
+    check_file("wait_for_notification");
+    const steady_clock::time_point deadline =
+        steady_clock::now() + std::chrono::microseconds(std::max<int64_t>(0, timeout_us));
+    for (;;) {
+      with_busy_retry("wait_for_notification", [&] {
+        found.clear();
+        look_for_changes(found);
+      });
+      const steady_clock::time_point now = steady_clock::now();
+      if (!found.empty() || now >= deadline) break;
+      std::this_thread::sleep_for(std::min<steady_clock::duration>(kWatchInterval, deadline - now));
+    }
+  }
+  for (const auto& [kind, queue] : found) sink(kind, queue);
 }
 
 // ---- ABI 1.1 ----------------------------------------------------------------

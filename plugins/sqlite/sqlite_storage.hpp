@@ -27,12 +27,22 @@
 //   * ABI 1.2 (schema 3): jobs.cost, rate_limits.scope, and shared_state for
 //     swap_shared_state: a read on a reader, a swap in one BEGIN IMMEDIATE
 //     transaction (the file's write lock makes it atomic across processes).
+//   * Notifications (CONVEYOR_CAP_NOTIFY) with no server to send them:
+//     wait_for_notification looks at PRAGMA data_version every
+//     kWatchInterval on a connection of its own (a few microseconds; it
+//     changes when any other connection, in any process, committed). On a
+//     change it reads the AUTOINCREMENT high-water mark (new jobs: JOBS for
+//     each of their queues) and the change marker (RATE_LIMITS, and
+//     QUEUE_STATE for each queue whose paused flag changed). Jobs made ready
+//     again in place (retry, release, rescue by another process) are not
+//     notified: the host's poll finds them.
 #ifndef CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
 #define CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
 
 #include <conveyor/storage_plugin.h>
 #include <conveyor/storage_plugin.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -40,6 +50,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storage_plugin_entry(
@@ -118,8 +129,27 @@ class SqliteStorage {
                              int32_t scope, int64_t now_us);
   void enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,
                       std::span<int64_t> out_ids);
+  // CONVEYOR_CAP_NOTIFY (see the design notes above); from one thread at a
+  // time (the host's), others wait.
+  void wait_for_notification(int64_t timeout_us, const sdk::NotifySink& sink);
+
+  // How often wait_for_notification looks at the file.
+  static constexpr std::chrono::milliseconds kWatchInterval{5};
 
  private:
+  // What wait_for_notification saw at its last look (guarded by watch_mu_).
+  struct Watch {
+    std::unique_ptr<Conn> conn;  // opened by the first look
+    int64_t data_version = -1;   // -1: never looked
+    int64_t last_id = 0;
+    int64_t marker = 0;
+    std::unordered_map<std::string, bool> paused;  // queue -> paused
+  };
+  // One look: appends (kind, queue) for what changed since the last one.
+  void look_for_changes(std::vector<std::pair<int32_t, std::string>>& found);
+  std::mutex watch_mu_;
+  Watch watch_;
+
   // rescue_expired, reporting each rescued job to sink when it is not null.
   uint32_t rescue(int64_t now_us, uint32_t max_jobs, const sdk::JobSink* sink);
   // costs: one per job, or empty for cost 1 each.

@@ -65,13 +65,13 @@ TEST_F(SqliteStorageTest, EntryPointDescribesThePlugin) {
   EXPECT_STREQ(api_->name, "sqlite");
   EXPECT_STREQ(api_->version, "0.1.0");
   EXPECT_EQ(api_->kind, static_cast<uint32_t>(CONVEYOR_KIND_CANONICAL));
-  EXPECT_EQ(api_->capabilities, CONVEYOR_CAP_DURABLE | CONVEYOR_CAP_MULTI_PROCESS)
-      << "no NOTIFY: SQLite has no notifications";
+  EXPECT_EQ(api_->capabilities,
+            CONVEYOR_CAP_DURABLE | CONVEYOR_CAP_MULTI_PROCESS | CONVEYOR_CAP_NOTIFY);
   EXPECT_EQ(api_->struct_size, sizeof(conveyor_storage_plugin));
   EXPECT_GE(api_->struct_size, CONVEYOR_PLUGIN_V1_0_SIZE);
   EXPECT_EQ(api_->abi_major, static_cast<uint32_t>(CONVEYOR_ABI_MAJOR));
   EXPECT_EQ(api_->abi_minor, static_cast<uint32_t>(CONVEYOR_ABI_MINOR));
-  EXPECT_EQ(api_->wait_for_notification, nullptr);
+  EXPECT_NE(api_->wait_for_notification, nullptr);
   for (auto slot : {reinterpret_cast<const void*>(api_->open),
                     reinterpret_cast<const void*>(api_->close),
                     reinterpret_cast<const void*>(api_->migrate),
@@ -415,6 +415,53 @@ TEST_F(SqliteStorageTest, PauseAndResume) {
 
   conveyor_error err{};
   EXPECT_EQ(api_->set_queue_paused(h, conveyor_str{nullptr, 0}, 1, 0, &err), CONVEYOR_E_INVALID);
+}
+
+// Notifications from the file: another handle's new jobs (JOBS per queue),
+// its pause (QUEUE_STATE for that queue, RATE_LIMITS) and its override
+// (RATE_LIMITS alone); writes that add no job notify nothing, and what was
+// there before the first wait is not news.
+TEST_F(SqliteStorageTest, NotificationsReportAnotherHandlesChangesAndNothingElse) {
+  conveyor_storage* waiter = open_store();
+  conveyor_storage* other = open_store();
+  ASSERT_NE(waiter, nullptr);
+  ASSERT_NE(other, nullptr);
+  using Seen = std::set<std::pair<int32_t, std::string>>;
+  // Waits until something arrives (bounded) and returns it.
+  const auto next = [&](int64_t timeout_us = 10'000'000) {
+    std::vector<Notice> notes;
+    std::string msg;
+    EXPECT_EQ(wait_notify(waiter, timeout_us, &notes, &msg), CONVEYOR_OK) << msg;
+    Seen seen;
+    for (const Notice& n : notes) seen.emplace(n.kind, n.queue);
+    return seen;
+  };
+  enqueue(other, "before");
+  EXPECT_EQ(next(20'000), Seen{}) << "the first look learns the state";
+
+  enqueue(other, "q1");
+  enqueue(other, "q1");
+  enqueue(other, "q2");
+  EXPECT_EQ(next(), (Seen{{CONVEYOR_NOTIFY_JOBS, "q1"}, {CONVEYOR_NOTIFY_JOBS, "q2"}}));
+
+  pause(other, "q1", true);
+  EXPECT_EQ(next(), (Seen{{CONVEYOR_NOTIFY_RATE_LIMITS, ""}, {CONVEYOR_NOTIFY_QUEUE_STATE, "q1"}}));
+
+  conveyor_error err{};
+  ASSERT_EQ(api_->set_rate_limit(other, conveyor_str{"q2", 2}, 5, 5, 0, &err), CONVEYOR_OK)
+      << err.message;
+  EXPECT_EQ(next(), (Seen{{CONVEYOR_NOTIFY_RATE_LIMITS, ""}}));
+
+  // Claims and completions commit but add no job.
+  const int64_t now = 1;
+  std::vector<JobCopy> got = claim(other, "q2", 10, 7, now, now + 1'000'000);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(complete(other, leases_of(got), now), std::vector{CONVEYOR_OK});
+  EXPECT_EQ(next(100'000), Seen{}) << "a claim and a completion are not new jobs";
+
+  // The waiter's own handle's jobs are news too (another connection).
+  enqueue(waiter, "mine");
+  EXPECT_EQ(next(), (Seen{{CONVEYOR_NOTIFY_JOBS, "mine"}}));
 }
 
 TEST_F(SqliteStorageTest, QueueStatsCountsEveryState) {
