@@ -4,7 +4,9 @@
 #include <SQLiteCpp/Exception.h>
 #include <SQLiteCpp/Statement.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sqlite3.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1417,6 +1419,41 @@ void SqliteStorage::look_for_changes(std::vector<std::pair<int32_t, std::string>
   watch_.paused = std::move(paused);
 }
 
+SqliteStorage::Watch::~Watch() {
+  if (inotify_fd >= 0) ::close(inotify_fd);
+}
+
+bool SqliteStorage::wait_for_wal_write(std::chrono::steady_clock::time_point until) {
+  if (watch_.inotify_fd < 0) {
+    watch_.inotify_fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (watch_.inotify_fd < 0) return true;
+  }
+  if (!watch_.wal_watched) {
+    // The -wal file exists while a connection (the watch's own) is open.
+    if (::inotify_add_watch(watch_.inotify_fd, (config_.path + "-wal").c_str(),
+                            IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF) < 0)
+      return true;
+    watch_.wal_watched = true;
+  }
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+  pollfd p{watch_.inotify_fd, POLLIN, 0};
+  const int ready = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
+  if (ready == 0) return false;
+  if (ready < 0) return true;  // EINTR: look, to be safe
+  // Drain the events: one look covers them all.
+  alignas(inotify_event) char buf[4096];
+  ssize_t n = 0;
+  while ((n = ::read(watch_.inotify_fd, buf, sizeof buf)) > 0) {
+    for (ssize_t at = 0; at < n;) {
+      const auto* e = reinterpret_cast<const inotify_event*>(buf + at);
+      if ((e->mask & IN_IGNORED) != 0) watch_.wal_watched = false;  // the file went away
+      at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+    }
+  }
+  return true;
+}
+
 void SqliteStorage::wait_for_notification(int64_t timeout_us, const sdk::NotifySink& sink) {
   using std::chrono::steady_clock;
   std::vector<std::pair<int32_t, std::string>> found;
@@ -1425,14 +1462,20 @@ void SqliteStorage::wait_for_notification(int64_t timeout_us, const sdk::NotifyS
     check_file("wait_for_notification");
     const steady_clock::time_point deadline =
         steady_clock::now() + std::chrono::microseconds(std::max<int64_t>(0, timeout_us));
+    bool written = !watch_.conn;  // the first call looks at once
     for (;;) {
-      with_busy_retry("wait_for_notification", [&] {
-        found.clear();
-        look_for_changes(found);
-      });
       const steady_clock::time_point now = steady_clock::now();
-      if (!found.empty() || now >= deadline) break;
-      std::this_thread::sleep_for(std::min<steady_clock::duration>(kWatchInterval, deadline - now));
+      if (written || now - watch_.looked >= kFullLookEvery) {
+        with_busy_retry("wait_for_notification", [&] {
+          found.clear();
+          look_for_changes(found);
+        });
+        watch_.looked = now;
+      }
+      if (!found.empty() || steady_clock::now() >= deadline) break;
+      // At least kLookGap after this look, at most until the next full look.
+      std::this_thread::sleep_until(std::min(deadline, watch_.looked + kLookGap));
+      written = wait_for_wal_write(std::min(deadline, watch_.looked + kFullLookEvery));
     }
   }
   for (const auto& [kind, queue] : found) sink(kind, queue);

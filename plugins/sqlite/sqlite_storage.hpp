@@ -28,14 +28,18 @@
 //     swap_shared_state: a read on a reader, a swap in one BEGIN IMMEDIATE
 //     transaction (the file's write lock makes it atomic across processes).
 //   * Notifications (CONVEYOR_CAP_NOTIFY) with no server to send them:
-//     wait_for_notification looks at PRAGMA data_version every
-//     kWatchInterval on a connection of its own (a few microseconds; it
-//     changes when any other connection, in any process, committed). On a
-//     change it reads the AUTOINCREMENT high-water mark (new jobs: JOBS for
-//     each of their queues) and the change marker (RATE_LIMITS, and
-//     QUEUE_STATE for each queue whose paused flag changed). Jobs made ready
-//     again in place (retry, release, rescue by another process) are not
-//     notified: the host's poll finds them.
+//     wait_for_notification sleeps on inotify until the -wal file is written
+//     (every commit, by any connection in any process, appends to it), then
+//     looks: PRAGMA data_version on a connection of its own (it changes when
+//     another connection committed). On a change it reads the AUTOINCREMENT
+//     high-water mark (new jobs: JOBS for each of their queues) and the
+//     change marker (RATE_LIMITS, and QUEUE_STATE for each queue whose
+//     paused flag changed). Looks are at least kLookGap apart (a busy writer
+//     costs at most 1 / kLookGap looks a second, an idle file none) and at
+//     most kFullLookEvery apart (in case a write was missed); without
+//     inotify, it looks every kLookGap. Jobs made ready again in place
+//     (retry, release, rescue by another process) are not notified: the
+//     host's poll finds them.
 #ifndef CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
 #define CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
 
@@ -133,20 +137,31 @@ class SqliteStorage {
   // time (the host's), others wait.
   void wait_for_notification(int64_t timeout_us, const sdk::NotifySink& sink);
 
-  // How often wait_for_notification looks at the file.
-  static constexpr std::chrono::milliseconds kWatchInterval{5};
+  // The least and the most time between two looks of wait_for_notification.
+  static constexpr std::chrono::milliseconds kLookGap{5};
+  static constexpr std::chrono::milliseconds kFullLookEvery{250};
 
  private:
   // What wait_for_notification saw at its last look (guarded by watch_mu_).
   struct Watch {
+    Watch() = default;
+    ~Watch();  // closes inotify_fd
+    Watch(const Watch&) = delete;
+    Watch& operator=(const Watch&) = delete;
     std::unique_ptr<Conn> conn;  // opened by the first look
     int64_t data_version = -1;   // -1: never looked
     int64_t last_id = 0;
     int64_t marker = 0;
     std::unordered_map<std::string, bool> paused;  // queue -> paused
+    int inotify_fd = -1;                           // -1: not set up (or unavailable)
+    bool wal_watched = false;                      // the -wal file's watch is in place
+    std::chrono::steady_clock::time_point looked;  // the last look
   };
   // One look: appends (kind, queue) for what changed since the last one.
   void look_for_changes(std::vector<std::pair<int32_t, std::string>>& found);
+  // Waits until the -wal file is written or until `until`: whether it was
+  // written (or may have been: true when inotify cannot watch it).
+  bool wait_for_wal_write(std::chrono::steady_clock::time_point until);
   std::mutex watch_mu_;
   Watch watch_;
 
