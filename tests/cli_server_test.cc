@@ -15,13 +15,15 @@ class CliServer : public ::testing::Test {
  protected:
   // Starts `conveyor serve` with these [server] keys; the CLI in server mode
   // (with client_env) answering is the sign it is up.
-  void start(const std::string& server_keys, const std::vector<std::string>& client_env = {}) {
+  void start(const std::string& server_keys, const std::vector<std::string>& client_env = {},
+             int poll_interval_ms = 50) {
     for (int attempt = 0; attempt < 3; ++attempt) {
       const uint16_t port = test::free_port();
       url_ = "http://127.0.0.1:" + std::to_string(port);
       config_ = test::write_sqlite_config(
-          dir_, "[engine]\npoll_interval_ms = 50\n[server]\nlisten = \"127.0.0.1:" +
-                    std::to_string(port) + "\"\n" + server_keys);
+          dir_, "[engine]\npoll_interval_ms = " + std::to_string(poll_interval_ms) +
+                    "\n[server]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n" +
+                    server_keys);
       server_ = std::make_unique<test::Process>(
           std::vector<std::string>{"--config", config_.string(), "serve"});
       if (test::wait_until([&] {
@@ -121,6 +123,26 @@ TEST_F(CliServer, SameOutputAsStorageMode) {
                         "queue email has no rate-limit override (see: conveyor ratelimit ls)");
   EXPECT_EQ(a.err, b.err);
   EXPECT_EQ(a.exit_code, b.exit_code);
+}
+
+// SQLite notifies: a job the CLI (another process, on the file itself)
+// enqueues into a queue the server has never seen runs long before the
+// server's next poll (a minute away).
+TEST_F(CliServer, AJobEnqueuedByAnotherProcessRunsWithoutWaitingForThePoll) {
+  start("allow_unauthenticated = true\n", {}, /*poll_interval_ms=*/60'000);
+  const auto enqueued = std::chrono::steady_clock::now();
+  auto r = local({"enqueue", "fresh", "noop"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto completed = [&] {
+    auto q = remote({"--json", "queues"});
+    if (q.exit_code != 0) return false;
+    for (const json& row : json::parse(q.out))
+      if (row.at("queue") == "fresh") return row.at("completed").get<int64_t>() == 1;
+    return false;
+  };
+  ASSERT_TRUE(test::wait_until(completed, std::chrono::seconds(20)))
+      << "the job waited for the poll: " << server_->stderr_text();
+  EXPECT_LT(std::chrono::steady_clock::now() - enqueued, std::chrono::seconds(30));
 }
 
 TEST_F(CliServer, EnqueueManyGoesInBatches) {
