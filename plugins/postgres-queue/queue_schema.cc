@@ -322,9 +322,11 @@ static_assert(kTallySlots == 4, "CONVEYOR_TALLY_SLOT and kQueueV3 spell the coun
   CONVEYOR_TALLY("SELECT $1::text, v.st, v.n FROM won CROSS JOIN (VALUES (1, -1), (3, 1)) AS v(st, n)")  \
   "\n"                                                                                                   \
   ")\n"                                                                                                  \
-  "-- One row even when nothing was claimed: the ring's move generation.\n"                              \
+  "-- One row even when nothing was claimed: the ring's move generation, and\n"                            \
+  "-- the candidates (those not claimed were lost to a concurrent claimer).\n"                              \
   "SELECT c.job_id, c.kind, c.payload, c.priority, c.attempt + 1, c.max_attempts, c.run_at,\n"           \
-  "       c.created_at, c.last_error, c.cost, ring.moves, c.slot\n"                                              \
+  "       c.created_at, c.last_error, c.cost, ring.moves, c.slot,\n"                                             \
+  "       (SELECT count(*) FROM cand) AS candidates\n"                                                          \
   "FROM ring LEFT JOIN claimed c ON true"
 
 constexpr std::array kStatements = {

@@ -221,70 +221,97 @@ uint32_t QueueStorage::claim_with(std::string_view queue, std::span<const std::s
   if (max_jobs == 0) return 0;
   start_maintenance();
   const std::string q(queue);
-  std::vector<postgres::OwnedJob> claimed;
-  std::vector<int32_t> claimed_slots;
-  ClaimHints::Start from;
-  int64_t moves = -1;  // the ring's move generation the claim ran under
-  try {
-    run("claim", Retry::kNever, [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
-      // Promotions commit on their own: a retried run finds them in the ring.
-      uint64_t started = 0;
-      if (promotions_.due(q, now_us, &started)) {
-        std::optional<int64_t> next;
-        for (const auto& row : tx.exec_prepared(stmt::kPromote, q, now_us)) {
-          if (row[0].is_null()) {
-            if (!row[3].is_null()) next = postgres::int_at(row, 3);
-          } else {
-            hints_.lower(q, ClaimKey{postgres::int32_at(row, 0), postgres::int_at(row, 1),
-                                     postgres::int_at(row, 2)});
+  std::vector<postgres::OwnedJob> all;
+  // One claim statement for up to `want` jobs, appended to `all`. Returns
+  // how many candidates it lost to concurrent claimers: rows another
+  // process claimed after this statement's snapshot (their marks were not
+  // visible to it, so they were candidates here and lost ON CONFLICT).
+  const auto one_round = [&](uint32_t want) -> uint32_t {
+    std::vector<postgres::OwnedJob> claimed;
+    std::vector<int32_t> claimed_slots;
+    ClaimHints::Start from;
+    int64_t moves = -1;  // the ring's move generation the claim ran under
+    int64_t candidates = 0;
+    try {
+      run("claim", Retry::kNever, [&](pqxx::connection& c) {
+        pqxx::nontransaction tx(c);
+        // Promotions commit on their own: a retried run finds them in the ring.
+        uint64_t started = 0;
+        if (promotions_.due(q, now_us, &started)) {
+          std::optional<int64_t> next;
+          for (const auto& row : tx.exec_prepared(stmt::kPromote, q, now_us)) {
+            if (row[0].is_null()) {
+              if (!row[3].is_null()) next = postgres::int_at(row, 3);
+            } else {
+              hints_.lower(q, ClaimKey{postgres::int32_at(row, 0), postgres::int_at(row, 1),
+                                       postgres::int_at(row, 2)});
+            }
+          }
+          promotions_.promoted(q, started, next);
+        }
+        hints_.abandon(from);  // a claim run again starts afresh
+        from = hints_.start(q);
+        pqxx::result r =
+            filtered ? tx.exec_prepared(stmt::kClaimKinds, q, now_us, want, lease_token,
+                                        lease_expires_us, claimer(), from.key.priority,
+                                        from.key.run_at, from.key.job_id, from.moves, kinds_text)
+                     : tx.exec_prepared(stmt::kClaim, q, now_us, want, lease_token,
+                                        lease_expires_us, claimer(), from.key.priority,
+                                        from.key.run_at, from.key.job_id, from.moves);
+        claimed.clear();
+        claimed.reserve(r.size());
+        claimed_slots.clear();
+        for (const auto& row : r) {
+          moves = postgres::int_at(row, 10);
+          candidates = postgres::int_at(row, 12);
+          if (!row[0].is_null()) {
+            claimed.push_back(postgres::claimed_job_at(row, q, lease_token, lease_expires_us));
+            claimed_slots.push_back(postgres::int32_at(row, 11));
           }
         }
-        promotions_.promoted(q, started, next);
-      }
-      hints_.abandon(from);  // a claim run again starts afresh
-      from = hints_.start(q);
-      pqxx::result r =
-          filtered ? tx.exec_prepared(stmt::kClaimKinds, q, now_us, max_jobs, lease_token,
-                                      lease_expires_us, claimer(), from.key.priority,
-                                      from.key.run_at, from.key.job_id, from.moves, kinds_text)
-                   : tx.exec_prepared(stmt::kClaim, q, now_us, max_jobs, lease_token,
-                                      lease_expires_us, claimer(), from.key.priority,
-                                      from.key.run_at, from.key.job_id, from.moves);
-      claimed.clear();
-      claimed.reserve(r.size());
-      claimed_slots.clear();
-      for (const auto& row : r) {
-        moves = postgres::int_at(row, 10);
-        if (!row[0].is_null()) {
-          claimed.push_back(postgres::claimed_job_at(row, q, lease_token, lease_expires_us));
-          claimed_slots.push_back(postgres::int32_at(row, 11));
-        }
-      }
-    });
-  } catch (const postgres::ConnectionLost&) {
-    hints_.abandon(from);
-    release_orphans(lease_token, lease_expires_us, now_us);
-    throw;
-  } catch (...) {
-    hints_.abandon(from);
-    throw;
+      });
+    } catch (const postgres::ConnectionLost&) {
+      hints_.abandon(from);
+      release_orphans(lease_token, lease_expires_us, now_us);
+      throw;
+    } catch (...) {
+      hints_.abandon(from);
+      throw;
+    }
+    if (filtered) {
+      // The hint is a lower bound for every kind; what a filtered claim took
+      // says nothing of the other kinds' entries before it.
+      hints_.abandon(from);
+    } else if (claimed.empty()) {
+      hints_.advance(q, from, nullptr, moves);
+    } else {
+      ClaimKey first = key_of(claimed.front());
+      for (const auto& j : claimed) first = std::min(first, key_of(j));
+      hints_.advance(q, from, &first, moves);
+    }
+    for (size_t i = 0; i < claimed.size(); ++i)
+      lease_slots_.remember(claimed[i].id, lease_token, claimed_slots[i]);
+    const auto lost = static_cast<uint32_t>(
+        std::max<int64_t>(0, candidates - static_cast<int64_t>(claimed.size())));
+    for (auto& j : claimed) all.push_back(std::move(j));
+    return lost;
+  };
+  // Claimers of one queue race for its head. A statement that lost rows to
+  // another claimer came back short with the queue not drained; the host
+  // would take that for drained and wait for its poll, so claim again (a new
+  // statement sees the winners' marks and walks past them).
+  for (int round = 0; round < kClaimRounds && all.size() < max_jobs; ++round) {
+    uint32_t lost = 0;
+    try {
+      lost = one_round(max_jobs - static_cast<uint32_t>(all.size()));
+    } catch (...) {
+      if (all.empty()) throw;
+      break;  // report what the earlier rounds claimed
+    }
+    if (lost == 0) break;
   }
-  if (filtered) {
-    // The hint is a lower bound for every kind; what a filtered claim took
-    // says nothing of the other kinds' entries before it.
-    hints_.abandon(from);
-  } else if (claimed.empty()) {
-    hints_.advance(q, from, nullptr, moves);
-  } else {
-    ClaimKey first = key_of(claimed.front());
-    for (const auto& j : claimed) first = std::min(first, key_of(j));
-    hints_.advance(q, from, &first, moves);
-  }
-  for (size_t i = 0; i < claimed.size(); ++i)
-    lease_slots_.remember(claimed[i].id, lease_token, claimed_slots[i]);
-  postgres::report_claimed(claimed, sink);
-  return static_cast<uint32_t>(claimed.size());
+  postgres::report_claimed(all, sink);
+  return static_cast<uint32_t>(all.size());
 }
 
 void QueueStorage::release_orphans(int64_t lease_token, int64_t lease_expires_us,

@@ -70,6 +70,9 @@ class QueueStorage : public postgres::PgStorageBase {
   void enqueue_with(std::span<const conveyor_new_job> jobs, std::span<const int32_t> costs,
                     int64_t now, std::span<int64_t> out_ids);
   // claim and claim_kinds: kinds empty claims any kind.
+  // Most claim statements one claim runs while it keeps losing rows to
+  // concurrent claimers (the claim comment in claim_with).
+  static constexpr int kClaimRounds = 4;
   uint32_t claim_with(std::string_view queue, std::span<const std::string_view> kinds,
                       uint32_t max_jobs, int64_t lease_token, int64_t now_us,
                       int64_t lease_expires_us, const sdk::JobSink& sink);
