@@ -48,7 +48,10 @@ void FleetBucket::read_once() {
 uint32_t FleetBucket::take(uint32_t n, uint32_t at_least) {
   if (n == 0) return 0;
   const int64_t now = wall_ns();
-  if (spare_ > 0 && now < spare_until_ && std::min(n, spare_) >= std::min(n, at_least)) {
+  // A spare is never older than the last applied take (an applied take returns it).
+  const int64_t spare_until =
+      last_take_ns_ + std::chrono::duration_cast<std::chrono::nanoseconds>(kSpareHold).count();
+  if (spare_ > 0 && now < spare_until && std::min(n, spare_) >= std::min(n, at_least)) {
     const uint32_t got = std::min(n, spare_);
     spare_ -= got;
     return got;
@@ -89,9 +92,6 @@ void FleetBucket::back_off(int64_t at) {
 void FleetBucket::refund(uint32_t n) {
   if (n == 0) return;
   // The tokens came from the last applied take: usable until its hold ends.
-  if (spare_ == 0)
-    spare_until_ =
-        last_take_ns_ + std::chrono::duration_cast<std::chrono::nanoseconds>(kSpareHold).count();
   spare_ = static_cast<uint32_t>(std::min<uint64_t>(limit_.burst, uint64_t{spare_} + n));
 }
 

@@ -114,8 +114,7 @@ class FleetBucket {
   int64_t version_ = -1;      // of the cached record; -1: not read yet
   int64_t full_at_ = 0;       // the cached record's value
   uint32_t spare_ = 0;        // tokens refunded, not yet used or returned
-  int64_t spare_until_ = 0;   // wall ns: usable before, returned after
-  int64_t last_take_ns_ = 0;  // wall ns of the last applied take
+  int64_t last_take_ns_ = 0;  // wall ns of the last applied take (the spare's hold starts here)
   int64_t back_off_ns_ = 0;   // the current back-off; 0: none
   int64_t quiet_until_ = 0;   // wall ns: no call before (backing off)
   QueueCounters& counters_;

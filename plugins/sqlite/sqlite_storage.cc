@@ -1386,37 +1386,37 @@ void SqliteStorage::look_for_changes(std::vector<std::pair<int32_t, std::string>
   // looked at (finding nothing new) on the next change.
   const int64_t last_id = single_int(c, kLastJobId);
   const int64_t marker = single_int(c, kGetMarker);
-  std::unordered_map<std::string, bool> paused = watch_.paused;
-  if (marker != watch_.marker || watch_.data_version < 0) {
-    paused.clear();
+  const bool first = watch_.data_version < 0;  // the first look only learns the state
+  if (!first && last_id > watch_.last_id) {
+    SQLite::Statement& st = c.get(kQueuesOfJobsAfter);
+    Use u(st);
+    st.bind(1, static_cast<int64_t>(watch_.last_id));
+    st.bind(2, static_cast<int64_t>(last_id));
+    while (st.executeStep()) found.emplace_back(CONVEYOR_NOTIFY_JOBS, st.getColumn(0).getString());
+  }
+  // The paused flags are read again only when the marker moved (rare).
+  std::optional<std::unordered_map<std::string, bool>> paused;
+  if (first || marker != watch_.marker) {
+    paused.emplace();
     SQLite::Statement& st = c.get(kQueueStates);
     Use u(st);
     while (st.executeStep())
-      paused.emplace(st.getColumn(0).getString(), st.getColumn(1).getInt() != 0);
+      paused->emplace(st.getColumn(0).getString(), st.getColumn(1).getInt() != 0);
   }
-  if (watch_.data_version >= 0) {  // the first look only learns the state
-    if (last_id > watch_.last_id) {
-      SQLite::Statement& st = c.get(kQueuesOfJobsAfter);
-      Use u(st);
-      st.bind(1, static_cast<int64_t>(watch_.last_id));
-      st.bind(2, static_cast<int64_t>(last_id));
-      while (st.executeStep())
-        found.emplace_back(CONVEYOR_NOTIFY_JOBS, st.getColumn(0).getString());
-    }
-    if (marker != watch_.marker) {
-      found.emplace_back(CONVEYOR_NOTIFY_RATE_LIMITS, "");
-      for (const auto& [queue, is_paused] : paused) {
-        // A queue first seen unpaused was enqueued into (JOBS says so).
-        auto before = watch_.paused.find(queue);
-        if (before == watch_.paused.end() ? is_paused : before->second != is_paused)
-          found.emplace_back(CONVEYOR_NOTIFY_QUEUE_STATE, queue);
-      }
+  if (!first && paused) {
+    found.emplace_back(CONVEYOR_NOTIFY_RATE_LIMITS, "");
+    for (const auto& [queue, is_paused] : *paused) {
+      // A queue first seen unpaused was enqueued into (JOBS says so).
+      auto before = watch_.paused.find(queue);
+      if (before == watch_.paused.end() ? is_paused : before->second != is_paused)
+        found.emplace_back(CONVEYOR_NOTIFY_QUEUE_STATE, queue);
     }
   }
+  // Only now, so that a look run again after SQLITE_BUSY starts from the same state.
   watch_.data_version = version;
   watch_.last_id = std::max(watch_.last_id, last_id);
   watch_.marker = marker;
-  watch_.paused = std::move(paused);
+  if (paused) watch_.paused = std::move(*paused);
 }
 
 SqliteStorage::Watch::~Watch() {
