@@ -28,6 +28,9 @@ void UnservedKinds::scan() {
   Report next;
   for (const QueueStats& s : storage_.job_counts(now)) {
     if (s.pending <= 0) continue;
+    // No pending job ready since before the grace: nothing to count, and no
+    // list (a young deep backlog would otherwise be walked to find none).
+    if (s.oldest_pending_known && s.oldest_pending_run_at_us > ready_by) continue;
     JobQuery query;
     query.queue = s.queue;
     query.states = {JobState::kAvailable};

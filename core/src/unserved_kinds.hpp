@@ -6,7 +6,8 @@
 // Bounded: a pass lists, per queue with pending jobs, at most kScanLimit jobs
 // ready since before the grace period (storage's list_jobs, id order, one
 // page), so the counts are of those first kScanLimit jobs, not of the whole
-// backlog. Needs the plugin's list_jobs (ABI 1.1).
+// backlog. A queue whose oldest pending job (job_counts) is younger than the
+// grace is not listed at all. Needs the plugin's list_jobs (ABI 1.1).
 //
 // Thread-safety: scan() from one thread at a time (the maintenance thread);
 // report() from any thread.
