@@ -17,6 +17,7 @@
 // `conveyor ratelimit disable` (the real CLI) S seconds in and `enable`
 // --kill-switch-for seconds later, and reports how long each process took
 // to follow each flip and the rate while disabled.
+#include "postgres_probe.hpp"
 #include "rate_accuracy.hpp"
 #include "spawned_process.hpp"
 
@@ -304,6 +305,10 @@ int run_parent(const Options& o, const std::string& self) {
       "lost a race\n",
       claims, claims ? static_cast<double>(all.size()) / claims : 0.0, swaps,
       claims ? static_cast<double>(swaps) / claims : 0.0, conflicts);
+  // The undrained backlog goes too: left behind, autovacuum of old runs'
+  // schemas would load the server during the next run.
+  if (o.plugin != "sqlite")
+    conveyor::bench::PostgresProbe(o.dsn).drop_schema(fmt::format("fleet_{}", getpid()));
   fs::remove_all(dir);
   return 0;
 }
