@@ -259,7 +259,8 @@ int run_parent(const Options& o, const std::string& self) {
       o.processes, o.plugin, o.plugin == "sqlite" ? "one file" : "one database", o.rate, o.burst,
       o.scope, o.cost, o.seconds, backlog);
   std::string per;
-  for (const ChildResult& r : results) per += fmt::format(" {}", r.starts.size());
+  for (const ChildResult& r : results)
+    per += fmt::format(" {} ({} claims, {} bucket calls)", r.starts.size(), r.claims, r.swaps);
   std::cout << fmt::format("started: {} in all; per process:{}\n", all.size(), per);
   // Job starts against the token bound: cost tokens per start.
   const conveyor::RateLimit job_limit{o.rate / o.cost, static_cast<uint32_t>(o.burst / o.cost),
