@@ -84,6 +84,9 @@ struct Options {
   int64_t start_ns = 0, stop_ns = 0;
 };
 
+// The PostgreSQL schema of this run (the parent's pid: its children share it).
+std::string run_schema() { return fmt::format("fleet_{}", getpid()); }
+
 std::string config_text(const Options& o, const fs::path& dir) {
   std::string storage;
   if (o.plugin == "sqlite") {
@@ -91,8 +94,8 @@ std::string config_text(const Options& o, const fs::path& dir) {
                           (dir / "fleet.db").string());
   } else {
     storage = fmt::format(
-        "[storage]\nplugin = \"{}\"\n[storage.options]\ndsn = \"{}\"\nschema = \"fleet_{}\"\n",
-        o.plugin, o.dsn, getpid());
+        "[storage]\nplugin = \"{}\"\n[storage.options]\ndsn = \"{}\"\nschema = \"{}\"\n", o.plugin,
+        o.dsn, run_schema());
   }
   // Enough workers and batch that only the limit throttles.
   return storage +
@@ -308,8 +311,7 @@ int run_parent(const Options& o, const std::string& self) {
       claims ? static_cast<double>(swaps) / claims : 0.0, conflicts);
   // The undrained backlog goes too: left behind, autovacuum of old runs'
   // schemas would load the server during the next run.
-  if (o.plugin != "sqlite")
-    conveyor::bench::PostgresProbe(o.dsn).drop_schema(fmt::format("fleet_{}", getpid()));
+  if (o.plugin != "sqlite") conveyor::bench::PostgresProbe(o.dsn).drop_schema(run_schema());
   fs::remove_all(dir);
   return 0;
 }
