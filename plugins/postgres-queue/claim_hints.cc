@@ -25,7 +25,7 @@ void ClaimHints::abandon(const Start& from) {
   in_flight_.erase(from.ticket);
 }
 
-void ClaimHints::advance(std::string_view queue, const Start& from, const ClaimKey* first,
+void ClaimHints::advance(std::string_view queue, const Start& from, const ClaimKey* walked,
                          int64_t moves) {
   std::lock_guard lock(mu_);
   auto flight = in_flight_.find(from.ticket);
@@ -48,10 +48,10 @@ void ClaimHints::advance(std::string_view queue, const Start& from, const ClaimK
     h.key = ClaimKey{};
     h.moves = moves;
   }
-  if (first == nullptr) return;
+  if (walked == nullptr) return;
   // Not past an entry appended while the claim ran (its snapshot may have
   // missed it).
-  const ClaimKey to = std::min(*first, lowest_appended);
+  const ClaimKey to = std::min(*walked, lowest_appended);
   if (h.key < to) h.key = to;
 }
 

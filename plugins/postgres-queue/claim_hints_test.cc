@@ -13,9 +13,10 @@ constexpr std::chrono::hours kNoReset{1};
 
 bool same(const ClaimKey& a, const ClaimKey& b) { return !(a < b) && !(b < a); }
 
-// A claim under move generation 0 that took its first entry at first.
-void took(ClaimHints& hints, const ClaimHints::Start& from, ClaimKey first) {
-  hints.advance("q", from, &first, 0);
+// A claim under move generation 0 whose last candidate (won or lost) was at
+// walked.
+void took(ClaimHints& hints, const ClaimHints::Start& from, ClaimKey walked) {
+  hints.advance("q", from, &walked, 0);
 }
 
 TEST(ClaimHints, UnknownQueueStartsAtTheBeginning) {
@@ -23,7 +24,7 @@ TEST(ClaimHints, UnknownQueueStartsAtTheBeginning) {
   EXPECT_TRUE(same(hints.start("q").key, ClaimKey{}));
 }
 
-TEST(ClaimHints, AdvancesToTheFirstKeyTakenAndNeverBack) {
+TEST(ClaimHints, AdvancesToTheLastCandidateAndNeverBack) {
   ClaimHints hints(kNoReset);
   auto from = hints.start("q");
   took(hints, from, ClaimKey{0, 10, 5});

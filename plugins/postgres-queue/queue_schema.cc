@@ -321,13 +321,18 @@ static_assert(kTallySlots == 4, "CONVEYOR_TALLY_SLOT and kQueueV3 spell the coun
   "), tallied AS (\n"                                                                                    \
   CONVEYOR_TALLY("SELECT $1::text, v.st, v.n FROM won CROSS JOIN (VALUES (1, -1), (3, 1)) AS v(st, n)")  \
   "\n"                                                                                                   \
-  ")\n"                                                                                                  \
-  "-- One row even when nothing was claimed: the ring's move generation, and\n"                            \
-  "-- the candidates (those not claimed were lost to a concurrent claimer).\n"                              \
-  "SELECT c.job_id, c.kind, c.payload, c.priority, c.attempt + 1, c.max_attempts, c.run_at,\n"           \
-  "       c.created_at, c.last_error, c.cost, ring.moves, c.slot,\n"                                             \
-  "       (SELECT count(*) FROM cand) AS candidates\n"                                                          \
-  "FROM ring LEFT JOIN claimed c ON true"
+  "), walked AS (\n"                                                                       \
+  "  SELECT priority, run_at, job_id FROM cand\n"                                         \
+  "  ORDER BY priority DESC, run_at DESC, job_id DESC LIMIT 1\n"                          \
+  ")\n"                                                                                   \
+  "-- One row even when nothing was claimed: the ring's move generation, the\n"           \
+  "-- candidates (those not claimed were lost to a concurrent claimer) and the\n"         \
+  "-- last candidate's key (how far the walk got: the claim hint moves there).\n"         \
+  "SELECT c.job_id, c.kind, c.payload, c.priority, c.attempt + 1, c.max_attempts, c.run_at,\n" \
+  "       c.created_at, c.last_error, c.cost, ring.moves, c.slot,\n"                      \
+  "       (SELECT count(*) FROM cand) AS candidates,\n"                                   \
+  "       walked.priority, walked.run_at, walked.job_id\n"                                \
+  "FROM ring LEFT JOIN walked ON true LEFT JOIN claimed c ON true"
 
 constexpr std::array kStatements = {
     // Due jobs are appended to the write slot, the others go to `later`

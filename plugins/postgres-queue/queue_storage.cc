@@ -117,8 +117,6 @@ constexpr std::chrono::milliseconds kPromotionCheckPeriod{1000};
 // A cancel that lost a race with a claim tries again this many times in all.
 constexpr int kCancelAttempts = 5;
 
-ClaimKey key_of(const postgres::OwnedJob& j) { return ClaimKey{j.priority, j.run_at, j.id}; }
-
 }  // namespace
 
 QueueStorage::QueueStorage(QueueOptions options)
@@ -232,6 +230,7 @@ uint32_t QueueStorage::claim_with(std::string_view queue, std::span<const std::s
     ClaimHints::Start from;
     int64_t moves = -1;  // the ring's move generation the claim ran under
     int64_t candidates = 0;
+    std::optional<ClaimKey> walked;  // the last candidate's key: how far the walk got
     try {
       run("claim", Retry::kNever, [&](pqxx::connection& c) {
         pqxx::nontransaction tx(c);
@@ -261,9 +260,13 @@ uint32_t QueueStorage::claim_with(std::string_view queue, std::span<const std::s
         claimed.clear();
         claimed.reserve(r.size());
         claimed_slots.clear();
+        walked.reset();
         for (const auto& row : r) {
           moves = postgres::int_at(row, 10);
           candidates = postgres::int_at(row, 12);
+          if (!row[13].is_null())
+            walked = ClaimKey{postgres::int32_at(row, 13), postgres::int_at(row, 14),
+                              postgres::int_at(row, 15)};
           if (!row[0].is_null()) {
             claimed.push_back(postgres::claimed_job_at(row, q, lease_token, lease_expires_us));
             claimed_slots.push_back(postgres::int32_at(row, 11));
@@ -282,12 +285,10 @@ uint32_t QueueStorage::claim_with(std::string_view queue, std::span<const std::s
       // The hint is a lower bound for every kind; what a filtered claim took
       // says nothing of the other kinds' entries before it.
       hints_.abandon(from);
-    } else if (claimed.empty()) {
-      hints_.advance(q, from, nullptr, moves);
     } else {
-      ClaimKey first = key_of(claimed.front());
-      for (const auto& j : claimed) first = std::min(first, key_of(j));
-      hints_.advance(q, from, &first, moves);
+      // Past every candidate, won or lost: a claimer that lost its
+      // candidates to a faster one must not walk them again next time.
+      hints_.advance(q, from, walked ? &*walked : nullptr, moves);
     }
     for (size_t i = 0; i < claimed.size(); ++i)
       lease_slots_.remember(claimed[i].id, lease_token, claimed_slots[i]);

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -344,6 +345,57 @@ TEST_F(QueueStorageTest, AnEntryAnotherProcessAppendsBelowTheHintIsFoundByThePro
   }
   ASSERT_EQ(got.size(), 1u) << "never found the entry below the hint";
   EXPECT_EQ(got[0].id, urgent);
+}
+
+// A claim that loses its candidates to a faster claimer still reports how far
+// its walk got (its last candidate): the claim hint moves there, so the slower
+// claimer does not walk the same entries again next time (claim_hints.hpp).
+// Here the faster claimer's mark is inserted on another connection and
+// committed while the claim waits for it at ON CONFLICT.
+TEST_F(QueueStorageTest, AClaimThatLostItsCandidatesReportsHowFarItWalked) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  const std::vector<int64_t> ids = enqueue_many(h, "q", 2);
+  const std::string s = "\"" + schema_ + "\"";
+  const pqxx::result entry = sql("SELECT slot, entry_id, priority, run_at FROM " + s +
+                                 ".ready WHERE job_id = " + std::to_string(ids[0]));
+  ASSERT_EQ(entry.size(), 1u);
+  pqxx::connection faster(dsn_);
+  pqxx::work mark(faster);
+  const int64_t now = wall_us();
+  mark.exec_params("INSERT INTO " + s +
+                       ".marks (slot, entry_id, stage, what, job_id, at, lease_token, "
+                       "lease_expires, claimed_by, queue) VALUES ($1, $2, 1, 3, $3, $4, 1, $5, "
+                       "'faster:1', 'q')",
+                   entry[0][0].as<int32_t>(), entry[0][1].as<int64_t>(), ids[0], now, now + kHour);
+  pqxx::connection slower(dsn_);
+  const int slower_pid = slower.backendpid();
+  slower.prepare("claim", statement_sql(stmt::kClaim, schema_));
+  pqxx::result got;
+  std::thread claim([&] {
+    pqxx::nontransaction tx(slower);
+    // One job wanted, from the beginning (generation -1 voids the hint).
+    got = tx.exec_prepared("claim", "q", now, 1, 2, now + kHour, "slower:1",
+                           std::numeric_limits<int32_t>::min(), std::numeric_limits<int64_t>::min(),
+                           std::numeric_limits<int64_t>::min(), -1);
+  });
+  // The claim's snapshot missed the uncommitted mark: it waits at ON CONFLICT.
+  const bool waiting = eventually([&] {
+    return sql("SELECT count(*) FROM pg_stat_activity WHERE pid = " + std::to_string(slower_pid) +
+               " AND wait_event = 'transactionid'")[0][0]
+               .as<int64_t>() == 1;
+  });
+  mark.commit();
+  claim.join();
+  ASSERT_TRUE(waiting) << "the claim never waited for the other claimer's mark";
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(got[0][0].is_null()) << "the claim took job " << got[0][0].c_str();
+  EXPECT_EQ(got[0][12].as<int64_t>(), 1) << "candidates";
+  ASSERT_FALSE(got[0][13].is_null()) << "no walked key";
+  EXPECT_EQ(got[0][13].as<int32_t>(), entry[0][2].as<int32_t>());
+  EXPECT_EQ(got[0][14].as<int64_t>(), entry[0][3].as<int64_t>());
+  EXPECT_EQ(got[0][15].as<int64_t>(), ids[0]);
 }
 
 // A schema made by the first release (version 1, no `retired` table) is
