@@ -171,7 +171,8 @@ void Dispatcher::async_job_finished(QueueRunner& runner) { release_permit(runner
 
 void Dispatcher::job_left_slot() {
   total_in_flight_.fetch_sub(1);
-  if (!has_global_waiters_.load(std::memory_order_acquire)) return;
+  // seq_cst, paired with poll_local's store then re-check of the total.
+  if (!has_global_waiters_.load()) return;
   std::lock_guard lock(mu_);
   woken_.insert(woken_.end(), waiting_global_.begin(), waiting_global_.end());
   waiting_global_.clear();
@@ -194,8 +195,8 @@ void Dispatcher::release_permit(QueueRunner& runner, bool local) {
   // local worker slot.
   if (local) total_in_flight_.fetch_sub(1);
   bool wake_runner = runner.parked.exchange(false, std::memory_order_acq_rel);
-  const bool wake_global = local && has_global_waiters_.load(std::memory_order_acquire);
-  if (!wake_runner && !wake_global) return;  // the common case: no lock
+  const bool wake_global = local && has_global_waiters_.load();  // seq_cst: see job_left_slot
+  if (!wake_runner && !wake_global) return;                      // the common case: no lock
   std::lock_guard lock(mu_);
   if (wake_runner) woken_.push_back(&runner);
   if (local && !waiting_global_.empty()) {
@@ -635,7 +636,14 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
   if (global_free == 0) {
     std::lock_guard lock(mu_);
     waiting_global_.push_back(&r);
-    has_global_waiters_.store(true, std::memory_order_release);
+    has_global_waiters_.store(true);  // seq_cst: ordered before the re-check
+    // A slot may have been freed between the load above and the store, by a
+    // job that saw no waiter: re-check so its wake-up is not lost (as park).
+    if (total_in_flight_.load() < options_.max_in_flight) {
+      woken_.insert(woken_.end(), waiting_global_.begin(), waiting_global_.end());
+      waiting_global_.clear();
+      has_global_waiters_.store(false, std::memory_order_release);
+    }
     return;
   }
   const std::vector<std::string>* kinds = claim_filter();
