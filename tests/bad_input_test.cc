@@ -133,10 +133,12 @@ std::vector<CliRow> cli_rows(const TempDir& dir) {
        head + "[engine]\nfrobnicate = 1\n",
        {"queues"},
        2,
-       "{config}:7: engine.frobnicate: unknown key (known keys in [engine]: rate_limit_enabled, rate_limit_scope, "
+       "{config}:7: engine.frobnicate: unknown key (known keys in [engine]: rate_limit_enabled, "
+       "rate_limit_scope, "
        "rate_limit_rate_per_sec, rate_limit_burst, max_workers, worker_threads, claim_batch_max, "
        "poll_interval_ms, lease_ms, rescue_interval_ms, max_attempts, retry_backoff_base_ms, "
-       "retry_backoff_max_ms, max_backoff_s, backoff_base_ms, shutdown_timeout_ms, retention_s, unknown_kind_grace_s, "
+       "retry_backoff_max_ms, max_backoff_s, backoff_base_ms, shutdown_timeout_ms, retention_s, "
+       "unknown_kind_grace_s, "
        "unknown_kind)"},
       {"wrong type",
        head + "[engine]\npoll_interval_ms = \"fast\"\n",
@@ -392,13 +394,13 @@ std::vector<CliRow> cli_rows(const TempDir& dir) {
        {"queues"},
        1,
        load + "entry_null.so: conveyor_storage_plugin_entry returned NULL: the plugin does not "
-              "support ABI major 1 (this conveyor speaks 1.2); use a plugin built for this "
+              "support ABI major 1 (this conveyor speaks 1.3); use a plugin built for this "
               "conveyor version"},
       {"ABI major 2 (wrong_major)",
        storage("wrong_major", kBrokenDir),
        {"queues"},
        1,
-       load + "wrong_major.so: plugin speaks ABI 2.0, this conveyor speaks 1.2; use a plugin "
+       load + "wrong_major.so: plugin speaks ABI 2.0, this conveyor speaks 1.3; use a plugin "
               "built for ABI major 1"},
       {"table too short (short_table)",
        storage("short_table", kBrokenDir),

@@ -3,8 +3,8 @@
 // the reason; a plugin from a newer minor (more slots, or a kind and
 // capability bits this host does not know) and a throwing C++ plugin must
 // load and behave; the real sqlite plugin must load when it has been built.
-#include <conveyor/plugin_loader.hpp>
 #include <conveyor/storage_plugin.h>
+#include <conveyor/plugin_loader.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -152,17 +152,17 @@ TEST(PluginLoader, WrongMajorNamesBothVersions) {
   const fs::path path = test_plugin("wrong_major");
   const std::string msg = load_error(path);
   EXPECT_THAT(msg, StartsWith(prefix_for(path)));
-  EXPECT_THAT(msg, HasSubstr("plugin speaks ABI 2.0, this conveyor speaks 1.2"));
+  EXPECT_THAT(msg, HasSubstr("plugin speaks ABI 2.0, this conveyor speaks 1.3"));
 }
 
 TEST(PluginLoader, ShortTable) {
   const fs::path path = test_plugin("short_table");
   const std::string msg = load_error(path);
   EXPECT_THAT(msg, StartsWith(prefix_for(path)));
-  EXPECT_THAT(msg, HasSubstr("function table is " +
-                             std::to_string(offsetof(conveyor_storage_plugin, claim)) +
-                             " bytes, at least " + std::to_string(CONVEYOR_PLUGIN_V1_0_SIZE) +
-                             " required"));
+  EXPECT_THAT(
+      msg,
+      HasSubstr("function table is " + std::to_string(offsetof(conveyor_storage_plugin, claim)) +
+                " bytes, at least " + std::to_string(CONVEYOR_PLUGIN_V1_0_SIZE) + " required"));
 }
 
 TEST(PluginLoader, NullRequiredSlotIsNamed) {
@@ -343,10 +343,10 @@ TEST(PluginLoader, NewerMinorLoadsWithTheHostsSlots) {
   // The plugin's table is one slot larger than the host's struct.
   EXPECT_EQ(info.struct_size, sizeof(conveyor_storage_plugin) + sizeof(void (*)()));
   EXPECT_GT(info.struct_size, sizeof(conveyor_storage_plugin));
-  // It is memory_c's table, which has no ABI 1.2 slots.
+  // It is memory_c's table, which has no ABI 1.2 or 1.3 slots.
   EXPECT_EQ(info.optional_slots_missing,
             (std::vector<std::string>{"wait_for_notification", "swap_shared_state",
-                                      "set_rate_limit_v2", "enqueue_v3"}));
+                                      "set_rate_limit_v2", "enqueue_v3", "add_shared_state"}));
 
   // The host copy is the host's size and says so.
   const conveyor_storage_plugin& t = plugin->table();
@@ -389,10 +389,11 @@ TEST(PluginLoader, ThrowingCppPluginReturnsInternal) {
   EXPECT_EQ(info.struct_size, sizeof(conveyor_storage_plugin));
   // It implements wait_for_notification (throwing), so the helper advertises
   // notify; it has none of the 1.1 methods, so the helper leaves those NULL.
-  EXPECT_THAT(info.optional_slots_missing,
-              ::testing::ElementsAre("enqueue_v2", "claim_kinds", "list_jobs", "retry_jobs",
-                                     "delete_jobs", "job_counts", "rescue_expired_v2",
-                                     "swap_shared_state", "set_rate_limit_v2", "enqueue_v3"));
+  EXPECT_THAT(
+      info.optional_slots_missing,
+      ::testing::ElementsAre("enqueue_v2", "claim_kinds", "list_jobs", "retry_jobs", "delete_jobs",
+                             "job_counts", "rescue_expired_v2", "swap_shared_state",
+                             "set_rate_limit_v2", "enqueue_v3", "add_shared_state"));
   EXPECT_NE(info.capabilities & CONVEYOR_CAP_NOTIFY, 0u);
 
   const conveyor_storage_plugin& t = plugin->table();
@@ -580,8 +581,8 @@ TEST(PluginNames, KindNames) {
 TEST(PluginNames, CapabilityNames) {
   EXPECT_EQ(capability_names(0), "none");
   EXPECT_EQ(capability_names(CONVEYOR_CAP_DURABLE), "durable");
-  EXPECT_EQ(capability_names(CONVEYOR_CAP_NOTIFY | CONVEYOR_CAP_DURABLE |
-                             CONVEYOR_CAP_MULTI_HOST | CONVEYOR_CAP_MULTI_PROCESS),
+  EXPECT_EQ(capability_names(CONVEYOR_CAP_NOTIFY | CONVEYOR_CAP_DURABLE | CONVEYOR_CAP_MULTI_HOST |
+                             CONVEYOR_CAP_MULTI_PROCESS),
             "durable,multi-process,multi-host,notify");
   EXPECT_EQ(capability_names(CONVEYOR_CAP_DURABLE | (uint64_t{1} << 9)), "durable,bit9");
 }

@@ -1,4 +1,5 @@
-// The core's Storage over ABI 1.2, through the real loader: on SQLite (every
+// The core's Storage over ABI 1.2 (and 1.3's add_shared_state), through the
+// real loader: on SQLite (every
 // 1.2 slot) shared records, fleet scope and job costs round trip; on the C
 // example (ABI 1.2 header, none of the 1.2 slots) a fleet limit and a cost
 // other than 1 are refused naming the plugin and the slot, and nothing is
@@ -70,6 +71,23 @@ TEST(StorageAbi12, SqliteRoundTripsCostScopeAndSharedRecords) {
   Storage::SharedRecord read = s->swap_shared_state("ratelimit.bucket:q", -1, 0);
   EXPECT_FALSE(read.applied);
   EXPECT_EQ(read.value, 100);
+  // ABI 1.3: a bounded add on the same record moves its version.
+  ASSERT_TRUE(s->has_slot("add_shared_state"));
+  Storage::SharedAdded added = s->add_shared_state(
+      "ratelimit.bucket:q",
+      Storage::SharedAdd{
+          .credit = 30, .low = 0, .high = 100, .unit = 10, .min_count = 1, .max_count = 9});
+  EXPECT_EQ(added.count, 3u) << "from 100 - 30 = 70, three units of 10 fit under 100";
+  EXPECT_EQ(added.value, 100);
+  EXPECT_EQ(added.version, 2);
+  EXPECT_FALSE(s->swap_shared_state("ratelimit.bucket:q", 1, 0).applied);
+  try {
+    s->add_shared_state("ratelimit.bucket:q", Storage::SharedAdd{.unit = 0});
+    ADD_FAILURE() << "unit 0 was accepted";
+  } catch (const StorageError& e) {
+    EXPECT_EQ(e.code(), CONVEYOR_E_INVALID);
+    EXPECT_THAT(e.what(), HasSubstr("unit must be in 1.."));
+  }
   try {
     s->swap_shared_state(std::string(CONVEYOR_SHARED_KEY_MAX + 1, 'k'), 0, 1);
     ADD_FAILURE() << "a key longer than CONVEYOR_SHARED_KEY_MAX was accepted";
@@ -89,7 +107,8 @@ TEST(StorageAbi12, APluginWithoutThe1_2SlotsRefusesFleetAndCostByName) {
       ADD_FAILURE() << need << " did not throw";
     } catch (const StorageError& e) {
       EXPECT_EQ(e.code(), CONVEYOR_E_UNSUPPORTED);
-      EXPECT_THAT(e.what(), HasSubstr("storage plugin 'memory_c' (ABI 1.2) does not implement " +
+      EXPECT_THAT(e.what(), HasSubstr("storage plugin 'memory_c' (ABI 1." +
+                                      std::to_string(CONVEYOR_ABI_MINOR) + ") does not implement " +
                                       slot + ", which " + need + " needs"));
     }
   };
@@ -102,6 +121,9 @@ TEST(StorageAbi12, APluginWithoutThe1_2SlotsRefusesFleetAndCostByName) {
   expect_refused([&] { s->enqueue(batch, kNow); }, "enqueue_v3", "a job cost other than 1");
   expect_refused([&] { s->swap_shared_state("ratelimit.enabled", -1, 0); }, "swap_shared_state",
                  "sharing state across processes");
+  EXPECT_FALSE(s->has_slot("add_shared_state"));
+  expect_refused([&] { s->add_shared_state("ratelimit.bucket:q", Storage::SharedAdd{}); },
+                 "add_shared_state", "a fleet take in one call");
   EXPECT_TRUE(s->list_rate_limits().empty()) << "the refused fleet limit was stored";
   EXPECT_TRUE(s->claim("q", 10, 7, kNow, kNow + 1).empty()) << "the refused batch was stored";
 

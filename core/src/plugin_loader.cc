@@ -78,6 +78,8 @@ constexpr Slot kOptionalSlots[] = {
     CONVEYOR_SLOT(swap_shared_state),
     CONVEYOR_SLOT(set_rate_limit_v2),
     CONVEYOR_SLOT(enqueue_v3),
+    // 1.3
+    CONVEYOR_SLOT(add_shared_state),
 };
 #undef CONVEYOR_SLOT
 

@@ -57,6 +57,7 @@ class PluginStorage final : public Storage {
   std::vector<QueueStats> job_counts(int64_t now_us) override;
   SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
                                  int64_t new_value) override;
+  SharedAdded add_shared_state(std::string_view key, const SharedAdd& add) override;
 
  private:
   PluginStorage(std::shared_ptr<const Plugin> plugin, conveyor_storage* handle);

@@ -331,6 +331,32 @@ Storage::SharedRecord PluginStorage::swap_shared_state(std::string_view key,
   return SharedRecord{r.version, r.value, r.applied == 1};
 }
 
+Storage::SharedAdded PluginStorage::add_shared_state(std::string_view key, const SharedAdd& add) {
+  host::PluginBinding b = binding(t_, handle_);
+  if (!has_slot("add_shared_state"))
+    throw StorageError(CONVEYOR_E_UNSUPPORTED,
+                       b.missing_slot("add_shared_state", "a fleet take in one call", 3).message);
+  host::PluginBinding::SharedAdded r =
+      value_or_throw(plugin_->info().name, "add_shared_state",
+                     b.add_shared_state(key, add.credit, add.low, add.high, add.unit, add.min_count,
+                                        add.max_count));
+  if (r.version == host::kUnwrittenValue || r.value == host::kUnwrittenValue ||
+      r.count == host::kUnwrittenCount)
+    throw StorageError(CONVEYOR_E_INTERNAL,
+                       fmt::format("storage plugin '{}': add_shared_state returned CONVEYOR_OK "
+                                   "without writing every out-parameter",
+                                   plugin_->info().name));
+  if ((r.count != 0 && (r.count < add.min_count || r.count > add.max_count)) ||
+      (r.count != 0 && r.value > add.high))
+    throw StorageError(
+        CONVEYOR_E_INTERNAL,
+        fmt::format("storage plugin '{}': add_shared_state added {} units (asked for {}..{}) "
+                    "leaving value {} (high {})",
+                    plugin_->info().name, r.count, add.min_count, add.max_count, r.value,
+                    add.high));
+  return SharedAdded{r.version, r.value, r.count};
+}
+
 int64_t PluginStorage::change_marker() {
   return value_or_throw(plugin_->info().name, "change_marker",
                         binding(t_, handle_).change_marker());
@@ -369,6 +395,8 @@ constexpr SlotSpan kOptionalSlots[] = {
     CONVEYOR_SLOT_SPAN(swap_shared_state),
     CONVEYOR_SLOT_SPAN(set_rate_limit_v2),
     CONVEYOR_SLOT_SPAN(enqueue_v3),
+    // ABI 1.3
+    CONVEYOR_SLOT_SPAN(add_shared_state),
 };
 #undef CONVEYOR_SLOT_SPAN
 

@@ -28,6 +28,7 @@ constexpr const char* kListRateLimits = "conveyor_list_rate_limits";
 constexpr const char* kChangeMarker = "conveyor_change_marker";
 constexpr const char* kSharedRead = "conveyor_shared_read";
 constexpr const char* kSharedSwap = "conveyor_shared_swap";
+constexpr const char* kSharedAdd = "conveyor_shared_add";
 }  // namespace stmt
 
 constexpr std::array kStatements = {
@@ -80,6 +81,12 @@ SELECT value FROM {s}.meta WHERE key = 'change_marker')sql"},
     // kSharedStateInPlace's function.
     Statement{stmt::kSharedSwap, R"sql(
 SELECT version, value, applied FROM {s}.swap_shared_state($1::text, $2::bigint, $3::bigint))sql"},
+
+    // add_shared_state in one round trip: kSharedAdd's function.
+    Statement{stmt::kSharedAdd, R"sql(
+SELECT version, value, added FROM {s}.add_shared_state($1::text, $2::bigint, $3::bigint,
+                                                       $4::bigint, $5::bigint, $6::bigint,
+                                                       $7::bigint))sql"},
 };
 
 }  // namespace
@@ -197,6 +204,54 @@ SELECT {s}.shared_key_create(key, version, value) FROM {s}.shared_state ORDER BY
 DROP TABLE {s}.shared_state;
 )sql";
 
+// add_shared_state (storage_plugin.h, ABI 1.3) on kSharedStateInPlace's
+// sequences, under the key's exclusive lock as a swap, in the header's
+// order (nothing overflows for the inputs the SDK adapter lets through).
+const char* const kSharedAdd = R"sql(
+CREATE FUNCTION {s}.add_shared_state(p_key text, p_credit bigint, p_low bigint, p_high bigint,
+                                     p_unit bigint, p_min bigint, p_max bigint,
+                                     OUT version bigint, OUT value bigint, OUT added bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  k {s}.shared_keys;
+  known boolean;
+  base bigint;
+BEGIN
+  added := 0;
+  PERFORM pg_advisory_xact_lock(1399349618, hashtext('{s}' || p_key));
+  SELECT * INTO k FROM {s}.shared_keys AS sk WHERE sk.key = p_key;
+  known := FOUND;
+  IF known THEN
+    version := pg_sequence_last_value(k.version_seq);
+    value := pg_sequence_last_value(k.value_seq);
+  ELSE
+    version := 0;
+    value := 0;
+  END IF;
+  IF value <= p_low THEN
+    base := p_low;
+  ELSE
+    base := greatest(value - p_credit, p_low);
+  END IF;
+  IF base > p_high THEN
+    RETURN;
+  END IF;
+  added := least(p_max, (p_high - base) / p_unit);
+  IF added < p_min THEN
+    added := 0;
+    RETURN;
+  END IF;
+  IF NOT known THEN
+    k := {s}.shared_key_create(p_key, 0, 0);
+  END IF;
+  PERFORM setval(k.version_seq, version + 1, true);
+  PERFORM setval(k.value_seq, base + p_unit * added, true);
+  version := version + 1;
+  value := base + p_unit * added;
+END
+$fn$;
+)sql";
+
 const std::span<const Statement> kControlStatements = kStatements;
 
 ControlStore::ControlStore(ConnectionPool& pool, const PgOptions& options)
@@ -249,6 +304,30 @@ void ControlStore::set_rate_limit(std::string_view queue, double rate_per_sec, u
     tx.exec_prepared(stmt::kSetRateLimit, q, shortest(rate_per_sec), burst, now_us,
                      channels_.control, payload, scope);
   });
+}
+
+sdk::SharedAddResult ControlStore::add_shared_state(std::string_view key,
+                                                    const sdk::SharedAdd& add) {
+  if (!is_storable_text(key))
+    throw Error(CONVEYOR_E_INVALID, "add_shared_state: key must be valid UTF-8 without NUL bytes");
+  const std::string k(key);
+  sdk::SharedAddResult rec;
+  // Never repeated: an add that applied before the connection was lost would
+  // apply twice.
+  run_on_pool(pool_, "add_shared_state", Retry::kNever, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    pqxx::result r = tx.exec_prepared(stmt::kSharedAdd, k, add.credit, add.low, add.high, add.unit,
+                                      int64_t{add.min_count}, int64_t{add.max_count});
+    if (r.size() != 1)
+      throw Error(CONVEYOR_E_INTERNAL, "add_shared_state: the function returned " +
+                                           std::to_string(r.size()) + " rows, not 1");
+    const int64_t added = int_at(r[0], 2);
+    if (added < 0 || added > int64_t{add.max_count})
+      throw Error(CONVEYOR_E_INTERNAL,
+                  "add_shared_state: the function added " + std::to_string(added) + " units");
+    rec = sdk::SharedAddResult{int_at(r[0], 0), int_at(r[0], 1), static_cast<uint32_t>(added)};
+  });
+  return rec;
 }
 
 sdk::SharedRecord ControlStore::swap_shared_state(std::string_view key, int64_t expected_version,

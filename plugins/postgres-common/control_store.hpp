@@ -41,6 +41,8 @@ extern const char* const kControlTablesV12;
 //   shared_keys(key, version_seq, value_seq), shared_key_ids,
 //   functions shared_key_create and swap_shared_state
 extern const char* const kSharedStateInPlace;
+// ABI 1.3, the step after: function add_shared_state on those sequences.
+extern const char* const kSharedAdd;
 
 // The statements ControlStore runs; prepare them on every pooled connection.
 extern const std::span<const Statement> kControlStatements;
@@ -64,6 +66,8 @@ class ControlStore {
   // already checked for length by the SDK adapter.
   sdk::SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
                                       int64_t new_value);
+  // ABI 1.3: one statement per call under the key's lock, no dead tuple.
+  sdk::SharedAddResult add_shared_state(std::string_view key, const sdk::SharedAdd& add);
   void delete_rate_limit(std::string_view queue);
   void list_rate_limits(const sdk::RateLimitSink& sink);
   int64_t change_marker();

@@ -42,6 +42,11 @@ sdk::SharedRecord PgStorageBase::swap_shared_state(std::string_view key, int64_t
   return control_->swap_shared_state(key, expected_version, new_value);
 }
 
+sdk::SharedAddResult PgStorageBase::add_shared_state(std::string_view key,
+                                                     const sdk::SharedAdd& add) {
+  return control_->add_shared_state(key, add);
+}
+
 void PgStorageBase::delete_rate_limit(std::string_view queue) {
   control_->delete_rate_limit(queue);
 }

@@ -69,6 +69,8 @@ class PgStorageBase {
                              int32_t scope, int64_t now_us);
   sdk::SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
                                       int64_t new_value);
+  // ABI 1.3
+  sdk::SharedAddResult add_shared_state(std::string_view key, const sdk::SharedAdd& add);
 
  protected:
   // setup runs on every new pooled connection (session settings, statements).

@@ -239,7 +239,9 @@ const std::vector<std::string>& migration_steps() {
       std::string(kQueueV1) + postgres::kControlTables, kQueueV2, kQueueV3,
       std::string(kQueueV4) + postgres::kControlTablesV12,
       // Version 5: swap_shared_state leaves no dead tuples.
-      postgres::kSharedStateInPlace};
+      postgres::kSharedStateInPlace,
+      // Version 6: ABI 1.3 add_shared_state.
+      postgres::kSharedAdd};
   return steps;
 }
 

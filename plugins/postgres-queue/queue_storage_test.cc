@@ -57,7 +57,13 @@ class QueueStorageTest : public postgres::test::PgTest {
   // current definition, the cost column cut), no cost columns, no scope, no
   // shared_state, the step unrecorded.
   // Takes the schema back to version 4: shared records in shared_state rows.
+  void undo_schema_6() {
+    const std::string s = "\"" + schema_ + "\"";
+    sql("DROP FUNCTION " + s + ".add_shared_state; DELETE FROM " + s +
+        ".queue_schema_migrations WHERE version = 6");
+  }
   void undo_schema_5() {
+    undo_schema_6();
     const std::string s = "\"" + schema_ + "\"";
     sql("CREATE TABLE " + s + ".shared_state (key text COLLATE \"C\" PRIMARY KEY, version " +
         "bigint NOT NULL, value bigint NOT NULL); INSERT INTO " + s +
@@ -532,6 +538,37 @@ TEST_F(QueueStorageTest, MigrateFromVersion3KeepsJobsAndOverrides) {
 // switch) is upgraded in place: the records move into sequences unchanged,
 // and swaps from then on change no row, so they leave no dead tuple for a
 // transaction held open elsewhere to keep.
+// Version 6 adds add_shared_state over the records swaps wrote, and an add
+// changes no row either (the sequences, in place).
+TEST_F(QueueStorageTest, MigrateFromVersion5AddsToTheRecordsSwapsWrote) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  ASSERT_EQ(swap_shared(h, "ratelimit.bucket:q", 0, 100).applied, 1);
+  close_store(h);
+  undo_schema_6();
+  h = open_store();
+  ASSERT_NE(h, nullptr);
+  const std::string s = "\"" + schema_ + "\"";
+  EXPECT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(),
+            kSchemaVersion);
+  const std::string row_before =
+      sql("SELECT ctid::text || '/' || xmin::text FROM " + s + ".shared_keys")[0][0].c_str();
+  host::PluginBinding::SharedAdded added =
+      add_shared(h, "ratelimit.bucket:q", 0, 0, 1000, 100, 1, 5);
+  EXPECT_EQ(added.count, 5u) << "from 100, nine units of 100 fit under 1000; max_count 5";
+  EXPECT_EQ(added.value, 600);
+  EXPECT_EQ(added.version, 2);
+  host::PluginBinding::SharedAdded none = add_shared(h, "ratelimit.bucket:q", 0, 0, 650, 100, 1, 5);
+  EXPECT_EQ(none.count, 0u);
+  EXPECT_EQ(none.version, 2);
+  EXPECT_EQ(swap_shared(h, "ratelimit.bucket:q", -1, 0).value, 600);
+  EXPECT_EQ(sql("SELECT ctid::text || '/' || xmin::text FROM " + s + ".shared_keys")[0][0].c_str(),
+            row_before)
+      << "an add must change the sequences in place, not the key's row";
+  close_store(h);
+}
+
 TEST_F(QueueStorageTest, MigrateFromVersion4KeepsSharedRecordsAndSwapsUpdateNoRow) {
   CONVEYOR_REQUIRE_PG();
   conveyor_storage* h = open_store();

@@ -93,13 +93,14 @@ ALTER TABLE {s}.jobs ADD COLUMN cost integer NOT NULL DEFAULT 1;
 )sql";
 
 // Version 4: kSharedStateInPlace (swap_shared_state leaves no dead tuples).
+// Version 5: kSharedAdd (ABI 1.3 add_shared_state).
 
 // One entry per version step: steps[i] upgrades version i to i + 1. Never
 // edit a released step; append.
 const std::vector<std::string>& migration_steps() {
   static const std::vector<std::string> steps = {std::string(kJobsV1) + kControlTables, kJobsV2,
                                                  std::string(kJobsV3) + kControlTablesV12,
-                                                 kSharedStateInPlace};
+                                                 kSharedStateInPlace, kSharedAdd};
   return steps;
 }
 

@@ -859,35 +859,61 @@ void SqliteStorage::enqueue_costed(std::span<const conveyor_new_job_v2> jobs, in
   insert_jobs(plain, costs, now_us, out_ids);
 }
 
+namespace {
+
+// key's record, (0, 0) when never written.
+sdk::SharedRecord read_shared(Conn& c, std::string_view key) {
+  SQLite::Statement& st = c.get(kSharedGet);
+  Use u(st);
+  bind_text(st, 1, key);
+  sdk::SharedRecord r;
+  if (st.executeStep()) {
+    r.version = st.getColumn(0).getInt64();
+    r.value = st.getColumn(1).getInt64();
+  }
+  return r;
+}
+
+void write_shared(Conn& c, std::string_view key, int64_t version, int64_t value) {
+  SQLite::Statement& put = c.get(kSharedPut);
+  Use u(put);
+  bind_text(put, 1, key);
+  put.bind(2, static_cast<int64_t>(version));
+  put.bind(3, static_cast<int64_t>(value));
+  put.exec();
+}
+
+}  // namespace
+
 sdk::SharedRecord SqliteStorage::swap_shared_state(std::string_view key, int64_t expected_version,
                                                    int64_t new_value) {
   sdk::SharedRecord r;
-  const auto get = [&](Conn& c) {
-    SQLite::Statement& st = c.get(kSharedGet);
-    Use u(st);
-    bind_text(st, 1, key);
-    r = sdk::SharedRecord{};
-    if (st.executeStep()) {
-      r.version = st.getColumn(0).getInt64();
-      r.value = st.getColumn(1).getInt64();
-    }
-  };
   if (expected_version < 0) {
-    read("swap_shared_state", get);
+    read("swap_shared_state", [&](Conn& c) { r = read_shared(c, key); });
     return r;
   }
   // BEGIN IMMEDIATE takes the file's write lock first: the read and the write
   // below are one step for every connection in every process.
   write_txn("swap_shared_state", [&](Conn& c) {
-    get(c);
+    r = read_shared(c, key);
     if (r.version != expected_version) return;
-    SQLite::Statement& put = c.get(kSharedPut);
-    Use u(put);
-    bind_text(put, 1, key);
-    put.bind(2, static_cast<int64_t>(expected_version + 1));
-    put.bind(3, static_cast<int64_t>(new_value));
-    put.exec();
+    write_shared(c, key, expected_version + 1, new_value);
     r = sdk::SharedRecord{expected_version + 1, new_value, true};
+  });
+  return r;
+}
+
+sdk::SharedAddResult SqliteStorage::add_shared_state(std::string_view key,
+                                                     const sdk::SharedAdd& add) {
+  sdk::SharedAddResult r;
+  // One write transaction, as a swap: atomic across processes.
+  write_txn("add_shared_state", [&](Conn& c) {
+    const sdk::SharedRecord cur = read_shared(c, key);
+    const sdk::SharedAddOutcome o = sdk::apply_shared_add(cur.value, add);
+    r = sdk::SharedAddResult{cur.version, cur.value, 0};
+    if (o.count == 0) return;
+    write_shared(c, key, cur.version + 1, o.value);
+    r = sdk::SharedAddResult{cur.version + 1, o.value, o.count};
   });
   return r;
 }

@@ -27,6 +27,7 @@
 //   * ABI 1.2 (schema 3): jobs.cost, rate_limits.scope, and shared_state for
 //     swap_shared_state: a read on a reader, a swap in one BEGIN IMMEDIATE
 //     transaction (the file's write lock makes it atomic across processes).
+//     ABI 1.3's add_shared_state is a read and a write in one such transaction.
 //   * Notifications (CONVEYOR_CAP_NOTIFY) with no server to send them:
 //     wait_for_notification sleeps on inotify until the -wal file is written
 //     (every commit, by any connection in any process, appends to it), then
@@ -129,6 +130,8 @@ class SqliteStorage {
   // ABI 1.2 (schema 3)
   sdk::SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
                                       int64_t new_value);
+  // ABI 1.3 (no schema change: shared_state's rows)
+  sdk::SharedAddResult add_shared_state(std::string_view key, const sdk::SharedAdd& add);
   void set_rate_limit_scoped(std::string_view queue, double rate_per_sec, uint32_t burst,
                              int32_t scope, int64_t now_us);
   void enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,

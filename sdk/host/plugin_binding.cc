@@ -594,6 +594,24 @@ Result<PluginBinding::Shared> PluginBinding::swap_shared_state(std::string_view 
   return r;
 }
 
+Result<PluginBinding::SharedAdded> PluginBinding::add_shared_state(std::string_view key,
+                                                                   int64_t credit, int64_t low,
+                                                                   int64_t high, int64_t unit,
+                                                                   uint32_t min_count,
+                                                                   uint32_t max_count) {
+  Result<SharedAdded> r;
+  if (!CONVEYOR_HAS_SLOT(add_shared_state)) {
+    r.status = missing_slot("add_shared_state", "a fleet take in one call", 3);
+    return r;
+  }
+  r.value = SharedAdded{kUnwrittenValue, kUnwrittenValue, kUnwrittenCount};
+  r.status = run("add_shared_state", [&](conveyor_error* e) {
+    return table_->add_shared_state(handle_, cstr(key), credit, low, high, unit, min_count,
+                                    max_count, &r.value.version, &r.value.value, &r.value.count, e);
+  });
+  return r;
+}
+
 Status PluginBinding::set_rate_limit_v2(std::string_view queue, double rate_per_sec, uint32_t burst,
                                         int32_t scope, int64_t now_us) {
   if (!CONVEYOR_HAS_SLOT(set_rate_limit_v2))

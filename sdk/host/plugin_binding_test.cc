@@ -279,6 +279,27 @@ TEST_F(PluginBindingTest, AV1_1TableLacksTheV1_2SlotsByName) {
   EXPECT_TRUE(real.claim("q", 10, 3, kNow, kNow + 1).value.jobs.empty());
 }
 
+TEST_F(PluginBindingTest, AV1_2TableLacksTheV1_3SlotByName) {
+  PluginBinding& real =
+      open_plugin(CONVEYOR_TEST_SQLITE_PLUGIN, {{"path", (dir_ / "12.db").string()}});
+  conveyor_storage_plugin v1_2 = real.table();
+  v1_2.struct_size = CONVEYOR_PLUGIN_V1_2_SIZE;
+  v1_2.abi_minor = 2;
+  PluginBinding b(v1_2, real.handle());
+  Result<PluginBinding::SharedAdded> added = b.add_shared_state("k", 0, 0, 100, 10, 1, 1);
+  EXPECT_EQ(added.status.code, CONVEYOR_E_UNSUPPORTED);
+  EXPECT_THAT(added.status.message,
+              HasSubstr("storage plugin 'sqlite' implements ABI 1.2; a fleet take in one call "
+                        "needs ABI 1.3 (slot add_shared_state)"));
+  EXPECT_EQ(real.swap_shared_state("k", -1, 0).value.version, 0) << "nothing reached the plugin";
+  // The whole table has it, and the add reaches the plugin.
+  Result<PluginBinding::SharedAdded> real_add = real.add_shared_state("k", 0, 0, 100, 10, 1, 5);
+  ASSERT_TRUE(real_add.status.ok()) << real_add.status.message;
+  EXPECT_EQ(real_add.value.count, 5u);
+  EXPECT_EQ(real_add.value.value, 50);
+  EXPECT_EQ(real.swap_shared_state("k", -1, 0).value.version, 1);
+}
+
 // Structs from a plugin built before 1.2 end before cost and scope: those
 // read as 1 and PROCESS, whatever lies beyond struct_size, and that is no
 // problem (the struct is a 1.1 struct, not an undersized one).

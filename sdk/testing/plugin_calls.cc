@@ -235,6 +235,15 @@ host::PluginBinding::Shared PluginCalls::swap_shared(conveyor_storage* h, const 
   return r.value;
 }
 
+host::PluginBinding::SharedAdded PluginCalls::add_shared(conveyor_storage* h,
+                                                         const std::string& key, int64_t credit,
+                                                         int64_t low, int64_t high, int64_t unit,
+                                                         uint32_t min_count, uint32_t max_count) {
+  auto r = Checked(api_, h).add_shared_state(key, credit, low, high, unit, min_count, max_count);
+  EXPECT_EQ(r.status.code, CONVEYOR_OK) << r.status.message;
+  return r.value;
+}
+
 conveyor_status PluginCalls::pause(conveyor_storage* h, const std::string& q, bool paused) {
   host::Status st = Checked(api_, h).set_queue_paused(q, paused, 0);
   EXPECT_EQ(st.code, CONVEYOR_OK) << st.message;

@@ -55,9 +55,6 @@ TEST(AbiFreeze, Version1_2AppendsItsSlotsAndFieldsAtTheEnd) {
             CONVEYOR_PLUGIN_V1_1_SIZE + kSlot);
   EXPECT_EQ(offsetof(conveyor_storage_plugin, enqueue_v3), CONVEYOR_PLUGIN_V1_1_SIZE + 2 * kSlot);
   EXPECT_EQ(CONVEYOR_PLUGIN_V1_2_SIZE, CONVEYOR_PLUGIN_V1_1_SIZE + 3 * kSlot);
-  EXPECT_EQ(CONVEYOR_PLUGIN_V1_2_SIZE, sizeof(conveyor_storage_plugin))
-      << "a slot after enqueue_v3 belongs to a new minor with a size macro of its own";
-  EXPECT_EQ(CONVEYOR_ABI_MINOR, 2);
 
   EXPECT_EQ(offsetof(conveyor_job, cost),
             offsetof(conveyor_job, last_error) + sizeof(conveyor_str));
@@ -70,6 +67,16 @@ TEST(AbiFreeze, Version1_2AppendsItsSlotsAndFieldsAtTheEnd) {
   EXPECT_EQ(offsetof(conveyor_new_job_v2, job), 0u);
   EXPECT_EQ(offsetof(conveyor_new_job_v2, cost), sizeof(conveyor_new_job));
   EXPECT_EQ(sizeof(conveyor_new_job_v2), sizeof(conveyor_new_job) + 2 * sizeof(int32_t));
+}
+
+// ABI 1.3 appends one slot after the last 1.2 slot.
+TEST(AbiFreeze, Version1_3AppendsItsSlotAtTheEnd) {
+  constexpr size_t kSlot = sizeof(void (*)());
+  EXPECT_EQ(offsetof(conveyor_storage_plugin, add_shared_state), CONVEYOR_PLUGIN_V1_2_SIZE);
+  EXPECT_EQ(CONVEYOR_PLUGIN_V1_3_SIZE, CONVEYOR_PLUGIN_V1_2_SIZE + kSlot);
+  EXPECT_EQ(CONVEYOR_PLUGIN_V1_3_SIZE, sizeof(conveyor_storage_plugin))
+      << "a slot after add_shared_state belongs to a new minor with a size macro of its own";
+  EXPECT_EQ(CONVEYOR_ABI_MINOR, 3);
 }
 
 }  // namespace

@@ -156,6 +156,28 @@ class Storage {
   virtual SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
                                          int64_t new_value) = 0;
 
+  // ---- ABI 1.3 ----
+  // add_shared_state's inputs and result (storage_plugin.h): with v key's
+  // value, base = max(v - credit, low); count = the most units, at most
+  // max_count, with base + unit * count <= high; applied (version + 1) when
+  // count >= min_count, else nothing changes and count is 0.
+  struct SharedAdd {
+    int64_t credit = 0;
+    int64_t low = 0;
+    int64_t high = 0;
+    int64_t unit = 1;
+    uint32_t min_count = 1;
+    uint32_t max_count = 1;
+  };
+  struct SharedAdded {
+    int64_t version = 0;
+    int64_t value = 0;
+    uint32_t count = 0;
+  };
+  // Throws CONVEYOR_E_UNSUPPORTED on a plugin without the slot
+  // (has_slot("add_shared_state") says which).
+  virtual SharedAdded add_shared_state(std::string_view key, const SharedAdd& add) = 0;
+
  protected:
   Storage() = default;
 };

@@ -55,6 +55,8 @@ const char* to_string(StorageOp op) noexcept {
       return "job_counts";
     case StorageOp::kSwapSharedState:
       return "swap_shared_state";
+    case StorageOp::kAddSharedState:
+      return "add_shared_state";
   }
   return "unknown";
 }
@@ -359,6 +361,27 @@ Storage::SharedRecord FaultInjectingStorage::swap_shared_state(std::string_view 
   const bool drop = before(StorageOp::kSwapSharedState);
   auto r = inner_->swap_shared_state(key, expected_version, new_value);
   after(StorageOp::kSwapSharedState, drop);
+  return r;
+}
+
+void FaultInjectingStorage::hide_slot(std::string slot) {
+  std::lock_guard lock(mu_);
+  hidden_slots_.insert(std::move(slot));
+}
+
+bool FaultInjectingStorage::has_slot(std::string_view slot) const {
+  {
+    std::lock_guard lock(mu_);
+    if (hidden_slots_.find(slot) != hidden_slots_.end()) return false;
+  }
+  return inner_->has_slot(slot);
+}
+
+Storage::SharedAdded FaultInjectingStorage::add_shared_state(std::string_view key,
+                                                             const SharedAdd& add) {
+  const bool drop = before(StorageOp::kAddSharedState);
+  auto r = inner_->add_shared_state(key, add);
+  after(StorageOp::kAddSharedState, drop);
   return r;
 }
 

@@ -55,8 +55,10 @@ enum class StorageOp {
   kJobCounts,
   // ABI 1.2
   kSwapSharedState,
+  // ABI 1.3
+  kAddSharedState,
 };
-inline constexpr size_t kStorageOpCount = static_cast<size_t>(StorageOp::kSwapSharedState) + 1;
+inline constexpr size_t kStorageOpCount = static_cast<size_t>(StorageOp::kAddSharedState) + 1;
 // "enqueue", "claim", "extend_leases", ...: the Storage method's name.
 const char* to_string(StorageOp op) noexcept;
 
@@ -86,6 +88,9 @@ class FaultInjectingStorage final : public Storage {
   void lose_lease(conveyor_lease lease);
   // ... or for every lease (true), until called with false.
   void lose_all_leases(bool lost);
+  // has_slot(slot) says false from now on, as on a plugin of an older minor
+  // (the call itself still reaches the inner storage).
+  void hide_slot(std::string slot);
   // Removes every pending fault, hook and lost lease. Counts stay.
   void clear_faults();
 
@@ -124,7 +129,7 @@ class FaultInjectingStorage final : public Storage {
       int64_t timeout_us,
       const std::function<void(int32_t kind, std::string_view queue)>& fn) override;
 
-  bool has_slot(std::string_view slot) const override { return inner_->has_slot(slot); }
+  bool has_slot(std::string_view slot) const override;
   std::vector<Job> claim_kinds(std::string_view queue, std::span<const std::string> kinds,
                                uint32_t max_jobs, int64_t lease_token, int64_t now_us,
                                int64_t lease_expires_us) override;
@@ -134,6 +139,7 @@ class FaultInjectingStorage final : public Storage {
   std::vector<QueueStats> job_counts(int64_t now_us) override;
   SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
                                  int64_t new_value) override;
+  SharedAdded add_shared_state(std::string_view key, const SharedAdd& add) override;
 
  private:
   struct Failure {
@@ -164,6 +170,7 @@ class FaultInjectingStorage final : public Storage {
   std::array<OpFaults, kStorageOpCount> ops_;          // mu_
   std::set<std::pair<int64_t, int64_t>> lost_leases_;  // mu_: (job id, token)
   bool lose_all_ = false;                              // mu_
+  std::set<std::string, std::less<>> hidden_slots_;    // mu_
   std::array<std::atomic<uint64_t>, kStorageOpCount> calls_{};
   std::array<std::atomic<uint64_t>, kStorageOpCount> faults_{};
 };

@@ -532,8 +532,8 @@ extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storag
         inner->struct_size >= CONVEYOR_PLUGIN_V1_1_SIZE && inner->rescue_expired_v2 != nullptr
             ? m_rescue_v2
             : nullptr,
-        // ABI 1.2 slots are not wrapped: the mutant has none of them.
-        nullptr, nullptr, nullptr};
+        // ABI 1.2 and 1.3 slots are not wrapped: the mutant has none of them.
+        nullptr, nullptr, nullptr, nullptr};
   });
   return inner == nullptr ? nullptr : &table;
 }

@@ -59,29 +59,24 @@ class ConformanceTest : public ::testing::Test {
 #define EXPECT_STATE(actual, expected) \
   EXPECT_PRED_FORMAT2(::conveyor::conformance::state_is, actual, expected)
 
-// Skips a test of an ABI 1.1 slot unless the plugin implements ABI 1.1 and
-// fills that slot (every slot after 1.0 is optional: storage_plugin.h rule 2).
-// member is the slot's name in conveyor_storage_plugin.
-#define CONFORMANCE_REQUIRE_SLOT(handle, member)                                             \
-  do {                                                                                       \
-    if (info().abi_minor < 1)                                                                \
-      GTEST_SKIP() << "needs ABI 1.1 (slot " #member "); the plugin implements ABI "         \
-                   << info().abi_major << "." << info().abi_minor;                           \
-    if (!(handle)->has_slot(offsetof(conveyor_storage_plugin, member),                       \
-                            sizeof(static_cast<conveyor_storage_plugin*>(nullptr)->member))) \
-      GTEST_SKIP() << "needs slot " #member " (ABI 1.1), which the plugin leaves NULL";      \
+// Skips a test of an ABI 1.minor slot unless the plugin implements that
+// minor and fills the slot (every slot after 1.0 is optional:
+// storage_plugin.h rule 2). member is the slot's name in
+// conveyor_storage_plugin; minor a literal.
+#define CONFORMANCE_REQUIRE_SLOT_OF(handle, member, minor)                                    \
+  do {                                                                                        \
+    if (info().abi_minor < (minor))                                                           \
+      GTEST_SKIP() << "needs ABI 1." #minor " (slot " #member "); the plugin implements ABI " \
+                   << info().abi_major << "." << info().abi_minor;                            \
+    if (!(handle)->has_slot(offsetof(conveyor_storage_plugin, member),                        \
+                            sizeof(static_cast<conveyor_storage_plugin*>(nullptr)->member)))  \
+      GTEST_SKIP() << "needs slot " #member " (ABI 1." #minor                                 \
+                      "), which the plugin leaves "                                           \
+                      "NULL";                                                                 \
   } while (0)
-
-// The same for a slot of ABI 1.2.
-#define CONFORMANCE_REQUIRE_SLOT_1_2(handle, member)                                         \
-  do {                                                                                       \
-    if (info().abi_minor < 2)                                                                \
-      GTEST_SKIP() << "needs ABI 1.2 (slot " #member "); the plugin implements ABI "         \
-                   << info().abi_major << "." << info().abi_minor;                           \
-    if (!(handle)->has_slot(offsetof(conveyor_storage_plugin, member),                       \
-                            sizeof(static_cast<conveyor_storage_plugin*>(nullptr)->member))) \
-      GTEST_SKIP() << "needs slot " #member " (ABI 1.2), which the plugin leaves NULL";      \
-  } while (0)
+#define CONFORMANCE_REQUIRE_SLOT(handle, member) CONFORMANCE_REQUIRE_SLOT_OF(handle, member, 1)
+#define CONFORMANCE_REQUIRE_SLOT_1_2(handle, member) CONFORMANCE_REQUIRE_SLOT_OF(handle, member, 2)
+#define CONFORMANCE_REQUIRE_SLOT_1_3(handle, member) CONFORMANCE_REQUIRE_SLOT_OF(handle, member, 3)
 
 // Skips the test, saying which capability it needs, unless the plugin
 // advertises it. Tests are chosen by capabilities, never by plugin name.

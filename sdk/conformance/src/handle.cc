@@ -351,6 +351,24 @@ Status Handle::swap_shared_state(std::string_view key, int64_t expected_version,
   return s;
 }
 
+Status Handle::add_shared_state(std::string_view key, int64_t credit, int64_t low, int64_t high,
+                                int64_t unit, uint32_t min_count, uint32_t max_count,
+                                SharedAddCopy* out) {
+  auto r = binding_->add_shared_state(key, credit, low, high, unit, min_count, max_count);
+  Status s = outcome("add_shared_state", r.status);
+  if (s.ok()) {
+    if (r.value.version == host::kUnwrittenValue || r.value.value == host::kUnwrittenValue ||
+        r.value.count == host::kUnwrittenCount)
+      ADD_FAILURE() << "add_shared_state returned CONVEYOR_OK without writing *out_version, "
+                    << "*out_value and *out_count";
+    else if (r.value.count != 0 && (r.value.count < min_count || r.value.count > max_count))
+      ADD_FAILURE() << "add_shared_state added " << r.value.count << " units, outside min_count "
+                    << min_count << " .. max_count " << max_count << " (and not 0)";
+  }
+  if (out != nullptr) *out = SharedAddCopy{r.value.version, r.value.value, r.value.count};
+  return s;
+}
+
 Status Handle::set_rate_limit_v2(std::string_view queue, double rate_per_sec, uint32_t burst,
                                  int32_t scope, int64_t now_us) {
   return outcome("set_rate_limit_v2",

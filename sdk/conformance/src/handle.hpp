@@ -68,6 +68,13 @@ struct SharedCopy {
   int32_t applied = 0;
 };
 
+// add_shared_state's out-parameters as the plugin wrote them.
+struct SharedAddCopy {
+  int64_t version = 0;
+  int64_t value = 0;
+  uint32_t count = 0;
+};
+
 // A fresh non-zero lease token per call (tokens are the host's to pick).
 int64_t next_lease_token();
 
@@ -130,6 +137,10 @@ class Handle {
   Status set_rate_limit_v2(std::string_view queue, double rate_per_sec, uint32_t burst,
                            int32_t scope, int64_t now_us);
   Status enqueue_v3(const std::vector<JobSpec>& jobs, int64_t now_us, std::vector<int64_t>* ids);
+
+  // ---- ABI 1.3 raw outcome (as the 1.2 ones) ----
+  Status add_shared_state(std::string_view key, int64_t credit, int64_t low, int64_t high,
+                          int64_t unit, uint32_t min_count, uint32_t max_count, SharedAddCopy* out);
 
   // ---- must succeed (throw CallFailed) ----
   int64_t add(const JobSpec& job);

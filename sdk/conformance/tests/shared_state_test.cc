@@ -1,4 +1,5 @@
 // ABI 1.2 swap_shared_state: a compare-and-set of (version, value) per key,
+// and ABI 1.3 add_shared_state: a bounded add on the same records, both
 // linearizable across threads, handles and processes (storage_plugin.h).
 #include "fixture.hpp"
 
@@ -8,6 +9,8 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdint>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -238,50 +241,53 @@ TEST_F(SharedState, ConcurrentThreadsLoseNoUpdate) {
   EXPECT_EQ(end.version, total) << "the version must count every applied swap";
 }
 
-// Children open their own handles (nothing crosses fork) and increment the
-// same key as the parent; each reports how many of its swaps applied.
-TEST_F(SharedState, ConcurrentProcessesLoseNoUpdate) {
-  CONFORMANCE_REQUIRE(CONVEYOR_CAP_MULTI_PROCESS);
-  {
-    auto h = open();
-    CONFORMANCE_REQUIRE_SLOT_1_2(h, swap_shared_state);
-  }  // closed: no connection may be open across fork()
-  constexpr int kChildren = 3, kIncrements = 40;
+// What one caller's share of a concurrent test reports: units added (or
+// increments), calls that applied, and what went wrong (empty: nothing).
+struct Share {
+  int64_t count = 0;
+  int64_t applied = 0;
+  std::string error;
+};
+
+// Runs body in kChildren forked processes and in this one, all at once, each
+// on its own handle from open_handle (nothing crosses fork), and returns the
+// children's shares, then the parent's. A child reports through a pipe,
+// never back into gtest.
+constexpr int kChildren = 3;
+std::vector<Share> in_processes(const std::function<std::unique_ptr<Handle>()>& open_handle,
+                                const std::function<Share(Handle&)>& body) {
   struct Child {
     pid_t pid = -1;
-    int out = -1;  // its report: "<applied> <error text>"
+    int out = -1;  // its report: "<count> <applied> <error text>"
   };
+  std::vector<Share> shares;
   int go[2];
-  ASSERT_EQ(::pipe(go), 0);
+  if (::pipe(go) != 0) return {Share{0, 0, "pipe failed"}};
   std::vector<Child> children;
   for (int c = 0; c < kChildren; ++c) {
     int fds[2];
-    ASSERT_EQ(::pipe(fds), 0);
+    if (::pipe(fds) != 0) return {Share{0, 0, "pipe failed"}};
     const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0) << "fork failed";
+    if (pid < 0) return {Share{0, 0, "fork failed"}};
     if (pid == 0) {
-      // Child: plain calls, the outcome through the pipe, never back into gtest.
       ::close(fds[0]);
       ::close(go[1]);
-      std::string report;
-      int applied = 0;
+      Share mine;
       {
         std::unique_ptr<Handle> h;
         try {
-          h = open(/*migrate=*/false);
+          h = open_handle();
         } catch (const std::exception& e) {
-          report = std::string("its open failed: ") + e.what();
+          mine.error = std::string("its open failed: ") + e.what();
         }
         if (h) {
           char byte = 0;
           (void)::read(go[0], &byte, 1);  // start with the others (EOF: go)
-          std::string error;
-          applied = increment(*h, "ratelimit.bucket:fleet", kIncrements, Clock::now() + kDeadline,
-                              &error);
-          report = error;
+          mine = body(*h);
         }
       }
-      const std::string msg = std::to_string(applied) + " " + report;
+      const std::string msg =
+          std::to_string(mine.count) + " " + std::to_string(mine.applied) + " " + mine.error;
       const bool written = ::write(fds[1], msg.data(), msg.size()) == ssize_t(msg.size());
       ::_exit(written ? 0 : 13);
     }
@@ -289,12 +295,9 @@ TEST_F(SharedState, ConcurrentProcessesLoseNoUpdate) {
     children.push_back(Child{pid, fds[0]});
   }
   ::close(go[0]);
-  auto h = open(/*migrate=*/false);
+  auto h = open_handle();
   ::close(go[1]);  // every child starts now (end of file)
-  std::string error;
-  int total =
-      increment(*h, "ratelimit.bucket:fleet", kIncrements, Clock::now() + kDeadline, &error);
-  EXPECT_TRUE(error.empty()) << "parent: " << error;
+  const Share parent = body(*h);
   for (int c = 0; c < kChildren; ++c) {
     std::string out;
     char buf[512];
@@ -302,23 +305,295 @@ TEST_F(SharedState, ConcurrentProcessesLoseNoUpdate) {
     ::close(children[c].out);
     int status = 0;
     ::waitpid(children[c].pid, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "child " << c << " did not exit cleanly (status " << status << ")";
-    std::istringstream in(out);
-    int applied = 0;
-    in >> applied;
-    std::string why;
-    std::getline(in, why);
-    if (!why.empty() && why.front() == ' ') why.erase(0, 1);
-    EXPECT_TRUE(why.empty()) << "child " << c << ": " << why;
-    EXPECT_EQ(applied, kIncrements) << "child " << c;
-    total += applied;
+    Share share;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      share.error = "did not exit cleanly (status " + std::to_string(status) + ")";
+    } else {
+      std::istringstream in(out);
+      in >> share.count >> share.applied;
+      std::getline(in, share.error);
+      if (!share.error.empty() && share.error.front() == ' ') share.error.erase(0, 1);
+    }
+    shares.push_back(share);
   }
+  shares.push_back(parent);
+  return shares;
+}
+
+TEST_F(SharedState, ConcurrentProcessesLoseNoUpdate) {
+  CONFORMANCE_REQUIRE(CONVEYOR_CAP_MULTI_PROCESS);
+  {
+    auto h = open();
+    CONFORMANCE_REQUIRE_SLOT_1_2(h, swap_shared_state);
+  }  // closed: no connection may be open across fork()
+  constexpr int kIncrements = 40;
+  const std::vector<Share> shares =
+      in_processes([this] { return open(/*migrate=*/false); },
+                   [](Handle& h) {
+                     Share s;
+                     s.count = increment(h, "ratelimit.bucket:fleet", kIncrements,
+                                         Clock::now() + kDeadline, &s.error);
+                     return s;
+                   });
+  ASSERT_EQ(shares.size(), size_t{kChildren + 1}) << shares.front().error;
+  int64_t total = 0;
+  for (size_t p = 0; p < shares.size(); ++p) {
+    EXPECT_TRUE(shares[p].error.empty()) << "process " << p << ": " << shares[p].error;
+    EXPECT_EQ(shares[p].count, kIncrements) << "process " << p;
+    total += shares[p].count;
+  }
+  auto h = open(/*migrate=*/false);
   SharedCopy end = h->shared("ratelimit.bucket:fleet");
   EXPECT_EQ(total, (kChildren + 1) * kIncrements);
   EXPECT_EQ(end.value, total) << "an increment was lost across processes: two swaps from one "
                                  "version applied";
   EXPECT_EQ(end.version, total) << "the version must count every applied swap";
+}
+
+// ---- ABI 1.3 add_shared_state: a bounded add on the same records ----
+
+class SharedStateAdd : public ConformanceTest {};
+
+// An add that must succeed as a call (whatever it added).
+SharedAddCopy add(Handle& h, std::string_view key, int64_t credit, int64_t low, int64_t high,
+                  int64_t unit, uint32_t min_count, uint32_t max_count) {
+  SharedAddCopy out;
+  require_ok(h.add_shared_state(key, credit, low, high, unit, min_count, max_count, &out));
+  return out;
+}
+
+TEST_F(SharedStateAdd, AddsTheMostUnitsThatStayUnderHigh) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+  SharedAddCopy first = add(*h, "k", 0, 0, 100, 10, 1, 3);
+  EXPECT_EQ(first.count, 3u) << "a never-written key is (0, 0): 3 units of 10 fit under 100";
+  EXPECT_EQ(first.value, 30);
+  EXPECT_EQ(first.version, 1);
+  SharedAddCopy second = add(*h, "k", 0, 0, 55, 10, 1, 5);
+  EXPECT_EQ(second.count, 2u) << "from 30, 2 units of 10 fit under 55 (max_count 5)";
+  EXPECT_EQ(second.value, 50);
+  EXPECT_EQ(second.version, 2);
+  SharedAddCopy full = add(*h, "k", 0, 0, 55, 10, 1, 5);
+  EXPECT_EQ(full.count, 0u) << "from 50 no unit of 10 fits under 55";
+  EXPECT_EQ(full.version, 2) << "an add of nothing changes nothing";
+  EXPECT_EQ(full.value, 50) << "an add of nothing still reports the record";
+  SharedCopy read = h->shared("k");
+  EXPECT_EQ(read.version, 2);
+  EXPECT_EQ(read.value, 50);
+  SharedAddCopy exact = add(*h, "k", 0, 0, 60, 10, 1, 5);
+  EXPECT_EQ(exact.count, 1u) << "base + unit * count may equal high";
+  EXPECT_EQ(exact.value, 60);
+}
+
+TEST_F(SharedStateAdd, LowRaisesTheBaseAndCreditLowersItNeverBelowLow) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+  SharedAddCopy r = add(*h, "k", 0, 1000, 2000, 100, 1, 1);
+  EXPECT_EQ(r.value, 1100) << "base = max(0 - 0, low 1000), plus one unit";
+  r = add(*h, "k", 300, 0, 10000, 100, 1, 1);
+  EXPECT_EQ(r.value, 900) << "base = max(1100 - credit 300, low 0), plus one unit";
+  r = add(*h, "k", 5000, 850, 10000, 1, 1, 1);
+  EXPECT_EQ(r.value, 851) << "credit lowers the base only down to low";
+  EXPECT_EQ(r.version, 3);
+}
+
+TEST_F(SharedStateAdd, FewerThanMinCountChangesNothingAndCreatesNoKey) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+  SharedAddCopy r = add(*h, "fresh", 0, 0, 25, 10, 3, 5);
+  EXPECT_EQ(r.count, 0u) << "2 units fit, min_count is 3";
+  EXPECT_EQ(r.version, 0);
+  EXPECT_EQ(r.value, 0);
+  EXPECT_EQ(h->shared("fresh").version, 0) << "an add of nothing must not create the key";
+  // The credit is not applied either when nothing is added.
+  ASSERT_EQ(add(*h, "k", 0, 0, 100, 10, 1, 10).value, 100);
+  r = add(*h, "k", 40, 0, 100, 10, 5, 10);
+  EXPECT_EQ(r.count, 0u) << "credit 40 frees 4 units, min_count is 5";
+  EXPECT_EQ(h->shared("k").value, 100) << "a refused add must not apply its credit";
+  EXPECT_EQ(r.version, 1);
+}
+
+TEST_F(SharedStateAdd, AddsAndSwapsShareOneVersion) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+  CONFORMANCE_REQUIRE_SLOT_1_2(h, swap_shared_state);
+  ASSERT_EQ(swap(*h, "k", 0, 7).applied, 1);
+  SharedAddCopy r = add(*h, "k", 0, 0, 100, 1, 1, 3);
+  EXPECT_EQ(r.version, 2) << "an add moves the version a swap set";
+  EXPECT_EQ(r.value, 10) << "from the swapped value 7";
+  SharedCopy lost = swap(*h, "k", 1, 0);
+  EXPECT_EQ(lost.applied, 0) << "a swap from the version before an add must lose";
+  EXPECT_EQ(lost.version, 2);
+  EXPECT_EQ(lost.value, 10);
+  EXPECT_EQ(swap(*h, "k", 2, 3).applied, 1);
+  EXPECT_EQ(add(*h, "k", 0, 0, 100, 1, 1, 1).value, 4);
+}
+
+TEST_F(SharedStateAdd, ExtremeValuesDoNotOverflow) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+  CONFORMANCE_REQUIRE_SLOT_1_2(h, swap_shared_state);
+  constexpr int64_t kMax = CONVEYOR_SHARED_ADD_MAX;
+  ASSERT_EQ(swap(*h, "k", 0, INT64_MIN).applied, 1);
+  SharedAddCopy r = add(*h, "k", kMax, -kMax, -kMax + 10, 1, 1, 100);
+  EXPECT_EQ(r.count, 10u) << "INT64_MIN is below low: the base is low";
+  EXPECT_EQ(r.value, -kMax + 10);
+  ASSERT_EQ(swap(*h, "k", 2, INT64_MAX).applied, 1);
+  r = add(*h, "k", 0, kMax - 5, kMax, 1, 1, 100);
+  EXPECT_EQ(r.count, 0u) << "INT64_MAX is above high: nothing fits";
+  EXPECT_EQ(r.value, INT64_MAX);
+  r = add(*h, "k", kMax, 0, kMax, 1, 1, 100);
+  EXPECT_EQ(r.count, 1u) << "INT64_MAX - 2^62 = 2^62 - 1: one unit fits under 2^62";
+  EXPECT_EQ(r.value, kMax);
+  r = add(*h, "big", 0, 0, kMax, kMax, 1, UINT32_MAX);
+  EXPECT_EQ(r.count, 1u) << "one unit of 2^62 fits under 2^62";
+  EXPECT_EQ(r.value, kMax);
+}
+
+TEST_F(SharedStateAdd, OutOfRangeInputsAndNullOutParametersAreRefused) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+  ASSERT_EQ(add(*h, "k", 0, 0, 100, 10, 1, 1).value, 10);
+  constexpr int64_t kMax = CONVEYOR_SHARED_ADD_MAX;
+  struct Bad {
+    const char* why;
+    int64_t credit, low, high, unit;
+    uint32_t min_count, max_count;
+  };
+  const Bad bad[] = {
+      {"credit < 0", -1, 0, 100, 10, 1, 1},
+      {"credit > CONVEYOR_SHARED_ADD_MAX", kMax + 1, 0, 100, 10, 1, 1},
+      {"unit < 1", 0, 0, 100, 0, 1, 1},
+      {"unit > CONVEYOR_SHARED_ADD_MAX", 0, 0, 100, kMax + 1, 1, 1},
+      {"min_count < 1", 0, 0, 100, 10, 0, 1},
+      {"max_count < min_count", 0, 0, 100, 10, 3, 2},
+      {"low > high", 0, 101, 100, 10, 1, 1},
+      {"low < -CONVEYOR_SHARED_ADD_MAX", 0, -kMax - 1, 100, 10, 1, 1},
+      {"high > CONVEYOR_SHARED_ADD_MAX", 0, 0, kMax + 1, 10, 1, 1},
+      {"high - low > CONVEYOR_SHARED_ADD_MAX", 0, -kMax, 1, 10, 1, 1},
+  };
+  for (const Bad& b : bad) {
+    SharedAddCopy out;
+    Status s =
+        h->add_shared_state("k", b.credit, b.low, b.high, b.unit, b.min_count, b.max_count, &out);
+    EXPECT_STATUS(s.code, CONVEYOR_E_INVALID) << b.why;
+  }
+  const std::string too_long(CONVEYOR_SHARED_KEY_MAX + 1, 'k');
+  for (const std::string& key : {std::string(), too_long}) {
+    SharedAddCopy out;
+    EXPECT_STATUS(h->add_shared_state(key, 0, 0, 100, 10, 1, 1, &out).code, CONVEYOR_E_INVALID)
+        << "a key of " << key.size() << " bytes";
+  }
+  int64_t version = 0, value = 0;
+  uint32_t count = 0;
+  const conveyor_str key{"k", 1};
+  conveyor_error err = poisoned_error();
+  EXPECT_STATUS(
+      table().add_shared_state(h->raw(), key, 0, 0, 100, 10, 1, 1, nullptr, &value, &count, &err),
+      CONVEYOR_E_INVALID);
+  err = poisoned_error();
+  EXPECT_STATUS(
+      table().add_shared_state(h->raw(), key, 0, 0, 100, 10, 1, 1, &version, nullptr, &count, &err),
+      CONVEYOR_E_INVALID);
+  err = poisoned_error();
+  EXPECT_STATUS(
+      table().add_shared_state(h->raw(), key, 0, 0, 100, 10, 1, 1, &version, &value, nullptr, &err),
+      CONVEYOR_E_INVALID);
+  SharedCopy after = h->shared("k");
+  EXPECT_EQ(after.version, 1) << "a refused add must change nothing";
+  EXPECT_EQ(after.value, 10);
+}
+
+TEST_F(SharedStateAdd, AppliedAddsSurviveCloseAndReopen) {
+  CONFORMANCE_REQUIRE(CONVEYOR_CAP_DURABLE);
+  {
+    auto h = open();
+    CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+    ASSERT_EQ(add(*h, "ratelimit.bucket:q", 0, 0, 100, 10, 1, 4).count, 4u);
+  }
+  auto h = open();
+  SharedCopy r = h->shared("ratelimit.bucket:q");
+  EXPECT_EQ(r.version, 1) << "an applied add is durable when the call returns";
+  EXPECT_EQ(r.value, 40);
+}
+
+// Adds of 1..7 units under one high, until none fits: what every caller got
+// sums to exactly high (nothing added twice, nothing past the bound), and the
+// version counts the applied adds.
+Share fill(Handle& h, std::string_view key, int64_t high, Clock::time_point deadline) {
+  Share s;
+  while (Clock::now() < deadline) {
+    SharedAddCopy out;
+    Status st = h.add_shared_state(key, 0, 0, high, 1, 1, 7, &out);
+    if (st.code == CONVEYOR_E_UNAVAILABLE) continue;  // transient: the host retries too
+    if (!st.ok()) {
+      std::ostringstream msg;
+      msg << st;
+      s.error = msg.str();
+      return s;
+    }
+    if (out.value > high) {
+      s.error = "an add left the value at " + std::to_string(out.value) + ", above high";
+      return s;
+    }
+    if (out.count == 0) {
+      if (out.value != high)
+        s.error = "an add found nothing to add at value " + std::to_string(out.value) +
+                  ", below high " + std::to_string(high);
+      return s;
+    }
+    s.count += out.count;
+    ++s.applied;
+  }
+  s.error = "did not fill the record in time";
+  return s;
+}
+
+TEST_F(SharedStateAdd, ConcurrentThreadsNeverAddPastTheBound) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+  constexpr int kThreads = 8;
+  constexpr int64_t kHigh = 400;
+  const auto deadline = Clock::now() + kDeadline;
+  std::vector<Share> shares(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] { shares[t] = fill(*h, "ratelimit.bucket:hot", kHigh, deadline); });
+  for (auto& t : threads) t.join();
+  int64_t units = 0, adds = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_TRUE(shares[t].error.empty()) << "thread " << t << ": " << shares[t].error;
+    units += shares[t].count;
+    adds += shares[t].applied;
+  }
+  EXPECT_EQ(units, kHigh) << "the units every caller was told it added must sum to high";
+  SharedCopy end = h->shared("ratelimit.bucket:hot");
+  EXPECT_EQ(end.value, kHigh);
+  EXPECT_EQ(end.version, adds) << "the version must count every applied add";
+}
+
+TEST_F(SharedStateAdd, ConcurrentProcessesNeverAddPastTheBound) {
+  CONFORMANCE_REQUIRE(CONVEYOR_CAP_MULTI_PROCESS);
+  {
+    auto h = open();
+    CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+  }  // closed: no connection may be open across fork()
+  constexpr int64_t kHigh = 300;
+  const std::vector<Share> shares = in_processes(
+      [this] { return open(/*migrate=*/false); },
+      [](Handle& h) { return fill(h, "ratelimit.bucket:fleet", kHigh, Clock::now() + kDeadline); });
+  ASSERT_EQ(shares.size(), size_t{kChildren + 1}) << shares.front().error;
+  int64_t units = 0, adds = 0;
+  for (size_t p = 0; p < shares.size(); ++p) {
+    EXPECT_TRUE(shares[p].error.empty()) << "process " << p << ": " << shares[p].error;
+    units += shares[p].count;
+    adds += shares[p].applied;
+  }
+  EXPECT_EQ(units, kHigh) << "units added twice or lost across processes";
+  auto h = open(/*migrate=*/false);
+  SharedCopy end = h->shared("ratelimit.bucket:fleet");
+  EXPECT_EQ(end.value, kHigh);
+  EXPECT_EQ(end.version, adds) << "the version must count every applied add";
 }
 
 }  // namespace

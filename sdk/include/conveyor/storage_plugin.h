@@ -156,7 +156,7 @@ extern "C" {
 
 /* The ABI version this header describes. */
 #define CONVEYOR_ABI_MAJOR 1
-#define CONVEYOR_ABI_MINOR 2
+#define CONVEYOR_ABI_MINOR 3
 
 /* The one symbol a plugin exports. */
 #define CONVEYOR_PLUGIN_ENTRY_SYMBOL "conveyor_storage_plugin_entry"
@@ -235,6 +235,11 @@ typedef int32_t conveyor_status;
 /* ABI 1.2: the most tokens one job may cost (conveyor_new_job_v2.cost). */
 #define CONVEYOR_JOB_COST_MAX 1000000
 
+/* ABI 1.3: the largest magnitude add_shared_state accepts for low, high,
+ * high - low, credit and unit (2^62): within it, its arithmetic never
+ * overflows an int64_t (see add_shared_state). */
+#define CONVEYOR_SHARED_ADD_MAX ((int64_t)1 << 62)
+
 /* Caller-owned error object. The plugin sets code and message on failure. */
 typedef struct conveyor_error {
   conveyor_status code;
@@ -278,9 +283,9 @@ typedef struct conveyor_job {
   conveyor_str kind;
   conveyor_str payload;
   int32_t priority;
-  int32_t attempt;      /* attempts started so far (1 during the first run) */
+  int32_t attempt; /* attempts started so far (1 during the first run) */
   int32_t max_attempts;
-  int32_t reserved0;    /* zero */
+  int32_t reserved0; /* zero */
   int64_t run_at_us;
   int64_t created_at_us;
   int64_t finalized_at_us;  /* 0 unless COMPLETED, FAILED or CANCELLED */
@@ -324,7 +329,7 @@ typedef struct conveyor_rate_limit {
   uint32_t struct_size; /* sizeof(conveyor_rate_limit) as built */
   uint32_t burst;       /* >= 1 */
   conveyor_str queue;
-  double rate_per_sec;  /* > 0 and finite */
+  double rate_per_sec; /* > 0 and finite */
   int64_t updated_at_us;
   /* ABI 1.2 (read only when struct_size covers it): CONVEYOR_SCOPE_*, as
    * stored by set_rate_limit_v2; CONVEYOR_SCOPE_PROCESS when set by
@@ -344,10 +349,8 @@ typedef struct conveyor_new_job_v2 {
 /* Callbacks. ctx is the host's, passed back untouched. A callback never
  * fails and never calls back into the same handle (see Callbacks above). */
 typedef void (*conveyor_job_fn)(void* ctx, const conveyor_job* job);
-typedef void (*conveyor_queue_stats_fn)(void* ctx,
-                                        const conveyor_queue_stats* stats);
-typedef void (*conveyor_rate_limit_fn)(void* ctx,
-                                       const conveyor_rate_limit* limit);
+typedef void (*conveyor_queue_stats_fn)(void* ctx, const conveyor_queue_stats* stats);
+typedef void (*conveyor_rate_limit_fn)(void* ctx, const conveyor_rate_limit* limit);
 typedef void (*conveyor_notify_fn)(void* ctx, int32_t kind, conveyor_str queue);
 typedef void (*conveyor_queue_fn)(void* ctx, conveyor_str queue, int32_t paused);
 
@@ -355,14 +358,14 @@ typedef void (*conveyor_queue_fn)(void* ctx, conveyor_str queue, int32_t paused)
  * version 1.0; every slot of 1.0 is required except wait_for_notification.
  * The slots after it form 1.1 and 1.2 (all optional). */
 typedef struct conveyor_storage_plugin {
-  uint32_t struct_size; /* sizeof(conveyor_storage_plugin) as built */
-  uint32_t abi_major;   /* CONVEYOR_ABI_MAJOR as built */
-  uint32_t abi_minor;   /* CONVEYOR_ABI_MINOR as built */
-  uint32_t reserved0;   /* zero */
-  const char* name;     /* e.g. "sqlite"; static, plugin-owned */
-  const char* version;  /* the plugin's own version, e.g. "0.1.0"; static */
-  uint32_t kind;        /* CONVEYOR_KIND_* */
-  uint32_t reserved1;   /* zero */
+  uint32_t struct_size;  /* sizeof(conveyor_storage_plugin) as built */
+  uint32_t abi_major;    /* CONVEYOR_ABI_MAJOR as built */
+  uint32_t abi_minor;    /* CONVEYOR_ABI_MINOR as built */
+  uint32_t reserved0;    /* zero */
+  const char* name;      /* e.g. "sqlite"; static, plugin-owned */
+  const char* version;   /* the plugin's own version, e.g. "0.1.0"; static */
+  uint32_t kind;         /* CONVEYOR_KIND_* */
+  uint32_t reserved1;    /* zero */
   uint64_t capabilities; /* CONVEYOR_CAP_* */
 
   /* Opens storage with the [storage.options] key/values (options[0..n)).
@@ -370,8 +373,8 @@ typedef struct conveyor_storage_plugin {
    * change the schema: the host calls migrate next.
    * Success: *out is a new handle owned by the host until close.
    * Failure: *out untouched; unreachable storage is CONVEYOR_E_UNAVAILABLE. */
-  conveyor_status (*open)(const conveyor_option* options, size_t n_options,
-                          conveyor_storage** out, conveyor_error* err);
+  conveyor_status (*open)(const conveyor_option* options, size_t n_options, conveyor_storage** out,
+                          conveyor_error* err);
 
   /* Releases the handle and everything it owns. Never fails. Called once,
    * after every other call on the handle has returned. NULL is a no-op. */
@@ -385,8 +388,7 @@ typedef struct conveyor_storage_plugin {
 
   /* Enqueues jobs[0..n) atomically: all or none. out_ids (caller-owned,
    * n elements) receives the new ids in order. n == 0 is a no-op. */
-  conveyor_status (*enqueue)(conveyor_storage* storage,
-                             const conveyor_new_job* jobs, size_t n,
+  conveyor_status (*enqueue)(conveyor_storage* storage, const conveyor_new_job* jobs, size_t n,
                              int64_t* out_ids, conveyor_error* err);
 
   /* Claims up to max_jobs ready jobs of one queue: AVAILABLE, run_at <= now_us,
@@ -396,11 +398,10 @@ typedef struct conveyor_storage_plugin {
    * thread, any process) never return the same job. on_job is called once per
    * claimed job, after the claim is durable. *out_claimed = number claimed
    * (0 is success: nothing ready). */
-  conveyor_status (*claim)(conveyor_storage* storage, conveyor_str queue,
-                           uint32_t max_jobs, int64_t lease_token,
-                           int64_t now_us, int64_t lease_expires_us,
-                           conveyor_job_fn on_job, void* ctx,
-                           uint32_t* out_claimed, conveyor_error* err);
+  conveyor_status (*claim)(conveyor_storage* storage, conveyor_str queue, uint32_t max_jobs,
+                           int64_t lease_token, int64_t now_us, int64_t lease_expires_us,
+                           conveyor_job_fn on_job, void* ctx, uint32_t* out_claimed,
+                           conveyor_error* err);
 
   /* Completes leases[0..n) in one go. results (caller-owned, n elements)
    * receives per lease CONVEYOR_OK or CONVEYOR_E_LEASE_LOST (the job is not
@@ -411,115 +412,100 @@ typedef struct conveyor_storage_plugin {
    * again once their leases expire. So apply all or none; a lease applied
    * before a lost reply comes back CONVEYOR_E_LEASE_LOST on the retry, which
    * the host accepts. */
-  conveyor_status (*complete)(conveyor_storage* storage,
-                              const conveyor_lease* leases, size_t n,
-                              int64_t now_us, conveyor_status* results,
-                              conveyor_error* err);
+  conveyor_status (*complete)(conveyor_storage* storage, const conveyor_lease* leases, size_t n,
+                              int64_t now_us, conveyor_status* results, conveyor_error* err);
 
   /* Records a failed attempt of a RUNNING job. retry_at_us >= 0: the job
    * becomes AVAILABLE at retry_at_us. retry_at_us < 0: the job becomes FAILED.
    * error_text is stored as last_error. CONVEYOR_E_LEASE_LOST when the lease
    * is not current (nothing changed). */
-  conveyor_status (*fail)(conveyor_storage* storage, conveyor_lease lease,
-                          conveyor_str error_text, int64_t retry_at_us,
-                          int64_t now_us, conveyor_error* err);
+  conveyor_status (*fail)(conveyor_storage* storage, conveyor_lease lease, conveyor_str error_text,
+                          int64_t retry_at_us, int64_t now_us, conveyor_error* err);
 
   /* Heartbeat: sets lease_expires_us on each current lease. results, and
    * their meaning when the call fails, as for complete. */
-  conveyor_status (*extend_leases)(conveyor_storage* storage,
-                                   const conveyor_lease* leases, size_t n,
-                                   int64_t lease_expires_us,
-                                   conveyor_status* results,
+  conveyor_status (*extend_leases)(conveyor_storage* storage, const conveyor_lease* leases,
+                                   size_t n, int64_t lease_expires_us, conveyor_status* results,
                                    conveyor_error* err);
 
   /* Gives leases back unrun (shutdown): each current lease's job becomes
    * AVAILABLE at now_us with attempt - 1, so the attempt is not spent.
    * results, and their meaning when the call fails, as for complete. */
-  conveyor_status (*release)(conveyor_storage* storage,
-                             const conveyor_lease* leases, size_t n,
-                             int64_t now_us, conveyor_status* results,
-                             conveyor_error* err);
+  conveyor_status (*release)(conveyor_storage* storage, const conveyor_lease* leases, size_t n,
+                             int64_t now_us, conveyor_status* results, conveyor_error* err);
 
   /* Rescues up to max_jobs RUNNING jobs whose lease_expires_us < now_us (their
    * worker is presumed dead): with attempts left (attempt < max_attempts)
    * they become AVAILABLE at once, otherwise FAILED; last_error says the
    * lease expired. A rescued job should keep its run_at (its place in the
-   * queue; the shipped plugins do); setting run_at to now_us is allowed. *out_rescued = number changed. */
-  conveyor_status (*rescue_expired)(conveyor_storage* storage, int64_t now_us,
-                                    uint32_t max_jobs, uint32_t* out_rescued,
-                                    conveyor_error* err);
+   * queue; the shipped plugins do); setting run_at to now_us is allowed. *out_rescued = number
+   * changed. */
+  conveyor_status (*rescue_expired)(conveyor_storage* storage, int64_t now_us, uint32_t max_jobs,
+                                    uint32_t* out_rescued, conveyor_error* err);
 
   /* Cancels a job that is not final (a RUNNING job's lease is voided, so its
    * worker's completion returns LEASE_LOST). CONVEYOR_E_NOT_FOUND when no such
    * job exists or it is already COMPLETED, FAILED or CANCELLED. */
-  conveyor_status (*cancel)(conveyor_storage* storage, int64_t job_id,
-                            int64_t now_us, conveyor_error* err);
+  conveyor_status (*cancel)(conveyor_storage* storage, int64_t job_id, int64_t now_us,
+                            conveyor_error* err);
 
   /* Pauses (paused = 1) or resumes (0) a queue durably: a paused queue's
    * claims return nothing. Pausing a queue with no jobs is allowed. */
-  conveyor_status (*set_queue_paused)(conveyor_storage* storage,
-                                      conveyor_str queue, int32_t paused,
+  conveyor_status (*set_queue_paused)(conveyor_storage* storage, conveyor_str queue, int32_t paused,
                                       int64_t now_us, conveyor_error* err);
 
   /* Reports every queue that has retained jobs or is paused: one on_stats
    * call per queue, in name order, counts as of now_us. */
   conveyor_status (*queue_stats)(conveyor_storage* storage, int64_t now_us,
-                                 conveyor_queue_stats_fn on_stats, void* ctx,
-                                 conveyor_error* err);
+                                 conveyor_queue_stats_fn on_stats, void* ctx, conveyor_error* err);
 
   /* Reports every queue the storage knows (enqueued into at least once, or
    * paused), with its paused flag, in name order. Must be cheap (the host
    * calls it about once a second to discover new queues): no scan of jobs. A
    * queue with no jobs left may still be listed. */
-  conveyor_status (*list_queues)(conveyor_storage* storage, conveyor_queue_fn on_queue,
-                                 void* ctx, conveyor_error* err);
+  conveyor_status (*list_queues)(conveyor_storage* storage, conveyor_queue_fn on_queue, void* ctx,
+                                 conveyor_error* err);
 
   /* Reports one job through on_job. CONVEYOR_E_NOT_FOUND if it does not
    * exist (or was purged). */
-  conveyor_status (*get_job)(conveyor_storage* storage, int64_t job_id,
-                             int64_t now_us, conveyor_job_fn on_job, void* ctx,
-                             conveyor_error* err);
+  conveyor_status (*get_job)(conveyor_storage* storage, int64_t job_id, int64_t now_us,
+                             conveyor_job_fn on_job, void* ctx, conveyor_error* err);
 
   /* Deletes up to max_jobs COMPLETED, FAILED or CANCELLED jobs finalized
    * before finalized_before_us. *out_deleted = number deleted. */
-  conveyor_status (*purge_finished)(conveyor_storage* storage,
-                                    int64_t finalized_before_us,
-                                    uint32_t max_jobs, uint64_t* out_deleted,
-                                    conveyor_error* err);
+  conveyor_status (*purge_finished)(conveyor_storage* storage, int64_t finalized_before_us,
+                                    uint32_t max_jobs, uint64_t* out_deleted, conveyor_error* err);
 
   /* Sets (creates or replaces) a queue's durable rate-limit override and
    * advances the change marker. rate_per_sec > 0 and finite, burst >= 1,
    * else CONVEYOR_E_INVALID. */
-  conveyor_status (*set_rate_limit)(conveyor_storage* storage,
-                                    conveyor_str queue, double rate_per_sec,
-                                    uint32_t burst, int64_t now_us,
+  conveyor_status (*set_rate_limit)(conveyor_storage* storage, conveyor_str queue,
+                                    double rate_per_sec, uint32_t burst, int64_t now_us,
                                     conveyor_error* err);
 
   /* Deletes a queue's override and advances the change marker.
    * CONVEYOR_E_NOT_FOUND when the queue has none. */
-  conveyor_status (*delete_rate_limit)(conveyor_storage* storage,
-                                       conveyor_str queue, conveyor_error* err);
+  conveyor_status (*delete_rate_limit)(conveyor_storage* storage, conveyor_str queue,
+                                       conveyor_error* err);
 
   /* Reports every override through on_limit, in queue-name order. */
-  conveyor_status (*list_rate_limits)(conveyor_storage* storage,
-                                      conveyor_rate_limit_fn on_limit,
+  conveyor_status (*list_rate_limits)(conveyor_storage* storage, conveyor_rate_limit_fn on_limit,
                                       void* ctx, conveyor_error* err);
 
   /* The change marker: a number that changes (it need not increase by one)
    * whenever any process sets or deletes an override or pauses or resumes a
    * queue. Cheap enough to call several times a second. */
-  conveyor_status (*change_marker)(conveyor_storage* storage,
-                                   int64_t* out_marker, conveyor_error* err);
+  conveyor_status (*change_marker)(conveyor_storage* storage, int64_t* out_marker,
+                                   conveyor_error* err);
 
   /* Optional (may be NULL; required with CONVEYOR_CAP_NOTIFY). Blocks until
    * at least one notification arrives or timeout_us passes, calling on_notify
    * for each on the calling thread. Returns CONVEYOR_OK on timeout too. The
    * host calls it from one dedicated thread, with timeouts short enough to
    * shut down promptly. */
-  conveyor_status (*wait_for_notification)(conveyor_storage* storage,
-                                           int64_t timeout_us,
-                                           conveyor_notify_fn on_notify,
-                                           void* ctx, conveyor_error* err);
+  conveyor_status (*wait_for_notification)(conveyor_storage* storage, int64_t timeout_us,
+                                           conveyor_notify_fn on_notify, void* ctx,
+                                           conveyor_error* err);
   /* ---- end of version 1.0. Append new slots below this line only. ---- */
 
   /* ---- version 1.1 (job operations). Every slot is optional: a host calls
@@ -663,29 +649,68 @@ typedef struct conveyor_storage_plugin {
    * that reports jobs. A cost outside 1..CONVEYOR_JOB_COST_MAX is
    * CONVEYOR_E_INVALID (nothing enqueued). Everything else as enqueue_v2. */
   conveyor_status (*enqueue_v3)(conveyor_storage* storage, const conveyor_new_job_v2* jobs,
-                                size_t n, int64_t now_us, int64_t* out_ids,
-                                conveyor_error* err);
+                                size_t n, int64_t now_us, int64_t* out_ids, conveyor_error* err);
+
+  /* ---- version 1.3 (a fleet take that cannot lose a race). Optional: a
+   * host uses swap_shared_state where it is missing. ---- */
+
+  /* ABI 1.3. A bounded add on swap_shared_state's records, in one atomic
+   * step. With (version, v) the key's record ((0, 0) if never written):
+   *   base  = max(v - credit, low)
+   *   count = the largest k <= max_count with base + unit * k <= high
+   *           (0 when base > high)
+   *   count >= min_count: the record becomes (version + 1, base + unit * count)
+   *   otherwise:          nothing changes and count is 0.
+   * *out_count receives count; *out_version and *out_value the record as it
+   * is after the call. Linearizable against every concurrent add and swap
+   * on the key, in any thread, process or host sharing the storage (an add
+   * moves the version, so a swap from the version before it loses). An
+   * applied add is durable when the call returns.
+   * Failure (CONVEYOR_E_INVALID, nothing changed): key as swap_shared_state;
+   * a NULL out-parameter; credit < 0; unit < 1; min_count < 1; max_count <
+   * min_count; low > high; low, high, high - low, credit or
+   * unit larger in magnitude than CONVEYOR_SHARED_ADD_MAX. Within those,
+   * computed in this order nothing overflows: base = low when v <= low,
+   * else max(v - credit, low); then k = (high - base) / unit.
+   * Why: a token-bucket take is exactly this, with v the time the bucket is
+   * full again (credit: unused tokens given back, low: now, high: now
+   * plus the burst's credit, unit: one token's credit, count: the tokens
+   * taken). swap_shared_state makes the host read, compute and swap, and
+   * under contention a swap loses and is retried; this call cannot lose, so
+   * a take is always one round trip. The arithmetic stays the host's: the
+   * plugin applies a clamp and a division it is given, and knows nothing of
+   * rates.
+   * Cost: one round trip touching one small record, as swap_shared_state. */
+  conveyor_status (*add_shared_state)(conveyor_storage* storage, conveyor_str key, int64_t credit,
+                                      int64_t low, int64_t high, int64_t unit, uint32_t min_count,
+                                      uint32_t max_count, int64_t* out_version, int64_t* out_value,
+                                      uint32_t* out_count, conveyor_error* err);
 } conveyor_storage_plugin;
 
 /* The size of a 1.0 table: the least struct_size a host accepts. */
-#define CONVEYOR_PLUGIN_V1_0_SIZE                                   \
-  (offsetof(conveyor_storage_plugin, wait_for_notification) +       \
+#define CONVEYOR_PLUGIN_V1_0_SIZE                             \
+  (offsetof(conveyor_storage_plugin, wait_for_notification) + \
    sizeof(((conveyor_storage_plugin*)0)->wait_for_notification))
 /* The size of a 1.1 table (every 1.1 slot covered). */
-#define CONVEYOR_PLUGIN_V1_1_SIZE                                   \
-  (offsetof(conveyor_storage_plugin, rescue_expired_v2) +           \
+#define CONVEYOR_PLUGIN_V1_1_SIZE                         \
+  (offsetof(conveyor_storage_plugin, rescue_expired_v2) + \
    sizeof(((conveyor_storage_plugin*)0)->rescue_expired_v2))
 
 /* The size of a 1.2 table (every 1.2 slot covered). */
-#define CONVEYOR_PLUGIN_V1_2_SIZE                                   \
-  (offsetof(conveyor_storage_plugin, enqueue_v3) +                  \
+#define CONVEYOR_PLUGIN_V1_2_SIZE                  \
+  (offsetof(conveyor_storage_plugin, enqueue_v3) + \
    sizeof(((conveyor_storage_plugin*)0)->enqueue_v3))
+
+/* The size of a 1.3 table (every 1.3 slot covered). */
+#define CONVEYOR_PLUGIN_V1_3_SIZE                        \
+  (offsetof(conveyor_storage_plugin, add_shared_state) + \
+   sizeof(((conveyor_storage_plugin*)0)->add_shared_state))
 
 /* The entry point every plugin exports under CONVEYOR_PLUGIN_ENTRY_SYMBOL.
  * Returns the plugin's table (static, never freed) or NULL when the plugin
  * cannot serve host_abi_major. Must not allocate per call or fail otherwise. */
-typedef const conveyor_storage_plugin* (*conveyor_plugin_entry_fn)(
-    uint32_t host_abi_major, uint32_t host_abi_minor);
+typedef const conveyor_storage_plugin* (*conveyor_plugin_entry_fn)(uint32_t host_abi_major,
+                                                                   uint32_t host_abi_minor);
 
 #ifdef __cplusplus
 } /* extern "C" */

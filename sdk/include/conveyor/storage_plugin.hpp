@@ -59,6 +59,10 @@
 //                              int32_t scope, int64_t now_us);   // set_rate_limit_v2
 //   void enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,
 //                       std::span<int64_t> out_ids);          // enqueue_v3, costs checked
+// and optionally the ABI 1.3 slot (the adapter checks every range first;
+// apply_shared_add below is the arithmetic, for a plugin that reads the
+// record, computes and writes it back inside one atomic step):
+//   SharedAddResult add_shared_state(std::string_view key, const SharedAdd& add);
 // (conveyor_job.cost and conveyor_rate_limit.scope are the plugin's to fill:
 // OwnedJob::cost, OwnedRateLimit::scope.)
 //
@@ -280,6 +284,38 @@ struct SharedRecord {
   int64_t value = 0;
   bool applied = false;
 };
+
+// add_shared_state's inputs (storage_plugin.h, ABI 1.3), checked by the
+// adapter before the plugin sees them.
+struct SharedAdd {
+  int64_t credit = 0;
+  int64_t low = 0;
+  int64_t high = 0;
+  int64_t unit = 1;
+  uint32_t min_count = 1;
+  uint32_t max_count = 1;
+};
+// The record after add_shared_state, and how many units it added.
+struct SharedAddResult {
+  int64_t version = 0;
+  int64_t value = 0;
+  uint32_t count = 0;
+};
+// add_shared_state applied to a record's value: the count (0: nothing
+// changes) and the value after. Never overflows for inputs the adapter let
+// through (the order is storage_plugin.h's).
+struct SharedAddOutcome {
+  uint32_t count = 0;
+  int64_t value = 0;
+};
+inline SharedAddOutcome apply_shared_add(int64_t value, const SharedAdd& a) noexcept {
+  const int64_t base = value <= a.low ? a.low : std::max(value - a.credit, a.low);
+  if (base > a.high) return {0, value};
+  const int64_t fits = (a.high - base) / a.unit;
+  const uint32_t count = fits >= int64_t{a.max_count} ? a.max_count : static_cast<uint32_t>(fits);
+  if (count < a.min_count) return {0, value};
+  return {count, base + a.unit * int64_t{count}};
+}
 
 namespace detail {
 
@@ -560,6 +596,17 @@ struct Adapter {
   }
 
   // ---- ABI 1.2 ----
+  // A shared record's key: 1..CONVEYOR_SHARED_KEY_MAX bytes.
+  static void check_shared_key(const char* op, conveyor_str key) {
+    const std::string o(op);
+    if (key.len == 0) throw Error(CONVEYOR_E_INVALID, o + ": key is empty");
+    if (key.data == nullptr)
+      throw Error(CONVEYOR_E_INVALID, o + ": key has data NULL with a length");
+    if (key.len > CONVEYOR_SHARED_KEY_MAX)
+      throw Error(CONVEYOR_E_INVALID, o + ": key is " + std::to_string(key.len) +
+                                          " bytes, longer than CONVEYOR_SHARED_KEY_MAX (" +
+                                          std::to_string(CONVEYOR_SHARED_KEY_MAX) + ")");
+  }
   static conveyor_status swap_shared_state(conveyor_storage* s, conveyor_str key,
                                            int64_t expected_version, int64_t new_value,
                                            int64_t* out_version, int64_t* out_value,
@@ -568,17 +615,49 @@ struct Adapter {
       if (out_version == nullptr || out_value == nullptr || out_applied == nullptr)
         throw Error(CONVEYOR_E_INVALID,
                     "swap_shared_state: out_version, out_value or out_applied is NULL");
-      if (key.len == 0) throw Error(CONVEYOR_E_INVALID, "swap_shared_state: key is empty");
-      if (key.data == nullptr)
-        throw Error(CONVEYOR_E_INVALID, "swap_shared_state: key has data NULL with a length");
-      if (key.len > CONVEYOR_SHARED_KEY_MAX)
-        throw Error(CONVEYOR_E_INVALID, "swap_shared_state: key is " + std::to_string(key.len) +
-                                            " bytes, longer than CONVEYOR_SHARED_KEY_MAX (" +
-                                            std::to_string(CONVEYOR_SHARED_KEY_MAX) + ")");
+      check_shared_key("swap_shared_state", key);
       const SharedRecord r = self(s)->swap_shared_state(view(key), expected_version, new_value);
       *out_version = r.version;
       *out_value = r.value;
       *out_applied = r.applied ? 1 : 0;
+    });
+  }
+  // ---- ABI 1.3 ----
+  static conveyor_status add_shared_state(conveyor_storage* s, conveyor_str key, int64_t credit,
+                                          int64_t low, int64_t high, int64_t unit,
+                                          uint32_t min_count, uint32_t max_count,
+                                          int64_t* out_version, int64_t* out_value,
+                                          uint32_t* out_count, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (out_version == nullptr || out_value == nullptr || out_count == nullptr)
+        throw Error(CONVEYOR_E_INVALID,
+                    "add_shared_state: out_version, out_value or out_count is NULL");
+      check_shared_key("add_shared_state", key);
+      constexpr int64_t kMax = CONVEYOR_SHARED_ADD_MAX;
+      const auto refuse = [](const std::string& why) {
+        throw Error(CONVEYOR_E_INVALID, "add_shared_state: " + why);
+      };
+      if (low < -kMax || low > kMax || high < -kMax || high > kMax)
+        refuse("low and high must be within +-CONVEYOR_SHARED_ADD_MAX (2^62), got low " +
+               std::to_string(low) + ", high " + std::to_string(high));
+      if (low > high)
+        refuse("low " + std::to_string(low) + " is above high " + std::to_string(high));
+      if (high - low > kMax)
+        refuse("high - low must be at most CONVEYOR_SHARED_ADD_MAX (2^62), got " +
+               std::to_string(high - low));
+      if (credit < 0 || credit > kMax)
+        refuse("credit must be in 0..CONVEYOR_SHARED_ADD_MAX (2^62), got " +
+               std::to_string(credit));
+      if (unit < 1 || unit > kMax)
+        refuse("unit must be in 1..CONVEYOR_SHARED_ADD_MAX (2^62), got " + std::to_string(unit));
+      if (min_count < 1 || max_count < min_count)
+        refuse("need 1 <= min_count <= max_count, got min_count " + std::to_string(min_count) +
+               ", max_count " + std::to_string(max_count));
+      const SharedAddResult r = self(s)->add_shared_state(
+          view(key), SharedAdd{credit, low, high, unit, min_count, max_count});
+      *out_version = r.version;
+      *out_value = r.value;
+      *out_count = r.count;
     });
   }
   static conveyor_status set_rate_limit_v2(conveyor_storage* s, conveyor_str queue, double rate,
@@ -640,6 +719,9 @@ struct Adapter {
   static constexpr bool has_swap_shared_state = requires(Impl & i) {
     { i.swap_shared_state(std::string_view{}, int64_t{}, int64_t{}) } -> std::same_as<SharedRecord>;
   };
+  static constexpr bool has_add_shared_state = requires(Impl & i, const SharedAdd& a) {
+    { i.add_shared_state(std::string_view{}, a) } -> std::same_as<SharedAddResult>;
+  };
   static constexpr bool has_set_rate_limit_scoped = requires(Impl & i) {
     i.set_rate_limit_scoped(std::string_view{}, double{}, uint32_t{}, int32_t{}, int64_t{});
   };
@@ -668,6 +750,7 @@ struct Adapter {
   CONVEYOR_SDK_OPTIONAL_SLOT(swap_shared_state_slot, has_swap_shared_state, swap_shared_state)
   CONVEYOR_SDK_OPTIONAL_SLOT(set_rate_limit_v2_slot, has_set_rate_limit_scoped, set_rate_limit_v2)
   CONVEYOR_SDK_OPTIONAL_SLOT(enqueue_v3_slot, has_enqueue_costed, enqueue_v3)
+  CONVEYOR_SDK_OPTIONAL_SLOT(add_shared_state_slot, has_add_shared_state, add_shared_state)
 #undef CONVEYOR_SDK_OPTIONAL_SLOT
 
   static constexpr bool has_notify = requires(Impl & i, const NotifySink& sink) {
@@ -729,6 +812,7 @@ struct Adapter {
         swap_shared_state_slot(),
         set_rate_limit_v2_slot(),
         enqueue_v3_slot(),
+        add_shared_state_slot(),
     };
     return &t;
   }

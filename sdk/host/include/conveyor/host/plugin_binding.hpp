@@ -265,6 +265,16 @@ class PluginBinding {
   Result<std::vector<int64_t>> enqueue_v3(std::span<const conveyor_new_job_v2> jobs,
                                           int64_t now_us);
 
+  // ABI 1.3, optional ("needs ABI 1.3 (slot add_shared_state)" when missing).
+  struct SharedAdded {
+    int64_t version = 0;  // as written (kUnwrittenValue where not)
+    int64_t value = 0;
+    uint32_t count = 0;  // as written (kUnwrittenCount where not)
+  };
+  Result<SharedAdded> add_shared_state(std::string_view key, int64_t credit, int64_t low,
+                                       int64_t high, int64_t unit, uint32_t min_count,
+                                       uint32_t max_count);
+
   // Whether the table covers a slot (offset, size) and it is non-NULL.
   bool has_slot(std::size_t offset, std::size_t size) const noexcept;
   // The CONVEYOR_E_UNSUPPORTED status for a missing slot: slot is its name,

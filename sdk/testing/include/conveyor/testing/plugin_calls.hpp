@@ -133,6 +133,10 @@ class PluginCalls {
   // swap_shared_state (ABI 1.2; expected < 0 reads); expects CONVEYOR_OK.
   host::PluginBinding::Shared swap_shared(conveyor_storage* h, const std::string& key,
                                           int64_t expected, int64_t new_value);
+  // add_shared_state (ABI 1.3); expects CONVEYOR_OK.
+  host::PluginBinding::SharedAdded add_shared(conveyor_storage* h, const std::string& key,
+                                              int64_t credit, int64_t low, int64_t high,
+                                              int64_t unit, uint32_t min_count, uint32_t max_count);
   // set_queue_paused at time 0; expects CONVEYOR_OK. Returns the status.
   conveyor_status pause(conveyor_storage* h, const std::string& q, bool paused);
   // One wait_for_notification call, unchecked: appends what arrived to *out
