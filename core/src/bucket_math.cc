@@ -40,9 +40,9 @@ Take take(const Shape& s, int64_t full_at, uint32_t n, int64_t now, uint32_t at_
   return {got, std::max(full_at, now) + static_cast<int64_t>(got) * s.token_ns};
 }
 
-int64_t refund(const Shape& s, int64_t full_at, uint32_t n) {
-  return full_at - saturating_mul(n, s.token_ns);
-}
+int64_t credit_of(const Shape& s, uint32_t n) { return saturating_mul(n, s.token_ns); }
+
+int64_t refund(const Shape& s, int64_t full_at, uint32_t n) { return full_at - credit_of(s, n); }
 
 int64_t ns_until(const Shape& s, int64_t full_at, uint32_t n, int64_t now) {
   const int64_t need = std::min(s.cap_ns, saturating_mul(std::max<uint32_t>(n, 1), s.token_ns));

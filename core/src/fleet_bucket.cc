@@ -11,6 +11,7 @@ FleetBucket::FleetBucket(Storage& storage, std::string_view queue, const RateLim
       clock_(clock),
       limit_(limit),
       shape_(bucket::Shape::of(limit)),
+      adds_(storage.has_slot("add_shared_state")),
       counters_(counters) {}
 
 std::string FleetBucket::key_for(std::string_view queue) {
@@ -57,6 +58,7 @@ uint32_t FleetBucket::take(uint32_t n, uint32_t at_least) {
     return got;
   }
   if (now < quiet_until_) return 0;
+  if (adds_) return add(n, at_least);
   read_once();
   // The spare, fresh but too small or past its hold, goes back in this swap.
   const uint32_t back = spare_;
@@ -79,6 +81,50 @@ uint32_t FleetBucket::take(uint32_t n, uint32_t at_least) {
   }
   back_off(wall_ns());
   return 0;
+}
+
+uint32_t FleetBucket::add(uint32_t n, uint32_t at_least) {
+  const int64_t at = wall_ns();
+  const uint32_t least = std::max<uint32_t>(1, at_least);
+  if (least > n) return 0;
+  // A take the cached record says cannot succeed makes no call (one never
+  // read promises nothing: it makes the call).
+  const bool known = version_ >= 0;
+  const bool promised =
+      bucket::take(shape_, bucket::refund(shape_, full_at_, spare_), n, at, least).got > 0;
+  if (known && !promised) return 0;
+  // bucket::take as one add: the spare's credit back, from now at the
+  // lowest, at most the burst's credit ahead of now.
+  constexpr int64_t kMax = CONVEYOR_SHARED_ADD_MAX;
+  Storage::SharedAdd a;
+  a.credit = std::min(kMax, bucket::credit_of(shape_, spare_));
+  a.low = at;
+  a.high = at + std::min(shape_.cap_ns, kMax - at);
+  a.unit = shape_.token_ns;
+  a.min_count = least;
+  a.max_count = n;
+  counters_.fleet_swaps.fetch_add(1, std::memory_order_relaxed);
+  Storage::SharedAdded r;
+  try {
+    r = storage_.add_shared_state(key_, a);
+  } catch (const StorageError&) {
+    version_ = -1;  // the add may or may not have applied (a lost reply)
+    throw;
+  }
+  version_ = r.version;
+  full_at_ = r.value;
+  if (r.count == 0) {
+    // The record said there were tokens and another process took them first.
+    if (known && promised) {
+      counters_.fleet_conflicts.fetch_add(1, std::memory_order_relaxed);
+      back_off(at);
+    }
+    return 0;  // the spare stays, to return with the next take
+  }
+  spare_ = 0;
+  last_take_ns_ = at;
+  back_off_ns_ = 0;
+  return r.count;
 }
 
 void FleetBucket::back_off(int64_t at) {

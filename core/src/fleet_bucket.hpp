@@ -7,8 +7,12 @@
 // the fleet: tokens taken in [a, b] <= burst + rate * (b - a).
 //
 // Cost: the record is cached. A take the cache says cannot succeed makes no
-// call; otherwise one swap, and after a lost race (another process took
-// first; the reply carries its record) one more, at most kMaxSwaps in all.
+// call. On a plugin with add_shared_state (ABI 1.3) a take is that one call:
+// the plugin applies bucket::take's clamp and division to the stored record
+// atomically, so it cannot lose a race (it gets fewer tokens, or none when
+// another process took the last). On a 1.2 plugin, one swap, and after a
+// lost race (another process took first; the reply carries its record) one
+// more, at most kMaxSwaps in all.
 // Tokens a claim took and did not use (refund) stay here as a spare, no
 // call: the next take within kSpareHold of the take they came from is
 // served from it, and a later take returns them to the fleet in its own
@@ -17,7 +21,9 @@
 //
 // Contention: processes waiting for the same next token all wake when it is
 // due, and every one but the first loses its race (a call each). A process
-// whose take lost its race and then found too few tokens backs off: no call
+// whose take lost its race and then found too few tokens (with
+// add_shared_state: whose add got none where its cached record promised
+// some) backs off: no call
 // before kBackOffFirst, doubling per such take up to burst / rate (at most
 // kBackOffMost), so while it waits the bucket cannot overflow and no token
 // is wasted. The winner's record is its own last write, fresh, so it keeps
@@ -103,6 +109,8 @@ class FleetBucket {
   void read_once();
   // One compare-and-set from the cached record; updates the cache.
   bool swap(int64_t new_full_at);
+  // take() on a plugin with add_shared_state: one call that cannot lose.
+  uint32_t add(uint32_t n, uint32_t at_least);
   // After a take that lost a race and then found too few tokens at wall ns at.
   void back_off(int64_t at);
 
@@ -111,6 +119,7 @@ class FleetBucket {
   const Clock& clock_;
   RateLimit limit_;
   bucket::Shape shape_;
+  const bool adds_;           // the plugin has add_shared_state (ABI 1.3)
   int64_t version_ = -1;      // of the cached record; -1: not read yet
   int64_t full_at_ = 0;       // the cached record's value
   uint32_t spare_ = 0;        // tokens refunded, not yet used or returned

@@ -1,7 +1,9 @@
 // FleetBucket against the real SQLite plugin loaded through the real loader:
 // storage handles on one database file stand for processes (the plugin
 // advertises CONVEYOR_CAP_MULTI_PROCESS), each with a bucket of its own over
-// the one shared record. A ManualClock drives time.
+// the one shared record. A ManualClock drives time. Every test runs twice:
+// with add_shared_state (ABI 1.3), and with that slot hidden, as on a 1.2
+// plugin, so the bucket takes by compare-and-set (swap_shared_state).
 #include "fleet_bucket.hpp"
 
 #include "testing/fault_injecting_storage.hpp"
@@ -23,7 +25,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-class FleetBucketTest : public ::testing::Test {
+class FleetBucketTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
@@ -36,23 +38,32 @@ class FleetBucketTest : public ::testing::Test {
     stores_.clear();
     fs::remove_all(dir_);
   }
+  // Whether the bucket takes with add_shared_state (else swap_shared_state).
+  static bool adds() { return GetParam(); }
+  // The operation a take calls.
+  static testing::StorageOp take_op() {
+    return adds() ? testing::StorageOp::kAddSharedState : testing::StorageOp::kSwapSharedState;
+  }
   // A new handle on the shared file: one more "process".
-  Storage& process() {
+  testing::FaultInjectingStorage& process() {
     static const auto plugin =
         load_plugin(fs::path(CONVEYOR_TEST_PLUGIN_DIR) / "libconveyor-sqlite.so");
-    stores_.push_back(Storage::open(plugin, {{"path", (dir_ / "fleet.db").string()}}));
-    return *stores_.back();
+    auto store = std::make_shared<testing::FaultInjectingStorage>(
+        Storage::open(plugin, {{"path", (dir_ / "fleet.db").string()}}));
+    if (!adds()) store->hide_slot("add_shared_state");
+    stores_.push_back(store);
+    return *store;
   }
 
   fs::path dir_;
-  std::vector<std::shared_ptr<Storage>> stores_;
+  std::vector<std::shared_ptr<testing::FaultInjectingStorage>> stores_;
   ManualClock clock_;
   Metrics metrics_;
   QueueCounters& counters_ = metrics_.queue("email");
   const RateLimit limit_{50, 10, LimitScope::kFleet};  // a token per 20 ms
 };
 
-TEST_F(FleetBucketTest, TwoProcessesDrawFromOneBucket) {
+TEST_P(FleetBucketTest, TwoProcessesDrawFromOneBucket) {
   FleetBucket a(process(), "email", limit_, clock_, counters_);
   FleetBucket b(process(), "email", limit_, clock_, counters_);
   EXPECT_EQ(a.take(100), 10u) << "a full bucket: the burst";
@@ -60,8 +71,8 @@ TEST_F(FleetBucketTest, TwoProcessesDrawFromOneBucket) {
   EXPECT_EQ(b.time_until(1), 20ms);
   clock_.advance(20ms);
   EXPECT_EQ(b.take(100), 1u);
-  // a's record is stale (b took since): its swap loses, and the winner's
-  // record in the reply says nothing is left.
+  // a's record is stale (b took since): its take finds nothing (a swap
+  // loses), and the record in the reply says nothing is left.
   const uint64_t conflicts = counters_.fleet_conflicts.load();
   EXPECT_EQ(a.take(100), 0u);
   EXPECT_EQ(counters_.fleet_conflicts.load(), conflicts + 1);
@@ -69,7 +80,7 @@ TEST_F(FleetBucketTest, TwoProcessesDrawFromOneBucket) {
   EXPECT_EQ(a.take(100), 2u);
 }
 
-TEST_F(FleetBucketTest, AFreshBucketOnAQueueNeverLimitedStartsFull) {
+TEST_P(FleetBucketTest, AFreshBucketOnAQueueNeverLimitedStartsFull) {
   FleetBucket a(process(), "new-queue", limit_, clock_, counters_);
   EXPECT_EQ(a.take(3), 3u);
   EXPECT_EQ(a.available(), 7u);
@@ -78,7 +89,7 @@ TEST_F(FleetBucketTest, AFreshBucketOnAQueueNeverLimitedStartsFull) {
 // A claim that found fewer jobs than tokens keeps the rest for the next
 // claim, with no call; past kSpareHold the next take returns them to the
 // fleet in its own swap, and they are never used late.
-TEST_F(FleetBucketTest, ARefundIsASpareForTheNextClaimThenGoesBackToTheFleet) {
+TEST_P(FleetBucketTest, ARefundIsASpareForTheNextClaimThenGoesBackToTheFleet) {
   FleetBucket a(process(), "email", limit_, clock_, counters_);
   FleetBucket b(process(), "email", limit_, clock_, counters_);
   ASSERT_EQ(a.take(10), 10u);
@@ -104,7 +115,7 @@ TEST_F(FleetBucketTest, ARefundIsASpareForTheNextClaimThenGoesBackToTheFleet) {
 // (doubling, at most burst / rate), so it makes a few calls a second, not
 // one per token. When the winner stops, the loser takes within the
 // back-off, and no token was lost to overflow meanwhile.
-TEST_F(FleetBucketTest, ALoserBacksOffWhileTheWinnerTakesAtOneCallPerTake) {
+TEST_P(FleetBucketTest, ALoserBacksOffWhileTheWinnerTakesAtOneCallPerTake) {
   QueueCounters& ca = metrics_.queue("process-a");
   QueueCounters& cb = metrics_.queue("process-b");
   FleetBucket a(process(), "email", limit_, clock_, ca);
@@ -140,7 +151,7 @@ TEST_F(FleetBucketTest, ALoserBacksOffWhileTheWinnerTakesAtOneCallPerTake) {
   EXPECT_EQ(got, std::min<uint32_t>(10, static_cast<uint32_t>(waited_ms / 20)));
 }
 
-TEST_F(FleetBucketTest, TakeAtLeastMakesNoCallWhenTheRecordSaysTooFew) {
+TEST_P(FleetBucketTest, TakeAtLeastMakesNoCallWhenTheRecordSaysTooFew) {
   FleetBucket a(process(), "email", limit_, clock_, counters_);
   ASSERT_EQ(a.take(10), 10u);
   clock_.advance(60ms);  // 3 tokens
@@ -151,7 +162,7 @@ TEST_F(FleetBucketTest, TakeAtLeastMakesNoCallWhenTheRecordSaysTooFew) {
   EXPECT_EQ(a.take(10, 5), 5u);
 }
 
-TEST_F(FleetBucketTest, ABackpressureHoldEmptiesTheBucketForEveryProcess) {
+TEST_P(FleetBucketTest, ABackpressureHoldEmptiesTheBucketForEveryProcess) {
   FleetBucket a(process(), "email", limit_, clock_, counters_);
   FleetBucket b(process(), "email", limit_, clock_, counters_);
   a.empty_until(clock_.steady_now() + 2s);
@@ -166,7 +177,7 @@ TEST_F(FleetBucketTest, ABackpressureHoldEmptiesTheBucketForEveryProcess) {
 // Three processes taking and refunding at random for 10 simulated seconds:
 // what the fleet holds never exceeds burst + rate * t, and a greedy fleet
 // gets within a token of it.
-TEST_F(FleetBucketTest, RandomInterleavingOfThreeProcessesKeepsTheFleetBound) {
+TEST_P(FleetBucketTest, RandomInterleavingOfThreeProcessesKeepsTheFleetBound) {
   std::vector<std::unique_ptr<FleetBucket>> fleet;
   for (int i = 0; i < 3; ++i)
     fleet.push_back(std::make_unique<FleetBucket>(process(), "email", limit_, clock_, counters_));
@@ -187,24 +198,53 @@ TEST_F(FleetBucketTest, RandomInterleavingOfThreeProcessesKeepsTheFleetBound) {
       << "the fleet ran at its rate (less at most the tokens lost to refund races)";
 }
 
-TEST_F(FleetBucketTest, AFailedSwapThrowsAndTheNextTakeWorks) {
-  auto inner = std::shared_ptr<Storage>(&process(), [](Storage*) {});
-  testing::FaultInjectingStorage faulty(inner);
+TEST_P(FleetBucketTest, AFailedSwapThrowsAndTheNextTakeWorks) {
+  testing::FaultInjectingStorage& faulty = process();
   FleetBucket a(faulty, "email", limit_, clock_, counters_);
-  faulty.fail_next(testing::StorageOp::kSwapSharedState, 1, CONVEYOR_E_UNAVAILABLE);
+  faulty.fail_next(take_op(), 1, CONVEYOR_E_UNAVAILABLE);
   EXPECT_THROW(a.take(5), StorageError);
   EXPECT_EQ(a.take(5), 5u);
 }
 
-TEST_F(FleetBucketTest, ASwapWhoseReplyWasLostIsReadAfreshSoNothingIsTakenTwice) {
-  auto inner = std::shared_ptr<Storage>(&process(), [](Storage*) {});
-  testing::FaultInjectingStorage faulty(inner);
+TEST_P(FleetBucketTest, ASwapWhoseReplyWasLostIsReadAfreshSoNothingIsTakenTwice) {
+  testing::FaultInjectingStorage& faulty = process();
   FleetBucket a(faulty, "email", limit_, clock_, counters_);
   ASSERT_EQ(a.take(2), 2u);
-  faulty.drop_reply_next(testing::StorageOp::kSwapSharedState);
+  faulty.drop_reply_next(take_op());
   EXPECT_THROW(a.take(5), StorageError) << "applied, but the reply was lost";
   EXPECT_EQ(a.take(100), 3u) << "the lost take's 5 tokens are gone, not offered again";
 }
+
+// The point of add_shared_state: processes that take at the same moment
+// never lose a race, so a take is one call. Two processes, each taking
+// after the other took since its last call (every cached record stale):
+// with the add, every take that finds tokens gets them in its one call.
+TEST_P(FleetBucketTest, StaleRecordsCostARetryOnlyWithoutTheAdd) {
+  QueueCounters& ca = metrics_.queue("process-a");
+  QueueCounters& cb = metrics_.queue("process-b");
+  FleetBucket a(process(), "email", limit_, clock_, ca);
+  FleetBucket b(process(), "email", limit_, clock_, cb);
+  ASSERT_EQ(a.take(4), 4u);
+  ASSERT_EQ(b.take(4), 4u);  // a's record is stale now, b's fresh
+  clock_.advance(100ms);     // 2 left + 5 due
+  EXPECT_EQ(a.take(3), 3u);
+  EXPECT_EQ(b.take(3), 3u);
+  EXPECT_EQ(a.take(3), 1u) << "the last token";
+  const uint64_t calls = ca.fleet_swaps.load() + cb.fleet_swaps.load();
+  const uint64_t conflicts = ca.fleet_conflicts.load() + cb.fleet_conflicts.load();
+  if (adds()) {
+    EXPECT_EQ(calls, 5u) << "one call per take";
+    EXPECT_EQ(conflicts, 0u);
+  } else {
+    EXPECT_GT(calls, 5u) << "a swap from a stale record loses and is retried";
+    EXPECT_GT(conflicts, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TakeBy, FleetBucketTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "AddSharedState" : "SwapSharedState");
+                         });
 
 }  // namespace
 }  // namespace conveyor

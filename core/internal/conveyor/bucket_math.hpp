@@ -38,6 +38,9 @@ struct Take {
 // (>= 1) are available.
 Take take(const Shape& s, int64_t full_at, uint32_t n, int64_t now, uint32_t at_least = 1);
 
+// The credit n tokens cost (n * token_ns, saturated far from overflow).
+int64_t credit_of(const Shape& s, uint32_t n);
+
 // The state after giving back n tokens taken and not used: never fuller
 // than a full bucket, so never more credit than was taken.
 int64_t refund(const Shape& s, int64_t full_at, uint32_t n);
