@@ -631,7 +631,8 @@ typedef struct conveyor_storage_plugin {
    * second and usually last.
    * Cost: one round trip touching one small row; the host calls it at most
    * once or twice per claimed batch of a fleet-limited queue (never per
-   * job) and about four times a second for the kill switch. */
+   * job; on a plugin with add_shared_state, only for a backpressure hold)
+   * and about four times a second for the kill switch. */
   conveyor_status (*swap_shared_state)(conveyor_storage* storage, conveyor_str key,
                                        int64_t expected_version, int64_t new_value,
                                        int64_t* out_version, int64_t* out_value,
