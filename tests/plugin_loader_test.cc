@@ -584,6 +584,7 @@ TEST(PluginNames, CapabilityNames) {
   EXPECT_EQ(capability_names(CONVEYOR_CAP_NOTIFY | CONVEYOR_CAP_DURABLE | CONVEYOR_CAP_MULTI_HOST |
                              CONVEYOR_CAP_MULTI_PROCESS),
             "durable,multi-process,multi-host,notify");
+  EXPECT_EQ(capability_names(CONVEYOR_CAP_NOTIFY | CONVEYOR_CAP_NOTIFY_DUE), "notify,notify-due");
   EXPECT_EQ(capability_names(CONVEYOR_CAP_DURABLE | (uint64_t{1} << 9)), "durable,bit9");
 }
 

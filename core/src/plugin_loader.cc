@@ -198,17 +198,16 @@ bool kind_known(uint32_t kind) {
 
 uint64_t unknown_capabilities(uint64_t capabilities) {
   return capabilities & ~(CONVEYOR_CAP_DURABLE | CONVEYOR_CAP_MULTI_PROCESS |
-                          CONVEYOR_CAP_MULTI_HOST | CONVEYOR_CAP_NOTIFY);
+                          CONVEYOR_CAP_MULTI_HOST | CONVEYOR_CAP_NOTIFY | CONVEYOR_CAP_NOTIFY_DUE);
 }
 
 std::string capability_names(uint64_t capabilities) {
   static constexpr std::pair<uint64_t, const char*> kNames[] = {
-      {CONVEYOR_CAP_DURABLE, "durable"},
-      {CONVEYOR_CAP_MULTI_PROCESS, "multi-process"},
-      {CONVEYOR_CAP_MULTI_HOST, "multi-host"},
-      {CONVEYOR_CAP_NOTIFY, "notify"},
+      {CONVEYOR_CAP_DURABLE, "durable"},       {CONVEYOR_CAP_MULTI_PROCESS, "multi-process"},
+      {CONVEYOR_CAP_MULTI_HOST, "multi-host"}, {CONVEYOR_CAP_NOTIFY, "notify"},
+      {CONVEYOR_CAP_NOTIFY_DUE, "notify-due"},
   };
-  static_assert(std::size(kNames) == 4, "unknown_capabilities() lists the same bits");
+  static_assert(std::size(kNames) == 5, "unknown_capabilities() lists the same bits");
   std::vector<std::string> names;
   for (int bit = 0; bit < 64; ++bit) {
     const uint64_t mask = uint64_t{1} << bit;

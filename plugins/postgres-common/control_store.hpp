@@ -73,6 +73,9 @@ class ControlStore {
   int64_t change_marker();
   // Opens the LISTEN connection on first use.
   void wait_for_notification(int64_t timeout_us, const sdk::NotifySink& sink);
+  // Passed to the listener (NotificationListener::LaterSeen); before the
+  // first wait_for_notification.
+  void on_later_announced(NotificationListener::LaterSeen seen) { later_seen_ = std::move(seen); }
 
  private:
   // Queues not paused: woken after the listener (re)connects.
@@ -82,6 +85,7 @@ class ControlStore {
   const PgOptions& options_;
   const NotifyChannels channels_;
   std::mutex listener_mu_;
+  NotificationListener::LaterSeen later_seen_;
   std::unique_ptr<NotificationListener> listener_;  // opened by the first wait
 };
 

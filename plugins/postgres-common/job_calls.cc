@@ -1,12 +1,14 @@
 #include "job_calls.hpp"
 
 #include "connection_pool.hpp"
+#include "due_wakes.hpp"
 #include "pg_run.hpp"
 #include "pg_text.hpp"
 
 #include <pqxx/nontransaction>
 
 #include <algorithm>
+#include <set>
 #include <string_view>
 #include <utility>
 
@@ -25,7 +27,7 @@ CostedJobs split_costed(std::span<const conveyor_new_job_v2> jobs) {
   return out;
 }
 
-EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs,
+EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs, int64_t now_us,
                                    std::span<const int32_t> costs) {
   for (size_t i = 0; i < jobs.size(); ++i) {
     const conveyor_new_job& j = jobs[i];
@@ -76,6 +78,14 @@ EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs,
   out.costs = costs.empty() ? int_array(std::vector<int32_t>(jobs.size(), 1))
                             : int_array(std::vector<int32_t>(costs.begin(), costs.end()));
   out.distinct_queues = text_array(distinct);
+  std::set<std::pair<int64_t, std::string_view>> later;
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (run_ats[i] > now_us)
+      later.emplace((run_ats[i] + kLaterGrainUs - 1) / kLaterGrainUs * kLaterGrainUs, queues[i]);
+  std::vector<std::string> payloads;
+  payloads.reserve(later.size());
+  for (const auto& [at, queue] : later) payloads.push_back(later_payload(at, queue));
+  out.later_payloads = text_array(std::vector<std::string_view>(payloads.begin(), payloads.end()));
   return out;
 }
 

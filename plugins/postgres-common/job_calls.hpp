@@ -26,10 +26,16 @@ struct EnqueueArrays {
   std::string queues, kinds, payloads_hex, priorities, max_attempts, run_ats;
   std::string costs;            // ABI 1.2: one per job (1 without a cost)
   std::string distinct_queues;  // sorted: concurrent enqueues register queues in one order
+  // The later channel's payloads (due_wakes.hpp): one per queue and
+  // kLaterGrainUs of run_at among the jobs not due at now_us, the time
+  // rounded up, so a wake never comes before the job can be claimed.
+  std::string later_payloads;
 };
+inline constexpr int64_t kLaterGrainUs = 10'000;
 // Throws sdk::Error(CONVEYOR_E_INVALID) naming the job and what is wrong.
 // costs: one per job (enqueue_v3, checked by the SDK adapter), or empty for 1.
-EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs,
+// now_us: the enqueue's clock, which tells delayed jobs from due ones.
+EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs, int64_t now_us,
                                    std::span<const int32_t> costs = {});
 // enqueue_v3's jobs split into the plain jobs and their costs.
 struct CostedJobs {

@@ -13,6 +13,14 @@ namespace {
 
 constexpr size_t kMaxIdentifier = 63;
 
+// The clock delayed jobs' run_at is compared with: the host's wall clock,
+// which claims in this process compare run_at with too.
+int64_t wall_now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::string bounded_channel(const std::string& prefix, const std::string& schema) {
   std::string name = prefix + schema;
   if (name.size() <= kMaxIdentifier) return name;
@@ -29,7 +37,8 @@ std::string bounded_channel(const std::string& prefix, const std::string& schema
 
 NotifyChannels channels_for_schema(const std::string& schema) {
   return NotifyChannels{bounded_channel("conveyor_jobs_", schema),
-                        bounded_channel("conveyor_ctl_", schema)};
+                        bounded_channel("conveyor_ctl_", schema),
+                        bounded_channel("conveyor_later_", schema)};
 }
 
 // Collects what libpqxx delivers on one channel; the listener translates it
@@ -49,11 +58,13 @@ class NotificationListener::Receiver : public pqxx::notification_receiver {
 
 NotificationListener::NotificationListener(std::string conninfo, std::string target,
                                            NotifyChannels channels,
-                                           std::function<std::vector<std::string>()> known_queues)
+                                           std::function<std::vector<std::string>()> known_queues,
+                                           LaterSeen later_seen)
     : conninfo_(std::move(conninfo)),
       target_(std::move(target)),
       channels_(std::move(channels)),
-      known_queues_(std::move(known_queues)) {}
+      known_queues_(std::move(known_queues)),
+      later_seen_(std::move(later_seen)) {}
 
 NotificationListener::~NotificationListener() { drop(); }
 
@@ -68,6 +79,7 @@ void NotificationListener::connect() {
     // LISTEN first, then the catch-up: nothing sent in between is missed.
     receivers_.push_back(std::make_unique<Receiver>(conn_->conn, channels_.jobs, received_));
     receivers_.push_back(std::make_unique<Receiver>(conn_->conn, channels_.control, received_));
+    receivers_.push_back(std::make_unique<Receiver>(conn_->conn, channels_.later, received_));
     if (!conn_->conn.is_open()) throw pqxx::broken_connection("connection lost during LISTEN");
   } catch (const sdk::Error& e) {
     drop();
@@ -89,8 +101,14 @@ void NotificationListener::wait(int64_t timeout_us, const sdk::NotifySink& sink)
   timeout_us = std::max<int64_t>(timeout_us, 0);
   if (!conn_) {
     if (auto left = backoff_.remaining(); left.count() > 0) {
-      std::this_thread::sleep_for(
-          std::min<std::chrono::microseconds>(left, std::chrono::microseconds(timeout_us)));
+      // Wakes already owed need no connection: keep them on time.
+      std::chrono::microseconds nap =
+          std::min<std::chrono::microseconds>(left, std::chrono::microseconds(timeout_us));
+      if (const std::optional<int64_t> next = due_.next())
+        nap = std::clamp(std::chrono::microseconds(*next - wall_now_us()),
+                         std::chrono::microseconds(0), nap);
+      std::this_thread::sleep_for(nap);
+      for (const std::string& q : due_.take_due(wall_now_us())) sink(CONVEYOR_NOTIFY_JOBS, q);
       return;
     }
     connect();
@@ -109,10 +127,14 @@ void NotificationListener::wait(int64_t timeout_us, const sdk::NotifySink& sink)
     }
   }
 
+  // A delayed job coming due ends the wait, as a notification would.
+  if (const std::optional<int64_t> next = due_.next())
+    timeout_us = std::clamp<int64_t>(*next - wall_now_us(), 0, timeout_us);
+
   received_.clear();
   try {
     if (!conn_->conn.is_open()) throw pqxx::broken_connection("listen connection closed");
-    if (limits_changed) {
+    if (limits_changed || timeout_us == 0) {
       conn_->conn.get_notifs();  // report at once; do not wait
     } else {
       conn_->conn.await_notification(static_cast<long>(timeout_us / 1'000'000),
@@ -133,6 +155,11 @@ void NotificationListener::wait(int64_t timeout_us, const sdk::NotifySink& sink)
     std::string_view p = payload;
     if (channel == channels_.jobs) {
       sink(CONVEYOR_NOTIFY_JOBS, p);
+    } else if (channel == channels_.later) {
+      if (auto later = parse_later_payload(p)) {
+        if (later_seen_) later_seen_(later->second, later->first);
+        due_.add(later->first, std::move(later->second));
+      }
     } else if (p.substr(0, kLimitsPrefix.size()) == kLimitsPrefix) {
       sink(CONVEYOR_NOTIFY_RATE_LIMITS, p.substr(kLimitsPrefix.size()));
     } else if (p.substr(0, kQueueStatePrefix.size()) == kQueueStatePrefix) {
@@ -140,6 +167,9 @@ void NotificationListener::wait(int64_t timeout_us, const sdk::NotifySink& sink)
     }
   }
   received_.clear();
+  // Owed wakes whose time has come, announced on an earlier wait or just now
+  // (by a process whose clock is ahead of ours).
+  for (const std::string& q : due_.take_due(wall_now_us())) sink(CONVEYOR_NOTIFY_JOBS, q);
 }
 
 }  // namespace conveyor::postgres

@@ -3,15 +3,21 @@
 // conveyor_notify_fn calls.
 //
 //   jobs channel     payload: queue name          -> CONVEYOR_NOTIFY_JOBS
+//   later channel    payload: "<run_at_us> <queue>" -> CONVEYOR_NOTIFY_JOBS for
+//                    queue once run_at has come by this process's clock
+//                    (CONVEYOR_CAP_NOTIFY_DUE; due_wakes.hpp)
 //   control channel  payload: "limits:" + queue   -> CONVEYOR_NOTIFY_RATE_LIMITS
 //                    payload: "state:" + queue    -> CONVEYOR_NOTIFY_QUEUE_STATE
 //
 // Notifications sent while the connection was down are lost, so after every
 // (re)connect the listener reports a catch-up: overrides changed, and new jobs
-// in every known queue. A dead connection is reopened with backoff.
+// in every known queue. A dead connection is reopened with backoff. Delayed
+// jobs announced while it was down are not learned again: the host's rare
+// re-poll of drained queues picks them up.
 #ifndef CONVEYOR_PLUGINS_POSTGRES_NOTIFICATION_LISTENER_HPP
 #define CONVEYOR_PLUGINS_POSTGRES_NOTIFICATION_LISTENER_HPP
 
+#include "due_wakes.hpp"
 #include "pg_connect.hpp"
 
 #include <conveyor/storage_plugin.hpp>
@@ -31,6 +37,7 @@ namespace conveyor::postgres {
 struct NotifyChannels {
   std::string jobs;
   std::string control;
+  std::string later;  // delayed jobs: "<run_at_us> <queue>"
 };
 NotifyChannels channels_for_schema(const std::string& schema);
 
@@ -40,8 +47,12 @@ inline constexpr std::string_view kQueueStatePrefix = "state:";
 class NotificationListener {
  public:
   // known_queues lists the queues to wake after a reconnect (may throw).
+  // later_seen, if set, hears of every delayed job announced on the later
+  // channel (queue, run_at_us), as it arrives, on the waiting thread.
+  using LaterSeen = std::function<void(std::string_view queue, int64_t run_at_us)>;
   NotificationListener(std::string conninfo, std::string target, NotifyChannels channels,
-                       std::function<std::vector<std::string>()> known_queues);
+                       std::function<std::vector<std::string>()> known_queues,
+                       LaterSeen later_seen = {});
   ~NotificationListener();
   NotificationListener(const NotificationListener&) = delete;
   NotificationListener& operator=(const NotificationListener&) = delete;
@@ -61,6 +72,7 @@ class NotificationListener {
   const std::string target_;
   const NotifyChannels channels_;
   const std::function<std::vector<std::string>()> known_queues_;
+  const LaterSeen later_seen_;
   ReconnectBackoff backoff_;
 
   std::mutex mu_;  // one waiter at a time
@@ -68,6 +80,7 @@ class NotificationListener {
   std::vector<std::unique_ptr<Receiver>> receivers_;           // destroyed before conn_
   std::vector<std::pair<std::string, std::string>> received_;  // (channel, payload)
   bool catch_up_ = false;                                      // report a catch-up on the next wait
+  DueWakes due_;                                               // mu_
 };
 
 }  // namespace conveyor::postgres

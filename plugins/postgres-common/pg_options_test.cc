@@ -113,11 +113,14 @@ TEST(PgOptions, ChannelNamesFitPostgresIdentifiers) {
   NotifyChannels shortc = channels_for_schema("conveyor");
   EXPECT_EQ(shortc.jobs, "conveyor_jobs_conveyor");
   EXPECT_EQ(shortc.control, "conveyor_ctl_conveyor");
+  EXPECT_EQ(shortc.later, "conveyor_later_conveyor");
   const std::string a(63, 'a'), b = std::string(62, 'a') + "b";
   NotifyChannels ca = channels_for_schema(a), cb = channels_for_schema(b);
-  for (const auto* n : {&ca.jobs, &ca.control, &cb.jobs, &cb.control}) EXPECT_LE(n->size(), 63u);
+  for (const auto* n : {&ca.jobs, &ca.control, &ca.later, &cb.jobs, &cb.control, &cb.later})
+    EXPECT_LE(n->size(), 63u);
   EXPECT_NE(ca.jobs, cb.jobs) << "long schemas still get channels of their own";
   EXPECT_NE(ca.control, cb.control);
+  EXPECT_NE(ca.later, cb.later);
 }
 
 // A TCP port on 127.0.0.1 with nothing listening.

@@ -27,7 +27,7 @@
 // base class serves wait_for_notification).
 #define CONVEYOR_PG_CAPABILITIES                                                 \
   (CONVEYOR_CAP_DURABLE | CONVEYOR_CAP_MULTI_PROCESS | CONVEYOR_CAP_MULTI_HOST | \
-   CONVEYOR_CAP_NOTIFY)
+   CONVEYOR_CAP_NOTIFY | CONVEYOR_CAP_NOTIFY_DUE)
 
 // The job calls of the SDK's plugin class (storage_plugin.hpp) that a
 // PostgreSQL plugin class implements itself; declared once for both.
@@ -101,6 +101,11 @@ class PgStorageBase {
   const std::string& claimer() const { return claimer_; }
   ConnectionPool& pool() { return *pool_; }
   const NotifyChannels& channels() const { return control_->channels(); }
+  // Hears of every delayed job another process (or this one) announced, as
+  // the listener receives it. Set in the constructor, before any wait.
+  void on_later_announced(NotificationListener::LaterSeen seen) {
+    control_->on_later_announced(std::move(seen));
+  }
 
  private:
   const PgOptions options_;

@@ -365,8 +365,12 @@ WITH registered AS (
 )sql" CONVEYOR_TALLY("SELECT queue, 1, 1 FROM input") R"sql(
 ), notified AS (
   SELECT count(pg_notify($9::text, q)) AS n FROM unnest($8::text[]) AS q
+), announced AS (
+  -- Delayed jobs: "<run_at> <queue>" on the later channel ($11), which
+  -- listeners turn into a wake at that time (CONVEYOR_CAP_NOTIFY_DUE).
+  SELECT count(pg_notify($11::text, p)) AS n FROM unnest($12::text[]) AS p
 )
-SELECT input.job_id, input.run_at <= $7::bigint FROM input CROSS JOIN notified
+SELECT input.job_id, input.run_at <= $7::bigint FROM input CROSS JOIN notified CROSS JOIN announced
 ORDER BY input.ord)sql"},
 
     // Moves a queue's due `later` rows into the ring (host's now, $2).

@@ -128,7 +128,12 @@ QueueStorage::QueueStorage(QueueOptions options)
                     }),
       options_(std::move(options)),
       hints_(kHintResetPeriod),
-      promotions_(kPromotionCheckPeriod) {}
+      promotions_(kPromotionCheckPeriod) {
+  // Another process's delayed job is then promoted by the first claim after
+  // its run_at (the wake the listener owes for it), not a check period later.
+  on_later_announced(
+      [this](std::string_view queue, int64_t run_at) { promotions_.added(queue, run_at); });
+}
 
 QueueStorage::~QueueStorage() {
   // Before the pool and the hints go.
@@ -175,13 +180,13 @@ void QueueStorage::enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int
 void QueueStorage::enqueue_with(std::span<const conveyor_new_job> jobs,
                                 std::span<const int32_t> costs, int64_t wall,
                                 std::span<int64_t> out_ids) {
-  const postgres::EnqueueArrays a = postgres::encode_enqueue_batch(jobs, costs);
+  const postgres::EnqueueArrays a = postgres::encode_enqueue_batch(jobs, wall, costs);
   std::vector<std::pair<int64_t, bool>> rows;  // (id, appended to the ring)
   run("enqueue", Retry::kNever, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    pqxx::result r = tx.exec_prepared(stmt::kEnqueue, a.queues, a.kinds, a.payloads_hex,
-                                      a.priorities, a.max_attempts, a.run_ats, wall,
-                                      a.distinct_queues, channels().jobs, a.costs);
+    pqxx::result r = tx.exec_prepared(
+        stmt::kEnqueue, a.queues, a.kinds, a.payloads_hex, a.priorities, a.max_attempts, a.run_ats,
+        wall, a.distinct_queues, channels().jobs, a.costs, channels().later, a.later_payloads);
     rows.clear();
     for (const auto& row : r)
       rows.emplace_back(postgres::int_at(row, 0), postgres::bool_at(row, 1));

@@ -153,8 +153,12 @@ WITH registered AS (
   -- One notification per queue of the batch, sent when this commits. (Not
   -- only for queues with jobs due now: enqueue has no host clock to tell.)
   SELECT count(pg_notify($9::text, q)) AS n FROM unnest($8::text[]) AS q
+), announced AS (
+  -- Delayed jobs: "<run_at> <queue>" on the later channel ($11), which
+  -- listeners turn into a wake at that time (CONVEYOR_CAP_NOTIFY_DUE).
+  SELECT count(pg_notify($11::text, p)) AS n FROM unnest($12::text[]) AS p
 )
-SELECT inserted.id FROM inserted CROSS JOIN notified)sql"},
+SELECT inserted.id FROM inserted CROSS JOIN notified CROSS JOIN announced)sql"},
 
     // The selection is a CTE so the planner keeps the LIMIT; SKIP LOCKED lets
     // concurrent claimers pass each other; the lease is set in the same
@@ -312,8 +316,12 @@ WITH final AS (
 ), counted AS (
   INSERT INTO {s}.job_count_deltas (queue, state, delta)
   SELECT queue, state, -count(*) FROM retried GROUP BY queue, state
+), notified AS (
+  -- Ready again now: one notification per queue, as an enqueue sends.
+  SELECT count(pg_notify($3::text, q)) AS n FROM (SELECT DISTINCT queue FROM retried) AS x(q)
 )
 SELECT j.id, r.id IS NOT NULL FROM {s}.jobs AS j LEFT JOIN retried AS r ON r.id = j.id
+CROSS JOIN notified
 WHERE j.id = ANY($2::bigint[]))sql"},
 
     Statement{stmt::kDeleteJobs, R"sql(

@@ -112,13 +112,13 @@ void PostgresStorage::enqueue_costed(std::span<const conveyor_new_job_v2> jobs, 
 void PostgresStorage::insert_jobs(std::span<const conveyor_new_job> jobs,
                                   std::span<const int32_t> costs, int64_t created,
                                   std::span<int64_t> out_ids) {
-  const EnqueueArrays a = encode_enqueue_batch(jobs, costs);
+  const EnqueueArrays a = encode_enqueue_batch(jobs, created, costs);
   std::vector<int64_t> ids;
   run("enqueue", Retry::kNever, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    pqxx::result r = tx.exec_prepared(stmt::kEnqueue, a.queues, a.kinds, a.payloads_hex,
-                                      a.priorities, a.max_attempts, a.run_ats, created,
-                                      a.distinct_queues, channels().jobs, a.costs);
+    pqxx::result r = tx.exec_prepared(
+        stmt::kEnqueue, a.queues, a.kinds, a.payloads_hex, a.priorities, a.max_attempts, a.run_ats,
+        created, a.distinct_queues, channels().jobs, a.costs, channels().later, a.later_payloads);
     ids.clear();
     ids.reserve(r.size());
     for (const auto& row : r) ids.push_back(int_at(row, 0));
@@ -355,7 +355,7 @@ void PostgresStorage::retry_jobs(std::span<const int64_t> ids, int64_t now_us,
     std::vector<std::pair<int64_t, bool>> found;
     run("retry_jobs", Retry::kNever, [&](pqxx::connection& c) {
       pqxx::nontransaction tx(c);
-      found = id_flags(tx.exec_prepared(stmt::kRetryJobs, now_us, ids_text));
+      found = id_flags(tx.exec_prepared(stmt::kRetryJobs, now_us, ids_text, channels().jobs));
     });
     return found;
   });

@@ -26,7 +26,8 @@ TEST(PgEntryPoint, DescribesThePlugin) {
   EXPECT_STREQ(api->version, "0.1.0");
   EXPECT_EQ(api->kind, static_cast<uint32_t>(CONVEYOR_KIND_CANONICAL));
   EXPECT_EQ(api->capabilities, CONVEYOR_CAP_DURABLE | CONVEYOR_CAP_MULTI_PROCESS |
-                                   CONVEYOR_CAP_MULTI_HOST | CONVEYOR_CAP_NOTIFY);
+                                   CONVEYOR_CAP_MULTI_HOST | CONVEYOR_CAP_NOTIFY |
+                                   CONVEYOR_CAP_NOTIFY_DUE);
   EXPECT_EQ(api->struct_size, sizeof(conveyor_storage_plugin));
   EXPECT_EQ(api->abi_major, static_cast<uint32_t>(CONVEYOR_ABI_MAJOR));
   EXPECT_EQ(api->abi_minor, static_cast<uint32_t>(CONVEYOR_ABI_MINOR));

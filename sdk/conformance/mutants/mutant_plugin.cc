@@ -523,7 +523,8 @@ extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storag
     if (inner == nullptr) return;
     table = conveyor_storage_plugin{
         sizeof(conveyor_storage_plugin), CONVEYOR_ABI_MAJOR, CONVEYOR_ABI_MINOR, 0, "mutant",
-        "0.0.0", inner->kind, 0, inner->capabilities & ~CONVEYOR_CAP_NOTIFY, m_open, m_close,
+        "0.0.0", inner->kind, 0,
+        inner->capabilities & ~(CONVEYOR_CAP_NOTIFY | CONVEYOR_CAP_NOTIFY_DUE), m_open, m_close,
         m_migrate, m_enqueue, m_claim, m_complete, m_fail, m_extend, m_release, m_rescue, m_cancel,
         m_pause, m_stats, m_list_queues, m_get_job, m_purge, m_set_rate, m_delete_rate,
         m_list_rates, m_marker, nullptr, m_enqueue_v2, m_claim_kinds, m_list_jobs, m_retry_jobs,

@@ -45,6 +45,8 @@ std::string capability_label(uint64_t capability) {
       return "multi-host (CONVEYOR_CAP_MULTI_HOST)";
     case CONVEYOR_CAP_NOTIFY:
       return "notify (CONVEYOR_CAP_NOTIFY)";
+    case CONVEYOR_CAP_NOTIFY_DUE:
+      return "notify when delayed jobs come due (CONVEYOR_CAP_NOTIFY_DUE)";
     default:
       return capability_names(capability);
   }

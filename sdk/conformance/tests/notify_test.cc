@@ -130,5 +130,98 @@ TEST_F(Notify, PauseWakesAWaiter) {
       << " s of pausing it; seen: " << (seen.empty() ? "nothing" : seen);
 }
 
+int64_t real_wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+TEST_F(Notify, DelayedJobWakesAWaiterWhenItComesDue) {
+  CONFORMANCE_REQUIRE(CONVEYOR_CAP_NOTIFY);
+  CONFORMANCE_REQUIRE(CONVEYOR_CAP_NOTIFY_DUE);
+  auto waiter = open();
+  std::unique_ptr<Handle> other = has(CONVEYOR_CAP_MULTI_PROCESS) ? open() : nullptr;
+  Handle& changer = other ? *other : *waiter;
+  constexpr int64_t kDelayUs = 1'500'000;
+  std::string seen;
+  bool woken_when_due = false;
+  int64_t late_us = 0;
+  const auto deadline = Clock::now() + kBound;
+  // Re-enqueued until it works: when a plugin starts listening is its own
+  // business, so the first job may be announced before anyone listens.
+  while (!woken_when_due && Clock::now() < deadline) {
+    std::vector<NotificationCopy> notes;
+    require_ok(waiter->wait_for_notification(kWaitUs, &notes));
+    const int64_t run_at = real_wall_us() + kDelayUs;
+    changer.add(JobSpec{.queue = "later", .run_at_us = run_at});
+    // Waits until 3 s past run_at for a wake of the queue at or after it
+    // (the one at enqueue does not count: the job was not ready then).
+    while (!woken_when_due && real_wall_us() < run_at + 3'000'000) {
+      notes.clear();
+      Status st = waiter->wait_for_notification(kWaitUs, &notes);
+      ASSERT_TRUE(st.ok() || st.code == CONVEYOR_E_UNAVAILABLE) << st;
+      const int64_t at = real_wall_us();
+      for (const NotificationCopy& n : notes) {
+        seen += "(kind " + std::to_string(n.kind) + ", queue '" + n.queue + "', " +
+                std::to_string((at - run_at) / 1000) + " ms after run_at) ";
+        if (n.kind == CONVEYOR_NOTIFY_JOBS && n.queue == "later" && at >= run_at) {
+          woken_when_due = true;
+          late_us = at - run_at;
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(woken_when_due)
+      << "no CONVEYOR_NOTIFY_JOBS for queue 'later' once a job enqueued to run 1.5 s later came "
+         "due (storage_plugin.h, CONVEYOR_CAP_NOTIFY_DUE: \"reported again ... once that run_at "
+         "has come\"); seen: "
+      << (seen.empty() ? "nothing" : seen);
+  // Generous: a wait of kWaitUs may have started just before the time.
+  EXPECT_LT(late_us, 2'000'000) << "the wake came long after run_at; seen: " << seen;
+}
+
+TEST_F(Notify, RetryJobsWakesAWaiter) {
+  CONFORMANCE_REQUIRE(CONVEYOR_CAP_NOTIFY);
+  CONFORMANCE_REQUIRE(CONVEYOR_CAP_NOTIFY_DUE);
+  auto waiter = open();
+  CONFORMANCE_REQUIRE_SLOT(waiter, retry_jobs);
+  std::unique_ptr<Handle> other = has(CONVEYOR_CAP_MULTI_PROCESS) ? open() : nullptr;
+  Handle& changer = other ? *other : *waiter;
+  std::string seen;
+  bool woken = false;
+  const auto deadline = Clock::now() + kBound;
+  // A cancelled job made ready again: no enqueue announces it, so only
+  // retry_jobs' own notification can wake a host that polls drained queues
+  // rarely. Repeated until it works (when a plugin starts listening is its
+  // own business).
+  while (!woken && Clock::now() < deadline) {
+    const int64_t id = changer.add(JobSpec{.queue = "again"});
+    require_ok(changer.cancel(id, kT0));
+    // The enqueue's own notification arrives within this second: after it,
+    // only a notification the retry sent is in the window.
+    const auto quiet_until = Clock::now() + std::chrono::seconds(1);
+    while (Clock::now() < quiet_until) {
+      std::vector<NotificationCopy> drained;
+      require_ok(waiter->wait_for_notification(kWaitUs, &drained));
+    }
+    std::vector<conveyor_status> results;
+    require_ok(changer.retry_jobs({id}, kT0, &results));
+    ASSERT_EQ(results, std::vector<conveyor_status>{CONVEYOR_OK});
+    const auto until = Clock::now() + std::chrono::seconds(3);
+    while (!woken && Clock::now() < until) {
+      std::vector<NotificationCopy> notes;
+      require_ok(waiter->wait_for_notification(kWaitUs, &notes));
+      for (const NotificationCopy& n : notes) {
+        seen += "(kind " + std::to_string(n.kind) + ", queue '" + n.queue + "') ";
+        woken = woken || (n.kind == CONVEYOR_NOTIFY_JOBS && n.queue == "again");
+      }
+    }
+  }
+  EXPECT_TRUE(woken) << "no CONVEYOR_NOTIFY_JOBS for queue 'again' within 3 s of retry_jobs "
+                        "making a cancelled job ready again (storage_plugin.h, "
+                        "CONVEYOR_CAP_NOTIFY_DUE); seen after the retries: "
+                     << (seen.empty() ? "nothing" : seen);
+}
+
 }  // namespace
 }  // namespace conveyor::conformance

@@ -26,7 +26,8 @@ TEST_F(Table, HeaderFieldsAreWellFormed) {
         << "kind " << info().kind << " is not a CONVEYOR_KIND_* of ABI " << info().abi_major << "."
         << info().abi_minor;
     const uint64_t known = CONVEYOR_CAP_DURABLE | CONVEYOR_CAP_MULTI_PROCESS |
-                           CONVEYOR_CAP_MULTI_HOST | CONVEYOR_CAP_NOTIFY;
+                           CONVEYOR_CAP_MULTI_HOST | CONVEYOR_CAP_NOTIFY |
+                           (info().abi_minor >= 3 ? CONVEYOR_CAP_NOTIFY_DUE : 0);
     EXPECT_EQ(info().capabilities & ~known, 0u) << "capabilities has bits ABI " << info().abi_major
                                                 << "." << info().abi_minor << " does not define";
   }
@@ -34,6 +35,11 @@ TEST_F(Table, HeaderFieldsAreWellFormed) {
     EXPECT_TRUE(has(CONVEYOR_CAP_MULTI_PROCESS))
         << "multi-host storage is shared by several processes, so it must advertise "
            "CONVEYOR_CAP_MULTI_PROCESS too";
+  }
+  if (has(CONVEYOR_CAP_NOTIFY_DUE)) {
+    EXPECT_TRUE(has(CONVEYOR_CAP_NOTIFY))
+        << "CONVEYOR_CAP_NOTIFY_DUE promises notifications from wait_for_notification, so it "
+           "needs CONVEYOR_CAP_NOTIFY too";
   }
 }
 

@@ -204,6 +204,18 @@ typedef int32_t conveyor_status;
 /* wait_for_notification is implemented: new jobs and override changes made
  * by any process wake waiters without polling. */
 #define CONVEYOR_CAP_NOTIFY ((uint64_t)1 << 3)
+/* With CONVEYOR_CAP_NOTIFY: a job enqueued by any process with a run_at in
+ * the future is reported again (CONVEYOR_NOTIFY_JOBS for its queue) to every
+ * waiter once that run_at has come by the waiter's clock, so a waiter that is
+ * told nothing may take it that no enqueued job became ready. The host then
+ * re-polls a drained queue only rarely (engine.notified_poll_interval_ms)
+ * instead of every poll interval. Jobs that retry_jobs makes ready again are
+ * new ready jobs (CONVEYOR_NOTIFY_JOBS at once, as for an enqueue). Not
+ * covered, because the process that makes the change learns the time itself:
+ * retries scheduled by fail, jobs given back by release, jobs rescued by
+ * rescue_expired. Known to hosts since ABI 1.3; an older host ignores the bit
+ * (it polls as before). */
+#define CONVEYOR_CAP_NOTIFY_DUE ((uint64_t)1 << 4)
 
 /* ---- job states as reported by get_job ---- */
 #define CONVEYOR_JOB_AVAILABLE 1 /* ready now */
