@@ -37,6 +37,7 @@ void ClaimHints::advance(std::string_view queue, const Start& from, const ClaimK
   if (epoch_ != from.epoch) return;  // forgotten meanwhile
   auto [it, added] = hints_.try_emplace(std::string(queue));
   Hint& h = it->second;
+  h.claimed_since_probe = true;
   // A claim that started from the beginning (the first claim of the queue,
   // or one whose hint was void) walked the history: the next probe waits in
   // proportion to what that cost.
@@ -72,7 +73,8 @@ std::vector<std::string> ClaimHints::due_probes() {
   const auto now = now_();
   std::vector<std::string> due;
   for (auto& [queue, h] : hints_) {
-    if (now - h.probed_at < period_after(h.probe_cost)) continue;
+    if (!h.claimed_since_probe || now - h.probed_at < period_after(h.probe_cost)) continue;
+    h.claimed_since_probe = false;
     h.probed_at = now;
     due.push_back(queue);
   }

@@ -22,6 +22,9 @@
 //     the beginning and takes the hint back there if it is below, which
 //     bounds how long an entry another process appended below the hint waits
 //     (its order is then off by at most that long; nothing is ever lost).
+//     Only queues claimed since their last probe are probed: an idle queue's
+//     hint waits for its next claim, whose probe follows within a tick
+//     (the engine claims a woken queue twice more a poll interval apart).
 //     Claims never walk the history for it, so a probe does not show in
 //     their latency. A probe walks every claimed entry of the queue still in
 //     the ring (a backlog of a million jobs enqueued at once keeps its whole
@@ -85,8 +88,9 @@ class ClaimHints {
   void lower(std::string_view queue, const ClaimKey& key);
   void forget_all();
 
-  // The queues whose probe is due now. Each is not due again until its
-  // period after probed() has passed.
+  // The queues whose probe is due now: claimed since their last probe, and
+  // that probe's period past. Each is not due again until a claim ran and
+  // its period after probed() has passed.
   std::vector<std::string> due_probes();
   // The probe of queue ran under move generation moves and took `took`;
   // lowest is the first unclaimed entry it found (nullptr: none).
@@ -105,6 +109,10 @@ class ClaimHints {
     int64_t moves = -1;
     Clock::time_point probed_at;
     Clock::duration probe_cost{0};  // how long the last probe took
+    // A claim ran from the hint since the last probe. A hint no claim uses
+    // is not probed: an idle queue costs no probe (1,000 idle queues cost
+    // 1,000 probes a second), and a claim after idleness makes it due.
+    bool claimed_since_probe = true;
   };
   std::unordered_map<std::string, Hint> hints_;  // mu_
   // Claims in flight: their queue and the lowest key appended to it since

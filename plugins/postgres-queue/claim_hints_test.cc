@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <string>
 #include <vector>
 
@@ -126,6 +128,7 @@ TEST(ClaimHints, AProbeBelowTheHintTakesItBackAndClaimsNeverProbe) {
   const ClaimKey lower{0, 1, 1};
   hints.probed("q", &lower, /*moves=*/1, 5ms);
   EXPECT_TRUE(same(hints.start("q").key, below));
+  took(hints, hints.start("q"), below);  // a claim ran: the next probe is due
   now += 1s;
   ASSERT_EQ(hints.due_probes().size(), 1u);
   hints.probed("q", nullptr, 0, 5ms);
@@ -150,6 +153,7 @@ TEST(ClaimHints, TheProbePeriodGrowsWithWhatTheLastProbeCost) {
   // This probe takes 5 s (a backlog of a million claimed entries).
   now += 5s;
   hints.probed("q", nullptr, 0, 5s);
+  took(hints, hints.start("q"), ClaimKey{0, 10, 5});  // claims go on
   now += 29s;
   EXPECT_TRUE(hints.due_probes().empty()) << "20 x 5 s is capped at 30 s, not yet reached";
   now += 1s;
@@ -157,10 +161,36 @@ TEST(ClaimHints, TheProbePeriodGrowsWithWhatTheLastProbeCost) {
   // A quick probe brings the period back down to the reset period.
   now += 10ms;
   hints.probed("q", nullptr, 0, 10ms);
+  took(hints, hints.start("q"), ClaimKey{0, 10, 5});
   now += 999ms;
   EXPECT_TRUE(hints.due_probes().empty());
   now += 1ms;
   EXPECT_EQ(hints.due_probes().size(), 1u);
+}
+
+// A hint no claim used since its last probe is not probed: idle queues cost
+// nothing; the first claim after idleness makes the probe due at once.
+TEST(ClaimHints, OnlyHintsClaimedFromSinceTheLastProbeAreProbed) {
+  using namespace std::chrono_literals;
+  ClaimHints::Clock::time_point now{};
+  ClaimHints hints(1s, [&] { return now; });
+  const auto claim = [&](const std::string& queue, ClaimKey walked) {
+    hints.advance(queue, hints.start(queue), &walked, 0);
+  };
+  claim("busy", ClaimKey{0, 10, 5});
+  claim("idle", ClaimKey{0, 10, 5});
+  now += 1s;
+  std::vector<std::string> both = hints.due_probes();
+  std::sort(both.begin(), both.end());
+  EXPECT_EQ(both, (std::vector<std::string>{"busy", "idle"}));
+  hints.probed("busy", nullptr, 0, 1ms);
+  hints.probed("idle", nullptr, 0, 1ms);
+  claim("busy", ClaimKey{0, 11, 6});
+  now += 1h;
+  EXPECT_EQ(hints.due_probes(), std::vector<std::string>{"busy"}) << "idle for an hour: no probe";
+  // A claim of the idle queue (a notification woke it) that found nothing.
+  hints.advance("idle", hints.start("idle"), nullptr, 0);
+  EXPECT_EQ(hints.due_probes(), std::vector<std::string>{"idle"}) << "due at once after a claim";
 }
 
 }  // namespace
