@@ -136,7 +136,8 @@ std::vector<CliRow> cli_rows(const TempDir& dir) {
        "{config}:7: engine.frobnicate: unknown key (known keys in [engine]: rate_limit_enabled, "
        "rate_limit_scope, "
        "rate_limit_rate_per_sec, rate_limit_burst, max_workers, worker_threads, claim_batch_max, "
-       "poll_interval_ms, lease_ms, rescue_interval_ms, max_attempts, retry_backoff_base_ms, "
+       "poll_interval_ms, notified_poll_interval_ms, lease_ms, rescue_interval_ms, max_attempts, "
+       "retry_backoff_base_ms, "
        "retry_backoff_max_ms, max_backoff_s, backoff_base_ms, shutdown_timeout_ms, retention_s, "
        "unknown_kind_grace_s, "
        "unknown_kind)"},

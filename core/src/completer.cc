@@ -9,11 +9,13 @@
 namespace conveyor {
 
 Completer::Completer(Storage& storage, const Clock& clock,
-                     std::function<void(const conveyor_lease&)> settled, Metrics* metrics)
+                     std::function<void(const conveyor_lease&)> settled, Metrics* metrics,
+                     RetryRecorded retry_recorded)
     : storage_(storage),
       clock_(clock),
       settled_(std::move(settled)),
       metrics_(metrics),
+      retry_recorded_(std::move(retry_recorded)),
       failure_log_(clock, {}) {}
 
 void Completer::count_storage_error() {
@@ -162,6 +164,8 @@ bool Completer::record(std::vector<Outcome>& batch) {
             .fetch_add(1, std::memory_order_relaxed);
         failure_log_.failed(
             {*o.queue, o.lease.job_id, o.kind, o.attempt, o.max_attempts, o.error, o.retry_at_us});
+        if (o.retry_at_us >= 0 && retry_recorded_ && o.queue)
+          retry_recorded_(*o.queue, o.retry_at_us);
         settle(o, recorded_);
       } else {
         refused(o, "failed");

@@ -60,8 +60,13 @@ class Completer {
   // settled(lease) runs once per outcome, on the completer's thread (or on
   // the pusher's, for an outcome pushed after run() returned).
   // metrics, if given, counts storage errors ("recording_outcomes").
+  // retry_recorded(queue, retry_at_us), if given, runs on the completer's
+  // thread once a failure with a retry is recorded (storage does not notify
+  // retries: the dispatcher polls the queue then).
+  using RetryRecorded = std::function<void(const std::string& queue, int64_t retry_at_us)>;
   Completer(Storage& storage, const Clock& clock,
-            std::function<void(const conveyor_lease&)> settled, Metrics* metrics = nullptr);
+            std::function<void(const conveyor_lease&)> settled, Metrics* metrics = nullptr,
+            RetryRecorded retry_recorded = {});
 
   void push(Outcome outcome);  // thread-safe, never blocks on storage
   // The thread body: records outcomes until stop is requested and nothing
@@ -86,6 +91,7 @@ class Completer {
   const Clock& clock_;
   std::function<void(const conveyor_lease&)> settled_;
   Metrics* metrics_;
+  const RetryRecorded retry_recorded_;
   JobFailureLog failure_log_;
   mutable std::mutex mu_;
   std::condition_variable_any cv_;                    // _any: a stop request wakes run() too

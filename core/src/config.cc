@@ -179,6 +179,7 @@ constexpr U32Key kEngineU32Keys[] = {
     {"worker_threads", &EngineConfig::worker_threads, 1, kU32Max},
     {"claim_batch_max", &EngineConfig::claim_batch_max, 1, 10000},
     {"poll_interval_ms", &EngineConfig::poll_interval_ms, 1, kU32Max},
+    {"notified_poll_interval_ms", &EngineConfig::notified_poll_interval_ms, 1, kU32Max},
     {"lease_ms", &EngineConfig::lease_ms, 100, kU32Max},
     {"rescue_interval_ms", &EngineConfig::rescue_interval_ms, 1, kU32Max},
     {"max_attempts", &EngineConfig::max_attempts, 1, kU32Max},

@@ -41,8 +41,9 @@ std::string config_error(std::string_view text, Env env = {}) {
 
 constexpr const char* kEngineKeys =
     "rate_limit_enabled, rate_limit_scope, rate_limit_rate_per_sec, rate_limit_burst, max_workers, "
-    "worker_threads, claim_batch_max, poll_interval_ms, lease_ms, rescue_interval_ms, "
-    "max_attempts, retry_backoff_base_ms, retry_backoff_max_ms, max_backoff_s, backoff_base_ms, "
+    "worker_threads, claim_batch_max, poll_interval_ms, notified_poll_interval_ms, lease_ms, "
+    "rescue_interval_ms, max_attempts, retry_backoff_base_ms, retry_backoff_max_ms, max_backoff_s, "
+    "backoff_base_ms, "
     "shutdown_timeout_ms, "
     "retention_s, unknown_kind_grace_s, unknown_kind";
 
@@ -62,6 +63,7 @@ max_workers = 4
 worker_threads = 64
 claim_batch_max = 50
 poll_interval_ms = 250
+notified_poll_interval_ms = 30000
 lease_ms = 10000
 rescue_interval_ms = 2000
 max_attempts = 3
@@ -98,6 +100,7 @@ max_body_bytes = 2048
   EXPECT_EQ(e.worker_threads, 64u);
   EXPECT_EQ(e.claim_batch_max, 50u);
   EXPECT_EQ(e.poll_interval_ms, 250u);
+  EXPECT_EQ(e.notified_poll_interval_ms, 30000u);
   EXPECT_EQ(e.lease_ms, 10000u);
   EXPECT_EQ(e.rescue_interval_ms, 2000u);
   EXPECT_EQ(e.max_attempts, 3u);
@@ -355,6 +358,8 @@ TEST(ConfigRange, IntegerBounds) {
       {"claim_batch_max = 10001",
        "engine.claim_batch_max: must be an integer from 1 to 10000, got 10001"},
       {"poll_interval_ms = 0", "engine.poll_interval_ms: must be an integer >= 1, got 0"},
+      {"notified_poll_interval_ms = 0",
+       "engine.notified_poll_interval_ms: must be an integer >= 1, got 0"},
       {"lease_ms = 99", "engine.lease_ms: must be an integer >= 100, got 99"},
       {"rescue_interval_ms = 0", "engine.rescue_interval_ms: must be an integer >= 1, got 0"},
       {"max_attempts = 0", "engine.max_attempts: must be an integer >= 1, got 0"},

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <random>
 
 namespace conveyor {
@@ -29,6 +30,15 @@ constexpr uint32_t kMaxCatchUpRounds = 8;
 // A fleet-limited queue takes at least this long's worth of tokens per
 // take (fleet bucket writes <= 100/s per process at any rate).
 constexpr std::chrono::milliseconds kFleetTakeQuantum{10};
+// The most due times a runner remembers (wake_at); past it the latest go
+// and the queue keeps the short poll until they have passed.
+constexpr size_t kMaxDueTimes = 1024;
+// After a wake (a notification, new local jobs, a freed permit) a drained
+// queue is claimed this many more times a poll interval apart before it
+// waits for notifications: a claim right after a notification may miss what
+// storage does not show it yet (postgres-queue's claim hint that another
+// process's entry sits below until the plugin's probe corrects it).
+constexpr uint32_t kShortPollsAfterWake = 2;
 
 // How long until bucket is full (its burst banked) at now: the time left
 // before tokens are lost.
@@ -79,6 +89,7 @@ Dispatcher::Options Dispatcher::options_for(const EngineConfig& engine, StorageH
   o.max_in_flight = engine.worker_threads;
   o.health = health;
   o.served = served;
+  o.notified_poll = std::chrono::milliseconds(engine.notified_poll_interval_ms);
   return o;
 }
 
@@ -112,6 +123,21 @@ void Dispatcher::wake_all() {
   }
   interrupted_ = true;
   cv_.notify_one();
+}
+
+void Dispatcher::wake_at(std::string_view name, int64_t at_us) {
+  std::lock_guard lock(mu_);
+  auto it = runners_.find(name);
+  if (it == runners_.end()) return;
+  due_inbox_.emplace_back(it->second.get(), at_us);
+  interrupted_ = true;
+  cv_.notify_one();
+}
+
+void Dispatcher::wake_global_waiters() {
+  woken_.insert(woken_.end(), waiting_global_.begin(), waiting_global_.end());
+  waiting_global_.clear();
+  has_global_waiters_.store(false, std::memory_order_release);
 }
 
 void Dispatcher::job_finished(QueueRunner& runner) { release_permit(runner, true); }
@@ -174,9 +200,7 @@ void Dispatcher::job_left_slot() {
   // seq_cst, paired with poll_local's store then re-check of the total.
   if (!has_global_waiters_.load()) return;
   std::lock_guard lock(mu_);
-  woken_.insert(woken_.end(), waiting_global_.begin(), waiting_global_.end());
-  waiting_global_.clear();
-  has_global_waiters_.store(false, std::memory_order_release);
+  wake_global_waiters();
   interrupted_ = true;
   cv_.notify_one();
 }
@@ -200,9 +224,7 @@ void Dispatcher::release_permit(QueueRunner& runner, bool local) {
   std::lock_guard lock(mu_);
   if (wake_runner) woken_.push_back(&runner);
   if (local && !waiting_global_.empty()) {
-    woken_.insert(woken_.end(), waiting_global_.begin(), waiting_global_.end());
-    waiting_global_.clear();
-    has_global_waiters_.store(false, std::memory_order_release);
+    wake_global_waiters();
     wake_runner = true;
   }
   if (wake_runner) {
@@ -501,8 +523,23 @@ SteadyTime Dispatcher::run_due(SteadyTime now) {
   {
     std::lock_guard lock(mu_);
     fresh.swap(remote_submitted_);
-    for (QueueRunner* r : woken_) schedule(*r, now);
+    for (QueueRunner* r : woken_) {
+      schedule(*r, now);
+      r->short_polls_after_wake = kShortPollsAfterWake;
+    }
     woken_.clear();
+    if (!due_inbox_.empty()) {
+      const int64_t wall = clock_.wall_now_us();
+      for (auto [r, at] : due_inbox_) {
+        if (r->due_at_us.insert(at).second && r->due_at_us.size() > kMaxDueTimes) {
+          auto last = std::prev(r->due_at_us.end());
+          r->due_dropped_until_us = std::max(r->due_dropped_until_us, *last);
+          r->due_at_us.erase(last);
+        }
+        schedule_by(*r, now + std::chrono::microseconds(std::max<int64_t>(0, at - wall)));
+      }
+      due_inbox_.clear();
+    }
     interrupted_ = false;
     while (!timers_.empty() && timers_.begin()->first <= now) {
       QueueRunner* r = timers_.begin()->second;
@@ -639,11 +676,7 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
     has_global_waiters_.store(true);  // seq_cst: ordered before the re-check
     // A slot may have been freed between the load above and the store, by a
     // job that saw no waiter: re-check so its wake-up is not lost (as park).
-    if (total_in_flight_.load() < options_.max_in_flight) {
-      woken_.insert(woken_.end(), waiting_global_.begin(), waiting_global_.end());
-      waiting_global_.clear();
-      has_global_waiters_.store(false, std::memory_order_release);
-    }
+    if (total_in_flight_.load() < options_.max_in_flight) wake_global_waiters();
     return;
   }
   const std::vector<std::string>* kinds = claim_filter();
@@ -741,8 +774,37 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
   // means more may be ready: come back at once. Otherwise the queue is
   // drained (or paused) until new work wakes it or the poll interval.
   if (waiting_for_tokens) return;
+  const SteadyTime next = found == batch || gave_back ? now : drained_poll(r, now);
   std::lock_guard lock(mu_);
-  schedule_by(r, found == batch || gave_back ? now : now + options_.poll_interval);
+  schedule_by(r, next);
+}
+
+SteadyTime Dispatcher::drained_poll(QueueRunner& r, SteadyTime now) {
+  const SteadyTime soon = now + options_.poll_interval;
+  if (!options_.notified_due || !options_.notified_due()) return soon;
+  const int64_t wall = clock_.wall_now_us();
+  const int64_t grace_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(options_.poll_interval).count();
+  // A time a poll interval past had its poll (and the short polls after it,
+  // in case our clocks disagreed by a little about when its jobs are due).
+  while (!r.due_at_us.empty() && *r.due_at_us.begin() + grace_us < wall)
+    r.due_at_us.erase(r.due_at_us.begin());
+  if (r.due_dropped_until_us != 0) {
+    if (wall <= r.due_dropped_until_us + grace_us) return soon;
+    r.due_dropped_until_us = 0;
+  }
+  if (!r.due_at_us.empty() && *r.due_at_us.begin() <= wall) return soon;
+  if (r.short_polls_after_wake > 0) {
+    --r.short_polls_after_wake;
+    return soon;
+  }
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const auto quiet_ms = options_.notified_poll.count();
+  std::uniform_int_distribution<int64_t> jitter(quiet_ms / 2, quiet_ms);
+  SteadyTime next = now + std::chrono::milliseconds(jitter(rng));
+  if (!r.due_at_us.empty())
+    next = std::min(next, now + std::chrono::microseconds(*r.due_at_us.begin() - wall));
+  return next;
 }
 
 void Dispatcher::give_back(const QueueRunner& r, std::span<const Job> jobs, const char* why) {

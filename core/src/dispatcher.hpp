@@ -102,6 +102,17 @@ struct QueueRunner {
   std::atomic<int64_t> hold_until_ns{0};
   bool held = false;
   int64_t hold_applied_ns = 0;  // (D) the hold already written into the bucket
+
+  // (D) When jobs this process made ready later become due (wake_at; wall
+  // clock, microseconds), kept until a poll interval past: a drained queue
+  // is polled at the earliest of them, not only at the rare notified re-poll.
+  std::set<int64_t> due_at_us;
+  // (D) Times past the set's bound were dropped: until the latest of them
+  // (and a poll interval more) the queue keeps the short poll.
+  int64_t due_dropped_until_us = 0;
+  // (D) Drained polls left at poll_interval after the last wake, before
+  // the notified poll (Options::notified_due): see kShortPollsAfterWake.
+  uint32_t short_polls_after_wake = 0;
 };
 
 // What a queue's runner looks like from outside the dispatcher thread.
@@ -128,6 +139,14 @@ class Dispatcher {
     // The kinds to claim (claim_kinds), read at every poll; none served:
     // nothing is claimed. Null, or a plugin without claim_kinds: every kind.
     const ServedKinds* served = nullptr;
+    // Whether storage now reports every job that becomes ready, delayed ones
+    // when they come due (CONVEYOR_CAP_NOTIFY_DUE and a working notification
+    // channel); asked at every drained poll, any thread's answer. Then a
+    // drained queue waits for a notification, its own wake_at times, or
+    // notified_poll (jittered down to half, so queues drained together do
+    // not all poll together); otherwise for poll_interval. Null: never.
+    std::function<bool()> notified_due;
+    std::chrono::milliseconds notified_poll{60000};
   };
   // Receives each claimed batch; must not block on the jobs' execution.
   using Execute = std::function<void(QueueRunner&, std::vector<Job>&&)>;
@@ -151,6 +170,10 @@ class Dispatcher {
   void wake(std::string_view name, bool local_work = true);
   // Makes every queue due now. Thread-safe.
   void wake_all();
+  // Jobs of a known queue become ready at at_us (wall clock): this process
+  // scheduled them (a retry) and storage will not notify. The queue is
+  // polled then, whatever its idle poll. Thread-safe.
+  void wake_at(std::string_view name, int64_t at_us);
   // A worker finished a job of runner: frees its permit. Thread-safe.
   void job_finished(QueueRunner& runner);
   // A local job now waits without a thread (an asynchronous handler started
@@ -233,6 +256,11 @@ class Dispatcher {
   QueueRunner& runner_for(const std::string& queue, uint32_t max_workers);
   // Moves r's due time to at most due (mu_ taken).
   void schedule_by(QueueRunner& r, SteadyTime due);
+  // When a queue whose claim found fewer jobs than it asked for is polled
+  // again (Options::notified_due); forgets r's due times long past.
+  SteadyTime drained_poll(QueueRunner& r, SteadyTime now);
+  // Moves waiting_global_ into woken_ (mu_ held): engine-wide slots are free.
+  void wake_global_waiters();
   // Frees one permit of runner (and, for a local job, one engine-wide
   // slot); wakes what waited for it.
   void release_permit(QueueRunner& runner, bool local);
@@ -262,6 +290,7 @@ class Dispatcher {
   std::set<std::pair<SteadyTime, QueueRunner*>> timers_;                      // mu_
   std::vector<QueueRunner*> woken_;                                           // mu_
   std::vector<QueueRunner*> waiting_global_;                                  // mu_
+  std::vector<std::pair<QueueRunner*, int64_t>> due_inbox_;  // mu_: wake_at's, not yet scheduled
   std::atomic<bool> has_global_waiters_{false};
   bool interrupted_ = false;                                    // mu_
   std::vector<std::shared_ptr<RemoteClaim>> remote_submitted_;  // mu_

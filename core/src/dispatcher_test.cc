@@ -210,8 +210,8 @@ TEST_F(DispatcherTest, RemovingTheOverrideLiftsTheLimitAtOnce) {
 // threw bad_variant_access and ended `conveyor serve`).
 TEST_F(DispatcherTest, LimitsLiftedDuringAPassLeaveTheCatchUpRounds) {
   make();
-  resolver_->set_overrides({RateLimitOverride{"a", RateLimit{1, 1}, 0},
-                            RateLimitOverride{"b", RateLimit{1, 1}, 0}});
+  resolver_->set_overrides(
+      {RateLimitOverride{"a", RateLimit{1, 1}, 0}, RateLimitOverride{"b", RateLimit{1, 1}, 0}});
   enqueue("a", 10);
   enqueue("b", 10);
   dispatcher_->add_queue("a", 100);
@@ -390,6 +390,133 @@ TEST_F(DispatcherTest, ClearingAHoldWakesTheQueueAtOnce) {
   dispatcher_->clear_hold("api");
   dispatcher_->run_due(clock_.steady_now());
   EXPECT_EQ(claimed_.size(), 3u);
+}
+
+// Storage that reports delayed jobs coming due (CONVEYOR_CAP_NOTIFY_DUE):
+// a drained queue waits for a notification, not for the poll interval.
+class NotifiedPollTest : public DispatcherTest {
+ protected:
+  void make_notified() {
+    Dispatcher::Options o;
+    o.poll_interval = 1s;
+    o.notified_poll = 60s;
+    o.notified_due = [this] { return notified_.load(); };
+    make({}, o);
+  }
+  // The delay until the dispatcher's next poll.
+  std::chrono::nanoseconds next_poll() {
+    return dispatcher_->run_due(clock_.steady_now()) - clock_.steady_now();
+  }
+  // Polls through the short polls after a wake; the delay to the next poll
+  // once they are over.
+  std::chrono::nanoseconds settle() {
+    std::chrono::nanoseconds next = next_poll();
+    for (int i = 0; i < 5 && next == 1s; ++i) {
+      clock_.advance(1s);
+      next = next_poll();
+    }
+    return next;
+  }
+  void enqueue_at(const std::string& queue, int64_t run_at_us) {
+    NewJob j;
+    j.queue = queue;
+    j.kind = "noop";
+    j.run_at_us = run_at_us;
+    storage_->enqueue(std::vector<NewJob>{j}, clock_.wall_now_us());
+  }
+  std::atomic<bool> notified_{true};
+};
+
+TEST_F(NotifiedPollTest, ADrainedQueueIsPolledRarelyWhileStorageReportsDueJobs) {
+  make_notified();
+  enqueue("mail", 3);
+  dispatcher_->add_queue("mail", 10);
+  // Woken (new): claimed, then twice more a poll interval apart, in case
+  // storage did not show everything to the first claim.
+  EXPECT_EQ(next_poll(), 1s);
+  EXPECT_EQ(claimed_.size(), 3u);
+  clock_.advance(1s);
+  EXPECT_EQ(next_poll(), 1s);
+  clock_.advance(1s);
+  const auto next = next_poll();
+  // Then the rare poll, jittered down to half so queues drained together
+  // spread their polls.
+  EXPECT_GE(next, 30s);
+  EXPECT_LE(next, 60s);
+  EXPECT_EQ(storage_->calls(StorageOp::kClaim), 3u);
+  // A notification (new jobs) wakes it at once.
+  enqueue("mail", 2);
+  dispatcher_->wake("mail");
+  EXPECT_EQ(next_poll(), 1s);
+  EXPECT_EQ(claimed_.size(), 5u);
+  EXPECT_GE(settle(), 30s);
+  EXPECT_EQ(storage_->calls(StorageOp::kClaim), 6u);
+}
+
+TEST_F(NotifiedPollTest, WithoutWorkingNotificationsADrainedQueueKeepsThePollInterval) {
+  make_notified();
+  notified_ = false;  // e.g. the listen connection failed a moment ago
+  enqueue("mail", 3);
+  dispatcher_->add_queue("mail", 10);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(next_poll(), 1s);
+    clock_.advance(1s);
+  }
+  // Trusted again: after the short polls a wake owes, the rare poll.
+  notified_ = true;
+  EXPECT_GE(settle(), 30s);
+}
+
+TEST_F(NotifiedPollTest, ARetryThisProcessScheduledIsClaimedWhenDue) {
+  make_notified();
+  const int64_t retry_at = clock_.wall_now_us() + 10'000'000;
+  enqueue_at("mail", retry_at);  // as fail() leaves a job that retries in 10 s
+  dispatcher_->add_queue("mail", 10);
+  EXPECT_GE(settle(), 30s);  // nothing ready; 2 s have passed
+  dispatcher_->wake_at("mail", retry_at);
+  EXPECT_EQ(next_poll(), 8s);
+  clock_.advance(8s);
+  // Claimed at its time; for one poll interval after it the queue keeps the
+  // short poll (our clocks may disagree a little about when it is due).
+  EXPECT_EQ(next_poll(), 1s);
+  EXPECT_EQ(claimed_.size(), 1u);
+  clock_.advance(1s);
+  EXPECT_EQ(next_poll(), 1s);
+  clock_.advance(1s);
+  EXPECT_GE(next_poll(), 30s) << "the time is forgotten once a poll interval past";
+}
+
+TEST_F(NotifiedPollTest, TheEarliestOfSeveralDueTimesComesFirst) {
+  make_notified();
+  dispatcher_->add_queue("mail", 10);
+  EXPECT_GE(settle(), 30s);
+  const int64_t now = clock_.wall_now_us();
+  dispatcher_->wake_at("mail", now + 20'000'000);
+  dispatcher_->wake_at("mail", now + 3'000'000);
+  EXPECT_EQ(next_poll(), 3s);
+  clock_.advance(3s);
+  EXPECT_EQ(next_poll(), 1s);
+  clock_.advance(1100ms);
+  // 3 s is forgotten; 20 s is still owed and nearer than the rare poll.
+  EXPECT_EQ(next_poll(), 20s - 4100ms);
+}
+
+TEST_F(NotifiedPollTest, DueTimesPastTheBoundKeepTheShortPollUntilTheLastHasPassed) {
+  make_notified();
+  dispatcher_->add_queue("mail", 10);
+  EXPECT_GE(settle(), 30s);
+  const int64_t now = clock_.wall_now_us();
+  // One more than the runner remembers, a millisecond apart from 10 s on:
+  // 10.000 to 11.023 s are kept, 11.024 s is dropped.
+  for (int i = 0; i <= 1024; ++i) dispatcher_->wake_at("mail", now + 10'000'000 + i * 1000);
+  EXPECT_EQ(next_poll(), 10s);
+  clock_.advance(10s);
+  EXPECT_EQ(next_poll(), 1s);
+  // Every kept time is a poll interval past; the dropped one is not yet.
+  clock_.advance(2023500us);
+  EXPECT_EQ(next_poll(), 1s);
+  clock_.advance(1s);
+  EXPECT_GE(next_poll(), 30s);
 }
 
 }  // namespace

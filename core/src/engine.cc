@@ -56,7 +56,8 @@ struct Engine::Impl {
         follower(*storage, limits),
         unserved(*storage, served, clock, std::chrono::seconds(config.engine.unknown_kind_grace_s)),
         completer(
-            *storage, clock, [this](const conveyor_lease& l) { leases.settle(l); }, &metrics),
+            *storage, clock, [this](const conveyor_lease& l) { leases.settle(l); }, &metrics,
+            [this](const std::string& queue, int64_t at_us) { dispatcher.wake_at(queue, at_us); }),
         runner(
             handlers, leases, completer, clock, config.engine,
             {.finished = [this](QueueRunner& r) { dispatcher.job_finished(r); },
@@ -64,8 +65,7 @@ struct Engine::Impl {
              .finished_without_slot = [this](QueueRunner& r) { dispatcher.async_job_finished(r); }},
             [this](const QueueRunner& r, const Job& job, std::chrono::milliseconds delay,
                    const std::string& why) { backpressure(r.name, delay, why, job.id); }),
-        dispatcher(*storage, limits, clock, metrics,
-                   Dispatcher::options_for(config.engine, &health, &local_kinds),
+        dispatcher(*storage, limits, clock, metrics, dispatch_options(),
                    [this](QueueRunner& r, std::vector<Job>&& jobs) {
                      runner.execute(r, std::move(jobs));
                    }),
@@ -84,6 +84,14 @@ struct Engine::Impl {
     refuse_unsupported_fleet_limits(config, *storage);
     health.on_fatal([](const std::string& e) { spdlog::critical("storage is broken: {}", e); });
     follower.refresh();
+  }
+
+  // The dispatcher's options; a drained queue polls rarely while the pump
+  // says storage reports every job that becomes ready.
+  Dispatcher::Options dispatch_options() {
+    Dispatcher::Options o = Dispatcher::options_for(config.engine, &health, &local_kinds);
+    o.notified_due = [this] { return pump.reports_due_jobs(); };
+    return o;
   }
 
   // Registers (or replaces) a kind's handler; a new kind is claimed at once.
@@ -337,6 +345,10 @@ std::map<std::string, int64_t, std::less<>> EngineInternals::backoffs(const Engi
   for (const auto& [queue, hold] : e.impl_->backoffs.active_all())
     out.emplace(queue, hold.until_us);
   return out;
+}
+uint32_t EngineInternals::drained_queue_poll_ms(const Engine& e) {
+  const EngineConfig& c = e.impl_->config.engine;
+  return e.impl_->pump.reports_due_jobs() ? c.notified_poll_interval_ms : c.poll_interval_ms;
 }
 size_t EngineInternals::async_outstanding(const Engine& e) {
   return e.impl_->runner.async_outstanding();

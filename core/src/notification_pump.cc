@@ -12,7 +12,9 @@ constexpr auto kPauseAfterFailure = std::chrono::milliseconds(500);
 }  // namespace
 
 NotificationPump::NotificationPump(Storage& storage, Sink sink)
-    : storage_(storage), sink_(std::move(sink)) {}
+    : storage_(storage),
+      sink_(std::move(sink)),
+      notifies_due_(supported(storage) && storage.has_capability(CONVEYOR_CAP_NOTIFY_DUE)) {}
 
 NotificationPump::~NotificationPump() { stop(); }
 
@@ -23,7 +25,16 @@ bool NotificationPump::supported(const Storage& storage) {
 }
 
 void NotificationPump::start() {
+  running_.store(true);
   thread_ = std::thread([this] { loop(); });
+}
+
+bool NotificationPump::reports_due_jobs() const {
+  if (!notifies_due_ || !running_.load() || stop_.load()) return false;
+  const int64_t failed = failed_at_ns_.load(std::memory_order_acquire);
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  return failed == std::numeric_limits<int64_t>::min() ||
+         now - failed > std::chrono::nanoseconds(kTrustAfterFailure).count();
 }
 
 void NotificationPump::stop() {
@@ -48,6 +59,8 @@ void NotificationPump::loop() {
           queues.emplace(queue);
       });
     } catch (const std::exception& e) {
+      failed_at_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                          std::memory_order_release);
       spdlog::warn("waiting for storage notifications failed: {}", e.what());
       std::unique_lock lock(mu_);
       cv_.wait_for(lock, kPauseAfterFailure, [this] { return stop_.load(); });

@@ -294,6 +294,8 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
   settle(std::span<const conveyor_lease>(&lease, 1));
   if (status == CONVEYOR_E_LEASE_LOST)
     throw StorageError(CONVEYOR_E_LEASE_LOST, lost_message(lease.job_id, "failure"));
+  // Storage does not notify a retry: this process claims it when it is due.
+  if (retry_at >= 0) dispatcher_.wake_at(queue, retry_at);
   return FailOutcome{retry_at >= 0, retry_at};
 }
 

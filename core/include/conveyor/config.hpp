@@ -33,10 +33,13 @@ struct EngineConfig {
   double rate_limit_rate_per_sec = 0;                  // global default; 0 = none
   uint32_t rate_limit_burst = 0;                       // 0 = ceil(rate)
   LimitScope rate_limit_scope = LimitScope::kProcess;  // the default limit's scope
-  uint32_t max_workers = 10;                // per queue, unless [queues.NAME] says otherwise
-  uint32_t worker_threads = 256;            // cap on handler threads, all queues together
-  uint32_t claim_batch_max = 100;           // most jobs claimed in one storage call
-  uint32_t poll_interval_ms = 1000;         // idle queue re-check and queue discovery
+  uint32_t max_workers = 10;         // per queue, unless [queues.NAME] says otherwise
+  uint32_t worker_threads = 256;     // cap on handler threads, all queues together
+  uint32_t claim_batch_max = 100;    // most jobs claimed in one storage call
+  uint32_t poll_interval_ms = 1000;  // idle queue re-check and queue discovery
+  // A drained queue's re-check when storage reports delayed jobs coming due
+  // (CONVEYOR_CAP_NOTIFY_DUE) and its notifications work: a safety net only.
+  uint32_t notified_poll_interval_ms = 60000;
   uint32_t lease_ms = 30000;                // lease length; running jobs heartbeat at 1/3
   uint32_t rescue_interval_ms = 5000;       // how often expired leases are rescued
   uint32_t max_attempts = 25;               // default for enqueued jobs

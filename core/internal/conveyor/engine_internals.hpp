@@ -35,6 +35,10 @@ struct EngineInternals {
   static std::map<std::string, int64_t, std::less<>> backoffs(const Engine& engine);
   // Jobs of asynchronous handlers started and not yet reported.
   static size_t async_outstanding(const Engine& engine);
+  // How long a drained queue waits for its next poll now, at most:
+  // notified_poll_interval_ms while storage reports due jobs (the pump's
+  // channel works), poll_interval_ms otherwise.
+  static uint32_t drained_queue_poll_ms(const Engine& engine);
   static std::unique_ptr<Engine> make(Config config, const Clock& clock,
                                       std::shared_ptr<Storage> storage) {
     return std::unique_ptr<Engine>(new Engine(std::move(config), clock, std::move(storage)));
