@@ -32,17 +32,19 @@ IdleResult run_idle_queues(Backend& backend, const BenchOptions& options, Progre
         jobs.begin() + static_cast<std::ptrdiff_t>(i),
         jobs.begin() +
             static_cast<std::ptrdiff_t>(std::min(jobs.size(), i + options.enqueue_batch))));
-  std::vector<const std::atomic<uint64_t>*> completed;
-  for (const std::string& q : queues)
+  std::vector<const std::atomic<uint64_t>*> completed, claims;
+  for (const std::string& q : queues) {
     completed.push_back(&EngineInternals::metrics(engine).queue(q).completed);
+    claims.push_back(&EngineInternals::metrics(engine).queue(q).claims);
+  }
+  const auto sum = [](const std::vector<const std::atomic<uint64_t>*>& counters) {
+    uint64_t n = 0;
+    for (auto* c : counters) n += c->load(std::memory_order_relaxed);
+    return n;
+  };
   engine.start();
-  const bool drained = wait_for(
-      [&] {
-        uint64_t sum = 0;
-        for (auto* c : completed) sum += c->load(std::memory_order_relaxed);
-        return sum >= queues.size();
-      },
-      std::chrono::seconds(120));
+  const bool drained =
+      wait_for([&] { return sum(completed) >= queues.size(); }, std::chrono::seconds(120));
   if (!drained)
     throw std::runtime_error("the idle queues' first jobs did not all complete in 120 s");
   // Let the last completions and the first idle polls pass.
@@ -56,10 +58,13 @@ IdleResult run_idle_queues(Backend& backend, const BenchOptions& options, Progre
     server_cpu0 = probe->server_cpu_by_pid();
   }
   const double cpu0 = process_cpu_seconds();
+  const uint64_t claims0 = sum(claims);
   const auto t0 = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(std::chrono::duration<double>(options.idle_seconds));
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.cpu_pct_of_core = (process_cpu_seconds() - cpu0) / wall * 100;
+  r.claims_per_sec = static_cast<double>(sum(claims) - claims0) / wall;
+  r.drained_poll_ms = EngineInternals::drained_queue_poll_ms(engine);
   if (probe && !server_cpu0.empty())
     r.server_cpu_pct_of_core =
         server_cpu_delta(server_cpu0, probe->server_cpu_by_pid()) / wall * 100;
@@ -67,13 +72,14 @@ IdleResult run_idle_queues(Backend& backend, const BenchOptions& options, Progre
   r.worker_threads = engine.worker_threads();
   r.worker_thread_cap = config.engine.worker_threads;
   progress.line(
-      "{} idle queues: {:.2f}% of one core{}; {} threads ({} before the engine; {} "
-      "handler threads, cap {})",
+      "{} idle queues: {:.2f}% of one core{}; {:.1f} claims/s (a drained queue is re-polled "
+      "every {} ms); {} threads ({} before the engine; {} handler threads, cap {})",
       r.queues, r.cpu_pct_of_core,
       r.server_cpu_pct_of_core
           ? fmt::format(" (database server: {:.2f}%)", *r.server_cpu_pct_of_core)
           : "",
-      r.threads, r.threads_before, r.worker_threads, r.worker_thread_cap);
+      r.claims_per_sec, r.drained_poll_ms, r.threads, r.threads_before, r.worker_threads,
+      r.worker_thread_cap);
   return r;
 }
 

@@ -106,7 +106,9 @@ json backend_json(const BackendResult& b) {
                         {"threads_before_engine", b.idle->threads_before},
                         {"threads", b.idle->threads},
                         {"handler_threads", b.idle->worker_threads},
-                        {"handler_thread_cap", b.idle->worker_thread_cap}};
+                        {"handler_thread_cap", b.idle->worker_thread_cap},
+                        {"claims_per_sec", b.idle->claims_per_sec},
+                        {"drained_queue_poll_ms", b.idle->drained_poll_ms}};
   if (!b.steady.empty()) {
     json steady = json::array();
     for (const SteadyResult& s : b.steady) {

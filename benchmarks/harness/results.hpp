@@ -98,6 +98,11 @@ struct IdleResult {
   uint32_t threads = 0;         // process threads while idle
   uint32_t worker_threads = 0;  // the engine's handler threads
   uint32_t worker_thread_cap = 0;
+  // Claims the drained queues made per second while idle (all queues), and
+  // how often a drained queue is re-polled: poll_interval_ms, or
+  // notified_poll_interval_ms on storage that reports due jobs.
+  double claims_per_sec = 0;
+  uint32_t drained_poll_ms = 0;
 };
 
 // A loop of bare SQL on this machine, no engine: what the database can do.
