@@ -47,8 +47,10 @@ IdleResult run_idle_queues(Backend& backend, const BenchOptions& options, Progre
       wait_for([&] { return sum(completed) >= queues.size(); }, std::chrono::seconds(120));
   if (!drained)
     throw std::runtime_error("the idle queues' first jobs did not all complete in 120 s");
-  // Let the last completions and the first idle polls pass.
-  std::this_thread::sleep_for(std::chrono::milliseconds(config.engine.poll_interval_ms + 500));
+  // Let the last completions and the first idle polls pass: a woken queue
+  // is claimed twice more a poll interval apart before it waits for
+  // notifications (dispatcher.cc, kShortPollsAfterWake).
+  std::this_thread::sleep_for(std::chrono::milliseconds(3 * config.engine.poll_interval_ms + 500));
 
   progress.line("{} queues drained; measuring {:.0f} s idle", queues.size(), options.idle_seconds);
   std::optional<PostgresProbe> probe;
