@@ -96,10 +96,14 @@ class PostgresIdlePoll : public ::testing::TestWithParam<std::string> {
 
 TEST_P(PostgresIdlePoll, ADrainedQueueIsNotClaimedEveryPollInterval) {
   start();
+  // The claim that took the first job, then the two a wake owes, a poll
+  // interval apart (dispatcher.cc, kShortPollsAfterWake).
+  ASSERT_TRUE(test::wait_until([&] { return claims() >= 3; }, 10s)) << claims() << " claims";
   const uint64_t before = claims();
-  // A window of 15 poll intervals: the old fallback claimed about 15 times.
+  // A window of 15 poll intervals: the old fallback claimed 15 times. (Up to
+  // 3 allows one more wake, e.g. the listener's catch-up after a reconnect.)
   std::this_thread::sleep_for(3s);
-  EXPECT_LE(claims() - before, 1u) << "claims of a drained queue in 3 s at poll_interval_ms 200";
+  EXPECT_LE(claims() - before, 3u) << "claims of a drained queue in 3 s at poll_interval_ms 200";
 }
 
 TEST_P(PostgresIdlePoll, ADelayedJobAnotherProcessEnqueuedRunsWhenItComesDue) {
