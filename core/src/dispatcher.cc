@@ -30,9 +30,10 @@ constexpr uint32_t kMaxCatchUpRounds = 8;
 // A fleet-limited queue takes at least this long's worth of tokens per
 // take (fleet bucket writes <= 100/s per process at any rate).
 constexpr std::chrono::milliseconds kFleetTakeQuantum{10};
-// The most due times a runner remembers (wake_at); past it the latest go
-// and the queue keeps the short poll until they have passed.
-constexpr size_t kMaxDueTimes = 1024;
+// The most due times a runner remembers (wake_at), while storage reports due
+// jobs; past it the latest go and the queue keeps the short poll until they
+// have passed (as without notifications: bounded memory, never a late job).
+constexpr size_t kMaxDueTimes = 64;
 // After a wake (a notification, new local jobs, a freed permit) a drained
 // queue is claimed this many more times a poll interval apart before it
 // waits for notifications: a claim right after a notification may miss what
@@ -530,8 +531,10 @@ SteadyTime Dispatcher::run_due(SteadyTime now) {
     woken_.clear();
     if (!due_inbox_.empty()) {
       const int64_t wall = clock_.wall_now_us();
+      // Remembered only for drained_poll's rare poll; the timer is set anyway.
+      const bool remember = options_.notified_due && options_.notified_due();
       for (auto [r, at] : due_inbox_) {
-        if (r->due_at_us.insert(at).second && r->due_at_us.size() > kMaxDueTimes) {
+        if (remember && r->due_at_us.insert(at).second && r->due_at_us.size() > kMaxDueTimes) {
           auto last = std::prev(r->due_at_us.end());
           r->due_dropped_until_us = std::max(r->due_dropped_until_us, *last);
           r->due_at_us.erase(last);
@@ -781,7 +784,6 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
 
 SteadyTime Dispatcher::drained_poll(QueueRunner& r, SteadyTime now) {
   const SteadyTime soon = now + options_.poll_interval;
-  if (!options_.notified_due || !options_.notified_due()) return soon;
   const int64_t wall = clock_.wall_now_us();
   const int64_t grace_us =
       std::chrono::duration_cast<std::chrono::microseconds>(options_.poll_interval).count();
@@ -789,6 +791,7 @@ SteadyTime Dispatcher::drained_poll(QueueRunner& r, SteadyTime now) {
   // in case our clocks disagreed by a little about when its jobs are due).
   while (!r.due_at_us.empty() && *r.due_at_us.begin() + grace_us < wall)
     r.due_at_us.erase(r.due_at_us.begin());
+  if (!options_.notified_due || !options_.notified_due()) return soon;
   if (r.due_dropped_until_us != 0) {
     if (wall <= r.due_dropped_until_us + grace_us) return soon;
     r.due_dropped_until_us = 0;

@@ -104,8 +104,9 @@ struct QueueRunner {
   int64_t hold_applied_ns = 0;  // (D) the hold already written into the bucket
 
   // (D) When jobs this process made ready later become due (wake_at; wall
-  // clock, microseconds), kept until a poll interval past: a drained queue
-  // is polled at the earliest of them, not only at the rare notified re-poll.
+  // clock, microseconds), kept until a poll interval past while storage
+  // reports due jobs: a drained queue is polled at the earliest of them, not
+  // only at the rare notified re-poll. At most kMaxDueTimes (dispatcher.cc).
   std::set<int64_t> due_at_us;
   // (D) Times past the set's bound were dropped: until the latest of them
   // (and a poll interval more) the queue keeps the short poll.
