@@ -3,9 +3,13 @@
 // the real loader, a handler that records every execution) drains a backlog;
 // in the middle the server is stopped for about three seconds and started
 // again. The process must survive, log the loss and the recovery, and finish
-// the drain: every job completed, each executed exactly once (its lease,
-// far longer than the outage, never expired), and the outcomes of jobs that
-// finished while the server was down recorded once it was back.
+// the drain: every job completed, and the outcomes of jobs that finished
+// while the server was down recorded once it was back. Each job executed
+// exactly once (its lease, far longer than the outage, never expired)
+// unless the server crashed (halt "immediate") while claims and outcomes
+// committed without waiting for their WAL flush (lease_commit = "async",
+// the default): the crash may lose the last of those commits, and such a job
+// runs again (at-least-once), which is all the test then asks.
 //
 // The test starts a cluster of its own (scripts/pg-cluster.sh, ports
 // 5460-5469), never the shared one other tests use. Skipped when the
@@ -22,11 +26,13 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 namespace conveyor {
 namespace {
@@ -90,9 +96,24 @@ std::vector<int64_t> refused_on_retry(const std::string& log) {
   return ids;
 }
 
-// The halt mode: "fast" (backends told to exit, clients disconnected) or
-// "immediate" (a crash: no goodbye, crash recovery at the next start).
-class PostgresRestart : public ::testing::TestWithParam<std::string> {
+// The halt mode: "fast" (backends told to exit, clients disconnected; the
+// shutdown checkpoint flushes every commit) or "immediate" (a crash: no
+// goodbye, crash recovery at the next start); and the plugin's lease_commit.
+struct RestartCase {
+  const char* halt;
+  const char* lease_commit;
+  // Whether every job runs exactly once: unless a crash may lose commits
+  // that did not wait for their flush.
+  bool exactly_once() const {
+    return std::string(halt) != "immediate" || std::string(lease_commit) != "async";
+  }
+};
+
+std::string case_name(const ::testing::TestParamInfo<RestartCase>& info) {
+  return std::string(info.param.halt) + "_" + info.param.lease_commit;
+}
+
+class PostgresRestart : public ::testing::TestWithParam<RestartCase> {
  protected:
   void SetUp() override {
     if (!test::ThrowawayCluster::available()) {
@@ -112,10 +133,12 @@ TEST_P(PostgresRestart, EngineRidesOutAServerRestartMidDrainAndLosesNothing) {
   const std::string schema = "restart";
   // Leases far longer than the outage plus reconnect backoff: no job may be
   // rescued, so any second execution would be a lost outcome.
+  const RestartCase c = GetParam();
   const auto config = test::write_postgres_config(
       dir_, "postgres", cluster_->dsn(), schema,
-      "[engine]\npoll_interval_ms = 200\nlease_ms = 20000\nrescue_interval_ms = 500\n"
-      "max_workers = 10\n");
+      std::string("lease_commit = \"") + c.lease_commit +
+          "\"\n[engine]\npoll_interval_ms = 200\nlease_ms = 20000\nrescue_interval_ms = 500\n"
+          "max_workers = 10\n");
   const auto record = dir_ / "runs.txt";
   const auto log = dir_ / "worker.log";
   {
@@ -141,7 +164,7 @@ TEST_P(PostgresRestart, EngineRidesOutAServerRestartMidDrainAndLosesNothing) {
   const int64_t completed_before = completed();
 
   const int64_t halt_started_us = wall_us();
-  cluster_->halt(GetParam());
+  cluster_->halt(c.halt);
   const int64_t down_us = wall_us();
   // While the server is down the engine keeps trying, and says so.
   EXPECT_TRUE(test::wait_until(
@@ -183,7 +206,11 @@ TEST_P(PostgresRestart, EngineRidesOutAServerRestartMidDrainAndLosesNothing) {
   const int64_t held_outcomes = test::psql_int(
       dsn, "SELECT count(*) FROM " + jobs + " WHERE claimed_at < " + std::to_string(down_us) +
                " AND finalized_at >= " + std::to_string(up_started_us));
-  EXPECT_GE(held_outcomes, 1);
+  // (After a crash that lost the claims' commits, those jobs were claimed
+  // again after it: none need have held an outcome.)
+  if (c.exactly_once()) {
+    EXPECT_GE(held_outcomes, 1);
+  }
   // Jobs claimed twice (a claim whose reply was lost with its connection is
   // given back on the next one): reported, not an error.
   const int64_t reclaimed =
@@ -196,35 +223,44 @@ TEST_P(PostgresRestart, EngineRidesOutAServerRestartMidDrainAndLosesNothing) {
                               " WHERE finalized_at >= " + std::to_string(down_us));
   EXPECT_GT(first_claim_after_us, 0) << "nothing was claimed after the restart";
 
-  // Executions, as the handler recorded them: every job exactly once.
+  // Executions, as the handler recorded them: every job at least once, and
+  // exactly once unless a crash lost unflushed lease commits.
   const auto runs = test::read_executions(record);
   EXPECT_EQ(runs.size(), static_cast<size_t>(kJobs));
   int repeated = 0;
   for (const auto& [id, pids] : runs) repeated += pids.size() > 1;
-  EXPECT_EQ(repeated, 0) << "jobs executed more than once although no lease expired";
-  // A completion whose commit reached the server but whose reply was lost is
-  // retried and then refused: harmless only if that job
-  // is completed and ran once, its first completion having counted.
-  // No lease can be lost here (see lease_ms): the only refusals allowed are
-  // those of outcomes recorded again after a lost reply.
-  EXPECT_EQ(text.find("after its lease was lost"), std::string::npos) << log_excerpt(text);
+  if (!c.exactly_once()) {
+    // The runs the crash may have cost again, and the job's outcome is
+    // still recorded below: nothing else to hold to.
+  } else {
+    EXPECT_EQ(repeated, 0) << "jobs executed more than once although no lease expired";
+    // A completion whose commit reached the server but whose reply was lost is
+    // retried and then refused: harmless only if that job
+    // is completed and ran once, its first completion having counted.
+    // No lease can be lost here (see lease_ms): the only refusals allowed
+    // are those of outcomes recorded again after a lost reply.
+    EXPECT_EQ(text.find("after its lease was lost"), std::string::npos) << log_excerpt(text);
+  }
   const std::vector<int64_t> discarded = refused_on_retry(text);
   for (int64_t id : discarded) {
     EXPECT_EQ(
         test::psql_int(dsn, "SELECT state FROM " + jobs + " WHERE id = " + std::to_string(id)), 4)
         << "job " << id;
-    EXPECT_EQ(runs.count(id) ? runs.at(id).size() : 0u, 1u) << "job " << id;
+    if (c.exactly_once()) {
+      EXPECT_EQ(runs.count(id) ? runs.at(id).size() : 0u, 1u) << "job " << id;
+    }
   }
 
   const auto ms = [](int64_t us) { return static_cast<double>(us) / 1000.0; };
   RecordProperty("outage_ms", static_cast<int>(ms(up_us - halt_started_us)));
   RecordProperty("recovery_to_first_claim_ms", static_cast<int>(ms(first_claim_after_us - up_us)));
   std::printf(
-      "restart test (%s): %lld of %d jobs done before the outage; server down %.0f ms "
+      "restart test (%s, lease_commit %s): %lld of %d jobs done before the outage; server down "
+      "%.0f ms "
       "(halt took %.0f ms, start took %.0f ms); after it was back: first claim %.0f ms, first "
       "recorded outcome %.0f ms; %lld outcomes held through the outage; %lld jobs claimed twice, "
       "%d executed twice; %zu late completions refused; claim failures logged %d\n",
-      GetParam().c_str(), static_cast<long long>(completed_before), kJobs,
+      c.halt, c.lease_commit, static_cast<long long>(completed_before), kJobs,
       ms(up_us - halt_started_us), ms(down_us - halt_started_us), ms(up_us - up_started_us),
       ms(first_claim_after_us - up_us), ms(first_outcome_after_us - up_us),
       static_cast<long long>(held_outcomes), static_cast<long long>(reclaimed), repeated,
@@ -232,7 +268,11 @@ TEST_P(PostgresRestart, EngineRidesOutAServerRestartMidDrainAndLosesNothing) {
   std::printf("the engine's log of the outage:\n%s", outage_summary(text).c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Postgres, PostgresRestart, ::testing::Values("fast", "immediate"));
+INSTANTIATE_TEST_SUITE_P(Postgres, PostgresRestart,
+                         ::testing::Values(RestartCase{"fast", "async"},
+                                           RestartCase{"immediate", "async"},
+                                           RestartCase{"immediate", "sync"}),
+                         case_name);
 
 // The plugins the two-restart test runs on.
 std::vector<std::string> restart_plugins() {
@@ -243,14 +283,23 @@ std::vector<std::string> restart_plugins() {
   return plugins;
 }
 
-// Two restarts in one drain, on each PostgreSQL plugin: the first a fast
-// shutdown, the second a crash (immediate), each once the engine has
-// recovered from the one before. Every job completes and runs once.
-class PostgresRestartTwice : public ::testing::TestWithParam<std::string> {
+// Two restarts in one drain, on each PostgreSQL plugin and lease_commit:
+// the first a fast shutdown, the second a crash (immediate), each once the
+// engine has recovered from the one before. Every job completes; each runs
+// once with lease_commit = "sync", at least once with "async".
+using TwiceCase = std::tuple<std::string, std::string>;  // plugin, lease_commit
+
+std::string twice_name(const ::testing::TestParamInfo<TwiceCase>& info) {
+  std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+class PostgresRestartTwice : public ::testing::TestWithParam<TwiceCase> {
  protected:
   void SetUp() override {
-    const auto so =
-        std::filesystem::path(CONVEYOR_TEST_PLUGIN_DIR) / ("libconveyor-" + GetParam() + ".so");
+    const auto so = std::filesystem::path(CONVEYOR_TEST_PLUGIN_DIR) /
+                    ("libconveyor-" + std::get<0>(GetParam()) + ".so");
     if (!std::filesystem::exists(so)) {
       if (test::running_in_ci()) FAIL() << "CI=true but the plugin is not built: " << so;
       GTEST_SKIP() << "plugin not built: " << so;
@@ -277,10 +326,13 @@ TEST_P(PostgresRestartTwice, EngineRidesOutTwoRestartsInOneDrainAndLosesNothing)
   };
   // Leases far longer than an outage plus reconnect backoff: a second run of
   // any job would be a lost outcome or a lost claim handed out again.
+  const auto& [plugin, lease_commit] = GetParam();
+  const bool exactly_once = lease_commit == "sync";
   const auto config = test::write_postgres_config(
-      dir_, GetParam(), cluster_->dsn(), "restart",
-      "[engine]\npoll_interval_ms = 200\nlease_ms = 20000\nrescue_interval_ms = 500\n"
-      "max_workers = 10\n");
+      dir_, plugin, cluster_->dsn(), "restart",
+      "lease_commit = \"" + lease_commit +
+          "\"\n[engine]\npoll_interval_ms = 200\nlease_ms = 20000\nrescue_interval_ms = 500\n"
+          "max_workers = 10\n");
   const auto record = dir_ / "runs.txt";
   const auto log = dir_ / "worker.log";
   std::vector<int64_t> ids;
@@ -354,7 +406,8 @@ TEST_P(PostgresRestartTwice, EngineRidesOutTwoRestartsInOneDrainAndLosesNothing)
     if (s.queue == "restart") end = s;
   EXPECT_EQ(end.completed, kJobs);
   EXPECT_EQ(end.pending + end.scheduled + end.running + end.failed + end.cancelled, 0);
-  // Every enqueued id ran exactly once.
+  // Every enqueued id ran, exactly once unless the crash lost unflushed
+  // lease commits.
   const auto runs = test::read_executions(record);
   EXPECT_EQ(runs.size(), static_cast<size_t>(kJobs));
   int repeated = 0;
@@ -363,32 +416,34 @@ TEST_P(PostgresRestartTwice, EngineRidesOutTwoRestartsInOneDrainAndLosesNothing)
     EXPECT_GE(n, 1u) << "job " << id << " never ran";
     repeated += n > 1;
   }
-  EXPECT_EQ(repeated, 0) << "jobs executed more than once although no lease expired";
-  EXPECT_EQ(text.find("after its lease was lost"), std::string::npos) << log_excerpt(text);
+  if (exactly_once) {
+    EXPECT_EQ(repeated, 0) << "jobs executed more than once although no lease expired";
+    EXPECT_EQ(text.find("after its lease was lost"), std::string::npos) << log_excerpt(text);
+  }
   const std::vector<int64_t> discarded = refused_on_retry(text);
   for (int64_t id : discarded) {
     const auto job = storage->get_job(id, wall_us());
     EXPECT_TRUE(job && job->state == JobState::kCompleted) << "job " << id;
   }
 
-  std::printf("two-restart test on %s: %d jobs of 20 ms, 10 workers, drained in %.1f s\n",
-              GetParam().c_str(), kJobs, drain_s);
+  std::printf(
+      "two-restart test on %s, lease_commit %s: %d jobs of 20 ms, 10 workers, drained in %.1f s; "
+      "%d executed more than once\n",
+      plugin.c_str(), lease_commit.c_str(), kJobs, drain_s, repeated);
   for (const Outage& o : outages)
     std::printf(
         "  %s restart after %lld jobs: server down %.0f ms; %.0f ms from its start to 200 more "
         "completions\n",
         o.mode, static_cast<long long>(o.completed_before), o.down_ms, o.to_progress_ms);
-  std::printf("  0 lost, %d executed twice, %zu late completions refused; the engine's log:\n%s",
-              repeated, discarded.size(), outage_summary(text).c_str());
+  std::printf(
+      "  0 lost, %d executed more than once, %zu late completions refused; the engine's log:\n%s",
+      repeated, discarded.size(), outage_summary(text).c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Postgres, PostgresRestartTwice, ::testing::ValuesIn(restart_plugins()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           for (char& c : name)
-                             if (c == '-') c = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Postgres, PostgresRestartTwice,
+                         ::testing::Combine(::testing::ValuesIn(restart_plugins()),
+                                            ::testing::Values("sync", "async")),
+                         twice_name);
 
 }  // namespace
 }  // namespace conveyor

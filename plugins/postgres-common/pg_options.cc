@@ -101,7 +101,8 @@ std::string quote_identifier(std::string_view name) {
 }
 
 PgOptions parse_options(const sdk::Options& options, std::span<const std::string_view> extra_keys) {
-  std::vector<std::string_view> known = {"dsn", "schema", "pool_size", "connect_timeout_s"};
+  std::vector<std::string_view> known = {"dsn", "schema", "pool_size", "connect_timeout_s",
+                                         "lease_commit"};
   known.insert(known.end(), extra_keys.begin(), extra_keys.end());
   for (const auto& [key, value] : options.entries()) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
@@ -129,6 +130,15 @@ PgOptions parse_options(const sdk::Options& options, std::span<const std::string
   out.pool_size = parse_bounded(options, "pool_size", out.pool_size, 1, kMaxPoolSize);
   out.connect_timeout_s =
       parse_bounded(options, "connect_timeout_s", out.connect_timeout_s, 1, kMaxConnectTimeoutS);
+  if (options.has("lease_commit")) {
+    const std::string v = options.get("lease_commit");
+    if (v != "async" && v != "sync")
+      throw Error(CONVEYOR_E_INVALID,
+                  "storage option 'lease_commit' must be \"async\" (claims, completions and "
+                  "failures do not wait for their WAL flush; the default) or \"sync\"; got '" +
+                      v.substr(0, 80) + "'");
+    out.async_lease_commits = v == "async";
+  }
 
   std::map<std::string, std::string> settings = parse_dsn(dsn);
   if (auto it = settings.find("client_encoding"); it != settings.end() && !is_utf8_name(it->second))

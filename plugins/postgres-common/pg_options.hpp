@@ -22,6 +22,11 @@ struct PgOptions {
   std::string schema = "conveyor";
   uint32_t pool_size = 8;
   uint32_t connect_timeout_s = 5;
+  // lease_commit = "async" (the default): claims, completions and failures
+  // commit without waiting for their WAL flush (synchronous_commit = off for
+  // those statements alone; see configure_session). "sync": the session's
+  // synchronous_commit, as every other statement.
+  bool async_lease_commits = true;
 };
 
 // Throws sdk::Error(CONVEYOR_E_INVALID) naming the option and what is allowed.

@@ -39,6 +39,7 @@ TEST(PgOptions, DefaultsAndConninfo) {
   EXPECT_EQ(o.schema, "conveyor");
   EXPECT_EQ(o.pool_size, 8u);
   EXPECT_EQ(o.connect_timeout_s, 5u);
+  EXPECT_TRUE(o.async_lease_commits);
   EXPECT_NE(o.conninfo.find("connect_timeout='5'"), std::string::npos) << o.conninfo;
   EXPECT_NE(o.conninfo.find("host='db.example'"), std::string::npos) << o.conninfo;
   EXPECT_NE(o.conninfo.find("port='6543'"), std::string::npos) << o.conninfo;
@@ -55,7 +56,9 @@ TEST(PgOptions, ExplicitSettingsWin) {
                         "application_name=mine password='it\\'s \\\\ odd'"},
                        {"schema", "jobs_2"},
                        {"pool_size", "3"},
-                       {"connect_timeout_s", "7"}});
+                       {"connect_timeout_s", "7"},
+                       {"lease_commit", "sync"}});
+  EXPECT_FALSE(o.async_lease_commits);
   EXPECT_EQ(o.schema, "jobs_2");
   EXPECT_EQ(o.pool_size, 3u);
   EXPECT_EQ(o.connect_timeout_s, 7u);
@@ -90,6 +93,7 @@ TEST(PgOptions, RejectsWhatCannotWork) {
       {{{"dsn", kDsn}, {"connect_timeout_s", "0"}}, "'connect_timeout_s'"},
       {{{"dsn", kDsn}, {"connect_timeout_s", "-1"}}, "'connect_timeout_s'"},
       {{{"dsn", kDsn + "?client_encoding=LATIN1"}}, "UTF8"},
+      {{{"dsn", kDsn}, {"lease_commit", "off"}}, "'lease_commit' must be \"async\""},
   };
   for (const Case& c : cases) {
     auto [code, message] = parse_error(c.opts);

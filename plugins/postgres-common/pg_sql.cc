@@ -44,9 +44,13 @@ std::string statement_sql(std::span<const Statement> statements, const std::stri
   throw std::out_of_range("no statement named " + name);
 }
 
-void configure_session(pqxx::connection& conn) {
+void configure_session(pqxx::connection& conn, bool async_lease_commits) {
   pqxx::nontransaction tx(conn);
   tx.exec("SET plan_cache_mode = force_generic_plan");
+  tx.exec(async_lease_commits
+              ? "SET conveyor.lease_commit = 'off'"
+              : "SELECT set_config('conveyor.lease_commit', current_setting('synchronous_commit'), "
+                "false)");
 }
 
 void apply_migrations(pqxx::connection& conn, const std::string& schema,

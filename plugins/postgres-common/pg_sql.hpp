@@ -37,7 +37,30 @@ std::string statement_sql(std::span<const Statement> statements, const std::stri
 // made from statistics that a drain makes wrong within seconds (all jobs
 // available at the last ANALYZE, most running or completed now): they chose
 // sequential scans and quadratic joins that stalled completions for seconds.
-void configure_session(pqxx::connection& conn);
+//
+// Also sets the session's conveyor.lease_commit, which the statements that
+// end or start a lease read through CONVEYOR_PG_LEASE_COMMIT: "off" with
+// async_lease_commits, else the session's own synchronous_commit.
+void configure_session(pqxx::connection& conn, bool async_lease_commits);
+
+// A condition (always true) for the WHERE clause of a statement that claims,
+// completes or fails jobs: it sets synchronous_commit for the statement's own
+// transaction to the session's conveyor.lease_commit (configure_session; the
+// session's synchronous_commit when unset). One evaluation per statement (an
+// uncorrelated subquery), before any row is written.
+//
+// Why a lease statement may skip the WAL flush: a server crash loses at most
+// the last few hundred milliseconds of such commits (3 x wal_writer_delay),
+// and each loss ends with the job run again, which at-least-once allows: a
+// lost claim leaves it ready, a lost completion or failure leaves it running
+// under a lease that expires and is rescued. Enqueues, job operations, limits
+// and shared state keep the server's synchronous_commit: an acknowledged
+// enqueue is never lost. WAL order is kept, so no later synchronous commit
+// survives a lost one before it.
+#define CONVEYOR_PG_LEASE_COMMIT                                                  \
+  "(SELECT set_config('synchronous_commit', coalesce(nullif(current_setting("     \
+  "'conveyor.lease_commit', true), ''), current_setting('synchronous_commit')), " \
+  "true)) IS NOT NULL"
 
 // A plugin's schema history: steps[i] upgrades version i to i + 1 ("{s}" is
 // the schema); never edit a released step, append. The applied version is

@@ -3,6 +3,7 @@
 #include "control_store.hpp"
 #include "job_calls.hpp"
 #include "pg_options.hpp"
+#include "pg_sql.hpp"
 
 #include <conveyor/storage_plugin.h>
 #include <conveyor/storage_plugin.hpp>
@@ -315,7 +316,7 @@ static_assert(kTallySlots == 4, "CONVEYOR_TALLY_SLOT and kQueueV3 spell the coun
   "                         claimed_by, queue)\n"                                                 \
   "  SELECT slot, entry_id, 1, 3, job_id, $2::bigint, $4::bigint, $5::bigint, $6::text, "         \
   "$1::text\n" \
-  "  FROM cand\n" \
+  "  FROM cand WHERE " CONVEYOR_PG_LEASE_COMMIT "\n" \
   "  ON CONFLICT DO NOTHING\n"                                                                           \
   "  RETURNING entry_id\n"                                                                               \
   "), claimed AS (\n"                                                                                    \
@@ -435,6 +436,7 @@ WITH open AS (
 )sql" CONVEYOR_CLAIM_MARKS_OF_LEASES R"sql(), closed AS (
   INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token)
   SELECT slot, entry_id, 2, 4, job_id, $1::bigint, lease_token FROM open
+  WHERE )sql" CONVEYOR_PG_LEASE_COMMIT R"sql(
   ON CONFLICT DO NOTHING
   RETURNING slot, entry_id, job_id, lease_token
 ), tallied AS (
@@ -516,6 +518,7 @@ WITH open AS (
 ), closed AS (
   INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token, error)
   SELECT slot, entry_id, 2, 1, job_id, $5::bigint, $4::bigint, $2::text FROM open
+  WHERE )sql" CONVEYOR_PG_LEASE_COMMIT R"sql(
   ON CONFLICT DO NOTHING
   RETURNING slot, entry_id, job_id
 ), next_turn AS (
@@ -545,6 +548,7 @@ WITH open AS (
 ), closed AS (
   INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token, error)
   SELECT slot, entry_id, 2, 5, job_id, $1::bigint, $4::bigint, $2::text FROM open
+  WHERE )sql" CONVEYOR_PG_LEASE_COMMIT R"sql(
   ON CONFLICT DO NOTHING
   RETURNING slot, entry_id, job_id
 ), tallied AS (

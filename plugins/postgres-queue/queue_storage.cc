@@ -121,8 +121,9 @@ constexpr int kCancelAttempts = 5;
 
 QueueStorage::QueueStorage(QueueOptions options)
     : PgStorageBase(options.pg,
-                    [schema = options.pg.schema](pqxx::connection& c) {
-                      postgres::configure_session(c);
+                    [schema = options.pg.schema,
+                     async = options.pg.async_lease_commits](pqxx::connection& c) {
+                      postgres::configure_session(c, async);
                       configure_queue_session(c);
                       register_statements(c, schema);
                     }),

@@ -178,7 +178,7 @@ WITH picked AS (
 UPDATE {s}.jobs AS j
 SET state = 3, attempt = j.attempt + 1, lease_token = $4::bigint, lease_expires = $5::bigint,
     claimed_at = $2::bigint, claimed_by = $6::text
-WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND )sql" CONVEYOR_PG_LEASE_COMMIT R"sql(
 RETURNING j.id, j.kind, j.payload, j.priority, j.attempt, j.max_attempts, j.run_at,
           j.created_at, j.last_error, j.cost)sql"},
 
@@ -196,6 +196,7 @@ WITH done AS (
   UPDATE {s}.jobs AS j SET state = 4, finalized_at = $1::bigint, lease_token = 0, lease_expires = 0
   FROM unnest($2::bigint[], $3::bigint[]) AS l(id, token)
   WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 3
+    AND )sql" CONVEYOR_PG_LEASE_COMMIT R"sql(
   RETURNING j.id, l.token, j.queue
 ), counted AS (
   INSERT INTO {s}.job_count_deltas (queue, state, delta)
@@ -228,7 +229,8 @@ WHERE lease_token <> 0 AND state = 3 AND lease_expires = $2::bigint
     Statement{stmt::kFailRetry, R"sql(
 UPDATE {s}.jobs
 SET state = 1, run_at = $1::bigint, last_error = $2::text, lease_token = 0, lease_expires = 0
-WHERE id = $3::bigint AND state = 3 AND lease_token = $4::bigint)sql"},
+WHERE id = $3::bigint AND state = 3 AND lease_token = $4::bigint
+  AND )sql" CONVEYOR_PG_LEASE_COMMIT R"sql()sql"},
 
     Statement{stmt::kFailFinal, R"sql(
 WITH failed AS (
@@ -236,6 +238,7 @@ WITH failed AS (
   SET state = 5, finalized_at = $1::bigint, last_error = $2::text, lease_token = 0,
       lease_expires = 0
   WHERE id = $3::bigint AND state = 3 AND lease_token = $4::bigint
+    AND )sql" CONVEYOR_PG_LEASE_COMMIT R"sql(
   RETURNING id, queue
 ), counted AS (
   INSERT INTO {s}.job_count_deltas (queue, state, delta) SELECT queue, 5, 1 FROM failed
@@ -354,7 +357,7 @@ WITH picked AS (
 UPDATE {s}.jobs AS j
 SET state = 3, attempt = j.attempt + 1, lease_token = $4::bigint, lease_expires = $5::bigint,
     claimed_at = $2::bigint, claimed_by = $6::text
-WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND )sql" CONVEYOR_PG_LEASE_COMMIT R"sql(
 RETURNING j.id, j.kind, j.payload, j.priority, j.attempt, j.max_attempts, j.run_at,
           j.created_at, j.last_error, j.cost)sql"},
 

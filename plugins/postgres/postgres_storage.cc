@@ -16,6 +16,9 @@
 //   connect_timeout_s  (5, 1..3600) how long a connection attempt may take (an
 //                      unreachable server fails fast with the reason), and how
 //                      long a call waits for a pooled connection.
+//   lease_commit       ("async" or "sync") whether claims, completions and
+//                      failures wait for their WAL flush (CONVEYOR_PG_LEASE_COMMIT
+//                      in pg_sql.hpp says why they need not).
 // Unknown keys are CONVEYOR_E_INVALID.
 //
 // Design:
@@ -77,8 +80,9 @@ constexpr const char* kLeaseExpiredError = "lease expired: worker presumed dead"
 }  // namespace
 
 PostgresStorage::PostgresStorage(PgOptions options)
-    : PgStorageBase(options, [schema = options.schema](pqxx::connection& c) {
-        configure_session(c);
+    : PgStorageBase(options, [schema = options.schema,
+                              async = options.async_lease_commits](pqxx::connection& c) {
+        configure_session(c, async);
         register_statements(c, schema);
       }) {}
 

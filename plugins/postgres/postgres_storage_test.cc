@@ -177,6 +177,44 @@ TEST_F(PgStorageTest, GenericPlansLookJobsUpByPrimaryKey) {
   }
 }
 
+// lease_commit: the statements that claim, complete and fail jobs set
+// synchronous_commit for their own transaction to the session's
+// conveyor.lease_commit ("off": no wait for the WAL flush); the others, such
+// as enqueue, leave the server's setting alone. Run here inside an explicit
+// transaction, where the local setting can be read back afterwards.
+TEST_F(PgStorageTest, LeaseStatementsCommitWithoutWaitingForTheFlushWhenAsync) {
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  struct Case {
+    const char* statement;
+    const char* args;
+  };
+  const Case lease_statements[] = {
+      {stmt::kClaim, "('q', 5, 100, 1, 2, 'host:1')"},
+      {stmt::kClaimKinds, "('q', 5, 100, 1, 2, 'host:1', '{k}')"},
+      {stmt::kComplete, "(1, '{1,2,3}', '{7,7,7}')"},
+      {stmt::kFailRetry, "(1, 'x', 1, 7)"},
+      {stmt::kFailFinal, "(1, 'x', 1, 7)"},
+  };
+  auto setting_after = [&](const char* statement, const char* args, const char* lease_commit) {
+    pqxx::work tx(*admin_);
+    tx.exec("SET LOCAL synchronous_commit = on");
+    tx.exec(std::string("SET LOCAL conveyor.lease_commit = '") + lease_commit + "'");
+    tx.exec("PREPARE probe AS " + statement_sql(statement, schema_));
+    tx.exec(std::string("EXECUTE probe ") + args);
+    const std::string value = tx.exec1("SHOW synchronous_commit")[0].c_str();
+    tx.exec("DEALLOCATE probe");  // not undone by the rollback
+    tx.abort();
+    return value;
+  };
+  for (const Case& c : lease_statements) {
+    EXPECT_EQ(setting_after(c.statement, c.args, "off"), "off") << c.statement;
+    EXPECT_EQ(setting_after(c.statement, c.args, "on"), "on") << c.statement;
+  }
+  // Not a lease statement: the server's setting stays.
+  EXPECT_EQ(setting_after(stmt::kCancel, "(1, 1)", "off"), "on");
+}
+
 TEST_F(PgStorageTest, StaleLeaseCannotTouchTheNewClaimant) {
   conveyor_storage* h = open_store();
   ASSERT_NE(h, nullptr);
