@@ -5,8 +5,10 @@
 #   benchmarks/queue-storage/run.sh [DSN] [conveyor-bench options...]
 #
 # Without a DSN it starts a throwaway PostgreSQL 15 cluster (scripts/pg-cluster.sh,
-# 127.0.0.1, fsync=off) and removes it afterwards. It builds conveyor-bench and
-# every storage plugin of the tree (ninja: a no-op when up to date), fills in
+# 127.0.0.1, PostgreSQL's default settings: fsync and synchronous_commit on)
+# and removes it afterwards; PG_CLUSTER_SETTINGS=test makes it fsync=off, for
+# an extra run only (conveyor-bench labels its figures fsync=off). It builds
+# conveyor-bench and every storage plugin of the tree (ninja: a no-op when up to date), fills in
 # each backend config of this folder (*.toml, @DSN@ replaced) whose plugin was
 # built, and runs the workloads `steady`, `steady-held-txn` and `drain` (the
 # saturated throughput, for "queue-storage >= canonical") on all of them in one
@@ -16,7 +18,8 @@
 # Environment: BUILD_DIR (default <repo>/build), OUT (default
 # ./queue-storage-results), WORKLOADS (default steady,steady-held-txn,drain),
 # PG_PORT (throwaway cluster's port; default the first free of 5490-5499),
-# SKIP_BUILD=1 to use the build as it is.
+# PG_CLUSTER_SETTINGS (default or test, above), SKIP_BUILD=1 to use the
+# build as it is.
 #
 # Writes to OUT: table.txt (also printed), bench-results.json,
 # bench-results.svg, progress.log, server-settings.txt, configs/*.toml.
@@ -80,7 +83,8 @@ if [[ -z $dsn ]]; then
   fi
   cluster=$work/pg
   echo "run.sh: starting a throwaway PostgreSQL on 127.0.0.1:$port" >&2
-  dsn=$(bash "$root/scripts/pg-cluster.sh" start "$cluster" "$port")
+  dsn=$(PG_CLUSTER_SETTINGS=${PG_CLUSTER_SETTINGS:-default} \
+    bash "$root/scripts/pg-cluster.sh" start "$cluster" "$port")
 fi
 
 mkdir -p "$out/configs"
