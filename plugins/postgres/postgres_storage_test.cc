@@ -179,8 +179,8 @@ TEST_F(PgStorageTest, GenericPlansLookJobsUpByPrimaryKey) {
 
 // lease_commit: the statements that claim, complete and fail jobs set
 // synchronous_commit for their own transaction to the session's
-// conveyor.lease_commit ("off": no wait for the WAL flush); the others, such
-// as enqueue, leave the server's setting alone. Run here inside an explicit
+// conveyor.lease_commit ("off": no wait for the WAL flush); the others (cancel
+// here) leave the server's setting alone. Run here inside an explicit
 // transaction, where the local setting can be read back afterwards.
 TEST_F(PgStorageTest, LeaseStatementsCommitWithoutWaitingForTheFlushWhenAsync) {
   conveyor_storage* h = open_store();
