@@ -97,9 +97,9 @@ TEST(MetricsScrape, PromtoolAcceptsAScrapeWithLimitedPausedFailingAndIdleQueues)
   EXPECT_TRUE(has_line(text, R"(conveyor_queue_jobs{queue="limited",state="pending"} 4)"));
   EXPECT_TRUE(has_line(text, R"(conveyor_queue_jobs{queue="idle",state="pending"} 0)"));
   EXPECT_TRUE(
-      has_line(text, R"(conveyor_ratelimit_rate{queue="limited",source="queue-config"} 0.5)"));
+      has_line(text, R"(conveyor_ratelimit_rate{queue="limited",source="queue-config",scope="process"} 0.5)"));
   EXPECT_TRUE(
-      has_line(text, R"(conveyor_ratelimit_burst{queue="limited",source="queue-config"} 1)"));
+      has_line(text, R"(conveyor_ratelimit_burst{queue="limited",source="queue-config",scope="process"} 1)"));
   EXPECT_TRUE(has_line(text, "conveyor_ratelimit_enabled 1"));
   EXPECT_EQ(text.find(R"(conveyor_ratelimit_rate{queue="idle")"), std::string::npos);
   EXPECT_TRUE(has_line(text, R"(conveyor_jobs_completed_total{queue="limited"} 1)"));

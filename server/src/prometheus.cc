@@ -279,6 +279,19 @@ std::string render_prometheus(const MetricsPage& page) {
        "rescue step made runnable again or failed (no attempts left). A series with queue=\"\" "
        "counts rescues a storage plugin of ABI 1.0 reports without their queues.",
        &QueueCountersSnapshot::rescued},
+      {"conveyor_claims_total",
+       "Claim calls this process made to storage for the queue (one per batch, empty ones "
+       "included).",
+       &QueueCountersSnapshot::claims},
+      {"conveyor_ratelimit_fleet_calls_total",
+       "Storage calls this process made for the queue's fleet-scoped bucket (takes, reads, "
+       "holds): about one per claimed batch (conveyor_claims_total), plus a waiting process's "
+       "checks.",
+       &QueueCountersSnapshot::fleet_swaps},
+      {"conveyor_ratelimit_fleet_conflicts_total",
+       "Fleet bucket calls of this process that found another process had taken the tokens "
+       "its cached state promised (a lost race; the process then backs off).",
+       &QueueCountersSnapshot::fleet_conflicts},
       {"conveyor_ratelimit_backoff_total",
        "Times a handler or remote worker of this process said the downstream asked to wait "
        "(backpressure: RetryAfter, a worker's backpressure fail); each holds the queue.",
@@ -366,13 +379,17 @@ std::string render_prometheus(const MetricsPage& page) {
     const char* name = rate ? "conveyor_ratelimit_rate" : "conveyor_ratelimit_burst";
     family(out, name, "gauge",
            rate ? "The queue's effective rate limit in jobs per second, and where it comes "
-                  "from (source: override, queue-config, default). No series: unlimited."
+                  "from (source: override, queue-config, default), and its scope (process: this "
+                  "process's bucket; fleet: one bucket for every process on the storage). No "
+                  "series: unlimited."
                 : "The queue's effective burst in jobs (see conveyor_ratelimit_rate).");
     for (const auto& [queue, row] : rows) {
       if (!row.limit || !row.limit->limit) continue;
-      sample(out, name, queue_label(queue) + ",source=\"" + to_string(row.limit->source) + "\"",
-             rate ? value_text(row.limit->limit->rate_per_sec)
-                  : std::to_string(row.limit->limit->burst));
+      const RateLimit& limit = *row.limit->limit;
+      sample(out, name,
+             queue_label(queue) + ",source=\"" + to_string(row.limit->source) + "\",scope=\"" +
+                 to_string(limit.scope) + "\"",
+             rate ? value_text(limit.rate_per_sec) : std::to_string(limit.burst));
     }
   }
 

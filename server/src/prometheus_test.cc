@@ -83,6 +83,9 @@ TEST(Prometheus, StatesLimitsBuildAndProcess) {
   email.queue = "email";
   email.leases_lost = 2;
   email.rescued = 3;
+  email.claims = 10;
+  email.fleet_swaps = 11;
+  email.fleet_conflicts = 4;
   page.counters = {email};
   page.stats = {QueueStats{"bulk", true, 300, 4, 5, 6, 7, 8, true, 1'000'000},
                 QueueStats{"quiet", false, 0, 0, 0, 0, 0, 0, true, 0},
@@ -90,7 +93,8 @@ TEST(Prometheus, StatesLimitsBuildAndProcess) {
   page.now_us = 91'500'000;
   page.stats_age_seconds = 0.25;
   page.limits["email"] = EffectiveLimit{RateLimit{2.5, 5}, LimitSource::kOverride};
-  page.limits["bulk"] = EffectiveLimit{RateLimit{10, 10}, LimitSource::kQueueConfig};
+  page.limits["bulk"] =
+      EffectiveLimit{RateLimit{10, 10, LimitScope::kFleet}, LimitSource::kQueueConfig};
   page.limits["idle"] = EffectiveLimit{std::nullopt, LimitSource::kNone};
   page.rate_limit_enabled = false;
   page.rescued_unattributed = 9;
@@ -120,6 +124,9 @@ TEST(Prometheus, StatesLimitsBuildAndProcess) {
       << "every kind served: no series";
   EXPECT_TRUE(contains(text, "conveyor_leases_lost_total{queue=\"email\"} 2"));
   EXPECT_TRUE(contains(text, "conveyor_jobs_rescued_total{queue=\"email\"} 3"));
+  EXPECT_TRUE(contains(text, "conveyor_claims_total{queue=\"email\"} 10"));
+  EXPECT_TRUE(contains(text, "conveyor_ratelimit_fleet_calls_total{queue=\"email\"} 11"));
+  EXPECT_TRUE(contains(text, "conveyor_ratelimit_fleet_conflicts_total{queue=\"email\"} 4"));
   EXPECT_TRUE(contains(text, "conveyor_jobs_rescued_total{queue=\"bulk\"} 0"));
   EXPECT_TRUE(contains(text, "conveyor_jobs_rescued_total{queue=\"\"} 9"))
       << "an ABI 1.0 plugin's rescues, not attributed to a queue";
@@ -132,9 +139,12 @@ TEST(Prometheus, StatesLimitsBuildAndProcess) {
       << "a plugin that does not report it has no series (a 0 would read as nothing waiting)";
   EXPECT_TRUE(contains(text, "conveyor_storage_errors_total{operation=\"claiming_jobs\"} 3"));
   EXPECT_TRUE(contains(text, "conveyor_ratelimit_enabled 0"));
-  EXPECT_TRUE(contains(text, "conveyor_ratelimit_rate{queue=\"email\",source=\"override\"} 2.5"));
-  EXPECT_TRUE(contains(text, "conveyor_ratelimit_burst{queue=\"email\",source=\"override\"} 5"));
-  EXPECT_TRUE(contains(text, "conveyor_ratelimit_rate{queue=\"bulk\",source=\"queue-config\"} 10"));
+  EXPECT_TRUE(contains(
+      text, "conveyor_ratelimit_rate{queue=\"email\",source=\"override\",scope=\"process\"} 2.5"));
+  EXPECT_TRUE(contains(
+      text, "conveyor_ratelimit_burst{queue=\"email\",source=\"override\",scope=\"process\"} 5"));
+  EXPECT_TRUE(contains(
+      text, "conveyor_ratelimit_rate{queue=\"bulk\",source=\"queue-config\",scope=\"fleet\"} 10"));
   EXPECT_EQ(text.find("conveyor_ratelimit_rate{queue=\"idle\""), std::string::npos)
       << "unlimited: no series";
   EXPECT_TRUE(contains(text, "conveyor_build_info{version=\"0.1.0\",storage_plugin=\"sqlite\"} 1"));
