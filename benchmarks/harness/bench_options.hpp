@@ -25,16 +25,16 @@ inline constexpr double kDefaultSteadyRate = 2000;
 
 // What runs when --workloads is not given.
 inline const std::vector<std::string>& default_workloads() {
-  static const std::vector<std::string> w = {"enqueue", "drain",       "latency",  "rate",
-                                             "idle",    "many-queues", "reference"};
+  static const std::vector<std::string> w = {"enqueue", "drain",       "latency",    "rate",
+                                             "idle",    "many-queues", "slow-claim", "reference"};
   return w;
 }
 // Every workload --workloads accepts: the defaults, and the steady-producer
 // comparisons (minutes each in full mode), which run only when named.
 inline const std::vector<std::string>& all_workloads() {
-  static const std::vector<std::string> w = {"enqueue",   "drain",  "latency",
-                                             "rate",      "idle",   "many-queues",
-                                             "reference", "steady", "steady-held-txn"};
+  static const std::vector<std::string> w = {"enqueue", "drain",          "latency",    "rate",
+                                             "idle",    "many-queues",    "slow-claim", "reference",
+                                             "steady",  "steady-held-txn"};
   return w;
 }
 

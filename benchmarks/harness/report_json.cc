@@ -157,6 +157,21 @@ json backend_json(const BackendResult& b) {
                            : json(nullptr)}});
     j["many_queues"] = many;
   }
+  if (b.slow_claim) {
+    const SlowClaimResult& s = *b.slow_claim;
+    auto pickup = [](const PickupSummary& p) {
+      return json{{"samples", p.samples},
+                  {"p50_ms", p.p50_ms},
+                  {"p95_ms", p.p95_ms},
+                  {"p99_ms", p.p99_ms},
+                  {"max_ms", p.max_ms}};
+    };
+    j["slow_claim"] = {
+        {"claim_delay_ms", s.claim_delay_ms},   {"fast_queues", s.fast_queues},
+        {"offered_per_sec", s.offered_per_sec}, {"seconds", s.seconds},
+        {"pickup_alone", pickup(s.alone)},      {"pickup_beside_slow", pickup(s.beside_slow)},
+        {"slow_claims", s.slow_claims}};
+  }
   if (b.idle && b.idle->server_cpu_pct_of_core)
     j["idle_queues"]["database_server_cpu_pct_of_one_core"] = *b.idle->server_cpu_pct_of_core;
   return j;

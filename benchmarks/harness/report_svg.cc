@@ -256,6 +256,19 @@ std::string render_svg(const BenchReport& r) {
       latency.push_back({who + " p99", l.p99_ms, ms(l.p99_ms) + " ms", "#e53e3e"});
       hi = std::max(hi, l.p99_ms);
     }
+  for (const BackendResult& b : r.backends) {
+    if (!b.slow_claim) continue;
+    const SlowClaimResult& s = *b.slow_claim;
+    for (const bool beside : {false, true}) {
+      const PickupSummary& p = beside ? s.beside_slow : s.alone;
+      const std::string who =
+          fmt::format("{}, {} queues {}", b.label, s.fast_queues,
+                      beside ? fmt::format("beside a {:.0f} ms claim", s.claim_delay_ms) : "alone");
+      latency.push_back({who + " p50", p.p50_ms, ms(p.p50_ms) + " ms", "#38a169"});
+      latency.push_back({who + " p99", p.p99_ms, ms(p.p99_ms) + " ms", "#e53e3e"});
+      hi = std::max(hi, p.p99_ms);
+    }
+  }
   if (!latency.empty()) {
     svg.title(fmt::format("Pickup latency, enqueue to handler start (offered {}/s; log scale)",
                           grouped(r.latency_rate)));

@@ -67,6 +67,18 @@ struct LatencyResult {
   double p50_ms = 0, p95_ms = 0, p99_ms = 0, max_ms = 0;
 };
 
+// Other queues' pickup latency while one queue's storage claims are slow
+// (slow_claim_workload.cc): without that queue, then beside it.
+struct SlowClaimResult {
+  double claim_delay_ms = 0;  // each claim of the slow queue
+  uint32_t fast_queues = 0;   // the probe jobs go round-robin to these
+  double offered_per_sec = 0;
+  double seconds = 0;
+  PickupSummary alone;        // no slow queue
+  PickupSummary beside_slow;  // the slow queue claiming all along
+  uint64_t slow_claims = 0;   // the slow queue's claims in the second run
+};
+
 struct RateResult {
   double rate = 0;
   uint32_t burst = 0;
@@ -168,6 +180,7 @@ struct BackendResult {
   std::vector<RateResult> rate;
   std::optional<IdleResult> idle;
   std::vector<ManyQueuesResult> many_queues;
+  std::optional<SlowClaimResult> slow_claim;
   std::vector<ReferenceResult> references;
   std::vector<SteadyResult> steady;
   std::vector<std::string> errors;  // "workload: message"

@@ -101,6 +101,11 @@ BackendResult run_backend(Backend& backend, const BenchOptions& options, Progres
     attempt(r, progress, "many-queues",
             [&] { r.many_queues = run_many_queues(backend, options, progress); });
   }
+  if (options.runs("slow-claim")) {
+    scope("slow-claim");
+    attempt(r, progress, "slow-claim",
+            [&] { r.slow_claim = run_slow_claim(backend, options, progress); });
+  }
   for (const bool held : {false, true}) {
     const std::string workload = held ? "steady-held-txn" : "steady";
     if (!options.runs(workload)) continue;

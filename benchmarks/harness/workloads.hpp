@@ -8,6 +8,7 @@
 #include "progress.hpp"
 #include "results.hpp"
 
+#include <chrono>
 #include <vector>
 
 namespace conveyor::bench {
@@ -53,6 +54,14 @@ IdleResult run_idle_queues(Backend& backend, const BenchOptions& options, Progre
 // drained at once; --repeat runs each, median reported.
 std::vector<ManyQueuesResult> run_many_queues(Backend& backend, const BenchOptions& options,
                                               Progress& progress);
+
+// 5c. One queue's claims slowed to kSlowClaimDelay (a deep backlog keeps it
+// claiming) beside kSlowClaimFastQueues queues fed probe jobs at
+// --latency-rate for --latency-seconds: their pickup latency without the
+// slow queue and beside it.
+inline constexpr std::chrono::milliseconds kSlowClaimDelay{50};
+inline constexpr uint32_t kSlowClaimFastQueues = 10;
+SlowClaimResult run_slow_claim(Backend& backend, const BenchOptions& options, Progress& progress);
 
 // 6. A steady producer (--steady-rate, a batch every --steady-tick-ms) of
 // --steady-jobs noop jobs while the engine works them: jobs/s, pickup

@@ -140,5 +140,24 @@ TEST_F(FaultInjectingStorageTest, HookRunsBeforeTheCallAndCanHoldIt) {
   EXPECT_EQ(storage_.inner().queue_stats(kNow).at(0).running, 1);
 }
 
+TEST_F(FaultInjectingStorageTest, ClaimHookSeesTheQueueOfEveryClaimAndClearFaultsRemovesIt) {
+  enqueue(2);
+  std::vector<std::string> seen;
+  storage_.set_claim_hook([&](std::string_view queue) {
+    seen.emplace_back(queue);
+    // Before the call: nothing of this claim has reached the store yet.
+    EXPECT_EQ(storage_.inner().queue_stats(kNow).at(0).running,
+              static_cast<int64_t>(seen.size()) - 1);
+  });
+  EXPECT_EQ(storage_.claim("q", 1, 7, kNow, kNow + 30'000'000).size(), 1u);
+  const std::vector<std::string> kinds = {"noop"};
+  EXPECT_EQ(storage_.claim_kinds("q", kinds, 1, 8, kNow, kNow + 30'000'000).size(), 1u);
+  EXPECT_EQ(storage_.claim("other", 1, 9, kNow, kNow + 30'000'000).size(), 0u);
+  EXPECT_EQ(seen, (std::vector<std::string>{"q", "q", "other"}));
+  storage_.clear_faults();
+  storage_.claim("q", 1, 10, kNow, kNow + 30'000'000);
+  EXPECT_EQ(seen.size(), 3u);
+}
+
 }  // namespace
 }  // namespace conveyor::testing

@@ -84,6 +84,20 @@ void FaultInjectingStorage::set_hook(StorageOp op, Hook hook) {
   ops_[index(op)].hook = std::move(hook);
 }
 
+void FaultInjectingStorage::set_claim_hook(QueueHook hook) {
+  std::lock_guard lock(mu_);
+  claim_hook_ = std::move(hook);
+}
+
+void FaultInjectingStorage::run_claim_hook(std::string_view queue) {
+  QueueHook hook;
+  {
+    std::lock_guard lock(mu_);
+    hook = claim_hook_;
+  }
+  if (hook) hook(queue);  // outside the lock: it may block
+}
+
 void FaultInjectingStorage::lose_lease(conveyor_lease lease) {
   std::lock_guard lock(mu_);
   lost_leases_.insert({lease.job_id, lease.lease_token});
@@ -97,6 +111,7 @@ void FaultInjectingStorage::lose_all_leases(bool lost) {
 void FaultInjectingStorage::clear_faults() {
   std::lock_guard lock(mu_);
   for (auto& o : ops_) o = OpFaults{};
+  claim_hook_ = nullptr;
   lost_leases_.clear();
   lose_all_ = false;
 }
@@ -191,6 +206,7 @@ std::vector<Job> FaultInjectingStorage::claim(std::string_view queue, uint32_t m
                                               int64_t lease_token, int64_t now_us,
                                               int64_t lease_expires_us) {
   const bool drop = before(StorageOp::kClaim);
+  run_claim_hook(queue);
   auto r = inner_->claim(queue, max_jobs, lease_token, now_us, lease_expires_us);
   after(StorageOp::kClaim, drop);
   return r;
@@ -321,6 +337,7 @@ std::vector<Job> FaultInjectingStorage::claim_kinds(std::string_view queue,
                                                     uint32_t max_jobs, int64_t lease_token,
                                                     int64_t now_us, int64_t lease_expires_us) {
   const bool drop = before(StorageOp::kClaimKinds);
+  run_claim_hook(queue);
   auto r = inner_->claim_kinds(queue, kinds, max_jobs, lease_token, now_us, lease_expires_us);
   after(StorageOp::kClaimKinds, drop);
   return r;

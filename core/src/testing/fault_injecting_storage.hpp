@@ -23,6 +23,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -79,6 +80,11 @@ class FaultInjectingStorage final : public Storage {
   void drop_reply_next(StorageOp op, uint32_t n = 1);
   // Sets (or with an empty hook removes) the hook of op.
   void set_hook(StorageOp op, Hook hook);
+  // Runs before each claim and claim_kinds (after their hook), with the
+  // queue claimed from, on the caller's thread, no lock held: it may block,
+  // so one queue's claims can be made slow. An empty hook removes it.
+  using QueueHook = std::function<void(std::string_view queue)>;
+  void set_claim_hook(QueueHook hook);
   // Sets (or removes) the hook run after op's call returned from the inner
   // storage, before its result (or dropped reply) goes back: a test can
   // stall a caller between a read and what it does with it.
@@ -164,6 +170,7 @@ class FaultInjectingStorage final : public Storage {
   std::vector<conveyor_status> per_lease(StorageOp op, std::span<const conveyor_lease> leases,
                                          Call&& call);
   bool lost(const conveyor_lease& lease) const;  // mu_ held
+  void run_claim_hook(std::string_view queue);
 
   const std::shared_ptr<Storage> inner_;
   mutable std::mutex mu_;
@@ -171,6 +178,7 @@ class FaultInjectingStorage final : public Storage {
   std::set<std::pair<int64_t, int64_t>> lost_leases_;  // mu_: (job id, token)
   bool lose_all_ = false;                              // mu_
   std::set<std::string, std::less<>> hidden_slots_;    // mu_
+  QueueHook claim_hook_;                               // mu_
   std::array<std::atomic<uint64_t>, kStorageOpCount> calls_{};
   std::array<std::atomic<uint64_t>, kStorageOpCount> faults_{};
 };
