@@ -7,6 +7,8 @@
 #include <functional>
 #include <iterator>
 #include <random>
+#include <stdexcept>
+#include <utility>
 
 namespace conveyor {
 namespace {
@@ -40,6 +42,11 @@ constexpr size_t kMaxDueTimes = 64;
 // storage does not show it yet (postgres-queue's claim hint that another
 // process's entry sits below until the plugin's probe corrects it).
 constexpr uint32_t kShortPollsAfterWake = 2;
+// An engine's queue whose claim takes this long claims off the dispatcher
+// thread (Options::slow_claim): longer than a claim of a healthy backend
+// under load (a few ms), short enough that the other queues' pickup stays
+// within tens of ms of a claim that is slow.
+constexpr std::chrono::milliseconds kSlowClaim{20};
 
 // How long until bucket is full (its burst banked) at now: the time left
 // before tokens are lost.
@@ -91,6 +98,7 @@ Dispatcher::Options Dispatcher::options_for(const EngineConfig& engine, StorageH
   o.health = health;
   o.served = served;
   o.notified_poll = std::chrono::milliseconds(engine.notified_poll_interval_ms);
+  o.slow_claim = kSlowClaim;
   return o;
 }
 
@@ -518,11 +526,13 @@ void Dispatcher::schedule_by(QueueRunner& r, SteadyTime due) {
 }
 
 SteadyTime Dispatcher::run_due(SteadyTime now) {
+  std::list<LocalClaim> slow_done;  // taken with the wake-ups: none is lost
   std::vector<QueueRunner*> due;
   std::vector<std::shared_ptr<RemoteClaim>> fresh;
   expire_remote(now);
   {
     std::lock_guard lock(mu_);
+    slow_done.swap(slow_done_);
     fresh.swap(remote_submitted_);
     for (QueueRunner* r : woken_) {
       schedule(*r, now);
@@ -551,6 +561,8 @@ SteadyTime Dispatcher::run_due(SteadyTime now) {
       due.push_back(r);
     }
   }
+  // What the slow-claim thread claimed since the last pass.
+  for (LocalClaim& c : slow_done) finish_claim(c, now);
   // Limited queues first, the one nearest to a full bucket first: an
   // unlimited queue loses nothing by waiting, a limited one loses the tokens
   // that would overflow its burst. Then, while limited queues are a whole
@@ -593,7 +605,7 @@ bool Dispatcher::catch_up(QueueRunner& r) {
   // the unlimited queues' turn, waiting up to kCatchUpPermitWait for its
   // permits. Whole batches only (or the whole burst, if smaller), so no run
   // of tiny claims.
-  if (!r.bucket) return false;
+  if (!r.bucket || r.claim_in_flight) return false;
   const uint32_t full_batch =
       std::min({r.max_workers, options_.claim_batch_max, r.bucket->limit().burst});
   SteadyTime now = clock_.steady_now();
@@ -665,6 +677,11 @@ void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
 }
 
 void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
+  if (r.claim_in_flight) {
+    // Its slow claim's delivery schedules it; a wake meanwhile is kept.
+    r.polled_during_claim = true;
+    return;
+  }
   const uint32_t in_flight = r.in_flight.load(std::memory_order_acquire);
   const uint32_t total = total_in_flight_.load(std::memory_order_acquire);
   const uint32_t queue_free = in_flight >= r.max_workers ? 0 : r.max_workers - in_flight;
@@ -721,30 +738,83 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
   r.wake_below.store(0, std::memory_order_release);
   const Grant grant = take_tokens(r, batch, now);
   if (grant.jobs == 0) return;
-  batch = grant.jobs;
 
-  std::vector<Job> jobs;
-  bool filtered = false;
-  const int64_t wall = clock_.wall_now_us();
-  try {
-    const int64_t expires =
-        wall + std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count();
-    // A queue remote workers claim from holds their kinds: never the plain claim.
-    filtered = kinds && (now < r.filter_until || r.remote_seen);
-    r.local_work.store(false, std::memory_order_release);
-    jobs = filtered
-               ? storage_.claim_kinds(r.name, *kinds, batch, fresh_lease_token(), wall, expires)
-               : storage_.claim(r.name, batch, fresh_lease_token(), wall, expires);
-    r.counters.claims.fetch_add(1, std::memory_order_relaxed);
-    if (r.error_backoff.count() > 0) spdlog::info("queue {}: claims work again", r.name);
-    r.error_backoff = std::chrono::milliseconds(0);
-    if (options_.health) options_.health->succeeded();
-  } catch (const std::exception& e) {
-    claim_failed(r, grant.tokens, e, "claiming jobs", now);
+  LocalClaim c;
+  c.runner = &r;
+  c.grant = grant;
+  // A queue remote workers claim from holds their kinds: never the plain claim.
+  c.filtered = kinds && (now < r.filter_until || r.remote_seen);
+  if (c.filtered) c.kinds = *kinds;
+  c.wall_us = clock_.wall_now_us();
+  c.expires_us =
+      c.wall_us + std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count();
+  r.local_work.store(false, std::memory_order_release);
+  if (r.slow_claims) {
+    // Off this thread. Its permits are held meanwhile, so no other claim
+    // takes them; finish_claim frees those it did not fill.
+    c.reserved = grant.jobs;
+    r.in_flight.fetch_add(c.reserved, std::memory_order_acq_rel);
+    total_in_flight_.fetch_add(c.reserved, std::memory_order_acq_rel);
+    r.claim_in_flight = true;
+    if (!slow_thread_.joinable()) slow_thread_ = std::thread([this] { run_slow_claims(); });
+    std::lock_guard lock(slow_mu_);
+    slow_requests_.push_back(std::move(c));
+    slow_cv_.notify_one();
     return;
   }
+  make_claim(c);
+  finish_claim(c, now);
+}
+
+void Dispatcher::make_claim(LocalClaim& c) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    const QueueRunner& r = *c.runner;
+    c.jobs = c.filtered ? storage_.claim_kinds(r.name, c.kinds, c.grant.jobs, fresh_lease_token(),
+                                               c.wall_us, c.expires_us)
+                        : storage_.claim(r.name, c.grant.jobs, fresh_lease_token(), c.wall_us,
+                                         c.expires_us);
+  } catch (...) {
+    c.error = std::current_exception();
+  }
+  c.took = std::chrono::steady_clock::now() - start;
+}
+
+void Dispatcher::finish_claim(LocalClaim& c, SteadyTime now) {
+  QueueRunner& r = *c.runner;
+  r.claim_in_flight = false;
+  const bool woken = std::exchange(r.polled_during_claim, false);
+  if (options_.slow_claim.count() > 0) {
+    if (c.took >= options_.slow_claim) {
+      if (!r.slow_claims)
+        spdlog::info("queue {}: a claim took {} ms: its claims run off the dispatcher thread",
+                     r.name, std::chrono::duration_cast<std::chrono::milliseconds>(c.took).count());
+      r.slow_claims = true;
+    } else if (c.took < options_.slow_claim / 2) {
+      r.slow_claims = false;
+    }
+  }
+  if (c.error) {
+    release_reserved(r, c.reserved);
+    try {
+      std::rethrow_exception(c.error);
+    } catch (const std::exception& e) {
+      claim_failed(r, c.grant.tokens, e, "claiming jobs", now);
+    } catch (...) {
+      claim_failed(r, c.grant.tokens, std::runtime_error("an unknown error"), "claiming jobs", now);
+    }
+    return;
+  }
+  r.counters.claims.fetch_add(1, std::memory_order_relaxed);
+  if (r.error_backoff.count() > 0) spdlog::info("queue {}: claims work again", r.name);
+  r.error_backoff = std::chrono::milliseconds(0);
+  if (options_.health) options_.health->succeeded();
+
+  std::vector<Job>& jobs = c.jobs;
+  const uint32_t batch = c.grant.jobs;
+  const std::vector<std::string>* kinds = claim_filter();
   bool gave_back = false;
-  if (kinds && !filtered) {
+  if (kinds && !c.filtered) {
     auto unserved = std::stable_partition(jobs.begin(), jobs.end(), [&](const Job& j) {
       return std::binary_search(kinds->begin(), kinds->end(), j.kind);
     });
@@ -758,7 +828,7 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
   }
   // Jobs found, before those whose tokens are not there yet go back.
   const auto found = static_cast<uint32_t>(jobs.size());
-  const bool waiting_for_tokens = settle_costs(r, jobs, grant.tokens, now);
+  const bool waiting_for_tokens = settle_costs(r, jobs, c.grant.tokens, now);
   const auto claimed = static_cast<uint32_t>(jobs.size());
   if (claimed > 0) r.remote_first = true;  // remote workers' turn next
   if (r.remote_seen && found < batch) {
@@ -766,20 +836,75 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
     r.local_retry = now + options_.poll_interval;
   }
 
-  r.in_flight.fetch_add(claimed, std::memory_order_acq_rel);
-  total_in_flight_.fetch_add(claimed, std::memory_order_acq_rel);
+  if (c.reserved > 0) {
+    release_reserved(r, c.reserved - claimed);
+  } else {
+    r.in_flight.fetch_add(claimed, std::memory_order_acq_rel);
+    total_in_flight_.fetch_add(claimed, std::memory_order_acq_rel);
+  }
   r.counters.dispatched.fetch_add(claimed, std::memory_order_relaxed);
   for (const Job& job : jobs)
     r.counters.pickup_latency.observe(
-        static_cast<double>(std::max<int64_t>(0, wall - job.run_at_us)) / 1e6);
+        static_cast<double>(std::max<int64_t>(0, c.wall_us - job.run_at_us)) / 1e6);
   if (claimed > 0) execute_(r, std::move(jobs));
   // Jobs waiting for tokens: settle_costs scheduled r for them. A full batch
   // means more may be ready: come back at once. Otherwise the queue is
-  // drained (or paused) until new work wakes it or the poll interval.
+  // drained (or paused) until new work wakes it or the poll interval; a
+  // wake while the claim was on the slow-claim thread may be for jobs it
+  // did not see: come back at once then too.
   if (waiting_for_tokens) return;
-  const SteadyTime next = found == batch || gave_back ? now : drained_poll(r, now);
+  const SteadyTime next = found == batch || gave_back || woken ? now : drained_poll(r, now);
   std::lock_guard lock(mu_);
   schedule_by(r, next);
+}
+
+void Dispatcher::release_reserved(QueueRunner& r, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) release_permit(r, true);
+}
+
+void Dispatcher::run_slow_claims() {
+  std::unique_lock lock(slow_mu_);
+  for (;;) {
+    slow_cv_.wait(lock, [&] { return slow_stop_ || !slow_requests_.empty(); });
+    if (slow_stop_) return;  // what is left, stop_slow_claims gives back
+    std::list<LocalClaim> one;
+    one.splice(one.begin(), slow_requests_, slow_requests_.begin());
+    lock.unlock();
+    make_claim(one.front());
+    {
+      std::lock_guard done(mu_);
+      slow_done_.splice(slow_done_.end(), one);
+      interrupted_ = true;
+      cv_.notify_one();
+    }
+    lock.lock();
+  }
+}
+
+void Dispatcher::stop_slow_claims() {
+  if (!slow_thread_.joinable()) return;
+  {
+    std::lock_guard lock(slow_mu_);
+    slow_stop_ = true;
+  }
+  slow_cv_.notify_one();
+  slow_thread_.join();
+  std::list<LocalClaim> left;
+  {
+    std::lock_guard lock(slow_mu_);
+    left.splice(left.end(), slow_requests_);  // never made
+  }
+  {
+    std::lock_guard lock(mu_);
+    left.splice(left.end(), slow_done_);  // made, not delivered
+  }
+  for (LocalClaim& c : left) {
+    QueueRunner& r = *c.runner;
+    if (!c.error) give_back(r, c.jobs, "the dispatcher is stopping");
+    refund_tokens(r, c.grant.tokens);
+    release_reserved(r, c.reserved);
+    r.claim_in_flight = false;
+  }
 }
 
 SteadyTime Dispatcher::drained_poll(QueueRunner& r, SteadyTime now) {
@@ -839,7 +964,10 @@ void Dispatcher::run(std::stop_token stop) {
       cv_.wait_until(lock, next, [&] { return interrupted_ || stop.stop_requested(); });
     }
   }
+  stop_slow_claims();
 }
+
+Dispatcher::~Dispatcher() { stop_slow_claims(); }
 
 std::vector<RunnerView> Dispatcher::runners() const {
   std::lock_guard lock(mu_);

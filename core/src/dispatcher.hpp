@@ -23,6 +23,13 @@
 // (see catch_up); then the unlimited queues.
 // A queue with no limit never touches a bucket: its cost is one atomic load
 // (the resolver's generation) per poll.
+// Slow claims (Options::slow_claim): a queue whose local claim took that long
+// or more claims on the slow-claim thread from then on, so its storage calls
+// never hold up the other queues' dispatch; its permits are reserved for the
+// batch while the claim runs, and the result is delivered by the next pass.
+// Back on this thread once such a claim takes under half of it. Slow queues
+// wait for each other (one slow-claim thread); remote workers' claims always
+// run here.
 // Remote workers' claims (remote_claim.hpp) are served by the same polls:
 // a queue with claims waiting serves them and its local handlers in turn
 // (who goes first alternates), from one bucket and one set of permits. A
@@ -43,6 +50,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <functional>
 #include <list>
 #include <map>
@@ -53,6 +61,7 @@
 #include <span>
 #include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace conveyor {
@@ -114,6 +123,14 @@ struct QueueRunner {
   // (D) Drained polls left at poll_interval after the last wake, before
   // the notified poll (Options::notified_due): see kShortPollsAfterWake.
   uint32_t short_polls_after_wake = 0;
+  // (D) Local claims run on the slow-claim thread (Options::slow_claim).
+  bool slow_claims = false;
+  // (D) A local claim of this queue is on the slow-claim thread: no other
+  // local claim until its result is delivered.
+  bool claim_in_flight = false;
+  // (D) It was due while its claim was on the slow-claim thread (a wake, a
+  // timer): polled again as soon as the claim is delivered.
+  bool polled_during_claim = false;
 };
 
 // What a queue's runner looks like from outside the dispatcher thread.
@@ -148,12 +165,19 @@ class Dispatcher {
     // not all poll together); otherwise for poll_interval. Null: never.
     std::function<bool()> notified_due;
     std::chrono::milliseconds notified_poll{60000};
+    // A queue whose local claim takes this long claims on the slow-claim
+    // thread from then on (see above); 0: every claim on the dispatcher
+    // thread.
+    std::chrono::milliseconds slow_claim{0};
   };
   // Receives each claimed batch; must not block on the jobs' execution.
   using Execute = std::function<void(QueueRunner&, std::vector<Job>&&)>;
 
   Dispatcher(Storage& storage, const LimitResolver& limits, const Clock& clock, Metrics& metrics,
              Options options, Execute execute);
+  // Joins the slow-claim thread; what it claimed and nobody delivered goes
+  // back to storage.
+  ~Dispatcher();
 
   // The options an engine configured with engine gives its dispatcher.
   static Options options_for(const EngineConfig& engine, StorageHealth* health,
@@ -205,7 +229,8 @@ class Dispatcher {
   // a test) only.
   SteadyTime run_due(SteadyTime now);
   // The thread body: run_due in a loop until stop is requested, waiting on
-  // the real clock in between.
+  // the real clock in between. Before it returns, the slow-claim thread
+  // stops and the jobs of claims not delivered go back to storage.
   void run(std::stop_token stop);
   // Interrupts run()'s wait so it sees a stop request promptly.
   void interrupt();
@@ -231,6 +256,29 @@ class Dispatcher {
   };
   // For an unlimited queue: {max_jobs, 0}, no bucket touched.
   Grant take_tokens(QueueRunner& r, uint32_t max_jobs, SteadyTime now);
+  // Frees n permits reserved for a slow claim that found fewer jobs.
+  void release_reserved(QueueRunner& r, uint32_t n);
+  // A local claim: what to claim, and (once made) what it returned.
+  struct LocalClaim {
+    QueueRunner* runner = nullptr;
+    Grant grant;
+    bool filtered = false;           // claim_kinds with kinds, else claim
+    std::vector<std::string> kinds;  // when filtered
+    int64_t wall_us = 0, expires_us = 0;
+    uint32_t reserved = 0;  // permits held for it while on the slow-claim thread
+    std::vector<Job> jobs;
+    std::exception_ptr error;
+    std::chrono::steady_clock::duration took{};
+  };
+  // Makes the storage call of c (any thread; never throws: error is set).
+  void make_claim(LocalClaim& c);
+  // After c's storage call, on the dispatcher thread: delivers its jobs,
+  // settles tokens and permits, schedules the queue's next poll.
+  void finish_claim(LocalClaim& c, SteadyTime now);
+  // The slow-claim thread's body.
+  void run_slow_claims();
+  // Stops the slow-claim thread; claims not delivered give their jobs back.
+  void stop_slow_claims();
   // Jobs were claimed with tokens taken for them (see the poll above):
   // takes the tokens costlier jobs lack, gives back the jobs that still do
   // not fit and refunds what is left. Whether jobs were given back (r is
@@ -299,6 +347,13 @@ class Dispatcher {
   // (D) Every claim that waits, by the end of its wait.
   std::multimap<SteadyTime, std::shared_ptr<RemoteClaim>> remote_deadlines_;
   std::atomic<uint32_t> total_in_flight_{0};
+  // The slow-claim thread (started at the first slow claim) and its work.
+  std::mutex slow_mu_;
+  std::condition_variable slow_cv_;
+  std::list<LocalClaim> slow_requests_;     // slow_mu_
+  bool slow_stop_ = false;                  // slow_mu_
+  std::list<LocalClaim> slow_done_;         // mu_: made, not yet delivered
+  std::thread slow_thread_;                 // (D)
   const bool filter_kinds_;                 // served given and the plugin has claim_kinds
   uint64_t kinds_generation_ = UINT64_MAX;  // (D) of kinds_
   ServedKinds::Snapshot kinds_;             // (D)

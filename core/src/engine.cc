@@ -350,6 +350,9 @@ uint32_t EngineInternals::drained_queue_poll_ms(const Engine& e) {
   const EngineConfig& c = e.impl_->config.engine;
   return e.impl_->pump.reports_due_jobs() ? c.notified_poll_interval_ms : c.poll_interval_ms;
 }
+uint32_t EngineInternals::slots_in_use(const Engine& e) {
+  return e.impl_->dispatcher.total_in_flight();
+}
 size_t EngineInternals::async_outstanding(const Engine& e) {
   return e.impl_->runner.async_outstanding();
 }

@@ -173,5 +173,75 @@ TEST_F(EngineFaultTest, AStorageOutageIsWaitedOutNotDeclaredBroken) {
   EXPECT_FALSE(engine->storage_failure());
 }
 
+// A queue whose claims are slow: its first claim takes longer than the
+// engine's slow-claim threshold (20 ms), every later one is held in storage
+// until the test opens the gate.
+class SlowClaimTest : public EngineFaultTest {
+ protected:
+  SlowClaimTest() {
+    storage->set_claim_hook([this](std::string_view queue) {
+      if (queue != "slow") return;
+      if (slow_claims.fetch_add(1) == 0) {
+        std::this_thread::sleep_for(50ms);  // the claim that is slow
+        return;
+      }
+      held.pass();
+    });
+  }
+  ~SlowClaimTest() override { held.open(); }
+
+  std::atomic<int> slow_claims{0};
+  Gate held;
+};
+
+TEST_F(SlowClaimTest, AClaimHeldInStorageDoesNotHoldUpOtherQueues) {
+  auto engine = make();
+  std::atomic<int> ran_a{0}, ran_b{0}, ran_fast{0};
+  engine->register_handler("a", [&](const Job&) { ++ran_a; });
+  engine->register_handler("b", [&](const Job&) { ++ran_b; });
+  engine->register_handler("fast", [&](const Job&) { ++ran_fast; });
+  const int64_t a = engine->enqueue("slow", "a");
+  engine->start();
+  // The first claim, on the dispatcher thread, took 50 ms: the queue's
+  // claims run elsewhere from now on.
+  ASSERT_TRUE(eventually([&] { return ran_a.load() == 1; }));
+  const int64_t b = engine->enqueue("slow", "b");
+  ASSERT_TRUE(eventually([&] { return slow_claims.load() >= 2; }))
+      << "a second claim of the slow queue is held in storage";
+  // While it is held, another queue's job is claimed and runs.
+  const int64_t fast = engine->enqueue("other", "fast");
+  ASSERT_TRUE(eventually([&] { return ran_fast.load() == 1; }))
+      << "the other queue waited for the held claim";
+  EXPECT_EQ(ran_b.load(), 0);
+  held.open();
+  ASSERT_TRUE(eventually([&] { return state_of(*engine, b) == JobState::kCompleted; }));
+  EXPECT_EQ(state_of(*engine, a), JobState::kCompleted);
+  EXPECT_EQ(state_of(*engine, fast), JobState::kCompleted);
+  engine->stop();
+  EXPECT_EQ(ran_a.load(), 1);
+  EXPECT_EQ(ran_b.load(), 1);
+  EXPECT_EQ(ran_fast.load(), 1);
+  EXPECT_EQ(EngineInternals::slots_in_use(*engine), 0u) << "every reserved permit was freed";
+}
+
+TEST_F(SlowClaimTest, StopWithAClaimHeldLeavesNoJobRunning) {
+  auto engine = make();
+  std::atomic<int> ran{0};
+  engine->register_handler("a", [&](const Job&) { ++ran; });
+  engine->enqueue("slow", "a");
+  engine->start();
+  ASSERT_TRUE(eventually([&] { return ran.load() == 1; }));
+  const int64_t b = engine->enqueue("slow", "a");
+  ASSERT_TRUE(eventually([&] { return slow_claims.load() >= 2; }));
+  // Stop while the claim is held; it finishes once the gate opens, and the
+  // job it took is either run or given back, never left under its lease.
+  std::thread stopping([&] { engine->stop(); });
+  held.open();
+  stopping.join();
+  const JobState s = storage->inner().get_job(b, SystemClock::instance().wall_now_us())->state;
+  EXPECT_TRUE(s == JobState::kCompleted || s == JobState::kAvailable) << static_cast<int>(s);
+  EXPECT_EQ(ran.load(), s == JobState::kCompleted ? 2 : 1);
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -35,6 +35,9 @@ struct EngineInternals {
   static std::map<std::string, int64_t, std::less<>> backoffs(const Engine& engine);
   // Jobs of asynchronous handlers started and not yet reported.
   static size_t async_outstanding(const Engine& engine);
+  // Worker slots the dispatcher counts as taken (jobs running, and permits
+  // reserved for a claim on the slow-claim thread).
+  static uint32_t slots_in_use(const Engine& engine);
   // How long a drained queue waits for its next poll now, at most:
   // notified_poll_interval_ms while storage reports due jobs (the pump's
   // channel works), poll_interval_ms otherwise.
