@@ -15,9 +15,6 @@
 namespace conveyor::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr auto kWarmUp = std::chrono::milliseconds(500);  // not measured
-
 // storage_plugin.h promises that a second handle on the same options sees the
 // first one's jobs only with CONVEYOR_CAP_MULTI_PROCESS; check it rather than
 // wait for jobs the engine never sees.
@@ -45,19 +42,7 @@ LatencyResult measure(Backend& backend, const BenchOptions& options, Progress& p
   const std::string queue = backend.queue(workload);
   Engine engine(config);
 
-  const double rate = options.latency_rate;
-  const auto interval =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / rate));
-  const auto warm_up_jobs =
-      static_cast<uint64_t>(rate * std::chrono::duration<double>(kWarmUp).count());
-  const auto measured_jobs = static_cast<uint64_t>(rate * options.latency_seconds);
-  PickupLog pickup(measured_jobs + 16);
-  pickup.measure_from(INT64_MAX);  // until the warm-up is over
-  std::atomic<uint64_t> ran{0};
-  engine.register_handler("bench-probe", [&](const Job& job) {
-    pickup.record(job);
-    ran.fetch_add(1, std::memory_order_relaxed);
-  });
+  PacedProbes probes(engine, options.latency_rate, options.latency_seconds);
 
   // The separate producer has a storage handle of its own: the engine hears
   // of its jobs only through storage. Its first job makes the queue known, so
@@ -65,11 +50,11 @@ LatencyResult measure(Backend& backend, const BenchOptions& options, Progress& p
   std::shared_ptr<Storage> producer;
   auto produce = [&] {
     if (!producer) {
-      engine.enqueue(queue, "bench-probe");
+      engine.enqueue(queue, PacedProbes::kKind);
       return;
     }
     const int64_t now = wall_us();
-    std::vector<NewJob> job = make_jobs(queue, "bench-probe", 1);
+    std::vector<NewJob> job = make_jobs(queue, PacedProbes::kKind, 1);
     job[0].max_attempts = static_cast<int32_t>(config.engine.max_attempts);
     job[0].run_at_us = now;
     producer->enqueue(job, now);
@@ -82,48 +67,34 @@ LatencyResult measure(Backend& backend, const BenchOptions& options, Progress& p
   engine.start();
 
   const uint64_t registering = separate_producer ? 1 : 0;  // the job sent before start()
-  const uint64_t total = registering + warm_up_jobs + measured_jobs;
-  uint64_t sent = registering;
-  auto next = Clock::now();
-  auto last_report = next;
-  while (sent < total) {
-    if (sent == registering + warm_up_jobs) pickup.measure_from(wall_us());
-    std::this_thread::sleep_until(next);
-    produce();
-    ++sent;
-    next += interval;
-    if (Clock::now() - last_report >= std::chrono::seconds(2)) {
-      last_report = Clock::now();
-      progress.line("{} producer: {}/{} jobs offered at {:.0f}/s",
-                    separate_producer ? "separate" : "in-process", sent, total, rate);
-    }
-  }
+  probes.offer(produce, progress,
+               fmt::format("{} producer", separate_producer ? "separate" : "in-process"));
   // Every job runs; a backend that only polls needs up to poll_interval_ms.
-  wait_for([&] { return ran.load() >= total; },
-           std::chrono::milliseconds(10'000 + 3 * config.engine.poll_interval_ms));
+  const auto deadline = std::chrono::milliseconds(10'000 + 3 * config.engine.poll_interval_ms);
+  const bool all_ran = probes.wait_for_all(deadline, registering);
   engine.stop();
 
-  const PickupSummary s = pickup.summary();
+  const PickupSummary s = probes.summary();
   LatencyResult r;
   r.producer = separate_producer ? "separate" : "in-process";
-  r.offered_per_sec = rate;
+  r.offered_per_sec = options.latency_rate;
   r.seconds = options.latency_seconds;
   r.samples = s.samples;
   r.p50_ms = s.p50_ms;
   r.p95_ms = s.p95_ms;
   r.p99_ms = s.p99_ms;
   r.max_ms = s.max_ms;
-  if (ran.load() < total)
+  if (!all_ran)
     throw std::runtime_error(fmt::format(
         "{} producer: only {} of {} jobs ran within {} ms of the last one being offered{}",
-        r.producer, ran.load(), total, 10'000 + 3 * config.engine.poll_interval_ms,
+        r.producer, probes.ran(), probes.offered() + registering, deadline.count(),
         separate_producer ? " (the engine hears of a second handle's jobs through storage only: "
                             "through notifications or its poll)"
                           : ""));
   progress.line(
       "{} producer at {:.0f}/s: pickup p50 {:.3f} ms, p95 {:.3f} ms, p99 {:.3f} ms "
       "({} samples)",
-      r.producer, rate, r.p50_ms, r.p95_ms, r.p99_ms, r.samples);
+      r.producer, r.offered_per_sec, r.p50_ms, r.p95_ms, r.p99_ms, r.samples);
   return r;
 }
 

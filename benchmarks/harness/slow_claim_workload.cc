@@ -22,9 +22,6 @@
 namespace conveyor::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr auto kWarmUp = std::chrono::milliseconds(500);  // not measured
-
 struct Phase {
   PickupSummary pickup;
   uint64_t slow_claims = 0;
@@ -50,24 +47,12 @@ Phase measure(Backend& backend, const BenchOptions& options, Progress& progress,
   std::unique_ptr<Engine> engine = EngineInternals::make(config, SystemClock::instance(), storage);
   register_builtin_handlers(*engine);
 
-  const double rate = options.latency_rate;
-  const auto interval =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / rate));
-  const auto warm_up_jobs =
-      static_cast<uint64_t>(rate * std::chrono::duration<double>(kWarmUp).count());
-  const auto measured_jobs = static_cast<uint64_t>(rate * options.latency_seconds);
-  const uint64_t total = warm_up_jobs + measured_jobs;
-  PickupLog pickup(measured_jobs + 16);
-  pickup.measure_from(INT64_MAX);  // until the warm-up is over
-  std::atomic<uint64_t> ran{0};
-  engine->register_handler("bench-probe", [&](const Job& job) {
-    pickup.record(job);
-    ran.fetch_add(1, std::memory_order_relaxed);
-  });
+  PacedProbes probes(*engine, options.latency_rate, options.latency_seconds);
 
   // Enough for the slow queue to claim full batches for the whole run and
   // more: a claim of claim_batch jobs at most every kSlowClaimDelay.
-  const double run_s = std::chrono::duration<double>(kWarmUp).count() + options.latency_seconds;
+  const double run_s =
+      std::chrono::duration<double>(PacedProbes::kWarmUp).count() + options.latency_seconds;
   const auto claims_per_s = 1.0 / std::chrono::duration<double>(kSlowClaimDelay).count();
   const auto backlog =
       static_cast<uint64_t>(std::ceil(options.claim_batch * claims_per_s * (run_s + 5)));
@@ -75,33 +60,22 @@ Phase measure(Backend& backend, const BenchOptions& options, Progress& progress,
 
   engine->start();
   uint64_t sent = 0;
-  auto next = Clock::now();
-  auto last_report = next;
-  while (sent < total) {
-    if (sent == warm_up_jobs) pickup.measure_from(wall_us());
-    std::this_thread::sleep_until(next);
-    engine->enqueue(fast[sent % fast.size()], "bench-probe");
-    ++sent;
-    next += interval;
-    if (Clock::now() - last_report >= std::chrono::seconds(2)) {
-      last_report = Clock::now();
-      progress.line("{}: {}/{} probe jobs offered at {:.0f}/s", workload, sent, total, rate);
-    }
-  }
+  probes.offer([&] { engine->enqueue(fast[sent++ % fast.size()], PacedProbes::kKind); }, progress,
+               workload);
   const auto deadline = std::chrono::milliseconds(10'000 + 3 * config.engine.poll_interval_ms);
-  wait_for([&] { return ran.load() >= total; }, deadline);
+  const bool all_ran = probes.wait_for_all(deadline);
   const uint64_t slow_done = EngineInternals::metrics(*engine).queue(slow).completed.load();
   engine->stop();
-  if (ran.load() < total)
+  if (!all_ran)
     throw std::runtime_error(fmt::format("{}: only {} of {} probe jobs ran within {} ms", workload,
-                                         ran.load(), total, deadline.count()));
+                                         probes.ran(), probes.offered(), deadline.count()));
   if (beside_slow && slow_done >= backlog)
     throw std::runtime_error(fmt::format(
         "{}: the slow queue drained its {} jobs before the probes ended: it did not claim for "
         "the whole run",
         workload, backlog));
 
-  Phase p{pickup.summary(), slow_claims.load()};
+  Phase p{probes.summary(), slow_claims.load()};
   progress.line("{}: pickup p50 {:.3f} ms, p99 {:.3f} ms ({} samples){}", workload, p.pickup.p50_ms,
                 p.pickup.p99_ms, p.pickup.samples,
                 beside_slow ? fmt::format("; the slow queue made {} claims", p.slow_claims) : "");
