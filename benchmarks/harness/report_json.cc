@@ -6,6 +6,14 @@ namespace {
 
 using nlohmann::json;
 
+json pickup_json(const PickupSummary& p) {
+  return {{"samples", p.samples},
+          {"p50_ms", p.p50_ms},
+          {"p95_ms", p.p95_ms},
+          {"p99_ms", p.p99_ms},
+          {"max_ms", p.max_ms}};
+}
+
 json reference_json(const ReferenceResult& r) {
   return {{"name", r.name},
           {"description", r.description},
@@ -120,12 +128,7 @@ json backend_json(const BackendResult& b) {
                   {"enqueued_per_sec", s.enqueued_per_sec},
                   {"seconds", s.seconds},
                   {"jobs_per_sec", s.jobs_per_sec},
-                  {"pickup",
-                   {{"samples", s.pickup.samples},
-                    {"p50_ms", s.pickup.p50_ms},
-                    {"p95_ms", s.pickup.p95_ms},
-                    {"p99_ms", s.pickup.p99_ms},
-                    {"max_ms", s.pickup.max_ms}}}};
+                  {"pickup", pickup_json(s.pickup)}};
       if (s.postgres) {
         const SteadyStorage& p = *s.postgres;
         json samples = json::array();
@@ -159,17 +162,10 @@ json backend_json(const BackendResult& b) {
   }
   if (b.slow_claim) {
     const SlowClaimResult& s = *b.slow_claim;
-    auto pickup = [](const PickupSummary& p) {
-      return json{{"samples", p.samples},
-                  {"p50_ms", p.p50_ms},
-                  {"p95_ms", p.p95_ms},
-                  {"p99_ms", p.p99_ms},
-                  {"max_ms", p.max_ms}};
-    };
     j["slow_claim"] = {
         {"claim_delay_ms", s.claim_delay_ms},   {"fast_queues", s.fast_queues},
         {"offered_per_sec", s.offered_per_sec}, {"seconds", s.seconds},
-        {"pickup_alone", pickup(s.alone)},      {"pickup_beside_slow", pickup(s.beside_slow)},
+        {"pickup_alone", pickup_json(s.alone)}, {"pickup_beside_slow", pickup_json(s.beside_slow)},
         {"slow_claims", s.slow_claims}};
   }
   if (b.idle && b.idle->server_cpu_pct_of_core)
