@@ -43,6 +43,16 @@ static_assert(CONVEYOR_JOB_AVAILABLE == 1 && CONVEYOR_JOB_RUNNING == 3 &&
 
 constexpr const char* kLeaseExpiredError = "lease expired: worker presumed dead";
 
+// A queue's rows are stored in blocks of 2^kBlockBits places (schema step
+// 3 -> 4 spells the same shift).
+constexpr int kBlockBits = 20;
+// A queue's free places: next_pos up to (not including) end_pos; empty
+// (next_pos == end_pos) until its first enqueue takes a block.
+struct PlaceBlock {
+  int64_t next_pos = 0;
+  int64_t end_pos = 0;
+};
+
 // Upper bound on how many times a transaction is retried after
 // SQLITE_BUSY/SQLITE_LOCKED (the other bound is busy_timeout_ms).
 constexpr int kMaxBusyAttempts = 12;
@@ -140,8 +150,63 @@ CREATE TABLE shared_state (
   value   INTEGER NOT NULL
 ) WITHOUT ROWID;
 )sql",
+    // 3 -> 4: rows stored by queue (many busy queues). A claim or completion
+    // of 100 jobs rewrote up to 100 table pages when the queues' jobs were
+    // interleaved in id order (the WAL writes bounded 100 busy queues to a
+    // third of one queue's drain). The row's place is now pos, taken from its
+    // queue's block of kBlockSize places (queues.next_pos .. end_pos; a full
+    // block is followed by a fresh one, meta 'next_block'); the job id stays
+    // the public, increasing number (meta 'last_job_id', never reused), found
+    // through jobs_id. Rows kept from schema 3 keep pos = id, below every block.
+    R"sql(
+CREATE TABLE jobs_by_queue (
+  pos           INTEGER PRIMARY KEY,  -- where the row is stored (by queue)
+  id            INTEGER NOT NULL,     -- the job id: increasing, never reused
+  queue         TEXT    NOT NULL,
+  kind          TEXT    NOT NULL,
+  payload       BLOB    NOT NULL,
+  priority      INTEGER NOT NULL,
+  state         INTEGER NOT NULL,
+  attempt       INTEGER NOT NULL DEFAULT 0,
+  max_attempts  INTEGER NOT NULL,
+  run_at        INTEGER NOT NULL,
+  created_at    INTEGER NOT NULL,
+  finalized_at  INTEGER NOT NULL DEFAULT 0,
+  lease_token   INTEGER NOT NULL DEFAULT 0,
+  lease_expires INTEGER NOT NULL DEFAULT 0,
+  last_error    TEXT    NOT NULL DEFAULT '',
+  cost          INTEGER NOT NULL DEFAULT 1
+);
+INSERT INTO jobs_by_queue (pos, id, queue, kind, payload, priority, state, attempt,
+  max_attempts, run_at, created_at, finalized_at, lease_token, lease_expires, last_error, cost)
+  SELECT id, id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
+    created_at, finalized_at, lease_token, lease_expires, last_error, cost FROM jobs;
+INSERT INTO meta (key, value)
+  SELECT 'last_job_id', MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0),
+                            COALESCE((SELECT MAX(id) FROM jobs), 0));
+INSERT INTO meta (key, value)
+  SELECT 'next_block', (value >> 20) + 1 FROM meta WHERE key = 'last_job_id';
+DROP TABLE jobs;
+ALTER TABLE jobs_by_queue RENAME TO jobs;
+CREATE UNIQUE INDEX jobs_id ON jobs (id);
+CREATE INDEX jobs_claim ON jobs (queue, priority, run_at, id) WHERE state = 1;
+CREATE INDEX jobs_lease ON jobs (lease_expires) WHERE state = 3;
+CREATE INDEX jobs_final ON jobs (finalized_at) WHERE state >= 4;
+CREATE INDEX jobs_list ON jobs (queue, state, kind, id) WHERE state >= 4;
+CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs WHEN old.state >= 4 BEGIN
+  UPDATE job_counts SET n = n - 1 WHERE queue = old.queue AND state = old.state;
+END;
+ALTER TABLE queues ADD COLUMN next_pos INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE queues ADD COLUMN end_pos INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration step per schema version");
+
+}  // namespace
+
+std::span<const char* const> schema_steps() { return kMigrations; }
+
+namespace {
 
 // Cached statements, by index into kSql.
 enum Stmt : int {
@@ -190,6 +255,10 @@ enum Stmt : int {
   kLastJobId,
   kQueuesOfJobsAfter,
   kQueueStates,
+  kTakeIds,
+  kQueueBlock,
+  kSetQueueBlock,
+  kTakeBlock,
   kStmtCount
 };
 
@@ -198,8 +267,8 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     /* kCommit */ "COMMIT",
     /* kUserVersion */ "PRAGMA user_version",
     /* kInsertJob */
-    "INSERT INTO jobs (queue, kind, payload, priority, state, attempt, max_attempts,"
-    " run_at, created_at, cost) VALUES (?1, ?2, ?3, ?4, 1, 0, ?5, ?6, ?7, ?8)",
+    "INSERT INTO jobs (pos, id, queue, kind, payload, priority, state, attempt, max_attempts,"
+    " run_at, created_at, cost) VALUES (?9, ?10, ?1, ?2, ?3, ?4, 1, 0, ?5, ?6, ?7, ?8)",
     /* kQueuePaused */ "SELECT paused FROM queues WHERE name = ?1",
     /* kAnyReady */
     "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND state = 1 AND run_at <= ?2)"
@@ -207,7 +276,7 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     /* kClaim */
     "UPDATE jobs SET state = 3, attempt = attempt + 1, lease_token = ?1,"
     " lease_expires = ?2"
-    " WHERE id IN (SELECT id FROM jobs WHERE queue = ?3 AND state = 1 AND run_at <= ?4"
+    " WHERE pos IN (SELECT pos FROM jobs WHERE queue = ?3 AND state = 1 AND run_at <= ?4"
     " ORDER BY priority, run_at, id LIMIT ?5)"
     " RETURNING id, kind, payload, priority, attempt, max_attempts, run_at,"
     " created_at, last_error, cost",
@@ -231,8 +300,8 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     " state = CASE WHEN attempt < max_attempts THEN 1 ELSE 5 END,"  // run_at kept: its place
     " finalized_at = CASE WHEN attempt < max_attempts THEN 0 ELSE ?1 END,"
     " lease_token = 0, lease_expires = 0, last_error = ?2"
-    " WHERE id IN (SELECT id FROM jobs WHERE state = 3 AND lease_expires < ?1"
-    " ORDER BY lease_expires, id LIMIT ?3)"
+    " WHERE pos IN (SELECT pos FROM jobs WHERE state = 3 AND lease_expires < ?1"
+    " ORDER BY lease_expires, pos LIMIT ?3)"
     " RETURNING id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
     " created_at, finalized_at, lease_token, lease_expires, last_error, cost",
     /* kCancel */
@@ -262,8 +331,8 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     " created_at, finalized_at, lease_token, lease_expires, last_error, cost"
     " FROM jobs WHERE id = ?1",
     /* kPurge */
-    "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state >= 4"
-    " AND finalized_at < ?1 ORDER BY finalized_at, id LIMIT ?2)",
+    "DELETE FROM jobs WHERE pos IN (SELECT pos FROM jobs WHERE state >= 4"
+    " AND finalized_at < ?1 ORDER BY finalized_at, pos LIMIT ?2)",
     /* kUpsertRateLimit */
     "INSERT INTO rate_limits (queue, rate, burst, updated_at, scope)"
     " VALUES (?1, ?2, ?3, ?4, ?5)"
@@ -332,11 +401,18 @@ constexpr std::array<const char*, kStmtCount> kSql = {
     "INSERT INTO shared_state (key, version, value) VALUES (?1, ?2, ?3)"
     " ON CONFLICT (key) DO UPDATE SET version = excluded.version, value = excluded.value",
     /* kDataVersion: changes when another connection committed */ "PRAGMA data_version",
-    /* kLastJobId: AUTOINCREMENT's high-water mark (never goes down) */
-    "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0)",
-    /* kQueuesOfJobsAfter: the queues of jobs ?1 < id <= ?2 (a rowid range) */
+    /* kLastJobId: the ids' high-water mark (never goes down) */
+    "SELECT value FROM meta WHERE key = 'last_job_id'",
+    /* kQueuesOfJobsAfter: the queues of jobs ?1 < id <= ?2 (a jobs_id range) */
     "SELECT DISTINCT queue FROM jobs WHERE id > ?1 AND id <= ?2",
     /* kQueueStates */ "SELECT name, paused FROM queues",
+    /* kTakeIds: ?1 new job ids, the last returned */
+    "UPDATE meta SET value = value + ?1 WHERE key = 'last_job_id' RETURNING value",
+    /* kQueueBlock: the queue's next free place and the end of its block */
+    "SELECT next_pos, end_pos FROM queues WHERE name = ?1",
+    /* kSetQueueBlock */ "UPDATE queues SET next_pos = ?2, end_pos = ?3 WHERE name = ?1",
+    /* kTakeBlock: a fresh block's number */
+    "UPDATE meta SET value = value + 1 WHERE key = 'next_block' RETURNING value - 1",
 };
 
 // A missing comma above would silently merge two entries and shift the rest.
@@ -540,6 +616,16 @@ struct Conn {
       sqlite3_exec(h, "ROLLBACK", nullptr, nullptr, nullptr);
   }
 };
+
+namespace {
+
+int64_t single_int(Conn& c, int which) {
+  SQLite::Statement& st = c.get(which);
+  Use u(st);
+  return st.executeStep() ? st.getColumn(0).getInt64() : 0;
+}
+
+}  // namespace
 
 Config parse_config(const sdk::Options& options) {
   options.require_known({"path", "busy_timeout_ms", "synchronous", "create"});
@@ -946,18 +1032,42 @@ void SqliteStorage::insert_jobs(std::span<const conveyor_new_job> jobs,
   queues.erase(std::unique(queues.begin(), queues.end()), queues.end());
   std::vector<int64_t> ids(jobs.size());
   write_txn("enqueue", [&](Conn& c) {
-    {
-      SQLite::Statement& reg = c.get(kRegisterQueue);
-      for (std::string_view q : queues) {
+    // Each queue's free places, read once per batch and written back after.
+    std::vector<PlaceBlock> blocks(queues.size());
+    for (size_t q = 0; q < queues.size(); ++q) {
+      {
+        SQLite::Statement& reg = c.get(kRegisterQueue);
         Use u(reg);
-        bind_text(reg, 1, q);
+        bind_text(reg, 1, queues[q]);
         reg.exec();
       }
+      SQLite::Statement& st = c.get(kQueueBlock);
+      Use u(st);
+      bind_text(st, 1, queues[q]);
+      if (st.executeStep()) blocks[q] = {st.getColumn(0).getInt64(), st.getColumn(1).getInt64()};
+    }
+    int64_t first_id = 0;
+    {
+      SQLite::Statement& st = c.get(kTakeIds);
+      Use u(st);
+      st.bind(1, static_cast<int64_t>(jobs.size()));
+      if (!st.executeStep()) throw Error(CONVEYOR_E_INTERNAL, "enqueue: meta.last_job_id missing");
+      first_id = st.getColumn(0).getInt64() - static_cast<int64_t>(jobs.size()) + 1;
     }
     SQLite::Statement& st = c.get(kInsertJob);
     for (size_t i = 0; i < jobs.size(); ++i) {
       const conveyor_new_job& j = jobs[i];
+      PlaceBlock& block = blocks[static_cast<size_t>(
+          std::lower_bound(queues.begin(), queues.end(), sdk::view(j.queue)) - queues.begin())];
+      if (block.next_pos == block.end_pos) {
+        const int64_t n = single_int(c, kTakeBlock);
+        block.next_pos = n << kBlockBits;
+        block.end_pos = (n + 1) << kBlockBits;
+      }
+      ids[i] = first_id + static_cast<int64_t>(i);
       Use u(st);
+      st.bind(9, block.next_pos++);
+      st.bind(10, ids[i]);
       bind_text(st, 1, sdk::view(j.queue));
       bind_text(st, 2, sdk::view(j.kind));
       bind_blob(st, 3, sdk::view(j.payload));
@@ -967,7 +1077,14 @@ void SqliteStorage::insert_jobs(std::span<const conveyor_new_job> jobs,
       st.bind(7, static_cast<int64_t>(created));
       st.bind(8, costs.empty() ? 1 : costs[i]);
       st.exec();
-      ids[i] = c.db.getLastInsertRowid();
+    }
+    SQLite::Statement& set = c.get(kSetQueueBlock);
+    for (size_t q = 0; q < queues.size(); ++q) {
+      Use u(set);
+      bind_text(set, 1, queues[q]);
+      set.bind(2, blocks[q].next_pos);
+      set.bind(3, blocks[q].end_pos);
+      set.exec();
     }
   });
   std::copy(ids.begin(), ids.end(), out_ids.begin());
@@ -1392,16 +1509,6 @@ int64_t SqliteStorage::change_marker() {
 }
 
 // ---- notifications ----------------------------------------------------------
-
-namespace {
-
-int64_t single_int(Conn& c, int which) {
-  SQLite::Statement& st = c.get(which);
-  Use u(st);
-  return st.executeStep() ? st.getColumn(0).getInt64() : 0;
-}
-
-}  // namespace
 
 void SqliteStorage::look_for_changes(std::vector<std::pair<int32_t, std::string>>& found) {
   if (!watch_.conn) watch_.conn = open_conn(/*writer=*/false);

@@ -24,6 +24,11 @@
 //     the statements that finalize or unfinalize (complete from the queue
 //     its claim recorded) and a delete trigger, so counting never scans
 //     retained jobs; live states are counted from jobs_claim and jobs_lease.
+//   * Rows stored by queue (schema 4): a row's place (pos, the rowid) comes
+//     from its queue's block of places, so a claim or completion of a batch
+//     rewrites a few table pages even when many queues' jobs arrive
+//     interleaved; the job id is a separate, increasing column (meta
+//     'last_job_id') found through the unique index jobs_id.
 //   * ABI 1.2 (schema 3): jobs.cost, rate_limits.scope, and shared_state for
 //     swap_shared_state: a read on a reader, a swap in one BEGIN IMMEDIATE
 //     transaction (the file's write lock makes it atomic across processes).
@@ -32,7 +37,7 @@
 //     wait_for_notification sleeps on inotify until the -wal file is written
 //     (every commit, by any connection in any process, appends to it), then
 //     looks: PRAGMA data_version on a connection of its own (it changes when
-//     another connection committed). On a change it reads the AUTOINCREMENT
+//     another connection committed). On a change it reads the job ids'
 //     high-water mark (new jobs: JOBS for each of their queues) and the
 //     change marker (RATE_LIMITS, and QUEUE_STATE for each queue whose
 //     paused flag changed). Looks are at least kLookGap apart (a busy writer
@@ -64,7 +69,11 @@ extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storag
 namespace conveyor::sqlite {
 
 // The schema version this build creates and understands (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
+
+// The schema's steps: step i upgrades version i to i + 1 (for tests that
+// build a database as an older plugin left it).
+std::span<const char* const> schema_steps();
 
 struct Config {
   std::string path;

@@ -55,6 +55,36 @@ class SqliteStorageTest : public ::testing::Test, public PluginCalls {
     return open_tracked(with_options({{"path", db_path_}}, extra), migrate);
   }
 
+  // Makes db_path_ the database an older plugin (schema `version`) left:
+  // the schema's first `version` steps, then `rows` (SQL) as that plugin
+  // would have written them.
+  void make_old_database(int version, const char* rows) {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db_path_.c_str(), &raw), SQLITE_OK);
+    std::string sql;
+    for (int v = 0; v < version; ++v) sql += conveyor::sqlite::schema_steps()[v];
+    sql += "PRAGMA user_version = " + std::to_string(version) + ";";
+    sql += rows;
+    char* msg = nullptr;
+    EXPECT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, &msg), SQLITE_OK)
+        << (msg ? msg : "");
+    sqlite3_free(msg);
+    sqlite3_close(raw);
+  }
+
+  // The integers of the first column of `sql` on db_path_, read directly.
+  std::vector<int64_t> column_of(const char* sql) {
+    sqlite3* raw = nullptr;
+    std::vector<int64_t> out;
+    EXPECT_EQ(sqlite3_open(db_path_.c_str(), &raw), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(raw, sql, -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(raw);
+    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(sqlite3_column_int64(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(raw);
+    return out;
+  }
+
   std::string dir_;
   std::string db_path_;
 };
@@ -900,27 +930,14 @@ TEST_F(SqliteStorageTest, MigrateIsIdempotentAndRefusesNewerSchemas) {
 // stay, and job_counts starts from counts of the jobs already there, then
 // follows every change.
 TEST_F(SqliteStorageTest, UpgradeFromSchema1FillsTheMaintainedCounts) {
-  conveyor_storage* h = open_store();
-  ASSERT_NE(h, nullptr);
-  close_all();
-  // Back to schema 1: without the 1.1 indexes, table and trigger, and with
-  // jobs written by a schema-1 plugin (job_counts never saw them).
-  sqlite3* raw = nullptr;
-  ASSERT_EQ(sqlite3_open(db_path_.c_str(), &raw), SQLITE_OK);
-  const char* downgrade =
-      "DROP TABLE shared_state; ALTER TABLE jobs DROP COLUMN cost;"
-      "ALTER TABLE rate_limits DROP COLUMN scope;"
-      "DROP TRIGGER jobs_count_delete; DROP TABLE job_counts; DROP INDEX jobs_list;"
-      "DROP INDEX IF EXISTS jobs_list_kind; PRAGMA user_version = 1;"
+  // Jobs written by a schema-1 plugin (job_counts never saw them).
+  make_old_database(
+      1,
       "INSERT INTO queues (name, paused) VALUES ('q', 0);"
       "INSERT INTO jobs (queue, kind, payload, priority, state, max_attempts, run_at, created_at)"
       " VALUES ('q', 'k', '', 0, 1, 1, 10, 10), ('q', 'k', '', 0, 4, 1, 10, 10),"
-      " ('q', 'k', '', 0, 4, 1, 10, 10), ('q', 'k', '', 0, 5, 1, 10, 10);";
-  char* msg = nullptr;
-  ASSERT_EQ(sqlite3_exec(raw, downgrade, nullptr, nullptr, &msg), SQLITE_OK) << msg;
-  sqlite3_close(raw);
-
-  h = open_store();  // migrates 1 -> 3
+      " ('q', 'k', '', 0, 4, 1, 10, 10), ('q', 'k', '', 0, 5, 1, 10, 10);");
+  conveyor_storage* h = open_store();  // migrates 1 -> 4
   ASSERT_NE(h, nullptr);
   struct Counts {
     std::vector<conveyor::sdk::OwnedQueueStats> rows;
@@ -959,26 +976,16 @@ TEST_F(SqliteStorageTest, UpgradeFromSchema1FillsTheMaintainedCounts) {
   EXPECT_EQ(got.rows[0].counts[4], 0) << "failed after the purge";
 }
 
-// A database of schema 2 (ABI 1.1) upgrades to 3 on open: its jobs cost 1,
+// A database of schema 2 (ABI 1.1) upgrades on open: its jobs cost 1,
 // its overrides are process-wide, and the 1.2 calls work on it.
 TEST_F(SqliteStorageTest, UpgradeFromSchema2KeepsJobsAndOverrides) {
-  conveyor_storage* h = open_store();
-  ASSERT_NE(h, nullptr);
-  close_all();
-  sqlite3* raw = nullptr;
-  ASSERT_EQ(sqlite3_open(db_path_.c_str(), &raw), SQLITE_OK);
-  const char* downgrade =
-      "DROP TABLE shared_state; ALTER TABLE jobs DROP COLUMN cost;"
-      "ALTER TABLE rate_limits DROP COLUMN scope; PRAGMA user_version = 2;"
+  make_old_database(
+      2,
       "INSERT INTO queues (name, paused) VALUES ('q', 0);"
       "INSERT INTO jobs (queue, kind, payload, priority, state, max_attempts, run_at, created_at)"
       " VALUES ('q', 'old', 'x', 0, 1, 3, 10, 10);"
-      "INSERT INTO rate_limits (queue, rate, burst, updated_at) VALUES ('q', 2.5, 4, 7);";
-  char* msg = nullptr;
-  ASSERT_EQ(sqlite3_exec(raw, downgrade, nullptr, nullptr, &msg), SQLITE_OK) << msg;
-  sqlite3_close(raw);
-
-  h = open_store();  // migrates 2 -> 3
+      "INSERT INTO rate_limits (queue, rate, burst, updated_at) VALUES ('q', 2.5, 4, 7);");
+  conveyor_storage* h = open_store();  // migrates 2 -> 4
   ASSERT_NE(h, nullptr);
   {
     sqlite3* check = nullptr;
@@ -1018,6 +1025,90 @@ TEST_F(SqliteStorageTest, UpgradeFromSchema2KeepsJobsAndOverrides) {
   JobCopy got;
   ASSERT_EQ(get(h, id, 100, &got), CONVEYOR_OK);
   EXPECT_EQ(got.cost, 6);
+}
+
+// A database of schema 3 upgrades to rows stored by queue: every job keeps
+// its id, state and place in its queue, and new ids continue above the old
+// high-water mark even when the newest job was deleted (ids are never reused).
+TEST_F(SqliteStorageTest, UpgradeFromSchema3KeepsIdsAndNeverReusesThem) {
+  make_old_database(
+      3,
+      "INSERT INTO queues (name, paused) VALUES ('a', 0), ('b', 0);"
+      "INSERT INTO jobs (queue, kind, payload, priority, state, max_attempts, run_at, created_at,"
+      " finalized_at) VALUES ('a', 'k', 'one', 0, 1, 3, 0, 10, 0),"
+      " ('b', 'k', 'two', 0, 1, 3, 0, 10, 0), ('a', 'k', 'three', 0, 4, 3, 0, 10, 5),"
+      " ('a', 'k', 'four', 0, 1, 3, 0, 10, 0);"
+      "INSERT INTO job_counts (queue, state, n) VALUES ('a', 4, 1);"
+      "DELETE FROM jobs WHERE id = 4;");
+  conveyor_storage* h = open_store();  // migrates 3 -> 4
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(column_of("SELECT id FROM jobs ORDER BY id"), (std::vector<int64_t>{1, 2, 3}));
+  JobCopy done;
+  ASSERT_EQ(get(h, 3, 100, &done), CONVEYOR_OK) << "the completed job from schema 3 was lost";
+  EXPECT_EQ(done.state, CONVEYOR_JOB_COMPLETED);
+  EXPECT_EQ(done.payload, "three");
+  const int64_t fresh = enqueue(h, "a");
+  EXPECT_EQ(fresh, 5) << "id 4 was used (and deleted) under schema 3: it must not come back";
+  std::vector<JobCopy> a = claim(h, "a", 10, /*token=*/7, /*now=*/100, /*expires=*/1100);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].id, 1) << "the old job keeps its place ahead of the new one";
+  EXPECT_EQ(a[0].payload, "one");
+  EXPECT_EQ(a[1].id, 5);
+  std::vector<JobCopy> b = claim(h, "b", 10, 8, 100, 1100);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].id, 2);
+  std::vector<conveyor_status> r = complete(h, {{1, 7}, {5, 7}, {2, 8}}, 200);
+  EXPECT_EQ(r, (std::vector<conveyor_status>{CONVEYOR_OK, CONVEYOR_OK, CONVEYOR_OK}));
+  uint64_t deleted = 0;
+  conveyor_error err{};
+  ASSERT_EQ(api_->purge_finished(h, 150, 10, &deleted, &err), CONVEYOR_OK) << err.message;
+  EXPECT_EQ(deleted, 1u) << "only job 3 (finalized at 5) is older than 150";
+  EXPECT_EQ(get(h, 3, 300, &done), CONVEYOR_E_NOT_FOUND);
+}
+
+// Jobs enqueued into several queues at once are stored by queue (a queue's
+// rows side by side, so a claim of 100 rewrites a few pages, not 100), while
+// their ids still increase in enqueue order across queues. A queue whose
+// block of places is full continues in a fresh block, first in, first out.
+TEST_F(SqliteStorageTest, RowsOfAQueueAreStoredTogether) {
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  std::vector<conveyor_new_job> mixed;
+  for (int i = 0; i < 6; ++i)
+    for (const char* q : {"a", "b", "c"})
+      mixed.push_back({str(q), str("noop"), str("{}"), 0, 3, 0});
+  std::vector<int64_t> ids(mixed.size());
+  conveyor_error err{};
+  ASSERT_EQ(api_->enqueue(h, mixed.data(), mixed.size(), ids.data(), &err), CONVEYOR_OK)
+      << err.message;
+  for (size_t i = 1; i < ids.size(); ++i) EXPECT_EQ(ids[i], ids[i - 1] + 1) << i;
+  for (const char* q : {"a", "b", "c"}) {
+    const std::vector<int64_t> pos = column_of(
+        ("SELECT pos FROM jobs WHERE queue = '" + std::string(q) + "' ORDER BY id").c_str());
+    ASSERT_EQ(pos.size(), 6u) << q;
+    for (size_t i = 1; i < pos.size(); ++i)
+      EXPECT_EQ(pos[i], pos[i - 1] + 1) << "queue " << q << ": its rows are not side by side";
+  }
+  // Queue a's block with one place left: its next three jobs straddle two blocks.
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db_path_.c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw, "UPDATE queues SET next_pos = end_pos - 1 WHERE name = 'a'",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  const std::vector<int64_t> more = enqueue_many(h, "a", 3);
+  const std::vector<int64_t> b_pos = column_of("SELECT pos FROM jobs WHERE queue = 'b'");
+  const std::vector<int64_t> more_pos =
+      column_of("SELECT pos FROM jobs WHERE queue = 'a' ORDER BY id DESC LIMIT 3");  // newest first
+  ASSERT_EQ(more_pos.size(), 3u);
+  EXPECT_EQ(more_pos[0], more_pos[1] + 1) << "the fresh block is filled in order";
+  EXPECT_GT(more_pos[1], b_pos.back()) << "the fresh block comes after every block taken";
+  std::vector<JobCopy> a = claim(h, "a", 100, 1, 0, 1'000'000);
+  ASSERT_EQ(a.size(), 9u);
+  for (size_t i = 1; i < a.size(); ++i) EXPECT_GT(a[i].id, a[i - 1].id) << "FIFO across blocks";
+  EXPECT_EQ(a.back().id, more.back());
 }
 
 // complete counts the jobs this handle claimed from the queue it claimed
