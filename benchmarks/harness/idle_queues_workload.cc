@@ -74,7 +74,7 @@ IdleResult run_idle_queues(Backend& backend, const BenchOptions& options, Progre
   r.worker_threads = engine.worker_threads();
   r.worker_thread_cap = config.engine.worker_threads;
   progress.line(
-      "{} idle queues: {:.2f}% of one core{}; {:.1f} claims/s (a drained queue is re-polled "
+      "{} idle queues: {:.2f}% of one core{}; {:.1f} claims/s (drained queues are re-checked "
       "every {} ms); {} threads ({} before the engine; {} handler threads, cap {})",
       r.queues, r.cpu_pct_of_core,
       r.server_cpu_pct_of_core

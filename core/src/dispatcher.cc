@@ -42,6 +42,9 @@ constexpr size_t kMaxDueTimes = 64;
 // storage does not show it yet (postgres-queue's claim hint that another
 // process's entry sits below until the plugin's probe corrects it).
 constexpr uint32_t kShortPollsAfterWake = 2;
+// A drained queue's wait under the engine's sweep (Options::swept): no poll
+// of its own, only a bound on the timer.
+constexpr auto kSweptWait = std::chrono::hours(24);
 // An engine's queue whose claim takes this long claims off the dispatcher
 // thread (Options::slow_claim): longer than a claim of a healthy backend
 // under load (a few ms), short enough that the other queues' pickup stays
@@ -926,10 +929,13 @@ SteadyTime Dispatcher::drained_poll(QueueRunner& r, SteadyTime now) {
     --r.short_polls_after_wake;
     return soon;
   }
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  const auto quiet_ms = options_.notified_poll.count();
-  std::uniform_int_distribution<int64_t> jitter(quiet_ms / 2, quiet_ms);
-  SteadyTime next = now + std::chrono::milliseconds(jitter(rng));
+  SteadyTime next = now + kSweptWait;
+  if (!options_.swept) {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    const auto quiet_ms = options_.notified_poll.count();
+    std::uniform_int_distribution<int64_t> jitter(quiet_ms / 2, quiet_ms);
+    next = now + std::chrono::milliseconds(jitter(rng));
+  }
   if (!r.due_at_us.empty())
     next = std::min(next, now + std::chrono::microseconds(*r.due_at_us.begin() - wall));
   return next;

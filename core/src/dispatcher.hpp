@@ -165,6 +165,13 @@ class Dispatcher {
     // not all poll together); otherwise for poll_interval. Null: never.
     std::function<bool()> notified_due;
     std::chrono::milliseconds notified_poll{60000};
+    // Whether the engine's sweep (wake_queues_with_pending_jobs, every
+    // notified_poll: one job_counts call for every queue) stands in for each
+    // drained queue's own notified_poll. Then a drained queue waits only for
+    // notifications, its wake_at times and the sweep, so the safety net costs
+    // one storage call per notified_poll however many queues are idle (one
+    // claim per queue cost 1,000 idle queues 4.5% of a core on PostgreSQL).
+    bool swept = false;
     // A queue whose local claim takes this long claims on the slow-claim
     // thread from then on (see above); 0: every claim on the dispatcher
     // thread.

@@ -3,6 +3,7 @@
 // FaultInjectingStorage: permits, then tokens, then claim, refund of unused
 // tokens, throttling, exact wake-up times, and what failed claims do.
 #include "dispatcher.hpp"
+#include "maintenance_steps.hpp"
 
 #include "testing/fault_injecting_storage.hpp"
 
@@ -451,6 +452,39 @@ TEST_F(NotifiedPollTest, ADrainedQueueIsPolledRarelyWhileStorageReportsDueJobs) 
   EXPECT_EQ(claimed_.size(), 5u);
   EXPECT_GE(settle(), 30s);
   EXPECT_EQ(storage_->calls(StorageOp::kClaim), 6u);
+}
+
+// Under the engine's sweep (Options::swept) a drained queue has no poll of
+// its own: one job_counts call for every queue wakes those with pending jobs
+// that no notification announced, and only those.
+TEST_F(NotifiedPollTest, UnderTheSweepADrainedQueueWaitsForTheSweep) {
+  Dispatcher::Options o;
+  o.poll_interval = 1s;
+  o.notified_poll = 60s;
+  o.notified_due = [this] { return notified_.load(); };
+  o.swept = true;
+  make({}, o);
+  enqueue("mail", 3);
+  dispatcher_->add_queue("mail", 10);
+  dispatcher_->add_queue("sms", 10);
+  EXPECT_GE(settle(), 1h) << "a drained queue polled on its own";
+  EXPECT_EQ(claimed_.size(), 3u);
+  const uint64_t claims = storage_->calls(StorageOp::kClaim);
+  // Jobs made ready with no notification (one was lost): nothing claims them
+  // however long the queue waits...
+  enqueue("mail", 2);
+  clock_.advance(2h);
+  dispatcher_->run_due(clock_.steady_now());
+  EXPECT_EQ(claimed_.size(), 3u);
+  // ...until the sweep, which wakes mail and leaves the empty sms alone.
+  EXPECT_EQ(wake_queues_with_pending_jobs(*storage_, *dispatcher_, clock_), 1u);
+  EXPECT_EQ(next_poll(), 1s);
+  EXPECT_EQ(claimed_.size(), 5u);
+  EXPECT_EQ(storage_->calls(StorageOp::kClaim), claims + 1) << "sms was claimed too";
+  // A paused queue's pending jobs wake nothing.
+  enqueue("sms", 1);
+  storage_->set_queue_paused("sms", true, clock_.wall_now_us());
+  EXPECT_EQ(wake_queues_with_pending_jobs(*storage_, *dispatcher_, clock_), 0u);
 }
 
 TEST_F(NotifiedPollTest, WithoutWorkingNotificationsADrainedQueueKeepsThePollInterval) {

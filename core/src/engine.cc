@@ -76,7 +76,8 @@ struct Engine::Impl {
         maintenance(clock, health,
                     engine_maintenance_steps(
                         {*storage, follower, dispatcher, leases, clock, config, metrics,
-                         storage->has_slot("list_jobs") ? &unserved : nullptr, &remote})),
+                         storage->has_slot("list_jobs") ? &unserved : nullptr, &remote,
+                         /*sweep_pending=*/storage->has_slot("job_counts")})),
         pump(*storage, {[this](const std::string& q) {
                           dispatcher.add_or_wake(q, config.max_workers_for(q));
                         },
@@ -91,6 +92,7 @@ struct Engine::Impl {
   Dispatcher::Options dispatch_options() {
     Dispatcher::Options o = Dispatcher::options_for(config.engine, &health, &local_kinds);
     o.notified_due = [this] { return pump.reports_due_jobs(); };
+    o.swept = storage->has_slot("job_counts");
     return o;
   }
 

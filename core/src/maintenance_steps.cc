@@ -46,11 +46,26 @@ std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts p) {
     steps.push_back({"finding pending jobs of unserved kinds",
                      UnservedKinds::period(std::chrono::seconds(e.unknown_kind_grace_s)),
                      [u = p.unserved] { u->scan(); }});
+  if (p.sweep_pending)
+    steps.push_back({"looking for pending jobs of drained queues",
+                     milliseconds(e.notified_poll_interval_ms),
+                     [p] { wake_queues_with_pending_jobs(p.storage, p.dispatcher, p.clock); }});
   if (p.remote)
     steps.push_back({"sweeping remote workers' leases", milliseconds(1000),
                      [r = p.remote] { r->sweep(); },
                      /*proves_storage=*/false});
   return steps;
+}
+
+uint32_t wake_queues_with_pending_jobs(Storage& storage, Dispatcher& dispatcher,
+                                       const Clock& clock) {
+  uint32_t woken = 0;
+  for (const QueueStats& s : storage.job_counts(clock.wall_now_us())) {
+    if (s.pending <= 0 || s.paused || !dispatcher.has_queue(s.queue)) continue;
+    dispatcher.wake(s.queue);
+    ++woken;
+  }
+  return woken;
 }
 
 uint32_t extend_running_leases(Storage& storage, const LeaseTable& leases, const Clock& clock,

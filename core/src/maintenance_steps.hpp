@@ -37,6 +37,13 @@ uint64_t purge_finished_jobs(Storage& storage, const Clock& clock, std::chrono::
 // Adds to the dispatcher every queue storage knows that it does not.
 void discover_queues(Storage& storage, Dispatcher& dispatcher, const Config& config);
 
+// The safety net under notifications (Dispatcher::Options::swept): wakes
+// every queue that job_counts reports with pending jobs and not paused (a
+// notification lost, or a job made ready without one). Returns how many
+// queues it woke.
+uint32_t wake_queues_with_pending_jobs(Storage& storage, Dispatcher& dispatcher,
+                                       const Clock& clock);
+
 // What the engine's maintenance steps work on.
 struct MaintainedParts {
   Storage& storage;
@@ -48,13 +55,15 @@ struct MaintainedParts {
   Metrics& metrics;                   // rescued jobs count per queue
   UnservedKinds* unserved = nullptr;  // scanned when given (the plugin has list_jobs)
   RemoteWorkers* remote = nullptr;    // swept when given
+  bool sweep_pending = false;         // run wake_queues_with_pending_jobs
 };
 // The name of the step that follows overrides (run_soon on a notification).
 inline constexpr const char* kOverridesStep = "reading rate-limit overrides";
 // The engine's steps on their periods: overrides (250 ms), queue discovery
 // (poll interval), heartbeats (a third of the lease), rescue, purge, and the
 // scan for unserved kinds (UnservedKinds::period), remote workers' expired
-// leases and silent workers (every second).
+// leases and silent workers (every second), and the sweep for pending jobs
+// (notified_poll_interval_ms).
 std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts parts);
 
 // Gives back to storage the leases of jobs this process will not finish
