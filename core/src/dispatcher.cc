@@ -45,6 +45,10 @@ constexpr uint32_t kShortPollsAfterWake = 2;
 // A drained queue's wait under the engine's sweep (Options::swept): no poll
 // of its own, only a bound on the timer.
 constexpr auto kSweptWait = std::chrono::hours(24);
+// Slow claims made at once, each on a thread of its own: a few slow queues
+// do not wait for each other, and a storage that is slow for every queue
+// does not get a thread per queue.
+constexpr size_t kSlowClaimThreads = 4;
 // An engine's queue whose claim takes this long claims off the dispatcher
 // thread (Options::slow_claim): longer than a claim of a healthy backend
 // under load (a few ms), short enough that the other queues' pickup stays
@@ -759,9 +763,10 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
     r.in_flight.fetch_add(c.reserved, std::memory_order_acq_rel);
     total_in_flight_.fetch_add(c.reserved, std::memory_order_acq_rel);
     r.claim_in_flight = true;
-    if (!slow_thread_.joinable()) slow_thread_ = std::thread([this] { run_slow_claims(); });
     std::lock_guard lock(slow_mu_);
     slow_requests_.push_back(std::move(c));
+    if (slow_requests_.size() > slow_waiting_ && slow_threads_.size() < kSlowClaimThreads)
+      slow_threads_.emplace_back([this] { run_slow_claims(); });
     slow_cv_.notify_one();
     return;
   }
@@ -868,7 +873,9 @@ void Dispatcher::release_reserved(QueueRunner& r, uint32_t n) {
 void Dispatcher::run_slow_claims() {
   std::unique_lock lock(slow_mu_);
   for (;;) {
+    ++slow_waiting_;
     slow_cv_.wait(lock, [&] { return slow_stop_ || !slow_requests_.empty(); });
+    --slow_waiting_;
     if (slow_stop_) return;  // what is left, stop_slow_claims gives back
     std::list<LocalClaim> one;
     one.splice(one.begin(), slow_requests_, slow_requests_.begin());
@@ -885,13 +892,14 @@ void Dispatcher::run_slow_claims() {
 }
 
 void Dispatcher::stop_slow_claims() {
-  if (!slow_thread_.joinable()) return;
+  if (slow_threads_.empty()) return;
   {
     std::lock_guard lock(slow_mu_);
     slow_stop_ = true;
   }
-  slow_cv_.notify_one();
-  slow_thread_.join();
+  slow_cv_.notify_all();
+  for (std::thread& t : slow_threads_) t.join();
+  slow_threads_.clear();
   std::list<LocalClaim> left;
   {
     std::lock_guard lock(slow_mu_);

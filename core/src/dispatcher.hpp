@@ -27,9 +27,10 @@
 // or more claims on the slow-claim thread from then on, so its storage calls
 // never hold up the other queues' dispatch; its permits are reserved for the
 // batch while the claim runs, and the result is delivered by the next pass.
-// Back on this thread once such a claim takes under half of it. Slow queues
-// wait for each other (one slow-claim thread); remote workers' claims always
-// run here.
+// Back on this thread once such a claim takes under half of it. Up to
+// kSlowClaimThreads slow claims run at once (a thread each, started when
+// every one already started is busy); more slow queues than that wait for
+// each other. Remote workers' claims always run here.
 // Remote workers' claims (remote_claim.hpp) are served by the same polls:
 // a queue with claims waiting serves them and its local handlers in turn
 // (who goes first alternates), from one bucket and one set of permits. A
@@ -182,7 +183,7 @@ class Dispatcher {
 
   Dispatcher(Storage& storage, const LimitResolver& limits, const Clock& clock, Metrics& metrics,
              Options options, Execute execute);
-  // Joins the slow-claim thread; what it claimed and nobody delivered goes
+  // Joins the slow-claim threads; what they claimed and nobody delivered goes
   // back to storage.
   ~Dispatcher();
 
@@ -282,9 +283,9 @@ class Dispatcher {
   // After c's storage call, on the dispatcher thread: delivers its jobs,
   // settles tokens and permits, schedules the queue's next poll.
   void finish_claim(LocalClaim& c, SteadyTime now);
-  // The slow-claim thread's body.
+  // A slow-claim thread's body.
   void run_slow_claims();
-  // Stops the slow-claim thread; claims not delivered give their jobs back.
+  // Stops the slow-claim threads; claims not delivered give their jobs back.
   void stop_slow_claims();
   // Jobs were claimed with tokens taken for them (see the poll above):
   // takes the tokens costlier jobs lack, gives back the jobs that still do
@@ -354,13 +355,15 @@ class Dispatcher {
   // (D) Every claim that waits, by the end of its wait.
   std::multimap<SteadyTime, std::shared_ptr<RemoteClaim>> remote_deadlines_;
   std::atomic<uint32_t> total_in_flight_{0};
-  // The slow-claim thread (started at the first slow claim) and its work.
+  // The slow-claim threads (each started when a slow claim finds every
+  // started one busy, up to kSlowClaimThreads) and their work.
   std::mutex slow_mu_;
   std::condition_variable slow_cv_;
   std::list<LocalClaim> slow_requests_;     // slow_mu_
   bool slow_stop_ = false;                  // slow_mu_
+  uint32_t slow_waiting_ = 0;               // slow_mu_: threads waiting for a claim
   std::list<LocalClaim> slow_done_;         // mu_: made, not yet delivered
-  std::thread slow_thread_;                 // (D)
+  std::vector<std::thread> slow_threads_;   // (D)
   const bool filter_kinds_;                 // served given and the plugin has claim_kinds
   uint64_t kinds_generation_ = UINT64_MAX;  // (D) of kinds_
   ServedKinds::Snapshot kinds_;             // (D)

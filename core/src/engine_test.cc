@@ -224,6 +224,46 @@ TEST_F(SlowClaimTest, AClaimHeldInStorageDoesNotHoldUpOtherQueues) {
   EXPECT_EQ(EngineInternals::slots_in_use(*engine), 0u) << "every reserved permit was freed";
 }
 
+// Two slow queues do not wait for each other: each claim held in storage
+// has a slow-claim thread of its own, so both are held at the same time.
+TEST_F(EngineFaultTest, TwoSlowQueuesClaimAtTheSameTime) {
+  std::atomic<int> claims_a{0}, claims_b{0}, held_now{0};
+  Gate both;
+  storage->set_claim_hook([&](std::string_view queue) {
+    std::atomic<int>* claims = queue == "slow-a"   ? &claims_a
+                               : queue == "slow-b" ? &claims_b
+                                                   : nullptr;
+    if (claims == nullptr) return;
+    if (claims->fetch_add(1) == 0) {
+      std::this_thread::sleep_for(50ms);  // the claim that makes the queue slow
+      return;
+    }
+    ++held_now;
+    both.pass();
+  });
+  auto engine = make();
+  struct OpenAtExit {
+    Gate& gate;
+    ~OpenAtExit() { gate.open(); }
+  } open_at_exit{both};  // before the engine stops, even when an assertion fails
+  std::atomic<int> ran{0};
+  engine->register_handler("k", [&](const Job&) { ++ran; });
+  engine->enqueue("slow-a", "k");
+  engine->enqueue("slow-b", "k");
+  engine->start();
+  ASSERT_TRUE(eventually([&] { return ran.load() == 2; }));
+  const int64_t a = engine->enqueue("slow-a", "k");
+  const int64_t b = engine->enqueue("slow-b", "k");
+  ASSERT_TRUE(eventually([&] { return held_now.load() == 2; }))
+      << "one slow queue's claim waited for the other's (" << held_now.load() << " held)";
+  both.open();
+  ASSERT_TRUE(eventually([&] { return state_of(*engine, a) == JobState::kCompleted; }));
+  ASSERT_TRUE(eventually([&] { return state_of(*engine, b) == JobState::kCompleted; }));
+  engine->stop();
+  EXPECT_EQ(ran.load(), 4);
+  EXPECT_EQ(EngineInternals::slots_in_use(*engine), 0u) << "every reserved permit was freed";
+}
+
 TEST_F(SlowClaimTest, StopWithAClaimHeldLeavesNoJobRunning) {
   auto engine = make();
   std::atomic<int> ran{0};
