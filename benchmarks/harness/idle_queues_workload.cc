@@ -50,12 +50,17 @@ IdleResult run_idle_queues(Backend& backend, const BenchOptions& options, Progre
   // Let the last completions and the first idle polls pass: a woken queue
   // is claimed twice more a poll interval apart before it waits for
   // notifications (dispatcher.cc, kShortPollsAfterWake). With many queues
-  // and a slow claim those polls take longer than that: wait until a whole
-  // poll interval passes without a claim (at most 300 s), so the window
-  // measures the idle state and not the start's tail.
+  // and a slow claim those polls take longer than that: on storage that
+  // notifies (idle queues then make no claims), wait until a whole poll
+  // interval passes without a claim (at most 300 s), so the window measures
+  // the idle state and not the start's tail. Storage that does not notify
+  // polls every queue every poll interval from the start: nothing to wait for.
   std::this_thread::sleep_for(std::chrono::milliseconds(3 * config.engine.poll_interval_ms + 500));
+  const bool notified =
+      EngineInternals::drained_queue_poll_ms(engine) > config.engine.poll_interval_ms;
   const auto settle_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-  for (uint64_t before = sum(claims); std::chrono::steady_clock::now() < settle_deadline;) {
+  for (uint64_t before = sum(claims);
+       notified && std::chrono::steady_clock::now() < settle_deadline;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(config.engine.poll_interval_ms + 100));
     const uint64_t after = sum(claims);
     if (after == before) break;
