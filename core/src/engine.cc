@@ -31,6 +31,11 @@ namespace conveyor {
 using std::chrono::milliseconds;
 constexpr auto kOutcomeDrainTime = milliseconds(5000);  // outcomes recorded at stop
 
+// Whether the pending-jobs sweep (a maintenance step) stands in for each
+// drained queue's own safety poll (Dispatcher::Options::swept): the two are
+// set from this one answer, so they always agree.
+bool sweeps_pending_jobs(const Storage& storage) { return storage.has_slot("job_counts"); }
+
 // A limit of scope "fleet" in the config needs a plugin that can share its
 // bucket: refused at start, naming the key and the plugin.
 void refuse_unsupported_fleet_limits(const Config& config, const Storage& storage) {
@@ -77,7 +82,7 @@ struct Engine::Impl {
                     engine_maintenance_steps(
                         {*storage, follower, dispatcher, leases, clock, config, metrics,
                          storage->has_slot("list_jobs") ? &unserved : nullptr, &remote,
-                         /*sweep_pending=*/storage->has_slot("job_counts")})),
+                         /*sweep_pending=*/sweeps_pending_jobs(*storage)})),
         pump(*storage, {[this](const std::string& q) {
                           dispatcher.add_or_wake(q, config.max_workers_for(q));
                         },
@@ -92,7 +97,7 @@ struct Engine::Impl {
   Dispatcher::Options dispatch_options() {
     Dispatcher::Options o = Dispatcher::options_for(config.engine, &health, &local_kinds);
     o.notified_due = [this] { return pump.reports_due_jobs(); };
-    o.swept = storage->has_slot("job_counts");
+    o.swept = sweeps_pending_jobs(*storage);
     return o;
   }
 

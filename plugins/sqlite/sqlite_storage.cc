@@ -154,7 +154,7 @@ CREATE TABLE shared_state (
     // of 100 jobs rewrote up to 100 table pages when the queues' jobs were
     // interleaved in id order (the WAL writes bounded 100 busy queues to a
     // third of one queue's drain). The row's place is now pos, taken from its
-    // queue's block of kBlockSize places (queues.next_pos .. end_pos; a full
+    // queue's block of 2^kBlockBits places (queues.next_pos .. end_pos; a full
     // block is followed by a fresh one, meta 'next_block'); the job id stays
     // the public, increasing number (meta 'last_job_id', never reused), found
     // through jobs_id. Rows kept from schema 3 keep pos = id, below every block.
