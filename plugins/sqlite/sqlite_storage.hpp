@@ -218,14 +218,20 @@ class SqliteStorage {
   // The queue of each job this handle claimed and has not yet finalized
   // (guarded by writer_mu_): complete adds its jobs to job_counts per queue
   // from here, reading the rows again (one statement per batch) only for
-  // jobs claimed elsewhere. A job's queue never changes and ids are never
-  // reused, so an entry is never wrong, only possibly unused; the map is
-  // cleared when it grows past a bound.
-  std::unordered_map<int64_t, uint32_t> claimed_queue_;
+  // jobs claimed elsewhere, and completes them by place (pos), a batch per
+  // lease token in one statement. A job's queue and place never change and
+  // ids and places are never reused, so an entry is never wrong, only
+  // possibly unused (the lease guard still decides); the map is cleared when
+  // it grows past a bound.
+  struct ClaimedPlace {
+    uint32_t queue;  // an index into queue_names_
+    int64_t pos;     // where the row is stored
+  };
+  std::unordered_map<int64_t, ClaimedPlace> claimed_queue_;
   std::vector<std::string> queue_names_;                 // claimed_queue_'s values index this
   std::unordered_map<std::string, uint32_t> queue_ids_;  // queue_names_ inverted
   uint32_t queue_index(std::string_view queue);
-  void remember_claimed(int64_t job_id, uint32_t queue);
+  void remember_claimed(int64_t job_id, uint32_t queue, int64_t pos);
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<Conn>> idle_readers_;
 

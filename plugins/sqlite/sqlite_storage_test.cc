@@ -1130,9 +1130,11 @@ TEST_F(SqliteStorageTest, JobCountsFollowCompletionsOfJobsClaimedElsewhere) {
   take(h1, "b", 2, 3);
   ASSERT_EQ(leases.size(), 8u);
   leases.push_back({leases[0].job_id, 99});  // a lost lease: not counted
+  leases.push_back(leases[1]);               // listed twice: completes once
   std::vector<conveyor_status> r = complete(h1, leases, 10);
   for (size_t i = 0; i < 8; ++i) EXPECT_EQ(r[i], CONVEYOR_OK) << i;
   EXPECT_EQ(r[8], CONVEYOR_E_LEASE_LOST);
+  EXPECT_EQ(r[9], CONVEYOR_E_LEASE_LOST) << "a lease listed twice completed twice";
   std::map<std::string, std::pair<int64_t, int64_t>> got;  // queue -> (pending, completed)
   conveyor_error err{};
   ASSERT_EQ(api_->job_counts(
