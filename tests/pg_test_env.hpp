@@ -6,6 +6,8 @@
 
 #include "test_support.hpp"
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -37,6 +39,19 @@ CommandResult run_program(const std::vector<std::string>& argv);
 // non-empty output lines. Throws std::runtime_error with psql's message.
 std::vector<std::string> psql(const std::string& dsn, const std::string& sql);
 int64_t psql_int(const std::string& dsn, const std::string& sql);
+
+// For a test (or its SetUp) that starts a ThrowawayCluster: skips it when the
+// PostgreSQL 15 server binaries are missing, and fails it then when CI=true
+// (CI must never pass by skipping).
+#define CONVEYOR_NEED_PG_SERVER_BINARIES()                                              \
+  do {                                                                                  \
+    if (!::conveyor::test::ThrowawayCluster::available()) {                             \
+      if (::conveyor::test::running_in_ci())                                            \
+        FAIL() << "CI=true but PostgreSQL 15 server binaries are missing";              \
+      GTEST_SKIP() << "PostgreSQL 15 server binaries (/usr/lib/postgresql/15/bin) not " \
+                      "installed";                                                      \
+    }                                                                                   \
+  } while (0)
 
 // A PostgreSQL 15 cluster of the test's own, in a temporary directory, on the
 // first free port of [first_port, last_port]; stopped (immediate) and removed

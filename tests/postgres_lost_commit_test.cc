@@ -53,10 +53,7 @@ std::string case_name(const ::testing::TestParamInfo<LostCommitCase>& info) {
 class PostgresLostCommit : public ::testing::TestWithParam<LostCommitCase> {
  protected:
   void SetUp() override {
-    if (!test::ThrowawayCluster::available()) {
-      if (test::running_in_ci()) FAIL() << "CI=true but PostgreSQL 15 server binaries are missing";
-      GTEST_SKIP() << "PostgreSQL 15 server binaries (/usr/lib/postgresql/15/bin) not installed";
-    }
+    CONVEYOR_NEED_PG_SERVER_BINARIES();
     cluster_ = std::make_unique<test::ThrowawayCluster>(5460, 5469);
   }
 

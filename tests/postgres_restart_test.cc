@@ -116,10 +116,7 @@ std::string case_name(const ::testing::TestParamInfo<RestartCase>& info) {
 class PostgresRestart : public ::testing::TestWithParam<RestartCase> {
  protected:
   void SetUp() override {
-    if (!test::ThrowawayCluster::available()) {
-      if (test::running_in_ci()) FAIL() << "CI=true but PostgreSQL 15 server binaries are missing";
-      GTEST_SKIP() << "PostgreSQL 15 server binaries (/usr/lib/postgresql/15/bin) not installed";
-    }
+    CONVEYOR_NEED_PG_SERVER_BINARIES();
     cluster_ = std::make_unique<test::ThrowawayCluster>(5460, 5469);
   }
 
@@ -304,10 +301,7 @@ class PostgresRestartTwice : public ::testing::TestWithParam<TwiceCase> {
       if (test::running_in_ci()) FAIL() << "CI=true but the plugin is not built: " << so;
       GTEST_SKIP() << "plugin not built: " << so;
     }
-    if (!test::ThrowawayCluster::available()) {
-      if (test::running_in_ci()) FAIL() << "CI=true but PostgreSQL 15 server binaries are missing";
-      GTEST_SKIP() << "PostgreSQL 15 server binaries (/usr/lib/postgresql/15/bin) not installed";
-    }
+    CONVEYOR_NEED_PG_SERVER_BINARIES();
     cluster_ = std::make_unique<test::ThrowawayCluster>(5460, 5469);
   }
 
