@@ -56,8 +56,8 @@ struct PlaceBlock {
 // Upper bound on how many times a transaction is retried after
 // SQLITE_BUSY/SQLITE_LOCKED (the other bound is busy_timeout_ms).
 constexpr int kMaxBusyAttempts = 12;
-// Entries of claimed_queue_ (a map node of about 48 bytes each) before it is cleared.
-constexpr size_t kMaxClaimedQueue = 1 << 20;
+// Entries of claimed_ (a map node of about 48 bytes each) before it is cleared.
+constexpr size_t kMaxClaimed = 1 << 20;
 // Idle reader connections kept for reuse.
 constexpr size_t kMaxIdleReaders = 8;
 
@@ -1187,22 +1187,29 @@ void SqliteStorage::complete(std::span<const conveyor_lease> leases, int64_t now
     std::fill(out.begin(), out.end(), CONVEYOR_E_LEASE_LOST);
     // Jobs this handle claimed are completed by place, one statement per
     // lease token (a claim's batch shares one); the others one by one, by id.
-    // place -> index in leases, per token (a job listed twice completes once)
-    std::map<int64_t, std::unordered_map<int64_t, size_t>> by_token;
+    // Per token: place -> the lease's index and its claimed_ entry (a job
+    // listed twice completes once; an entry is erased once its job is).
+    struct Known {
+      size_t index;
+      decltype(claimed_)::iterator entry;
+    };
+    std::map<int64_t, std::unordered_map<int64_t, Known>> by_token;
     std::vector<size_t> unknown;
     for (size_t i = 0; i < leases.size(); ++i) {
-      const auto known = claimed_queue_.find(leases[i].job_id);
-      if (known == claimed_queue_.end())
+      const auto known = claimed_.find(leases[i].job_id);
+      if (known == claimed_.end())
         unknown.push_back(i);
       else
-        by_token[leases[i].lease_token].try_emplace(known->second.pos, i);
+        by_token[leases[i].lease_token].try_emplace(known->second.pos, Known{i, known});
     }
+    // Erased even if this transaction is retried or fails: a retry then
+    // completes and counts those jobs as unknown ones.
     std::vector<int64_t> per_queue(queue_names_.size(), 0);
     SQLite::Statement& at = c.get(kCompleteAtPlaces);
     std::string places;
-    for (const auto& [token, index_of] : by_token) {
+    for (const auto& [token, known_at] : by_token) {
       places = "[";
-      for (const auto& entry : index_of) {
+      for (const auto& entry : known_at) {
         if (places.size() > 1) places += ',';
         places += std::to_string(entry.first);
       }
@@ -1211,10 +1218,15 @@ void SqliteStorage::complete(std::span<const conveyor_lease> leases, int64_t now
       at.bind(1, static_cast<int64_t>(now_us));
       bind_text(at, 2, places);
       at.bind(3, static_cast<int64_t>(token));
-      while (at.executeStep()) out[index_of.at(at.getColumn(0).getInt64())] = CONVEYOR_OK;
+      while (at.executeStep()) {
+        const Known& k = known_at.at(at.getColumn(0).getInt64());
+        out[k.index] = CONVEYOR_OK;
+        ++per_queue[k.entry->second.queue];
+        claimed_.erase(k.entry);
+      }
     }
     // The ids whose queue this handle does not know, a JSON array for
-    // kCountCompleted; the others are counted here.
+    // kCountCompleted.
     std::string completed = "[";
     SQLite::Statement& st = c.get(kComplete);
     for (size_t i : unknown) {
@@ -1226,15 +1238,6 @@ void SqliteStorage::complete(std::span<const conveyor_lease> leases, int64_t now
       out[i] = CONVEYOR_OK;
       if (completed.size() > 1) completed += ',';
       completed += std::to_string(leases[i].job_id);
-    }
-    for (size_t i = 0; i < leases.size(); ++i) {
-      if (out[i] != CONVEYOR_OK) continue;
-      // Erased even if this transaction is retried or fails: a retry then
-      // counts the job through kCountCompleted.
-      if (auto it = claimed_queue_.find(leases[i].job_id); it != claimed_queue_.end()) {
-        ++per_queue[it->second.queue];
-        claimed_queue_.erase(it);
-      }
     }
     {
       SQLite::Statement& add = c.get(kAddCount);
@@ -1260,8 +1263,8 @@ void SqliteStorage::complete(std::span<const conveyor_lease> leases, int64_t now
 }
 
 uint32_t SqliteStorage::queue_index(std::string_view queue) {
-  if (claimed_queue_.size() >= kMaxClaimedQueue) {  // bounded memory; misses are counted in SQL
-    claimed_queue_.clear();
+  if (claimed_.size() >= kMaxClaimed) {  // bounded memory; misses are counted in SQL
+    claimed_.clear();
     queue_names_.clear();
     queue_ids_.clear();
   }
@@ -1272,7 +1275,7 @@ uint32_t SqliteStorage::queue_index(std::string_view queue) {
 }
 
 void SqliteStorage::remember_claimed(int64_t job_id, uint32_t queue, int64_t pos) {
-  claimed_queue_[job_id] = ClaimedPlace{queue, pos};
+  claimed_[job_id] = ClaimedPlace{queue, pos};
 }
 
 void SqliteStorage::extend_leases(std::span<const conveyor_lease> leases, int64_t lease_expires_us,
@@ -1309,7 +1312,7 @@ void SqliteStorage::fail(conveyor_lease lease, std::string_view error_text, int6
     changed = 0;
     if (!st.executeStep()) return;
     changed = 1;
-    claimed_queue_.erase(lease.job_id);
+    claimed_.erase(lease.job_id);
     if (!retry) {
       FinalCounts counts;
       counts.add(column_text(st, 0), CONVEYOR_JOB_FAILED, 1);

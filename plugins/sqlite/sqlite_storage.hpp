@@ -227,8 +227,8 @@ class SqliteStorage {
     uint32_t queue;  // an index into queue_names_
     int64_t pos;     // where the row is stored
   };
-  std::unordered_map<int64_t, ClaimedPlace> claimed_queue_;
-  std::vector<std::string> queue_names_;                 // claimed_queue_'s values index this
+  std::unordered_map<int64_t, ClaimedPlace> claimed_;
+  std::vector<std::string> queue_names_;                 // claimed_'s values index this
   std::unordered_map<std::string, uint32_t> queue_ids_;  // queue_names_ inverted
   uint32_t queue_index(std::string_view queue);
   void remember_claimed(int64_t job_id, uint32_t queue, int64_t pos);
