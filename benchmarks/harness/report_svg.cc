@@ -230,13 +230,16 @@ std::string render_svg(const BenchReport& r) {
                                   m.median_jobs_per_sec / b.drain->median_jobs_per_sec * 100)
                     : ""),
            "#6b9bd1"});
-    for (const ReferenceResult& ref : b.references)
+    for (const ReferenceResult& ref : b.references) {
+      const bool completes = ref.name.find("complete") != std::string::npos;
+      const bool append_only = ref.name.find("append-only") != std::string::npos;
       drain.push_back({fmt::format("{}: bare SQL {}", b.label,
-                                   ref.name.find("complete") != std::string::npos
-                                       ? fmt::format("claim+complete, {} cl.", ref.clients)
-                                       : "claim only"),
+                                   append_only ? "append-only layout"
+                                   : completes ? fmt::format("claim+complete, {} cl.", ref.clients)
+                                               : "claim only"),
                        ref.median_jobs_per_sec, grouped(ref.median_jobs_per_sec),
-                       ref.name.find("complete") != std::string::npos ? "#8a9bb0" : "#c3ccd8"});
+                       completes || append_only ? "#8a9bb0" : "#c3ccd8"});
+    }
   }
   if (!drain.empty()) {
     svg.title(

@@ -121,6 +121,15 @@ std::string render_table(const BenchReport& report) {
     if (!r || r->runs_jobs_per_sec.size() < 2) return std::string();
     return grouped(min_of(r->runs_jobs_per_sec)) + " - " + grouped(max_of(r->runs_jobs_per_sec));
   });
+  t.row("bare SQL claim + complete, append-only layout (jobs/s)", [](const BackendResult& b) {
+    const ReferenceResult* r = b.reference("sqlite-append-only");
+    const ReferenceResult* canonical = b.reference("sqlite-claim-complete");
+    if (!r) return std::string();
+    return canonical && canonical->median_jobs_per_sec > 0
+               ? fmt::format("{} ({:.0f}% of canonical)", grouped(r->median_jobs_per_sec),
+                             r->median_jobs_per_sec / canonical->median_jobs_per_sec * 100)
+               : grouped(r->median_jobs_per_sec);
+  });
   t.row("  bare SQL, database server CPU per job (us)", [](const BackendResult& b) {
     const ReferenceResult* r = b.reference("postgres-claim-complete");
     if (!r || r->runs_server_cpu_us_per_job.empty()) return std::string();

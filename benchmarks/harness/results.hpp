@@ -119,7 +119,9 @@ struct IdleResult {
 
 // A loop of bare SQL on this machine, no engine: what the database can do.
 struct ReferenceResult {
-  std::string name;  // "sqlite-claim", "sqlite-claim-complete", "postgres-claim-complete"
+  // "sqlite-claim", "sqlite-claim-complete", "sqlite-append-only",
+  // "postgres-claim-complete"
+  std::string name;
   std::string description;
   uint32_t clients = 0;
   uint32_t batch = 0;
