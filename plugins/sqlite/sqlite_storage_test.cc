@@ -1150,6 +1150,35 @@ TEST_F(SqliteStorageTest, JobCountsFollowCompletionsOfJobsClaimedElsewhere) {
   EXPECT_EQ(got["b"], std::make_pair(int64_t{2}, int64_t{2}));
 }
 
+// One completion call lists a job first with a wrong token, then with the
+// token its claim holds: the second lease completes it (the place statement
+// takes one lease per job; the other is tried by id), and it is counted once.
+TEST_F(SqliteStorageTest, CompletionFindsTheHoldingLeaseAfterAWrongOneForTheSameJob) {
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  enqueue_many(h, "a", 2);
+  const std::vector<JobCopy> jobs = claim(h, "a", 2, 5, 0, 1'000'000);
+  ASSERT_EQ(jobs.size(), 2u);
+  std::vector<conveyor_status> r =
+      complete(h, {{jobs[0].id, 7}, {jobs[0].id, 5}, {jobs[1].id, 5}}, 10);
+  EXPECT_EQ(r[0], CONVEYOR_E_LEASE_LOST);
+  EXPECT_EQ(r[1], CONVEYOR_OK) << "the holding lease, listed second, did not complete";
+  EXPECT_EQ(r[2], CONVEYOR_OK);
+  EXPECT_EQ(complete(h, {{jobs[0].id, 5}}, 11)[0], CONVEYOR_E_LEASE_LOST) << "completed twice";
+  int64_t completed = -1;
+  conveyor_error err{};
+  ASSERT_EQ(api_->job_counts(
+                h, 100,
+                [](void* ctx, const conveyor_queue_stats* s) {
+                  if (std::string(s->queue.data, s->queue.len) == "a")
+                    *static_cast<int64_t*>(ctx) = s->completed;
+                },
+                &completed, &err),
+            CONVEYOR_OK)
+      << err.message;
+  EXPECT_EQ(completed, 2);
+}
+
 TEST_F(SqliteStorageTest, OperationsBeforeMigrateFailCleanly) {
   conveyor_storage* h = open_store({}, /*migrate=*/false);
   ASSERT_NE(h, nullptr);
