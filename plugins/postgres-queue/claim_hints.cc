@@ -68,25 +68,37 @@ void ClaimHints::lower_locked(std::string_view queue, const ClaimKey& key) {
   if (it != hints_.end() && key < it->second.key) it->second.key = key;
 }
 
-std::vector<std::string> ClaimHints::due_probes() {
+std::optional<std::string> ClaimHints::next_probe() {
   std::lock_guard lock(mu_);
   const auto now = now_();
-  std::vector<std::string> due;
+  if (now < probes_paused_until_) return std::nullopt;
+  Hint* next = nullptr;
+  const std::string* next_queue = nullptr;
   for (auto& [queue, h] : hints_) {
     if (!h.claimed_since_probe || now - h.probed_at < period_after(h.probe_cost)) continue;
-    h.claimed_since_probe = false;
-    h.probed_at = now;
-    due.push_back(queue);
+    if (next == nullptr || h.probed_at < next->probed_at) {
+      next = &h;
+      next_queue = &queue;
+    }
   }
-  return due;
+  if (next == nullptr) return std::nullopt;
+  next->claimed_since_probe = false;
+  next->probed_at = now;
+  return *next_queue;
 }
 
 void ClaimHints::probed(std::string_view queue, const ClaimKey* lowest, int64_t moves,
                         Clock::duration took) {
   std::lock_guard lock(mu_);
+  const auto now = now_();
+  // Capped like a queue's period: a probe of a huge backlog must not stop
+  // the others' for longer than that.
+  probes_paused_until_ =
+      now + std::min<Clock::duration>(took * (kProbeCostFactor - 1),
+                                      std::max<Clock::duration>(reset_period_, kMaxResetPeriod));
   auto it = hints_.find(std::string(queue));
   if (it == hints_.end()) return;  // forgotten meanwhile: the next claim starts afresh
-  it->second.probed_at = now_();
+  it->second.probed_at = now;
   it->second.probe_cost = took;
   // Under another move generation the hint is void anyway (the next claim
   // starts from the beginning).

@@ -29,7 +29,11 @@
 //     their latency. A probe walks every claimed entry of the queue still in
 //     the ring (a backlog of a million jobs enqueued at once keeps its whole
 //     slot, so up to a million): the period grows with what the last probe
-//     cost (kProbeCostFactor times its duration, at most kMaxResetPeriod).
+//     cost (kProbeCostFactor times its duration, at most kMaxResetPeriod),
+//     and the probes of all queues together take at most 1/kProbeCostFactor
+//     of the time (each probe pauses the next of any queue for
+//     kProbeCostFactor - 1 times its duration): 100 busy queues probed each
+//     second held the server for a third of a drain's time.
 #ifndef CONVEYOR_PLUGINS_POSTGRES_QUEUE_CLAIM_HINTS_HPP
 #define CONVEYOR_PLUGINS_POSTGRES_QUEUE_CLAIM_HINTS_HPP
 
@@ -38,11 +42,11 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
-#include <vector>
 
 namespace conveyor::pgqueue {
 
@@ -88,10 +92,14 @@ class ClaimHints {
   void lower(std::string_view queue, const ClaimKey& key);
   void forget_all();
 
-  // The queues whose probe is due now: claimed since their last probe, and
-  // that probe's period past. Each is not due again until a claim ran and
-  // its period after probed() has passed.
-  std::vector<std::string> due_probes();
+  // The queue to probe now, if any: of those claimed since their last probe
+  // and past that probe's period, the one probed longest ago; none while
+  // the probes together are over their share of the time (after a probe
+  // that took t, the next of any queue waits (kProbeCostFactor - 1) * t, at
+  // most kMaxResetPeriod or reset_period).
+  // The queue returned is not due again until a claim ran and its period
+  // after probed() has passed.
+  std::optional<std::string> next_probe();
   // The probe of queue ran under move generation moves and took `took`;
   // lowest is the first unclaimed entry it found (nullptr: none).
   void probed(std::string_view queue, const ClaimKey* lowest, int64_t moves, Clock::duration took);
@@ -126,6 +134,7 @@ class ClaimHints {
   };
   std::unordered_map<uint64_t, InFlight> in_flight_;  // mu_
   uint64_t next_ticket_ = 1;                          // mu_
+  Clock::time_point probes_paused_until_{};           // mu_: the probes' share
   uint64_t epoch_ = 0;                                // mu_: bumped by forget_all
 };
 

@@ -13,7 +13,7 @@ namespace conveyor::pgqueue {
 
 HintProber::HintProber(postgres::ConnectionPool& pool, ClaimHints& hints)
     : pool_(pool), hints_(hints), thread_(kTick, [this] {
-        for (const std::string& queue : hints_.due_probes()) probe(queue);
+        while (std::optional<std::string> queue = hints_.next_probe()) probe(*queue);
       }) {}
 
 void HintProber::probe(const std::string& queue) noexcept {

@@ -1,8 +1,9 @@
 // The periodic claim-hint probe (claim_hints.hpp), on a thread of its own so
-// that no claim waits for it: every tick it asks ClaimHints which queues are
-// due, finds each one's first unclaimed entry from the beginning of the
-// queue's claim order (stmt::kProbe, a read: no lock, no new tuple) and hands
-// it back with what the walk cost.
+// that no claim waits for it: every tick it asks ClaimHints for the queues
+// due, one at a time (ClaimHints paces them), finds each one's first
+// unclaimed entry from the beginning of the queue's claim order
+// (stmt::kProbe, a read: no lock, no new tuple) and hands it back with what
+// the walk cost.
 #ifndef CONVEYOR_PLUGINS_POSTGRES_QUEUE_HINT_PROBER_HPP
 #define CONVEYOR_PLUGINS_POSTGRES_QUEUE_HINT_PROBER_HPP
 
