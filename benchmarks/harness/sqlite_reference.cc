@@ -17,6 +17,7 @@
 #include <SQLiteCpp/Statement.h>
 #include <SQLiteCpp/Transaction.h>
 
+#include <functional>
 #include <limits>
 
 namespace conveyor::bench {
@@ -155,30 +156,52 @@ ClaimedRow copy_row(SQLite::Statement& st) {
       st.getColumn(5).getInt(),    st.getColumn(6).getInt64(),  st.getColumn(7).getInt64()};
 }
 
-double run_once(const std::filesystem::path& path, const std::string& synchronous, uint64_t jobs,
-                uint32_t batch, bool complete) {
+// Runs a statement that returns no rows and makes it ready to run again.
+void exec_again(SQLite::Statement& st) {
+  st.exec();
+  st.reset();
+}
+
+// One timed drain on a fresh scratch database: the schema, `jobs` noop jobs
+// (fill_sql, see fill), then loop(db, now) claims and completes them and
+// returns how many it claimed; `what` names the loop in errors. Jobs/s.
+double timed_drain(const std::filesystem::path& path, const std::string& synchronous,
+                   const char* schema, const std::string& fill_sql, uint64_t jobs, const char* what,
+                   const std::function<uint64_t(SQLite::Database&, int64_t now)>& loop) {
   remove_db(path);
   double jobs_per_sec = 0;
   {
     SQLite::Database db(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-    open_scratch(db, synchronous, kSchema);
+    open_scratch(db, synchronous, schema);
     const int64_t now = wall_us();
-    fill(db,
-         "INSERT INTO jobs (queue, kind, payload, priority, state, max_attempts, run_at,"
-         " created_at) SELECT 'ref', 'noop', CAST('{}' AS BLOB), 0, 1, 25, ?2, ?2 FROM s",
-         jobs, now);
+    fill(db, fill_sql, jobs, now);
+    const auto t0 = std::chrono::steady_clock::now();
+    const uint64_t total = loop(db, now);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (total != jobs)
+      throw std::runtime_error(fmt::format("{} claimed {} of {} jobs", what, total, jobs));
+    jobs_per_sec = static_cast<double>(total) / s;
+  }
+  remove_db(path);
+  return jobs_per_sec;
+}
+
+double run_once(const std::filesystem::path& path, const std::string& synchronous, uint64_t jobs,
+                uint32_t batch, bool complete) {
+  const char* fill_sql =
+      "INSERT INTO jobs (queue, kind, payload, priority, state, max_attempts, run_at,"
+      " created_at) SELECT 'ref', 'noop', CAST('{}' AS BLOB), 0, 1, 25, ?2, ?2 FROM s";
+  const auto drain = [&](SQLite::Database& db, int64_t now) -> uint64_t {
     SQLite::Statement begin(db, "BEGIN IMMEDIATE"), commit(db, "COMMIT");
     SQLite::Statement claim(db, kClaim), done(db, kComplete);
     std::vector<ClaimedRow> rows;
     rows.reserve(batch);
     uint64_t total = 0;
     int64_t token = 0;
-    const auto t0 = std::chrono::steady_clock::now();
     for (;;) {
       ++token;
       rows.clear();
-      begin.exec();
-      begin.reset();
+      exec_again(begin);
       claim.bind(1, token);
       claim.bind(2, now + 30'000'000);
       claim.bind(3, "ref");
@@ -186,13 +209,11 @@ double run_once(const std::filesystem::path& path, const std::string& synchronou
       claim.bind(5, static_cast<int64_t>(batch));
       while (claim.executeStep()) rows.push_back(copy_row(claim));
       claim.reset();
-      commit.exec();
-      commit.reset();
+      exec_again(commit);
       if (rows.empty()) break;
       total += rows.size();
       if (complete) {
-        begin.exec();
-        begin.reset();
+        exec_again(begin);
         const int64_t finished = wall_us();
         for (const ClaimedRow& r : rows) {
           done.bind(1, finished);
@@ -201,31 +222,20 @@ double run_once(const std::filesystem::path& path, const std::string& synchronou
           if (done.exec() != 1) throw std::runtime_error("sqlite reference: a completion missed");
           done.reset();
         }
-        commit.exec();
-        commit.reset();
+        exec_again(commit);
       }
     }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (total != jobs)
-      throw std::runtime_error(fmt::format("sqlite reference claimed {} of {} jobs", total, jobs));
-    jobs_per_sec = static_cast<double>(total) / s;
-  }
-  remove_db(path);
-  return jobs_per_sec;
+    return total;
+  };
+  return timed_drain(path, synchronous, kSchema, fill_sql, jobs, "sqlite reference", drain);
 }
 
 double run_append_only_once(const std::filesystem::path& path, const std::string& synchronous,
                             uint64_t jobs, uint32_t batch) {
-  remove_db(path);
-  double jobs_per_sec = 0;
-  {
-    SQLite::Database db(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-    open_scratch(db, synchronous, kAppendOnlySchema);
-    const int64_t now = wall_us();
-    fill(db,
-         "INSERT INTO entries (queue, kind, payload, priority, max_attempts, run_at,"
-         " created_at) SELECT 'ref', 'noop', CAST('{}' AS BLOB), 0, 25, ?2, ?2 FROM s",
-         jobs, now);
+  const char* fill_sql =
+      "INSERT INTO entries (queue, kind, payload, priority, max_attempts, run_at,"
+      " created_at) SELECT 'ref', 'noop', CAST('{}' AS BLOB), 0, 25, ?2, ?2 FROM s";
+  const auto drain = [&](SQLite::Database& db, int64_t now) -> uint64_t {
     SQLite::Statement begin(db, "BEGIN IMMEDIATE"), commit(db, "COMMIT");
     SQLite::Statement at_hint(db, kAppendOnlyCandidatesAtHint);
     SQLite::Statement after_hint(db, kAppendOnlyCandidatesAfterHint);
@@ -238,12 +248,10 @@ double run_append_only_once(const std::filesystem::path& path, const std::string
     int64_t hint_run_at = std::numeric_limits<int64_t>::min(), hint_id = 0;
     uint64_t total = 0;
     int64_t token = 0;
-    const auto t0 = std::chrono::steady_clock::now();
     for (;;) {
       ++token;
       rows.clear();
-      begin.exec();
-      begin.reset();
+      exec_again(begin);
       const int64_t claim_now = wall_us();
       for (SQLite::Statement* candidates : {&at_hint, &after_hint}) {
         if (rows.size() == batch) break;
@@ -267,35 +275,27 @@ double run_append_only_once(const std::filesystem::path& path, const std::string
         mark.bind(2, token);
         mark.bind(3, now + 30'000'000);
         mark.bind(4, ids);
-        mark.exec();
-        mark.reset();
+        exec_again(mark);
         hint_priority = rows.back().priority;
         hint_run_at = rows.back().run_at;
         hint_id = rows.back().id;
       }
-      commit.exec();
-      commit.reset();
+      exec_again(commit);
       if (rows.empty()) break;
       total += rows.size();
-      begin.exec();
-      begin.reset();
+      exec_again(begin);
       done.bind(1, wall_us());
       done.bind(2, ids);
       done.bind(3, token);
       if (done.exec() != static_cast<int>(rows.size()))
         throw std::runtime_error("sqlite append-only reference: a completion missed");
       done.reset();
-      commit.exec();
-      commit.reset();
+      exec_again(commit);
     }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (total != jobs)
-      throw std::runtime_error(
-          fmt::format("sqlite append-only reference claimed {} of {} jobs", total, jobs));
-    jobs_per_sec = static_cast<double>(total) / s;
-  }
-  remove_db(path);
-  return jobs_per_sec;
+    return total;
+  };
+  return timed_drain(path, synchronous, kAppendOnlySchema, fill_sql, jobs,
+                     "sqlite append-only reference", drain);
 }
 
 }  // namespace
