@@ -91,11 +91,14 @@ void ClaimHints::probed(std::string_view queue, const ClaimKey* lowest, int64_t 
                         Clock::duration took) {
   std::lock_guard lock(mu_);
   const auto now = now_();
-  // Capped like a queue's period: a probe of a huge backlog must not stop
+  // The probe is charged kProbeCostFactor times what it took, from where the
+  // charges reached or kProbeBurst ago, whichever is later. The charge is
+  // capped like a queue's period: a probe of a huge backlog must not stop
   // the others' for longer than that.
   probes_paused_until_ =
-      now + std::min<Clock::duration>(took * (kProbeCostFactor - 1),
-                                      std::max<Clock::duration>(reset_period_, kMaxResetPeriod));
+      std::max(probes_paused_until_, now - kProbeBurst) +
+      std::min<Clock::duration>(took * kProbeCostFactor,
+                                std::max<Clock::duration>(reset_period_, kMaxResetPeriod));
   auto it = hints_.find(std::string(queue));
   if (it == hints_.end()) return;  // forgotten meanwhile: the next claim starts afresh
   it->second.probed_at = now;

@@ -31,9 +31,9 @@
 //     slot, so up to a million): the period grows with what the last probe
 //     cost (kProbeCostFactor times its duration, at most kMaxResetPeriod),
 //     and the probes of all queues together take at most 1/kProbeCostFactor
-//     of the time (each probe pauses the next of any queue for
-//     kProbeCostFactor - 1 times its duration): 100 busy queues probed each
-//     second held the server for a third of a drain's time.
+//     of the time, give or take a kProbeBurst of credit (see next_probe):
+//     100 busy queues probed each second held the server for a third of a
+//     drain's time.
 #ifndef CONVEYOR_PLUGINS_POSTGRES_QUEUE_CLAIM_HINTS_HPP
 #define CONVEYOR_PLUGINS_POSTGRES_QUEUE_CLAIM_HINTS_HPP
 
@@ -67,6 +67,8 @@ class ClaimHints {
   // reset_period when that is longer).
   static constexpr int kProbeCostFactor = 20;
   static constexpr std::chrono::milliseconds kMaxResetPeriod{30'000};
+  // How far behind the clock the probes' charges may start (next_probe).
+  static constexpr std::chrono::milliseconds kProbeBurst{1000};
 
   // now: the clock probes are timed by (tests pass a fake one).
   explicit ClaimHints(std::chrono::milliseconds reset_period,
@@ -94,9 +96,10 @@ class ClaimHints {
 
   // The queue to probe now, if any: of those claimed since their last probe
   // and past that probe's period, the one probed longest ago; none while
-  // the probes together are over their share of the time (after a probe
-  // that took t, the next of any queue waits (kProbeCostFactor - 1) * t, at
-  // most kMaxResetPeriod or reset_period).
+  // the probes together are over their share of the time (a probe that took
+  // t is charged kProbeCostFactor * t, at most kMaxResetPeriod or
+  // reset_period; the charges may run up to kProbeBurst behind the clock,
+  // so cheap probes of many queues go one after another).
   // The queue returned is not due again until a claim ran and its period
   // after probed() has passed.
   std::optional<std::string> next_probe();

@@ -182,7 +182,6 @@ TEST(ClaimHints, OnlyHintsClaimedFromSinceTheLastProbeAreProbed) {
   now += 1s;
   std::vector<std::string> both{*hints.next_probe()};
   hints.probed(both.back(), nullptr, 0, 1ms);
-  now += 19ms;  // the probes' share of the time: see the next test
   both.push_back(*hints.next_probe());
   hints.probed(both.back(), nullptr, 0, 1ms);
   std::sort(both.begin(), both.end());
@@ -192,46 +191,57 @@ TEST(ClaimHints, OnlyHintsClaimedFromSinceTheLastProbeAreProbed) {
   EXPECT_EQ(hints.next_probe(), "busy");
   EXPECT_FALSE(hints.next_probe()) << "idle for an hour: no probe";
   hints.probed("busy", nullptr, 0, 1ms);
-  now += 19ms;
   // A claim of the idle queue (a notification woke it) that found nothing.
   hints.advance("idle", hints.start("idle"), nullptr, 0);
   EXPECT_EQ(hints.next_probe(), "idle") << "due at once after a claim";
 }
 
 // The probes of all queues together take at most a twentieth of the time:
-// after a probe that took t, the next of any queue waits 19 t. Without it,
-// 100 busy queues probed every second each held the server for a third of a
-// drain's time. The queue probed longest ago goes first.
+// a probe that took t is charged 20 t, and the charges may start up to 1 s
+// behind the clock, so cheap probes of many queues run one after another
+// while dear ones are spaced out. Without it, 100 busy queues probed every
+// second each held the server for a third of a drain's time. The queue
+// probed longest ago goes first.
 TEST(ClaimHints, ProbesOfAllQueuesTogetherTakeATwentiethOfTheTime) {
   using namespace std::chrono_literals;
   ClaimHints::Clock::time_point now{};
   ClaimHints hints(1s, [&] { return now; });
-  const auto claim = [&](const std::string& queue) {
-    const ClaimKey walked{0, 10, 5};
-    hints.advance(queue, hints.start(queue), &walked, 0);
+  const auto claim_all = [&] {
+    for (const char* q : {"a", "b", "c"}) {
+      const ClaimKey walked{0, 10, 5};
+      hints.advance(q, hints.start(q), &walked, 0);
+    }
   };
-  for (const char* q : {"a", "b", "c"}) claim(q);
-  now += 1s;
-  const std::optional<std::string> first = hints.next_probe();
-  ASSERT_TRUE(first);
-  now += 10ms;
-  hints.probed(*first, nullptr, 0, 10ms);
-  now += 189ms;
-  EXPECT_FALSE(hints.next_probe()) << "19 x 10 ms after the probe ended, not yet";
+  claim_all();
+  now += 10s;
+  // Cheap probes (1 ms, charged 20 ms each, from 1 s back): all three now.
+  std::vector<std::string> order;
+  for (int i = 0; i < 3; ++i) {
+    const std::optional<std::string> q = hints.next_probe();
+    ASSERT_TRUE(q) << "cheap probe " << i << " held back";
+    now += 1ms;
+    hints.probed(*q, nullptr, 0, 1ms);
+    order.push_back(*q);
+  }
+  // Dear probes (100 ms, charged 2 s each): the first runs on the credit,
+  // the next waits until the charges are paid.
+  claim_all();
+  now += 2s;  // 12.003 s; the charges reached 9.061 s
+  EXPECT_EQ(hints.next_probe(), order[0]) << "the queue probed longest ago goes first";
+  now += 100ms;
+  hints.probed(order[0], nullptr, 0, 100ms);  // charged from 11.103 s to 13.103 s
+  now += 899ms;
+  EXPECT_FALSE(hints.next_probe()) << "13.002 s: the charges reach 13.103 s";
+  now += 100ms;
+  EXPECT_FALSE(hints.next_probe()) << "13.102 s: not yet";
   now += 1ms;
-  const std::optional<std::string> second = hints.next_probe();
-  ASSERT_TRUE(second);
-  EXPECT_NE(*second, *first);
-  hints.probed(*second, nullptr, 0, 0ms);  // a probe that cost nothing pauses nothing
-  const std::optional<std::string> third = hints.next_probe();
-  ASSERT_TRUE(third);
-  EXPECT_NE(*third, *first);
-  EXPECT_NE(*third, *second);
-  hints.probed(*third, nullptr, 0, 0ms);
-  // All three claimed again; the first was probed longest ago.
-  for (const char* q : {"a", "b", "c"}) claim(q);
-  now += 2s;
-  EXPECT_EQ(hints.next_probe(), first) << "the queue probed longest ago goes first";
+  EXPECT_EQ(hints.next_probe(), order[1]);
+  now += 100ms;
+  hints.probed(order[1], nullptr, 0, 100ms);  // at 13.203 s: from 13.103 s to 15.103 s
+  now += 1899ms;
+  EXPECT_FALSE(hints.next_probe()) << "15.102 s: the charges reach 15.103 s";
+  now += 1ms;
+  EXPECT_EQ(hints.next_probe(), order[2]);
 }
 
 }  // namespace
