@@ -8,33 +8,68 @@ namespace conveyor {
 Backoffs::Backoffs(const EngineConfig& config, const Clock& clock)
     : base_(config.backoff_base_ms),
       max_(std::chrono::seconds(config.max_backoff_s)),
+      max_unnamed_(std::min<std::chrono::milliseconds>(max_, kMaxUnnamedHold)),
       clock_(clock) {}
 
-Backoffs::Hold Backoffs::hold(const std::string& queue, std::chrono::milliseconds delay) {
+Backoffs::Answer Backoffs::hold(const std::string& queue,
+                                std::optional<std::chrono::milliseconds> delay, SteadyTime sent,
+                                std::string reason) {
   const SteadyTime now = clock_.steady_now();
   const int64_t now_us = clock_.wall_now_us();
   std::lock_guard lock(mu_);
-  Hold& h = holds_[queue];
+  auto [it, added] = holds_.try_emplace(queue);
+  Hold& h = it->second;
+  if (added) episodes_.store(holds_.size(), std::memory_order_release);
+  // In flight when the hold in force began: part of it.
+  if (!added && sent < h.began) return {h, false};
+
   std::chrono::milliseconds length;
-  if (delay.count() > 0) {
-    length = std::min(delay, max_);
+  if (delay) {
+    length = std::clamp(*delay, std::chrono::milliseconds(0), max_);
     h.consecutive = 0;
   } else {
-    // Back to back: the last hold ended less than twice its length ago.
-    const bool follows = h.consecutive > 0 && now < h.until + 2 * h.length;
+    // Refused again since the last hold, with no success in between, and
+    // not long after it ended.
+    const bool follows = !added && h.consecutive > 0 && !h.succeeded_since &&
+                         now < h.until + 2 * std::max(h.length, base_);
     h.consecutive = follows ? h.consecutive + 1 : 1;
     const double doubled = static_cast<double>(base_.count()) *
                            std::ldexp(1.0, static_cast<int>(std::min(h.consecutive - 1, 40u)));
     length = std::chrono::milliseconds(
-        static_cast<int64_t>(std::min(doubled, static_cast<double>(max_.count()))));
+        static_cast<int64_t>(std::min(doubled, static_cast<double>(max_unnamed_.count()))));
   }
-  const SteadyTime until = now + length;
-  if (until > h.until || h.until_us < now_us) {
-    h.until = until;
-    h.until_us = now_us + std::chrono::duration_cast<std::chrono::microseconds>(length).count();
-  }
+  h.began = now;
+  h.until = now + length;
+  h.until_us = now_us + std::chrono::duration_cast<std::chrono::microseconds>(length).count();
   h.length = length;
-  return h;
+  h.named = delay.has_value();
+  h.succeeded_since = false;
+  h.reason = std::move(reason);
+  Answer a{h, true};
+  if (added || now - h.logged >= kLogEvery) {
+    a.log = true;
+    a.unlogged = h.unlogged;
+    h.logged = now;
+    h.unlogged = 0;
+  } else {
+    ++h.unlogged;
+  }
+  return a;
+}
+
+void Backoffs::succeeded(std::string_view queue, SteadyTime sent) {
+  if (episodes_.load(std::memory_order_acquire) == 0) return;
+  const SteadyTime now = clock_.steady_now();
+  std::lock_guard lock(mu_);
+  auto it = holds_.find(queue);
+  if (it == holds_.end() || sent < it->second.began) return;
+  if (now < it->second.until) {
+    it->second.succeeded_since = true;
+    return;
+  }
+  // Resumed and delivered: the episode is over (and successes cost no lock).
+  holds_.erase(it);
+  episodes_.store(holds_.size(), std::memory_order_release);
 }
 
 bool Backoffs::clear(std::string_view queue) {
@@ -43,6 +78,7 @@ bool Backoffs::clear(std::string_view queue) {
   if (it == holds_.end()) return false;
   const bool was_active = it->second.until > clock_.steady_now();
   holds_.erase(it);
+  episodes_.store(holds_.size(), std::memory_order_release);
   return was_active;
 }
 

@@ -163,6 +163,8 @@ void Dispatcher::hold(const std::string& queue, SteadyTime until) {
   auto it = runners_.find(queue);
   if (it == runners_.end()) return;
   const int64_t ns = until.time_since_epoch().count();
+  it->second->hold_began_ns.store(clock_.steady_now().time_since_epoch().count(),
+                                  std::memory_order_release);
   std::atomic<int64_t>& h = it->second->hold_until_ns;
   int64_t cur = h.load(std::memory_order_acquire);
   while (cur < ns && !h.compare_exchange_weak(cur, ns, std::memory_order_acq_rel)) {
@@ -173,6 +175,7 @@ void Dispatcher::clear_hold(std::string_view queue) {
   std::lock_guard lock(mu_);
   auto it = runners_.find(queue);
   if (it == runners_.end()) return;
+  it->second->hold_cleared.store(true, std::memory_order_release);
   it->second->hold_until_ns.store(0, std::memory_order_release);
   woken_.push_back(it->second.get());
   interrupted_ = true;
@@ -180,15 +183,28 @@ void Dispatcher::clear_hold(std::string_view queue) {
 }
 
 bool Dispatcher::held(QueueRunner& r, SteadyTime now) {
+  if (r.hold_cleared.exchange(false, std::memory_order_acq_rel)) {
+    r.held = false;
+    r.ramp.reset();
+  }
   const int64_t until = r.hold_until_ns.load(std::memory_order_acquire);
-  if (until > now.time_since_epoch().count()) {
+  const SteadyTime end{SteadyTime::duration(until)};
+  if (until != 0 && until != r.hold_applied_ns) {
+    // A new hold (seen now, or only after it ended): the rate the queue was
+    // refused at is the ramp's if it was climbing back, else its own limit's.
+    if (r.ramp)
+      r.refused_rate = r.ramp->rate(
+          SteadyTime(SteadyTime::duration(r.hold_began_ns.load(std::memory_order_acquire))));
+    else if (r.bucket)
+      r.refused_rate = r.bucket->limit().rate_per_sec;
+    r.ramp.reset();
     r.held = true;
-    if (r.bucket && r.hold_applied_ns != until) {
+    r.hold_applied_ns = until;
+    if (r.bucket && end > now) {
       // Held empty: no tokens are banked for the downstream while it asked
       // to wait. In a fleet bucket this holds every process on the storage.
-      r.hold_applied_ns = until;
       try {
-        r.bucket->empty_until(SteadyTime(SteadyTime::duration(until)));
+        r.bucket->empty_until(end);
       } catch (const std::exception& e) {
         spdlog::warn(
             "queue {}: could not hold the fleet bucket for the backoff ({}); "
@@ -196,13 +212,15 @@ bool Dispatcher::held(QueueRunner& r, SteadyTime now) {
             r.name, e.what());
       }
     }
+  }
+  if (end > now) {
     std::lock_guard lock(mu_);
-    schedule_by(r, SteadyTime(SteadyTime::duration(until)));
+    schedule_by(r, end);
     return true;
   }
   if (r.held) {
     r.held = false;
-    r.hold_applied_ns = 0;
+    r.ramp.emplace(r.refused_rate, r.bucket ? r.bucket->limit().rate_per_sec : 0.0, now);
   }
   return false;
 }
@@ -377,6 +395,22 @@ Dispatcher::RemoteTry Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim,
 }
 
 Dispatcher::Grant Dispatcher::take_tokens(QueueRunner& r, uint32_t max_jobs, SteadyTime now) {
+  if (r.ramp && r.ramp->finished(now)) {
+    r.ramp.reset();
+    // Back at the queue's own pace, from an empty bucket: the tokens banked
+    // while the ramp held it back would be a burst into the downstream.
+    if (r.bucket && !r.bucket->fleet()) r.bucket->empty_until(now);
+  }
+  if (r.ramp) {
+    const uint32_t paced = r.ramp->take(max_jobs, now);
+    if (paced == 0) {
+      r.counters.throttled.fetch_add(1, std::memory_order_relaxed);
+      std::lock_guard lock(mu_);
+      schedule_by(r, now + r.ramp->time_until_next(now));
+      return {};
+    }
+    max_jobs = paced;
+  }
   if (!r.bucket) return {max_jobs, 0};
   const RateLimit& limit = r.bucket->limit();
   const uint32_t hint = std::max<uint32_t>(1, std::min(r.cost_hint, limit.burst));
@@ -395,16 +429,19 @@ Dispatcher::Grant Dispatcher::take_tokens(QueueRunner& r, uint32_t max_jobs, Ste
   try {
     got = r.bucket->take(static_cast<uint32_t>(want), now, at_least);
   } catch (const std::exception& e) {
+    if (r.ramp) r.ramp->give_back(max_jobs, now);
     claim_failed(r, 0, e, "taking tokens of a fleet rate limit", now);
     return {};
   }
+  const uint32_t jobs = got == 0 ? 0 : std::min(max_jobs, std::max<uint32_t>(1, got / hint));
+  if (r.ramp && jobs < max_jobs) r.ramp->give_back(max_jobs - jobs, now);
   if (got == 0) {
     r.counters.throttled.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard lock(mu_);
     schedule_by(r, now + r.bucket->time_until(at_least, now));
     return {};
   }
-  return {std::min(max_jobs, std::max<uint32_t>(1, got / hint)), got};
+  return {jobs, got};
 }
 
 uint32_t Dispatcher::token_cost(const Job& job, uint32_t burst) {

@@ -45,6 +45,7 @@
 
 #include "queue_bucket.hpp"
 #include "remote_claim.hpp"
+#include "resume_ramp.hpp"
 #include "served_kinds.hpp"
 #include "storage_health.hpp"
 
@@ -108,10 +109,19 @@ struct QueueRunner {
   std::atomic<bool> local_work{false};  // any thread
 
   // Backpressure: no claim before this steady time (ns since its epoch; 0:
-  // none). Any thread sets it; held (D) notes a hold to end with an empty bucket.
+  // none). Any thread sets it; held (D) notes a hold to end with an empty
+  // bucket and a resume ramp.
   std::atomic<int64_t> hold_until_ns{0};
+  std::atomic<int64_t> hold_began_ns{0};  // when the latest hold was set
+  // Any thread: the operator ended the hold (no ramp after it).
+  std::atomic<bool> hold_cleared{false};
   bool held = false;
-  int64_t hold_applied_ns = 0;  // (D) the hold already written into the bucket
+  int64_t hold_applied_ns = 0;  // (D) the latest hold seen (and written into the bucket)
+  // (D) After a hold: the pace the queue climbs back at (resume_ramp.hpp),
+  // and the rate it was last refused at (0: not known), which the next
+  // ramp of an unlimited queue starts from.
+  std::optional<ResumeRamp> ramp;
+  double refused_rate = 0;
 
   // (D) When jobs this process made ready later become due (wake_at; wall
   // clock, microseconds), kept until a poll interval past while storage
@@ -216,8 +226,10 @@ class Dispatcher {
   void async_job_finished(QueueRunner& runner);
 
   // Backpressure: queue claims nothing (for local handlers or remote
-  // workers) before until, and its bucket is empty then. A later hold
-  // extends it; clear_hold ends it and wakes the queue. Thread-safe.
+  // workers) before until, and its bucket is empty then; after it the
+  // queue resumes through a ResumeRamp from the rate it was refused at. A
+  // later hold extends it; clear_hold (the operator's) ends it, with no
+  // ramp, and wakes the queue. Thread-safe.
   void hold(const std::string& queue, SteadyTime until);
   void clear_hold(std::string_view queue);
 

@@ -379,6 +379,69 @@ TEST_F(DispatcherTest, AHeldQueueClaimsNothingUntilTheHoldEndsAndStartsWithAnEmp
   clock_.advance(100ms);
   dispatcher_->run_due(clock_.steady_now());
   EXPECT_EQ(claimed_.size(), 1u);
+  // Resumed at half the rate it was refused at (its limit, 10/s): the next
+  // job 200 ms later, not with the bucket's next token.
+  finish_all();
+  clock_.advance(100ms);
+  dispatcher_->run_due(clock_.steady_now());
+  EXPECT_EQ(claimed_.size(), 0u);
+  clock_.advance(100ms);
+  dispatcher_->run_due(clock_.steady_now());
+  EXPECT_EQ(claimed_.size(), 1u);
+}
+
+// After a hold the queue resumes at a fraction of the rate it was refused
+// at and climbs back, instead of sending every free worker at once into the
+// downstream that refused it (a limiter that counts refusals never empties).
+TEST_F(DispatcherTest, AnUnlimitedQueueResumesWithOneJobAndClimbsBack) {
+  make();
+  enqueue("api", 500);
+  dispatcher_->add_queue("api", 50);
+  dispatcher_->run_due(clock_.steady_now());
+  ASSERT_EQ(claimed_.size(), 50u);
+  finish_all();
+  dispatcher_->hold("api", clock_.steady_now() + 1s);
+  clock_.advance(1s);
+  // Nothing is known of the downstream's rate: slow start at 1 job/s,
+  // doubling each second (1 + 2 + 4 + 8 jobs/s, about 21 in 4 s).
+  size_t claimed = 0;
+  for (int ms = 0; ms < 4000; ms += 10) {
+    dispatcher_->run_due(clock_.steady_now());
+    claimed += claimed_.size();
+    finish_all();
+    clock_.advance(10ms);
+  }
+  EXPECT_GE(claimed, 19u);
+  EXPECT_LE(claimed, 25u);
+}
+
+TEST_F(DispatcherTest, ARefusalWhileClimbingBackResumesFromHalfTheRateReached) {
+  EngineConfig engine;
+  engine.rate_limit_rate_per_sec = 100;
+  engine.rate_limit_burst = 10;
+  make(engine);
+  enqueue("api", 500);
+  dispatcher_->add_queue("api", 50);
+  dispatcher_->run_due(clock_.steady_now());
+  finish_all();
+  dispatcher_->hold("api", clock_.steady_now() + 1s);
+  clock_.advance(1s);
+  dispatcher_->run_due(clock_.steady_now());  // resumes at 50/s
+  finish_all();
+  // Refused again at once: the next ramp starts at 25/s.
+  dispatcher_->hold("api", clock_.steady_now() + 1s);
+  clock_.advance(1s);
+  size_t claimed = 0;
+  for (int ms = 0; ms < 200; ms += 5) {
+    dispatcher_->run_due(clock_.steady_now());
+    claimed += claimed_.size();
+    finish_all();
+    clock_.advance(5ms);
+  }
+  // 200 ms at 25/s growing by 2^t: 2 at once and about 5.4 more (from 50/s
+  // it would be 5 and 10.8 more).
+  EXPECT_GE(claimed, 6u);
+  EXPECT_LE(claimed, 9u);
 }
 
 TEST_F(DispatcherTest, ClearingAHoldWakesTheQueueAtOnce) {

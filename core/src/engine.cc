@@ -21,6 +21,7 @@
 #include "storage_health.hpp"
 #include "unserved_kinds.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -68,16 +69,20 @@ struct Engine::Impl {
             {.finished = [this](QueueRunner& r) { dispatcher.job_finished(r); },
              .left_slot = [this] { dispatcher.job_left_slot(); },
              .finished_without_slot = [this](QueueRunner& r) { dispatcher.async_job_finished(r); }},
-            [this](const QueueRunner& r, const Job& job, std::chrono::milliseconds delay,
-                   const std::string& why) { backpressure(r.name, delay, why, job.id); }),
+            {.backpressure =
+                 [this](const QueueRunner& r, const Job& job, std::chrono::milliseconds delay,
+                        const std::string& why,
+                        SteadyTime started) { backpressure(r.name, delay, why, job.id, started); },
+             .succeeded = [this](const QueueRunner& r,
+                                 SteadyTime started) { backoffs.succeeded(r.name, started); }}),
         dispatcher(*storage, limits, clock, metrics, dispatch_options(),
                    [this](QueueRunner& r, std::vector<Job>&& jobs) {
                      runner.execute(r, std::move(jobs));
                    }),
         remote(*storage, dispatcher, served, clock, config,
                [this](const std::string& queue, std::chrono::milliseconds delay,
-                      const std::string& why,
-                      int64_t job_id) { backpressure(queue, delay, why, job_id); }),
+                      const std::string& why, int64_t job_id,
+                      SteadyTime granted) { backpressure(queue, delay, why, job_id, granted); }),
         maintenance(clock, health,
                     engine_maintenance_steps(
                         {*storage, follower, dispatcher, leases, clock, config, metrics,
@@ -104,16 +109,31 @@ struct Engine::Impl {
   // Registers (or replaces) a kind's handler; a new kind is claimed at once.
   void add_handler(std::string kind, RegisteredHandler handler);
 
-  // The downstream asked queue to wait: hold its dispatch (Backoffs).
+  // The downstream asked queue to wait, answering a job started at sent:
+  // hold its dispatch (Backoffs has the rules). delay > 0: named; 0: none
+  // named; < 0 (kRetryNow): "now".
   void backpressure(const std::string& queue, std::chrono::milliseconds delay,
-                    const std::string& why, int64_t job_id) {
-    const bool was_held = backoffs.active(queue).has_value();
-    const Backoffs::Hold h = backoffs.hold(queue, delay);
-    dispatcher.hold(queue, h.until);
+                    const std::string& why, int64_t job_id, SteadyTime sent) {
+    std::optional<std::chrono::milliseconds> named;
+    if (delay.count() != 0) named = std::max(delay, std::chrono::milliseconds(0));
+    const Backoffs::Answer a = backoffs.hold(queue, named, sent, reason_excerpt(why));
+    if (!a.changed) return;  // in flight when the hold in force began
+    dispatcher.hold(queue, a.hold.until);
     metrics.queue(queue).backoffs.fetch_add(1, std::memory_order_relaxed);
-    if (!was_held)
-      spdlog::info("queue {}: the downstream asked to wait (job {}: {}): no dispatch for {} ms",
-                   queue, job_id, why, h.length.count());
+    if (a.log)
+      spdlog::info("queue {}: held for {} ms ({}, job {}: {}){}", queue, a.hold.length.count(),
+                   a.hold.named
+                       ? "the delay the downstream named"
+                       : fmt::format("hold {} in a row without a named delay", a.hold.consecutive),
+                   job_id, a.hold.reason,
+                   a.unlogged > 0 ? fmt::format("; {} hold(s) since the last line", a.unlogged)
+                                  : std::string());
+  }
+  // The first line of why, at most kReasonBytes, for reports and the log.
+  static std::string reason_excerpt(const std::string& why) {
+    constexpr size_t kReasonBytes = 120;
+    std::string out = why.substr(0, std::min(why.find_first_of("\r\n"), kReasonBytes));
+    return out;
   }
   void clear_backoff(std::string_view queue) {
     backoffs.clear(queue);
@@ -291,7 +311,11 @@ bool Engine::supports_fleet_limits() const {
 void Engine::set_queue_paused(std::string_view queue, bool paused) {
   validate_queue_name(queue);
   impl_->storage->set_queue_paused(queue, paused, impl_->clock.wall_now_us());
-  if (!paused) impl_->dispatcher.wake(queue);
+  if (paused) return;
+  // Resuming is also the operator's answer to backpressure: the hold ends now.
+  if (impl_->backoffs.clear(queue)) spdlog::info("queue {}: hold ended by the operator", queue);
+  impl_->dispatcher.clear_hold(queue);
+  impl_->dispatcher.wake(queue);
 }
 
 std::vector<QueueReport> Engine::queues() {
@@ -303,6 +327,7 @@ std::vector<QueueReport> Engine::queues() {
     if (auto hold = impl_->backoffs.active(r.stats.queue)) {
       r.limit.source = LimitSource::kBackoff;
       r.backoff_until_us = hold->until_us;
+      r.backoff_reason = hold->reason;
     }
   return reports;
 }

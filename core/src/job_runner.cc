@@ -31,14 +31,14 @@ std::chrono::milliseconds retry_backoff(int32_t attempt, std::chrono::millisecon
 
 JobRunner::JobRunner(const HandlerRegistry& handlers, LeaseTable& leases, Completer& completer,
                      const Clock& clock, const EngineConfig& config, Permits permits,
-                     Backpressure backpressure)
+                     Answers answers)
     : handlers_(handlers),
       leases_(leases),
       completer_(completer),
       clock_(clock),
       config_(config),
       permits_(std::move(permits)),
-      backpressure_(std::move(backpressure)),
+      answers_(std::move(answers)),
       pool_(config.worker_threads) {}
 
 void JobRunner::execute(QueueRunner& runner, std::vector<Job>&& jobs) {
@@ -128,8 +128,10 @@ void JobRunner::finish(QueueRunner& runner, const Job& job, HandlerResult&& resu
   o.released = result.kind == Kind::kBackpressure;
   o.error = std::move(result.error);
   if (result.kind == Kind::kFailed) o.retry_at_us = retry_at(job);
-  if (result.kind == Kind::kBackpressure && backpressure_)
-    backpressure_(runner, job, result.delay, o.error);
+  if (result.kind == Kind::kBackpressure && answers_.backpressure)
+    answers_.backpressure(runner, job, result.delay, o.error, started);
+  else if (o.succeeded && answers_.succeeded)
+    answers_.succeeded(runner, started);
   runner.counters.duration.observe(
       std::chrono::duration<double>(clock_.steady_now() - started).count());
   leases_.mark_handler_done(o.lease);

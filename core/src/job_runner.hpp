@@ -91,13 +91,18 @@ class JobRunner {
     std::function<void()> left_slot;
     std::function<void(QueueRunner&)> finished_without_slot;
   };
-  // backpressure runs when a handler threw RetryAfter (before the job is
-  // given back).
-  using Backpressure = std::function<void(const QueueRunner&, const Job&,
-                                          std::chrono::milliseconds delay, const std::string& why)>;
+  // What the downstream answered, for the queue's backpressure holds
+  // (backoffs.hpp): backpressure runs when a handler threw RetryAfter
+  // (before the job is given back), succeeded when a job completed; both
+  // with when the job started (its request cannot have been sent earlier).
+  struct Answers {
+    std::function<void(const QueueRunner&, const Job&, std::chrono::milliseconds delay,
+                       const std::string& why, SteadyTime started)>
+        backpressure;
+    std::function<void(const QueueRunner&, SteadyTime started)> succeeded;
+  };
   JobRunner(const HandlerRegistry& handlers, LeaseTable& leases, Completer& completer,
-            const Clock& clock, const EngineConfig& config, Permits permits,
-            Backpressure backpressure = nullptr);
+            const Clock& clock, const EngineConfig& config, Permits permits, Answers answers = {});
 
   // Queues the jobs of a claimed batch for the workers. Never blocks on them.
   void execute(QueueRunner& runner, std::vector<Job>&& jobs);
@@ -134,7 +139,7 @@ class JobRunner {
   const Clock& clock_;
   const EngineConfig& config_;
   const Permits permits_;
-  const Backpressure backpressure_;
+  const Answers answers_;
   const std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
   std::mutex dropped_mu_;
   std::vector<conveyor_lease> dropped_;  // dropped_mu_

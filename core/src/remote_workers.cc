@@ -196,11 +196,11 @@ void RemoteWorkers::touch_worker_locked(const std::string& key,
 
 void RemoteWorkers::granted(const std::string& worker, QueueRunner* runner,
                             std::span<const Job> jobs, std::chrono::milliseconds lease) {
-  const SteadyTime expires = clock_.steady_now() + lease;
+  const SteadyTime now = clock_.steady_now(), expires = now + lease;
   std::lock_guard lock(mu_);
   for (const Job& job : jobs) {
-    held_[job.id] =
-        Held{runner, job.queue, job.lease_token, expires, job.attempt, job.max_attempts, worker};
+    held_[job.id] = Held{runner, job.queue,   job.lease_token,  expires,
+                         now,    job.attempt, job.max_attempts, worker};
     if (auto it = workers_.find(worker); it != workers_.end()) ++it->second.held;
   }
 }
@@ -252,6 +252,7 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
                           "cannot also fail it for good");
   int32_t attempt = 0, max_attempts = 0;
   std::string queue;
+  SteadyTime granted_at = clock_.steady_now();
   bool known = false;
   {
     std::lock_guard lock(mu_);
@@ -260,6 +261,7 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
       attempt = it->second.attempt;
       max_attempts = it->second.max_attempts;
       queue = it->second.queue;
+      granted_at = it->second.granted;
       known = true;
     }
   }
@@ -281,7 +283,8 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
     if (status == CONVEYOR_E_LEASE_LOST)
       throw StorageError(CONVEYOR_E_LEASE_LOST, lost_message(lease.job_id, "failure"));
     if (backpressure_)
-      backpressure_(queue, retry_after, std::string(error.substr(0, 200)), lease.job_id);
+      backpressure_(queue, retry_after, std::string(error.substr(0, 200)), lease.job_id,
+                    granted_at);
     return FailOutcome{true, now};
   }
   int64_t retry_at = -1;

@@ -50,9 +50,14 @@ class PermanentError : public std::runtime_error {
 // Thrown by a handler when the downstream asked to wait (HTTP 429/503 with
 // Retry-After, a quota error): backpressure, not a failure. The job goes back
 // to pending with its attempt given back, and its queue dispatches nothing
-// in this process for delay (0: the downstream named none, so the engine
-// backs off from [engine] backoff_base_ms, doubling while holds follow each
-// other), at most [engine] max_backoff_s.
+// in this process for delay, at most [engine] max_backoff_s. 0: the
+// downstream named none, so the engine holds from [engine] backoff_base_ms,
+// doubling while the resumed queue is refused again, at most a minute; a
+// negative delay (kRetryNow): it said "now" (Retry-After: 0), a hold of zero.
+// Answers to jobs started before the hold in force began belong to it and
+// do not lengthen it; after a hold the queue resumes at a fraction of the
+// rate it was refused at and climbs back (docs/reference.md, "Backpressure").
+inline constexpr std::chrono::milliseconds kRetryNow{-1};
 class RetryAfter : public std::runtime_error {
  public:
   explicit RetryAfter(std::chrono::milliseconds delay,
@@ -176,7 +181,8 @@ class Engine {
   // Whether this engine's storage can hold fleet-wide limits (ABI 1.2's
   // swap_shared_state and set_rate_limit_v2). Never throws.
   bool supports_fleet_limits() const;
-  // Pause/resume a queue durably (claims stop in every process).
+  // Pause/resume a queue durably (claims stop in every process). Resuming
+  // also ends this process's backpressure hold of the queue at once.
   void set_queue_paused(std::string_view queue, bool paused);
 
   std::vector<QueueReport> queues();

@@ -32,6 +32,9 @@ struct QueueReport {
   std::vector<KindCount> unserved_kinds;
   // While limit.source is kBackoff: when the hold ends (wall clock, us).
   int64_t backoff_until_us = 0;
+  // While limit.source is kBackoff: the answer that set the hold (its
+  // status and the start of its body, or a worker's error text).
+  std::string backoff_reason;
 };
 
 }  // namespace conveyor

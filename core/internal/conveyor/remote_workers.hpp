@@ -86,9 +86,11 @@ class RemoteWorkers {
   };
 
   // A worker's backpressure fail: hold queue for delay (0: the engine's
-  // doubling); why is the worker's error text.
-  using Backpressure = std::function<void(const std::string& queue, std::chrono::milliseconds delay,
-                                          const std::string& why, int64_t job_id)>;
+  // doubling); why is the worker's error text; granted is when the job was
+  // handed out (now for a job granted by an earlier server process).
+  using Backpressure =
+      std::function<void(const std::string& queue, std::chrono::milliseconds delay,
+                         const std::string& why, int64_t job_id, SteadyTime granted)>;
   RemoteWorkers(Storage& storage, Dispatcher& dispatcher, ServedKinds& served, const Clock& clock,
                 const Config& config, Backpressure backpressure = nullptr);
   ~RemoteWorkers();
@@ -141,6 +143,7 @@ class RemoteWorkers {
     std::string queue;
     int64_t token = 0;
     SteadyTime expires{};
+    SteadyTime granted{};
     int32_t attempt = 0, max_attempts = 0;
     std::string worker;
   };
