@@ -197,6 +197,8 @@ bool Dispatcher::held(QueueRunner& r, SteadyTime now) {
           SteadyTime(SteadyTime::duration(r.hold_began_ns.load(std::memory_order_acquire))));
     else if (r.bucket)
       r.refused_rate = r.bucket->limit().rate_per_sec;
+    else if (const double sent = sending_rate(r, now); sent > 0)
+      r.refused_rate = sent;
     r.ramp.reset();
     r.held = true;
     r.hold_applied_ns = until;
@@ -707,8 +709,23 @@ void Dispatcher::refresh_limit(QueueRunner& r, SteadyTime now) {
   r.limit = std::move(next);
 }
 
+double Dispatcher::sending_rate(const QueueRunner& r, SteadyTime now) {
+  const uint64_t sent =
+      r.counters.dispatched.load(std::memory_order_relaxed) - r.rate_sample_dispatched;
+  const double seconds =
+      std::max(1.0, std::chrono::duration<double>(now - r.rate_sample_at).count());
+  return std::max(r.sampled_rate, static_cast<double>(sent) / seconds);
+}
+
 void Dispatcher::poll(QueueRunner& r, SteadyTime now) {
   if (r.limit_generation != limits_.generation()) refresh_limit(r, now);
+  if (now - r.rate_sample_at >= std::chrono::seconds(1) && !r.held) {
+    const uint64_t dispatched = r.counters.dispatched.load(std::memory_order_relaxed);
+    r.sampled_rate = static_cast<double>(dispatched - r.rate_sample_dispatched) /
+                     std::chrono::duration<double>(now - r.rate_sample_at).count();
+    r.rate_sample_at = now;
+    r.rate_sample_dispatched = dispatched;
+  }
   if (held(r, now)) return;
   if (r.remote.empty()) return poll_local(r, now);
   // Local handlers and remote workers share the permits and the bucket:

@@ -122,6 +122,11 @@ struct QueueRunner {
   // ramp of an unlimited queue starts from.
   std::optional<ResumeRamp> ramp;
   double refused_rate = 0;
+  // (D) counters.dispatched at rate_sample_at, renewed each second at a
+  // poll: what an unlimited queue was sending when refused.
+  SteadyTime rate_sample_at{};
+  uint64_t rate_sample_dispatched = 0;
+  double sampled_rate = 0;  // (D) jobs/s over the sample before
 
   // (D) When jobs this process made ready later become due (wake_at; wall
   // clock, microseconds), kept until a poll interval past while storage
@@ -263,6 +268,9 @@ class Dispatcher {
   // Whether r is held by backpressure now (then scheduled for the hold's
   // end); empties r's bucket once a hold ended.
   bool held(QueueRunner& r, SteadyTime now);
+  // Jobs/s r dispatched lately: over its last sample, or since (counted
+  // over at least a second), whichever is more.
+  static double sending_rate(const QueueRunner& r, SteadyTime now);
   void poll_local(QueueRunner& r, SteadyTime now);
   // What one try to grant a remote claim jobs of a queue ended with.
   enum class RemoteTry { kGranted, kEmpty, kNoPermits, kThrottled, kFailed, kGone };
