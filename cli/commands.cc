@@ -162,8 +162,14 @@ int ratelimit_rm(const GlobalOptions& g, const std::string& queue) {
   return 0;
 }
 
+// Backpressure holds live in the serving process, not in storage.
+constexpr const char* kHoldsLiveInTheServer =
+    "note: read from storage; a serving process may hold a queue for backpressure (the "
+    "downstream asked it to wait): add --server URL to see its holds";
+
 int queues(const GlobalOptions& g) {
   print_queues(g, open_backend(g, /*read_only=*/true)->queues());
+  if (!g.server_url && !g.json) std::cerr << kHoldsLiveInTheServer << "\n";
   return 0;
 }
 
@@ -171,6 +177,11 @@ int queues_pause(const GlobalOptions& g, const std::string& queue, bool paused) 
   validate_queue_name(queue);
   open_backend(g)->set_queue_paused(queue, paused);
   print_queue_paused(g, queue, paused);
+  // Through the API, resume also ends the server's backpressure hold.
+  if (!paused && !g.server_url && !g.json)
+    std::cerr << "note: a serving process's backpressure hold of the queue, if any, stays until "
+                 "it ends; `conveyor queues resume "
+              << queue << " --server URL` ends it at once\n";
   return 0;
 }
 

@@ -39,12 +39,16 @@ std::string scope_line(const RateLimit& l) {
                    rate_text(l.rate_per_sec));
 }
 
-json limit_json(const EffectiveLimit& l, int64_t backoff_until_us = 0) {
+json limit_json(const EffectiveLimit& l, int64_t backoff_until_us = 0,
+                const std::string& backoff_reason = {}) {
   json j{{"rate", l.limit ? json(l.limit->rate_per_sec) : json(nullptr)},
          {"burst", l.limit ? json(l.limit->burst) : json(nullptr)},
          {"scope", l.limit ? json(to_string(l.limit->scope)) : json(nullptr)},
          {"source", to_string(l.source)}};
-  if (l.source == LimitSource::kBackoff) j["backoff_until"] = api::rfc3339(backoff_until_us);
+  if (l.source == LimitSource::kBackoff) {
+    j["backoff_until"] = api::rfc3339(backoff_until_us);
+    j["backoff_reason"] = backoff_reason;
+  }
   return j;
 }
 
@@ -207,7 +211,7 @@ void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& report
                           {"completed", r.stats.completed},
                           {"failed", r.stats.failed},
                           {"cancelled", r.stats.cancelled},
-                          {"limit", limit_json(r.limit, r.backoff_until_us)},
+                          {"limit", limit_json(r.limit, r.backoff_until_us, r.backoff_reason)},
                           {"oldest_pending_age_seconds", r.oldest_pending_age_seconds},
                           {"unserved_kinds", unserved_json(r.unserved_kinds)}});
     print(list);
@@ -229,7 +233,8 @@ void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& report
            std::to_string(s.running), std::to_string(s.completed), std::to_string(s.failed), limit,
            r.limit.limit ? to_string(r.limit.limit->scope) : "-",
            r.limit.source == LimitSource::kBackoff
-               ? "backoff until " + api::rfc3339(r.backoff_until_us)
+               ? fmt::format("backoff until {} ({})", api::rfc3339(r.backoff_until_us),
+                             r.backoff_reason.substr(0, 60))
                : std::string(to_string(r.limit.source))});
   }
   std::cout << t.render();

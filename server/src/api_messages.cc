@@ -195,7 +195,10 @@ void to_proto(const QueueReport& r, uint64_t dispatched, v1::QueueInfo& out) {
   out.set_cancelled(s.cancelled);
   v1::EffectiveLimit& limit = *out.mutable_limit();
   limit.set_source(to_string(r.limit.source));
-  if (r.limit.source == LimitSource::kBackoff) limit.set_backoff_until(rfc3339(r.backoff_until_us));
+  if (r.limit.source == LimitSource::kBackoff) {
+    limit.set_backoff_until(rfc3339(r.backoff_until_us));
+    limit.set_backoff_reason(r.backoff_reason);
+  }
   if (r.limit.limit) {
     limit.set_rate_per_sec(r.limit.limit->rate_per_sec);
     limit.set_burst(r.limit.limit->burst);
@@ -225,8 +228,10 @@ QueueReport from_proto(const v1::QueueInfo& m, const std::string& path) {
   r.throttled = m.throttled();
   r.oldest_pending_age_seconds = m.oldest_pending_age_seconds();
   r.limit.source = parse_source(m.limit().source(), path + "limit.source");
-  if (r.limit.source == LimitSource::kBackoff)
+  if (r.limit.source == LimitSource::kBackoff) {
     r.backoff_until_us = parse_rfc3339(m.limit().backoff_until(), path + "limit.backoffUntil");
+    r.backoff_reason = m.limit().backoff_reason();
+  }
   if (m.limit().has_rate_per_sec())
     r.limit.limit = RateLimit{m.limit().rate_per_sec(), m.limit().burst(),
                               parse_scope(m.limit().scope(), path + "limit.scope")};

@@ -324,9 +324,11 @@ describe('dashboard on a server without a token', () => {
     await screenshot(page, 'queues-tab');
   });
 
-  test('a queue whose downstream answered 429 shows source backoff with the hold\'s end', async () => {
+  test('a queue whose downstream answered 429 shows source backoff with the hold\'s end and why, and the operator ends it', async () => {
     // A downstream that always asks to wait ten minutes.
+    let served = 0;
     const downstream = http.createServer((req, res) => {
+      served += 1;
       res.writeHead(429, { 'Retry-After': '600' });
       res.end('slow down');
     });
@@ -341,10 +343,16 @@ describe('dashboard on a server without a token', () => {
         text = await cell(page, 'queues', 'hooks', 'source');
         return /^backoff until /.test(text ?? '');
       });
-      const until = Date.parse(text.replace(/^backoff until /, '').replace(' UTC', 'Z').replace(' ', 'T'));
+      const [, end, reason] = text.match(/^backoff until (.*? UTC)(.*)$/) ?? [];
+      const until = Date.parse(end.replace(' UTC', 'Z').replace(' ', 'T'));
       assert.ok(until >= before + 590_000 && until <= Date.now() + 601_000,
         `the hold ends ${text}: expected about 600 s after the 429`);
+      assert.equal(reason, 'HTTP 429: slow down', 'the cell says why the queue is held');
       await waitForCell(page, 'queues', 'hooks', 'pending', '1');  // waiting, its attempt given back
+      // The operator ends the hold: the job is sent again at once (and held again).
+      const hits = served;
+      await page.getByRole('button', { name: 'End the hold of hooks' }).click();
+      await waitFor(() => `a second request after ending the hold (served ${served})`, async () => served > hits);
     } finally {
       downstream.close();
     }

@@ -202,9 +202,12 @@ TEST(HttpDownstream, AConveyorLimitUnderTheDownstreamsMeansNo429s) {
 // the server, which holds it) and /metrics.
 TEST(HttpDownstream, AHoldShowsAsSourceBackoffInQueuesJsonAndMetrics) {
   httplib::Server busy;
-  busy.Post("/hook", [](const httplib::Request&, httplib::Response& res) {
+  std::atomic<int> answered{0};
+  busy.Post("/hook", [&](const httplib::Request&, httplib::Response& res) {
+    ++answered;
     res.status = 429;
     res.set_header("Retry-After", "120");
+    res.set_content("slow down\nmore text", "text/plain");
   });
   const int port = busy.bind_to_any_port("127.0.0.1");
   std::thread listener([&] { busy.listen_after_bind(); });
@@ -234,6 +237,10 @@ TEST(HttpDownstream, AHoldShowsAsSourceBackoffInQueuesJsonAndMetrics) {
   })) << limit.dump();
   ASSERT_TRUE(limit.contains("backoff_until")) << limit.dump();
   EXPECT_EQ(limit["backoff_until"].get<std::string>().substr(0, 2), "20") << "an RFC 3339 time";
+  EXPECT_EQ(limit.value("backoff_reason", ""), "HTTP 429: slow down") << "why, its first line";
+  const auto table = test::run_conveyor({"--server", server, "queues"}, env);
+  EXPECT_NE(table.out.find("(HTTP 429: slow down)"), std::string::npos) << table.out;
+  EXPECT_EQ(table.err, "") << "through the server, the holds are known";
   const auto metrics = test::http_send(
       serve.port(),
       test::http_request("GET", "/metrics", {"Authorization: Bearer backoff-test-token"}, ""));
@@ -246,6 +253,15 @@ TEST(HttpDownstream, AHoldShowsAsSourceBackoffInQueuesJsonAndMetrics) {
   const double until_s = std::stod(metrics.body.substr(at + gauge.size()));
   EXPECT_GE(until_s, before_us / 1e6 + 119) << "held for Retry-After: 120";
   EXPECT_LE(until_s, before_us / 1e6 + 150);
+  // The operator ends the hold at once: the job goes out again (and is held again).
+  EXPECT_EQ(answered.load(), 1);
+  const auto resumed = test::run_conveyor({"--server", server, "queues", "resume", "hooks"}, env);
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(test::wait_until([&] { return answered.load() == 2; })) << answered.load();
+  EXPECT_TRUE(test::wait_until([&] {
+    return serve.process().stderr_text().find("queue hooks: hold ended by the operator") !=
+           std::string::npos;
+  })) << serve.process().stderr_text();
   serve.process().signal(SIGTERM);
   EXPECT_EQ(serve.process().wait(), 0) << serve.process().stderr_text();
   busy.stop();

@@ -21,10 +21,19 @@ export function sourceText(limit) {
   return source;
 }
 
+// The badge, and for a hold the answer that set it (status, start of the body).
 export function sourceBadge(limit) {
   const source = limit?.source ?? 'none';
   const known = SOURCES.has(source) ? source : 'none';
-  return el('span', { class: `badge badge-${known}`, text: sourceText(limit) });
+  const badge = el('span', { class: `badge badge-${known}`, text: sourceText(limit) });
+  if (source !== 'backoff' || !limit.backoffReason) return [badge];
+  badge.title = `The downstream asked to wait: ${limit.backoffReason}`;
+  return [badge, el('span', { class: 'hold-reason', text: limit.backoffReason })];
+}
+
+// What the source cell shows, to tell when it must be redrawn.
+function sourceKey(limit) {
+  return `${sourceText(limit)}|${limit?.source === 'backoff' ? limit.backoffReason ?? '' : ''}`;
 }
 
 // Where the chart says the most: the most throttled queue, else the first
@@ -141,7 +150,19 @@ export class QueuesView {
         pause.disabled = false;
       }
     });
-    field('actions').append(el('div', { class: 'row-actions' }, pause));
+    // A backpressure hold ends at once when the operator resumes the queue.
+    const endHold = el('button', { type: 'button', class: 'small', hidden: true, dataset: { action: 'end-hold' },
+                                   text: 'End hold', 'aria-label': `End the hold of ${q.queue}`,
+                                   title: 'Dispatch again now, before the downstream\'s delay ends' });
+    endHold.addEventListener('click', async () => {
+      endHold.disabled = true;
+      try {
+        await this.onPause(q.queue, false);
+      } finally {
+        endHold.disabled = false;
+      }
+    });
+    field('actions').append(el('div', { class: 'row-actions' }, pause, endHold));
     return row;
   }
 
@@ -161,8 +182,11 @@ export class QueuesView {
     setText(field('failed'), formatCount(q.failed));
     setText(field('limit'), formatLimit(q.limit));
     const sourceCell = field('source');
-    const badge = sourceCell.firstElementChild;
-    if (!badge || badge.textContent !== sourceText(q.limit)) sourceCell.replaceChildren(sourceBadge(q.limit));
+    if (sourceCell.dataset.key !== sourceKey(q.limit)) {
+      sourceCell.dataset.key = sourceKey(q.limit);
+      sourceCell.replaceChildren(...sourceBadge(q.limit));
+    }
+    row.querySelector('[data-action="end-hold"]').hidden = q.limit?.source !== 'backoff';
     setText(field('throttled'), formatCount(q.throttled));
     const points = this.history.points(q.queue);
     renderSparkline(row.querySelector('.spark'), points, this.now, limitRate(q.limit));
@@ -186,7 +210,8 @@ export class QueuesView {
     renderChart(this.chart, this.history.points(q.queue), this.now, limit);
     const current = this.history.current(q.queue);
     const peak = this.history.peak(q.queue);
-    const source = sourceText(q.limit);
+    const held = q.limit?.source === 'backoff' && q.limit.backoffReason ? `: ${q.limit.backoffReason}` : '';
+    const source = sourceText(q.limit) + held;
     const limitText = limit === null ? `no limit (${source})` : `limit ${formatRate(limit)} (${source})`;
     this.summary.replaceChildren(
       el('strong', { text: q.queue }), `: ${formatMeasured(current)} now, peak ${formatMeasured(peak)} in the last minute, `,
