@@ -79,10 +79,14 @@ struct Engine::Impl {
                    [this](QueueRunner& r, std::vector<Job>&& jobs) {
                      runner.execute(r, std::move(jobs));
                    }),
-        remote(*storage, dispatcher, served, clock, config,
-               [this](const std::string& queue, std::chrono::milliseconds delay,
-                      const std::string& why, int64_t job_id,
-                      SteadyTime granted) { backpressure(queue, delay, why, job_id, granted); }),
+        remote(
+            *storage, dispatcher, served, clock, config,
+            [this](const std::string& queue, std::chrono::milliseconds delay,
+                   const std::string& why, int64_t job_id,
+                   SteadyTime granted) { backpressure(queue, delay, why, job_id, granted); },
+            [this](const std::string& queue, SteadyTime granted) {
+              backoffs.succeeded(queue, granted);
+            }),
         maintenance(clock, health,
                     engine_maintenance_steps(
                         {*storage, follower, dispatcher, leases, clock, config, metrics,

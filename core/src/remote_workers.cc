@@ -112,13 +112,15 @@ std::string lost_message(int64_t job_id, std::string_view what) {
 }  // namespace
 
 RemoteWorkers::RemoteWorkers(Storage& storage, Dispatcher& dispatcher, ServedKinds& served,
-                             const Clock& clock, const Config& config, Backpressure backpressure)
+                             const Clock& clock, const Config& config, Backpressure backpressure,
+                             Succeeded succeeded)
     : storage_(storage),
       dispatcher_(dispatcher),
       served_(served),
       clock_(clock),
       config_(config),
-      backpressure_(std::move(backpressure)) {}
+      backpressure_(std::move(backpressure)),
+      succeeded_(std::move(succeeded)) {}
 
 RemoteWorkers::~RemoteWorkers() {
   std::lock_guard lock(mu_);
@@ -236,7 +238,18 @@ std::vector<RemoteWorkers::Result> RemoteWorkers::results(
 std::vector<RemoteWorkers::Result> RemoteWorkers::complete(std::span<const conveyor_lease> leases) {
   check_leases(leases);
   const std::vector<conveyor_status> statuses = storage_.complete(leases, clock_.wall_now_us());
-  settle(leases);
+  std::vector<std::pair<std::string, SteadyTime>> completed;  // queue, granted
+  {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < leases.size(); ++i) {
+      auto it = held_.find(leases[i].job_id);
+      if (succeeded_ && i < statuses.size() && statuses[i] == CONVEYOR_OK && it != held_.end() &&
+          it->second.token == leases[i].lease_token)
+        completed.emplace_back(it->second.queue, it->second.granted);
+      settle_locked(leases[i]);
+    }
+  }
+  for (const auto& [queue, granted] : completed) succeeded_(queue, granted);
   return results(leases, statuses, "completion");
 }
 

@@ -386,6 +386,28 @@ TEST_F(RemoteWorkersTest, ABackpressureFailGivesTheJobBackAndHoldsTheQueue) {
   EXPECT_FALSE(after->jobs.empty());
 }
 
+// The refusals of jobs granted together are one hold (one episode), not one
+// doubling each: the second answer belongs to the hold the first set.
+TEST_F(RemoteWorkersTest, BackpressureFailsOfJobsInFlightTogetherAreOneHold) {
+  start();
+  for (int i = 0; i < 3; ++i) engine->enqueue("q", "py");
+  Answer a;
+  remote().claim(request({"py"}, 3, 5s), a.sink());
+  auto got = a.wait();
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->jobs.size(), 3u);
+  const int64_t before_us = SystemClock::instance().wall_now_us();
+  for (const Job& job : got->jobs)
+    EXPECT_TRUE(remote().fail(job.lease(), "HTTP 429", 0s, false, true).will_retry);
+  EXPECT_EQ(EngineInternals::metrics(*engine).queue("q").backoffs.load(), 1u);
+  int64_t until_us = 0;
+  for (const QueueReport& r : engine->queues())
+    if (r.stats.queue == "q") until_us = r.backoff_until_us;
+  // backoff_base_ms (1 s): not doubled by the second and third answers.
+  EXPECT_GE(until_us, before_us + 900'000);
+  EXPECT_LE(until_us, SystemClock::instance().wall_now_us() + 1'000'000);
+}
+
 TEST_F(RemoteWorkersTest, AHandlersRetryAfterGivesTheJobBackAndHoldsTheQueue) {
   start();
   std::atomic<int> runs{0};

@@ -91,8 +91,12 @@ class RemoteWorkers {
   using Backpressure =
       std::function<void(const std::string& queue, std::chrono::milliseconds delay,
                          const std::string& why, int64_t job_id, SteadyTime granted)>;
+  // A job granted at granted was completed (a success for the queue's
+  // backpressure episode, backoffs.hpp).
+  using Succeeded = std::function<void(const std::string& queue, SteadyTime granted)>;
   RemoteWorkers(Storage& storage, Dispatcher& dispatcher, ServedKinds& served, const Clock& clock,
-                const Config& config, Backpressure backpressure = nullptr);
+                const Config& config, Backpressure backpressure = nullptr,
+                Succeeded succeeded = nullptr);
   ~RemoteWorkers();
   RemoteWorkers(const RemoteWorkers&) = delete;
   RemoteWorkers& operator=(const RemoteWorkers&) = delete;
@@ -170,6 +174,7 @@ class RemoteWorkers {
   const Clock& clock_;
   const Config& config_;
   const Backpressure backpressure_;
+  const Succeeded succeeded_;
 
   mutable std::mutex mu_;
   std::unordered_map<int64_t, Held> held_;              // mu_: by job id
