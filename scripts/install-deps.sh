@@ -7,7 +7,8 @@
 #   scripts/install-deps.sh test       everything scripts/test.sh needs: the
 #                                      PostgreSQL plugins and server, GoogleTest,
 #                                      Google Benchmark, clang (fuzzing,
-#                                      formatting), chromium and Node.js
+#                                      formatting), chromium, Node.js, and
+#                                      nginx and HAProxy (real limiters)
 set -euo pipefail
 
 set_name=${1:-run}
@@ -35,6 +36,7 @@ case "$set_name" in
     # The dashboard's browser test: Debian's chromium, driven by playwright-core from npm.
     packages+=(chromium)
     packages+=(python3)  # the reference Python worker (clients/python) and its tests
+    packages+=(nginx haproxy)  # real limiters (limit_req, stick tables) of limiter_downstream_tests
     # Node.js may come from elsewhere (NodeSource's nodejs bundles npm, and Debian's npm
     # conflicts with it): add Debian's only for a command that is missing.
     command -v node >/dev/null || packages+=(nodejs)
