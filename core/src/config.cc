@@ -5,6 +5,7 @@
 #include <conveyor/validation.hpp>
 
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -233,6 +235,13 @@ class Reader {
   LimitScope read_scope(const Field& f) const;
   HttpTargetConfig read_queue_http(const Field& f) const;
   void read_http(const Field& f, HttpConfig& http) const;
+  // The TLS keys of [http] and [queues.NAME.http], to append to their keys.
+  struct TlsFields {
+    std::optional<std::pair<std::string, uint32_t>> cert, key;  // path and line, once read
+  };
+  void add_tls_keys(std::vector<KeyHandler>& keys, HttpTlsConfig& tls, TlsFields& read) const;
+  void check_tls_pair(const TlsFields& read) const;
+  std::string read_tls_path(const Field& f, bool directory) const;
   void read_server(const Field& f, ServerConfig& server) const;
   void read_log(const Field& f, LogConfig& log) const;
 
@@ -436,44 +445,47 @@ QueueConfig Reader::read_queue(const Field& f) const {
 HttpTargetConfig Reader::read_queue_http(const Field& f) const {
   HttpTargetConfig http;
   bool has_url = false;
-  walk(
-      read_table(f), f.path,
-      {{"url",
-        [&](const Field& k) {
-          http.url = read_string(k, false);
-          if (auto problem = http_url_problem(http.url)) fail(k, *problem);
-          has_url = true;
-        }},
-       {"method",
-        [&](const Field& k) {
-          http.method = read_string(k, false);
-          if (auto problem = http_method_problem(http.method)) fail(k, *problem);
-        }},
-       {"timeout_ms", [&](const Field& k) { http.timeout_ms = read_u32(k, 1, kMaxHttpTimeoutMs); }},
-       {"headers",
-        [&](const Field& k) {
-          for (const auto& [key, node] : in_file_order(read_table(k))) {
-            const Field header{*node, key_path(k.path, key->str()), key->source().begin.line};
-            const std::string value = read_string(header, true);
-            if (auto problem = http_header_problem(key->str(), value)) fail(header, *problem);
-            http.headers.emplace_back(key->str(), value);
-          }
-        }},
-       {"secret_env",
-        [&](const Field& k) {
-          http.secret_env = read_string(k, false);
-          const bool name_ok =
-              std::all_of(
-                  http.secret_env.begin(), http.secret_env.end(),
-                  [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }) &&
-              !std::isdigit(static_cast<unsigned char>(http.secret_env.front()));
-          if (!name_ok)
-            fail(k,
-                 "must be the name of an environment variable (letters, digits and _, not "
-                 "starting with a digit), got " +
-                     quote_for_message(http.secret_env));
-        }},
-       {"follow_redirects", [&](const Field& k) { http.follow_redirects = read_bool(k); }}});
+  TlsFields tls;
+  std::vector<KeyHandler> keys = {
+      {"url",
+       [&](const Field& k) {
+         http.url = read_string(k, false);
+         if (auto problem = http_url_problem(http.url)) fail(k, *problem);
+         has_url = true;
+       }},
+      {"method",
+       [&](const Field& k) {
+         http.method = read_string(k, false);
+         if (auto problem = http_method_problem(http.method)) fail(k, *problem);
+       }},
+      {"timeout_ms", [&](const Field& k) { http.timeout_ms = read_u32(k, 1, kMaxHttpTimeoutMs); }},
+      {"headers",
+       [&](const Field& k) {
+         for (const auto& [key, node] : in_file_order(read_table(k))) {
+           const Field header{*node, key_path(k.path, key->str()), key->source().begin.line};
+           const std::string value = read_string(header, true);
+           if (auto problem = http_header_problem(key->str(), value)) fail(header, *problem);
+           http.headers.emplace_back(key->str(), value);
+         }
+       }},
+      {"secret_env",
+       [&](const Field& k) {
+         http.secret_env = read_string(k, false);
+         const bool name_ok =
+             std::all_of(
+                 http.secret_env.begin(), http.secret_env.end(),
+                 [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }) &&
+             !std::isdigit(static_cast<unsigned char>(http.secret_env.front()));
+         if (!name_ok)
+           fail(k,
+                "must be the name of an environment variable (letters, digits and _, not "
+                "starting with a digit), got " +
+                    quote_for_message(http.secret_env));
+       }},
+      {"follow_redirects", [&](const Field& k) { http.follow_redirects = read_bool(k); }}};
+  add_tls_keys(keys, http.tls, tls);
+  walk(read_table(f), f.path, keys);
+  check_tls_pair(tls);
   if (!has_url)
     fail(f,
          "missing url (write url = \"https://api.example.com/hook\"; the job's payload is "
@@ -482,21 +494,73 @@ HttpTargetConfig Reader::read_queue_http(const Field& f) const {
 }
 
 void Reader::read_http(const Field& f, HttpConfig& http) const {
-  walk(read_table(f), f.path,
-       {{"allow_private", [&](const Field& k) { http.allow_private = read_bool(k); }},
-        {"allow_hosts",
-         [&](const Field& k) {
-           const auto* array = k.node.as_array();
-           if (array == nullptr) fail_type(k, "an array of host names ([\"api.internal\"])");
-           http.allow_hosts.clear();
-           for (size_t i = 0; i < array->size(); ++i) {
-             const Field host{*array->get(i), k.path + "[" + std::to_string(i) + "]", k.key_line};
-             http.allow_hosts.push_back(read_string(host, false));
-           }
-         }},
-        {"max_response_bytes", [&](const Field& k) { http.max_response_bytes = read_u32(k, 0); }},
-        {"max_connections_per_host",
-         [&](const Field& k) { http.max_connections_per_host = read_u32(k, 0); }}});
+  TlsFields tls;
+  std::vector<KeyHandler> keys = {
+      {"allow_private", [&](const Field& k) { http.allow_private = read_bool(k); }},
+      {"allow_hosts",
+       [&](const Field& k) {
+         const auto* array = k.node.as_array();
+         if (array == nullptr) fail_type(k, "an array of host names ([\"api.internal\"])");
+         http.allow_hosts.clear();
+         for (size_t i = 0; i < array->size(); ++i) {
+           const Field host{*array->get(i), k.path + "[" + std::to_string(i) + "]", k.key_line};
+           http.allow_hosts.push_back(read_string(host, false));
+         }
+       }},
+      {"max_response_bytes", [&](const Field& k) { http.max_response_bytes = read_u32(k, 0); }},
+      {"max_connections_per_host",
+       [&](const Field& k) { http.max_connections_per_host = read_u32(k, 0); }}};
+  add_tls_keys(keys, http.tls, tls);
+  walk(read_table(f), f.path, keys);
+  check_tls_pair(tls);
+}
+
+std::string Reader::read_tls_path(const Field& f, bool directory) const {
+  const std::string path = read_string(f, false);
+  const std::string what = directory ? "directory" : "file";
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status))
+    fail(f, what + " " + quote_for_message(path) +
+                " does not exist (give the path of an existing " + what +
+                "; a relative path is taken from the directory conveyor starts in)");
+  if (directory && !std::filesystem::is_directory(status))
+    fail(f, quote_for_message(path) +
+                " is not a directory (ca_dir takes a directory of CA certificates hashed by "
+                "c_rehash or openssl rehash; a single PEM bundle goes in ca_file)");
+  if (!directory && std::filesystem::is_directory(status))
+    fail(f,
+         quote_for_message(path) + " is a directory, not a file (give the PEM file itself" +
+             (f.path.ends_with("ca_file") ? "; a hashed directory of CAs goes in ca_dir)" : ")"));
+  if (::access(path.c_str(), directory ? (R_OK | X_OK) : R_OK) != 0)
+    fail(f, what + " " + quote_for_message(path) + " is not readable: " + std::strerror(errno) +
+                " (let the user conveyor runs as read it)");
+  return path;
+}
+
+void Reader::add_tls_keys(std::vector<KeyHandler>& keys, HttpTlsConfig& tls,
+                          TlsFields& read) const {
+  keys.push_back({"ca_file", [&](const Field& k) { tls.ca_file = read_tls_path(k, false); }});
+  keys.push_back({"ca_dir", [&](const Field& k) { tls.ca_dir = read_tls_path(k, true); }});
+  keys.push_back({"client_cert", [&](const Field& k) {
+                    tls.client_cert = read_tls_path(k, false);
+                    read.cert = {k.path, k.key_line};
+                  }});
+  keys.push_back({"client_key", [&](const Field& k) {
+                    tls.client_key = read_tls_path(k, false);
+                    read.key = {k.path, k.key_line};
+                  }});
+}
+
+void Reader::check_tls_pair(const TlsFields& read) const {
+  if (read.cert && !read.key)
+    fail_at(read.cert->second, read.cert->first,
+            "is set without client_key in the same table (set both, the PEM client certificate "
+            "and its private key, or neither)");
+  if (read.key && !read.cert)
+    fail_at(read.key->second, read.key->first,
+            "is set without client_cert in the same table (set both, the PEM client certificate "
+            "and its private key, or neither)");
 }
 
 LimitScope Reader::read_scope(const Field& f) const {

@@ -11,6 +11,8 @@
 #include <map>
 #include <string>
 
+#include <fmt/format.h>
+
 namespace conveyor {
 namespace {
 
@@ -860,6 +862,99 @@ TEST(ConfigHttp, BadGuardSettingsSayWhatToWrite) {
             "test.toml:2: http.allow_hosts[1]: must be a non-empty string, got 3");
   EXPECT_EQ(config_error("[http]\nallow_private = 1\n"),
             "test.toml:2: http.allow_private: must be true or false, got 1");
+}
+
+// A directory with the files the TLS keys name (contents are not read at load).
+class ConfigHttpTls : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "conveyor-config-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    for (const char* name : {"ca.pem", "queue-ca.pem", "client.pem", "client.key"})
+      std::ofstream(dir_ / name) << "PEM\n";
+    std::filesystem::create_directory(dir_ / "certs");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const char* name) const { return (dir_ / name).string(); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(ConfigHttpTls, GlobalAndQueueKeysParse) {
+  const Config c = parse(fmt::format(R"(
+[http]
+ca_file = "{}"
+ca_dir = "{}"
+client_cert = "{}"
+client_key = "{}"
+
+[queues.hooks.http]
+url = "https://api.example.com/hook"
+ca_file = "{}"
+)",
+                                     path("ca.pem"), path("certs"), path("client.pem"),
+                                     path("client.key"), path("queue-ca.pem")));
+  EXPECT_EQ(c.http.tls.ca_file, path("ca.pem"));
+  EXPECT_EQ(c.http.tls.ca_dir, path("certs"));
+  EXPECT_EQ(c.http.tls.client_cert, path("client.pem"));
+  EXPECT_EQ(c.http.tls.client_key, path("client.key"));
+  const HttpTlsConfig& q = c.queues.at("hooks").http.value().tls;
+  EXPECT_EQ(q.ca_file, path("queue-ca.pem"));
+  EXPECT_EQ(q.ca_dir, "");
+  EXPECT_EQ(q.client_cert, "");
+}
+
+TEST_F(ConfigHttpTls, DefaultsAreEmpty) {
+  const Config c = parse("[queues.hooks.http]\nurl = \"https://a.example/\"\n");
+  EXPECT_EQ(c.http.tls.ca_file, "");
+  EXPECT_EQ(c.http.tls.ca_dir, "");
+  EXPECT_EQ(c.queues.at("hooks").http->tls.client_key, "");
+}
+
+TEST_F(ConfigHttpTls, MissingFilesAreErrorsNamingTheKeyAndLine) {
+  const std::string missing = path("nope.pem");
+  EXPECT_EQ(config_error(fmt::format("[http]\nca_file = \"{}\"\n", missing)),
+            fmt::format("test.toml:2: http.ca_file: file \"{}\" does not exist (give the path of "
+                        "an existing file; a relative path is taken from the directory conveyor "
+                        "starts in)",
+                        missing));
+  EXPECT_EQ(config_error(
+                fmt::format("[queues.h.http]\nurl = \"https://x/\"\n\nca_dir = \"{}\"\n", missing)),
+            fmt::format("test.toml:4: queues.h.http.ca_dir: directory \"{}\" does not exist (give "
+                        "the path of an existing directory; a relative path is taken from the "
+                        "directory conveyor starts in)",
+                        missing));
+  EXPECT_EQ(config_error(fmt::format("[http]\nca_dir = \"{}\"\n", path("ca.pem"))),
+            fmt::format("test.toml:2: http.ca_dir: \"{}\" is not a directory (ca_dir takes a "
+                        "directory of CA certificates hashed by c_rehash or openssl rehash; a "
+                        "single PEM bundle goes in ca_file)",
+                        path("ca.pem")));
+  EXPECT_EQ(config_error(fmt::format("[http]\nca_file = \"{}\"\n", path("certs"))),
+            fmt::format("test.toml:2: http.ca_file: \"{}\" is a directory, not a file (give the "
+                        "PEM file itself; a hashed directory of CAs goes in ca_dir)",
+                        path("certs")));
+  EXPECT_EQ(config_error("[http]\nca_file = \"\"\n"),
+            "test.toml:2: http.ca_file: must be a non-empty string, got \"\"");
+}
+
+TEST_F(ConfigHttpTls, ClientCertAndKeyGoTogether) {
+  EXPECT_EQ(config_error(fmt::format("[http]\nallow_private = true\nclient_cert = \"{}\"\n",
+                                     path("client.pem"))),
+            "test.toml:3: http.client_cert: is set without client_key in the same table (set "
+            "both, the PEM client certificate and its private key, or neither)");
+  EXPECT_EQ(config_error(fmt::format("[queues.h.http]\nurl = \"https://x/\"\nclient_key = \"{}\"\n",
+                                     path("client.key"))),
+            "test.toml:3: queues.h.http.client_key: is set without client_cert in the same table "
+            "(set both, the PEM client certificate and its private key, or neither)");
+}
+
+TEST_F(ConfigHttpTls, AnUnreadableFileIsAnError) {
+  if (geteuid() == 0) GTEST_SKIP() << "root reads any file";
+  std::filesystem::permissions(dir_ / "ca.pem", std::filesystem::perms::none);
+  EXPECT_EQ(config_error(fmt::format("[http]\nca_file = \"{}\"\n", path("ca.pem"))),
+            fmt::format("test.toml:2: http.ca_file: file \"{}\" is not readable: Permission "
+                        "denied (let the user conveyor runs as read it)",
+                        path("ca.pem")));
 }
 
 }  // namespace

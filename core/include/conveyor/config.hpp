@@ -66,6 +66,17 @@ struct EngineConfig {
   std::optional<RateLimit> default_limit() const;
 };
 
+// TLS settings of "http" jobs, in [http] (every job) and [queues.NAME.http]
+// (that queue's jobs; each key set there replaces [http]'s, client_cert and
+// client_key together). Paths are checked when the config is read: a file
+// must exist and be readable, ca_dir must be a readable directory.
+struct HttpTlsConfig {
+  std::string ca_file;      // PEM bundle of the CAs to trust; empty: the system's
+  std::string ca_dir;       // a directory of CA certificates hashed by c_rehash
+  std::string client_cert;  // PEM client certificate (mutual TLS); with client_key
+  std::string client_key;   // PEM private key of client_cert; with client_cert
+};
+
 // [queues.NAME.http]: where the queue's "http" jobs are delivered. With it,
 // a job's payload is the request body; without it, the payload names the
 // request (docs/reference.md, "The http job kind").
@@ -78,6 +89,7 @@ struct HttpTargetConfig {
   // server starts); empty: requests are not signed.
   std::string secret_env;
   bool follow_redirects = false;  // at most 5 hops, each checked by the guard
+  HttpTlsConfig tls;              // ca_file, ca_dir, client_cert, client_key
 };
 
 struct QueueConfig {
@@ -95,6 +107,7 @@ struct HttpConfig {
   std::vector<std::string> allow_hosts;
   uint32_t max_response_bytes = 65536;     // bytes of a response body read
   uint32_t max_connections_per_host = 64;  // 0: no limit
+  HttpTlsConfig tls;                       // ca_file, ca_dir, client_cert, client_key
 };
 
 struct ServerConfig {
