@@ -1,10 +1,12 @@
 // The delivery thread: one curl multi handle drives every transfer.
 #include <curl/curl.h>
+#include <openssl/x509.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <deque>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -48,7 +50,7 @@ std::string_view trim(std::string_view s) {
 }
 
 struct UrlParts {
-  std::string scheme, host;
+  std::string scheme, host, port;
 };
 
 // The scheme and host of url, or an error saying what is wrong with it.
@@ -63,9 +65,10 @@ std::variant<UrlParts, std::string> parse_url(const std::string& url) {
   }
   UrlParts parts;
   for (auto [part, out] :
-       {std::pair{CURLUPART_SCHEME, &parts.scheme}, std::pair{CURLUPART_HOST, &parts.host}}) {
+       {std::pair{CURLUPART_SCHEME, &parts.scheme}, std::pair{CURLUPART_HOST, &parts.host},
+        std::pair{CURLUPART_PORT, &parts.port}}) {
     char* value = nullptr;
-    if (curl_url_get(handle, part, &value, 0) == CURLUE_OK && value != nullptr) {
+    if (curl_url_get(handle, part, &value, CURLU_DEFAULT_PORT) == CURLUE_OK && value != nullptr) {
       *out = value;
       curl_free(value);
     }
@@ -84,6 +87,26 @@ bool has_line_break(std::string_view s) {
   return s.find_first_of("\r\n") != std::string_view::npos;
 }
 
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// The status of an "HTTP/1.1 200 OK" line; 0 if there is none.
+int status_of(std::string_view line) {
+  size_t space = line.find(' ');
+  if (space == std::string_view::npos || line.size() < space + 4) return 0;
+  int code = 0;
+  for (size_t i = space + 1; i < space + 4; ++i) {
+    if (line[i] < '0' || line[i] > '9') return 0;
+    code = code * 10 + (line[i] - '0');
+  }
+  return code;
+}
+
+int64_t ms_of(curl_off_t us) { return static_cast<int64_t>((us + 999) / 1000); }
+
 }  // namespace
 
 // One request from submit to done.
@@ -99,9 +122,19 @@ struct Transfer {
   size_t body_bytes = 0;
   bool body_cut = false;  // stopped reading at max_response_bytes
   std::string retry_after;
+  int status = 0;                      // of the latest status line
+  bool headers_complete = false;       // the latest response's header block has ended
+  std::string location;                // the latest response's Location header
   std::optional<std::string> refused;  // the guard's message
+  bool refused_see_other = false;      // a 303 not followed (it would drop the body)
   bool opened_socket = false;
-  std::string host;  // of the request's URL
+  std::string scheme, host;  // of the request's URL
+  std::string host_key;      // "host:port" of the request's URL: its connection slots
+
+  // GET without a body and HEAD: what a followed 303 turns a request into anyway.
+  bool bodiless() const {
+    return request.method == "HEAD" || (request.method == "GET" && request.body.empty());
+  }
 
   ~Transfer() {
     if (easy != nullptr) curl_easy_cleanup(easy);
@@ -116,8 +149,22 @@ struct Transfer {
       t->body_bytes = 0;
       t->body_cut = false;
       t->retry_after.clear();
+      t->location.clear();
+      t->status = status_of(line);
+      t->headers_complete = false;
     } else if (iequals_prefix(line, "retry-after:")) {
       t->retry_after = std::string(trim(line.substr(12)));
+    } else if (iequals_prefix(line, "location:")) {
+      t->location = std::string(trim(line.substr(9)));
+    } else if (trim(line).empty()) {
+      t->headers_complete = true;
+      // curl would follow a 303 with a GET without the body (PUT and the
+      // like keep their method but lose the body): refuse it before it does.
+      if (t->status == 303 && t->request.follow_redirects && !t->location.empty() &&
+          !t->bodiless()) {
+        t->refused_see_other = true;
+        return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
+      }
     }
     return size * count;
   }
@@ -176,6 +223,15 @@ struct Delivery::Impl {
 
   // Delivery thread only.
   std::unordered_map<CURL*, std::unique_ptr<Transfer>> active;
+  // Per "host:port" while max_connections_per_host is set: the transfers
+  // added to the multi handle, and those waiting (in order) for one of them
+  // to finish. curl itself never queues a transfer (its own per-host limit
+  // is unset), so no timeout runs while a request waits.
+  struct HostSlots {
+    size_t sending = 0;
+    std::deque<std::unique_ptr<Transfer>> waiting;
+  };
+  std::unordered_map<std::string, HostSlots> hosts;
 
   void finish(std::unique_ptr<Transfer> t, Outcome outcome) {
     try {
@@ -194,13 +250,24 @@ struct Delivery::Impl {
     return o;
   }
 
-  // Sets up the easy handle and adds it; an unusable request ends at once.
+  static Outcome retry(std::string error) {
+    Outcome o;
+    o.kind = OutcomeKind::kRetry;
+    o.error = std::move(error);
+    return o;
+  }
+
+  // Checks the request; a usable one is sent now or waits for a connection
+  // slot of its host, an unusable one ends at once.
   void start(std::unique_ptr<Transfer> t) {
     auto parsed = parse_url(t->request.url);
     if (auto* error = std::get_if<std::string>(&parsed)) {
       return finish(std::move(t), permanent(std::move(*error)));
     }
-    t->host = std::get<UrlParts>(parsed).host;
+    const UrlParts& parts = std::get<UrlParts>(parsed);
+    t->scheme = parts.scheme;
+    t->host = parts.host;
+    t->host_key = lower(parts.host) + ":" + parts.port;
     const Request& r = t->request;
     if (r.method.empty() || has_line_break(r.method) || r.method.find(' ') != std::string::npos) {
       return finish(std::move(t),
@@ -220,13 +287,45 @@ struct Delivery::Impl {
                                             name)));
       }
     }
-    t->easy = curl_easy_init();
-    if (t->easy == nullptr) {
-      Outcome o;
-      o.kind = OutcomeKind::kRetry;
-      o.error = "out of memory creating a curl handle";
-      return finish(std::move(t), std::move(o));
+    if (policy.max_connections_per_host != 0) {
+      HostSlots& slots = hosts[t->host_key];
+      if (slots.sending >= policy.max_connections_per_host) {
+        slots.waiting.push_back(std::move(t));
+        return;
+      }
+      ++slots.sending;
     }
+    send(std::move(t));
+  }
+
+  // Frees a connection slot of host_key: the next request waiting for it is sent.
+  void release(const std::string& host_key) {
+    if (policy.max_connections_per_host == 0) return;
+    auto it = hosts.find(host_key);
+    if (it == hosts.end()) return;
+    --it->second.sending;
+    if (!it->second.waiting.empty()) {
+      std::unique_ptr<Transfer> next = std::move(it->second.waiting.front());
+      it->second.waiting.pop_front();
+      ++it->second.sending;
+      return send(std::move(next));  // a failure here releases again
+    }
+    if (it->second.sending == 0) hosts.erase(it);
+  }
+
+  // Ends a transfer that held a connection slot (or would have).
+  void end(std::unique_ptr<Transfer> t, Outcome outcome) {
+    std::string host_key = t->host_key;
+    release(host_key);
+    finish(std::move(t), std::move(outcome));
+  }
+
+  // Sets up the easy handle and adds it (the timeout starts now); it holds
+  // a connection slot of its host.
+  void send(std::unique_ptr<Transfer> t) {
+    t->easy = curl_easy_init();
+    if (t->easy == nullptr) return end(std::move(t), retry("out of memory creating a curl handle"));
+    const Request& r = t->request;
     CURL* e = t->easy;
     for (const auto& [name, value] : r.headers) {
       t->headers = curl_slist_append(t->headers, fmt::format("{}: {}", name, value).c_str());
@@ -246,7 +345,8 @@ struct Delivery::Impl {
 
     curl_easy_setopt(e, CURLOPT_URL, r.url.c_str());
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    // Once on https, a redirect may not go back to plain http.
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, t->scheme == "https" ? "https" : "http,https");
     curl_easy_setopt(e, CURLOPT_PROXY, "");  // the guard must see the real target
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(r.timeout.count()));
@@ -261,35 +361,190 @@ struct Delivery::Impl {
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, t.get());
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, r.follow_redirects ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_MAXREDIRS, kMaxRedirects);
+    // A followed 301/302 keeps a POST a POST, with its body (curl's default
+    // turns it into a GET without one). 307/308 keep it anyway; a 303 that
+    // would drop a body is refused in on_header.
+    curl_easy_setopt(e, CURLOPT_POSTREDIR,
+                     static_cast<long>(CURL_REDIR_POST_301 | CURL_REDIR_POST_302));
+    if (!r.tls.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, r.tls.ca_file.c_str());
+    if (!r.tls.ca_dir.empty()) curl_easy_setopt(e, CURLOPT_CAPATH, r.tls.ca_dir.c_str());
+    if (!r.tls.client_cert.empty()) {
+      curl_easy_setopt(e, CURLOPT_SSLCERT, r.tls.client_cert.c_str());
+      curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+    }
+    if (!r.tls.client_key.empty()) {
+      curl_easy_setopt(e, CURLOPT_SSLKEY, r.tls.client_key.c_str());
+      curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+    }
     if (r.method == "GET" && r.body.empty()) {
       curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     } else if (r.method == "HEAD") {
       curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
     } else {
       // The body stays owned by the Transfer until the handle is cleaned up.
+      // Other methods are a POST whose method line is replaced, so they keep
+      // their body across a 301/302 exactly as a POST does.
       curl_easy_setopt(e, CURLOPT_POSTFIELDS, r.body.data());
       curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
       if (r.method != "POST") curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r.method.c_str());
     }
     CURLMcode rc = curl_multi_add_handle(multi, e);
     if (rc != CURLM_OK) {
-      Outcome o;
-      o.kind = OutcomeKind::kRetry;
-      o.error = fmt::format("curl_multi_add_handle: {}", curl_multi_strerror(rc));
-      return finish(std::move(t), std::move(o));
+      return end(std::move(t),
+                 retry(fmt::format("curl_multi_add_handle: {}", curl_multi_strerror(rc))));
     }
     active.emplace(e, std::move(t));
+  }
+
+  // The host being talked to when the transfer ended (a redirect's, if followed).
+  static std::string current_host(Transfer& t) {
+    char* current = nullptr;
+    curl_easy_getinfo(t.easy, CURLINFO_EFFECTIVE_URL, &current);
+    if (current != nullptr) {
+      auto parsed = parse_url(current);
+      if (auto* parts = std::get_if<UrlParts>(&parsed)) return parts->host;
+    }
+    return t.host;
+  }
+
+  // What a timeout cut short, from curl's timings of the last hop.
+  std::string timeout_error(Transfer& t) {
+    curl_off_t total = 0, resolved = 0, connected = 0, handshaken = 0, sent = 0, first_byte = 0;
+    curl_easy_getinfo(t.easy, CURLINFO_TOTAL_TIME_T, &total);
+    curl_easy_getinfo(t.easy, CURLINFO_NAMELOOKUP_TIME_T, &resolved);
+    curl_easy_getinfo(t.easy, CURLINFO_CONNECT_TIME_T, &connected);
+    curl_easy_getinfo(t.easy, CURLINFO_APPCONNECT_TIME_T, &handshaken);
+    curl_easy_getinfo(t.easy, CURLINFO_PRETRANSFER_TIME_T, &sent);
+    curl_easy_getinfo(t.easy, CURLINFO_STARTTRANSFER_TIME_T, &first_byte);
+    const char* phase;
+    if (connected == 0 && !t.opened_socket && resolved == 0) {
+      phase = "resolving the name of";
+    } else if (connected == 0) {
+      phase = "connecting to";
+    } else if (sent == 0) {
+      phase =
+          handshaken == 0 && t.scheme == "https" ? "in the TLS handshake with" : "connecting to";
+    } else if (first_byte == 0) {
+      phase = "waiting for the response from";
+    } else {
+      phase = "reading the response from";
+    }
+    return fmt::format("timed out after {} ms (timeout_ms = {}) {} {}", ms_of(total),
+                       t.request.timeout.count(), phase, current_host(t));
+  }
+
+  // A certificate or key problem: retrying cannot heal it, so it is
+  // permanent, and the message says what to set.
+  std::optional<std::string> tls_error(Transfer& t, CURLcode rc, const std::string& curl_text) {
+    const Tls& tls = t.request.tls;
+    switch (rc) {
+      case CURLE_PEER_FAILED_VERIFICATION: {
+        long verify = X509_V_OK;
+        curl_easy_getinfo(t.easy, CURLINFO_SSL_VERIFYRESULT, &verify);
+        const std::string host = current_host(t);
+        // curl 7.88 checks the name itself once the chain is trusted; it
+        // leaves the result at 0 or X509_V_ERR_UNSPECIFIED.
+        const bool name_mismatch =
+            verify == X509_V_OK || verify == X509_V_ERR_HOSTNAME_MISMATCH ||
+            verify == X509_V_ERR_IP_ADDRESS_MISMATCH ||
+            (verify == X509_V_ERR_UNSPECIFIED && curl_text.find("match") != std::string::npos);
+        if (name_mismatch) verify = X509_V_OK;
+        switch (verify) {
+          case X509_V_OK:  // the chain is trusted, but it is issued for another name
+            return fmt::format(
+                "certificate of {} does not name it ({}): put the name the certificate is "
+                "issued for in the url, or have the server present a certificate for {}",
+                host, curl_text, host);
+          case X509_V_ERR_CERT_HAS_EXPIRED:
+          case X509_V_ERR_CERT_NOT_YET_VALID:
+            return fmt::format(
+                "certificate of {} is not valid now ({}): the server must renew it (or this "
+                "machine's clock is wrong)",
+                host, X509_verify_cert_error_string(verify));
+          default:
+            return fmt::format(
+                "certificate of {} not trusted ({}): set {} ca_file (or ca_dir) to the CA that "
+                "signed it{}",
+                host, X509_verify_cert_error_string(verify), tls.section,
+                tls.ca_file.empty() ? "" : fmt::format(" (ca_file is {})", tls.ca_file));
+        }
+      }
+      case CURLE_RECV_ERROR:
+      case CURLE_SSL_CONNECT_ERROR:
+        // TLS 1.3: the server's alert arrives after the handshake, on the
+        // first read. TLS 1.2 servers answer "handshake failure", which says
+        // too little to be sure, and stays a retry.
+        if (curl_text.find("alert certificate required") != std::string::npos) {
+          return fmt::format(
+              "{} requires a client certificate ({}): set {} client_cert and client_key{}",
+              current_host(t), curl_text, tls.section,
+              tls.client_cert.empty() ? "" : " to one it accepts");
+        }
+        if (!tls.client_cert.empty() &&
+            (curl_text.find("alert unknown ca") != std::string::npos ||
+             curl_text.find("alert bad certificate") != std::string::npos)) {
+          return fmt::format(
+              "{} refused the client certificate ({}): set {} client_cert and client_key to one "
+              "signed by a CA it trusts (now '{}')",
+              current_host(t), curl_text, tls.section, tls.client_cert);
+        }
+        return std::nullopt;
+      case CURLE_SSL_ISSUER_ERROR:
+        return fmt::format(
+            "certificate of {} not issued by the expected issuer ({}): set {} "
+            "ca_file to the CA that signed it",
+            current_host(t), curl_text, tls.section);
+      case CURLE_SSL_CACERT_BADFILE:
+        return fmt::format(
+            "the CA certificates could not be loaded ({}): set {} ca_file to a "
+            "readable PEM bundle (now '{}') or ca_dir to a hashed directory "
+            "(now '{}')",
+            curl_text, tls.section, tls.ca_file, tls.ca_dir);
+      case CURLE_SSL_CERTPROBLEM:
+        return fmt::format(
+            "the client certificate could not be used ({}): set {} client_cert "
+            "and client_key to a PEM certificate and its PEM key (now '{}' and "
+            "'{}')",
+            curl_text, tls.section, tls.client_cert, tls.client_key);
+      default:
+        return std::nullopt;
+    }
   }
 
   Outcome outcome_of(Transfer& t, CURLcode rc) {
     long status = 0;
     curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
+    const std::string curl_text =
+        t.error_buffer[0] != '\0' ? std::string(t.error_buffer) : curl_easy_strerror(rc);
     Outcome o;
     if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && t.body_cut)) {
       o = classify(static_cast<int>(status), t.body_prefix, t.retry_after,
                    std::chrono::system_clock::now());
     } else if (t.refused) {
       o = permanent(*t.refused);
+    } else if (t.refused_see_other) {
+      o = permanent(fmt::format(
+          "the downstream answered 303 See Other to {} {} (Location: {}): following it would "
+          "send a GET without the body, so it was not followed; point the url at the location "
+          "that takes the {}",
+          t.request.method, t.request.url, t.location, t.request.method));
+      o.status = 303;
+    } else if (t.headers_complete && t.status >= 200 && t.status <= 299) {
+      // The status and headers of a 2xx arrived, then the body broke off:
+      // the downstream took the request; sending it again would repeat it.
+      o = classify(t.status, t.body_prefix, t.retry_after, std::chrono::system_clock::now());
+      o.warning =
+          fmt::format("the HTTP {} response broke off after its headers ({}); counted as delivered",
+                      t.status, rc == CURLE_OPERATION_TIMEDOUT ? timeout_error(t) : curl_text);
+    } else if (rc == CURLE_UNSUPPORTED_PROTOCOL && t.scheme == "https" && !t.location.empty()) {
+      o = permanent(fmt::format(
+          "the downstream answered {} to {} with a redirect to {}: not followed from https to "
+          "http, which would send the request unencrypted; point the url at the final https "
+          "location",
+          t.status, t.request.url, t.location));
+      o.status = t.status;
+    } else if (auto tls = tls_error(t, rc, curl_text)) {
+      o = permanent(std::move(*tls));
     } else {
       switch (rc) {
         case CURLE_UNSUPPORTED_PROTOCOL:
@@ -301,17 +556,7 @@ struct Delivery::Impl {
           o.kind = OutcomeKind::kRetry;
       }
       o.status = static_cast<int>(status);
-      o.error = t.error_buffer[0] != '\0' ? std::string(t.error_buffer) : curl_easy_strerror(rc);
-      curl_off_t pretransfer_us = 0;
-      curl_easy_getinfo(t.easy, CURLINFO_PRETRANSFER_TIME_T, &pretransfer_us);
-      if (rc == CURLE_OPERATION_TIMEDOUT && !t.opened_socket && pretransfer_us == 0) {
-        // curl's text for a transfer that waited for a connection slot reads
-        // as a DNS failure; say what it waited for.
-        o.error = fmt::format(
-            "timed out after {} ms before connecting to {} (resolving the name, or waiting while "
-            "max_connections_per_host = {} connections to it were busy)",
-            t.request.timeout.count(), t.host, policy.max_connections_per_host);
-      }
+      o.error = rc == CURLE_OPERATION_TIMEDOUT ? timeout_error(t) : curl_text;
     }
     o.response_bytes = t.body_bytes;
     return o;
@@ -329,20 +574,23 @@ struct Delivery::Impl {
       std::unique_ptr<Transfer> t = std::move(it->second);
       active.erase(it);
       Outcome o = outcome_of(*t, rc);
-      finish(std::move(t), std::move(o));
+      end(std::move(t), std::move(o));
     }
   }
 
   void abort_all() {
-    for (auto& [e, t] : active) curl_multi_remove_handle(multi, e);
-    auto aborted = std::move(active);
-    active.clear();
-    for (auto& [e, t] : aborted) {
-      Outcome o;
-      o.kind = OutcomeKind::kRetry;
-      o.error = "aborted at shutdown";
-      finish(std::move(t), std::move(o));
+    // Those waiting first, so that no ended transfer sends one of them.
+    std::vector<std::unique_ptr<Transfer>> aborted;
+    for (auto& [key, slots] : hosts) {
+      for (auto& t : slots.waiting) aborted.push_back(std::move(t));
     }
+    hosts.clear();
+    for (auto& [e, t] : active) {
+      curl_multi_remove_handle(multi, e);
+      aborted.push_back(std::move(t));
+    }
+    active.clear();
+    for (auto& t : aborted) finish(std::move(t), retry("aborted at shutdown"));
   }
 
   void run() {
@@ -364,8 +612,9 @@ struct Delivery::Impl {
       if (stop) {
         // Nothing is added after stopping was seen (submit refuses), but a
         // done callback may have queued one before: loop once more for it.
+        // (A request waiting for a slot implies one in active.)
         std::lock_guard lock(mu);
-        if (active.empty() && pending.empty()) return;
+        if (active.empty() && pending.empty() && hosts.empty()) return;
       }
       int wait_ms = 1000;
       if (stop) {
@@ -377,12 +626,7 @@ struct Delivery::Impl {
             std::lock_guard lock(mu);
             late.swap(pending);
           }
-          for (auto& t : late) {
-            Outcome o;
-            o.kind = OutcomeKind::kRetry;
-            o.error = "aborted at shutdown";
-            finish(std::move(t), std::move(o));
-          }
+          for (auto& t : late) finish(std::move(t), retry("aborted at shutdown"));
           return;
         }
         // Rounded up: waking a little early would abort before the deadline.
@@ -399,8 +643,9 @@ Delivery::Delivery(Policy policy) : impl_(std::make_unique<Impl>()) {
   impl_->policy = std::move(policy);
   impl_->multi = curl_multi_init();
   if (impl_->multi == nullptr) throw std::runtime_error("curl_multi_init failed");
-  curl_multi_setopt(impl_->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
-                    static_cast<long>(impl_->policy.max_connections_per_host));
+  // CURLMOPT_MAX_HOST_CONNECTIONS stays unset (no limit): Impl::start admits
+  // at most max_connections_per_host transfers per host, so curl never
+  // queues one while its timeout runs.
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
   impl_->thread_id = impl_->thread.get_id();
 }

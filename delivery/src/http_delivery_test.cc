@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -74,7 +75,6 @@ Policy private_allowed() {
   p.allow_private = true;
   return p;
 }
-
 
 // A cpp-httplib server: /status/<code> answers that status with body
 // "body <code>" and the Retry-After given as ?retry_after=; /redirect
@@ -301,38 +301,109 @@ TEST(Delivery, TimeoutIsRetry) {
   auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(o.kind, OutcomeKind::kRetry);
   EXPECT_EQ(o.status, 0);
-  EXPECT_NE(o.error.find("timed out"), std::string::npos) << o.error;
+  // Which limit fired, and what the request was doing then.
+  EXPECT_EQ(o.error.rfind("timed out after ", 0), 0u) << o.error;
+  EXPECT_NE(o.error.find(" ms (timeout_ms = 300) waiting for the response from 127.0.0.1"),
+            std::string::npos)
+      << o.error;
   EXPECT_GE(took, 250ms);  // curl's timer is millisecond-grained, not exact
   EXPECT_LT(took, 10s);
   EXPECT_EQ(server.requests_seen(), 1u);
 }
 
-TEST(Delivery, ConnectionsPerHostAreCappedAndTheWaitCountsTowardsTheTimeout) {
+TEST(Delivery, RequestsBeyondTheConnectionLimitWaitWithoutTheirTimeoutRunning) {
+  // 20 requests, 4 at a time, each answered 300 ms after it arrives: the last
+  // ones wait about 1.2 s for a connection, longer than their 1 s timeout,
+  // which only starts when they are sent.
+  RawHttpServer server({.answer_after = 300ms});
+  Policy policy = private_allowed();
+  policy.max_connections_per_host = 4;
+  Delivery delivery(policy);
+  std::mutex mu;
+  std::vector<Outcome> outcomes;
+  for (int i = 0; i < 20; ++i) {
+    Request r = post(fmt::format("http://127.0.0.1:{}/", server.port()));
+    r.timeout = 1000ms;
+    delivery.submit(std::move(r), [&](Outcome o) {
+      std::lock_guard lock(mu);
+      outcomes.push_back(std::move(o));
+    });
+  }
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lock(mu);
+    return outcomes.size() == 20;
+  }));
+  {
+    std::lock_guard lock(mu);
+    for (const Outcome& o : outcomes) EXPECT_EQ(o.kind, OutcomeKind::kSucceeded) << o.error;
+  }
+  EXPECT_EQ(server.requests_seen(), 20u);  // none sent twice, none cut off
+  EXPECT_LE(server.max_open(), 4u);
+  EXPECT_LE(server.max_held(), 4u);
+  EXPECT_EQ(server.cut_short(), 0u);
+}
+
+TEST(Delivery, ShutdownEndsRequestsWaitingForAConnectionOnce) {
   RawHttpServer server({.never_answer = true});
   Policy policy = private_allowed();
   policy.max_connections_per_host = 1;
   Delivery delivery(policy);
-  std::string url = fmt::format("http://127.0.0.1:{}/", server.port());
-  std::vector<std::future<Outcome>> outcomes;
-  // The first holds the only connection well past the second's timeout, so
-  // the second times out waiting for it however slowly this machine runs.
-  for (int i = 0; i < 2; ++i) {
-    auto promise = std::make_shared<std::promise<Outcome>>();
-    outcomes.push_back(promise->get_future());
-    Request r = post(url);
-    r.timeout = i == 0 ? 5s : 300ms;
-    delivery.submit(std::move(r), [promise](Outcome o) { promise->set_value(std::move(o)); });
+  constexpr int kRequests = 5;
+  std::array<std::atomic<int>, kRequests> done_calls{};
+  std::mutex mu;
+  std::vector<std::string> errors;
+  for (int i = 0; i < kRequests; ++i) {
+    delivery.submit(post(fmt::format("http://127.0.0.1:{}/", server.port())), [&, i](Outcome o) {
+      done_calls[i].fetch_add(1);
+      std::lock_guard lock(mu);
+      errors.push_back(o.error);
+    });
   }
-  for (auto& f : outcomes) ASSERT_EQ(f.wait_for(kBound), std::future_status::ready);
-  Outcome first = outcomes[0].get(), second = outcomes[1].get();
-  EXPECT_EQ(first.kind, OutcomeKind::kRetry);
-  EXPECT_NE(first.error.find("Operation timed out"), std::string::npos) << first.error;
-  EXPECT_EQ(second.kind, OutcomeKind::kRetry);
-  EXPECT_EQ(second.error,
-            "timed out after 300 ms before connecting to 127.0.0.1 (resolving the name, or "
-            "waiting while max_connections_per_host = 1 connections to it were busy)");
-  // Both have ended, and only the first ever connected.
+  ASSERT_TRUE(eventually([&] { return server.requests_seen() == 1; }));
+  delivery.shutdown(std::chrono::steady_clock::now() + 100ms);
+  EXPECT_EQ(delivery.in_flight(), 0u);
+  for (const auto& calls : done_calls) EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(errors, std::vector<std::string>(kRequests, "aborted at shutdown"));
+  EXPECT_EQ(server.requests_seen(), 1u);  // the others never left the queue
   EXPECT_EQ(server.connections_accepted(), 1u);
+}
+
+TEST(Delivery, OtherHostsDoNotWaitForABusyOne) {
+  RawHttpServer busy({.never_answer = true});
+  RawHttpServer other({});
+  Policy policy = private_allowed();
+  policy.max_connections_per_host = 1;
+  Delivery delivery(policy);
+  delivery.submit(post(fmt::format("http://127.0.0.1:{}/", busy.port())), [](Outcome) {});
+  ASSERT_TRUE(eventually([&] { return busy.requests_seen() == 1; }));
+  Outcome o = deliver(delivery, post(fmt::format("http://127.0.0.1:{}/", other.port())));
+  EXPECT_EQ(o.kind, OutcomeKind::kSucceeded) << o.error;
+  delivery.shutdown(std::chrono::steady_clock::now());
+}
+
+TEST(Delivery, ATwoHundredWithAShortBodyIsDelivered) {
+  for (bool reset : {false, true}) {
+    SCOPED_TRACE(reset ? "reset" : "closed");
+    RawHttpServer server({.body_bytes = 10, .short_by = 90, .reset_when_short = reset});
+    Delivery delivery(private_allowed());
+    Outcome o = deliver(delivery, post(fmt::format("http://127.0.0.1:{}/", server.port())));
+    EXPECT_EQ(o.kind, OutcomeKind::kSucceeded) << o.error;
+    EXPECT_EQ(o.status, 200);
+    EXPECT_EQ(o.error, "");
+    EXPECT_EQ(o.warning.rfind("the HTTP 200 response broke off after its headers (", 0), 0u)
+        << o.warning;
+    EXPECT_NE(o.warning.find("); counted as delivered"), std::string::npos) << o.warning;
+    EXPECT_EQ(server.requests_seen(), 1u);  // not sent again
+  }
+}
+
+TEST(Delivery, AWholeResponseHasNoWarning) {
+  RawHttpServer server({.body_bytes = 10});
+  Delivery delivery(private_allowed());
+  Outcome o = deliver(delivery, post(fmt::format("http://127.0.0.1:{}/", server.port())));
+  EXPECT_EQ(o.kind, OutcomeKind::kSucceeded) << o.error;
+  EXPECT_EQ(o.warning, "");
+  EXPECT_EQ(o.response_bytes, 10u);
 }
 
 TEST(Delivery, ConnectionRefusedIsRetry) {

@@ -7,6 +7,7 @@
 #include <conveyor/validation.hpp>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cctype>
@@ -42,6 +43,46 @@ hd::Request request_from_payload(const std::string& payload) {
   return r;
 }
 
+// [http]'s TLS keys, each replaced by the queue's when it sets it
+// (client_cert and client_key as a pair); section names where they are set.
+hd::Tls tls_for(const HttpTlsConfig& global, const HttpTlsConfig* queue, std::string section) {
+  hd::Tls tls{.ca_file = global.ca_file,
+              .ca_dir = global.ca_dir,
+              .client_cert = global.client_cert,
+              .client_key = global.client_key,
+              .section = std::move(section)};
+  if (queue != nullptr) {
+    if (!queue->ca_file.empty()) tls.ca_file = queue->ca_file;
+    if (!queue->ca_dir.empty()) tls.ca_dir = queue->ca_dir;
+    if (!queue->client_cert.empty()) {
+      tls.client_cert = queue->client_cert;
+      tls.client_key = queue->client_key;
+    }
+  }
+  return tls;
+}
+
+// Queues whose max_workers exceeds [http] max_connections_per_host start
+// more requests than can be sent to one host at once: the rest wait.
+void warn_about_connection_limit(const Config& config) {
+  const uint32_t limit = config.http.max_connections_per_host;
+  if (limit == 0) return;
+  auto warn = [&](const std::string& which, uint32_t workers) {
+    spdlog::warn(
+        "{} max_workers = {} exceeds [http] max_connections_per_host = {}: its http jobs beyond "
+        "{} to one host wait inside the server for a connection (without spending an attempt; "
+        "their timeout starts when they are sent). Set [http] max_connections_per_host = {} "
+        "(or 0: no limit) if the downstream takes that many connections, or lower max_workers",
+        which, workers, limit, limit, workers);
+  };
+  for (const auto& [queue, q] : config.queues) {
+    const uint32_t workers = config.max_workers_for(queue);
+    if (workers > limit) warn(fmt::format("queue {}:", queue), workers);
+  }
+  if (config.engine.max_workers > limit)
+    warn("[engine] max_workers (queues without their own):", config.engine.max_workers);
+}
+
 }  // namespace
 
 http_delivery::Request http_request_for(const Job& job, const HttpTargetConfig* target,
@@ -57,6 +98,8 @@ http_delivery::Request http_request_for(const Job& job, const HttpTargetConfig* 
   } else {
     r = request_from_payload(job.payload);
   }
+  // Named in certificate errors: where to set ca_file and the like.
+  r.tls.section = target != nullptr ? fmt::format("[queues.{}.http]", job.queue) : "[http]";
   if (!has_header(r.headers, "Content-Type"))
     r.headers.emplace_back("Content-Type", "application/json");
   r.secret = secret;
@@ -79,7 +122,14 @@ struct HttpJobs::Impl {
     const auto s = secrets.find(job.queue);
     hd::Request request =
         http_request_for(job, target, s == secrets.end() ? std::string() : s->second);
-    delivery.submit(std::move(request), [result](hd::Outcome o) mutable { report(o, result); });
+    request.tls = tls_for(config.http.tls, target != nullptr ? &target->tls : nullptr,
+                          std::move(request.tls.section));
+    delivery.submit(std::move(request),
+                    [result, queue = job.queue, id = job.id](hd::Outcome o) mutable {
+                      if (!o.warning.empty())
+                        spdlog::warn("queue {}: job {} (kind http): {}", queue, id, o.warning);
+                      report(o, result);
+                    });
   }
 
   static void report(const hd::Outcome& o, JobResult& result) {
@@ -123,6 +173,7 @@ std::map<std::string, std::string> read_secrets(const Config& config, const EnvL
 
 HttpJobs::HttpJobs(Engine& engine, const EnvLookup& env)
     : impl_(std::make_unique<Impl>(engine.config(), read_secrets(engine.config(), env))) {
+  warn_about_connection_limit(engine.config());
   engine.register_async_handler("http", [impl = impl_.get()](const Job& job, JobResult result) {
     impl->start(job, std::move(result));
   });

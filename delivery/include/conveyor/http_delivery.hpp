@@ -4,13 +4,16 @@
 // says whether the job succeeded, should back off, be retried or be failed.
 //
 // Outcomes (delivery/README.md has the table):
-//   2xx                                   kSucceeded
+//   2xx (even if the body then ends early) kSucceeded (a warning says so)
 //   429, 503                              kBackpressure (retry_after from Retry-After)
 //   408, 425, 500, 502, 504, timeout,
 //   connection and other transport errors kRetry
 //   other statuses (3xx not followed,
 //   other 4xx), a URL that is not
-//   http/https, a host the guard refuses  kPermanent
+//   http/https, a host the guard refuses,
+//   a 303 to a request with a body, an
+//   https -> http redirect, a certificate
+//   that is not trusted                   kPermanent
 #pragma once
 
 #include <chrono>
@@ -25,20 +28,37 @@
 
 namespace conveyor::http_delivery {
 
+// TLS settings of a request (https:// URLs and redirects to them).
+struct Tls {
+  std::string ca_file;      // PEM bundle of trusted CAs (CURLOPT_CAINFO); empty: the system's
+  std::string ca_dir;       // c_rehash'ed directory of CAs (CURLOPT_CAPATH); empty: none
+  std::string client_cert;  // PEM client certificate for mutual TLS; empty: none
+  std::string client_key;   // its PEM private key (set with client_cert)
+  // Where these are configured, named in certificate errors so they say
+  // what to set: "[http]" or "[queues.NAME.http]".
+  std::string section = "[http]";
+};
+
 struct Request {
   std::string method = "POST";
   std::string url;  // http:// or https:// only
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
-  // The whole transfer must end within this, counted from submit: any wait
-  // for a free connection (Policy::max_connections_per_host), resolving,
-  // connecting, sending and the response. Must be positive.
+  // The whole transfer must end within this, counted from when it is sent:
+  // resolving, connecting, sending and the response (and any redirects). A
+  // wait for a free connection (Policy::max_connections_per_host) before
+  // that does not count. Must be positive.
   std::chrono::milliseconds timeout{30000};
   // Non-empty: the request carries Conveyor-Timestamp and Conveyor-Signature
   // (HMAC-SHA256 of "<timestamp>.<body>" with this secret).
   std::string secret;
-  // At most 5 hops when true, each of which passes the address guard.
+  // At most 5 hops when true, each of which passes the address guard. A
+  // followed 301, 302, 307 or 308 sends the same method and body again. A
+  // 303 is followed only by GET and HEAD requests without a body: any other
+  // ends in kPermanent (it would turn into a GET without the body), and so
+  // does a redirect from https to http.
   bool follow_redirects = false;
+  Tls tls;
 };
 
 enum class OutcomeKind {
@@ -56,6 +76,10 @@ struct Outcome {
   // bytes of the body>", curl's error text, or what to set to allow a target.
   std::string error;
   size_t response_bytes = 0;  // bytes of the final response's body read
+  // Set on a kSucceeded whose response broke off after its 2xx status and
+  // headers (a body shorter than its Content-Length, a reset): the request
+  // was delivered, so it is not retried, but the break is worth a log line.
+  std::string warning;
 };
 
 struct Policy {
@@ -68,8 +92,10 @@ struct Policy {
   // Bytes of a response body read at most; the rest is not read (the
   // connection is closed instead) and this is not an error.
   size_t max_response_bytes = 64 * 1024;
-  // Connections open to one host at most (0: no limit); the other requests
-  // wait in the multi handle, their timeout running. Idle connections are
+  // Requests sent to one host ("host:port" of the URL) at once at most (0: no
+  // limit), so at most this many connections are open to it. The other
+  // requests wait in a FIFO per host, in Delivery, and are sent (their
+  // timeout starting then) as earlier ones finish. Idle connections are
   // reused across requests to the same host.
   size_t max_connections_per_host = 64;
 };

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@ struct Connection {
   std::string out;
   size_t body_left = 0;  // streamed body still to write after `out`
   bool held = false;
+  bool close_when_sent = false;  // a short response: hang up once it is out
 };
 
 // The length of the first complete request in buf, or 0 if incomplete.
@@ -75,9 +77,10 @@ void RawHttpServer::run() {
   std::deque<std::pair<std::chrono::steady_clock::time_point, int>> delayed;
   std::string chunk(64 * 1024, 'x');
   auto respond = [&](Connection& c) {
-    c.out +=
-        "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(options_.body_bytes) + "\r\n\r\n";
+    c.out += "HTTP/1.1 200 OK\r\nContent-Length: " +
+             std::to_string(options_.body_bytes + options_.short_by) + "\r\n\r\n";
     c.body_left = options_.body_bytes;
+    c.close_when_sent = options_.short_by > 0;
   };
   for (;;) {
     std::vector<pollfd> fds;
@@ -105,6 +108,7 @@ void RawHttpServer::run() {
         }
         connections_.fetch_add(1);
         conns.emplace(fd, Connection{});
+        max_open_.store(std::max(max_open_.load(), conns.size()));
       }
     }
     std::vector<int> closed;
@@ -168,6 +172,14 @@ void RawHttpServer::run() {
             c.out.erase(0, static_cast<size_t>(n));
           }
         }
+      }
+      if (!dead && c.close_when_sent && c.out.empty() && c.body_left == 0) {
+        if (options_.reset_when_short) {
+          linger reset{1, 0};  // close() then sends RST, not FIN
+          setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+        }
+        closed.push_back(fd);
+        continue;
       }
       if (dead) {
         if (!c.out.empty() || c.body_left > 0) cut_short_.fetch_add(1);

@@ -28,6 +28,11 @@ class RawHttpServer {
     // Answer each request this long after it arrived (0: at once); the
     // requests waiting count as held (max_held).
     std::chrono::milliseconds answer_after{0};
+    // > 0: the response's Content-Length promises this many bytes more than
+    // body_bytes; the server sends body_bytes and then closes the connection
+    // (with a reset when reset_when_short, else an orderly close).
+    size_t short_by = 0;
+    bool reset_when_short = false;
   };
 
   explicit RawHttpServer(Options options);
@@ -39,6 +44,8 @@ class RawHttpServer {
   size_t connections_accepted() const { return connections_.load(); }
   size_t requests_seen() const { return requests_.load(); }
   size_t max_held() const { return max_held_.load(); }
+  // The most connections that were open at once.
+  size_t max_open() const { return max_open_.load(); }
   size_t body_bytes_sent() const { return body_sent_.load(); }
   // Connections the client closed (or reset) before its response was all sent.
   size_t cut_short() const { return cut_short_.load(); }
@@ -50,7 +57,8 @@ class RawHttpServer {
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};
   int port_ = 0;
-  std::atomic<size_t> connections_{0}, requests_{0}, max_held_{0}, body_sent_{0}, cut_short_{0};
+  std::atomic<size_t> connections_{0}, requests_{0}, max_held_{0}, body_sent_{0}, cut_short_{0},
+      max_open_{0};
   std::thread thread_;
 };
 
