@@ -64,8 +64,34 @@ void Completer::push(Outcome outcome) {
     abandon(late, "it finished after the completer stopped");
     return;
   }
+  unsaved_jobs_.fetch_add(1, std::memory_order_relaxed);
+  unsaved_bytes_.fetch_add(outcome.error.size(), std::memory_order_relaxed);
   pending_.push_back(std::move(outcome));
   if (pending_.size() == 1 || pending_.size() == kGroupSize) cv_.notify_one();
+  lock.unlock();
+  if (unsaved_jobs_.load(std::memory_order_relaxed) >= kMaxUnsavedJobs ||
+      unsaved_bytes_.load(std::memory_order_relaxed) >= kMaxUnsavedBytes)
+    update_backlogged();
+}
+
+void Completer::update_backlogged() {
+  std::lock_guard lock(backlogged_mu_);
+  const size_t jobs = unsaved_jobs_.load(std::memory_order_relaxed);
+  const size_t bytes = unsaved_bytes_.load(std::memory_order_relaxed);
+  const bool over = jobs >= kMaxUnsavedJobs || bytes >= kMaxUnsavedBytes;
+  // Back under half the bound before claiming again, so it does not flap.
+  const bool under = jobs < kMaxUnsavedJobs / 2 && bytes < kMaxUnsavedBytes / 2;
+  const bool was = backlogged_.load(std::memory_order_relaxed);
+  if (!was && over) {
+    backlogged_.store(true, std::memory_order_release);
+    spdlog::warn(
+        "{} job outcomes ({} bytes) wait to be recorded in storage (at most {} jobs or {} "
+        "bytes): no new claims until they are",
+        jobs, bytes, kMaxUnsavedJobs, kMaxUnsavedBytes);
+  } else if (was && under) {
+    backlogged_.store(false, std::memory_order_release);
+    spdlog::info("job outcomes are being recorded again ({} wait): claiming resumes", jobs);
+  }
 }
 
 size_t Completer::pending() const {
@@ -87,6 +113,8 @@ void Completer::finish(std::chrono::steady_clock::time_point deadline) {
 
 void Completer::settle(const Outcome& o, std::atomic<uint64_t>& how) {
   how.fetch_add(1, std::memory_order_relaxed);
+  unsaved_jobs_.fetch_sub(1, std::memory_order_relaxed);
+  unsaved_bytes_.fetch_sub(o.error.size(), std::memory_order_relaxed);
   settled_(o.lease);
 }
 
@@ -228,13 +256,42 @@ void Completer::run(std::stop_token stop) {
     }
     lock.unlock();
     if (batch.empty()) continue;
-    if (record(batch)) {
+    if (record_some(batch)) {
       if (backoff.count() > 0) spdlog::info("recording job outcomes works again");
       backoff = std::chrono::milliseconds(0);
     } else {
       backoff = std::min(kMaxBackoff, std::max(kMinBackoff, backoff * 2));
     }
+    if (backlogged()) update_backlogged();
   }
+}
+
+bool Completer::record_some(std::vector<Outcome>& backlog) {
+  const size_t n = std::min(backlog.size(), batch_limit_);
+  std::vector<Outcome> slice(std::make_move_iterator(backlog.begin()),
+                             std::make_move_iterator(backlog.begin() + static_cast<ptrdiff_t>(n)));
+  backlog.erase(backlog.begin(), backlog.begin() + static_cast<ptrdiff_t>(n));
+  const bool ok = record(slice);
+  // What was not recorded goes first next time, in order.
+  backlog.insert(backlog.begin(), std::make_move_iterator(slice.begin()),
+                 std::make_move_iterator(slice.end()));
+  if (ok) {
+    // Back up towards kMaxBatch: at once to the ceiling, and the ceiling
+    // itself doubles after kBatchesBeforeGrowing recorded batches (the
+    // database's limit may have been lifted).
+    if (++recorded_batches_ >= kBatchesBeforeGrowing) {
+      batch_ceiling_ = std::min(kMaxBatch, batch_ceiling_ * 2);
+      recorded_batches_ = 0;
+    }
+    batch_limit_ = std::min(batch_limit_ * 2, batch_ceiling_);
+  } else if (n > 1) {
+    // Too large for the database's limits, perhaps: split it, and stay
+    // under the size that failed.
+    batch_limit_ = batch_ceiling_ = std::max<size_t>(1, n / 2);
+    recorded_batches_ = 0;
+    spdlog::info("recording job outcomes: next batches of at most {}", batch_limit_);
+  }
+  return ok;
 }
 
 }  // namespace conveyor

@@ -9,6 +9,18 @@
 // or when it is abandoned (a non-transient storage error, or shutdown before
 // it could be recorded; its lease then expires and the job runs again).
 //
+// Outcomes go to storage in batches of at most kMaxBatch; a batch that meets
+// a transient error is halved for the next try (down to one outcome), and
+// the batches stay under the size that failed until 16 have been recorded,
+// then may double again: a batch too large for the database's time or size
+// limits (statement_timeout) is split until it passes, instead of being
+// retried whole and growing for ever.
+//
+// Unrecorded outcomes are bounded: while kMaxUnsavedJobs or more (or
+// kMaxUnsavedBytes of error texts) wait, backlogged() is true and the
+// dispatcher claims nothing (a job whose result cannot be saved would only
+// run again); said once in the log when it starts and once when it ends.
+//
 // Also: a failed attempt that storage recorded is logged (JobFailureLog,
 // bounded per queue); a refusal counts as a lost lease in the queue's
 // counters; storage errors count in Metrics::storage_errors.
@@ -68,7 +80,17 @@ class Completer {
             std::function<void(const conveyor_lease&)> settled, Metrics* metrics = nullptr,
             RetryRecorded retry_recorded = {});
 
+  static constexpr size_t kMaxBatch = 1000;
+  static constexpr size_t kMaxUnsavedJobs = 10000;
+  static constexpr size_t kMaxUnsavedBytes = 16 << 20;
+
   void push(Outcome outcome);  // thread-safe, never blocks on storage
+  // Too many outcomes wait to be recorded: claim nothing. Thread-safe, one
+  // atomic load.
+  bool backlogged() const { return backlogged_.load(std::memory_order_acquire); }
+  // Outcomes pushed and not yet settled, and their error texts' bytes.
+  size_t unsaved_jobs() const { return unsaved_jobs_.load(std::memory_order_relaxed); }
+  size_t unsaved_bytes() const { return unsaved_bytes_.load(std::memory_order_relaxed); }
   // The thread body: records outcomes until stop is requested and nothing
   // is pending (or the deadline given to finish() has passed). Outcomes left
   // unrecorded then are abandoned (logged with their count).
@@ -83,6 +105,11 @@ class Completer {
   // Records what it can of batch and settles that; what is left in batch
   // met a transient error (false) and is retried later.
   bool record(std::vector<Outcome>& batch);
+  // Records up to batch_limit_ of backlog's first outcomes; what met a
+  // transient error goes back to its front. False on a transient error.
+  bool record_some(std::vector<Outcome>& backlog);
+  // Re-evaluates backlogged_ after unsaved_* changed; logs a change.
+  void update_backlogged();
   void settle(const Outcome& o, std::atomic<uint64_t>& how);
   void abandon(std::vector<Outcome>& batch, const char* why);
   void count_storage_error();
@@ -101,6 +128,14 @@ class Completer {
   bool closed_ = false;                               // mu_: run() returned
   std::chrono::steady_clock::time_point deadline_{};  // mu_
   std::atomic<uint64_t> recorded_{0}, refused_{0}, abandoned_{0};
+  std::atomic<size_t> unsaved_jobs_{0}, unsaved_bytes_{0};
+  std::atomic<bool> backlogged_{false};
+  std::mutex backlogged_mu_;  // orders the flips of backlogged_ and their log lines
+  // run()'s thread: the next batch's size, the size it may grow to, and the
+  // batches recorded since a failure or since the ceiling last grew.
+  static constexpr uint32_t kBatchesBeforeGrowing = 16;
+  size_t batch_limit_ = kMaxBatch, batch_ceiling_ = kMaxBatch;
+  uint32_t recorded_batches_ = 0;
 };
 
 }  // namespace conveyor

@@ -96,7 +96,9 @@ TEST_F(CompleterTest, TransientFailuresAreRetriedWithGrowingBackoffAndNothingIsL
   for (size_t i = 0; i < jobs.size(); ++i)
     completer_.push(i < 4 ? success(jobs[i]) : failure(jobs[i], clock_.wall_now_us() + 1000));
   drain();
-  ASSERT_EQ(attempts.size(), 4u);
+  // Batches of 6 (4 successes and 2 failures), 3 and 1 fail; then they go
+  // through one by one (under the size that failed): 4 more completions.
+  ASSERT_EQ(attempts.size(), 7u);
   // 20, 40, 80 ms between attempts: backoff, not a busy loop.
   EXPECT_GE(attempts[1] - attempts[0], 20ms);
   EXPECT_GE(attempts[2] - attempts[1], 40ms);
@@ -109,6 +111,39 @@ TEST_F(CompleterTest, TransientFailuresAreRetriedWithGrowingBackoffAndNothingIsL
   expect_settled_once(jobs);
 }
 
+// A database whose statement_timeout cuts off completions of more than 100
+// jobs: the batch is split until it passes, and every outcome is recorded
+// once. Before, the whole batch was retried for ever, growing each time.
+TEST_F(CompleterTest, ABatchTooLargeForTheDatabaseIsSplitUntilItPasses) {
+  auto jobs = claim(1000);
+  ASSERT_EQ(jobs.size(), 1000u);
+  storage_.fail_batches_over(StorageOp::kComplete, 100);
+  for (const Job& j : jobs) completer_.push(success(j));
+  drain(30s);
+  EXPECT_EQ(counters_.completed.load(), 1000u);
+  EXPECT_EQ(completer_.stats().recorded, 1000u);
+  for (const Job& j : jobs) EXPECT_EQ(state(j), JobState::kCompleted);
+  expect_settled_once(jobs);
+  EXPECT_EQ(completer_.unsaved_jobs(), 0u);
+}
+
+// While too many outcomes wait to be recorded, backlogged() says so (the
+// dispatcher then claims nothing), until they are recorded.
+TEST_F(CompleterTest, TooManyUnrecordedOutcomesAreABacklogUntilRecorded) {
+  auto jobs = claim(static_cast<int>(Completer::kMaxUnsavedJobs));
+  storage_.fail_next(StorageOp::kComplete, 1'000'000);  // storage cannot record
+  for (size_t i = 0; i + 1 < jobs.size(); ++i) completer_.push(success(jobs[i]));
+  EXPECT_FALSE(completer_.backlogged());
+  completer_.push(success(jobs.back()));
+  EXPECT_TRUE(completer_.backlogged());
+  EXPECT_EQ(completer_.unsaved_jobs(), Completer::kMaxUnsavedJobs);
+  storage_.clear_faults();
+  drain(30s);
+  EXPECT_FALSE(completer_.backlogged());
+  EXPECT_EQ(completer_.stats().recorded, Completer::kMaxUnsavedJobs);
+  expect_settled_once(jobs);
+}
+
 TEST_F(CompleterTest, LostReplyAfterCommitIsNotRecordedTwiceAndSettlesOnce) {
   auto jobs = claim(3);
   storage_.drop_reply_next(StorageOp::kComplete);  // applied, then UNAVAILABLE
@@ -117,8 +152,9 @@ TEST_F(CompleterTest, LostReplyAfterCommitIsNotRecordedTwiceAndSettlesOnce) {
   completer_.push(success(jobs[1]));
   completer_.push(failure(jobs[2], clock_.wall_now_us() + 1000));
   drain();
-  // The retry of each call was refused: the first had committed.
-  EXPECT_EQ(storage_.calls(StorageOp::kComplete), 2u);
+  // The retry of each call was refused: the first had committed. (The
+  // retries go in halved batches: the two completions one by one.)
+  EXPECT_EQ(storage_.calls(StorageOp::kComplete), 3u);
   EXPECT_EQ(storage_.calls(StorageOp::kFail), 2u);
   EXPECT_EQ(state(jobs[0]), JobState::kCompleted);
   EXPECT_EQ(state(jobs[1]), JobState::kCompleted);

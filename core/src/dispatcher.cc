@@ -760,6 +760,11 @@ void Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
     if (total_in_flight_.load() < options_.max_in_flight) wake_global_waiters();
     return;
   }
+  if (options_.outcomes_backlogged && options_.outcomes_backlogged()) {
+    std::lock_guard lock(mu_);
+    schedule_by(r, now + options_.poll_interval);
+    return;
+  }
   const std::vector<std::string>* kinds = claim_filter();
   if (kinds && kinds->empty()) {
     // No consumer here: claim nothing (a kind registered later wakes us up).

@@ -192,6 +192,11 @@ class Dispatcher {
     // thread from then on (see above); 0: every claim on the dispatcher
     // thread.
     std::chrono::milliseconds slow_claim{0};
+    // Whether the outcomes of jobs already run wait, too many, to be
+    // recorded (Completer::backlogged): then no local claim, since a job
+    // whose result cannot be saved would only run again; asked at every
+    // local claim, any thread's answer. Null: never.
+    std::function<bool()> outcomes_backlogged;
   };
   // Receives each claimed batch; must not block on the jobs' execution.
   using Execute = std::function<void(QueueRunner&, std::vector<Job>&&)>;

@@ -107,6 +107,7 @@ struct Engine::Impl {
     Dispatcher::Options o = Dispatcher::options_for(config.engine, &health, &local_kinds);
     o.notified_due = [this] { return pump.reports_due_jobs(); };
     o.swept = sweeps_pending_jobs(*storage);
+    o.outcomes_backlogged = [this] { return completer.backlogged(); };
     return o;
   }
 

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -76,6 +77,49 @@ TEST_F(EngineFaultTest, RescueRunsTheJobOfAWorkerThatDied) {
   ASSERT_TRUE(eventually([&] { return state_of(*engine, id) == JobState::kCompleted; }));
   EXPECT_EQ(runs.load(), 1);
   EXPECT_GE(storage->calls(StorageOp::kRescueExpired), 1u);
+}
+
+// Storage down for longer than a lease while finished jobs' outcomes wait:
+// when it is back, the outcomes are recorded and nothing is rescued and run
+// again (the rescue step extends this process's leases, finished ones too,
+// before it rescues). Before, finished jobs' leases were not extended, so a
+// rescue that came before the completer's next try ran them again.
+TEST_F(EngineFaultTest, AnOutageLongerThanALeaseRunsNoFinishedJobAgain) {
+  config.engine.lease_ms = 300;
+  config.engine.rescue_interval_ms = 20;
+  auto engine = make();
+  std::atomic<bool> down{false};
+  const auto outage = [&] {
+    if (down) throw StorageError(CONVEYOR_E_UNAVAILABLE, "storage is down (test)");
+  };
+  for (StorageOp op : {StorageOp::kComplete, StorageOp::kExtendLeases, StorageOp::kRescueExpired,
+                       StorageOp::kClaim})
+    storage->set_hook(op, outage);
+  std::mutex mu;
+  std::map<int64_t, int> runs;
+  engine->register_handler("k", [&](const Job& job) {
+    std::lock_guard lock(mu);
+    ++runs[job.id];
+    down = true;  // the first job's outcome meets the outage
+  });
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(engine->enqueue("q", "k"));
+  engine->start();
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lock(mu);
+    return !runs.empty();
+  }));
+  // Three leases long: every lease taken before the outage has expired.
+  std::this_thread::sleep_for(900ms);
+  down = false;
+  ASSERT_TRUE(eventually([&] {
+    for (int64_t id : ids)
+      if (state_of(*engine, id) != JobState::kCompleted) return false;
+    return true;
+  }));
+  engine->stop();
+  std::lock_guard lock(mu);
+  for (int64_t id : ids) EXPECT_EQ(runs[id], 1) << "job " << id << " ran again";
 }
 
 TEST_F(EngineFaultTest, AReplyLostAfterCommitRecordsTheOutcomeOnce) {

@@ -44,6 +44,14 @@ std::vector<conveyor_lease> LeaseTable::running() const {
   return out;
 }
 
+std::vector<conveyor_lease> LeaseTable::held() const {
+  std::lock_guard lock(mu_);
+  std::vector<conveyor_lease> out;
+  out.reserve(entries_.size());
+  for (const auto& [id, e] : entries_) out.push_back({id, e.lease_token});
+  return out;
+}
+
 std::vector<LeaseTable::Running> LeaseTable::running_jobs() const {
   std::lock_guard lock(mu_);
   std::vector<Running> out;

@@ -2,9 +2,11 @@
 // settled. A lease enters when its job is handed to a worker, is marked
 // handler-done when the job's outcome goes to the completer, and leaves when
 // the completer settles it (recorded, refused or abandoned) or shutdown
-// gives it back. Heartbeats extend exactly the leases whose handler still
-// runs: an outcome may be committed while its entry still exists, so a
-// refused extension of a finished job is not a lost lease.
+// gives it back. Heartbeats extend every lease held (running, or finished
+// with its outcome not yet recorded), so a job whose result waits for
+// storage is not rescued and run again; an outcome may be committed while
+// its entry still exists, so a refused extension of a finished job is not a
+// lost lease.
 //
 // Thread-safe: every method may be called from any thread.
 #pragma once
@@ -34,8 +36,10 @@ class LeaseTable {
   void mark_handler_done(const conveyor_lease& lease);
   // Removes the lease. Returns false when it was not present (settled before).
   bool settle(const conveyor_lease& lease);
-  // Leases whose handler is still running, for heartbeats and shutdown.
+  // Leases whose handler is still running, for shutdown.
   std::vector<conveyor_lease> running() const;
+  // Every lease held (running or with its outcome unrecorded), for heartbeats.
+  std::vector<conveyor_lease> held() const;
   // The same with the queue and kind, for what shutdown reports.
   std::vector<Running> running_jobs() const;
   // True while the lease is present and its handler has not returned.

@@ -2,7 +2,10 @@
 
 #include <conveyor/log.hpp>
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
+
+#include <map>
 
 #include <algorithm>
 
@@ -11,6 +14,7 @@ namespace {
 constexpr uint32_t kRescueBatch = 1000;
 constexpr uint32_t kPurgeBatch = 10000;
 constexpr size_t kAbandonedLogLines = 20;
+constexpr size_t kRescuedIdsLogged = 10;
 using std::chrono::milliseconds;
 
 // Purge often enough that nothing outlives retention by much more than a
@@ -36,7 +40,11 @@ std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts p) {
        [p, lease] { extend_running_leases(p.storage, p.leases, p.clock, lease); },
        /*proves_storage=*/false},  // nothing to extend: no storage call
       {"rescuing expired leases", milliseconds(e.rescue_interval_ms),
-       [p] {
+       [p, lease] {
+         // Ours first: after an outage longer than a lease, the jobs this
+         // process ran or still runs get their leases back before any is
+         // rescued, so none whose result waits here runs again.
+         extend_running_leases(p.storage, p.leases, p.clock, lease);
          if (rescue_expired_jobs(p.storage, p.clock, p.metrics) > 0) p.dispatcher.wake_all();
        }},
       {"purging finished jobs", purge_period(e.retention_s),
@@ -70,7 +78,7 @@ uint32_t wake_queues_with_pending_jobs(Storage& storage, Dispatcher& dispatcher,
 
 uint32_t extend_running_leases(Storage& storage, const LeaseTable& leases, const Clock& clock,
                                std::chrono::milliseconds lease) {
-  const std::vector<conveyor_lease> running = leases.running();
+  const std::vector<conveyor_lease> running = leases.held();
   if (running.empty()) return 0;
   const int64_t expires =
       clock.wall_now_us() + std::chrono::duration_cast<std::chrono::microseconds>(lease).count();
@@ -92,21 +100,35 @@ uint32_t extend_running_leases(Storage& storage, const LeaseTable& leases, const
 uint64_t rescue_expired_jobs(Storage& storage, const Clock& clock, Metrics& metrics) {
   uint64_t total = 0;
   uint32_t n;
+  // One line per sweep, by queue: runnable again, failed (no attempts
+  // left), and a few job ids to look at.
+  struct Counts {
+    uint64_t runnable = 0, failed = 0;
+    std::vector<int64_t> ids;
+  };
+  std::map<std::string, Counts, std::less<>> by_queue;
   do {
     Storage::Rescued r = storage.rescue_expired(clock.wall_now_us(), kRescueBatch);
     n = r.count;
     total += n;
     for (const Job& j : r.jobs) {
       metrics.queue(j.queue).rescued.fetch_add(1, std::memory_order_relaxed);
-      LogFields fields{
-          {"queue", j.queue}, {"job_id", j.id}, {"kind", j.kind}, {"attempt", j.attempt}};
-      spdlog::info("job {}: lease expired, rescued ({})", j.id,
-                   j.state == JobState::kFailed ? "failed: no attempts left" : "runnable again");
+      Counts& c = by_queue[j.queue];
+      ++(j.state == JobState::kFailed ? c.failed : c.runnable);
+      if (c.ids.size() < kRescuedIdsLogged) c.ids.push_back(j.id);
     }
     // A plugin of ABI 1.0 reports only the count: it is not attributed to a queue.
     if (r.jobs.empty()) metrics.rescued_unattributed.fetch_add(n, std::memory_order_relaxed);
   } while (n == kRescueBatch);
-  if (total > 0) spdlog::info("rescued {} jobs whose leases expired", total);
+  for (const auto& [queue, c] : by_queue) {
+    LogFields fields{{"queue", queue}};
+    spdlog::info(
+        "queue {}: rescued {} job(s) whose leases expired: {} runnable again, {} failed (no "
+        "attempts left); jobs {}{}",
+        queue, c.runnable + c.failed, c.runnable, c.failed, fmt::join(c.ids, ", "),
+        c.runnable + c.failed > c.ids.size() ? ", ..." : "");
+  }
+  if (by_queue.empty() && total > 0) spdlog::info("rescued {} jobs whose leases expired", total);
   return total;
 }
 

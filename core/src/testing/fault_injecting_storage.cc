@@ -171,10 +171,25 @@ bool FaultInjectingStorage::lost(const conveyor_lease& lease) const {
   return lose_all_ || lost_leases_.count({lease.job_id, lease.lease_token}) != 0;
 }
 
+void FaultInjectingStorage::fail_batches_over(StorageOp op, size_t n) {
+  std::lock_guard lock(mu_);
+  ops_[index(op)].max_batch = n;
+}
+
 template <typename Call>
 std::vector<conveyor_status> FaultInjectingStorage::per_lease(
     StorageOp op, std::span<const conveyor_lease> leases, Call&& call) {
   const bool drop = before(op);
+  {
+    std::lock_guard lock(mu_);
+    if (const size_t max = ops_[index(op)].max_batch; max > 0 && leases.size() > max) {
+      faults_[index(op)].fetch_add(1);
+      throw StorageError(CONVEYOR_E_UNAVAILABLE,
+                         fmt::format("injected fault: {} of {} leases cancelled by "
+                                     "statement_timeout (more than {})",
+                                     to_string(op), leases.size(), max));
+    }
+  }
   std::vector<conveyor_status> out(leases.size(), CONVEYOR_E_LEASE_LOST);
   std::vector<conveyor_lease> kept;
   std::vector<size_t> kept_at;

@@ -78,6 +78,10 @@ class FaultInjectingStorage final : public Storage {
   // StorageError(UNAVAILABLE): committed, reply lost. Pending fail_next
   // failures of op come first.
   void drop_reply_next(StorageOp op, uint32_t n = 1);
+  // From now on, calls of op with more than n leases throw a transient
+  // StorageError, as a statement cut off by the database's statement_timeout
+  // would (0: no such limit).
+  void fail_batches_over(StorageOp op, size_t n);
   // Sets (or with an empty hook removes) the hook of op.
   void set_hook(StorageOp op, Hook hook);
   // Runs before each claim and claim_kinds (after their hook), with the
@@ -155,6 +159,7 @@ class FaultInjectingStorage final : public Storage {
   struct OpFaults {
     std::vector<Failure> fail;  // in order; front first
     uint32_t drop_reply = 0;
+    size_t max_batch = 0;  // 0: any size
     Hook hook;
     Hook after_hook;
   };
