@@ -137,8 +137,10 @@ struct HttpJobs::Impl {
       case hd::OutcomeKind::kSucceeded:
         return result.complete();
       case hd::OutcomeKind::kBackpressure:
-        // No Retry-After: 0, the engine backs off from [engine] backoff_base_ms.
-        return result.retry_after(o.retry_after.value_or(std::chrono::milliseconds(0)), o.error);
+        // No Retry-After: 0, the engine holds from [engine] backoff_base_ms;
+        // Retry-After: 0 or a date already past: "now" (kRetryNow), a hold of zero.
+        if (!o.retry_after) return result.retry_after(std::chrono::milliseconds(0), o.error);
+        return result.retry_after(o.retry_after->count() > 0 ? *o.retry_after : kRetryNow, o.error);
       case hd::OutcomeKind::kRetry:
         return result.fail(o.error);
       case hd::OutcomeKind::kPermanent:

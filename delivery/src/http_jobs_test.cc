@@ -114,7 +114,6 @@ TEST(HttpRequestFor, ABadPayloadSaysWhichFieldAndWhatItTakes) {
 
 // ---- an engine delivering to a real server ------------------------------------
 
-
 class HttpJobsTest : public ::testing::Test {
  protected:
   HttpJobsTest() {
@@ -143,6 +142,13 @@ class HttpJobsTest : public ::testing::Test {
       if (busy_calls++ == 0) {
         res.status = 429;
         res.set_header("Retry-After", "1");
+      }
+    });
+    // "Retry later: now" (Retry-After: 0) the first six times, then succeeds.
+    server.Post("/now", [&](const httplib::Request&, httplib::Response& res) {
+      if (now_calls++ < 6) {
+        res.status = 429;
+        res.set_header("Retry-After", "0");
       }
     });
     port = server.bind_to_any_port("127.0.0.1");
@@ -182,7 +188,7 @@ class HttpJobsTest : public ::testing::Test {
   std::mutex mu;
   std::vector<std::string> bodies;                              // mu
   std::vector<std::pair<std::string, std::string>> signatures;  // mu
-  std::atomic<int> flaky_calls{0}, busy_calls{0};
+  std::atomic<int> flaky_calls{0}, busy_calls{0}, now_calls{0};
 };
 
 TEST_F(HttpJobsTest, EachResponseEndsItsJobAsTheOutcomeTableSays) {
@@ -233,6 +239,27 @@ TEST_F(HttpJobsTest, A429GivesTheAttemptBackAndHoldsTheQueueForRetryAfter) {
   EXPECT_EQ(done.attempt, 1) << "the 429 spent no attempt";
   EXPECT_GE(SystemClock::instance().wall_now_us(), until) << "not retried before the hold ended";
   EXPECT_EQ(EngineInternals::metrics(*engine).queue("hooks").backoffs.load(), 1u);
+  engine->stop();
+}
+
+// Retry-After: 0 means "now": each is a hold of zero. Before, it read as
+// "no delay named" and doubled from backoff_base_ms: 1 + 2 + 4 + 8 + 16 + 32
+// s before the seventh request.
+TEST_F(HttpJobsTest, RetryAfterZeroIsAHoldOfZeroThatNeverGrows) {
+  config.http.allow_hosts = {"127.0.0.1"};
+  config.engine.backoff_base_ms = 1000;
+  auto engine = make();
+  HttpJobs http(*engine);
+  const int64_t id = engine->enqueue("hooks", "http", payload_for("/now"));
+  const auto start = std::chrono::steady_clock::now();
+  engine->start();
+  const Job done = finished(*engine, id);  // within 20 s
+  EXPECT_EQ(done.state, JobState::kCompleted);
+  EXPECT_EQ(done.attempt, 1) << "no 429 spent an attempt";
+  EXPECT_EQ(now_calls.load(), 7);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  EXPECT_EQ(EngineInternals::metrics(*engine).queue("hooks").backoffs.load(), 6u)
+      << "each refusal of a request sent after the last hold is a hold";
   engine->stop();
 }
 
