@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <conveyor/storage_plugin.hpp>
 
+#include <algorithm>
 #include <utility>
 
 namespace conveyor::postgres {
@@ -22,14 +23,49 @@ bool looks_alive(PgConnection& c) noexcept {
 }  // namespace
 
 ConnectionPool::ConnectionPool(std::string conninfo, std::string target, uint32_t max_size,
-                               std::chrono::milliseconds acquire_timeout, Setup setup)
+                               std::chrono::milliseconds acquire_timeout, SessionSettings session,
+                               Setup setup, std::chrono::milliseconds idle_close)
     : conninfo_(std::move(conninfo)),
       target_(std::move(target)),
       max_size_(max_size),
       acquire_timeout_(acquire_timeout),
-      setup_(std::move(setup)) {}
+      session_(session),
+      setup_(std::move(setup)),
+      idle_close_(idle_close) {
+  if (idle_close_.count() > 0) closer_ = std::thread([this] { close_idle_loop(); });
+}
 
-ConnectionPool::~ConnectionPool() = default;
+ConnectionPool::~ConnectionPool() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  closer_cv_.notify_all();
+  if (closer_.joinable()) closer_.join();
+}
+
+void ConnectionPool::close_idle_loop() {
+  // Checked a few times per idle_close_: a connection is closed between
+  // idle_close_ and 1.25 x idle_close_ after its last use.
+  const auto period =
+      std::max<std::chrono::milliseconds>(idle_close_ / 4, std::chrono::milliseconds(50));
+  std::unique_lock lock(mu_);
+  while (!closer_cv_.wait_for(lock, period, [this] { return stopping_; })) {
+    const auto cutoff = std::chrono::steady_clock::now() - idle_close_;
+    std::vector<std::unique_ptr<PgConnection>> stale;
+    // idle_ is used last-in first-out: the longest idle are at the front.
+    auto keep = idle_.begin();
+    while (keep != idle_.end() && (*keep)->idle_since <= cutoff) ++keep;
+    for (auto it = idle_.begin(); it != keep; ++it) stale.push_back(std::move(*it));
+    idle_.erase(idle_.begin(), keep);
+    open_ -= static_cast<uint32_t>(stale.size());
+    if (stale.empty()) continue;
+    lock.unlock();
+    cv_.notify_all();
+    stale.clear();  // closed outside the lock
+    lock.lock();
+  }
+}
 
 ConnectionPool::Lease::Lease(Lease&& other) noexcept
     : pool_(other.pool_), c_(std::move(other.c_)) {}
@@ -38,8 +74,8 @@ ConnectionPool::Lease::~Lease() {
   if (c_) pool_->give_back(std::move(c_));
 }
 
-void ConnectionPool::Lease::discard() noexcept {
-  if (c_) pool_->lost(std::move(c_));
+void ConnectionPool::Lease::discard(bool server_gone) noexcept {
+  if (c_) pool_->lost(std::move(c_), server_gone);
 }
 
 ConnectionPool::Lease ConnectionPool::acquire() {
@@ -63,7 +99,7 @@ ConnectionPool::Lease ConnectionPool::acquire() {
       lock.unlock();
       retired.clear();
       try {
-        std::unique_ptr<PgConnection> c = open_connection(conninfo_, target_);
+        std::unique_ptr<PgConnection> c = open_connection(conninfo_, target_, session_);
         c->epoch = epoch;
         setup_(c->conn);
         backoff_.succeeded();
@@ -90,6 +126,7 @@ void ConnectionPool::give_back(std::unique_ptr<PgConnection> c) noexcept {
   std::unique_lock lock(mu_);
   if (c->epoch == epoch_ && c->conn.is_open()) {
     try {
+      c->idle_since = std::chrono::steady_clock::now();
       idle_.push_back(std::move(c));
     } catch (...) {
       --open_;
@@ -102,12 +139,12 @@ void ConnectionPool::give_back(std::unique_ptr<PgConnection> c) noexcept {
   c.reset();  // a retired connection is closed outside the lock
 }
 
-void ConnectionPool::lost(std::unique_ptr<PgConnection> c) noexcept {
+void ConnectionPool::lost(std::unique_ptr<PgConnection> c, bool server_gone) noexcept {
   {
     std::lock_guard lock(mu_);
     --open_;
     // Connections opened before this one broke are likely dead too.
-    if (c->epoch == epoch_) ++epoch_;
+    if (server_gone && c->epoch == epoch_) ++epoch_;
   }
   cv_.notify_one();
   c.reset();

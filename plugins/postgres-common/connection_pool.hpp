@@ -2,6 +2,10 @@
 // opens a connection only when every open one is in use, up to pool_size, and
 // keeps them for reuse. Every storage call borrows one for its duration.
 //
+// Every new connection gets the plugin's session settings (pg_connect.hpp)
+// before the plugin's own setup. Connections idle for idle_close are closed
+// (a process that drained gives its server slots back).
+//
 // After a connection is found broken, every connection opened before it is
 // retired as well (after a server restart they are all dead), and new ones
 // are opened with backoff (pg_connect.hpp), so callers fail fast with the
@@ -18,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace conveyor::postgres {
@@ -27,8 +32,10 @@ class ConnectionPool {
   // Runs on every new connection before first use (registers statements).
   using Setup = std::function<void(pqxx::connection&)>;
 
+  // idle_close zero: idle connections are kept.
   ConnectionPool(std::string conninfo, std::string target, uint32_t max_size,
-                 std::chrono::milliseconds acquire_timeout, Setup setup);
+                 std::chrono::milliseconds acquire_timeout, SessionSettings session, Setup setup,
+                 std::chrono::milliseconds idle_close = std::chrono::milliseconds(0));
   ~ConnectionPool();
   ConnectionPool(const ConnectionPool&) = delete;
   ConnectionPool& operator=(const ConnectionPool&) = delete;
@@ -40,8 +47,11 @@ class ConnectionPool {
     Lease& operator=(Lease&&) = delete;
     ~Lease();
     pqxx::connection& conn() { return c_->conn; }
-    // The connection is broken: close it instead of giving it back.
-    void discard() noexcept;
+    // The connection is broken, or in a state not worth trusting (its
+    // statement was cancelled): close it instead of giving it back.
+    // server_gone: the server closed it (restart, terminate, network), so
+    // every connection opened before it is retired too.
+    void discard(bool server_gone = true) noexcept;
 
    private:
     friend class ConnectionPool;
@@ -57,18 +67,22 @@ class ConnectionPool {
   Lease acquire();
 
   const std::string& target() const { return target_; }
+  const SessionSettings& session() const { return session_; }
   // Connections open now (idle or lent out).
   uint32_t open_count() const;
 
  private:
   void give_back(std::unique_ptr<PgConnection> c) noexcept;
-  void lost(std::unique_ptr<PgConnection> c) noexcept;
+  void lost(std::unique_ptr<PgConnection> c, bool server_gone) noexcept;
+  void close_idle_loop();
 
   const std::string conninfo_;
   const std::string target_;
   const uint32_t max_size_;
   const std::chrono::milliseconds acquire_timeout_;
+  const SessionSettings session_;
   const Setup setup_;
+  const std::chrono::milliseconds idle_close_;
   ReconnectBackoff backoff_;
 
   mutable std::mutex mu_;
@@ -76,6 +90,9 @@ class ConnectionPool {
   std::vector<std::unique_ptr<PgConnection>> idle_;  // mu_
   uint32_t open_ = 0;                                // mu_: idle + lent + being opened
   uint64_t epoch_ = 0;                               // mu_: bumped when one is lost
+  bool stopping_ = false;                            // mu_
+  std::condition_variable closer_cv_;
+  std::thread closer_;  // closes connections idle for idle_close_ (when set)
 };
 
 }  // namespace conveyor::postgres

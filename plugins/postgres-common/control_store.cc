@@ -391,8 +391,8 @@ void ControlStore::wait_for_notification(int64_t timeout_us, const sdk::NotifySi
   std::lock_guard lock(listener_mu_);
   if (!listener_)
     listener_ = std::make_unique<NotificationListener>(
-        options_.conninfo, options_.target, channels_, [this] { return wakeable_queues(); },
-        later_seen_);
+        options_.conninfo, options_.target, pool_.session(), channels_,
+        [this] { return wakeable_queues(); }, later_seen_);
   listener_->wait(timeout_us, sink);
 }
 

@@ -1,6 +1,7 @@
 #include "notification_listener.hpp"
 
 #include "pg_errors.hpp"
+#include "pg_log.hpp"
 
 #include <pqxx/notification>
 
@@ -57,11 +58,12 @@ class NotificationListener::Receiver : public pqxx::notification_receiver {
 };
 
 NotificationListener::NotificationListener(std::string conninfo, std::string target,
-                                           NotifyChannels channels,
+                                           SessionSettings session, NotifyChannels channels,
                                            std::function<std::vector<std::string>()> known_queues,
                                            LaterSeen later_seen)
     : conninfo_(std::move(conninfo)),
       target_(std::move(target)),
+      session_(session),
       channels_(std::move(channels)),
       known_queues_(std::move(known_queues)),
       later_seen_(std::move(later_seen)) {}
@@ -75,7 +77,7 @@ void NotificationListener::drop() noexcept {
 
 void NotificationListener::connect() {
   try {
-    conn_ = open_connection(conninfo_, target_);
+    conn_ = open_connection(conninfo_, target_, session_);
     // LISTEN first, then the catch-up: nothing sent in between is missed.
     receivers_.push_back(std::make_unique<Receiver>(conn_->conn, channels_.jobs, received_));
     receivers_.push_back(std::make_unique<Receiver>(conn_->conn, channels_.control, received_));
@@ -94,6 +96,35 @@ void NotificationListener::connect() {
   }
   backoff_.succeeded();
   catch_up_ = true;
+  if (outage_since_) {
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *outage_since_);
+    log_info("the LISTEN connection to PostgreSQL at " + target_ + " is back after " +
+             std::to_string(ms.count()) + " ms; notifications work again");
+    outage_since_.reset();
+  }
+}
+
+void NotificationListener::report(const std::string& message) {
+  const auto now = Clock::now();
+  if (outage_since_ && now - reported_at_ < kReportAgainAfter) return;
+  std::string text = message;
+  if (outage_since_) {
+    text += " (down for " +
+            std::to_string(
+                std::chrono::duration_cast<std::chrono::seconds>(now - *outage_since_).count()) +
+            " s; still retrying)";
+  } else {
+    outage_since_ = now;
+    text += " (retrying quietly; a line follows when it is back)";
+  }
+  reported_at_ = now;
+  throw sdk::Error(CONVEYOR_E_UNAVAILABLE, text);
+}
+
+int NotificationListener::backend_pid() {
+  std::lock_guard lock(mu_);
+  return conn_ && conn_->conn.is_open() ? conn_->conn.backendpid() : 0;
 }
 
 void NotificationListener::wait(int64_t timeout_us, const sdk::NotifySink& sink) {
@@ -109,9 +140,15 @@ void NotificationListener::wait(int64_t timeout_us, const sdk::NotifySink& sink)
                          std::chrono::microseconds(0), nap);
       std::this_thread::sleep_for(nap);
       for (const std::string& q : due_.take_due(wall_now_us())) sink(CONVEYOR_NOTIFY_JOBS, q);
+      if (outage_since_) report(backoff_.last_error());  // only when due again
       return;
     }
-    connect();
+    try {
+      connect();
+    } catch (const sdk::Error& e) {
+      report(e.what());
+      return;  // already reported in this outage
+    }
   }
 
   std::vector<std::string> woken;
@@ -143,10 +180,11 @@ void NotificationListener::wait(int64_t timeout_us, const sdk::NotifySink& sink)
     if (!conn_->conn.is_open()) throw pqxx::broken_connection("listen connection closed");
   } catch (...) {
     Failure f = classify_current_exception(false);
+    f.kind = FailureKind::kConnectionLost;
     drop();
-    throw sdk::Error(CONVEYOR_E_UNAVAILABLE, "lost the LISTEN connection to PostgreSQL at " +
-                                                 target_ + ": " + f.message +
-                                                 " (reconnecting on the next wait)");
+    report("lost the LISTEN connection to PostgreSQL at " + target_ + ": " +
+           explain(f, session_.statement_timeout_ms));
+    return;
   }
 
   if (limits_changed) sink(CONVEYOR_NOTIFY_RATE_LIMITS, {});

@@ -6,6 +6,7 @@
 
 #include <conveyor/storage_plugin.hpp>
 
+#include <cstdint>
 #include <string>
 
 namespace conveyor::postgres {
@@ -20,12 +21,32 @@ enum class FailureKind {
 
 struct Failure {
   FailureKind kind;
-  std::string message;  // the server's or libpqxx's text, one line
+  std::string message;   // the server's or libpqxx's text, one line
+  std::string sqlstate;  // the server's SQLSTATE, when it sent one
 };
 
 // Classifies the exception being handled; call only inside a catch block.
 // connection_open: whether the connection still looks usable afterwards.
+// Session-level errors are kConnectionLost: the server ended the session
+// (57P01 terminated or shut down, 57P02 crash, 57P05 idle_session_timeout,
+// 25P03 idle_in_transaction_session_timeout, class 08).
 Failure classify_current_exception(bool connection_open);
+
+// Whether the connection f happened on must be closed rather than reused: a
+// lost connection, or a statement cancelled (57014: statement_timeout or a
+// cancel request) on it.
+bool discards_connection(const Failure& f) noexcept;
+// Whether f says the server went away for every connection (a restart, a
+// network cut), not just this one (a cancel, an idle timeout).
+bool server_gone(const Failure& f) noexcept;
+
+// What happened, in plain words, for the message of a failed call: for a
+// lost connection or a cancelled statement, the cause as an operator would
+// name it ("the statement was cancelled by statement_timeout (60000 ms,
+// plugin option statement_timeout_ms)"), never libpqxx's "Could not obtain
+// client encoding: not connected"; else f.message. statement_timeout_ms: the
+// plugin's setting.
+std::string explain(const Failure& f, uint32_t statement_timeout_ms);
 
 conveyor_status status_of(FailureKind kind) noexcept;
 

@@ -16,6 +16,8 @@ using sdk::Error;
 
 constexpr uint32_t kMaxPoolSize = 100;
 constexpr uint32_t kMaxConnectTimeoutS = 3600;
+constexpr uint32_t kMaxStatementTimeoutMs = 86'400'000;  // a day
+constexpr uint32_t kMaxIdleCloseS = 86'400;
 
 }  // namespace
 
@@ -101,8 +103,10 @@ std::string quote_identifier(std::string_view name) {
 }
 
 PgOptions parse_options(const sdk::Options& options, std::span<const std::string_view> extra_keys) {
-  std::vector<std::string_view> known = {"dsn", "schema", "pool_size", "connect_timeout_s",
-                                         "lease_commit"};
+  std::vector<std::string_view> known = {"dsn",          "schema",
+                                         "pool_size",    "connect_timeout_s",
+                                         "lease_commit", "statement_timeout_ms",
+                                         "idle_close_s"};
   known.insert(known.end(), extra_keys.begin(), extra_keys.end());
   for (const auto& [key, value] : options.entries()) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
@@ -138,6 +142,34 @@ PgOptions parse_options(const sdk::Options& options, std::span<const std::string
                   "failures do not wait for their WAL flush; the default) or \"sync\"; got '" +
                       v.substr(0, 80) + "'");
     out.async_lease_commits = v == "async";
+  }
+
+  if (options.has("statement_timeout_ms")) {
+    const std::string v = options.get("statement_timeout_ms");
+    try {
+      out.statement_timeout_ms =
+          parse_bounded(options, "statement_timeout_ms", 0, 0, kMaxStatementTimeoutMs);
+    } catch (const Error&) {
+      throw Error(CONVEYOR_E_INVALID,
+                  "storage option 'statement_timeout_ms' must be a whole number of milliseconds "
+                  "in [0, " +
+                      std::to_string(kMaxStatementTimeoutMs) +
+                      "] (the longest one statement of the plugin may run; 0: no limit), got '" +
+                      v.substr(0, 80) + "'");
+    }
+  }
+  if (options.has("idle_close_s")) {
+    const std::string v = options.get("idle_close_s");
+    try {
+      out.idle_close_s = parse_bounded(options, "idle_close_s", 0, 0, kMaxIdleCloseS);
+    } catch (const Error&) {
+      throw Error(CONVEYOR_E_INVALID,
+                  "storage option 'idle_close_s' must be a whole number of seconds in [0, " +
+                      std::to_string(kMaxIdleCloseS) +
+                      "] (how long a pooled connection may stay idle before it is closed; 0: "
+                      "kept open), got '" +
+                      v.substr(0, 80) + "'");
+    }
   }
 
   std::map<std::string, std::string> settings = parse_dsn(dsn);

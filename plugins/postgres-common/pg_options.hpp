@@ -1,5 +1,6 @@
 // The [storage.options] every PostgreSQL plugin takes (dsn, schema,
-// pool_size, connect_timeout_s), parsed and checked; documented at the top of
+// pool_size, connect_timeout_s, lease_commit, statement_timeout_ms,
+// idle_close_s), parsed and checked; documented at the top of
 // plugins/postgres/postgres_storage.cc.
 #ifndef CONVEYOR_PLUGINS_POSTGRES_PG_OPTIONS_HPP
 #define CONVEYOR_PLUGINS_POSTGRES_PG_OPTIONS_HPP
@@ -27,6 +28,12 @@ struct PgOptions {
   // those statements alone; see configure_session). "sync": the session's
   // synchronous_commit, as every other statement.
   bool async_lease_commits = true;
+  // The plugin's own statement_timeout on each of its connections, whatever
+  // the database or role sets (0: no limit).
+  uint32_t statement_timeout_ms = 60000;
+  // Pooled connections idle this long are closed, so a drained process gives
+  // its server slots back (0: kept open).
+  uint32_t idle_close_s = 60;
 };
 
 // Throws sdk::Error(CONVEYOR_E_INVALID) naming the option and what is allowed.

@@ -40,6 +40,8 @@ TEST(PgOptions, DefaultsAndConninfo) {
   EXPECT_EQ(o.pool_size, 8u);
   EXPECT_EQ(o.connect_timeout_s, 5u);
   EXPECT_TRUE(o.async_lease_commits);
+  EXPECT_EQ(o.statement_timeout_ms, 60000u);
+  EXPECT_EQ(o.idle_close_s, 60u);
   EXPECT_NE(o.conninfo.find("connect_timeout='5'"), std::string::npos) << o.conninfo;
   EXPECT_NE(o.conninfo.find("host='db.example'"), std::string::npos) << o.conninfo;
   EXPECT_NE(o.conninfo.find("port='6543'"), std::string::npos) << o.conninfo;
@@ -57,8 +59,12 @@ TEST(PgOptions, ExplicitSettingsWin) {
                        {"schema", "jobs_2"},
                        {"pool_size", "3"},
                        {"connect_timeout_s", "7"},
-                       {"lease_commit", "sync"}});
+                       {"lease_commit", "sync"},
+                       {"statement_timeout_ms", "0"},
+                       {"idle_close_s", "0"}});
   EXPECT_FALSE(o.async_lease_commits);
+  EXPECT_EQ(o.statement_timeout_ms, 0u) << "0: no limit";
+  EXPECT_EQ(o.idle_close_s, 0u) << "0: kept open";
   EXPECT_EQ(o.schema, "jobs_2");
   EXPECT_EQ(o.pool_size, 3u);
   EXPECT_EQ(o.connect_timeout_s, 7u);
@@ -94,6 +100,13 @@ TEST(PgOptions, RejectsWhatCannotWork) {
       {{{"dsn", kDsn}, {"connect_timeout_s", "-1"}}, "'connect_timeout_s'"},
       {{{"dsn", kDsn + "?client_encoding=LATIN1"}}, "UTF8"},
       {{{"dsn", kDsn}, {"lease_commit", "off"}}, "'lease_commit' must be \"async\""},
+      {{{"dsn", kDsn}, {"statement_timeout_ms", "-1"}},
+       "'statement_timeout_ms' must be a whole number of milliseconds in [0, 86400000]"},
+      {{{"dsn", kDsn}, {"statement_timeout_ms", "1s"}}, "0: no limit), got '1s'"},
+      {{{"dsn", kDsn}, {"statement_timeout_ms", "86400001"}}, "'statement_timeout_ms'"},
+      {{{"dsn", kDsn}, {"idle_close_s", "60s"}},
+       "'idle_close_s' must be a whole number of seconds in [0, 86400]"},
+      {{{"dsn", kDsn}, {"idle_close_s", "86401"}}, "'idle_close_s'"},
   };
   for (const Case& c : cases) {
     auto [code, message] = parse_error(c.opts);

@@ -1,5 +1,7 @@
 // Running one storage call on a pooled connection: failures become
-// sdk::Error (ConnectionLost for a lost connection, with the server named),
+// sdk::Error (ConnectionLost for a lost connection, with the server named
+// and the cause in plain words; pg_errors.hpp), a connection that was lost
+// or whose statement was cancelled (statement_timeout) is closed, not reused,
 // serialization failures and deadlocks are retried a few times, and a call
 // whose repetition is harmless is repeated once on a fresh connection after
 // its connection broke.
@@ -43,11 +45,12 @@ void run_on_pool(ConnectionPool& pool, const char* op, Retry retry, Fn&& fn) {
       throw;
     } catch (...) {
       const Failure f = classify_current_exception(lease->conn().is_open());
+      if (discards_connection(f)) lease->discard(server_gone(f));
+      const std::string what = explain(f, pool.session().statement_timeout_ms);
       if (f.kind == FailureKind::kConnectionLost) {
-        lease->discard();
         if (retry == Retry::kAfterConnectionLoss && attempt == 1) continue;
         throw ConnectionLost(std::string(op) + ": lost the connection to PostgreSQL at " +
-                             pool.target() + ": " + f.message +
+                             pool.target() + ": " + what +
                              " (the call may or may not have taken effect)");
       }
       if (f.kind == FailureKind::kConflict && attempt < kMaxConflictAttempts) {
@@ -56,7 +59,7 @@ void run_on_pool(ConnectionPool& pool, const char* op, Retry retry, Fn&& fn) {
         continue;
       }
       throw sdk::Error(status_of(f.kind),
-                       std::string(op) + " on PostgreSQL at " + pool.target() + ": " + f.message);
+                       std::string(op) + " on PostgreSQL at " + pool.target() + ": " + what);
     }
   }
 }

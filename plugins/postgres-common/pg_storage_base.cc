@@ -1,16 +1,30 @@
 #include "pg_storage_base.hpp"
 
+#include "connection_budget.hpp"
+#include "pg_log.hpp"
 #include "pg_rows.hpp"
 
 #include <chrono>
 
 namespace conveyor::postgres {
+namespace {
+
+// idle_in_transaction_session_timeout on the plugin's connections: none of
+// its transactions waits on the client, so one idle this long is stuck (a
+// hung process) and must not hold its locks any longer.
+constexpr uint32_t kIdleInTransactionMs = 60'000;
+
+}  // namespace
 
 PgStorageBase::PgStorageBase(PgOptions options, ConnectionPool::Setup setup)
     : options_(std::move(options)), claimer_(claimer_identity()) {
+  SessionSettings session;
+  session.statement_timeout_ms = options_.statement_timeout_ms;
+  session.idle_in_transaction_ms = kIdleInTransactionMs;
   pool_ = std::make_unique<ConnectionPool>(options_.conninfo, options_.target, options_.pool_size,
                                            std::chrono::seconds(options_.connect_timeout_s),
-                                           std::move(setup));
+                                           session, std::move(setup),
+                                           std::chrono::seconds(options_.idle_close_s));
   control_ = std::make_unique<ControlStore>(*pool_, options_);
 }
 
@@ -19,7 +33,17 @@ PgStorageBase::~PgStorageBase() {
   pool_.reset();
 }
 
-void PgStorageBase::connect_now() { pool_->acquire(); }
+void PgStorageBase::connect_now() {
+  ConnectionPool::Lease lease = pool_->acquire();
+  // Advice only: a server that hides its numbers does not fail the open.
+  try {
+    if (auto warning = connection_budget_warning(read_connection_budget(lease.conn()),
+                                                 options_.pool_size, options_.target))
+      log_warning(*warning);
+  } catch (...) {
+    if (!lease.conn().is_open()) lease.discard();
+  }
+}
 
 void PgStorageBase::set_queue_paused(std::string_view queue, bool paused, int64_t /*now_us*/) {
   control_->set_queue_paused(queue, paused);

@@ -204,6 +204,27 @@ std::string unique_name(const std::string& prefix) {
   return out;
 }
 
+ScratchDatabase::ScratchDatabase(const std::string& admin_dsn, const std::string& create_suffix)
+    : name_(unique_name("t_db_")), admin_(std::make_unique<pqxx::connection>(admin_dsn)) {
+  sql("CREATE DATABASE \"" + name_ + "\" " + create_suffix);
+  std::map<std::string, std::string> fields = dsn_fields(admin_dsn);
+  fields["dbname"] = name_;
+  dsn_ = keyvalue_dsn(fields);
+}
+
+ScratchDatabase::~ScratchDatabase() {
+  try {
+    sql("DROP DATABASE IF EXISTS \"" + name_ + "\" WITH (FORCE)");
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "dropping scratch database " << name_ << ": " << e.what();
+  }
+}
+
+pqxx::result ScratchDatabase::sql(const std::string& query) {
+  pqxx::nontransaction tx(*admin_);
+  return tx.exec(query);
+}
+
 void PgTest::SetUp() {
   api_ = conveyor_storage_plugin_entry(CONVEYOR_ABI_MAJOR, CONVEYOR_ABI_MINOR);
   ASSERT_NE(api_, nullptr) << "entry point refused the host's ABI version";

@@ -96,6 +96,30 @@ class TcpProxy {
   std::thread thread_;
 };
 
+// A database of its own on the server under test (dropped, connections and
+// all, when destroyed), for tests that change database-level settings
+// (ALTER DATABASE ... SET, CONNECTION LIMIT) without touching the database
+// other tests use.
+class ScratchDatabase {
+ public:
+  // admin_dsn: a role that may CREATE DATABASE. create_suffix: appended to
+  // CREATE DATABASE name (e.g. "CONNECTION LIMIT 5").
+  explicit ScratchDatabase(const std::string& admin_dsn, const std::string& create_suffix = "");
+  ~ScratchDatabase();
+  ScratchDatabase(const ScratchDatabase&) = delete;
+  ScratchDatabase& operator=(const ScratchDatabase&) = delete;
+  const std::string& name() const { return name_; }
+  // admin_dsn with dbname = this database.
+  const std::string& dsn() const { return dsn_; }
+  // Runs SQL on the admin connection (in the database given at creation).
+  pqxx::result sql(const std::string& query);
+
+ private:
+  std::string name_;
+  std::string dsn_;
+  std::unique_ptr<pqxx::connection> admin_;
+};
+
 // A fixture with one schema of its own (dropped afterwards) and the plugin's
 // C table wrapped by PluginCalls (api_ set, handles closed in TearDown).
 class PgTest : public ::testing::Test, public plugin_testing::PluginCalls {

@@ -19,6 +19,15 @@
 //   lease_commit       ("async" or "sync") whether claims, completions and
 //                      failures wait for their WAL flush (CONVEYOR_PG_LEASE_COMMIT
 //                      in pg_sql.hpp says why they need not).
+//   statement_timeout_ms (60000, 0..86400000; 0: no limit) the plugin's own
+//                      statement_timeout, set on each of its connections with
+//                      idle_in_transaction_session_timeout = 60 s and (14+)
+//                      idle_session_timeout = 0, whatever the database or
+//                      role sets (pg_connect.hpp).
+//   idle_close_s       (60, 0..86400; 0: kept) pooled connections idle this
+//                      long are closed.
+// At open, a warning when pool_size + 1 does not fit in the connections the
+// server has left (connection_budget.hpp).
 // Unknown keys are CONVEYOR_E_INVALID.
 //
 // Design:
