@@ -26,8 +26,9 @@ TEST(ResumeRampTest, ResumesAtHalfTheRefusedRateAndClimbsBackSlowlyPastTheKnee) 
   ResumeRamp ramp(/*refused_rate=*/20, /*ceiling=*/0, start);
   EXPECT_DOUBLE_EQ(ramp.rate(start), 10);
   EXPECT_NEAR(ramp.rate(start + 500ms), 14.142, 0.001);
-  EXPECT_DOUBLE_EQ(ramp.rate(start + 1s), 18 + (1 - std::log2(1.8)));  // knee 18, then +1/s
-  EXPECT_NEAR(ramp.rate(start + 5s), 18 + (5 - std::log2(1.8)), 1e-9);
+  // Knee 18 (at log2(1.8) = 0.85 s), then 2% of 20 = 0.4 more each second.
+  EXPECT_DOUBLE_EQ(ramp.rate(start + 1s), 18 + 0.4 * (1 - std::log2(1.8)));
+  EXPECT_NEAR(ramp.rate(start + 5s), 18 + 0.4 * (5 - std::log2(1.8)), 1e-9);
 }
 
 TEST(ResumeRampTest, NoBurstOnResumingAndThePaceIsKept) {
@@ -62,9 +63,10 @@ TEST(ResumeRampTest, EndsAtTheQueuesOwnLimit) {
   EXPECT_DOUBLE_EQ(ramp.rate(start), 20);
   EXPECT_TRUE(ramp.finished(start));
   ResumeRamp slower(20, 20, start);
-  EXPECT_FALSE(slower.finished(start + 1s));  // 18 + 0.15
-  EXPECT_TRUE(slower.finished(start + 3s));   // 18 + 2.15, capped at 20
-  EXPECT_DOUBLE_EQ(slower.rate(start + 3s), 20);
+  EXPECT_FALSE(slower.finished(start + 1s));
+  EXPECT_LT(slower.rate(start + 5s), 20);     // 18 + 0.4 * 4.15
+  EXPECT_DOUBLE_EQ(slower.rate(start + 6s), 20);  // 18 + 0.4 * 5.15, capped at 20
+  EXPECT_TRUE(slower.finished(start + 6s));
 }
 
 TEST(ResumeRampTest, WithoutALimitItEndsOnceItNoLongerHoldsTheQueueBack) {
