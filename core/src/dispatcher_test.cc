@@ -413,7 +413,7 @@ TEST_F(DispatcherTest, AnUnlimitedQueueResumesAtHalfWhatItWasSendingAndClimbsBac
     claimed += claimed_.size();
     finish_all();
   }
-  // 25 jobs/s doubling to 45 (90% of 50) in 0.85 s, then 1 more each
+  // 25 jobs/s doubling to 45 (90% of 50) in 0.85 s, then 0.5 more each
   // second: about 29 jobs in the first second, and the pace's burst (a tenth
   // of a second's worth) as it grows.
   EXPECT_GE(claimed, 28u);

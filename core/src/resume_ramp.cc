@@ -17,7 +17,7 @@ ResumeRamp::ResumeRamp(double refused_rate, double ceiling, SteadyTime now)
     : start_rate_(std::max(kFloor, refused_rate / 2)),
       knee_(refused_rate > 0 ? std::max(start_rate_, 0.9 * refused_rate)
                              : std::numeric_limits<double>::infinity()),
-      step_(std::max(0.2, 0.02 * refused_rate)),
+      step_(std::max(0.1, 0.01 * refused_rate)),
       ceiling_(ceiling),
       started_(now),
       bound_at_(now),

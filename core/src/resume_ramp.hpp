@@ -4,13 +4,13 @@
 // too would never empty its window).
 //
 // The queue resumes at half the rate it was refused at and doubles each
-// second up to 90% of it (the knee), then grows by 2% of it (at least
-// 0.2 job/s) each second beyond: five seconds to where it was refused, so
-// refusals (each a hold in which nothing is delivered) stay rare. A refusal while ramping starts a new hold
-// and, after it, a new ramp from half the rate reached: so the rate settles
-// just under what the downstream accepts, as TCP's congestion window does.
-// When the refused rate is unknown (an unlimited queue's first refusal),
-// it starts at kFloor and doubles each second until refused (slow start).
+// second up to 90% of it (the knee), then grows by 1% of it (at least
+// 0.1 job/s) each second beyond: ten seconds to where it was refused, so
+// refusals (each a hold in which nothing is delivered) stay rare. A refusal while ramping starts a
+// new hold and, after it, a new ramp from half the rate reached: so the rate settles just under
+// what the downstream accepts, as TCP's congestion window does. When the refused rate is unknown
+// (an unlimited queue's first refusal), it starts at kFloor and doubles each second until refused
+// (slow start).
 //
 // The ramp ends when its rate reaches the queue's own limit (the ceiling),
 // or, without one, once it has not held the queue back for kUnboundFor

@@ -26,9 +26,9 @@ TEST(ResumeRampTest, ResumesAtHalfTheRefusedRateAndClimbsBackSlowlyPastTheKnee) 
   ResumeRamp ramp(/*refused_rate=*/20, /*ceiling=*/0, start);
   EXPECT_DOUBLE_EQ(ramp.rate(start), 10);
   EXPECT_NEAR(ramp.rate(start + 500ms), 14.142, 0.001);
-  // Knee 18 (at log2(1.8) = 0.85 s), then 2% of 20 = 0.4 more each second.
-  EXPECT_DOUBLE_EQ(ramp.rate(start + 1s), 18 + 0.4 * (1 - std::log2(1.8)));
-  EXPECT_NEAR(ramp.rate(start + 5s), 18 + 0.4 * (5 - std::log2(1.8)), 1e-9);
+  // Knee 18 (at log2(1.8) = 0.85 s), then 1% of 20 = 0.2 more each second.
+  EXPECT_DOUBLE_EQ(ramp.rate(start + 1s), 18 + 0.2 * (1 - std::log2(1.8)));
+  EXPECT_NEAR(ramp.rate(start + 5s), 18 + 0.2 * (5 - std::log2(1.8)), 1e-9);
 }
 
 TEST(ResumeRampTest, NoBurstOnResumingAndThePaceIsKept) {
@@ -64,9 +64,9 @@ TEST(ResumeRampTest, EndsAtTheQueuesOwnLimit) {
   EXPECT_TRUE(ramp.finished(start));
   ResumeRamp slower(20, 20, start);
   EXPECT_FALSE(slower.finished(start + 1s));
-  EXPECT_LT(slower.rate(start + 5s), 20);     // 18 + 0.4 * 4.15
-  EXPECT_DOUBLE_EQ(slower.rate(start + 6s), 20);  // 18 + 0.4 * 5.15, capped at 20
-  EXPECT_TRUE(slower.finished(start + 6s));
+  EXPECT_LT(slower.rate(start + 10s), 20);         // 18 + 0.2 * 9.15
+  EXPECT_DOUBLE_EQ(slower.rate(start + 11s), 20);  // 18 + 0.2 * 10.15, capped at 20
+  EXPECT_TRUE(slower.finished(start + 11s));
 }
 
 TEST(ResumeRampTest, WithoutALimitItEndsOnceItNoLongerHoldsTheQueueBack) {

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -195,6 +196,90 @@ TEST(HttpDownstream, AConveyorLimitUnderTheDownstreamsMeansNo429s) {
   expect_every_job_completed_at_attempt_1(run.jobs);
   EXPECT_EQ(run.rejected, 0u);
   EXPECT_NEAR(run.rate, 18.0, 18.0 * 0.05);
+}
+
+// 500 jobs, max_workers = 500, a downstream that takes 5 s per request, the
+// default pool (max_connections_per_host = 64): the requests beyond 64 wait
+// inside the server for a connection without their timeout running, so none
+// is sent late, cut off and sent again, and no attempt is spent. Before, 564
+// requests reached such a downstream and 180 jobs spent an attempt.
+TEST(HttpDownstream, RequestsWaitingForAConnectionSpendNoAttemptAndAreSentOnce) {
+  constexpr int kSlowJobs = 500;
+  httplib::Server slow;
+  slow.new_task_queue = [] { return new httplib::ThreadPool(kSlowJobs + 16); };
+  std::mutex mu;
+  std::map<std::string, int> seen;  // body -> requests that carried it
+  size_t open_now = 0, open_most = 0;
+  slow.Post("/slow", [&](const httplib::Request& req, httplib::Response& res) {
+    {
+      std::lock_guard lock(mu);
+      ++seen[req.body];
+      open_most = std::max(open_most, ++open_now);
+    }
+    std::this_thread::sleep_for(5s);  // the downstream's own latency
+    {
+      std::lock_guard lock(mu);
+      --open_now;
+    }
+    res.set_content("ok", "text/plain");
+  });
+  const int port = slow.bind_to_any_port("127.0.0.1");
+  std::thread listener([&] { slow.listen_after_bind(); });
+  ASSERT_TRUE(test::wait_until([&] { return slow.is_running(); }));
+  test::TempDir dir;
+  test::ServeProcess serve(
+      dir,
+      fmt::format("[engine]\nworker_threads = 600\n[http]\nallow_hosts = [\"127.0.0.1\"]\n"
+                  "[queues.slow]\nmax_workers = {}\n"
+                  "[queues.slow.http]\nurl = \"http://127.0.0.1:{}/slow\"\ntimeout_ms = 7000\n",
+                  kSlowJobs, port),
+      "admin_token = \"slow-test-token\"\n");
+  ASSERT_TRUE(serve.ready()) << serve.process().stderr_text();
+  EXPECT_NE(serve.process().stderr_text().find("max_connections_per_host"), std::string::npos)
+      << "the start names max_workers above the connection limit: "
+      << serve.process().stderr_text();
+  const std::string config = (dir / "conveyor.toml").string();
+  for (int i = 0; i < kSlowJobs; i += 100) {
+    std::vector<std::string> args = {"--config",
+                                     config,
+                                     "enqueue",
+                                     "slow",
+                                     "http",
+                                     "--payload",
+                                     fmt::format(R"({{"batch": {}}})", i),
+                                     "--count",
+                                     "100"};
+    ASSERT_EQ(test::run_conveyor(args).exit_code, 0);
+  }
+  nlohmann::json jobs;
+  // 500 / 64 connections x 5 s is about 40 s.
+  EXPECT_TRUE(test::wait_until(
+      [&] {
+        const auto r = test::run_conveyor(
+            {"--config", config, "--json", "jobs", "ls", "--queue", "slow", "--limit", "1000"});
+        if (r.exit_code != 0) return false;
+        jobs = nlohmann::json::parse(r.out)["jobs"];
+        return jobs.size() == kSlowJobs && std::all_of(jobs.begin(), jobs.end(), [](const auto& j) {
+                 return j["state"] == "completed";
+               });
+      },
+      180s))
+      << jobs.dump().substr(0, 2000);
+  serve.process().signal(SIGTERM);
+  EXPECT_EQ(serve.process().wait(), 0) << serve.process().stderr_text();
+  slow.stop();
+  listener.join();
+  int requests = 0;
+  for (const auto& [body, n] : seen) requests += n;
+  EXPECT_EQ(requests, kSlowJobs) << "a request was sent again";
+  EXPECT_LE(open_most, 64u) << "max_connections_per_host";
+  int first_attempt = 0;
+  for (const auto& j : jobs) first_attempt += j["attempt"] == 1;
+  EXPECT_EQ(first_attempt, kSlowJobs) << "an attempt was spent on a request never sent";
+  std::cout << fmt::format(
+      "500 jobs, 5 s downstream: {} requests, at most {} at once, {} jobs "
+      "done at attempt 1\n",
+      requests, open_most, first_attempt);
 }
 
 // A downstream that answers 429 with Retry-After: 120: the server's queue
