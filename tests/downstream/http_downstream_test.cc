@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -202,7 +203,9 @@ TEST(HttpDownstream, AConveyorLimitUnderTheDownstreamsMeansNo429s) {
 // default pool (max_connections_per_host = 64): the requests beyond 64 wait
 // inside the server for a connection without their timeout running, so none
 // is sent late, cut off and sent again, and no attempt is spent. Before, 564
-// requests reached such a downstream and 180 jobs spent an attempt.
+// requests reached such a downstream and 180 jobs spent an attempt. The
+// timeout (15 s) is far under the ~40 s the last requests wait for a
+// connection, so a timeout that counted the wait would fire.
 TEST(HttpDownstream, RequestsWaitingForAConnectionSpendNoAttemptAndAreSentOnce) {
   constexpr int kSlowJobs = 500;
   httplib::Server slow;
@@ -231,7 +234,7 @@ TEST(HttpDownstream, RequestsWaitingForAConnectionSpendNoAttemptAndAreSentOnce) 
       dir,
       fmt::format("[engine]\nworker_threads = 600\n[http]\nallow_hosts = [\"127.0.0.1\"]\n"
                   "[queues.slow]\nmax_workers = {}\n"
-                  "[queues.slow.http]\nurl = \"http://127.0.0.1:{}/slow\"\ntimeout_ms = 7000\n",
+                  "[queues.slow.http]\nurl = \"http://127.0.0.1:{}/slow\"\ntimeout_ms = 15000\n",
                   kSlowJobs, port),
       "admin_token = \"slow-test-token\"\n");
   ASSERT_TRUE(serve.ready()) << serve.process().stderr_text();
@@ -252,9 +255,18 @@ TEST(HttpDownstream, RequestsWaitingForAConnectionSpendNoAttemptAndAreSentOnce) 
     ASSERT_EQ(test::run_conveyor(args).exit_code, 0);
   }
   nlohmann::json jobs;
+  // The server's threads while 500 requests are in flight or waiting.
+  int threads_most = 0;
+  const auto threads_now = [pid = serve.process().pid()] {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+    return 0;
+  };
   // 500 / 64 connections x 5 s is about 40 s.
   EXPECT_TRUE(test::wait_until(
       [&] {
+        threads_most = std::max(threads_most, threads_now());
         const auto r = test::run_conveyor(
             {"--config", config, "--json", "jobs", "ls", "--queue", "slow", "--limit", "1000"});
         if (r.exit_code != 0) return false;
@@ -275,11 +287,15 @@ TEST(HttpDownstream, RequestsWaitingForAConnectionSpendNoAttemptAndAreSentOnce) 
   EXPECT_LE(open_most, 64u) << "max_connections_per_host";
   int first_attempt = 0;
   for (const auto& j : jobs) first_attempt += j["attempt"] == 1;
-  EXPECT_EQ(first_attempt, kSlowJobs) << "an attempt was spent on a request never sent";
+  std::string failures;
+  for (const auto& j : jobs)
+    if (j["attempt"] != 1) failures += j.dump().substr(0, 400) + "\n";
+  EXPECT_EQ(first_attempt, kSlowJobs) << "an attempt was spent on a request never sent:\n"
+                                      << failures;
   std::cout << fmt::format(
       "500 jobs, 5 s downstream: {} requests, at most {} at once, {} jobs "
-      "done at attempt 1\n",
-      requests, open_most, first_attempt);
+      "done at attempt 1; the server had at most {} threads\n",
+      requests, open_most, first_attempt, threads_most);
 }
 
 // A downstream that answers 429 with Retry-After: 120: the server's queue
