@@ -89,6 +89,15 @@ std::string explain(const Failure& f, uint32_t statement_timeout_ms) {
              ", plugin option statement_timeout_ms)";
     return "the statement was cancelled (a cancel request, e.g. pg_cancel_backend): " + f.message;
   }
+  if (st == "42P05" || (st == "26000" && f.message.find("prepared statement") != std::string::npos))
+    // A session's prepared statements are there in another session, or gone
+    // from the same one: the connection is shared between transactions.
+    return "the connection goes through a pooler in transaction mode (PgBouncer pool_mode = "
+           "transaction, or a hosted pooler on its transaction port), which keeps no session "
+           "state between transactions; the plugins need session state (named prepared "
+           "statements, LISTEN): use the pooler's session mode or connect to PostgreSQL "
+           "directly (" +
+           f.message + ")";
   if (f.kind != FailureKind::kConnectionLost) return f.message;
   if (st == "57P05")
     return "the PostgreSQL server closed the idle connection (idle_session_timeout)";
