@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "testing/delivery_helpers.hpp"
 #include "testing/hmac_hex.hpp"
 #include "testing/raw_http_server.hpp"
 
@@ -30,32 +31,12 @@ namespace conveyor::http_delivery {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::deliver;
+using testing::eventually;
 using testing::hmac_hex;
+using testing::kBound;
+using testing::private_allowed;
 using testing::RawHttpServer;
-
-constexpr auto kBound = 30s;  // generous: a condition, not a timing
-
-// Waits (polling) until pred holds or kBound passes; returns pred().
-template <class Pred>
-bool eventually(Pred pred) {
-  auto until = std::chrono::steady_clock::now() + kBound;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
-
-Outcome deliver(Delivery& delivery, Request request) {
-  auto promise = std::make_shared<std::promise<Outcome>>();
-  auto future = promise->get_future();
-  delivery.submit(std::move(request), [promise](Outcome o) { promise->set_value(std::move(o)); });
-  if (future.wait_for(kBound) != std::future_status::ready) {
-    ADD_FAILURE() << "no outcome within the bound";
-    return Outcome{};
-  }
-  return future.get();
-}
 
 // Percent-encodes a query parameter value.
 std::string encoded(const std::string& value) {
@@ -68,12 +49,6 @@ std::string encoded(const std::string& value) {
     }
   }
   return out;
-}
-
-Policy private_allowed() {
-  Policy p;
-  p.allow_private = true;
-  return p;
 }
 
 // A cpp-httplib server: /status/<code> answers that status with body
