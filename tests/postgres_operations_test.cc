@@ -29,6 +29,7 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <random>
@@ -261,6 +262,103 @@ TEST_P(PostgresOperations, AConnectionBudgetThatDoesNotFitIsNamedAndIdleSlotsCom
       "{}: two engines on max_connections 12: warned at start; idle "
       "connections closed after the drain ({} open)\n",
       GetParam(), open);
+}
+
+// PgBouncer (Debian's package) on a free port of 127.0.0.1 in front of the
+// server at host:port, in pool_mode mode; stopped when destroyed.
+class Pgbouncer {
+ public:
+  static bool available() { return std::filesystem::exists("/usr/sbin/pgbouncer"); }
+  Pgbouncer(const std::string& host, int port, const std::string& mode) : port_(test::free_port()) {
+    // Files PgBouncer (which will not run as root: -u postgres) can read.
+    std::filesystem::permissions(dir_.path(), std::filesystem::perms::all);
+    std::ofstream(dir_ / "users.txt") << "\"postgres\" \"\"\n";
+    std::ofstream(dir_ / "pgbouncer.ini")
+        << "[databases]\n* = host=" << host << " port=" << port << "\n[pgbouncer]\n"
+        << "listen_addr = 127.0.0.1\nlisten_port = " << port_ << "\nauth_type = trust\n"
+        << "auth_file = " << (dir_ / "users.txt").string() << "\npool_mode = " << mode
+        << "\nmax_client_conn = 500\ndefault_pool_size = 40\nunix_socket_dir =\n"
+        << "logfile = " << (dir_ / "pgbouncer.log").string() << "\n";
+    std::vector<std::string> args = {(dir_ / "pgbouncer.ini").string()};
+    if (::geteuid() == 0) args.insert(args.begin(), {"-u", "postgres"});
+    process_ = std::make_unique<test::Process>(test::Process::program("/usr/sbin/pgbouncer", args));
+    ready_ = test::wait_until([&] {
+      try {
+        test::psql(dsn("postgres"), "SELECT 1");
+        return true;
+      } catch (const std::runtime_error&) {
+        return false;
+      }
+    });
+  }
+  ~Pgbouncer() { process_->signal(SIGTERM); }
+  bool ready() const { return ready_; }
+  std::string dsn(const std::string& db) const {
+    return "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/" + db;
+  }
+  std::string log() const { return test::read_file(dir_ / "pgbouncer.log"); }
+
+ private:
+  test::TempDir dir_;
+  uint16_t port_;
+  std::unique_ptr<test::Process> process_;
+  bool ready_ = false;
+};
+
+// Behind PgBouncer in transaction mode the plugins cannot keep their session
+// (named prepared statements, LISTEN): opening fails at once, naming the
+// pooler mode and the fix. Before, `serve` exited later with a bare
+// 'prepared statement "conveyor_shared_swap" already exists'. In session
+// mode the same drain works.
+TEST_P(PostgresOperations, PgbouncerTransactionModeFailsAtStartSayingWhyAndSessionModeWorks) {
+  if (!test::pg_dsn()) {
+    if (test::running_in_ci()) FAIL() << "CI=true but CONVEYOR_TEST_PG_DSN is not set";
+    GTEST_SKIP() << "set CONVEYOR_TEST_PG_DSN to run the PostgreSQL tests";
+  }
+  if (!Pgbouncer::available()) {
+    if (test::running_in_ci()) FAIL() << "CI=true but pgbouncer is not installed";
+    GTEST_SKIP() << "pgbouncer not installed (scripts/install-deps.sh test)";
+  }
+  // The shared server as test_env names it: postgresql://USER@HOST:PORT/DB.
+  const std::string admin = *test::pg_dsn();
+  const size_t at = admin.find('@'), colon = admin.find(':', at), slash = admin.find('/', at);
+  ASSERT_TRUE(at != std::string::npos && colon != std::string::npos && slash != std::string::npos)
+      << "expected a postgresql:// URI: " << admin;
+  const std::string host = admin.substr(at + 1, colon - at - 1);
+  const int port = std::stoi(admin.substr(colon + 1, slash - colon - 1));
+  const std::string db = admin.substr(slash + 1, admin.find('?', slash) - slash - 1);
+  {
+    Pgbouncer transaction(host, port, "transaction");
+    ASSERT_TRUE(transaction.ready()) << transaction.log();
+    const auto config =
+        test::write_postgres_config(dir_, GetParam(), transaction.dsn(db), "pgb_tx");
+    try {
+      open_storage(load_config_file(config).storage);
+      ADD_FAILURE() << "opened through a pooler in transaction mode";
+    } catch (const StorageError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("pooler in transaction mode"), std::string::npos) << what;
+      EXPECT_NE(what.find("pool_mode = session"), std::string::npos) << what;
+    }
+  }
+  Pgbouncer session(host, port, "session");
+  ASSERT_TRUE(session.ready()) << session.log();
+  const auto config = test::write_postgres_config(
+      dir_, GetParam(), session.dsn(db), test::fresh_schema_name("pgb_s"),
+      "[engine]\npoll_interval_ms = 200\nmax_workers = 20\n");
+  constexpr int kJobs = 2000;
+  {
+    Engine producer(load_config_file(config));
+    producer.enqueue_batch(std::vector<NewJob>(kJobs, NewJob{"pgb", "record", "{}", 0, 25, 0}));
+  }
+  auto storage = open_storage(load_config_file(config).storage);
+  const auto record = dir_ / "runs.txt";
+  CrashWorker worker(config, record, dir_ / "worker.log");
+  EXPECT_TRUE(test::wait_until([&] { return completed(*storage, "pgb") == kJobs; }, 120s))
+      << test::read_file(dir_ / "worker.log").substr(0, 5000);
+  worker.kill(SIGTERM);
+  EXPECT_EQ(test::read_executions(record).size(), static_cast<size_t>(kJobs));
+  EXPECT_TRUE(run_twice(record).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Postgres, PostgresOperations,

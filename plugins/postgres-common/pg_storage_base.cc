@@ -33,8 +33,43 @@ PgStorageBase::~PgStorageBase() {
   pool_.reset();
 }
 
+namespace {
+
+int backend_pid(pqxx::connection& c) {
+  pqxx::nontransaction tx(c);
+  return tx.exec1("SELECT pg_backend_pid()")[0].as<int>();
+}
+
+}  // namespace
+
+// A pooler in transaction (or statement) mode hands a server session to
+// another client between transactions; the plugins need a session of their
+// own (named prepared statements, LISTEN). On a direct connection or in
+// session mode, two live client connections never share a backend, and a
+// connection's backend never changes; in transaction mode (PgBouncer reuses
+// the server connection released last) they do.
+void PgStorageBase::refuse_transaction_pooling(pqxx::connection& first) {
+  const int before = backend_pid(first);
+  const std::unique_ptr<PgConnection> second =
+      open_connection(options_.conninfo, options_.target, pool_->session());
+  const int other = backend_pid(second->conn);
+  const int after = backend_pid(first);
+  if (before != other && before == after) return;
+  throw sdk::Error(
+      CONVEYOR_E_UNSUPPORTED,
+      "PostgreSQL at " + options_.target +
+          " is reached through a pooler in transaction mode (PgBouncer pool_mode = "
+          "transaction, or a hosted pooler's transaction port): two client connections shared "
+          "server session " +
+          std::to_string(before == other ? before : after) +
+          ". The plugin needs a session of its own (named prepared statements, LISTEN): use "
+          "the pooler's session mode (PgBouncer pool_mode = session) or connect to PostgreSQL "
+          "directly");
+}
+
 void PgStorageBase::connect_now() {
   ConnectionPool::Lease lease = pool_->acquire();
+  refuse_transaction_pooling(lease.conn());
   // Advice only: a server that hides its numbers does not fail the open.
   try {
     if (auto warning = connection_budget_warning(read_connection_budget(lease.conn()),

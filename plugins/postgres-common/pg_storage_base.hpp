@@ -80,6 +80,9 @@ class PgStorageBase {
   // Opens one connection now: a server that cannot be reached fails open,
   // with the reason.
   void connect_now();
+  // Throws sdk::Error(CONVEYOR_E_UNSUPPORTED) naming the pooler mode when
+  // the connection goes through a pooler in transaction mode (see .cc).
+  void refuse_transaction_pooling(pqxx::connection& first);
 
   template <typename Fn>
   void run(const char* op, Retry retry, Fn&& fn) {
