@@ -1,7 +1,8 @@
 // The dispatcher's poll path against the real SQLite plugin, on a queue with
 // no limit and on the same queue with a limit that never binds (rate 1e9/s,
 // burst 1e9). The difference is what the limiter costs an unlimited queue;
-// ADR-010 promises it is lost in the noise of the storage call.
+// docs/design/rate-limits.md requires it to be lost in the noise of the
+// storage call.
 #include "dispatcher.hpp"
 
 #include <conveyor/config.hpp>

@@ -16,8 +16,9 @@
 // Tokens a claim took and did not use (refund) stay here as a spare, no
 // call: the next take within kSpareHold of the take they came from is
 // served from it, and a later take returns them to the fleet in its own
-// swap. So a claim that finds fewer jobs than tokens costs no extra call
-// (a steady queue at its limit: 0.27 calls per claim, measured).
+// swap. So a claim that finds fewer jobs than tokens costs no extra call:
+// a steady queue at its limit, whose claims often find fewer jobs than
+// tokens, would otherwise pay a refund call and a take call per claim.
 //
 // Contention: processes waiting for the same next token all wake when it is
 // due, and every one but the first loses its race (a call each). A process
@@ -32,8 +33,8 @@
 //
 // Slack: a token is taken just before the claim, and the job starts after
 // the claim returns, so a window of starts can hold the takes of a slightly
-// longer window: rate * (the spread of claim latencies) jobs, measured in
-// the note and docs/reference.md. A spare is used at most kSpareHold after
+// longer window: rate * (the spread of claim latencies) jobs (documented in
+// docs/reference.md, "Rate limits"). A spare is used at most kSpareHold after
 // its take: rate * kSpareHold more (0.5 jobs at 50/s, 50 at 5,000/s).
 // Clocks: full_at is wall-clock time, so hosts whose clocks differ by d may
 // take up to rate * d early.

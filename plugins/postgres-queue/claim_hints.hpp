@@ -7,8 +7,8 @@
 //     by this claim or another claimer, or locked by another claimer). Not
 //     to the first key won: a claimer that lost its candidates to a faster
 //     one would then walk them again every claim, fall further behind, and
-//     walk more (session 12 measured one process of three making 88 claims
-//     to another's 1,585);
+//     walk more, until one process of several made nearly every claim and
+//     the fleet's work was no longer shared;
 //   * it moves back at once when this process appends an entry below it
 //     (enqueue, promotion), and a forward move never passes an entry this
 //     process appended while that claim was in flight (each claim in flight
@@ -23,17 +23,20 @@
 //     bounds how long an entry another process appended below the hint waits
 //     (its order is then off by at most that long; nothing is ever lost).
 //     Only queues claimed since their last probe are probed: an idle queue's
-//     hint waits for its next claim, whose probe follows within a tick
-//     (the engine claims a woken queue twice more a poll interval apart).
+//     hint waits for its next claim, whose probe follows within a tick.
+//     That is enough because the engine, after a wake-up notification for
+//     a queue, claims it twice more a poll interval apart (storage_plugin.h,
+//     "Wake-ups"): a claim that missed an entry below the hint is followed
+//     by claims after the probe has moved the hint back.
 //     Claims never walk the history for it, so a probe does not show in
 //     their latency. A probe walks every claimed entry of the queue still in
 //     the ring (a backlog of a million jobs enqueued at once keeps its whole
 //     slot, so up to a million): the period grows with what the last probe
 //     cost (kProbeCostFactor times its duration, at most kMaxResetPeriod),
 //     and the probes of all queues together take at most 1/kProbeCostFactor
-//     of the time, give or take a kProbeBurst of credit (see next_probe):
-//     100 busy queues probed each second held the server for a third of a
-//     drain's time.
+//     of the time, give or take a kProbeBurst of credit (see next_probe),
+//     because with many busy queues, probes at a fixed period would take a
+//     large share of the server's time away from claims.
 #ifndef CONVEYOR_PLUGINS_POSTGRES_QUEUE_CLAIM_HINTS_HPP
 #define CONVEYOR_PLUGINS_POSTGRES_QUEUE_CLAIM_HINTS_HPP
 

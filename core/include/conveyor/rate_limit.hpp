@@ -8,8 +8,8 @@
 
 namespace conveyor {
 
-// Whose bucket a limit fills. kProcess: each process has its own (ADR-010),
-// so N processes start up to N * rate. kFleet: one bucket per queue shared
+// Whose bucket a limit fills (docs/design/rate-limits.md). kProcess: each
+// process has its own, so N processes start up to N * rate. kFleet: one bucket per queue shared
 // by every process on the same storage (needs ABI 1.2's swap_shared_state).
 enum class LimitScope { kProcess, kFleet };
 

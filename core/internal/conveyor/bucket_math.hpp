@@ -1,5 +1,5 @@
-// The token bucket's arithmetic (ADR-010), in one place for every bucket:
-// the process bucket (TokenBucket, steady clock) and the fleet bucket
+// The token bucket's arithmetic (docs/design/rate-limits.md), in one place
+// for every bucket: the process bucket (TokenBucket, steady clock) and the fleet bucket
 // (FleetBucket, whose state lives in storage and is read on the wall clock).
 //
 // A bucket's whole state is one number, full_at: the time (ns on the

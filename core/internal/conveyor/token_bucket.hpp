@@ -1,4 +1,5 @@
-// TokenBucket: the per-process rate limiter of ADR-010 (scope "process").
+// TokenBucket: the per-process rate limiter (scope "process"; why it lives
+// in the core: docs/design/rate-limits.md).
 // The arithmetic, and the bound it proves (taken in [a, b] <= burst +
 // rate * (b - a), exactly), are bucket_math.hpp's, shared with FleetBucket.
 //

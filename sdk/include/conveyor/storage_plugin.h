@@ -238,7 +238,7 @@ typedef int32_t conveyor_status;
 
 /* ABI 1.2: a rate limit's scope (conveyor_rate_limit.scope,
  * set_rate_limit_v2). Zero keeps the 1.1 meaning. */
-#define CONVEYOR_SCOPE_PROCESS 0 /* one bucket per process (ADR-010) */
+#define CONVEYOR_SCOPE_PROCESS 0 /* one bucket per process (docs/design/rate-limits.md) */
 #define CONVEYOR_SCOPE_FLEET 1   /* one bucket for every process on the storage */
 
 /* ABI 1.2: the longest key swap_shared_state accepts, in bytes. */
