@@ -76,6 +76,19 @@
  * Time:      int64_t microseconds since the Unix epoch (UTC). Every function
  *            that compares times takes the host's now_us and uses it instead
  *            of a clock of its own, so hosts can test with a fake clock.
+ *            Two places have no now_us and use the plugin's wall clock
+ *            (CLOCK_REALTIME): enqueue's created_at_us (never compared), and
+ *            the due notification of CONVEYOR_CAP_NOTIFY_DUE, sent once the
+ *            waiter's wall clock has reached the job's run_at_us, never
+ *            before (a wake before run_at finds nothing to claim). The host
+ *            sets run_at_us from its own wall clock, so hosts and storage
+ *            must agree on the time.
+ * Leases:    a lease is (job id, lease token). Token 0 means "no lease": a
+ *            claim (claim, claim_kinds) with lease_token 0 is
+ *            CONVEYOR_E_INVALID with nothing claimed, and a job reported in
+ *            any state but RUNNING has lease_token 0 and lease_expires_us 0.
+ *            So no lease with token 0 ever matches a job: complete, fail,
+ *            extend_leases and release of one are CONVEYOR_E_LEASE_LOST.
  * Threading: after open returns, every function on one handle may be called
  *            concurrently from any number of host threads. The plugin
  *            serialises or pools internally. close is the exception: the host
@@ -122,6 +135,19 @@
  *            storage of its own. The server opens one handle; a tool that
  *            needs a second one on the same storage (conveyor-bench's
  *            separate producer) needs the capability or says so.
+ * Wake-ups:  what the host does after a notification, which a plugin may
+ *            count on. After CONVEYOR_NOTIFY_JOBS for a queue (or new jobs
+ *            enqueued in its own process, or a worker permit freed), the
+ *            host claims that queue at once; if that claim leaves the queue
+ *            drained, it claims it twice more, about
+ *            [engine] poll_interval_ms apart (1 s by default), before it
+ *            waits for notifications again. So an entry that a claim right
+ *            after the notification cannot see yet (a plugin's own claim
+ *            hint, a replica or an index that catches up a moment later) is
+ *            claimed by one of those two if it is visible by then. (Without
+ *            CONVEYOR_CAP_NOTIFY_DUE a drained queue is claimed every poll
+ *            interval anyway.) The number of these claims may grow in a
+ *            later host, never shrink within this major.
  *
  * ---------------------------------------------------------------------------
  * The life of a job as the host drives it
@@ -206,7 +232,8 @@ typedef int32_t conveyor_status;
 #define CONVEYOR_CAP_NOTIFY ((uint64_t)1 << 3)
 /* With CONVEYOR_CAP_NOTIFY: a job enqueued by any process with a run_at in
  * the future is reported again (CONVEYOR_NOTIFY_JOBS for its queue) to every
- * waiter once that run_at has come by the waiter's clock, so a waiter that is
+ * waiter once that run_at has come by the waiter's wall clock (never
+ * before it: see Time), so a waiter that is
  * told nothing may take it that no enqueued job became ready. The host then
  * re-polls a drained queue only rarely (engine.notified_poll_interval_ms)
  * instead of every poll interval. Jobs that retry_jobs makes ready again are
@@ -368,7 +395,8 @@ typedef void (*conveyor_queue_fn)(void* ctx, conveyor_str queue, int32_t paused)
 
 /* The function table. Members up to and including wait_for_notification form
  * version 1.0; every slot of 1.0 is required except wait_for_notification.
- * The slots after it form 1.1 and 1.2 (all optional). */
+ * The slots after it form 1.1, 1.2 and 1.3 (all optional); each minor's
+ * slots are marked below. */
 typedef struct conveyor_storage_plugin {
   uint32_t struct_size;  /* sizeof(conveyor_storage_plugin) as built */
   uint32_t abi_major;    /* CONVEYOR_ABI_MAJOR as built */
@@ -406,7 +434,8 @@ typedef struct conveyor_storage_plugin {
   /* Claims up to max_jobs ready jobs of one queue: AVAILABLE, run_at <= now_us,
    * queue not paused, in order of priority, run_at, id. Each becomes RUNNING
    * with attempt + 1 and the lease (lease_token, lease_expires_us); the host
-   * picks a fresh non-zero lease_token per call. Two concurrent claims (any
+   * picks a fresh non-zero lease_token per call (0 is CONVEYOR_E_INVALID,
+   * nothing claimed: see Leases). Two concurrent claims (any
    * thread, any process) never return the same job. on_job is called once per
    * claimed job, after the claim is durable. *out_claimed = number claimed
    * (0 is success: nothing ready). */
