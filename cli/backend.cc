@@ -15,6 +15,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace conveyor::cli {
 namespace {
@@ -32,32 +35,47 @@ class StorageBackend final : public Backend {
   }
   void set_rate_limit(const std::string& queue, const RateLimit& limit) override {
     engine_.set_rate_limit(queue, limit);
+    warn_if_change_dies_with_this_process();
   }
   bool delete_rate_limit(const std::string& queue) override {
-    return engine_.delete_rate_limit(queue);
+    const bool deleted = engine_.delete_rate_limit(queue);
+    warn_if_change_dies_with_this_process();
+    return deleted;
   }
   api::RateLimitListing rate_limits() override {
     const LimitResolver& l = EngineInternals::limits(engine_);
     const RateLimitingState state = engine_.rate_limiting();
+    warn_if_this_process_sees_its_own_storage();
     return {state.enabled, l.default_limit(), l.overrides(), state.source};
   }
   RateLimitingState set_rate_limiting_enabled(bool enabled) override {
     engine_.set_rate_limiting_enabled(enabled);
+    warn_if_change_dies_with_this_process();
     return engine_.rate_limiting();
   }
-  std::vector<QueueReport> queues() override { return engine_.queues(); }
+  std::vector<QueueReport> queues() override {
+    std::vector<QueueReport> reports = engine_.queues();
+    warn_if_this_process_sees_its_own_storage();
+    return reports;
+  }
   void set_queue_paused(const std::string& queue, bool paused) override {
     engine_.set_queue_paused(queue, paused);
+    warn_if_change_dies_with_this_process();
   }
   JobPage list_jobs(const JobQuery& query) override {
+    warn_if_this_process_sees_its_own_storage();
     JobPage page;
     page.jobs = engine_.list_jobs(query);
     // As the API answers: a full page may have a successor.
     if (page.jobs.size() == query.limit) page.next_after_id = page.jobs.back().id;
     return page;
   }
-  std::optional<Job> get_job(int64_t id) override { return engine_.get_job(id); }
+  std::optional<Job> get_job(int64_t id) override {
+    warn_if_this_process_sees_its_own_storage();
+    return engine_.get_job(id);
+  }
   std::vector<JobOutcome> retry_jobs(std::span<const int64_t> ids) override {
+    warn_if_this_process_sees_its_own_storage();
     return engine_.retry_jobs(ids);
   }
   RetryBatch retry_jobs_bulk(const std::string& queue, JobState state, int64_t after_id,
@@ -74,12 +92,14 @@ class StorageBackend final : public Backend {
     return batch;
   }
   Cancelled cancel_job(int64_t id) override {
+    warn_if_this_process_sees_its_own_storage();
     const bool cancelled = engine_.cancel_job(id);
     std::optional<Job> job = engine_.get_job(id);
     if (!job) return {CONVEYOR_E_NOT_FOUND, std::nullopt};
     return {cancelled ? CONVEYOR_OK : CONVEYOR_E_WRONG_STATE, std::move(job)};
   }
   std::vector<JobOutcome> delete_jobs(std::span<const int64_t> ids) override {
+    warn_if_this_process_sees_its_own_storage();
     return engine_.delete_jobs(ids);
   }
 
@@ -87,16 +107,40 @@ class StorageBackend final : public Backend {
   // Storage that is neither durable nor shared with other processes lives in
   // this process only: what the command enqueues is gone when it exits.
   void warn_if_jobs_die_with_this_process(int64_t count) {
-    const PluginInfo& info = EngineInternals::plugin_info(engine_);
-    if ((info.capabilities & (CONVEYOR_CAP_DURABLE | CONVEYOR_CAP_MULTI_PROCESS)) != 0) return;
+    const std::optional<std::string> name = process_local_storage(engine_);
+    if (!name) return;
     std::cerr << fmt::format(
         "conveyor: warning: storage plugin '{}' is neither durable nor multi-process, so the {} "
         "when this command exits; enqueue through the server that runs them (conveyor --server "
         "URL enqueue ...) or use a durable plugin\n",
-        info.name,
+        *name,
         count == 1 ? "job enqueued here vanishes"
                    : fmt::format("{} jobs enqueued here vanish", count));
   }
+  // The same storage for the other commands: a change made here is made to
+  // this command's own storage, and a read sees that storage, empty, not a
+  // server's. Said once, after the call succeeded (a refusal says enough).
+  void warn_if_change_dies_with_this_process() {
+    warn_once(
+        "the change made here is made to this command's own storage and vanishes when "
+        "it exits");
+  }
+  void warn_if_this_process_sees_its_own_storage() {
+    warn_once("this command sees storage of its own, empty, not the jobs of a running server");
+  }
+  void warn_once(std::string_view consequence) {
+    if (warned_) return;
+    const std::optional<std::string> name = process_local_storage(engine_);
+    if (!name) return;
+    warned_ = true;
+    std::cerr << fmt::format(
+        "conveyor: warning: storage plugin '{}' is neither durable nor multi-process, so {}; "
+        "run the command against the server (conveyor --server URL ...) or use a durable "
+        "plugin\n",
+        *name, consequence);
+  }
+
+  bool warned_ = false;
 
   std::unique_ptr<Engine> engine_ptr_;
   Engine& engine_ = *engine_ptr_;
@@ -187,6 +231,13 @@ std::unique_ptr<Engine> open_engine(const Config& config) {
       if (auto error = storage_option_error(config, e.what())) throw *error;
     throw;
   }
+}
+
+std::optional<std::string> process_local_storage(Engine& engine) {
+  const PluginInfo& info = EngineInternals::plugin_info(engine);
+  if ((info.capabilities & (CONVEYOR_CAP_DURABLE | CONVEYOR_CAP_MULTI_PROCESS)) != 0)
+    return std::nullopt;
+  return info.name;
 }
 
 std::unique_ptr<Backend> open_backend(const GlobalOptions& g, bool read_only) {

@@ -60,6 +60,12 @@ class Backend {
 // file:line:key (exit 2), not as a storage failure.
 std::unique_ptr<Engine> open_engine(const Config& config);
 
+// The plugin's name when the engine's storage is neither durable nor shared
+// with other processes (CONVEYOR_CAP_DURABLE and _MULTI_PROCESS both unset):
+// its jobs live in the process that opened it and vanish with it, and no
+// other process sees them. Nothing otherwise.
+std::optional<std::string> process_local_storage(Engine& engine);
+
 // The server's API when g.server_url is set, else storage from the config.
 // read_only: the command only reads, so it must not create a database (the
 // sqlite plugin gets create = false unless the config sets it).

@@ -59,6 +59,12 @@ int serve(const GlobalOptions& g) {
 
   const std::unique_ptr<Engine> engine_ptr = open_engine(config);
   Engine& engine = *engine_ptr;
+  if (const std::optional<std::string> name = process_local_storage(engine))
+    spdlog::warn(
+        "storage plugin '{}' is neither durable nor multi-process: the jobs live in this "
+        "process only and are lost when it stops, and other conveyor commands see them only "
+        "through this server's API (conveyor --server URL ...){}",
+        *name, with_server ? "" : "; set [server] listen to serve that API");
   register_builtin_handlers(engine);
   // Destroyed before the engine, after engine.stop() below has waited for
   // the deliveries in flight.
