@@ -11,17 +11,6 @@
 namespace conveyor {
 namespace {
 
-int64_t fresh_lease_token() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  int64_t token = 0;
-  while (token == 0) token = static_cast<int64_t>(rng());
-  return token;
-}
-
-constexpr std::chrono::milliseconds kMaxErrorBackoff{5000};
-// How long a unit that held jobs of unserved kinds is claimed with the kind
-// filter before a plain claim looks again.
-constexpr std::chrono::minutes kFilterHold{5};
 // How long a limited unit a whole batch behind waits for its permits.
 constexpr std::chrono::milliseconds kCatchUpPermitWait{5};
 // Catch-up rounds per pass: a 5,000/s queue with burst 500 and batches of 100
@@ -65,10 +54,17 @@ Dispatcher::Dispatcher(Storage& storage, const LimitResolver& limits, const Cloc
       options_(std::move(options)),
       execute_(std::move(execute)),
       filter_kinds_(options_.served != nullptr && storage.has_slot(StorageSlot::kClaimKinds)),
-      slow_([this](LocalClaim& c) { make_claim(c); }, [this] { scheduler_.interrupt(); }),
-      tokens_(storage) {}
+      permits_(options_.max_in_flight, scheduler_),
+      claimer_(storage, clock, permits_,
+               {.lease = options_.lease,
+                .claim_batch_max = options_.claim_batch_max,
+                .slow_claim = options_.slow_claim,
+                .health = options_.health,
+                .notified_due = options_.notified_due,
+                .drained = {options_.poll_interval, options_.notified_poll, options_.swept}},
+               execute_, [this] { scheduler_.interrupt(); }) {}
 
-Dispatcher::~Dispatcher() { stop_slow_claims(); }
+Dispatcher::~Dispatcher() { claimer_.stop(); }
 
 Dispatcher::Options Dispatcher::options_for(const EngineConfig& engine, StorageHealth* health,
                                             const ServedKinds* served) {
@@ -184,42 +180,13 @@ std::optional<std::pair<UnitState, WaitReason>> Dispatcher::unit_state(
 
 // --- Permits (any thread) ---
 
-void Dispatcher::job_finished(QueueRunner& runner) { release_permit(runner, true); }
+void Dispatcher::job_finished(QueueRunner& runner) { permits_.release(runner, true); }
 
-void Dispatcher::remote_job_finished(QueueRunner& runner) { release_permit(runner, false); }
+void Dispatcher::remote_job_finished(QueueRunner& runner) { permits_.release(runner, false); }
 
-void Dispatcher::async_job_finished(QueueRunner& runner) { release_permit(runner, false); }
+void Dispatcher::async_job_finished(QueueRunner& runner) { permits_.release(runner, false); }
 
-void Dispatcher::job_left_slot() {
-  total_in_flight_.fetch_sub(1);  // seq_cst: paired with UnitScheduler::wait_for_slot
-  scheduler_.slot_freed();
-}
-
-void Dispatcher::release_permit(QueueRunner& runner, bool local) {
-  const uint32_t in_flight = runner.in_flight.fetch_sub(1, std::memory_order_acq_rel) - 1;
-  uint32_t wake_below = runner.wake_below.load(std::memory_order_acquire);
-  bool wake = wake_below != 0 && in_flight < wake_below &&
-              runner.wake_below.compare_exchange_strong(wake_below, 0, std::memory_order_acq_rel);
-  // seq_cst: Engine::stop() reads it after a store. Remote jobs hold no
-  // local worker slot.
-  if (local) total_in_flight_.fetch_sub(1);
-  wake = runner.parked.exchange(false, std::memory_order_acq_rel) || wake;
-  if (wake) scheduler_.wake(runner);
-  if (local) scheduler_.slot_freed();
-}
-
-void Dispatcher::release_reserved(QueueRunner& r, uint32_t n) {
-  for (uint32_t i = 0; i < n; ++i) release_permit(r, true);
-}
-
-void Dispatcher::park(QueueRunner& r) {
-  r.parked.store(true, std::memory_order_release);
-  // A job may have finished between the permit check and parking: re-check
-  // so its wake-up is not lost.
-  if (r.in_flight.load(std::memory_order_acquire) < r.max_workers &&
-      r.parked.exchange(false, std::memory_order_acq_rel))
-    scheduler_.wake(r);
-}
+void Dispatcher::job_left_slot() { permits_.left_slot(); }
 
 // --- States ---
 
@@ -238,12 +205,10 @@ void Dispatcher::enter(QueueRunner& r, Next n) {
       r.state = UnitState::kScheduled;
       return;
     case UnitState::kParked:
-      park(r);
+      permits_.park(r);
       break;
     case UnitState::kWaitingForSlot:
-      scheduler_.wait_for_slot(r, [this] {
-        return total_in_flight_.load() < options_.max_in_flight;  // seq_cst
-      });
+      permits_.wait_for_slot(r);
       break;
     case UnitState::kClaimInFlight:
       r.state = UnitState::kClaimInFlight;
@@ -275,7 +240,7 @@ SteadyTime Dispatcher::run_due(SteadyTime now) {
   });
   // Taken after begin_pass: a claim made or submitted later interrupts the
   // next wait instead.
-  std::list<LocalClaim> slow_done = slow_.take_done();
+  std::list<LocalClaim> slow_done = claimer_.take_made();
   std::vector<std::shared_ptr<RemoteClaim>> fresh = remote_.take_submitted();
   if (!due_at.empty()) {
     const int64_t wall = clock_.wall_now_us();
@@ -292,7 +257,7 @@ SteadyTime Dispatcher::run_due(SteadyTime now) {
   for (LocalClaim& c : slow_done) {
     QueueRunner& r = *c.runner;
     r.state = UnitState::kPolling;
-    enter(r, finish_claim(c, now));
+    enter(r, claimer_.finish(c, claim_filter(), now));
     check_reachable(r);
   }
   // Limited units first, the one nearest to a full bucket first: an
@@ -414,12 +379,9 @@ Next Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
     r.polled_during_claim = true;
     return Next::claim_in_flight();
   }
-  const uint32_t in_flight = r.in_flight.load(std::memory_order_acquire);
-  const uint32_t total = total_in_flight_.load(std::memory_order_acquire);
-  const uint32_t queue_free = in_flight >= r.max_workers ? 0 : r.max_workers - in_flight;
-  const uint32_t global_free = total >= options_.max_in_flight ? 0 : options_.max_in_flight - total;
-  if (queue_free == 0) return Next::parked();
-  if (global_free == 0) return Next::waiting_for_slot();
+  const Permits::Free free = permits_.free(r);
+  if (free.unit == 0) return Next::parked();
+  if (free.engine == 0) return Next::waiting_for_slot();
   if (options_.outcomes_backlogged && options_.outcomes_backlogged())
     return Next::scheduled(now + options_.poll_interval, WaitReason::kBacklogged);
   const std::vector<std::string>* kinds = claim_filter();
@@ -434,13 +396,13 @@ Next Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
       return Next::scheduled(r.local_retry, WaitReason::kLocalIdle);
     r.local_idle = false;
   }
-  const uint32_t batch = std::min({queue_free, global_free, options_.claim_batch_max});
+  const uint32_t batch = std::min({free.unit, free.engine, options_.claim_batch_max});
   // Busy unit, few permits back: give other jobs a moment to finish so the
   // claim is a batch. Bounded: the next poll claims whatever is free. Not
   // while remote claims wait here: the permits and tokens waited for would
   // go to them, every time.
   const uint32_t full_batch = std::min(r.max_workers, options_.claim_batch_max);
-  if (in_flight > 0 && batch < full_batch / 2 && !r.coalesced && options_.coalesce.count() > 0 &&
+  if (free.unit < r.max_workers && batch < full_batch / 2 && !r.coalesced && options_.coalesce.count() > 0 &&
       r.remote.empty()) {
     r.coalesced = true;
     // Fast jobs free a full batch long before the timer: wake then. (A wake
@@ -450,152 +412,12 @@ Next Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
   }
   r.coalesced = false;
   r.wake_below.store(0, std::memory_order_release);
-  const Grant grant = tokens_.take(r, batch, now);
-  if (grant.error) return claim_failed(r, 0, grant.error, "taking tokens of a fleet rate limit", now);
-  if (grant.jobs == 0) return Next::scheduled(grant.wait_until, WaitReason::kTokens);
-
-  LocalClaim c;
-  c.runner = &r;
-  c.grant = grant;
-  // A unit remote workers claim from holds their kinds: never the plain claim.
-  c.filtered = kinds && (now < r.filter_until || r.remote_seen);
-  if (c.filtered) c.kinds = *kinds;
-  c.wall_us = clock_.wall_now_us();
-  c.expires_us =
-      c.wall_us + std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count();
-  r.local_work.store(false, std::memory_order_release);
-  if (r.slow_claims) {
-    // Off this thread. Its permits are held meanwhile, so no other claim
-    // takes them; finish_claim frees those it did not fill.
-    c.reserved = grant.jobs;
-    r.in_flight.fetch_add(c.reserved, std::memory_order_acq_rel);
-    total_in_flight_.fetch_add(c.reserved, std::memory_order_acq_rel);
-    r.state = UnitState::kClaimInFlight;
-    slow_.submit(std::move(c));
-    return Next::claim_in_flight();
-  }
-  make_claim(c);
-  return finish_claim(c, now);
-}
-
-void Dispatcher::make_claim(LocalClaim& c) {
-  const auto start = std::chrono::steady_clock::now();
-  try {
-    const QueueRunner& r = *c.runner;
-    c.jobs = c.filtered ? storage_.claim_kinds(r.name, c.kinds, c.grant.jobs, fresh_lease_token(),
-                                               c.wall_us, c.expires_us)
-                        : storage_.claim(r.name, c.grant.jobs, fresh_lease_token(), c.wall_us,
-                                         c.expires_us);
-  } catch (...) {
-    c.error = std::current_exception();
-  }
-  c.took = std::chrono::steady_clock::now() - start;
-}
-
-Next Dispatcher::finish_claim(LocalClaim& c, SteadyTime now) {
-  QueueRunner& r = *c.runner;
-  const bool woken = std::exchange(r.polled_during_claim, false);
-  if (options_.slow_claim.count() > 0) {
-    if (c.took >= options_.slow_claim) {
-      if (!r.slow_claims)
-        spdlog::info("queue {}: a claim took {} ms: its claims run off the dispatcher thread",
-                     r.name, std::chrono::duration_cast<std::chrono::milliseconds>(c.took).count());
-      r.slow_claims = true;
-    } else if (c.took < options_.slow_claim / 2) {
-      r.slow_claims = false;
-    }
-  }
-  if (c.error) {
-    release_reserved(r, c.reserved);
-    return claim_failed(r, c.grant.tokens, c.error, "claiming jobs", now);
-  }
-  r.counters.claims.fetch_add(1, std::memory_order_relaxed);
-  if (r.error_backoff.count() > 0) spdlog::info("queue {}: claims work again", r.name);
-  r.error_backoff = std::chrono::milliseconds(0);
-  if (options_.health) options_.health->succeeded();
-
-  std::vector<Job>& jobs = c.jobs;
-  const uint32_t batch = c.grant.jobs;
-  const std::vector<std::string>* kinds = claim_filter();
-  bool gave_back = false;
-  if (kinds && !c.filtered) {
-    auto unserved = std::stable_partition(jobs.begin(), jobs.end(), [&](const Job& j) {
-      return std::binary_search(kinds->begin(), kinds->end(), j.kind);
-    });
-    if (unserved != jobs.end()) {
-      give_back(storage_, r.name,
-                std::span<const Job>(&*unserved, static_cast<size_t>(jobs.end() - unserved)),
-                "no consumer here serves its kind");
-      jobs.erase(unserved, jobs.end());
-      r.filter_until = now + kFilterHold;
-      gave_back = true;  // the served jobs behind them: claim again at once
-    }
-  }
-  // Jobs found, before those whose tokens are not there yet go back.
-  const auto found = static_cast<uint32_t>(jobs.size());
-  const std::optional<SteadyTime> tokens_due = tokens_.settle(r, jobs, c.grant.tokens, now);
-  const auto claimed = static_cast<uint32_t>(jobs.size());
-  if (claimed > 0) r.remote_first = true;  // remote workers' turn next
-  if (r.remote_seen && found < batch) {
-    r.local_idle = true;
-    r.local_retry = now + options_.poll_interval;
-  }
-  if (c.reserved > 0) {
-    release_reserved(r, c.reserved - claimed);
-  } else {
-    r.in_flight.fetch_add(claimed, std::memory_order_acq_rel);
-    total_in_flight_.fetch_add(claimed, std::memory_order_acq_rel);
-  }
-  r.counters.dispatched.fetch_add(claimed, std::memory_order_relaxed);
-  for (const Job& job : jobs)
-    r.counters.pickup_latency.observe(
-        static_cast<double>(std::max<int64_t>(0, c.wall_us - job.run_at_us)) / 1e6);
-  if (claimed > 0) execute_(r, std::move(jobs));
-  // Jobs waiting for tokens: back when they are due. A full batch means more
-  // may be ready: come back at once. Otherwise the unit is drained (or
-  // paused) until new work wakes it or its next poll; a wake while the claim
-  // was in the slow-claim pool may be for jobs it did not see: at once too.
-  if (tokens_due) return Next::scheduled(*tokens_due, WaitReason::kTokens);
-  if (found == batch || gave_back || woken) return Next::scheduled(now, WaitReason::kMoreReady);
-  const bool notified = options_.notified_due && options_.notified_due();
-  const DueTimes::Policy policy{options_.poll_interval, options_.notified_poll, options_.swept};
-  return Next::scheduled(r.due_times.next_poll(now, clock_.wall_now_us(), notified, policy),
-                         WaitReason::kDrained);
-}
-
-Next Dispatcher::claim_failed(QueueRunner& r, uint32_t tokens, const std::exception_ptr& error,
-                              const char* what, SteadyTime now) {
-  std::string message = "an unknown error";
-  try {
-    std::rethrow_exception(error);
-  } catch (const StorageError& e) {
-    if (options_.health) options_.health->failed(what, e);
-    message = e.what();
-  } catch (const std::exception& e) {
-    message = e.what();
-  } catch (...) {
-  }
-  tokens_.refund(r, tokens);
-  r.error_backoff =
-      std::min(kMaxErrorBackoff, std::max(std::chrono::milliseconds(50), r.error_backoff * 2));
-  spdlog::warn("queue {}: claim failed, retrying in {} ms ({}): {}", r.name,
-               r.error_backoff.count(), what, message);
-  return Next::scheduled(now + r.error_backoff, WaitReason::kBackingOff);
-}
-
-void Dispatcher::stop_slow_claims() {
-  for (LocalClaim& c : slow_.stop()) {
-    QueueRunner& r = *c.runner;
-    if (!c.error) give_back(storage_, r.name, c.jobs, "the dispatcher is stopping");
-    tokens_.refund(r, c.grant.tokens);
-    release_reserved(r, c.reserved);
-    r.state = UnitState::kScheduled;
-  }
+  return claimer_.claim_local(r, batch, kinds, now);
 }
 
 void Dispatcher::run(std::stop_token stop) {
   while (!stop.stop_requested()) scheduler_.wait(run_due(clock_.steady_now()), stop);
-  stop_slow_claims();
+  claimer_.stop();
 }
 
 // --- Remote workers' claims ---
@@ -625,55 +447,9 @@ RemoteClaimMatcher::Try Dispatcher::try_remote(QueueRunner& r, RemoteClaim& clai
   const uint64_t dispatched = r.counters.dispatched.load(std::memory_order_relaxed);
   if (const auto until = r.hold.check(now, r.bucket ? &*r.bucket : nullptr, dispatched, r.name))
     return {Try::kThrottled, Next::scheduled(*until, WaitReason::kHeld)};
-  const uint32_t in_flight = r.in_flight.load(std::memory_order_acquire);
-  if (in_flight >= r.max_workers) return {Try::kNoPermits, Next::parked()};
-  const Grant grant = tokens_.take(
-      r, std::min({r.max_workers - in_flight, claim.max_jobs, options_.claim_batch_max}), now);
-  if (grant.error)
-    return {Try::kFailed,
-            claim_failed(r, 0, grant.error, "taking tokens of a fleet rate limit", now)};
-  if (grant.jobs == 0)
-    return {Try::kThrottled, Next::scheduled(grant.wait_until, WaitReason::kTokens)};
-  std::vector<Job> jobs;
-  const int64_t wall = clock_.wall_now_us();
-  try {
-    jobs = storage_.claim_kinds(r.name, claim.kinds, grant.jobs, fresh_lease_token(), wall,
-                                wall + claim.lease.count());
-    r.counters.claims.fetch_add(1, std::memory_order_relaxed);
-    if (options_.health) options_.health->succeeded();
-  } catch (const std::exception&) {
-    return {Try::kFailed, claim_failed(r, grant.tokens, std::current_exception(),
-                                       "claiming jobs for remote workers", now)};
-  }
-  const bool found = !jobs.empty();
-  const std::optional<SteadyTime> tokens_due = tokens_.settle(r, jobs, grant.tokens, now);
-  const std::optional<Next> wait_for_tokens =
-      tokens_due ? std::optional(Next::scheduled(*tokens_due, WaitReason::kTokens)) : std::nullopt;
-  const auto claimed = static_cast<uint32_t>(jobs.size());
-  if (claimed == 0) return {found ? Try::kThrottled : Try::kEmpty, wait_for_tokens};
-  if (!claim.take()) {
-    // The worker went away while we claimed: the jobs go back unspent.
-    tokens_.refund(r, TokenSettlement::tokens_for(r, jobs));
-    std::vector<conveyor_lease> leases;
-    for (const Job& job : jobs) leases.push_back(job.lease());
-    try {
-      storage_.release(leases, wall);
-    } catch (const std::exception& e) {
-      spdlog::warn(
-          "queue {}: giving back {} job(s) of a remote worker that went away failed "
-          "(their leases expire and they are rescued): {}",
-          r.name, claimed, e.what());
-    }
-    return {Try::kGone, wait_for_tokens};
-  }
-  r.in_flight.fetch_add(claimed, std::memory_order_acq_rel);
-  r.counters.dispatched.fetch_add(claimed, std::memory_order_relaxed);
-  for (const Job& job : jobs)
-    r.counters.pickup_latency.observe(
-        static_cast<double>(std::max<int64_t>(0, wall - job.run_at_us)) / 1e6);
-  r.remote_first = false;  // the local handlers' turn next
-  claim.deliver(&r, std::move(jobs));
-  return {Try::kGranted, wait_for_tokens};
+  const uint32_t permits = permits_.free(r).unit;
+  if (permits == 0) return {Try::kNoPermits, Next::parked()};
+  return claimer_.claim_remote(r, claim, permits, now);
 }
 
 }  // namespace conveyor

@@ -35,9 +35,9 @@
 #include "dispatch_unit.hpp"
 #include "remote_claim_matcher.hpp"
 #include "served_kinds.hpp"
-#include "slow_claim_pool.hpp"
 #include "storage_health.hpp"
-#include "token_settlement.hpp"
+#include "unit_claimer.hpp"
+#include "permits.hpp"
 #include "unit_scheduler.hpp"
 
 #include <atomic>
@@ -161,7 +161,7 @@ class Dispatcher {
   // Interrupts run()'s wait so it sees a stop request promptly.
   void interrupt() { scheduler_.interrupt(); }
 
-  uint32_t total_in_flight() const { return total_in_flight_.load(); }
+  uint32_t total_in_flight() const { return permits_.slots_taken(); }
   std::vector<RunnerView> runners() const EXCLUDES(units_mu_);
   // Where queue's unit is and why (for tests and diagnostics); nullopt for
   // an unknown queue. Dispatcher thread (or a test between passes).
@@ -172,33 +172,17 @@ class Dispatcher {
   Next poll(QueueRunner& r, SteadyTime now);
   Next poll_local(QueueRunner& r, SteadyTime now);
   RemoteClaimMatcher::Try try_remote(QueueRunner& r, RemoteClaim& claim, SteadyTime now);
-  // Makes the storage call of c (any thread; never throws: error is set).
-  void make_claim(LocalClaim& c);
-  // After c's storage call, on the dispatcher thread: delivers its jobs,
-  // settles tokens and permits; the state the unit enters.
-  Next finish_claim(LocalClaim& c, SteadyTime now);
-  // Moves r to the state n (dispatch_unit.hpp); the one place a unit's
+  // Moves r to the state n (dispatch_unit.hpp): the one place a unit's
   // state changes after a poll.
   void enter(QueueRunner& r, Next n);
   // Debug builds: r, after a poll, is in a state something leaves.
   void check_reachable(const QueueRunner& r) const;
-  // Frees n permits reserved for a slow claim that found fewer jobs.
-  void release_reserved(QueueRunner& r, uint32_t n);
-  // Gives back the claims the slow-claim pool never delivered.
-  void stop_slow_claims();
-  // A claim failed with e: refund its tokens, health, log; r backs off.
-  Next claim_failed(QueueRunner& r, uint32_t tokens, const std::exception_ptr& e, const char* what,
-                    SteadyTime now);
   // The unit of queue, added when new.
   QueueRunner& runner_for(const std::string& queue, uint32_t max_workers) EXCLUDES(units_mu_);
-  // Frees one permit of runner (and, for a local job, one engine-wide
-  // slot); wakes what waited for it.
-  void release_permit(QueueRunner& runner, bool local);
   // After r's poll: claims again if r is a whole batch of tokens behind;
   // whether it claimed.
   bool catch_up(QueueRunner& r);
   void refresh_limit(QueueRunner& r, SteadyTime now);
-  void park(QueueRunner& r);
   // The kinds to claim now (served_'s snapshot, refreshed when it changed);
   // null when claims take every kind. Dispatcher thread only.
   const std::vector<std::string>* claim_filter();
@@ -212,11 +196,11 @@ class Dispatcher {
   const Execute execute_;
   const bool filter_kinds_;  // served given and the plugin has claim_kinds
 
-  // Thread-safe parts.
+  // The parts, built in this order: each refers only to those above it.
+  // Thread-safe.
   UnitScheduler scheduler_;
   RemoteClaimMatcher remote_;
-  SlowClaimPool slow_;
-  std::atomic<uint32_t> total_in_flight_{0};  // engine-wide worker slots taken
+  Permits permits_;
 
   // The units, by queue name. A unit is never removed, so a pointer to one
   // stays valid without the lock.
@@ -224,8 +208,8 @@ class Dispatcher {
   std::map<std::string, std::unique_ptr<QueueRunner>, std::less<>> runners_
       GUARDED_BY(units_mu_);
 
-  // Owned by the dispatcher thread.
-  TokenSettlement tokens_;
+  // Owned by the dispatcher thread (its pool's threads make claims only).
+  UnitClaimer claimer_;
   uint64_t kinds_generation_ = UINT64_MAX;  // of kinds_
   ServedKinds::Snapshot kinds_;
 };

@@ -8,7 +8,7 @@ SlowClaimPool::SlowClaimPool(std::function<void(LocalClaim&)> make, std::functio
 SlowClaimPool::~SlowClaimPool() { stop(); }
 
 void SlowClaimPool::submit(LocalClaim c) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   requests_.push_back(std::move(c));
   if (requests_.size() > waiting_ && threads_.size() < kSlowClaimThreads)
     threads_.emplace_back([this] { run(); });
@@ -17,16 +17,16 @@ void SlowClaimPool::submit(LocalClaim c) {
 
 std::list<LocalClaim> SlowClaimPool::take_done() {
   std::list<LocalClaim> done;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   done.swap(done_);
   return done;
 }
 
 void SlowClaimPool::run() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
     ++waiting_;
-    cv_.wait(lock, [&] { return stop_ || !requests_.empty(); });
+    while (!stop_ && requests_.empty()) cv_.wait(mu_);
     --waiting_;
     if (stop_) return;  // what is left, stop() returns
     std::list<LocalClaim> one;
@@ -44,14 +44,14 @@ void SlowClaimPool::run() {
 std::list<LocalClaim> SlowClaimPool::stop() {
   std::vector<std::thread> threads;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
     threads.swap(threads_);
   }
   cv_.notify_all();
   for (std::thread& t : threads) t.join();
   std::list<LocalClaim> left;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   left.splice(left.end(), requests_);  // never made
   left.splice(left.end(), done_);      // made, not taken
   return left;

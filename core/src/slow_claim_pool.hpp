@@ -7,16 +7,15 @@
 #pragma once
 
 #include <conveyor/job.hpp>
+#include <conveyor/mutex.hpp>
 
 #include "token_settlement.hpp"
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <list>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,26 +48,26 @@ class SlowClaimPool {
   ~SlowClaimPool();
 
   // Queues c to be made. Any thread.
-  void submit(LocalClaim c);
+  void submit(LocalClaim c) EXCLUDES(mu_);
   // The claims made since the last call. Any thread.
-  std::list<LocalClaim> take_done();
+  std::list<LocalClaim> take_done() EXCLUDES(mu_);
   // Joins the threads; returns the claims never made and those made but not
   // taken, for their jobs, tokens and permits to be given back. Not
   // concurrently with submit.
-  std::list<LocalClaim> stop();
+  std::list<LocalClaim> stop() EXCLUDES(mu_);
 
  private:
-  void run();
+  void run() EXCLUDES(mu_);
 
   const std::function<void(LocalClaim&)> make_;
   const std::function<void()> made_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::list<LocalClaim> requests_;  // mu_
-  std::list<LocalClaim> done_;      // mu_
-  bool stop_ = false;               // mu_
-  uint32_t waiting_ = 0;            // mu_: threads waiting for a claim
-  std::vector<std::thread> threads_;  // mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::list<LocalClaim> requests_ GUARDED_BY(mu_);
+  std::list<LocalClaim> done_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
+  uint32_t waiting_ GUARDED_BY(mu_) = 0;  // threads waiting for a claim
+  std::vector<std::thread> threads_ GUARDED_BY(mu_);
 };
 
 }  // namespace conveyor
