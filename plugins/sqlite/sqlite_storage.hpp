@@ -3,49 +3,30 @@
 // processes (a CLI next to a running server).
 //
 // Design:
-//   * One writer connection guarded by a mutex. Every write is a single
-//     BEGIN IMMEDIATE transaction, so claimers in any thread or process are
-//     serialised by SQLite's write lock and never see the same job.
-//   * A small pool of reader connections for queue_stats, list_queues,
-//     get_job, list_rate_limits and change_marker; in WAL mode they never block the
-//     writer and see only committed data.
-//   * Prepared statements are cached per connection and reused.
-//   * SQLITE_BUSY / SQLITE_LOCKED: SQLite's busy handler waits up to
-//     busy_timeout_ms; a transaction that still fails (or fails without the
-//     handler being consulted) is retried with a short backoff, bounded by
-//     busy_timeout_ms and a fixed number of attempts, then reported as
-//     CONVEYOR_E_UNAVAILABLE.
-//   * Callbacks run only after the transaction committed and after the
-//     connection was released, from buffered copies of the rows.
-//   * ABI 1.1 (schema 2): list_jobs reads one jobs_list range per final state
-//     and kind; claim_kinds reads jobs_claim skipping other kinds (no kind
-//     index: it cost enqueue and claim about a third more instructions);
-//     job_counts reads job_counts, per (queue, final state) counts kept by
-//     the statements that finalize or unfinalize (complete from the queue
-//     its claim recorded) and a delete trigger, so counting never scans
-//     retained jobs; live states are counted from jobs_claim and jobs_lease.
-//   * Rows stored by queue (schema 4): a row's place (pos, the rowid) comes
-//     from its queue's block of places, so a claim or completion of a batch
-//     rewrites a few table pages even when many queues' jobs arrive
-//     interleaved; the job id is a separate, increasing column (meta
-//     'last_job_id') found through the unique index jobs_id.
-//   * ABI 1.2 (schema 3): jobs.cost, rate_limits.scope, and shared_state for
-//     swap_shared_state: a read on a reader, a swap in one BEGIN IMMEDIATE
-//     transaction (the file's write lock makes it atomic across processes).
-//     ABI 1.3's add_shared_state is a read and a write in one such transaction.
+//   * Connections and transactions: see database.hpp. Callbacks run only
+//     after the transaction committed and the connection was released, from
+//     buffered copies of the rows.
+//   * Schema (schema.hpp): list_jobs reads one jobs_list range per final
+//     state and kind; claim_kinds reads jobs_claim skipping other kinds (no
+//     kind index, which every enqueue and claim would pay for); job_counts
+//     reads job_counts, per (queue, final state) counts kept by the
+//     statements that finalize or unfinalize and a delete trigger, so
+//     counting never scans retained jobs; live states are counted from
+//     jobs_claim and jobs_lease.
+//   * Rows stored by queue: a row's place (pos, the rowid) comes from its
+//     queue's block of places, so a claim or completion of a batch rewrites a
+//     few table pages even when many queues' jobs arrive interleaved; the job
+//     id is a separate, increasing column (meta 'last_job_id') found through
+//     the unique index jobs_id.
+//   * Shared state: a read on a reader, a swap or an add in one BEGIN
+//     IMMEDIATE transaction (the file's write lock makes it atomic across
+//     processes).
 //   * Notifications (CONVEYOR_CAP_NOTIFY) with no server to send them:
-//     wait_for_notification sleeps on inotify until the -wal file is written
-//     (every commit, by any connection in any process, appends to it), then
-//     looks: PRAGMA data_version on a connection of its own (it changes when
-//     another connection committed). On a change it reads the job ids'
-//     high-water mark (new jobs: JOBS for each of their queues) and the
-//     change marker (RATE_LIMITS, and QUEUE_STATE for each queue whose
-//     paused flag changed). Looks are at least kLookGap apart (a busy writer
-//     costs at most 1 / kLookGap looks a second, an idle file none) and at
-//     most kFullLookEvery apart (in case a write was missed); without
-//     inotify, it looks every kLookGap. Jobs made ready again in place
-//     (retry, release, rescue by another process) are not notified: the
-//     host's poll finds them.
+//     wait_for_notification sleeps until the -wal file is written
+//     (wal_watch.hpp), then looks for changes (change_detector.hpp). Looks
+//     are at least kLookGap apart (a busy writer costs at most 1 / kLookGap
+//     looks a second, an idle file none) and at most kFullLookEvery apart (in
+//     case a write was missed); without inotify, it looks every kLookGap.
 #ifndef CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
 #define CONVEYOR_PLUGINS_SQLITE_SQLITE_STORAGE_HPP
 
@@ -57,43 +38,19 @@
 #include <memory>
 #include <mutex>
 #include <span>
-#include <string>
 #include <string_view>
-#include <unordered_map>
-#include <utility>
-#include <vector>
+
+#include "change_detector.hpp"
+#include "claimed_places.hpp"
+#include "config.hpp"
+#include "database.hpp"
+#include "schema.hpp"
+#include "wal_watch.hpp"
 
 extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storage_plugin_entry(
     uint32_t host_abi_major, uint32_t host_abi_minor);
 
 namespace conveyor::sqlite {
-
-// The schema version this build creates and understands (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 4;
-
-// The schema's steps: step i upgrades version i to i + 1 (for tests that
-// build a database as an older plugin left it).
-std::span<const char* const> schema_steps();
-
-struct Config {
-  std::string path;
-  // false: the database file must exist (read-only commands pass this).
-  bool create = true;
-  int busy_timeout_ms = 5000;
-  std::string synchronous = "NORMAL";  // NORMAL, FULL or OFF (validated)
-};
-
-// Parses and validates [storage.options]; throws sdk::Error(CONVEYOR_E_INVALID).
-Config parse_config(const sdk::Options& options);
-
-struct Conn;  // one SQLite connection plus its cached statements
-
-// Which file a path names (device and inode).
-struct FileId {
-  uint64_t dev = 0;
-  uint64_t ino = 0;
-  friend bool operator==(const FileId&, const FileId&) = default;
-};
 
 class SqliteStorage {
  public:
@@ -154,88 +111,29 @@ class SqliteStorage {
   static constexpr std::chrono::milliseconds kFullLookEvery{250};
 
  private:
-  // What wait_for_notification saw at its last look (guarded by watch_mu_).
-  struct Watch {
-    Watch() = default;
-    ~Watch();  // closes inotify_fd
-    Watch(const Watch&) = delete;
-    Watch& operator=(const Watch&) = delete;
-    std::unique_ptr<Conn> conn;  // opened by the first look
-    int64_t data_version = -1;   // -1: never looked
-    int64_t last_id = 0;
-    int64_t marker = 0;
-    std::unordered_map<std::string, bool> paused;  // queue -> paused
-    int inotify_fd = -1;                           // -1: not set up (or unavailable)
-    bool wal_watched = false;                      // the -wal file's watch is in place
-    std::chrono::steady_clock::time_point looked;  // the last look
-  };
-  // One look: appends (kind, queue) for what changed since the last one.
-  void look_for_changes(std::vector<std::pair<int32_t, std::string>>& found);
-  // Waits until the -wal file is written or until `until`: whether it was
-  // written (or may have been: true when inotify cannot watch it).
-  bool wait_for_wal_write(std::chrono::steady_clock::time_point until);
-  std::mutex watch_mu_;
-  Watch watch_;
+  explicit SqliteStorage(Config config);
 
   // rescue_expired, reporting each rescued job to sink when it is not null.
   uint32_t rescue(int64_t now_us, uint32_t max_jobs, const sdk::JobSink* sink);
   // costs: one per job, or empty for cost 1 each.
   void insert_jobs(std::span<const conveyor_new_job> jobs, std::span<const int32_t> costs,
                    int64_t created, std::span<int64_t> out_ids);
-  explicit SqliteStorage(Config config);
+  // Runs S, a lease-guarded UPDATE taking (value, job id, lease token), once
+  // per lease inside one transaction.
+  template <const Sql& S>
+  void per_lease(const char* op, int64_t value, std::span<const conveyor_lease> leases,
+                 std::span<conveyor_status> results);
 
-  std::unique_ptr<Conn> open_conn(bool writer);
-  // Throws CONVEYOR_E_INTERNAL when config_.path no longer names file_.
-  void check_file(const char* op) const;
-  // Throws CONVEYOR_E_INTERNAL when the file's header is no longer SQLite's
-  // (overwritten in place).
-  void check_header(const char* op, Conn& c) const;
-  void check_schema_owner(Conn& c, int version);
+  // wait_for_notification's state, guarded by watch_mu_. Declared before db_,
+  // so its connection closes after the writer and the readers.
+  std::mutex watch_mu_;
+  ChangeDetector changes_;
+  WalWatch wal_;
+  std::chrono::steady_clock::time_point looked_;  // the last look
 
-  // Runs fn(conn) inside BEGIN IMMEDIATE ... COMMIT on the writer connection,
-  // retrying the whole transaction on SQLITE_BUSY/SQLITE_LOCKED. fn must be
-  // safe to run again from scratch (it resets whatever it collects).
-  template <typename Fn>
-  void write_txn(const char* op, Fn&& fn);
-  // Runs fn(conn) on a pooled reader connection, with the same busy retry.
-  template <typename Fn>
-  void read(const char* op, Fn&& fn);
-  template <typename Fn>
-  void with_busy_retry(const char* op, Fn&& fn);
-
-  // Applies one lease-guarded UPDATE per lease inside one transaction.
-  template <typename Bind>
-  void per_lease(const char* op, int stmt, std::span<const conveyor_lease> leases,
-                 std::span<conveyor_status> results, Bind&& bind);
-
-  std::unique_ptr<Conn> acquire_reader();
-  void return_reader(std::unique_ptr<Conn> conn) noexcept;
-
-  Config config_;
-  FileId file_;  // the database file opened
-  std::mutex writer_mu_;
-  std::unique_ptr<Conn> writer_;
-  // The queue of each job this handle claimed and has not yet finalized
-  // (guarded by writer_mu_): complete adds its jobs to job_counts per queue
-  // from here, reading the rows again (one statement per batch) only for
-  // jobs claimed elsewhere, and completes them by place (pos), a batch per
-  // lease token in one statement. A job's queue and place never change and
-  // ids and places are never reused, so an entry is never wrong, only
-  // possibly unused (the lease guard still decides); the map is cleared when
-  // it grows past a bound.
-  struct ClaimedPlace {
-    uint32_t queue;  // an index into queue_names_
-    int64_t pos;     // where the row is stored
-  };
-  std::unordered_map<int64_t, ClaimedPlace> claimed_;
-  std::vector<std::string> queue_names_;                 // claimed_'s values index this
-  std::unordered_map<std::string, uint32_t> queue_ids_;  // queue_names_ inverted
-  uint32_t queue_index(std::string_view queue);
-  void remember_claimed(int64_t job_id, uint32_t queue, int64_t pos);
-  std::mutex readers_mu_;
-  std::vector<std::unique_ptr<Conn>> idle_readers_;
-
-  friend class ReaderLease;
+  Database db_;
+  // Guarded by db_'s writer mutex: touched only inside write transactions.
+  ClaimedPlaces claimed_;
 };
 
 }  // namespace conveyor::sqlite

@@ -1,0 +1,353 @@
+// The SQL statements the plugin prepares, each a named constant.
+//
+// A call names the statement it runs (conn.get<sql::kClaim>()), and a
+// statement's SQL is written next to its name, so no list has to be kept in
+// step with another: a statement cannot be paired with the wrong SQL. The
+// per-connection cache finds a statement's slot by its place in kCatalogue,
+// computed at compile time; a statement missing from kCatalogue does not
+// compile, and the catalogue's order does not matter.
+#ifndef CONVEYOR_PLUGINS_SQLITE_STATEMENTS_HPP
+#define CONVEYOR_PLUGINS_SQLITE_STATEMENTS_HPP
+
+#include <conveyor/storage_plugin.h>
+
+#include <cstddef>
+#include <iterator>
+
+namespace conveyor::sqlite {
+
+// One statement's SQL text.
+struct Sql {
+  const char* text;
+};
+
+// The statements spell the stored job states out (final states are
+// state >= 4, live ones state < 4).
+static_assert(CONVEYOR_JOB_AVAILABLE == 1 && CONVEYOR_JOB_RUNNING == 3 &&
+                  CONVEYOR_JOB_COMPLETED == 4 && CONVEYOR_JOB_FAILED == 5 &&
+                  CONVEYOR_JOB_CANCELLED == 6,
+              "the SQL below spells the state numbers out");
+
+namespace sql {
+
+// ---- Transactions and the schema version -----------------------------------
+
+inline constexpr Sql kBegin{"BEGIN IMMEDIATE"};
+
+inline constexpr Sql kCommit{"COMMIT"};
+
+inline constexpr Sql kUserVersion{"PRAGMA user_version"};
+
+// ---- enqueue: ids, places and rows -----------------------------------------
+
+inline constexpr Sql kRegisterQueue{
+    "INSERT INTO queues (name, paused) VALUES (?1, 0) ON CONFLICT (name) DO NOTHING"};
+
+// The queue's next free place and the end of its block.
+inline constexpr Sql kQueueBlock{"SELECT next_pos, end_pos FROM queues WHERE name = ?1"};
+
+// Takes ?1 new job ids, returning the last.
+inline constexpr Sql kTakeIds{
+    "UPDATE meta SET value = value + ?1 WHERE key = 'last_job_id' RETURNING value"};
+
+// Takes a fresh block, returning its number.
+inline constexpr Sql kTakeBlock{
+    "UPDATE meta SET value = value + 1 WHERE key = 'next_block' RETURNING value - 1"};
+
+inline constexpr Sql kInsertJob{
+    "INSERT INTO jobs (pos, id, queue, kind, payload, priority, state, attempt, max_attempts,"
+    " run_at, created_at, cost) VALUES (?9, ?10, ?1, ?2, ?3, ?4, 1, 0, ?5, ?6, ?7, ?8)"};
+
+inline constexpr Sql kSetQueueBlock{
+    "UPDATE queues SET next_pos = ?2, end_pos = ?3 WHERE name = ?1"};
+
+// ---- claim and claim_kinds -------------------------------------------------
+
+inline constexpr Sql kAnyReady{
+    "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND state = 1 AND run_at <= ?2)"
+    " AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND paused <> 0)"};
+
+inline constexpr Sql kQueuePaused{"SELECT paused FROM queues WHERE name = ?1"};
+
+inline constexpr Sql kClaim{
+    "UPDATE jobs SET state = 3, attempt = attempt + 1, lease_token = ?1,"
+    " lease_expires = ?2"
+    " WHERE pos IN (SELECT pos FROM jobs WHERE queue = ?3 AND state = 1 AND run_at <= ?4"
+    " ORDER BY priority, run_at, id LIMIT ?5)"
+    " RETURNING id, kind, payload, priority, attempt, max_attempts, run_at,"
+    " created_at, last_error, cost, pos"};
+
+// jobs_claim, other kinds skipped.
+inline constexpr Sql kClaimKindCandidates{
+    "SELECT id, priority, run_at FROM jobs INDEXED BY jobs_claim WHERE queue = ?1 AND kind = ?2"
+    " AND state = 1"
+    " AND run_at <= ?3 ORDER BY priority, run_at, id LIMIT ?4"};
+
+inline constexpr Sql kClaimOne{
+    "UPDATE jobs SET state = 3, attempt = attempt + 1, lease_token = ?1, lease_expires = ?2"
+    " WHERE id = ?3 AND state = 1"
+    " RETURNING id, kind, payload, priority, attempt, max_attempts, run_at,"
+    " created_at, last_error, cost, pos"};
+
+// ---- Outcomes of claimed jobs, each guarded by the lease -------------------
+
+inline constexpr Sql kComplete{
+    "UPDATE jobs SET state = 4, finalized_at = ?1, lease_token = 0, lease_expires = 0"
+    " WHERE id = ?2 AND state = 3 AND lease_token = ?3"};
+
+// kComplete for the rows at the places ?2 (a JSON array) holding lease ?3:
+// one statement for a claim's whole batch. A place is never reused, so it
+// names one job.
+inline constexpr Sql kCompleteAtPlaces{
+    "UPDATE jobs SET state = 4, finalized_at = ?1, lease_token = 0, lease_expires = 0"
+    " WHERE pos IN (SELECT value FROM json_each(?2)) AND state = 3 AND lease_token = ?3"
+    " RETURNING pos"};
+
+inline constexpr Sql kFailRetry{
+    "UPDATE jobs SET state = 1, run_at = ?1, last_error = ?2, lease_token = 0,"
+    " lease_expires = 0 WHERE id = ?3 AND state = 3 AND lease_token = ?4 RETURNING queue"};
+
+inline constexpr Sql kFailFinal{
+    "UPDATE jobs SET state = 5, finalized_at = ?1, last_error = ?2, lease_token = 0,"
+    " lease_expires = 0 WHERE id = ?3 AND state = 3 AND lease_token = ?4 RETURNING queue"};
+
+inline constexpr Sql kExtend{
+    "UPDATE jobs SET lease_expires = ?1 WHERE id = ?2 AND state = 3 AND lease_token = ?3"};
+
+inline constexpr Sql kRelease{
+    "UPDATE jobs SET state = 1, run_at = ?1, attempt = MAX(attempt - 1, 0),"
+    " lease_token = 0, lease_expires = 0"
+    " WHERE id = ?2 AND state = 3 AND lease_token = ?3"};
+
+inline constexpr Sql kRescue{
+    "UPDATE jobs SET"
+    " state = CASE WHEN attempt < max_attempts THEN 1 ELSE 5 END,"  // run_at kept: its place
+    " finalized_at = CASE WHEN attempt < max_attempts THEN 0 ELSE ?1 END,"
+    " lease_token = 0, lease_expires = 0, last_error = ?2"
+    " WHERE pos IN (SELECT pos FROM jobs WHERE state = 3 AND lease_expires < ?1"
+    " ORDER BY lease_expires, pos LIMIT ?3)"
+    " RETURNING id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost"};
+
+// ---- Operator commands on jobs ---------------------------------------------
+
+// Only a job that is not final (available or running).
+inline constexpr Sql kCancel{
+    "UPDATE jobs SET state = 6, finalized_at = ?1, lease_token = 0, lease_expires = 0"
+    " WHERE id = ?2 AND state < 4 RETURNING queue"};
+
+// Only a failed (5) or cancelled (6) job.
+inline constexpr Sql kRetryJob{
+    "UPDATE jobs SET state = 1, run_at = ?1, attempt = 0, finalized_at = 0, lease_token = 0,"
+    " lease_expires = 0 WHERE id = ?2 AND state >= 5"};
+
+// Only a final job.
+inline constexpr Sql kDeleteJob{"DELETE FROM jobs WHERE id = ?1 AND state >= 4"};
+
+inline constexpr Sql kJobExists{"SELECT queue, state FROM jobs WHERE id = ?1"};
+
+inline constexpr Sql kPurge{
+    "DELETE FROM jobs WHERE pos IN (SELECT pos FROM jobs WHERE state >= 4"
+    " AND finalized_at < ?1 ORDER BY finalized_at, pos LIMIT ?2)"};
+
+// ---- get_job and list_jobs -------------------------------------------------
+
+inline constexpr Sql kGetJob{
+    "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost"
+    " FROM jobs WHERE id = ?1"};
+
+// The list statements name their index: the planner would otherwise walk
+// the primary key from after_id (every retained job). likely() keeps the
+// partial index's "state >= 4" term from becoming the range (it is implied
+// by state = ?2, a final state, which the caller binds).
+
+// jobs_list, one kind (index only).
+inline constexpr Sql kListFinalIds{
+    "SELECT id FROM jobs INDEXED BY jobs_list WHERE queue = ?1 AND state = ?2"
+    " AND likely(state >= 4) AND kind = ?3 AND id > ?4 AND id < ?5 ORDER BY id LIMIT ?6"};
+
+// jobs_list: the queue's next kind in that state (one seek).
+inline constexpr Sql kNextFinalKind{
+    "SELECT kind FROM jobs INDEXED BY jobs_list WHERE queue = ?1 AND state = ?2"
+    " AND likely(state >= 4) AND kind > ?3 ORDER BY kind LIMIT 1"};
+
+// jobs_claim: the queue's ready backlog, sorted by id.
+inline constexpr Sql kListAvailable{
+    "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost"
+    " FROM jobs INDEXED BY jobs_claim WHERE queue = ?1 AND state = 1 AND id > ?2"
+    " AND run_at BETWEEN ?3 AND ?4 AND (?6 = '' OR kind = ?6) ORDER BY id LIMIT ?5"};
+
+// jobs_lease: every running job, sorted by id.
+inline constexpr Sql kListRunning{
+    "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost"
+    " FROM jobs INDEXED BY jobs_lease WHERE state = 3 AND queue = ?1 AND id > ?2"
+    " AND run_at BETWEEN ?3 AND ?4 AND (?6 = '' OR kind = ?6) ORDER BY id LIMIT ?5"};
+
+// ---- Queues and their counts -----------------------------------------------
+
+inline constexpr Sql kUpsertQueue{
+    "INSERT INTO queues (name, paused) VALUES (?1, ?2)"
+    " ON CONFLICT (name) DO UPDATE SET paused = excluded.paused"};
+
+inline constexpr Sql kListQueues{"SELECT name, paused FROM queues ORDER BY name"};
+
+inline constexpr Sql kQueueStats{
+    "SELECT name, MAX(paused), SUM(pending), SUM(scheduled), SUM(running),"
+    " SUM(completed), SUM(failed), SUM(cancelled), COALESCE(MIN(pending_at), 0) FROM ("
+    " SELECT queue AS name, 0 AS paused, (state = 1 AND run_at <= ?1) AS pending,"
+    " CASE WHEN state = 1 AND run_at <= ?1 THEN run_at END AS pending_at,"
+    " (state = 1 AND run_at > ?1) AS scheduled, (state = 3) AS running,"
+    " (state = 4) AS completed, (state = 5) AS failed, (state = 6) AS cancelled"
+    " FROM jobs"
+    " UNION ALL SELECT name, 1, 0, NULL, 0, 0, 0, 0, 0 FROM queues WHERE paused <> 0"
+    ") GROUP BY name ORDER BY name"};
+
+// The maintained final counts, the paused marker (state 0) and every known
+// queue (state -1: its live jobs are counted next).
+inline constexpr Sql kJobCounts{
+    "SELECT queue, state, n FROM job_counts WHERE n <> 0"
+    " UNION ALL SELECT name, 0, 1 FROM queues WHERE paused <> 0"
+    " UNION ALL SELECT name, -1, 0 FROM queues ORDER BY 1"};
+
+// jobs_claim (the queue's available rows only): available, of which scheduled.
+inline constexpr Sql kCountAvailable{
+    "SELECT COUNT(*), COALESCE(SUM(run_at > ?2), 0),"
+    " COALESCE(MIN(CASE WHEN run_at <= ?2 THEN run_at END), 0) FROM jobs INDEXED BY jobs_claim"
+    " WHERE queue = ?1 AND state = 1"};
+
+// jobs_lease (running rows only), per queue.
+inline constexpr Sql kCountRunning{
+    "SELECT queue, COUNT(*) FROM jobs INDEXED BY jobs_lease WHERE state = 3 GROUP BY queue"};
+
+// job_counts, by the statements that finalize or unfinalize.
+inline constexpr Sql kAddCount{
+    "INSERT INTO job_counts (queue, state, n) VALUES (?1, ?2, ?3)"
+    " ON CONFLICT (queue, state) DO UPDATE SET n = n + excluded.n"};
+
+// job_counts, a batch of completed ids (a JSON array).
+inline constexpr Sql kCountCompleted{
+    "INSERT INTO job_counts (queue, state, n) SELECT queue, 4, COUNT(*) FROM jobs"
+    " WHERE id IN (SELECT value FROM json_each(?1)) GROUP BY queue"
+    " ON CONFLICT (queue, state) DO UPDATE SET n = n + excluded.n"};
+
+// ---- Rate-limit overrides and the change marker ----------------------------
+
+inline constexpr Sql kUpsertRateLimit{
+    "INSERT INTO rate_limits (queue, rate, burst, updated_at, scope)"
+    " VALUES (?1, ?2, ?3, ?4, ?5)"
+    " ON CONFLICT (queue) DO UPDATE SET rate = excluded.rate, burst = excluded.burst,"
+    " updated_at = excluded.updated_at, scope = excluded.scope"};
+
+inline constexpr Sql kDeleteRateLimit{"DELETE FROM rate_limits WHERE queue = ?1"};
+
+inline constexpr Sql kListRateLimits{
+    "SELECT queue, rate, burst, updated_at, scope FROM rate_limits ORDER BY queue"};
+
+inline constexpr Sql kBumpMarker{
+    "INSERT INTO meta (key, value) VALUES ('change_marker', 1)"
+    " ON CONFLICT (key) DO UPDATE SET value = value + 1"};
+
+inline constexpr Sql kGetMarker{"SELECT value FROM meta WHERE key = 'change_marker'"};
+
+// ---- Shared state ----------------------------------------------------------
+
+inline constexpr Sql kSharedGet{"SELECT version, value FROM shared_state WHERE key = ?1"};
+
+inline constexpr Sql kSharedPut{
+    "INSERT INTO shared_state (key, version, value) VALUES (?1, ?2, ?3)"
+    " ON CONFLICT (key) DO UPDATE SET version = excluded.version, value = excluded.value"};
+
+// ---- Notifications: what other connections changed -------------------------
+
+// Changes when another connection committed.
+inline constexpr Sql kDataVersion{"PRAGMA data_version"};
+
+// The ids' high-water mark (never goes down).
+inline constexpr Sql kLastJobId{"SELECT value FROM meta WHERE key = 'last_job_id'"};
+
+// The queues of jobs ?1 < id <= ?2 (a jobs_id range).
+inline constexpr Sql kQueuesOfJobsAfter{
+    "SELECT DISTINCT queue FROM jobs WHERE id > ?1 AND id <= ?2"};
+
+inline constexpr Sql kQueueStates{"SELECT name, paused FROM queues"};
+
+}  // namespace sql
+
+// Every statement a connection caches, one slot each.
+inline constexpr const Sql* kCatalogue[] = {
+    &sql::kBegin,
+    &sql::kCommit,
+    &sql::kUserVersion,
+    &sql::kRegisterQueue,
+    &sql::kQueueBlock,
+    &sql::kTakeIds,
+    &sql::kTakeBlock,
+    &sql::kInsertJob,
+    &sql::kSetQueueBlock,
+    &sql::kAnyReady,
+    &sql::kQueuePaused,
+    &sql::kClaim,
+    &sql::kClaimKindCandidates,
+    &sql::kClaimOne,
+    &sql::kComplete,
+    &sql::kCompleteAtPlaces,
+    &sql::kFailRetry,
+    &sql::kFailFinal,
+    &sql::kExtend,
+    &sql::kRelease,
+    &sql::kRescue,
+    &sql::kCancel,
+    &sql::kRetryJob,
+    &sql::kDeleteJob,
+    &sql::kJobExists,
+    &sql::kPurge,
+    &sql::kGetJob,
+    &sql::kListFinalIds,
+    &sql::kNextFinalKind,
+    &sql::kListAvailable,
+    &sql::kListRunning,
+    &sql::kUpsertQueue,
+    &sql::kListQueues,
+    &sql::kQueueStats,
+    &sql::kJobCounts,
+    &sql::kCountAvailable,
+    &sql::kCountRunning,
+    &sql::kAddCount,
+    &sql::kCountCompleted,
+    &sql::kUpsertRateLimit,
+    &sql::kDeleteRateLimit,
+    &sql::kListRateLimits,
+    &sql::kBumpMarker,
+    &sql::kGetMarker,
+    &sql::kSharedGet,
+    &sql::kSharedPut,
+    &sql::kDataVersion,
+    &sql::kLastJobId,
+    &sql::kQueuesOfJobsAfter,
+    &sql::kQueueStates,
+};
+
+// S's slot in a connection's statement cache.
+template <const Sql& S>
+consteval std::size_t slot_of() {
+  for (std::size_t i = 0; i < std::size(kCatalogue); ++i)
+    if (kCatalogue[i] == &S) return i;
+  throw "statement missing from kCatalogue";  // reached only at compile time: an error
+}
+
+inline constexpr std::size_t kStatementCount = std::size(kCatalogue);
+
+consteval bool catalogue_lists_each_once() {
+  for (std::size_t i = 0; i < kStatementCount; ++i)
+    for (std::size_t j = i + 1; j < kStatementCount; ++j)
+      if (kCatalogue[i] == kCatalogue[j]) return false;
+  return true;
+}
+static_assert(catalogue_lists_each_once(), "a statement listed twice in kCatalogue");
+
+}  // namespace conveyor::sqlite
+
+#endif  // CONVEYOR_PLUGINS_SQLITE_STATEMENTS_HPP
