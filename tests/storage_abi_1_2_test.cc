@@ -39,8 +39,9 @@ std::shared_ptr<Storage> memory_c_storage() {
 TEST(StorageAbi12, SqliteRoundTripsCostScopeAndSharedRecords) {
   TempDir dir;
   std::shared_ptr<Storage> s = sqlite_storage(dir);
-  for (const char* slot : {"swap_shared_state", "set_rate_limit_v2", "enqueue_v3"})
-    EXPECT_TRUE(s->has_slot(slot)) << slot;
+  for (StorageSlot slot :
+       {StorageSlot::kSwapSharedState, StorageSlot::kSetRateLimitV2, StorageSlot::kEnqueueV3})
+    EXPECT_TRUE(s->has_slot(slot)) << conveyor::host::slot_name(slot);
 
   std::vector<NewJob> jobs = {{"q", "k", "{}", 0, 3, 0}, {"q", "k", "{}", 1, 3, 0}};
   jobs[0].cost = 4;
@@ -72,7 +73,7 @@ TEST(StorageAbi12, SqliteRoundTripsCostScopeAndSharedRecords) {
   EXPECT_FALSE(read.applied);
   EXPECT_EQ(read.value, 100);
   // ABI 1.3: a bounded add on the same record moves its version.
-  ASSERT_TRUE(s->has_slot("add_shared_state"));
+  ASSERT_TRUE(s->has_slot(StorageSlot::kAddSharedState));
   Storage::SharedAdded added = s->add_shared_state(
       "ratelimit.bucket:q",
       Storage::SharedAdd{
@@ -99,8 +100,9 @@ TEST(StorageAbi12, SqliteRoundTripsCostScopeAndSharedRecords) {
 
 TEST(StorageAbi12, APluginWithoutThe1_2SlotsRefusesFleetAndCostByName) {
   std::shared_ptr<Storage> s = memory_c_storage();
-  for (const char* slot : {"swap_shared_state", "set_rate_limit_v2", "enqueue_v3"})
-    EXPECT_FALSE(s->has_slot(slot)) << slot;
+  for (StorageSlot slot :
+       {StorageSlot::kSwapSharedState, StorageSlot::kSetRateLimitV2, StorageSlot::kEnqueueV3})
+    EXPECT_FALSE(s->has_slot(slot)) << conveyor::host::slot_name(slot);
   auto expect_refused = [](auto&& call, const std::string& slot, const std::string& need) {
     try {
       call();
@@ -121,7 +123,7 @@ TEST(StorageAbi12, APluginWithoutThe1_2SlotsRefusesFleetAndCostByName) {
   expect_refused([&] { s->enqueue(batch, kNow); }, "enqueue_v3", "a job cost other than 1");
   expect_refused([&] { s->swap_shared_state("ratelimit.enabled", -1, 0); }, "swap_shared_state",
                  "sharing state across processes");
-  EXPECT_FALSE(s->has_slot("add_shared_state"));
+  EXPECT_FALSE(s->has_slot(StorageSlot::kAddSharedState));
   expect_refused([&] { s->add_shared_state("ratelimit.bucket:q", Storage::SharedAdd{}); },
                  "add_shared_state", "a fleet take in one call");
   EXPECT_TRUE(s->list_rate_limits().empty()) << "the refused fleet limit was stored";

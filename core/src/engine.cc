@@ -35,13 +35,15 @@ constexpr auto kOutcomeDrainTime = milliseconds(5000);  // outcomes recorded at 
 // Whether the pending-jobs sweep (a maintenance step) stands in for each
 // drained queue's own safety poll (Dispatcher::Options::swept): the two are
 // set from this one answer, so they always agree.
-bool sweeps_pending_jobs(const Storage& storage) { return storage.has_slot("job_counts"); }
+bool sweeps_pending_jobs(const Storage& storage) {
+  return storage.has_slot(StorageSlot::kJobCounts);
+}
 
 // A limit of scope "fleet" in the config needs a plugin that can share its
 // bucket: refused at start, naming the key and the plugin.
 void refuse_unsupported_fleet_limits(const Config& config, const Storage& storage) {
-  const std::string missing = missing_v1_2_slot(storage, "swap_shared_state",
-                                                "a fleet-wide rate limit (scope = \"fleet\")");
+  const std::string missing = missing_slot_reason(storage, StorageSlot::kSwapSharedState,
+                                                  "a fleet-wide rate limit (scope = \"fleet\")");
   if (missing.empty()) return;
   const std::string fix = "; or write scope = \"process\"";
   if (auto d = config.engine.default_limit(); d && d->scope == LimitScope::kFleet)
@@ -90,7 +92,7 @@ struct Engine::Impl {
         maintenance(clock, health,
                     engine_maintenance_steps(
                         {*storage, follower, dispatcher, leases, clock, config, metrics,
-                         storage->has_slot("list_jobs") ? &unserved : nullptr, &remote,
+                         storage->has_slot(StorageSlot::kListJobs) ? &unserved : nullptr, &remote,
                          /*sweep_pending=*/sweeps_pending_jobs(*storage)})),
         pump(*storage, {[this](const std::string& q) {
                           dispatcher.add_or_wake(q, config.max_workers_for(q));
@@ -238,7 +240,7 @@ void Engine::start() {
   spdlog::info("engine started: storage '{}' ({}), {} queue(s) known",
                i.storage->plugin_info().name, kind_name(i.storage->plugin_info().kind),
                i.dispatcher.runners().size());
-  if (!i.storage->has_slot("claim_kinds")) {
+  if (!i.storage->has_slot(StorageSlot::kClaimKinds)) {
     const PluginInfo& p = i.storage->plugin_info();
     spdlog::warn(
         "storage plugin '{}' implements ABI {}.{} (no claim_kinds): this engine claims jobs of "
@@ -278,9 +280,9 @@ uint32_t Engine::stop() {
 
 void Engine::set_rate_limit(std::string_view queue, const RateLimit& limit) {
   if (limit.scope == LimitScope::kFleet) {
-    for (const char* slot : {"swap_shared_state", "set_rate_limit_v2"})
+    for (StorageSlot slot : {StorageSlot::kSwapSharedState, StorageSlot::kSetRateLimitV2})
       if (std::string missing =
-              missing_v1_2_slot(*impl_->storage, slot, "a fleet-wide rate limit (scope fleet)");
+              missing_slot_reason(*impl_->storage, slot, "a fleet-wide rate limit (scope fleet)");
           !missing.empty())
         throw ValidationError("scope", missing + ", or use scope process");
   }
@@ -297,8 +299,8 @@ bool Engine::delete_rate_limit(std::string_view queue) {
 }
 
 void Engine::set_rate_limiting_enabled(bool enabled) {
-  if (std::string missing =
-          missing_v1_2_slot(*impl_->storage, "swap_shared_state", "the live kill switch");
+  if (std::string missing = missing_slot_reason(*impl_->storage, StorageSlot::kSwapSharedState,
+                                                "the live kill switch");
       !missing.empty())
     throw StorageError(CONVEYOR_E_UNSUPPORTED,
                        missing + " (or set [engine] rate_limit_enabled in the config and restart)");
@@ -309,8 +311,8 @@ void Engine::set_rate_limiting_enabled(bool enabled) {
 RateLimitingState Engine::rate_limiting() const { return impl_->limits.switch_state(); }
 
 bool Engine::supports_fleet_limits() const {
-  return impl_->storage->has_slot("swap_shared_state") &&
-         impl_->storage->has_slot("set_rate_limit_v2");
+  return impl_->storage->has_slot(StorageSlot::kSwapSharedState) &&
+         impl_->storage->has_slot(StorageSlot::kSetRateLimitV2);
 }
 
 void Engine::set_queue_paused(std::string_view queue, bool paused) {

@@ -11,7 +11,7 @@ FleetBucket::FleetBucket(Storage& storage, std::string_view queue, const RateLim
       clock_(clock),
       limit_(limit),
       shape_(bucket::Shape::of(limit)),
-      adds_(storage.has_slot("add_shared_state")),
+      adds_(storage.has_slot(StorageSlot::kAddSharedState)),
       counters_(counters) {}
 
 std::string FleetBucket::key_for(std::string_view queue) {

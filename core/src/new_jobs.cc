@@ -21,7 +21,7 @@ NewJob make_new_job(std::string_view queue, std::string_view kind, std::string_v
 
 std::string missing_v1_2_slot(const Storage& storage, std::string_view slot,
                               std::string_view what) {
-  if (storage.has_slot(slot)) return {};
+  if (storage.has_slot(host::storage_slot_named(slot))) return {};
   const PluginInfo& p = storage.plugin_info();
   if (p.abi_major == 1 && p.abi_minor >= 2)
     return fmt::format(
@@ -40,7 +40,8 @@ void check_job_costs(std::span<const NewJob> jobs, const LimitResolver& limits,
       throw ValidationError("cost", fmt::format("cost must be 1..{} (tokens the job takes from "
                                                 "its queue's rate limit), got {}",
                                                 kMaxJobCost, j.cost));
-    if (std::string missing = missing_v1_2_slot(storage, "enqueue_v3", "a job cost other than 1");
+    if (std::string missing =
+            missing_slot_reason(storage, StorageSlot::kEnqueueV3, "a job cost other than 1");
         !missing.empty())
       throw ValidationError("cost", missing);
     // Checked against the limit even while the kill switch is off: the job

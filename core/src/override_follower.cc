@@ -5,7 +5,9 @@
 namespace conveyor {
 
 OverrideFollower::OverrideFollower(Storage& storage, LimitResolver& limits)
-    : storage_(storage), limits_(limits), has_switch_(storage.has_slot("swap_shared_state")) {}
+    : storage_(storage),
+      limits_(limits),
+      has_switch_(storage.has_slot(StorageSlot::kSwapSharedState)) {}
 
 bool OverrideFollower::refresh() {
   std::lock_guard lock(mu_);

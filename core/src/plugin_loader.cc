@@ -4,6 +4,8 @@
 // that names the file, the reason and what to do about it.
 #include <conveyor/plugin_loader.hpp>
 
+#include <conveyor/host/storage_slots.hpp>
+
 #include <spdlog/spdlog.h>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
@@ -30,70 +32,9 @@ namespace fs = std::filesystem;
 constexpr std::string_view kPluginPrefix = "libconveyor-";
 constexpr std::string_view kPluginSuffix = ".so";
 
-// One slot of the function table the host knows, by name and offset, so the
-// checks below can report slots by name without repeating the struct.
-struct Slot {
-  const char* name;
-  std::size_t offset;
-};
-
-#define CONVEYOR_SLOT(member) \
-  Slot { #member, offsetof(conveyor_storage_plugin, member) }
-// Every 1.0 slot except wait_for_notification is required (storage_plugin.h).
-constexpr Slot kRequiredSlots[] = {
-    CONVEYOR_SLOT(open),
-    CONVEYOR_SLOT(close),
-    CONVEYOR_SLOT(migrate),
-    CONVEYOR_SLOT(enqueue),
-    CONVEYOR_SLOT(claim),
-    CONVEYOR_SLOT(complete),
-    CONVEYOR_SLOT(fail),
-    CONVEYOR_SLOT(extend_leases),
-    CONVEYOR_SLOT(release),
-    CONVEYOR_SLOT(rescue_expired),
-    CONVEYOR_SLOT(cancel),
-    CONVEYOR_SLOT(set_queue_paused),
-    CONVEYOR_SLOT(queue_stats),
-    CONVEYOR_SLOT(list_queues),
-    CONVEYOR_SLOT(get_job),
-    CONVEYOR_SLOT(purge_finished),
-    CONVEYOR_SLOT(set_rate_limit),
-    CONVEYOR_SLOT(delete_rate_limit),
-    CONVEYOR_SLOT(list_rate_limits),
-    CONVEYOR_SLOT(change_marker),
-};
-// Optional slots: wait_for_notification, then every slot appended after 1.0
-// (each new minor adds its slots here).
-constexpr Slot kOptionalSlots[] = {
-    CONVEYOR_SLOT(wait_for_notification),
-    // 1.1
-    CONVEYOR_SLOT(enqueue_v2),
-    CONVEYOR_SLOT(claim_kinds),
-    CONVEYOR_SLOT(list_jobs),
-    CONVEYOR_SLOT(retry_jobs),
-    CONVEYOR_SLOT(delete_jobs),
-    CONVEYOR_SLOT(job_counts),
-    CONVEYOR_SLOT(rescue_expired_v2),
-    // 1.2
-    CONVEYOR_SLOT(swap_shared_state),
-    CONVEYOR_SLOT(set_rate_limit_v2),
-    CONVEYOR_SLOT(enqueue_v3),
-    // 1.3
-    CONVEYOR_SLOT(add_shared_state),
-};
-#undef CONVEYOR_SLOT
-
-// Every function-pointer slot after the header fields is listed exactly once
-// above: a slot added to storage_plugin.h but not here fails the build.
-static_assert(std::size(kRequiredSlots) + std::size(kOptionalSlots) ==
-                  (sizeof(conveyor_storage_plugin) - offsetof(conveyor_storage_plugin, open)) /
-                      sizeof(void (*)()),
-              "conveyor_storage_plugin gained or lost a slot: update kRequiredSlots / "
-              "kOptionalSlots");
-
 // Reads a slot of the host's table copy as an untyped value: only its
 // NULL-ness matters here. memcpy avoids type-punning through the struct.
-bool slot_is_null(const conveyor_storage_plugin& table, const Slot& slot) {
+bool slot_is_null(const conveyor_storage_plugin& table, const host::SlotInfo& slot) {
   void (*fn)() = nullptr;
   static_assert(sizeof fn == sizeof table.open, "function pointers differ in size");
   std::memcpy(&fn, reinterpret_cast<const unsigned char*>(&table) + slot.offset, sizeof fn);
@@ -423,10 +364,12 @@ std::shared_ptr<const Plugin> load_recording(const fs::path& requested, PluginDi
   d.unknown_capabilities = unknown_capabilities(table.capabilities);
   d.has_notify =
       (table.capabilities & CONVEYOR_CAP_NOTIFY) != 0 && table.wait_for_notification != nullptr;
-  for (const Slot& slot : kRequiredSlots)
-    if (slot_is_null(table, slot)) d.required_slots_missing.emplace_back(slot.name);
-  for (const Slot& slot : kOptionalSlots)
-    if (slot_is_null(table, slot)) d.optional_slots_missing.emplace_back(slot.name);
+  // Every slot the host knows is in the copy (zeroed past the plugin's
+  // table), so each is judged; the required ones are the 1.0 slots but
+  // wait_for_notification (storage_slots.hpp).
+  for (const host::SlotInfo& slot : host::kStorageSlots)
+    if (slot_is_null(table, slot))
+      (slot.required ? d.required_slots_missing : d.optional_slots_missing).emplace_back(slot.name);
 
   if (table.name == nullptr || table.name[0] == '\0')
     refuse(path, "the function table has no name; set name in the plugin's table");

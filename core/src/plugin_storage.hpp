@@ -47,7 +47,7 @@ class PluginStorage final : public Storage {
       int64_t timeout_us,
       const std::function<void(int32_t kind, std::string_view queue)>& fn) override;
 
-  bool has_slot(std::string_view slot) const override;
+  bool has_slot(StorageSlot slot) const override;
   std::vector<Job> claim_kinds(std::string_view queue, std::span<const std::string> kinds,
                                uint32_t max_jobs, int64_t lease_token, int64_t now_us,
                                int64_t lease_expires_us) override;

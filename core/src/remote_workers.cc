@@ -135,7 +135,7 @@ std::chrono::milliseconds RemoteWorkers::lease_or_default(std::chrono::milliseco
 RemoteWorkers::Cancel RemoteWorkers::claim(ClaimRequest request,
                                            std::function<void(Claimed&&)> done) {
   check_claim(request);
-  if (!storage_.has_slot("claim_kinds")) {
+  if (!storage_.has_slot(StorageSlot::kClaimKinds)) {
     const PluginInfo& p = storage_.plugin_info();
     throw StorageError(CONVEYOR_E_UNSUPPORTED,
                        fmt::format("storage plugin '{}' implements ABI {}.{}; remote workers need "

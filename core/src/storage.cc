@@ -140,7 +140,7 @@ std::shared_ptr<PluginStorage> PluginStorage::open(
 
 std::vector<int64_t> PluginStorage::enqueue(std::span<const NewJob> jobs, int64_t now_us) {
   host::PluginBinding b = binding(t_, handle_);
-  if (has_slot("enqueue_v3")) {
+  if (has_slot(StorageSlot::kEnqueueV3)) {
     std::vector<conveyor_new_job_v2> c = host::new_jobs_v2(jobs);
     for (conveyor_new_job_v2& j : c)
       if (j.job.run_at_us == 0) j.job.run_at_us = now_us;
@@ -148,12 +148,13 @@ std::vector<int64_t> PluginStorage::enqueue(std::span<const NewJob> jobs, int64_
   }
   for (const NewJob& j : jobs)
     if (j.cost != 1)
-      throw StorageError(CONVEYOR_E_UNSUPPORTED,
-                         b.missing_slot("enqueue_v3", "a job cost other than 1", 2).message);
+      throw StorageError(
+          CONVEYOR_E_UNSUPPORTED,
+          b.missing_slot(StorageSlot::kEnqueueV3, "a job cost other than 1").message);
   std::vector<conveyor_new_job> c = host::new_jobs(jobs);
   for (conveyor_new_job& j : c)
     if (j.run_at_us == 0) j.run_at_us = now_us;
-  if (has_slot("enqueue_v2"))
+  if (has_slot(StorageSlot::kEnqueueV2))
     return value_or_throw(plugin_->info().name, "enqueue", b.enqueue_v2(c, now_us));
   return value_or_throw(plugin_->info().name, "enqueue", b.enqueue(c));
 }
@@ -204,7 +205,7 @@ std::vector<conveyor_status> PluginStorage::release(std::span<const conveyor_lea
 
 Storage::Rescued PluginStorage::rescue_expired(int64_t now_us, uint32_t max_jobs) {
   Rescued out;
-  if (!has_slot("rescue_expired_v2")) {
+  if (!has_slot(StorageSlot::kRescueExpiredV2)) {
     out.count = value_or_throw(plugin_->info().name, "rescue_expired",
                                binding(t_, handle_).rescue_expired(now_us, max_jobs));
     return out;
@@ -266,7 +267,7 @@ uint64_t PluginStorage::purge_finished(int64_t finalized_before_us, uint32_t max
 void PluginStorage::set_rate_limit(std::string_view queue, const RateLimit& limit, int64_t now_us) {
   host::PluginBinding b = binding(t_, handle_);
   // With set_rate_limit_v2 always, so the scope is stored either way.
-  if (has_slot("set_rate_limit_v2")) {
+  if (has_slot(StorageSlot::kSetRateLimitV2)) {
     const int32_t scope =
         limit.scope == LimitScope::kFleet ? CONVEYOR_SCOPE_FLEET : CONVEYOR_SCOPE_PROCESS;
     host::Status st = b.set_rate_limit_v2(queue, limit.rate_per_sec, limit.burst, scope, now_us);
@@ -274,8 +275,9 @@ void PluginStorage::set_rate_limit(std::string_view queue, const RateLimit& limi
     return;
   }
   if (limit.scope == LimitScope::kFleet)
-    throw StorageError(CONVEYOR_E_UNSUPPORTED,
-                       b.missing_slot("set_rate_limit_v2", "a fleet-wide rate limit", 2).message);
+    throw StorageError(
+        CONVEYOR_E_UNSUPPORTED,
+        b.missing_slot(StorageSlot::kSetRateLimitV2, "a fleet-wide rate limit").message);
   host::Status st = b.set_rate_limit(queue, limit.rate_per_sec, limit.burst, now_us);
   if (!st.ok()) throw_failed(plugin_->info().name, "set_rate_limit", st);
 }
@@ -310,10 +312,10 @@ Storage::SharedRecord PluginStorage::swap_shared_state(std::string_view key,
                                                        int64_t expected_version,
                                                        int64_t new_value) {
   host::PluginBinding b = binding(t_, handle_);
-  if (!has_slot("swap_shared_state"))
+  if (!has_slot(StorageSlot::kSwapSharedState))
     throw StorageError(
         CONVEYOR_E_UNSUPPORTED,
-        b.missing_slot("swap_shared_state", "sharing state across processes", 2).message);
+        b.missing_slot(StorageSlot::kSwapSharedState, "sharing state across processes").message);
   host::PluginBinding::Shared r =
       value_or_throw(plugin_->info().name, "swap_shared_state",
                      b.swap_shared_state(key, expected_version, new_value));
@@ -333,9 +335,10 @@ Storage::SharedRecord PluginStorage::swap_shared_state(std::string_view key,
 
 Storage::SharedAdded PluginStorage::add_shared_state(std::string_view key, const SharedAdd& add) {
   host::PluginBinding b = binding(t_, handle_);
-  if (!has_slot("add_shared_state"))
-    throw StorageError(CONVEYOR_E_UNSUPPORTED,
-                       b.missing_slot("add_shared_state", "a fleet take in one call", 3).message);
+  if (!has_slot(StorageSlot::kAddSharedState))
+    throw StorageError(
+        CONVEYOR_E_UNSUPPORTED,
+        b.missing_slot(StorageSlot::kAddSharedState, "a fleet take in one call").message);
   host::PluginBinding::SharedAdded r =
       value_or_throw(plugin_->info().name, "add_shared_state",
                      b.add_shared_state(key, add.credit, add.low, add.high, add.unit, add.min_count,
@@ -372,33 +375,6 @@ void PluginStorage::wait_for_notification(
 }
 
 namespace {
-
-struct SlotSpan {
-  std::string_view name;
-  std::size_t offset;
-  std::size_t size;
-};
-#define CONVEYOR_SLOT_SPAN(member)                                      \
-  SlotSpan {                                                            \
-#member, offsetof(conveyor_storage_plugin, member),                 \
-        sizeof(static_cast <conveyor_storage_plugin*>(nullptr)->member) \
-  }
-constexpr SlotSpan kOptionalSlots[] = {
-    CONVEYOR_SLOT_SPAN(enqueue_v2),
-    CONVEYOR_SLOT_SPAN(claim_kinds),
-    CONVEYOR_SLOT_SPAN(list_jobs),
-    CONVEYOR_SLOT_SPAN(retry_jobs),
-    CONVEYOR_SLOT_SPAN(delete_jobs),
-    CONVEYOR_SLOT_SPAN(job_counts),
-    CONVEYOR_SLOT_SPAN(rescue_expired_v2),
-    // ABI 1.2
-    CONVEYOR_SLOT_SPAN(swap_shared_state),
-    CONVEYOR_SLOT_SPAN(set_rate_limit_v2),
-    CONVEYOR_SLOT_SPAN(enqueue_v3),
-    // ABI 1.3
-    CONVEYOR_SLOT_SPAN(add_shared_state),
-};
-#undef CONVEYOR_SLOT_SPAN
 
 int32_t state_to_c(JobState s) {
   switch (s) {
@@ -444,12 +420,7 @@ std::vector<Job> jobs_from_copies(std::vector<host::JobCopy>&& copies) {
 
 }  // namespace
 
-bool PluginStorage::has_slot(std::string_view slot) const {
-  host::PluginBinding b = binding(t_, handle_);
-  for (const SlotSpan& s : kOptionalSlots)
-    if (s.name == slot) return b.has_slot(s.offset, s.size);
-  return false;
-}
+bool PluginStorage::has_slot(StorageSlot slot) const { return binding(t_, handle_).has_slot(slot); }
 
 std::vector<Job> PluginStorage::claim_kinds(std::string_view queue,
                                             std::span<const std::string> kinds, uint32_t max_jobs,
@@ -459,7 +430,7 @@ std::vector<Job> PluginStorage::claim_kinds(std::string_view queue,
   host::Result<host::PluginBinding::Claimed> r =
       binding(t_, handle_)
           .claim_kinds(queue, kinds, max_jobs, lease_token, now_us, lease_expires_us);
-  if (r.status.code == CONVEYOR_E_UNSUPPORTED && !has_slot("claim_kinds"))
+  if (r.status.code == CONVEYOR_E_UNSUPPORTED && !has_slot(StorageSlot::kClaimKinds))
     throw StorageError(CONVEYOR_E_UNSUPPORTED, r.status.message);
   host::PluginBinding::Claimed claimed =
       value_or_throw(plugin_->info().name, "claim_kinds", std::move(r));
@@ -477,7 +448,7 @@ std::vector<Job> PluginStorage::list_jobs(const JobQuery& query, int64_t now_us)
   host::Result<host::PluginBinding::Listed> r =
       binding(t_, handle_)
           .list_jobs(query.queue, states, query.kind, query.after_id, query.limit, now_us);
-  if (r.status.code == CONVEYOR_E_UNSUPPORTED && !has_slot("list_jobs"))
+  if (r.status.code == CONVEYOR_E_UNSUPPORTED && !has_slot(StorageSlot::kListJobs))
     throw StorageError(CONVEYOR_E_UNSUPPORTED, r.status.message);
   host::PluginBinding::Listed listed =
       value_or_throw(plugin_->info().name, "list_jobs", std::move(r));
@@ -492,31 +463,46 @@ std::vector<Job> PluginStorage::list_jobs(const JobQuery& query, int64_t now_us)
 
 std::vector<conveyor_status> PluginStorage::retry_jobs(std::span<const int64_t> ids,
                                                        int64_t now_us) {
-  if (!has_slot("retry_jobs"))
-    throw StorageError(CONVEYOR_E_UNSUPPORTED,
-                       binding(t_, handle_).missing_slot("retry_jobs", "retrying jobs").message);
+  if (!has_slot(StorageSlot::kRetryJobs))
+    throw StorageError(
+        CONVEYOR_E_UNSUPPORTED,
+        binding(t_, handle_).missing_slot(StorageSlot::kRetryJobs, "retrying jobs").message);
   if (ids.empty()) return {};
   return checked_id_results(plugin_->info().name, "retry_jobs",
                             binding(t_, handle_).retry_jobs(ids, now_us));
 }
 
 std::vector<conveyor_status> PluginStorage::delete_jobs(std::span<const int64_t> ids) {
-  if (!has_slot("delete_jobs"))
-    throw StorageError(CONVEYOR_E_UNSUPPORTED,
-                       binding(t_, handle_).missing_slot("delete_jobs", "deleting jobs").message);
+  if (!has_slot(StorageSlot::kDeleteJobs))
+    throw StorageError(
+        CONVEYOR_E_UNSUPPORTED,
+        binding(t_, handle_).missing_slot(StorageSlot::kDeleteJobs, "deleting jobs").message);
   if (ids.empty()) return {};
   return checked_id_results(plugin_->info().name, "delete_jobs",
                             binding(t_, handle_).delete_jobs(ids));
 }
 
 std::vector<QueueStats> PluginStorage::job_counts(int64_t now_us) {
-  if (!has_slot("job_counts")) return queue_stats(now_us);
+  if (!has_slot(StorageSlot::kJobCounts)) return queue_stats(now_us);
   std::vector<host::StatsCopy> reported =
       value_or_throw(plugin_->info().name, "job_counts", binding(t_, handle_).job_counts(now_us));
   std::vector<QueueStats> out;
   out.reserve(reported.size());
   for (host::StatsCopy& s : reported) out.push_back(stats_from_copy(std::move(s)));
   return out;
+}
+
+std::string missing_slot_reason(const Storage& storage, StorageSlot slot, std::string_view what) {
+  if (storage.has_slot(slot)) return {};
+  const PluginInfo& p = storage.plugin_info();
+  const uint32_t minor = host::slot_minor(slot);
+  if (p.abi_major == 1 && p.abi_minor >= minor)
+    return fmt::format(
+        "storage plugin '{}' (ABI {}.{}) does not implement the optional slot {}, which {} needs",
+        p.name, p.abi_major, p.abi_minor, host::slot_name(slot), what);
+  return fmt::format(
+      "storage plugin '{}' implements ABI {}.{}; {} needs ABI 1.{} (slot {}): upgrade the plugin",
+      p.name, p.abi_major, p.abi_minor, what, minor, host::slot_name(slot));
 }
 
 std::shared_ptr<Storage> Storage::open(

@@ -430,36 +430,36 @@ Result<std::vector<NotificationCopy>> PluginBinding::wait_for_notification(
   return r;
 }
 
-bool PluginBinding::has_slot(std::size_t offset, std::size_t size) const noexcept {
-  if (offset + size > table_->struct_size) return false;
+bool PluginBinding::has_slot(StorageSlot slot) const noexcept {
+  const SlotInfo& s = slot_info(slot);
+  if (s.offset + s.size > table_->struct_size) return false;
   void (*fn)() = nullptr;
-  std::memcpy(&fn, reinterpret_cast<const unsigned char*>(table_) + offset, sizeof fn);
+  static_assert(sizeof fn == sizeof table_->open, "function pointers differ in size");
+  std::memcpy(&fn, reinterpret_cast<const unsigned char*>(table_) + s.offset, sizeof fn);
   return fn != nullptr;
 }
 
-Status PluginBinding::missing_slot(const char* slot, const char* need, uint32_t minor) const {
+Status PluginBinding::missing_slot(StorageSlot slot, std::string_view need) const {
   const std::string name = table_->name != nullptr ? table_->name : "?";
   const std::string abi =
       std::to_string(table_->abi_major) + "." + std::to_string(table_->abi_minor);
+  const std::string slot_name(host::slot_name(slot));
+  const uint32_t minor = slot_minor(slot);
   if (table_->abi_minor < minor)
     return Status{CONVEYOR_E_UNSUPPORTED, "storage plugin '" + name + "' implements ABI " + abi +
-                                              "; " + need + " needs ABI 1." +
-                                              std::to_string(minor) + " (slot " + slot +
+                                              "; " + std::string(need) + " needs ABI 1." +
+                                              std::to_string(minor) + " (slot " + slot_name +
                                               "): upgrade the plugin"};
   return Status{CONVEYOR_E_UNSUPPORTED, "storage plugin '" + name + "' (ABI " + abi +
-                                            ") does not implement " + slot + ", which " + need +
-                                            " needs"};
+                                            ") does not implement " + slot_name + ", which " +
+                                            std::string(need) + " needs"};
 }
-
-#define CONVEYOR_HAS_SLOT(member)                     \
-  has_slot(offsetof(conveyor_storage_plugin, member), \
-           sizeof(static_cast<conveyor_storage_plugin*>(nullptr)->member))
 
 Result<std::vector<int64_t>> PluginBinding::enqueue_v2(std::span<const conveyor_new_job> jobs,
                                                        int64_t now_us) {
   Result<std::vector<int64_t>> r;
-  if (!CONVEYOR_HAS_SLOT(enqueue_v2)) {
-    r.status = missing_slot("enqueue_v2", "enqueueing with the host's clock");
+  if (!has_slot(StorageSlot::kEnqueueV2)) {
+    r.status = missing_slot(StorageSlot::kEnqueueV2, "enqueueing with the host's clock");
     return r;
   }
   r.value.assign(jobs.size(), 0);
@@ -476,8 +476,8 @@ Result<PluginBinding::Claimed> PluginBinding::claim_kinds(std::string_view queue
                                                           int64_t now_us,
                                                           int64_t lease_expires_us) {
   Result<Claimed> r;
-  if (!CONVEYOR_HAS_SLOT(claim_kinds)) {
-    r.status = missing_slot("claim_kinds", "claiming only some kinds");
+  if (!has_slot(StorageSlot::kClaimKinds)) {
+    r.status = missing_slot(StorageSlot::kClaimKinds, "claiming only some kinds");
     return r;
   }
   std::vector<conveyor_str> c;
@@ -501,8 +501,8 @@ Result<PluginBinding::Listed> PluginBinding::list_jobs(std::string_view queue,
                                                        std::string_view kind, int64_t after_id,
                                                        uint32_t limit, int64_t now_us) {
   Result<Listed> r;
-  if (!CONVEYOR_HAS_SLOT(list_jobs)) {
-    r.status = missing_slot("list_jobs", "listing jobs");
+  if (!has_slot(StorageSlot::kListJobs)) {
+    r.status = missing_slot(StorageSlot::kListJobs, "listing jobs");
     return r;
   }
   uint32_t listed = kUnwrittenCount;
@@ -520,8 +520,8 @@ Result<PluginBinding::Listed> PluginBinding::list_jobs(std::string_view queue,
 Result<std::vector<conveyor_status>> PluginBinding::retry_jobs(std::span<const int64_t> job_ids,
                                                                int64_t now_us) {
   Result<std::vector<conveyor_status>> r;
-  if (!CONVEYOR_HAS_SLOT(retry_jobs)) {
-    r.status = missing_slot("retry_jobs", "retrying jobs");
+  if (!has_slot(StorageSlot::kRetryJobs)) {
+    r.status = missing_slot(StorageSlot::kRetryJobs, "retrying jobs");
     return r;
   }
   r.value.assign(job_ids.size(), kUnwritten);
@@ -534,8 +534,8 @@ Result<std::vector<conveyor_status>> PluginBinding::retry_jobs(std::span<const i
 
 Result<std::vector<conveyor_status>> PluginBinding::delete_jobs(std::span<const int64_t> job_ids) {
   Result<std::vector<conveyor_status>> r;
-  if (!CONVEYOR_HAS_SLOT(delete_jobs)) {
-    r.status = missing_slot("delete_jobs", "deleting jobs");
+  if (!has_slot(StorageSlot::kDeleteJobs)) {
+    r.status = missing_slot(StorageSlot::kDeleteJobs, "deleting jobs");
     return r;
   }
   r.value.assign(job_ids.size(), kUnwritten);
@@ -548,8 +548,8 @@ Result<std::vector<conveyor_status>> PluginBinding::delete_jobs(std::span<const 
 
 Result<std::vector<StatsCopy>> PluginBinding::job_counts(int64_t now_us) {
   Result<std::vector<StatsCopy>> r;
-  if (!CONVEYOR_HAS_SLOT(job_counts)) {
-    r.status = missing_slot("job_counts", "counting jobs without a scan");
+  if (!has_slot(StorageSlot::kJobCounts)) {
+    r.status = missing_slot(StorageSlot::kJobCounts, "counting jobs without a scan");
     return r;
   }
   r.status = run_reporting(
@@ -563,8 +563,8 @@ Result<std::vector<StatsCopy>> PluginBinding::job_counts(int64_t now_us) {
 
 Result<PluginBinding::Rescued> PluginBinding::rescue_expired_v2(int64_t now_us, uint32_t max_jobs) {
   Result<Rescued> r;
-  if (!CONVEYOR_HAS_SLOT(rescue_expired_v2)) {
-    r.status = missing_slot("rescue_expired_v2", "reporting rescued jobs");
+  if (!has_slot(StorageSlot::kRescueExpiredV2)) {
+    r.status = missing_slot(StorageSlot::kRescueExpiredV2, "reporting rescued jobs");
     return r;
   }
   uint32_t rescued = kUnwrittenCount;
@@ -582,8 +582,8 @@ Result<PluginBinding::Shared> PluginBinding::swap_shared_state(std::string_view 
                                                                int64_t expected_version,
                                                                int64_t new_value) {
   Result<Shared> r;
-  if (!CONVEYOR_HAS_SLOT(swap_shared_state)) {
-    r.status = missing_slot("swap_shared_state", "sharing state across processes", 2);
+  if (!has_slot(StorageSlot::kSwapSharedState)) {
+    r.status = missing_slot(StorageSlot::kSwapSharedState, "sharing state across processes");
     return r;
   }
   r.value = Shared{kUnwrittenValue, kUnwrittenValue, static_cast<int32_t>(kUnwrittenCount)};
@@ -600,8 +600,8 @@ Result<PluginBinding::SharedAdded> PluginBinding::add_shared_state(std::string_v
                                                                    uint32_t min_count,
                                                                    uint32_t max_count) {
   Result<SharedAdded> r;
-  if (!CONVEYOR_HAS_SLOT(add_shared_state)) {
-    r.status = missing_slot("add_shared_state", "a fleet take in one call", 3);
+  if (!has_slot(StorageSlot::kAddSharedState)) {
+    r.status = missing_slot(StorageSlot::kAddSharedState, "a fleet take in one call");
     return r;
   }
   r.value = SharedAdded{kUnwrittenValue, kUnwrittenValue, kUnwrittenCount};
@@ -614,8 +614,8 @@ Result<PluginBinding::SharedAdded> PluginBinding::add_shared_state(std::string_v
 
 Status PluginBinding::set_rate_limit_v2(std::string_view queue, double rate_per_sec, uint32_t burst,
                                         int32_t scope, int64_t now_us) {
-  if (!CONVEYOR_HAS_SLOT(set_rate_limit_v2))
-    return missing_slot("set_rate_limit_v2", "a rate limit with a scope", 2);
+  if (!has_slot(StorageSlot::kSetRateLimitV2))
+    return missing_slot(StorageSlot::kSetRateLimitV2, "a rate limit with a scope");
   return run("set_rate_limit_v2", [&](conveyor_error* e) {
     return table_->set_rate_limit_v2(handle_, cstr(queue), rate_per_sec, burst, scope, now_us, e);
   });
@@ -624,8 +624,8 @@ Status PluginBinding::set_rate_limit_v2(std::string_view queue, double rate_per_
 Result<std::vector<int64_t>> PluginBinding::enqueue_v3(std::span<const conveyor_new_job_v2> jobs,
                                                        int64_t now_us) {
   Result<std::vector<int64_t>> r;
-  if (!CONVEYOR_HAS_SLOT(enqueue_v3)) {
-    r.status = missing_slot("enqueue_v3", "a job cost other than 1", 2);
+  if (!has_slot(StorageSlot::kEnqueueV3)) {
+    r.status = missing_slot(StorageSlot::kEnqueueV3, "a job cost other than 1");
     return r;
   }
   r.value.assign(jobs.size(), 0);
@@ -635,7 +635,5 @@ Result<std::vector<int64_t>> PluginBinding::enqueue_v3(std::span<const conveyor_
   });
   return r;
 }
-
-#undef CONVEYOR_HAS_SLOT
 
 }  // namespace conveyor::host

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -298,6 +299,42 @@ TEST_F(PluginBindingTest, AV1_2TableLacksTheV1_3SlotByName) {
   EXPECT_EQ(real_add.value.count, 5u);
   EXPECT_EQ(real_add.value.value, 50);
   EXPECT_EQ(real.swap_shared_state("k", -1, 0).value.version, 1);
+}
+
+// The slot list answers by enum; a name is checked at compile time
+// (slot_named) or, arriving at run time, throws rather than reading as a
+// missing slot.
+TEST(StorageSlots, NamesMapToSlotsAndAnUnknownNameIsLoud) {
+  for (const SlotInfo& s : kStorageSlots) {
+    EXPECT_EQ(find_storage_slot(s.name), s.slot) << s.name;
+    EXPECT_EQ(storage_slot_named(s.name), s.slot) << s.name;
+  }
+  static_assert(slot_named("claim_kinds") == StorageSlot::kClaimKinds);
+  EXPECT_EQ(find_storage_slot("claim_kind"), std::nullopt);
+  EXPECT_THROW(storage_slot_named("claim_kind"), std::invalid_argument);
+  EXPECT_TRUE(slot_info(StorageSlot::kClaim).required);
+  EXPECT_FALSE(slot_info(StorageSlot::kWaitForNotification).required);
+  EXPECT_EQ(slot_minor(StorageSlot::kWaitForNotification), 0u);
+  EXPECT_EQ(slot_minor(StorageSlot::kRescueExpiredV2), 1u);
+  EXPECT_EQ(slot_minor(StorageSlot::kEnqueueV3), 2u);
+  EXPECT_EQ(slot_minor(StorageSlot::kAddSharedState), 3u);
+}
+
+// has_slot follows struct_size: a table cut to each minor's size has exactly
+// the slots of that minor and older (of those the plugin fills).
+TEST_F(PluginBindingTest, HasSlotFollowsTheTablesMinor) {
+  PluginBinding& real =
+      open_plugin(CONVEYOR_TEST_SQLITE_PLUGIN, {{"path", (dir_ / "minors.db").string()}});
+  ASSERT_TRUE(real.has_slot(StorageSlot::kAddSharedState)) << "SQLite fills every 1.x slot";
+  for (uint32_t minor = 0; minor <= CONVEYOR_ABI_MINOR; ++minor) {
+    conveyor_storage_plugin cut = real.table();
+    cut.struct_size = static_cast<uint32_t>(table_size_of_minor(minor));
+    cut.abi_minor = minor;
+    PluginBinding b(cut, real.handle());
+    for (const SlotInfo& s : kStorageSlots)
+      EXPECT_EQ(b.has_slot(s.slot), s.minor <= minor && real.has_slot(s.slot))
+          << "ABI 1." << minor << ", " << s.name;
+  }
 }
 
 // Structs from a plugin built before 1.2 end before cost and scope: those

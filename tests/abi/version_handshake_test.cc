@@ -72,9 +72,10 @@ TEST(VersionHandshake, V1_0PluginRunsAndRefuses1_1FeaturesByName) {
   std::vector<Job> claimed = storage->claim("q", 1, 7, now, now + 1'000'000);
   ASSERT_EQ(claimed.size(), 1u);
   EXPECT_EQ(storage->fail(claimed[0].lease(), "boom", -1, now), CONVEYOR_OK);
-  for (const char* slot :
-       {"enqueue_v2", "claim_kinds", "list_jobs", "retry_jobs", "delete_jobs", "job_counts"})
-    EXPECT_FALSE(storage->has_slot(slot)) << slot;
+  for (StorageSlot slot :
+       {StorageSlot::kEnqueueV2, StorageSlot::kClaimKinds, StorageSlot::kListJobs,
+        StorageSlot::kRetryJobs, StorageSlot::kDeleteJobs, StorageSlot::kJobCounts})
+    EXPECT_FALSE(storage->has_slot(slot)) << conveyor::host::slot_name(slot);
 
   auto expect_refused = [](auto&& call, const std::string& need, const std::string& slot) {
     try {
@@ -116,8 +117,9 @@ TEST(VersionHandshake, V1_0PluginRunsAndRefuses1_1FeaturesByName) {
 TEST(VersionHandshake, V1_0PluginRefuses1_2FeaturesByName) {
   std::shared_ptr<Storage> storage = Storage::open(load_plugin(kV1_0Plugin), {{"name", "old12"}});
   const int64_t now = 4'000'000'000'000'000;
-  for (const char* slot : {"swap_shared_state", "set_rate_limit_v2", "enqueue_v3"})
-    EXPECT_FALSE(storage->has_slot(slot)) << slot;
+  for (StorageSlot slot :
+       {StorageSlot::kSwapSharedState, StorageSlot::kSetRateLimitV2, StorageSlot::kEnqueueV3})
+    EXPECT_FALSE(storage->has_slot(slot)) << conveyor::host::slot_name(slot);
   auto expect_refused = [](auto&& call, const std::string& need, const std::string& slot) {
     try {
       call();

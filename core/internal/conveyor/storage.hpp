@@ -13,6 +13,7 @@
 #pragma once
 
 #include <conveyor/storage_plugin.h>
+#include <conveyor/host/storage_slots.hpp>
 #include <conveyor/job.hpp>
 #include <conveyor/plugin_loader.hpp>
 #include <conveyor/rate_limit.hpp>
@@ -29,6 +30,9 @@
 #include <vector>
 
 namespace conveyor {
+
+// A slot of the plugin's function table (storage_slots.hpp), for has_slot.
+using host::StorageSlot;
 
 // A failed storage call. code() is the plugin's CONVEYOR_E_* status.
 class StorageError : public std::runtime_error {
@@ -122,8 +126,10 @@ class Storage {
   // ---- ABI 1.1 (storage_plugin.h). On a plugin without the slot each
   // throws StorageError(CONVEYOR_E_UNSUPPORTED) whose message names the
   // plugin, its ABI and what needed the slot, except job_counts (below).
-  // Whether the plugin has the 1.1 slot (by its name: "list_jobs", ...).
-  virtual bool has_slot(std::string_view slot) const = 0;
+  // Whether the plugin's table covers the slot and fills it. The optional
+  // slots (wait_for_notification and every slot after 1.0) are the ones worth
+  // asking about: a loaded plugin has every required one.
+  virtual bool has_slot(StorageSlot slot) const = 0;
   // claim, only jobs whose kind is in kinds (empty: any kind, as claim).
   virtual std::vector<Job> claim_kinds(std::string_view queue, std::span<const std::string> kinds,
                                        uint32_t max_jobs, int64_t lease_token, int64_t now_us,
@@ -175,12 +181,17 @@ class Storage {
     uint32_t count = 0;
   };
   // Throws CONVEYOR_E_UNSUPPORTED on a plugin without the slot
-  // (has_slot("add_shared_state") says which).
+  // (has_slot(StorageSlot::kAddSharedState) says which).
   virtual SharedAdded add_shared_state(std::string_view key, const SharedAdd& add) = 0;
 
  protected:
   Storage() = default;
 };
+
+// "" when storage has slot; otherwise why what cannot be done, naming the
+// plugin, its ABI and the slot with the minor that introduced it. Never throws
+// but std::bad_alloc.
+std::string missing_slot_reason(const Storage& storage, StorageSlot slot, std::string_view what);
 
 // Loads the configured plugin and opens it: resolve, load, open, migrate.
 struct StorageConfig;

@@ -396,15 +396,15 @@ Storage::SharedRecord FaultInjectingStorage::swap_shared_state(std::string_view 
   return r;
 }
 
-void FaultInjectingStorage::hide_slot(std::string slot) {
+void FaultInjectingStorage::hide_slot(StorageSlot slot) {
   std::lock_guard lock(mu_);
-  hidden_slots_.insert(std::move(slot));
+  hidden_slots_.insert(slot);
 }
 
-bool FaultInjectingStorage::has_slot(std::string_view slot) const {
+bool FaultInjectingStorage::has_slot(StorageSlot slot) const {
   {
     std::lock_guard lock(mu_);
-    if (hidden_slots_.find(slot) != hidden_slots_.end()) return false;
+    if (hidden_slots_.count(slot) != 0) return false;
   }
   return inner_->has_slot(slot);
 }

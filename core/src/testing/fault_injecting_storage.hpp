@@ -100,7 +100,10 @@ class FaultInjectingStorage final : public Storage {
   void lose_all_leases(bool lost);
   // has_slot(slot) says false from now on, as on a plugin of an older minor
   // (the call itself still reaches the inner storage).
-  void hide_slot(std::string slot);
+  void hide_slot(StorageSlot slot);
+  // The same by the slot's name; a name no slot has throws
+  // std::invalid_argument, so a misspelt one cannot hide nothing quietly.
+  void hide_slot(std::string_view slot) { hide_slot(host::storage_slot_named(slot)); }
   // Removes every pending fault, hook and lost lease. Counts stay.
   void clear_faults();
 
@@ -139,7 +142,7 @@ class FaultInjectingStorage final : public Storage {
       int64_t timeout_us,
       const std::function<void(int32_t kind, std::string_view queue)>& fn) override;
 
-  bool has_slot(std::string_view slot) const override;
+  bool has_slot(StorageSlot slot) const override;
   std::vector<Job> claim_kinds(std::string_view queue, std::span<const std::string> kinds,
                                uint32_t max_jobs, int64_t lease_token, int64_t now_us,
                                int64_t lease_expires_us) override;
@@ -182,7 +185,7 @@ class FaultInjectingStorage final : public Storage {
   std::array<OpFaults, kStorageOpCount> ops_;          // mu_
   std::set<std::pair<int64_t, int64_t>> lost_leases_;  // mu_: (job id, token)
   bool lose_all_ = false;                              // mu_
-  std::set<std::string, std::less<>> hidden_slots_;    // mu_
+  std::set<StorageSlot> hidden_slots_;                 // mu_
   QueueHook claim_hook_;                               // mu_
   std::array<std::atomic<uint64_t>, kStorageOpCount> calls_{};
   std::array<std::atomic<uint64_t>, kStorageOpCount> faults_{};

@@ -59,24 +59,24 @@ class ConformanceTest : public ::testing::Test {
 #define EXPECT_STATE(actual, expected) \
   EXPECT_PRED_FORMAT2(::conveyor::conformance::state_is, actual, expected)
 
-// Skips a test of an ABI 1.minor slot unless the plugin implements that
-// minor and fills the slot (every slot after 1.0 is optional:
+// Skips a test of an optional slot unless the plugin implements the minor
+// that introduced it and fills the slot (every slot after 1.0 is optional:
 // storage_plugin.h rule 2). member is the slot's name in
-// conveyor_storage_plugin; minor a literal.
-#define CONFORMANCE_REQUIRE_SLOT_OF(handle, member, minor)                                    \
-  do {                                                                                        \
-    if (info().abi_minor < (minor))                                                           \
-      GTEST_SKIP() << "needs ABI 1." #minor " (slot " #member "); the plugin implements ABI " \
-                   << info().abi_major << "." << info().abi_minor;                            \
-    if (!(handle)->has_slot(offsetof(conveyor_storage_plugin, member),                        \
-                            sizeof(static_cast<conveyor_storage_plugin*>(nullptr)->member)))  \
-      GTEST_SKIP() << "needs slot " #member " (ABI 1." #minor                                 \
-                      "), which the plugin leaves "                                           \
-                      "NULL";                                                                 \
+// conveyor_storage_plugin: a name the slot list (storage_slots.hpp) lacks
+// does not compile, and the minor comes from that list.
+#define CONFORMANCE_REQUIRE_SLOT(handle, member)                                             \
+  do {                                                                                       \
+    constexpr ::conveyor::host::StorageSlot conformance_slot_ =                              \
+        ::conveyor::host::slot_named(#member);                                               \
+    constexpr uint32_t conformance_minor_ = ::conveyor::host::slot_minor(conformance_slot_); \
+    if (info().abi_minor < conformance_minor_)                                               \
+      GTEST_SKIP() << "needs ABI 1." << conformance_minor_ << " (slot " #member              \
+                   << "); the plugin implements ABI " << info().abi_major << "."             \
+                   << info().abi_minor;                                                      \
+    if (!(handle)->has_slot(conformance_slot_))                                              \
+      GTEST_SKIP() << "needs slot " #member " (ABI 1." << conformance_minor_                 \
+                   << "), which the plugin leaves NULL";                                     \
   } while (0)
-#define CONFORMANCE_REQUIRE_SLOT(handle, member) CONFORMANCE_REQUIRE_SLOT_OF(handle, member, 1)
-#define CONFORMANCE_REQUIRE_SLOT_1_2(handle, member) CONFORMANCE_REQUIRE_SLOT_OF(handle, member, 2)
-#define CONFORMANCE_REQUIRE_SLOT_1_3(handle, member) CONFORMANCE_REQUIRE_SLOT_OF(handle, member, 3)
 
 // Skips the test, saying which capability it needs, unless the plugin
 // advertises it. Tests are chosen by capabilities, never by plugin name.

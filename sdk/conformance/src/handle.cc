@@ -272,9 +272,7 @@ Status id_batch(const char* op, host::Result<std::vector<conveyor_status>>&& r,
 }
 }  // namespace
 
-bool Handle::has_slot(std::size_t offset, std::size_t size) const {
-  return binding_->has_slot(offset, size);
-}
+bool Handle::has_slot(host::StorageSlot slot) const { return binding_->has_slot(slot); }
 
 Status Handle::enqueue_v2(const std::vector<JobSpec>& jobs, int64_t now_us,
                           std::vector<int64_t>* ids) {

@@ -15,6 +15,7 @@
 #include "reported.hpp"
 
 #include <conveyor/storage_plugin.h>
+#include <conveyor/host/storage_slots.hpp>
 #include <conveyor/plugin_loader.hpp>
 
 #include <cstddef>
@@ -173,8 +174,8 @@ class Handle {
   // ABI 1.2
   SharedCopy shared(std::string_view key);  // a read (expected_version -1)
   std::vector<int64_t> add_costed(const std::vector<JobSpec>& jobs);  // enqueue_v3 at kT0
-  // Whether the plugin's table has this 1.1 slot (covered and non-NULL).
-  bool has_slot(std::size_t offset, std::size_t size) const;
+  // Whether the plugin's table has this slot (covered and non-NULL).
+  bool has_slot(host::StorageSlot slot) const;
 
  private:
   std::shared_ptr<const Plugin> plugin_;

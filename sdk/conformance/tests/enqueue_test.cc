@@ -128,7 +128,7 @@ class JobCost : public ConformanceTest {};
 
 TEST_F(JobCost, CostsRoundTripThroughClaimAndGetJob) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, enqueue_v3);
+  CONFORMANCE_REQUIRE_SLOT(h, enqueue_v3);
   std::vector<int64_t> ids =
       h->add_costed({JobSpec{.queue = "c", .kind = "one", .cost = 1},
                      JobSpec{.queue = "c", .kind = "seven", .cost = 7},
@@ -147,7 +147,7 @@ TEST_F(JobCost, CostsRoundTripThroughClaimAndGetJob) {
 
 TEST_F(JobCost, EnqueueV3IsEnqueueV2WithCosts) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, enqueue_v3);
+  CONFORMANCE_REQUIRE_SLOT(h, enqueue_v3);
   std::vector<int64_t> ids;
   ASSERT_TRUE(h->enqueue_v3({JobSpec{.queue = "v", .priority = 3, .max_attempts = 4, .cost = 2},
                              JobSpec{.queue = "v", .run_at_us = kT0 + 100 * kSecond, .cost = 3}},
@@ -171,7 +171,7 @@ TEST_F(JobCost, EnqueueV3IsEnqueueV2WithCosts) {
 
 TEST_F(JobCost, JobsEnqueuedWithoutACostCostOne) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, enqueue_v3);
+  CONFORMANCE_REQUIRE_SLOT(h, enqueue_v3);
   const int64_t id = h->add(JobSpec{.queue = "plain"});
   EXPECT_EQ(h->job(id, kT0).cost, 1)
       << "storage_plugin.h conveyor_job.cost: \"1 for a job enqueued without a cost\"";
@@ -180,7 +180,7 @@ TEST_F(JobCost, JobsEnqueuedWithoutACostCostOne) {
 
 TEST_F(JobCost, TheCostStaysThroughRetryReleaseAndRescue) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, enqueue_v3);
+  CONFORMANCE_REQUIRE_SLOT(h, enqueue_v3);
   const int64_t id = h->add_costed({JobSpec{.queue = "life", .max_attempts = 10, .cost = 5}}).at(0);
   // fail with a retry: a new turn (a copied entry in an append-only plugin)
   JobCopy first = h->claim_one("life", kT0);
@@ -210,7 +210,7 @@ TEST_F(JobCost, TheCostStaysThroughRetryReleaseAndRescue) {
 
 TEST_F(JobCost, CostOutOfRangeRejectsTheWholeBatch) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, enqueue_v3);
+  CONFORMANCE_REQUIRE_SLOT(h, enqueue_v3);
   for (int32_t bad : {0, -1, CONVEYOR_JOB_COST_MAX + 1, INT32_MIN}) {
     std::vector<int64_t> ids;
     Status s = h->enqueue_v3(

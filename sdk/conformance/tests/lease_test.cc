@@ -95,7 +95,8 @@ TEST_F(Rescue, RescuesOnlyExpiredLeases) {
   JobCopy e = h->job(early, rescued_at);
   EXPECT_STATE(e.state, CONVEYOR_JOB_AVAILABLE);
   // Due at once; a plugin may keep the job's run_at (its place in the queue).
-  EXPECT_LE(e.run_at, rescued_at) << "storage_plugin.h rescue_expired: \"AVAILABLE at once, run_at kept or now_us\"";
+  EXPECT_LE(e.run_at, rescued_at)
+      << "storage_plugin.h rescue_expired: \"AVAILABLE at once, run_at kept or now_us\"";
   EXPECT_EQ(e.lease_token, 0);
   EXPECT_FALSE(e.last_error.empty())
       << "storage_plugin.h rescue_expired: \"last_error says the lease expired\"";

@@ -217,7 +217,7 @@ class RateLimitScope : public ConformanceTest {};
 
 TEST_F(RateLimitScope, SetRateLimitV2StoresTheScopeListReportsIt) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, set_rate_limit_v2);
+  CONFORMANCE_REQUIRE_SLOT(h, set_rate_limit_v2);
   ASSERT_TRUE(h->set_rate_limit_v2("fleet", 2.5, 7, CONVEYOR_SCOPE_FLEET, kT0 + 3).ok());
   ASSERT_TRUE(h->set_rate_limit_v2("local", 4, 2, CONVEYOR_SCOPE_PROCESS, kT0 + 4).ok());
   std::vector<LimitCopy> l = h->limits();
@@ -235,7 +235,7 @@ TEST_F(RateLimitScope, SetRateLimitV2StoresTheScopeListReportsIt) {
 
 TEST_F(RateLimitScope, ReplacingChangesTheScope) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, set_rate_limit_v2);
+  CONFORMANCE_REQUIRE_SLOT(h, set_rate_limit_v2);
   ASSERT_TRUE(h->set_rate_limit_v2("q", 1, 1, CONVEYOR_SCOPE_FLEET, kT0).ok());
   ASSERT_TRUE(h->set_rate_limit_v2("q", 1, 1, CONVEYOR_SCOPE_PROCESS, kT0).ok());
   std::vector<LimitCopy> l = h->limits();
@@ -254,7 +254,7 @@ TEST_F(RateLimitScope, ReplacingChangesTheScope) {
 
 TEST_F(RateLimitScope, SetRateLimitReportsProcess) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, set_rate_limit_v2);
+  CONFORMANCE_REQUIRE_SLOT(h, set_rate_limit_v2);
   ASSERT_TRUE(h->set_rate_limit("old", 5, 5, kT0).ok());
   std::vector<LimitCopy> l = h->limits();
   ASSERT_EQ(l.size(), 1u);
@@ -264,7 +264,7 @@ TEST_F(RateLimitScope, SetRateLimitReportsProcess) {
 
 TEST_F(RateLimitScope, UnknownScopeIsInvalidAndStoresNothing) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, set_rate_limit_v2);
+  CONFORMANCE_REQUIRE_SLOT(h, set_rate_limit_v2);
   ASSERT_TRUE(h->set_rate_limit_v2("kept", 2, 2, CONVEYOR_SCOPE_FLEET, kT0).ok());
   for (int32_t scope : {2, -1, 1000}) {
     EXPECT_STATUS(h->set_rate_limit_v2("new", 1, 1, scope, kT0).code, CONVEYOR_E_INVALID)
@@ -280,7 +280,7 @@ TEST_F(RateLimitScope, UnknownScopeIsInvalidAndStoresNothing) {
 
 TEST_F(RateLimitScope, InvalidRateOrBurstIsRefusedAsBySetRateLimit) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, set_rate_limit_v2);
+  CONFORMANCE_REQUIRE_SLOT(h, set_rate_limit_v2);
   EXPECT_STATUS(h->set_rate_limit_v2("q", 0, 1, CONVEYOR_SCOPE_FLEET, kT0).code,
                 CONVEYOR_E_INVALID);
   EXPECT_STATUS(h->set_rate_limit_v2("q", std::numeric_limits<double>::infinity(), 1,
@@ -294,7 +294,7 @@ TEST_F(RateLimitScope, InvalidRateOrBurstIsRefusedAsBySetRateLimit) {
 
 TEST_F(RateLimitScope, SetRateLimitV2ChangesTheMarker) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, set_rate_limit_v2);
+  CONFORMANCE_REQUIRE_SLOT(h, set_rate_limit_v2);
   const int64_t before = h->marker();
   ASSERT_TRUE(h->set_rate_limit_v2("q", 1, 1, CONVEYOR_SCOPE_FLEET, kT0).ok());
   const int64_t after = h->marker();

@@ -74,8 +74,7 @@ class OldestPending : public ConformanceTest {
   std::vector<StatsCopy> reports_of(Handle& h, const std::string& queue, int64_t now_us) {
     std::vector<StatsCopy> out;
     if (std::optional<StatsCopy> s = h.stats_of(queue, now_us)) out.push_back(*s);
-    if (h.has_slot(offsetof(conveyor_storage_plugin, job_counts),
-                   sizeof(static_cast<conveyor_storage_plugin*>(nullptr)->job_counts)))
+    if (h.has_slot(host::StorageSlot::kJobCounts))
       for (const StatsCopy& c : h.counts(now_us))
         if (c.queue == queue) out.push_back(c);
     return out;

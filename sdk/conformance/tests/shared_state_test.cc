@@ -75,7 +75,7 @@ int increment(Handle& h, std::string_view key, int k, Clock::time_point deadline
 
 TEST_F(SharedState, NeverWrittenKeyReadsAsVersionZeroValueZero) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, swap_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, swap_shared_state);
   SharedCopy r = h->shared("ratelimit.bucket:never");
   EXPECT_EQ(r.version, 0);
   EXPECT_EQ(r.value, 0);
@@ -84,7 +84,7 @@ TEST_F(SharedState, NeverWrittenKeyReadsAsVersionZeroValueZero) {
 
 TEST_F(SharedState, SwapFromTheCurrentVersionAppliesAndBumpsIt) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, swap_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, swap_shared_state);
   SharedCopy first = swap(*h, "k", 0, 42);
   EXPECT_EQ(first.applied, 1) << "a never-written key is version 0: a swap from 0 applies";
   EXPECT_EQ(first.version, 1);
@@ -104,7 +104,7 @@ TEST_F(SharedState, SwapFromTheCurrentVersionAppliesAndBumpsIt) {
 
 TEST_F(SharedState, SwapFromAnotherVersionChangesNothingAndReportsTheRecord) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, swap_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, swap_shared_state);
   ASSERT_EQ(swap(*h, "k", 0, 5).applied, 1);
   ASSERT_EQ(swap(*h, "k", 1, 6).applied, 1);
   for (int64_t stale : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{1000}}) {
@@ -126,7 +126,7 @@ TEST_F(SharedState, SwapFromAnotherVersionChangesNothingAndReportsTheRecord) {
 
 TEST_F(SharedState, ReadsChangeNothing) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, swap_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, swap_shared_state);
   ASSERT_EQ(swap(*h, "k", 0, 10).applied, 1);
   for (int64_t expected : {int64_t{-1}, int64_t{-2}, INT64_MIN}) {
     SharedCopy r = swap(*h, "k", expected, 555);
@@ -140,7 +140,7 @@ TEST_F(SharedState, ReadsChangeNothing) {
 
 TEST_F(SharedState, KeysAreIndependentAndComparedWhole) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, swap_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, swap_shared_state);
   const std::string longest(CONVEYOR_SHARED_KEY_MAX, 'k');
   ASSERT_EQ(swap(*h, "ratelimit.bucket:a", 0, 1).applied, 1);
   ASSERT_EQ(swap(*h, "ratelimit.bucket:ab", 0, 2).applied, 1);
@@ -160,7 +160,7 @@ TEST_F(SharedState, KeysAreIndependentAndComparedWhole) {
 
 TEST_F(SharedState, InvalidKeysAndNullOutParametersAreRefused) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, swap_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, swap_shared_state);
   const std::string too_long(CONVEYOR_SHARED_KEY_MAX + 1, 'k');
   for (const std::string& key : {std::string(), too_long}) {
     SharedCopy out;
@@ -192,7 +192,7 @@ TEST_F(SharedState, AppliedSwapsSurviveCloseAndReopen) {
   CONFORMANCE_REQUIRE(CONVEYOR_CAP_DURABLE);
   {
     auto h = open();
-    CONFORMANCE_REQUIRE_SLOT_1_2(h, swap_shared_state);
+    CONFORMANCE_REQUIRE_SLOT(h, swap_shared_state);
     ASSERT_EQ(swap(*h, "ratelimit.enabled", 0, 1).applied, 1);
     ASSERT_EQ(swap(*h, "ratelimit.enabled", 1, 0).applied, 1);
   }
@@ -206,7 +206,7 @@ TEST_F(SharedState, AppliedSwapsSurviveCloseAndReopen) {
 TEST_F(SharedState, TwoHandlesSeeOneRecord) {
   CONFORMANCE_REQUIRE(CONVEYOR_CAP_MULTI_PROCESS);
   auto a = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(a, swap_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(a, swap_shared_state);
   auto b = open(/*migrate=*/false);
   ASSERT_EQ(swap(*a, "k", 0, 1).applied, 1);
   SharedCopy lost = swap(*b, "k", 0, 2);
@@ -219,7 +219,7 @@ TEST_F(SharedState, TwoHandlesSeeOneRecord) {
 
 TEST_F(SharedState, ConcurrentThreadsLoseNoUpdate) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, swap_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, swap_shared_state);
   constexpr int kThreads = 8, kIncrements = 40;
   const auto deadline = Clock::now() + kDeadline;
   std::vector<int> applied(kThreads, 0);
@@ -324,7 +324,7 @@ TEST_F(SharedState, ConcurrentProcessesLoseNoUpdate) {
   CONFORMANCE_REQUIRE(CONVEYOR_CAP_MULTI_PROCESS);
   {
     auto h = open();
-    CONFORMANCE_REQUIRE_SLOT_1_2(h, swap_shared_state);
+    CONFORMANCE_REQUIRE_SLOT(h, swap_shared_state);
   }  // closed: no connection may be open across fork()
   constexpr int kIncrements = 40;
   const std::vector<Share> shares =
@@ -364,7 +364,7 @@ SharedAddCopy add(Handle& h, std::string_view key, int64_t credit, int64_t low, 
 
 TEST_F(SharedStateAdd, AddsTheMostUnitsThatStayUnderHigh) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, add_shared_state);
   SharedAddCopy first = add(*h, "k", 0, 0, 100, 10, 1, 3);
   EXPECT_EQ(first.count, 3u) << "a never-written key is (0, 0): 3 units of 10 fit under 100";
   EXPECT_EQ(first.value, 30);
@@ -387,7 +387,7 @@ TEST_F(SharedStateAdd, AddsTheMostUnitsThatStayUnderHigh) {
 
 TEST_F(SharedStateAdd, LowRaisesTheBaseAndCreditLowersItNeverBelowLow) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, add_shared_state);
   SharedAddCopy r = add(*h, "k", 0, 1000, 2000, 100, 1, 1);
   EXPECT_EQ(r.value, 1100) << "base = max(0 - 0, low 1000), plus one unit";
   r = add(*h, "k", 300, 0, 10000, 100, 1, 1);
@@ -399,7 +399,7 @@ TEST_F(SharedStateAdd, LowRaisesTheBaseAndCreditLowersItNeverBelowLow) {
 
 TEST_F(SharedStateAdd, FewerThanMinCountChangesNothingAndCreatesNoKey) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, add_shared_state);
   SharedAddCopy r = add(*h, "fresh", 0, 0, 25, 10, 3, 5);
   EXPECT_EQ(r.count, 0u) << "2 units fit, min_count is 3";
   EXPECT_EQ(r.version, 0);
@@ -415,8 +415,8 @@ TEST_F(SharedStateAdd, FewerThanMinCountChangesNothingAndCreatesNoKey) {
 
 TEST_F(SharedStateAdd, AddsAndSwapsShareOneVersion) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, swap_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, add_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, swap_shared_state);
   ASSERT_EQ(swap(*h, "k", 0, 7).applied, 1);
   SharedAddCopy r = add(*h, "k", 0, 0, 100, 1, 1, 3);
   EXPECT_EQ(r.version, 2) << "an add moves the version a swap set";
@@ -431,8 +431,8 @@ TEST_F(SharedStateAdd, AddsAndSwapsShareOneVersion) {
 
 TEST_F(SharedStateAdd, ExtremeValuesDoNotOverflow) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
-  CONFORMANCE_REQUIRE_SLOT_1_2(h, swap_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, add_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, swap_shared_state);
   constexpr int64_t kMax = CONVEYOR_SHARED_ADD_MAX;
   ASSERT_EQ(swap(*h, "k", 0, INT64_MIN).applied, 1);
   SharedAddCopy r = add(*h, "k", kMax, -kMax, -kMax + 10, 1, 1, 100);
@@ -452,7 +452,7 @@ TEST_F(SharedStateAdd, ExtremeValuesDoNotOverflow) {
 
 TEST_F(SharedStateAdd, OutOfRangeInputsAndNullOutParametersAreRefused) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, add_shared_state);
   ASSERT_EQ(add(*h, "k", 0, 0, 100, 10, 1, 1).value, 10);
   constexpr int64_t kMax = CONVEYOR_SHARED_ADD_MAX;
   struct Bad {
@@ -508,7 +508,7 @@ TEST_F(SharedStateAdd, AppliedAddsSurviveCloseAndReopen) {
   CONFORMANCE_REQUIRE(CONVEYOR_CAP_DURABLE);
   {
     auto h = open();
-    CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+    CONFORMANCE_REQUIRE_SLOT(h, add_shared_state);
     ASSERT_EQ(add(*h, "ratelimit.bucket:q", 0, 0, 100, 10, 1, 4).count, 4u);
   }
   auto h = open();
@@ -551,7 +551,7 @@ Share fill(Handle& h, std::string_view key, int64_t high, Clock::time_point dead
 
 TEST_F(SharedStateAdd, ConcurrentThreadsNeverAddPastTheBound) {
   auto h = open();
-  CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+  CONFORMANCE_REQUIRE_SLOT(h, add_shared_state);
   constexpr int kThreads = 8;
   constexpr int64_t kHigh = 400;
   const auto deadline = Clock::now() + kDeadline;
@@ -576,7 +576,7 @@ TEST_F(SharedStateAdd, ConcurrentProcessesNeverAddPastTheBound) {
   CONFORMANCE_REQUIRE(CONVEYOR_CAP_MULTI_PROCESS);
   {
     auto h = open();
-    CONFORMANCE_REQUIRE_SLOT_1_3(h, add_shared_state);
+    CONFORMANCE_REQUIRE_SLOT(h, add_shared_state);
   }  // closed: no connection may be open across fork()
   constexpr int64_t kHigh = 300;
   const std::vector<Share> shares = in_processes(

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <conveyor/storage_plugin.h>
+#include <conveyor/host/storage_slots.hpp>
 #include <conveyor/storage_plugin.hpp>
 
 #include <atomic>
@@ -275,12 +276,13 @@ class PluginBinding {
                                        int64_t high, int64_t unit, uint32_t min_count,
                                        uint32_t max_count);
 
-  // Whether the table covers a slot (offset, size) and it is non-NULL.
-  bool has_slot(std::size_t offset, std::size_t size) const noexcept;
-  // The CONVEYOR_E_UNSUPPORTED status for a missing slot: slot is its name,
-  // need what the caller wanted ("listing jobs"), minor the ABI minor that
-  // introduced the slot.
-  Status missing_slot(const char* slot, const char* need, uint32_t minor = 1) const;
+  // Whether the table covers the slot (struct_size reaches its end) and it
+  // is non-NULL.
+  bool has_slot(StorageSlot slot) const noexcept;
+  // The CONVEYOR_E_UNSUPPORTED status for a missing slot, naming it and the
+  // ABI minor that introduced it (storage_slots.hpp); need is what the caller
+  // wanted ("listing jobs").
+  Status missing_slot(StorageSlot slot, std::string_view need) const;
 
  protected:
   // Hooks around every call, for a caller that checks the conventions every
