@@ -16,7 +16,7 @@ Backoffs::Answer Backoffs::hold(const std::string& queue,
                                 std::string reason) {
   const SteadyTime now = clock_.steady_now();
   const int64_t now_us = clock_.wall_now_us();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto [it, added] = holds_.try_emplace(queue);
   Hold& h = it->second;
   if (added) episodes_.store(holds_.size(), std::memory_order_release);
@@ -60,7 +60,7 @@ Backoffs::Answer Backoffs::hold(const std::string& queue,
 void Backoffs::succeeded(std::string_view queue, SteadyTime sent) {
   if (episodes_.load(std::memory_order_acquire) == 0) return;
   const SteadyTime now = clock_.steady_now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = holds_.find(queue);
   if (it == holds_.end() || sent < it->second.began) return;
   if (now < it->second.until) {
@@ -73,7 +73,7 @@ void Backoffs::succeeded(std::string_view queue, SteadyTime sent) {
 }
 
 bool Backoffs::clear(std::string_view queue) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = holds_.find(queue);
   if (it == holds_.end()) return false;
   const bool was_active = it->second.until > clock_.steady_now();
@@ -83,7 +83,7 @@ bool Backoffs::clear(std::string_view queue) {
 }
 
 std::optional<Backoffs::Hold> Backoffs::active(std::string_view queue) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = holds_.find(queue);
   if (it == holds_.end() || it->second.until <= clock_.steady_now()) return std::nullopt;
   return it->second;
@@ -91,7 +91,7 @@ std::optional<Backoffs::Hold> Backoffs::active(std::string_view queue) const {
 
 std::map<std::string, Backoffs::Hold, std::less<>> Backoffs::active_all() const {
   const SteadyTime now = clock_.steady_now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::map<std::string, Hold, std::less<>> out;
   for (const auto& [queue, h] : holds_)
     if (h.until > now) out.emplace(queue, h);

@@ -20,12 +20,12 @@
 
 #include <conveyor/clock.hpp>
 #include <conveyor/config.hpp>
+#include <conveyor/mutex.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,22 +67,27 @@ class Backoffs {
   // A backpressure answer to a request of queue sent at sent: delay is the
   // delay the downstream named (nullopt: none), reason what it said.
   Answer hold(const std::string& queue, std::optional<std::chrono::milliseconds> delay,
-              SteadyTime sent, std::string reason);
+              SteadyTime sent, std::string reason) EXCLUDES(mu_);
   // A request of queue sent at sent succeeded.
-  void succeeded(std::string_view queue, SteadyTime sent);
+  void succeeded(std::string_view queue, SteadyTime sent) EXCLUDES(mu_);
   // Ends queue's hold and its episode; whether a hold was in force.
-  bool clear(std::string_view queue);
+  bool clear(std::string_view queue) EXCLUDES(mu_);
   // The hold of queue if it has not ended.
-  std::optional<Hold> active(std::string_view queue) const;
+  std::optional<Hold> active(std::string_view queue) const EXCLUDES(mu_);
   // Every hold that has not ended, by queue.
-  std::map<std::string, Hold, std::less<>> active_all() const;
+  std::map<std::string, Hold, std::less<>> active_all() const EXCLUDES(mu_);
 
  private:
+  // Constant after construction.
   const std::chrono::milliseconds base_, max_, max_unnamed_;
   const Clock& clock_;
-  mutable std::mutex mu_;
-  std::map<std::string, Hold, std::less<>> holds_;  // mu_: the last hold per queue
-  std::atomic<size_t> episodes_{0};                 // holds_.size(), read without mu_
+
+  // Guarded by mu_.
+  mutable Mutex mu_;
+  std::map<std::string, Hold, std::less<>> holds_ GUARDED_BY(mu_);  // the last hold per queue
+
+  // Atomic: written under mu_, read without it.
+  std::atomic<size_t> episodes_{0};  // holds_.size()
 };
 
 }  // namespace conveyor

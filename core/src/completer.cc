@@ -55,7 +55,7 @@ void refused(const Outcome& o, const char* what) {
 }  // namespace
 
 void Completer::push(Outcome outcome) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) {
     // run() has returned: nobody will record it.
     lock.unlock();
@@ -75,7 +75,7 @@ void Completer::push(Outcome outcome) {
 }
 
 void Completer::update_backlogged() {
-  std::lock_guard lock(backlogged_mu_);
+  MutexLock lock(backlogged_mu_);
   const size_t jobs = unsaved_jobs_.load(std::memory_order_relaxed);
   const size_t bytes = unsaved_bytes_.load(std::memory_order_relaxed);
   const bool over = jobs >= kMaxUnsavedJobs || bytes >= kMaxUnsavedBytes;
@@ -95,7 +95,7 @@ void Completer::update_backlogged() {
 }
 
 size_t Completer::pending() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return pending_.size();
 }
 
@@ -104,7 +104,7 @@ Completer::Stats Completer::stats() const {
 }
 
 void Completer::finish(std::chrono::steady_clock::time_point deadline) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   finishing_ = true;
   ++finish_calls_;
   deadline_ = deadline;
@@ -229,7 +229,7 @@ void Completer::run(std::stop_token stop) {
   std::vector<Outcome> batch;
   std::chrono::milliseconds backoff{0};
   for (;;) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     if (backoff.count() > 0) {
       // Retry after the backoff, or stop trying at the finish deadline if
       // that comes first (finish() may move it while we wait).
@@ -237,12 +237,23 @@ void Completer::run(std::stop_token stop) {
       for (;;) {
         const auto until = finishing_ ? std::min(retry_at, deadline_) : retry_at;
         const uint64_t calls = finish_calls_;
-        if (!cv_.wait_until(lock, stop, until, [&] { return finish_calls_ != calls; })) break;
+        // The predicates run with mu_ held, which the analysis cannot see
+        // inside a lambda: hence the AssertHeld()s.
+        if (!cv_.wait_until(mu_, stop, until, [&] {
+              mu_.AssertHeld();
+              return finish_calls_ != calls;
+            }))
+          break;
       }
     } else if (batch.empty()) {
-      cv_.wait(lock, stop, [&] { return !pending_.empty() || finishing_; });
-      cv_.wait_for(lock, stop, kLinger,
-                   [&] { return pending_.size() >= kGroupSize || finishing_; });
+      cv_.wait(mu_, stop, [&] {
+        mu_.AssertHeld();
+        return !pending_.empty() || finishing_;
+      });
+      cv_.wait_for(mu_, stop, kLinger, [&] {
+        mu_.AssertHeld();
+        return pending_.size() >= kGroupSize || finishing_;
+      });
     }
     for (auto& o : pending_) batch.push_back(std::move(o));
     pending_.clear();

@@ -30,14 +30,13 @@
 
 #include <conveyor/clock.hpp>
 #include <conveyor/metrics.hpp>
+#include <conveyor/mutex.hpp>
 #include <conveyor/storage.hpp>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -84,7 +83,7 @@ class Completer {
   static constexpr size_t kMaxUnsavedJobs = 10000;
   static constexpr size_t kMaxUnsavedBytes = 16 << 20;
 
-  void push(Outcome outcome);  // thread-safe, never blocks on storage
+  void push(Outcome outcome) EXCLUDES(mu_);  // thread-safe, never blocks on storage
   // Too many outcomes wait to be recorded: claim nothing. Thread-safe, one
   // atomic load.
   bool backlogged() const { return backlogged_.load(std::memory_order_acquire); }
@@ -94,11 +93,11 @@ class Completer {
   // The thread body: records outcomes until stop is requested and nothing
   // is pending (or the deadline given to finish() has passed). Outcomes left
   // unrecorded then are abandoned (logged with their count).
-  void run(std::stop_token stop);
+  void run(std::stop_token stop) EXCLUDES(mu_);
   // Asks run() to drain what is pending and return by deadline: no storage
   // call starts after it.
-  void finish(std::chrono::steady_clock::time_point deadline);
-  size_t pending() const;
+  void finish(std::chrono::steady_clock::time_point deadline) EXCLUDES(mu_);
+  size_t pending() const EXCLUDES(mu_);
   Stats stats() const;
 
  private:
@@ -109,30 +108,39 @@ class Completer {
   // transient error goes back to its front. False on a transient error.
   bool record_some(std::vector<Outcome>& backlog);
   // Re-evaluates backlogged_ after unsaved_* changed; logs a change.
-  void update_backlogged();
+  void update_backlogged() EXCLUDES(backlogged_mu_);
   void settle(const Outcome& o, std::atomic<uint64_t>& how);
   void abandon(std::vector<Outcome>& batch, const char* why);
   void count_storage_error();
 
+  // Constant after construction.
   Storage& storage_;
   const Clock& clock_;
   std::function<void(const conveyor_lease&)> settled_;
   Metrics* metrics_;
   const RetryRecorded retry_recorded_;
-  JobFailureLog failure_log_;
-  mutable std::mutex mu_;
-  std::condition_variable_any cv_;                    // _any: a stop request wakes run() too
-  std::vector<Outcome> pending_;                      // mu_
-  bool finishing_ = false;                            // mu_
-  uint64_t finish_calls_ = 0;                         // mu_
-  bool closed_ = false;                               // mu_: run() returned
-  std::chrono::steady_clock::time_point deadline_{};  // mu_
+  JobFailureLog failure_log_;  // thread-safe itself
+
+  // Guarded by mu_.
+  mutable Mutex mu_;
+  CondVarAny cv_;  // _any: a stop request wakes run() too
+  std::vector<Outcome> pending_ GUARDED_BY(mu_);
+  bool finishing_ GUARDED_BY(mu_) = false;
+  uint64_t finish_calls_ GUARDED_BY(mu_) = 0;
+  bool closed_ GUARDED_BY(mu_) = false;  // run() returned
+  std::chrono::steady_clock::time_point deadline_ GUARDED_BY(mu_){};
+
+  // Atomic: any thread.
   std::atomic<uint64_t> recorded_{0}, refused_{0}, abandoned_{0};
   std::atomic<size_t> unsaved_jobs_{0}, unsaved_bytes_{0};
+  // Flipped under backlogged_mu_ (which orders the flips and their log
+  // lines), read without it: not GUARDED_BY.
   std::atomic<bool> backlogged_{false};
-  std::mutex backlogged_mu_;  // orders the flips of backlogged_ and their log lines
-  // run()'s thread: the next batch's size, the size it may grow to, and the
-  // batches recorded since a failure or since the ceiling last grew.
+  Mutex backlogged_mu_;
+
+  // Owned by run()'s thread: the next batch's size, the size it may grow
+  // to, and the batches recorded since a failure or since the ceiling last
+  // grew.
   static constexpr uint32_t kBatchesBeforeGrowing = 16;
   size_t batch_limit_ = kMaxBatch, batch_ceiling_ = kMaxBatch;
   uint32_t recorded_batches_ = 0;

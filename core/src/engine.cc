@@ -1,6 +1,7 @@
 // Engine: builds the parts that run queues (one job each), starts, stops.
 #include <conveyor/engine.hpp>
 #include <conveyor/engine_internals.hpp>
+#include <conveyor/mutex.hpp>
 #include <conveyor/queue_reports.hpp>
 #include <conveyor/remote_workers.hpp>
 #include <conveyor/validation.hpp>
@@ -25,7 +26,6 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
-#include <mutex>
 #include <thread>
 
 namespace conveyor {
@@ -147,6 +147,7 @@ struct Engine::Impl {
     dispatcher.clear_hold(queue);
   }
 
+  // Constant after construction (the parts are thread-safe themselves).
   Config config;
   const Clock& clock;
   std::shared_ptr<Storage> storage;
@@ -167,12 +168,14 @@ struct Engine::Impl {
   Maintenance maintenance;
   NotificationPump pump;
 
-  std::mutex lifecycle_mu;
+  // Guarded by lifecycle_mu (start() and stop()).
+  Mutex lifecycle_mu;
+  std::thread dispatcher_thread GUARDED_BY(lifecycle_mu);
+  std::thread completer_thread GUARDED_BY(lifecycle_mu);
   // Written under lifecycle_mu; atomic so that running() does not wait for
   // a stop() in progress (it answers false from stop's first step).
   std::atomic<bool> started{false}, stopped{false};
-  std::thread dispatcher_thread, completer_thread;
-  std::stop_source stop_claims, stop_completer;
+  std::stop_source stop_claims, stop_completer;  // thread-safe
 };
 
 Engine::Engine(Config config, const Clock& clock)
@@ -223,8 +226,8 @@ std::vector<int64_t> Engine::enqueue_batch(std::vector<NewJob> jobs) {
 }
 
 void Engine::start() {
-  std::lock_guard lock(impl_->lifecycle_mu);
   Impl& i = *impl_;
+  MutexLock lock(i.lifecycle_mu);
   if (i.started) return;
   i.started = true;
   spdlog::default_logger_raw();  // spdlog's registry exists before our threads log
@@ -255,8 +258,8 @@ void Engine::start() {
 bool Engine::running() const { return impl_->started.load() && !impl_->stopped.load(); }
 
 uint32_t Engine::stop() {
-  std::lock_guard lock(impl_->lifecycle_mu);
   Impl& i = *impl_;
+  MutexLock lock(i.lifecycle_mu);
   if (!i.started || i.stopped) return 0;
   i.stopped = true;
   // 1. No more claims, no more wake-ups.

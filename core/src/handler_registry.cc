@@ -3,25 +3,24 @@
 #include <conveyor/validation.hpp>
 
 #include <algorithm>
-#include <mutex>
 
 namespace conveyor {
 
 bool HandlerRegistry::add(std::string kind, RegisteredHandler handler) {
   validate_job_kind(kind);
-  std::unique_lock lock(mu_);
+  WriterMutexLock lock(mu_);
   auto [it, added] = handlers_.insert_or_assign(std::move(kind), std::move(handler));
   return added;
 }
 
 RegisteredHandler HandlerRegistry::find(const std::string& kind) const {
-  std::shared_lock lock(mu_);
+  ReaderMutexLock lock(mu_);
   auto it = handlers_.find(kind);
   return it == handlers_.end() ? RegisteredHandler{} : it->second;
 }
 
 std::vector<std::string> HandlerRegistry::kinds() const {
-  std::shared_lock lock(mu_);
+  ReaderMutexLock lock(mu_);
   std::vector<std::string> out;
   out.reserve(handlers_.size());
   for (const auto& [kind, h] : handlers_) out.push_back(kind);

@@ -3,8 +3,8 @@
 #pragma once
 
 #include <conveyor/engine.hpp>
+#include <conveyor/mutex.hpp>
 
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -23,15 +23,16 @@ class HandlerRegistry {
  public:
   // Registers or replaces the handler of kind (validated: ValidationError);
   // true when the kind is new.
-  bool add(std::string kind, RegisteredHandler handler);
+  bool add(std::string kind, RegisteredHandler handler) EXCLUDES(mu_);
   // The kind's handler, or an empty one when none is registered.
-  RegisteredHandler find(const std::string& kind) const;
+  RegisteredHandler find(const std::string& kind) const EXCLUDES(mu_);
   // The registered kinds, sorted (for error messages).
-  std::vector<std::string> kinds() const;
+  std::vector<std::string> kinds() const EXCLUDES(mu_);
 
  private:
-  mutable std::shared_mutex mu_;
-  std::unordered_map<std::string, RegisteredHandler> handlers_;  // mu_
+  // Guarded by mu_.
+  mutable SharedMutex mu_;
+  std::unordered_map<std::string, RegisteredHandler> handlers_ GUARDED_BY(mu_);
 };
 
 }  // namespace conveyor

@@ -77,7 +77,7 @@ HandlerResult result_of_current_exception() {
 
 void JobRunner::run(QueueRunner& runner, const Job& job, const std::shared_ptr<Gate>& gate) {
   {
-    std::shared_lock lock(gate->mu);
+    ReaderMutexLock lock(gate->mu);
     if (!gate->open) return;  // shutdown began before this job started
   }
   const auto started = clock_.steady_now();
@@ -92,7 +92,7 @@ void JobRunner::run(QueueRunner& runner, const Job& job, const std::shared_ptr<G
   }
   // Abandoned at shutdown: the lease was released and the engine may be
   // gone; nothing but the gate may be touched.
-  std::shared_lock lock(gate->mu);
+  ReaderMutexLock lock(gate->mu);
   if (!gate->open) return;
   finish(runner, job, std::move(result), started, /*holds_slot=*/true);
 }
@@ -100,7 +100,7 @@ void JobRunner::run(QueueRunner& runner, const Job& job, const std::shared_ptr<G
 void JobRunner::start_async(QueueRunner& runner, const Job& job, const AsyncHandler& handler,
                             std::chrono::steady_clock::time_point started) {
   {
-    std::lock_guard lock(async_mu_);
+    MutexLock lock(async_mu_);
     ++async_outstanding_;
   }
   // Waiting for its report takes no thread: the worker slot goes back now
@@ -143,7 +143,7 @@ void JobRunner::finish(QueueRunner& runner, const Job& job, HandlerResult&& resu
 }
 
 size_t JobRunner::async_outstanding() const {
-  std::lock_guard lock(async_mu_);
+  MutexLock lock(async_mu_);
   return async_outstanding_;
 }
 
@@ -171,11 +171,11 @@ JobResult::Sink::~Sink() {
 void JobResult::Sink::report(HandlerResult result) {
   if (reported_.exchange(true, std::memory_order_acq_rel)) return;
   // The gate outlives the runner; closed, the runner may be gone.
-  std::shared_lock lock(gate_->mu);
+  ReaderMutexLock lock(gate_->mu);
   if (!gate_->open) return;
   runner_.finish(queue_, job_, std::move(result), started_, /*holds_slot=*/false);
   {
-    std::lock_guard count(runner_.async_mu_);
+    MutexLock count(runner_.async_mu_);
     if (--runner_.async_outstanding_ == 0) runner_.async_cv_.notify_all();
   }
 }
@@ -211,7 +211,7 @@ void JobRunner::unknown_kind(const QueueRunner& runner, const Job& job) const {
 void JobRunner::drop(QueueRunner& runner, const conveyor_lease& lease) {
   leases_.settle(lease);
   {
-    std::lock_guard lock(dropped_mu_);
+    MutexLock lock(dropped_mu_);
     dropped_.push_back(lease);
   }
   permits_.finished(runner);
@@ -233,17 +233,22 @@ JobRunner::Stopped JobRunner::shutdown(std::chrono::steady_clock::time_point dea
   pool_.shutdown(deadline);
   {
     // Asynchronous jobs get the same grace as running handlers.
-    std::unique_lock lock(async_mu_);
-    async_cv_.wait_until(lock, deadline, [&] { return async_outstanding_ == 0; });
+    MutexLock lock(async_mu_);
+    // The predicate runs with async_mu_ held; the analysis cannot see so
+    // inside a lambda.
+    async_cv_.wait_until(async_mu_, deadline, [&] {
+      async_mu_.AssertHeld();
+      return async_outstanding_ == 0;
+    });
   }
   {
-    std::unique_lock lock(gate_->mu);  // waits for handlers recording their outcome
+    WriterMutexLock lock(gate_->mu);  // waits for handlers recording their outcome
     gate_->open = false;
   }
   Stopped out;
   out.abandoned = leases_.running_jobs();
   for (const auto& a : out.abandoned) leases_.settle(a.lease);
-  std::lock_guard lock(dropped_mu_);
+  MutexLock lock(dropped_mu_);
   out.dropped = std::move(dropped_);
   return out;
 }

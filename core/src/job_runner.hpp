@@ -22,14 +22,12 @@
 
 #include <conveyor/clock.hpp>
 #include <conveyor/config.hpp>
+#include <conveyor/mutex.hpp>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <vector>
 
 namespace conveyor {
@@ -53,8 +51,8 @@ class JobRunner;
 // Closed by JobRunner::shutdown(): a handler returning, or a JobResult
 // reporting, after that records nothing.
 struct RunnerGate {
-  std::shared_mutex mu;
-  bool open = true;  // mu
+  SharedMutex mu;
+  bool open GUARDED_BY(mu) = true;
 };
 
 // Where an asynchronous handler's JobResult reports: one per job started.
@@ -112,27 +110,30 @@ class JobRunner {
     std::vector<LeaseTable::Running> abandoned;  // still running at the deadline
   };
   // See the class comment. The deadline is on the steady clock.
-  Stopped shutdown(std::chrono::steady_clock::time_point deadline);
+  Stopped shutdown(std::chrono::steady_clock::time_point deadline) EXCLUDES(async_mu_, dropped_mu_);
 
   // Worker threads started so far.
   uint32_t threads() const { return pool_.threads(); }
   // Jobs of asynchronous handlers started and not yet reported.
-  size_t async_outstanding() const;
+  size_t async_outstanding() const EXCLUDES(async_mu_);
 
  private:
   friend class JobResult::Sink;
   using Gate = RunnerGate;
   void run(QueueRunner& runner, const Job& job, const std::shared_ptr<Gate>& gate);
   void start_async(QueueRunner& runner, const Job& job, const AsyncHandler& handler,
-                   std::chrono::steady_clock::time_point started);
-  // Records a finished handler's result; the caller holds the gate open.
+                   std::chrono::steady_clock::time_point started) EXCLUDES(async_mu_);
+  // Records a finished handler's result; the caller holds the gate open
+  // (a reader of gate->mu: not REQUIRES, as the analysis cannot tell the
+  // caller's gate pointer is gate_).
   void finish(QueueRunner& runner, const Job& job, HandlerResult&& result,
               std::chrono::steady_clock::time_point started, bool holds_slot);
-  void drop(QueueRunner& runner, const conveyor_lease& lease);
+  void drop(QueueRunner& runner, const conveyor_lease& lease) EXCLUDES(dropped_mu_);
   int64_t retry_at(const Job& job) const;
   // Throws the failure of a claimed job with no handler ([engine] unknown_kind).
   [[noreturn]] void unknown_kind(const QueueRunner& runner, const Job& job) const;
 
+  // Constant after construction.
   const HandlerRegistry& handlers_;
   LeaseTable& leases_;
   Completer& completer_;
@@ -140,13 +141,19 @@ class JobRunner {
   const EngineConfig& config_;
   const Permits permits_;
   const Answers answers_;
-  const std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
-  std::mutex dropped_mu_;
-  std::vector<conveyor_lease> dropped_;  // dropped_mu_
-  mutable std::mutex async_mu_;
-  std::condition_variable async_cv_;  // async_outstanding_ reached 0
-  size_t async_outstanding_ = 0;      // async_mu_
-  WorkerPool pool_;                   // last: its threads use the members above
+  const std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();  // its data: gate_->mu
+
+  // Guarded by dropped_mu_.
+  Mutex dropped_mu_;
+  std::vector<conveyor_lease> dropped_ GUARDED_BY(dropped_mu_);
+
+  // Guarded by async_mu_.
+  mutable Mutex async_mu_;
+  CondVar async_cv_;  // async_outstanding_ reached 0
+  size_t async_outstanding_ GUARDED_BY(async_mu_) = 0;
+
+  // Thread-safe itself. Last: its threads use the members above.
+  WorkerPool pool_;
 };
 
 }  // namespace conveyor

@@ -17,18 +17,18 @@ LeaseTable::Map::const_iterator LeaseTable::find(const conveyor_lease& lease) co
 }
 
 void LeaseTable::add(std::span<const Job> jobs) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const Job& job : jobs)
     entries_.emplace(job.id, Entry{job.lease_token, false, job.queue, job.kind});
 }
 
 void LeaseTable::mark_handler_done(const conveyor_lease& lease) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto it = find(lease); it != entries_.end()) it->second.handler_done = true;
 }
 
 bool LeaseTable::settle(const conveyor_lease& lease) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = find(lease);
   if (it == entries_.end()) return false;
   entries_.erase(it);
@@ -36,7 +36,7 @@ bool LeaseTable::settle(const conveyor_lease& lease) {
 }
 
 std::vector<conveyor_lease> LeaseTable::running() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<conveyor_lease> out;
   out.reserve(entries_.size());
   for (const auto& [id, e] : entries_)
@@ -45,7 +45,7 @@ std::vector<conveyor_lease> LeaseTable::running() const {
 }
 
 std::vector<conveyor_lease> LeaseTable::held() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<conveyor_lease> out;
   out.reserve(entries_.size());
   for (const auto& [id, e] : entries_) out.push_back({id, e.lease_token});
@@ -53,7 +53,7 @@ std::vector<conveyor_lease> LeaseTable::held() const {
 }
 
 std::vector<LeaseTable::Running> LeaseTable::running_jobs() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<Running> out;
   for (const auto& [id, e] : entries_)
     if (!e.handler_done) out.push_back({{id, e.lease_token}, e.queue, e.kind});
@@ -61,13 +61,13 @@ std::vector<LeaseTable::Running> LeaseTable::running_jobs() const {
 }
 
 bool LeaseTable::handler_running(const conveyor_lease& lease) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = find(lease);
   return it != entries_.end() && !it->second.handler_done;
 }
 
 size_t LeaseTable::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return entries_.size();
 }
 

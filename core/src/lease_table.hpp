@@ -11,10 +11,10 @@
 // Thread-safe: every method may be called from any thread.
 #pragma once
 
+#include <conveyor/mutex.hpp>
 #include <conveyor/storage.hpp>
 
 #include <cstdint>
-#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -31,20 +31,20 @@ class LeaseTable {
   };
 
   // Adds the leases of freshly claimed jobs.
-  void add(std::span<const Job> jobs);
+  void add(std::span<const Job> jobs) EXCLUDES(mu_);
   // The job's handler returned; its outcome is with the completer.
-  void mark_handler_done(const conveyor_lease& lease);
+  void mark_handler_done(const conveyor_lease& lease) EXCLUDES(mu_);
   // Removes the lease. Returns false when it was not present (settled before).
-  bool settle(const conveyor_lease& lease);
+  bool settle(const conveyor_lease& lease) EXCLUDES(mu_);
   // Leases whose handler is still running, for shutdown.
-  std::vector<conveyor_lease> running() const;
+  std::vector<conveyor_lease> running() const EXCLUDES(mu_);
   // Every lease held (running or with its outcome unrecorded), for heartbeats.
-  std::vector<conveyor_lease> held() const;
+  std::vector<conveyor_lease> held() const EXCLUDES(mu_);
   // The same with the queue and kind, for what shutdown reports.
-  std::vector<Running> running_jobs() const;
+  std::vector<Running> running_jobs() const EXCLUDES(mu_);
   // True while the lease is present and its handler has not returned.
-  bool handler_running(const conveyor_lease& lease) const;
-  size_t size() const;
+  bool handler_running(const conveyor_lease& lease) const EXCLUDES(mu_);
+  size_t size() const EXCLUDES(mu_);
 
  private:
   struct Entry {
@@ -54,11 +54,12 @@ class LeaseTable {
     std::string kind;
   };
   using Map = std::unordered_multimap<int64_t, Entry>;  // by job id
-  Map::iterator find(const conveyor_lease& lease);
-  Map::const_iterator find(const conveyor_lease& lease) const;
+  Map::iterator find(const conveyor_lease& lease) REQUIRES(mu_);
+  Map::const_iterator find(const conveyor_lease& lease) const REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  Map entries_;  // mu_
+  // Guarded by mu_.
+  mutable Mutex mu_;
+  Map entries_ GUARDED_BY(mu_);
 };
 
 }  // namespace conveyor

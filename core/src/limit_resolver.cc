@@ -15,7 +15,7 @@ EffectiveLimit LimitResolver::resolve(std::string_view queue, bool ignore_switch
   if (!ignore_switch && !enabled()) return {std::nullopt, LimitSource::kDisabled};
   std::shared_ptr<const OverrideMap> overrides;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     overrides = overrides_;
   }
   if (auto it = overrides->find(queue); it != overrides->end())
@@ -45,7 +45,7 @@ void LimitResolver::set_overrides(std::vector<RateLimitOverride> overrides) {
     map->insert_or_assign(std::move(name), std::move(o));
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     overrides_ = std::move(map);
   }
   generation_.fetch_add(1, std::memory_order_acq_rel);
@@ -54,7 +54,7 @@ void LimitResolver::set_overrides(std::vector<RateLimitOverride> overrides) {
 std::vector<RateLimitOverride> LimitResolver::overrides() const {
   std::shared_ptr<const OverrideMap> snapshot;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     snapshot = overrides_;
   }
   std::vector<RateLimitOverride> out;

@@ -27,7 +27,7 @@ spdlog::logger& JobFailureLog::logger() const {
 }
 
 uint64_t JobFailureLog::suppressed() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return suppressed_total_;
 }
 
@@ -37,7 +37,7 @@ void JobFailureLog::failed(const Failure& f) {
   uint64_t suppressed = 0;
   double suppressed_for_s = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = queues_.find(f.queue);
     if (it == queues_.end())
       it = queues_

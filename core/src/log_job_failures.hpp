@@ -13,11 +13,11 @@
 #pragma once
 
 #include <conveyor/clock.hpp>
+#include <conveyor/mutex.hpp>
 #include <conveyor/token_bucket.hpp>
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -46,9 +46,9 @@ class JobFailureLog {
   // logger null: spdlog's default logger at the time of each line.
   JobFailureLog(const Clock& clock, Options options, spdlog::logger* logger = nullptr);
 
-  void failed(const Failure& f);
+  void failed(const Failure& f) EXCLUDES(mu_);
   // Lines not written so far, all queues.
-  uint64_t suppressed() const;
+  uint64_t suppressed() const EXCLUDES(mu_);
 
  private:
   struct PerQueue {
@@ -58,12 +58,15 @@ class JobFailureLog {
   };
   spdlog::logger& logger() const;
 
+  // Constant after construction.
   const Clock& clock_;
   const Options options_;
   spdlog::logger* logger_;
-  mutable std::mutex mu_;
-  std::map<std::string, PerQueue, std::less<>> queues_;  // mu_
-  uint64_t suppressed_total_ = 0;                        // mu_
+
+  // Guarded by mu_.
+  mutable Mutex mu_;
+  std::map<std::string, PerQueue, std::less<>> queues_ GUARDED_BY(mu_);
+  uint64_t suppressed_total_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace conveyor

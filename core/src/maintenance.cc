@@ -49,19 +49,19 @@ SteadyTime Maintenance::run_due(SteadyTime now) {
   for (Scheduled& s : steps_) {
     bool due;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       due = s.due <= now;
       if (due) s.due = now + s.step.period;
     }
     if (due) run_step(s, now);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     next = std::min(next, s.due);
   }
   return next;
 }
 
 void Maintenance::run_soon(const std::string& name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (Scheduled& s : steps_)
     if (s.step.name == name) s.due = SteadyTime::min();
   woken_ = true;
@@ -76,7 +76,7 @@ uint64_t Maintenance::failures(const std::string& name) const {
 
 void Maintenance::start() {
   thread_ = std::thread([this] {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     while (!stop_requested_) {
       lock.unlock();
       const SteadyTime now = clock_.steady_now();
@@ -84,10 +84,15 @@ void Maintenance::start() {
       lock.lock();
       // run_soon() may have set a step due at SteadyTime::min() meanwhile;
       // compare before subtracting so that `next - now` cannot overflow.
-      const SteadyTime::duration wait =
-          next <= now ? SteadyTime::duration::zero()
-                      : std::min<SteadyTime::duration>(next - now, kMaxWait);
-      cv_.wait_for(lock, wait, [this] { return stop_requested_ || woken_; });
+      const SteadyTime::duration wait = next <= now
+                                            ? SteadyTime::duration::zero()
+                                            : std::min<SteadyTime::duration>(next - now, kMaxWait);
+      // The predicate runs with mu_ held; the analysis cannot see so inside
+      // a lambda.
+      cv_.wait_for(mu_, wait, [this] {
+        mu_.AssertHeld();
+        return stop_requested_ || woken_;
+      });
       woken_ = false;
     }
   });
@@ -95,7 +100,7 @@ void Maintenance::start() {
 
 void Maintenance::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_requested_ = true;
     cv_.notify_one();
   }

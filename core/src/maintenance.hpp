@@ -14,12 +14,11 @@
 #include "storage_health.hpp"
 
 #include <conveyor/clock.hpp>
+#include <conveyor/mutex.hpp>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,13 +42,13 @@ class Maintenance {
   Maintenance& operator=(const Maintenance&) = delete;
 
   // Runs every step due at now; returns when the next one is due.
-  SteadyTime run_due(SteadyTime now);
+  SteadyTime run_due(SteadyTime now) EXCLUDES(mu_);
   // Makes the step named name due now and wakes the thread. Thread-safe.
-  void run_soon(const std::string& name);
+  void run_soon(const std::string& name) EXCLUDES(mu_);
 
   void start();
   // Wakes the thread and joins it; a running step finishes first. Idempotent.
-  void stop();
+  void stop() EXCLUDES(mu_);
 
   // Consecutive failures of the step named name (0 when it last worked).
   // Only while the thread is not running (tests).
@@ -64,13 +63,22 @@ class Maintenance {
   };
   void run_step(Scheduled& s, SteadyTime now);
 
+  // Constant after construction.
   const Clock& clock_;
   StorageHealth& health_;
-  std::vector<Scheduled> steps_;  // mu_ for due; the rest: the running thread
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_requested_ = false;  // mu_
-  bool woken_ = false;           // mu_
+
+  // Each step's due is guarded by mu_ (run_soon() sets it from any thread);
+  // the rest belongs to the running thread. Not GUARDED_BY, which cannot
+  // name a field of the elements.
+  std::vector<Scheduled> steps_;
+
+  // Guarded by mu_.
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stop_requested_ GUARDED_BY(mu_) = false;
+  bool woken_ GUARDED_BY(mu_) = false;
+
+  // Owned by the owner thread (start() and stop()).
   std::thread thread_;
 };
 

@@ -23,7 +23,7 @@ Histogram::Snapshot Histogram::snapshot() const {
 }
 
 QueueCounters& Metrics::queue(std::string_view name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = queues_.find(name);
   if (it == queues_.end())
     it = queues_.emplace(std::string(name), std::make_unique<QueueCounters>()).first;
@@ -31,7 +31,7 @@ QueueCounters& Metrics::queue(std::string_view name) {
 }
 
 std::vector<QueueCountersSnapshot> Metrics::snapshot() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<QueueCountersSnapshot> out;
   out.reserve(queues_.size());
   for (const auto& [name, c] : queues_) {
@@ -57,7 +57,7 @@ std::vector<QueueCountersSnapshot> Metrics::snapshot() const {
 }
 
 std::atomic<uint64_t>& Metrics::storage_errors(std::string_view operation) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = storage_errors_.find(operation);
   if (it == storage_errors_.end())
     it = storage_errors_.emplace(std::string(operation), std::make_unique<std::atomic<uint64_t>>(0))
@@ -66,7 +66,7 @@ std::atomic<uint64_t>& Metrics::storage_errors(std::string_view operation) {
 }
 
 std::vector<std::pair<std::string, uint64_t>> Metrics::storage_errors_snapshot() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::pair<std::string, uint64_t>> out;
   for (const auto& [name, n] : storage_errors_)
     out.emplace_back(name, n->load(std::memory_order_relaxed));

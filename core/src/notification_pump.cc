@@ -39,7 +39,7 @@ bool NotificationPump::reports_due_jobs() const {
 
 void NotificationPump::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_.store(true);
     cv_.notify_one();
   }
@@ -62,8 +62,8 @@ void NotificationPump::loop() {
       failed_at_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                           std::memory_order_release);
       spdlog::warn("waiting for storage notifications failed: {}", e.what());
-      std::unique_lock lock(mu_);
-      cv_.wait_for(lock, kPauseAfterFailure, [this] { return stop_.load(); });
+      MutexLock lock(mu_);
+      cv_.wait_for(mu_, kPauseAfterFailure, [this] { return stop_.load(); });
     }
     // The wait has returned: the plugin holds nothing of ours now.
     if (limits) sink_.limits_changed();

@@ -8,14 +8,13 @@
 // Thread-safety: start() and stop() from one owner.
 #pragma once
 
+#include <conveyor/mutex.hpp>
 #include <conveyor/storage.hpp>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <limits>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -46,20 +45,28 @@ class NotificationPump {
 
   void start();
   // Returns within one wait (200 ms) plus the sink's work. Idempotent.
-  void stop();
+  void stop() EXCLUDES(mu_);
 
  private:
   void loop();
 
+  // Constant after construction.
   Storage& storage_;
   const Sink sink_;
   const bool notifies_due_;
+
+  // Atomic: any thread.
   std::atomic<bool> running_{false};
   // steady_clock ns of the last failed wait (min: none).
   std::atomic<int64_t> failed_at_ns_{std::numeric_limits<int64_t>::min()};
   std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;  // the pause after a failed wait
+
+  // mu_ guards no data: it is cv_'s, so that stop() setting stop_ cannot
+  // slip between the pause's check of it and its wait.
+  Mutex mu_;
+  CondVar cv_;  // the pause after a failed wait
+
+  // Owned by the owner thread (start() and stop()).
   std::thread thread_;
 };
 

@@ -10,7 +10,7 @@ OverrideFollower::OverrideFollower(Storage& storage, LimitResolver& limits)
       has_switch_(storage.has_slot(StorageSlot::kSwapSharedState)) {}
 
 bool OverrideFollower::refresh() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t start = limits_.generation();
   if (has_switch_) {
     const Storage::SharedRecord r = storage_.swap_shared_state(kSwitchKey, -1, 0);

@@ -12,11 +12,11 @@
 #pragma once
 
 #include <conveyor/limit_resolver.hpp>
+#include <conveyor/mutex.hpp>
 #include <conveyor/storage.hpp>
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string_view>
 
 namespace conveyor {
@@ -27,10 +27,10 @@ class OverrideFollower {
 
   // Reads storage now. Returns true when the effective overrides changed.
   // Throws StorageError (the installed overrides stay as they were).
-  bool refresh();
+  bool refresh() EXCLUDES(mu_);
   // Stores the kill switch for every process (set_rate_limiting_enabled),
   // then refreshes. Throws StorageError (CONVEYOR_E_UNSUPPORTED before ABI 1.2).
-  void set_switch(bool enabled);
+  void set_switch(bool enabled) EXCLUDES(mu_);
   // The switch's record: version 0 (never written) leaves the config's
   // rate_limit_enabled in charge; else value 1 enabled, 0 disabled.
   static constexpr std::string_view kSwitchKey = "ratelimit.enabled";
@@ -38,20 +38,25 @@ class OverrideFollower {
   // Stores (validated: ValidationError) or deletes the queue's override,
   // then refreshes, so this process follows its own change at once. remove()
   // returns false when the queue had none. Throw StorageError.
-  void set(std::string_view queue, const RateLimit& limit, int64_t now_us);
-  bool remove(std::string_view queue);
+  void set(std::string_view queue, const RateLimit& limit, int64_t now_us) EXCLUDES(mu_);
+  bool remove(std::string_view queue) EXCLUDES(mu_);
   // Asks for a refresh soon, from any thread or callback (see take_request).
   void request_refresh() { requested_.store(true, std::memory_order_release); }
   // Consumes a pending request: true when one was made since the last call.
   bool take_request() { return requested_.exchange(false, std::memory_order_acq_rel); }
 
  private:
+  // Constant after construction.
   Storage& storage_;
   LimitResolver& limits_;
-  std::mutex mu_;
-  const bool has_switch_;      // the plugin has swap_shared_state
-  int64_t marker_ = 0;         // mu_: the marker of the installed list
-  bool marker_known_ = false;  // mu_
+  const bool has_switch_;  // the plugin has swap_shared_state
+
+  // Guarded by mu_ (which also serialises refreshes).
+  Mutex mu_;
+  int64_t marker_ GUARDED_BY(mu_) = 0;  // the marker of the installed list
+  bool marker_known_ GUARDED_BY(mu_) = false;
+
+  // Atomic: any thread.
   std::atomic<bool> requested_{false};
 };
 

@@ -123,7 +123,7 @@ RemoteWorkers::RemoteWorkers(Storage& storage, Dispatcher& dispatcher, ServedKin
       succeeded_(std::move(succeeded)) {}
 
 RemoteWorkers::~RemoteWorkers() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [key, w] : workers_)
     for (const std::string& kind : w.kinds) served_.remove(kind);
 }
@@ -162,7 +162,7 @@ RemoteWorkers::Cancel RemoteWorkers::claim(ClaimRequest request,
   std::weak_ptr<RemoteClaim> weak = claim;
   bool closed = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     touch_worker_locked(worker, claim->kinds);
     closed = closed_;
     if (!closed) {
@@ -199,7 +199,7 @@ void RemoteWorkers::touch_worker_locked(const std::string& key,
 void RemoteWorkers::granted(const std::string& worker, QueueRunner* runner,
                             std::span<const Job> jobs, std::chrono::milliseconds lease) {
   const SteadyTime now = clock_.steady_now(), expires = now + lease;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const Job& job : jobs) {
     held_[job.id] = Held{runner, job.queue,   job.lease_token,  expires,
                          now,    job.attempt, job.max_attempts, worker};
@@ -218,7 +218,7 @@ void RemoteWorkers::settle_locked(const conveyor_lease& lease) {
 }
 
 void RemoteWorkers::settle(std::span<const conveyor_lease> leases) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const conveyor_lease& l : leases) settle_locked(l);
 }
 
@@ -240,7 +240,7 @@ std::vector<RemoteWorkers::Result> RemoteWorkers::complete(std::span<const conve
   const std::vector<conveyor_status> statuses = storage_.complete(leases, clock_.wall_now_us());
   std::vector<std::pair<std::string, SteadyTime>> completed;  // queue, granted
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (size_t i = 0; i < leases.size(); ++i) {
       auto it = held_.find(leases[i].job_id);
       if (succeeded_ && i < statuses.size() && statuses[i] == CONVEYOR_OK && it != held_.end() &&
@@ -268,7 +268,7 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
   SteadyTime granted_at = clock_.steady_now();
   bool known = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = held_.find(lease.job_id);
         it != held_.end() && it->second.token == lease.lease_token) {
       attempt = it->second.attempt;
@@ -329,7 +329,7 @@ std::vector<RemoteWorkers::Result> RemoteWorkers::heartbeat(std::span<const conv
   const std::vector<conveyor_status> statuses = storage_.extend_leases(leases, expires);
   const SteadyTime steady_expires = clock_.steady_now() + length;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (size_t i = 0; i < leases.size(); ++i) {
       if (i < statuses.size() && statuses[i] == CONVEYOR_OK) {
         auto it = held_.find(leases[i].job_id);
@@ -354,7 +354,7 @@ std::vector<RemoteWorkers::Result> RemoteWorkers::release(std::span<const convey
 void RemoteWorkers::close() {
   std::vector<std::weak_ptr<RemoteClaim>> waiting;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     closed_ = true;
     waiting.swap(waiting_);
   }
@@ -364,7 +364,7 @@ void RemoteWorkers::close() {
 
 void RemoteWorkers::sweep() {
   const SteadyTime now = clock_.steady_now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = held_.begin(); it != held_.end();) {
     if (it->second.expires > now) {
       ++it;
@@ -390,12 +390,12 @@ void RemoteWorkers::sweep() {
 }
 
 size_t RemoteWorkers::connected_workers() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return workers_.size();
 }
 
 size_t RemoteWorkers::jobs_held() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return held_.size();
 }
 

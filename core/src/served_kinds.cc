@@ -3,12 +3,12 @@
 namespace conveyor {
 
 void ServedKinds::add(const std::string& kind) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (consumers_[kind]++ == 0) publish();
 }
 
 void ServedKinds::remove(const std::string& kind) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = consumers_.find(kind);
   if (it == consumers_.end()) return;
   if (--it->second == 0) {
@@ -18,12 +18,12 @@ void ServedKinds::remove(const std::string& kind) {
 }
 
 bool ServedKinds::contains(std::string_view kind) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return consumers_.find(kind) != consumers_.end();
 }
 
 ServedKinds::Snapshot ServedKinds::snapshot() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return snapshot_;
 }
 

@@ -9,11 +9,12 @@
 // while nothing changed.
 #pragma once
 
+#include <conveyor/mutex.hpp>
+
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,21 +26,24 @@ class ServedKinds {
   using Snapshot = std::shared_ptr<const std::vector<std::string>>;  // sorted, unique
 
   // One more consumer of kind.
-  void add(const std::string& kind);
+  void add(const std::string& kind) EXCLUDES(mu_);
   // One consumer fewer of kind (no-op when it was not added).
-  void remove(const std::string& kind);
-  bool contains(std::string_view kind) const;
+  void remove(const std::string& kind) EXCLUDES(mu_);
+  bool contains(std::string_view kind) const EXCLUDES(mu_);
   // The served kinds now, sorted.
-  Snapshot snapshot() const;
+  Snapshot snapshot() const EXCLUDES(mu_);
   // Changes whenever the set of kinds does.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
-  void publish();  // mu_ held
+  void publish() REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::map<std::string, uint32_t, std::less<>> consumers_;  // mu_: kind -> consumers
-  Snapshot snapshot_ = std::make_shared<const std::vector<std::string>>();  // mu_
+  // Guarded by mu_.
+  mutable Mutex mu_;
+  std::map<std::string, uint32_t, std::less<>> consumers_ GUARDED_BY(mu_);  // kind -> consumers
+  Snapshot snapshot_ GUARDED_BY(mu_) = std::make_shared<const std::vector<std::string>>();
+
+  // Atomic: written under mu_, read without it.
   std::atomic<uint64_t> generation_{0};
 };
 

@@ -9,7 +9,7 @@ StorageHealth::StorageHealth(const Clock& clock, Options options)
 
 void StorageHealth::succeeded() {
   if (failures_.load(std::memory_order_relaxed) == 0) return;  // the common case: no lock
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   failures_.store(0, std::memory_order_relaxed);
 }
 
@@ -20,7 +20,7 @@ void StorageHealth::failed(std::string_view operation, const StorageError& error
   if (error.transient()) return;
   std::string message;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (fatal_) return;
     const SteadyTime now = clock_.steady_now();
     const uint32_t failures = failures_.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -37,7 +37,7 @@ void StorageHealth::failed(std::string_view operation, const StorageError& error
 }
 
 std::optional<std::string> StorageHealth::fatal() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return fatal_;
 }
 

@@ -16,13 +16,13 @@
 #include <conveyor/metrics.hpp>
 
 #include <conveyor/clock.hpp>
+#include <conveyor/mutex.hpp>
 #include <conveyor/storage.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,21 +42,26 @@ class StorageHealth {
   // Set before the engine starts.
   void on_fatal(std::function<void(const std::string& error)> fn) { on_fatal_ = std::move(fn); }
 
-  void succeeded();
+  void succeeded() EXCLUDES(mu_);
   // A storage call failed. Transient errors neither count towards broken
   // storage nor reset (they do count in the metrics).
-  void failed(std::string_view operation, const StorageError& error);
+  void failed(std::string_view operation, const StorageError& error) EXCLUDES(mu_);
   // The error that made the storage broken, if it is.
-  std::optional<std::string> fatal() const;
+  std::optional<std::string> fatal() const EXCLUDES(mu_);
 
  private:
+  // Constant after construction (on_fatal_: set before the engine starts).
   const Clock& clock_;
   const Options options_;
   std::function<void(const std::string&)> on_fatal_;
-  mutable std::mutex mu_;
-  std::atomic<uint32_t> failures_{0};  // non-transient, in a row (written under mu_)
-  SteadyTime first_failure_{};         // mu_
-  std::optional<std::string> fatal_;   // mu_: set once
+
+  // Guarded by mu_.
+  mutable Mutex mu_;
+  SteadyTime first_failure_ GUARDED_BY(mu_){};
+  std::optional<std::string> fatal_ GUARDED_BY(mu_);  // set once
+
+  // Atomic: written under mu_, read without it.
+  std::atomic<uint32_t> failures_{0};  // non-transient, in a row
 };
 
 }  // namespace conveyor

@@ -61,12 +61,12 @@ void UnservedKinds::scan() {
     }
   }
   warned_ = std::move(found);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   report_ = std::move(next);
 }
 
 UnservedKinds::Report UnservedKinds::report() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return report_;
 }
 

@@ -16,13 +16,13 @@
 #include "served_kinds.hpp"
 
 #include <conveyor/clock.hpp>
+#include <conveyor/mutex.hpp>
 #include <conveyor/queue_report.hpp>
 #include <conveyor/storage.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
@@ -42,21 +42,26 @@ class UnservedKinds {
   // One pass over every queue storage counts pending jobs in; replaces the
   // report and warns once per (queue, kind) newly found (again if it clears
   // and comes back). Throws StorageError (the report is kept).
-  void scan();
-  Report report() const;
+  void scan() EXCLUDES(mu_);
+  Report report() const EXCLUDES(mu_);
 
   // How often the engine scans: a quarter of the grace, between 1 s and 15 s,
   // so a job shows at most that long after its grace ends.
   static std::chrono::milliseconds period(std::chrono::seconds grace);
 
  private:
+  // Constant after construction.
   Storage& storage_;
   const ServedKinds& served_;
   const Clock& clock_;
   const std::chrono::seconds grace_;
-  std::set<std::pair<std::string, std::string>> warned_;  // scan() only: (queue, kind)
-  mutable std::mutex mu_;
-  Report report_;  // mu_
+
+  // Owned by scan()'s thread.
+  std::set<std::pair<std::string, std::string>> warned_;  // (queue, kind)
+
+  // Guarded by mu_.
+  mutable Mutex mu_;
+  Report report_ GUARDED_BY(mu_);
 };
 
 }  // namespace conveyor

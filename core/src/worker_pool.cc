@@ -8,20 +8,29 @@ constexpr auto kSearchFor = std::chrono::microseconds(50);
 
 struct WorkerPool::State {
   explicit State(uint32_t max) : max_threads(max) {}
+  // Constant after construction.
   const uint32_t max_threads;
-  std::mutex mu;
-  std::condition_variable cv;          // work for sleepers, or stop
-  std::condition_variable idle_cv;     // a thread exited
-  std::deque<Task> tasks;              // mu
-  uint32_t sleeping = 0;               // mu: threads blocked on cv
-  uint32_t wakes_pending = 0;          // mu: notified, not yet running
-  uint32_t running = 0;                // mu: tasks inside run()
-  uint32_t live = 0;                   // mu: threads not yet out of loop()
-  bool stop = false;                   // mu
-  std::vector<std::thread> threads;    // mu
-  std::vector<bool> exited;            // mu: per thread, out of loop()
+
+  // Guarded by mu.
+  Mutex mu;
+  CondVar cv;       // work for sleepers, or stop
+  CondVar idle_cv;  // a thread exited
+  std::deque<Task> tasks GUARDED_BY(mu);
+  uint32_t sleeping GUARDED_BY(mu) = 0;       // threads blocked on cv
+  uint32_t wakes_pending GUARDED_BY(mu) = 0;  // notified, not yet running
+  uint32_t running GUARDED_BY(mu) = 0;        // tasks inside run()
+  uint32_t live GUARDED_BY(mu) = 0;           // threads not yet out of loop()
+  bool stop GUARDED_BY(mu) = false;
+  std::vector<std::thread> threads GUARDED_BY(mu);
+  std::vector<bool> exited GUARDED_BY(mu);  // per thread, out of loop()
+
+  // Atomic: any thread.
   std::atomic<uint32_t> searching{0};  // threads looking for work, not asleep
   std::atomic<size_t> queued{0};       // tasks.size(), readable without mu
+
+  // Wakes a sleeper, or starts a thread if below max_threads; self is this
+  // (a started thread keeps it).
+  void wake_one_locked(const std::shared_ptr<State>& self) REQUIRES(mu);
 };
 
 WorkerPool::WorkerPool(uint32_t max_threads)
@@ -30,33 +39,33 @@ WorkerPool::WorkerPool(uint32_t max_threads)
 WorkerPool::~WorkerPool() {
   bool done;
   {
-    std::lock_guard lock(shutdown_mu_);
+    MutexLock lock(shutdown_mu_);
     done = shut_down_;
   }
   if (!done) shutdown(std::chrono::steady_clock::time_point::max());
 }
 
-void WorkerPool::wake_one_locked(const std::shared_ptr<State>& s) {
-  if (s->sleeping > s->wakes_pending) {
-    ++s->wakes_pending;
-    s->cv.notify_one();
-  } else if (s->threads.size() < s->max_threads) {
-    s->searching.fetch_add(1, std::memory_order_acq_rel);  // it starts out looking
-    const size_t slot = s->threads.size();
-    s->exited.push_back(false);
-    ++s->live;
-    s->threads.emplace_back([s, slot] { loop(s, slot); });
+void WorkerPool::State::wake_one_locked(const std::shared_ptr<State>& self) {
+  if (sleeping > wakes_pending) {
+    ++wakes_pending;
+    cv.notify_one();
+  } else if (threads.size() < max_threads) {
+    searching.fetch_add(1, std::memory_order_acq_rel);  // it starts out looking
+    const size_t slot = threads.size();
+    exited.push_back(false);
+    ++live;
+    threads.emplace_back([self, slot] { loop(self, slot); });
   }
 }
 
 void WorkerPool::submit(Task task) {
   State& s = *state_;
   {
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     if (!s.stop) {
       s.tasks.push_back(std::move(task));
       s.queued.store(s.tasks.size(), std::memory_order_release);
-      if (s.searching.load(std::memory_order_acquire) == 0) wake_one_locked(state_);
+      if (s.searching.load(std::memory_order_acquire) == 0) s.wake_one_locked(state_);
       return;
     }
   }
@@ -67,11 +76,11 @@ void WorkerPool::submit(std::vector<Task>&& tasks) {
   if (tasks.empty()) return;
   State& s = *state_;
   {
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     if (!s.stop) {
       for (auto& t : tasks) s.tasks.push_back(std::move(t));
       s.queued.store(s.tasks.size(), std::memory_order_release);
-      if (s.searching.load(std::memory_order_acquire) == 0) wake_one_locked(state_);
+      if (s.searching.load(std::memory_order_acquire) == 0) s.wake_one_locked(state_);
       return;
     }
   }
@@ -83,7 +92,7 @@ uint32_t WorkerPool::shutdown(std::chrono::steady_clock::time_point deadline) {
   State& s = *state_;
   std::deque<Task> dropped;
   {
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     s.stop = true;
     dropped.swap(s.tasks);
     s.queued.store(0, std::memory_order_release);
@@ -92,9 +101,14 @@ uint32_t WorkerPool::shutdown(std::chrono::steady_clock::time_point deadline) {
   for (auto& t : dropped)
     if (t.drop) t.drop();
 
-  std::lock_guard once(shutdown_mu_);
-  std::unique_lock lock(s.mu);
-  s.idle_cv.wait_until(lock, deadline, [&] { return s.live == 0; });
+  MutexLock once(shutdown_mu_);
+  MutexLock lock(s.mu);
+  // The predicates run with s.mu held; the analysis cannot see so inside a
+  // lambda.
+  s.idle_cv.wait_until(s.mu, deadline, [&] {
+    s.mu.AssertHeld();
+    return s.live == 0;
+  });
   const uint32_t still_running = s.running;
   if (shut_down_) return still_running;  // threads joined or detached before
   shut_down_ = true;
@@ -113,13 +127,13 @@ uint32_t WorkerPool::shutdown(std::chrono::steady_clock::time_point deadline) {
 }
 
 uint32_t WorkerPool::threads() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return static_cast<uint32_t>(state_->exited.size());
 }
 
 void WorkerPool::loop(const std::shared_ptr<State>& state, size_t slot) {
   State& s = *state;
-  std::unique_lock lock(s.mu);
+  MutexLock lock(s.mu);
   for (;;) {
     if (s.stop) break;
     if (s.tasks.empty()) {
@@ -134,7 +148,8 @@ void WorkerPool::loop(const std::shared_ptr<State>& state, size_t slot) {
         if (s.stop) break;
         s.searching.fetch_sub(1, std::memory_order_acq_rel);
         ++s.sleeping;
-        s.cv.wait(lock, [&] {
+        s.cv.wait(s.mu, [&] {
+          s.mu.AssertHeld();
           return s.stop || (!s.tasks.empty() && s.wakes_pending > 0) ||
                  (!s.tasks.empty() && s.searching == 0);
         });
@@ -150,7 +165,7 @@ void WorkerPool::loop(const std::shared_ptr<State>& state, size_t slot) {
     // This thread stops looking; if work remains and nobody else is
     // looking, hand the search to a successor.
     const uint32_t still_searching = s.searching.fetch_sub(1, std::memory_order_acq_rel) - 1;
-    if (!s.tasks.empty() && still_searching == 0) wake_one_locked(state);
+    if (!s.tasks.empty() && still_searching == 0) s.wake_one_locked(state);
     ++s.running;
     lock.unlock();
     task.run();

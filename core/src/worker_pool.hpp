@@ -15,14 +15,14 @@
 // touching only state they share with the pool (kept alive by them).
 #pragma once
 
+#include <conveyor/mutex.hpp>
+
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -53,17 +53,21 @@ class WorkerPool {
   // returns how many were still running then; their threads are detached.
   // Thread-safe and idempotent: a later call waits for those again, up to
   // its own deadline.
-  uint32_t shutdown(std::chrono::steady_clock::time_point deadline);
+  uint32_t shutdown(std::chrono::steady_clock::time_point deadline) EXCLUDES(shutdown_mu_);
   uint32_t threads() const;  // threads started so far
 
  private:
-  struct State;  // shared with the threads: they may outlive the pool
+  // Shared with the threads: they may outlive the pool. Its wake_one_locked()
+  // is declared with it (its annotation names State's mutex).
+  struct State;
   static void loop(const std::shared_ptr<State>& s, size_t slot);
-  static void wake_one_locked(const std::shared_ptr<State>& s);  // mu held
 
+  // Constant after construction (its data: state_->mu).
   std::shared_ptr<State> state_;
-  bool shut_down_ = false;  // shutdown_mu_
-  std::mutex shutdown_mu_;
+
+  // Guarded by shutdown_mu_ (taken before state_->mu).
+  Mutex shutdown_mu_;
+  bool shut_down_ GUARDED_BY(shutdown_mu_) = false;
 };
 
 }  // namespace conveyor

@@ -14,12 +14,12 @@
 #pragma once
 
 #include <conveyor/config.hpp>
+#include <conveyor/mutex.hpp>
 #include <conveyor/rate_limit.hpp>
 
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,11 +32,11 @@ class LimitResolver {
   LimitResolver(const EngineConfig& engine, const std::map<std::string, QueueConfig>& queues);
 
   // ignore_switch: the limit that applies when the kill switch is on.
-  EffectiveLimit resolve(std::string_view queue, bool ignore_switch = false) const;
+  EffectiveLimit resolve(std::string_view queue, bool ignore_switch = false) const EXCLUDES(mu_);
 
   // Replaces the overrides snapshot (as read from storage).
-  void set_overrides(std::vector<RateLimitOverride> overrides);
-  std::vector<RateLimitOverride> overrides() const;
+  void set_overrides(std::vector<RateLimitOverride> overrides) EXCLUDES(mu_);
+  std::vector<RateLimitOverride> overrides() const EXCLUDES(mu_);
 
   // The kill switch as storage holds it: nullopt when storage says nothing
   // (the config's rate_limit_enabled applies).
@@ -51,13 +51,19 @@ class LimitResolver {
  private:
   using OverrideMap = std::map<std::string, RateLimitOverride, std::less<>>;
 
+  // Constant after construction.
   const bool config_enabled_;
-  // -1: storage says nothing; 0: disabled there; 1: enabled there.
-  std::atomic<int> stored_switch_{-1};
   std::optional<RateLimit> default_;
   std::map<std::string, RateLimit, std::less<>> static_;
-  mutable std::mutex mu_;
-  std::shared_ptr<const OverrideMap> overrides_;  // guarded by mu_
+
+  // Guarded by mu_: the snapshot pointer (the map it points at is never
+  // changed).
+  mutable Mutex mu_;
+  std::shared_ptr<const OverrideMap> overrides_ GUARDED_BY(mu_);
+
+  // Atomic: any thread.
+  // -1: storage says nothing; 0: disabled there; 1: enabled there.
+  std::atomic<int> stored_switch_{-1};
   std::atomic<uint64_t> generation_{1};
 };
 

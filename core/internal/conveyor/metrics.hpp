@@ -3,12 +3,13 @@
 // never blocks the dispatcher.
 #pragma once
 
+#include <conveyor/mutex.hpp>
+
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -60,7 +61,8 @@ struct QueueCounters {
 struct QueueCountersSnapshot {
   std::string queue;
   uint64_t enqueued = 0, dispatched = 0, completed = 0, failed = 0, retried = 0, throttled = 0,
-           leases_lost = 0, rescued = 0, backoffs = 0, claims = 0, fleet_swaps = 0, fleet_conflicts = 0;
+           leases_lost = 0, rescued = 0, backoffs = 0, claims = 0, fleet_swaps = 0,
+           fleet_conflicts = 0;
   Histogram::Snapshot pickup_latency;
   Histogram::Snapshot duration;
 };
@@ -69,22 +71,26 @@ struct QueueCountersSnapshot {
 // valid for the Metrics' life.
 class Metrics {
  public:
-  QueueCounters& queue(std::string_view name);
-  std::vector<QueueCountersSnapshot> snapshot() const;  // by queue name
+  QueueCounters& queue(std::string_view name) EXCLUDES(mu_);
+  std::vector<QueueCountersSnapshot> snapshot() const EXCLUDES(mu_);  // by queue name
 
   // Failed storage calls of the engine's own work, by operation (a label:
   // "claiming_jobs", "recording_outcomes", a maintenance step's name).
-  std::atomic<uint64_t>& storage_errors(std::string_view operation);
-  std::vector<std::pair<std::string, uint64_t>> storage_errors_snapshot() const;  // by name
+  std::atomic<uint64_t>& storage_errors(std::string_view operation) EXCLUDES(mu_);
+  // By name.
+  std::vector<std::pair<std::string, uint64_t>> storage_errors_snapshot() const EXCLUDES(mu_);
 
   // Jobs this process's rescue step rescued that it cannot attribute to a
   // queue: a storage plugin of ABI 1.0 reports only how many.
   std::atomic<uint64_t> rescued_unattributed{0};
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<QueueCounters>, std::less<>> queues_;
-  std::map<std::string, std::unique_ptr<std::atomic<uint64_t>>, std::less<>> storage_errors_;
+  // Guarded by mu_: the maps (the counters they point at are atomic, and
+  // live as long as the Metrics).
+  mutable Mutex mu_;
+  std::map<std::string, std::unique_ptr<QueueCounters>, std::less<>> queues_ GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<std::atomic<uint64_t>>, std::less<>> storage_errors_
+      GUARDED_BY(mu_);
 };
 
 // A text as a metric label value of our own: lower case, runs of anything

@@ -23,6 +23,7 @@
 #include <conveyor/clock.hpp>
 #include <conveyor/config.hpp>
 #include <conveyor/job.hpp>
+#include <conveyor/mutex.hpp>
 #include <conveyor/storage.hpp>
 
 #include <chrono>
@@ -30,7 +31,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -105,11 +105,11 @@ class RemoteWorkers {
   // this one) unless the returned Cancel succeeds. Throws ValidationError
   // for a request outside the limits above (nothing started), and
   // StorageError(CONVEYOR_E_UNSUPPORTED) on a plugin without claim_kinds.
-  Cancel claim(ClaimRequest request, std::function<void(Claimed&&)> done);
+  Cancel claim(ClaimRequest request, std::function<void(Claimed&&)> done) EXCLUDES(mu_);
 
   // Completes jobs. Per lease, in order. Throws StorageError when storage
   // fails (nothing reported; the leases stay held).
-  std::vector<Result> complete(std::span<const conveyor_lease> leases);
+  std::vector<Result> complete(std::span<const conveyor_lease> leases) EXCLUDES(mu_);
   // Records a failed attempt: retried after retry_after (> 0) or the
   // engine's backoff, or final when permanent or no attempts are left.
   // backpressure: the downstream asked to wait, so not a failure: the job
@@ -119,27 +119,27 @@ class RemoteWorkers {
   // Throws StorageError(CONVEYOR_E_LEASE_LOST) naming the job when the lease
   // is not current, other StorageErrors when storage fails.
   FailOutcome fail(const conveyor_lease& lease, std::string_view error,
-                   std::chrono::milliseconds retry_after, bool permanent,
-                   bool backpressure = false);
+                   std::chrono::milliseconds retry_after, bool permanent, bool backpressure = false)
+      EXCLUDES(mu_);
   // Extends leases to now + lease (0: [engine] lease_ms). Per lease; sets
   // *expires_us to the new end.
   std::vector<Result> heartbeat(std::span<const conveyor_lease> leases,
-                                std::chrono::milliseconds lease, int64_t* expires_us);
+                                std::chrono::milliseconds lease, int64_t* expires_us) EXCLUDES(mu_);
   // Gives jobs back unrun (available now, attempt not spent). Per lease.
-  std::vector<Result> release(std::span<const conveyor_lease> leases);
+  std::vector<Result> release(std::span<const conveyor_lease> leases) EXCLUDES(mu_);
 
   // Answers every waiting claim empty now, and every later claim at once
   // (the server in front stops). Jobs held stay held.
-  void close();
+  void close() EXCLUDES(mu_);
 
   // Frees the permits of granted jobs whose lease expired and forgets
   // workers silent for kWorkerTimeout. The engine's maintenance runs it.
-  void sweep();
+  void sweep() EXCLUDES(mu_);
 
   // Workers that claimed within kWorkerTimeout or hold jobs.
-  size_t connected_workers() const;
+  size_t connected_workers() const EXCLUDES(mu_);
   // Jobs granted to remote workers and not yet settled here.
-  size_t jobs_held() const;
+  size_t jobs_held() const EXCLUDES(mu_);
 
  private:
   struct Held {
@@ -158,16 +158,18 @@ class RemoteWorkers {
   };
 
   void granted(const std::string& worker, QueueRunner* runner, std::span<const Job> jobs,
-               std::chrono::milliseconds lease);
-  // Forgets the lease (its permit freed) when it is held; mu_ taken.
-  void settle_locked(const conveyor_lease& lease);
-  void settle(std::span<const conveyor_lease> leases);
-  void touch_worker_locked(const std::string& key, const std::vector<std::string>& kinds);
+               std::chrono::milliseconds lease) EXCLUDES(mu_);
+  // Forgets the lease (its permit freed) when it is held.
+  void settle_locked(const conveyor_lease& lease) REQUIRES(mu_);
+  void settle(std::span<const conveyor_lease> leases) EXCLUDES(mu_);
+  void touch_worker_locked(const std::string& key, const std::vector<std::string>& kinds)
+      REQUIRES(mu_);
   std::vector<Result> results(std::span<const conveyor_lease> leases,
                               const std::vector<conveyor_status>& statuses,
                               std::string_view what) const;
   std::chrono::milliseconds lease_or_default(std::chrono::milliseconds lease) const;
 
+  // Constant after construction.
   Storage& storage_;
   Dispatcher& dispatcher_;
   ServedKinds& served_;
@@ -176,11 +178,12 @@ class RemoteWorkers {
   const Backpressure backpressure_;
   const Succeeded succeeded_;
 
-  mutable std::mutex mu_;
-  std::unordered_map<int64_t, Held> held_;              // mu_: by job id
-  std::map<std::string, Worker, std::less<>> workers_;  // mu_: by worker key
-  std::vector<std::weak_ptr<RemoteClaim>> waiting_;     // mu_: for close()
-  bool closed_ = false;                                 // mu_
+  // Guarded by mu_.
+  mutable Mutex mu_;
+  std::unordered_map<int64_t, Held> held_ GUARDED_BY(mu_);              // by job id
+  std::map<std::string, Worker, std::less<>> workers_ GUARDED_BY(mu_);  // by worker key
+  std::vector<std::weak_ptr<RemoteClaim>> waiting_ GUARDED_BY(mu_);     // for close()
+  bool closed_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace conveyor

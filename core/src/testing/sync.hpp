@@ -1,10 +1,10 @@
 // Small synchronisation helpers for tests that need real threads.
 #pragma once
 
+#include <conveyor/mutex.hpp>
+
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
 
 namespace conveyor::testing {
@@ -12,20 +12,20 @@ namespace conveyor::testing {
 // A door threads wait at (pass) until the test opens it.
 class Gate {
  public:
-  void open() {
-    std::lock_guard lock(mu_);
+  void open() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     open_ = true;
     cv_.notify_all();
   }
-  void pass() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return open_; });
+  void pass() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    while (!open_) cv_.wait(mu_);
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  bool open_ GUARDED_BY(mu_) = false;
 };
 
 // Polls cond until it holds (true) or bound passes (false): a bounded wait
