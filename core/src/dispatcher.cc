@@ -11,8 +11,6 @@
 namespace conveyor {
 namespace {
 
-// How long a limited unit a whole batch behind waits for its permits.
-constexpr std::chrono::milliseconds kCatchUpPermitWait{5};
 // Catch-up rounds per pass: a 5,000/s queue with burst 500 and batches of 100
 // banks at most five batches; the unlimited units wait at most this many.
 constexpr uint32_t kMaxCatchUpRounds = 8;
@@ -305,28 +303,21 @@ bool Dispatcher::catch_up(QueueRunner& r) {
   // or 100, and they run one after another: with one claim per unit per
   // pass, slow unlimited claims in a pass would hold a fast limited unit to
   // claim_batch_max per pass. So a limited unit still a whole batch of
-  // tokens behind claims again before the unlimited units' turn, waiting up
-  // to kCatchUpPermitWait for its permits. Whole batches only (or the whole
-  // burst, if smaller), so no run of tiny claims.
-  if (!r.bucket || r.state == UnitState::kClaimInFlight) return false;
+  // tokens behind claims again before the unlimited units' turn, if its
+  // permits for that batch are free. Whole batches only (or the whole burst,
+  // if smaller), so no run of tiny claims.
+  if (!r.bucket || r.state != UnitState::kScheduled) return false;
   const uint32_t full_batch =
       std::min({r.max_workers, options_.claim_batch_max, r.bucket->limit().burst});
-  SteadyTime now = clock_.steady_now();
-  // Only a unit that claimed a full batch comes back at once (not one
-  // throttled, parked, coalescing, drained or backing off).
-  if (r.state != UnitState::kScheduled || !r.scheduled || r.due > now) return false;
-  if (r.bucket->available(now) < full_batch) return false;
-  // The batch just claimed may still hold the permits: waiting a moment for
-  // them is cheaper than handing the thread to another unit's claim.
-  const auto permits_free = [&] {
-    return r.in_flight.load(std::memory_order_acquire) + full_batch <= r.max_workers;
-  };
-  if (!permits_free()) {
+  const SteadyTime now = clock_.steady_now();
+  // Only a unit that claimed a full batch is due at once (not one throttled,
+  // parked, coalescing, drained or backing off).
+  if (!r.scheduled || r.due > now || r.bucket->available(now) < full_batch) return false;
+  if (permits_.free(r).unit < full_batch) {
+    // The batch just claimed still holds them: no waiting on this thread.
+    // The unit stays due, and its permits coming back wake the pass.
     r.wake_below.store(r.max_workers - full_batch + 1, std::memory_order_release);
-    scheduler_.wait_for(kCatchUpPermitWait, permits_free);
-    r.wake_below.store(0, std::memory_order_release);
-    if (!permits_free()) return false;
-    now = clock_.steady_now();
+    return false;
   }
   if (!scheduler_.take_if_due(r, now)) return false;
   r.state = UnitState::kPolling;

@@ -112,9 +112,4 @@ void UnitScheduler::wait(SteadyTime until, std::stop_token stop) {
     cv_.wait_until(mu_, until, done);
 }
 
-void UnitScheduler::wait_for(std::chrono::milliseconds d, const std::function<bool()>& pred) {
-  MutexLock lock(mu_);
-  cv_.wait_for(mu_, d, pred);
-}
-
 }  // namespace conveyor

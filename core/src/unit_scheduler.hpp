@@ -55,9 +55,6 @@ class UnitScheduler {
   // Dispatcher thread. Sleeps until until (real clock), an interrupt or a
   // stop request.
   void wait(SteadyTime until, std::stop_token stop) EXCLUDES(mu_);
-  // Waits up to d for pred (run with the lock held; permits freed by
-  // workers interrupt the wait). Dispatcher thread.
-  void wait_for(std::chrono::milliseconds d, const std::function<bool()>& pred) EXCLUDES(mu_);
 
  private:
   void schedule(QueueRunner& r, SteadyTime at) REQUIRES(mu_);
