@@ -142,8 +142,6 @@ uint32_t SqliteStorage::claim_kinds(std::string_view queue, std::span<const std:
       while (st.executeStep()) {
         OwnedJob& j = claimed.emplace_back();
         read_claimed_row(st, j);
-        // claim_kinds reports cost 1, not the stored cost (claim reports it).
-        j.cost = 1;
         claimed_.remember(j.id, qi, claimed_row_place(st));
       }
     }

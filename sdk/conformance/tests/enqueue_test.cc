@@ -145,6 +145,22 @@ TEST_F(JobCost, CostsRoundTripThroughClaimAndGetJob) {
   }
 }
 
+// The host throttles a queue by its jobs' costs whichever claim found them:
+// a claim by kinds (a remote worker's, or a process serving some kinds
+// only) must report each job's cost as claim does.
+TEST_F(JobCost, ClaimKindsReportsTheStoredCost) {
+  auto h = open();
+  CONFORMANCE_REQUIRE_SLOT(h, enqueue_v3);
+  CONFORMANCE_REQUIRE_SLOT(h, claim_kinds);
+  h->add_costed({JobSpec{.queue = "k", .kind = "seven", .cost = 7},
+                 JobSpec{.queue = "k", .kind = "one", .cost = 1}});
+  std::vector<JobCopy> claimed = h->claim_kinds_jobs("k", {"one", "seven"}, 10, kT0);
+  ASSERT_EQ(claimed.size(), 2u);
+  for (const JobCopy& j : claimed)
+    EXPECT_EQ(j.cost, j.kind == "seven" ? 7 : 1)
+        << "claim_kinds reported job " << j.kind << " with the wrong cost";
+}
+
 TEST_F(JobCost, EnqueueV3IsEnqueueV2WithCosts) {
   auto h = open();
   CONFORMANCE_REQUIRE_SLOT(h, enqueue_v3);
