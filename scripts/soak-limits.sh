@@ -91,22 +91,9 @@ work=$(mktemp -d /tmp/conveyor-soak-limits.XXXXXX)
 chmod 755 "$work"  # the postgres user reaches its cluster inside
 schema="soak_limits_$(date +%s)"
 dsn=""
-own_cluster=""
-worker_pid=""
-psql_bin=/usr/lib/postgresql/15/bin/psql
-[[ -x $psql_bin ]] || psql_bin=psql
-cleanup() {
-  if [[ -n $worker_pid ]] && kill -0 "$worker_pid" 2>/dev/null; then
-    kill -TERM "$worker_pid" 2>/dev/null || true
-    wait "$worker_pid" 2>/dev/null || true
-  fi
-  if [[ -n $dsn ]]; then
-    "$psql_bin" -X -q -d "$dsn" -c "DROP SCHEMA IF EXISTS \"$schema\" CASCADE" >/dev/null 2>&1 || true
-  fi
-  [[ -n $own_cluster ]] && bash "$root/scripts/pg-cluster.sh" stop "$own_cluster"
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/soak-common.sh
+source "$root/scripts/soak-common.sh"
+trap soak_cleanup EXIT
 
 config="$work/conveyor.toml"
 if [[ $plugin == sqlite ]]; then
@@ -120,14 +107,7 @@ EOF
   echo "soak-limits: SQLite at $work/soak.db, build $build"
 else
   dsn=${1:-${CONVEYOR_SOAK_PG_DSN:-}}
-  if [[ -z $dsn ]]; then
-    own_cluster="$work/pg"
-    dsn=$(bash scripts/pg-cluster.sh start "$own_cluster" "${SOAK_PG_PORT:-5468}") || {
-      echo "soak-limits: cannot start a PostgreSQL cluster; $own_cluster/*.log:" >&2
-      cat "$own_cluster"/*.log >&2 || true
-      exit 2
-    }
-  fi
+  soak_start_cluster soak-limits "${SOAK_PG_PORT:-5468}"
   cat >"$config" <<EOF
 [storage]
 plugin = "$plugin"
@@ -149,16 +129,10 @@ for l in "${limits[@]}"; do
 done
 cv() { "$conveyor" --config "$config" "$@"; }
 
-# Enqueue in chunks of 100,000 (one transaction each).
 declare -A enqueued
 enqueue() {  # queue count
-  local left=$2 n
   enqueued[$1]=$2
-  while ((left > 0)); do
-    n=$((left < 100000 ? left : 100000))
-    cv enqueue "$1" noop --count "$n" >/dev/null
-    left=$((left - n))
-  done
+  soak_enqueue "$1" "$2"
 }
 t0=$(date +%s.%N)
 for l in "${limits[@]}"; do
@@ -175,7 +149,7 @@ echo "soak-limits: load average at the start: $(cut -d' ' -f1-3 /proc/loadavg) (
 starts="$work/starts.txt"
 : >"$starts"
 CONVEYOR_LOG_LEVEL=${CONVEYOR_LOG_LEVEL:-warn} "$worker_bin" "$config" "$starts" 2>"$out/soak-limits-worker.log" &
-worker_pid=$!
+soak_pid=$!
 start=$(date +%s.%N)
 
 csv="$out/soak-limits.csv"
@@ -183,12 +157,12 @@ echo "elapsed_s,rss_kb,started" >"$csv"
 rss10="" t_rss10="" rss_max=0 t_rss_max="" rss_end=""
 while :; do
   sleep "$sample_s"
-  if ! kill -0 "$worker_pid" 2>/dev/null; then
+  if ! kill -0 "$soak_pid" 2>/dev/null; then
     echo "soak-limits: FAIL: the engine process died; its log:" >&2
     tail -20 "$out/soak-limits-worker.log" >&2
     exit 1
   fi
-  rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$worker_pid/status")
+  rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$soak_pid/status")
   started=$(($(wc -l <"$starts") - 1))
   elapsed=$(awk -v s="$start" -v n="$(date +%s.%N)" 'BEGIN{printf "%.2f", n - s}')
   echo "$elapsed,$rss,$started" >>"$csv"
@@ -219,10 +193,10 @@ all_completed() {
 for _ in $(seq 60); do all_completed && break; sleep 1; done
 table=$(cv queues)
 
-kill -TERM "$worker_pid"
+kill -TERM "$soak_pid"
 worker_rc=0
-wait "$worker_pid" || worker_rc=$?
-worker_pid=""
+wait "$soak_pid" || worker_rc=$?
+soak_pid=""
 
 fail=0
 echo "soak-limits: $total jobs started in $end_elapsed s on $plugin; engine exited with $worker_rc"

@@ -60,36 +60,16 @@ if [[ ! -x $conveyor || ! -f $plugin_dir/libconveyor-$plugin.so ]]; then
   echo "  cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release && ninja -C $build conveyor conveyor_plugin_$plugin" >&2
   exit 2
 fi
-psql_bin=/usr/lib/postgresql/15/bin/psql
-[[ -x $psql_bin ]] || psql_bin=psql
 
 mkdir -p "$out"
 work=$(mktemp -d /tmp/conveyor-soak.XXXXXX)
 chmod 755 "$work"  # the postgres user reaches its cluster inside
 schema="soak_$(date +%s)"
 dsn=${1:-${CONVEYOR_SOAK_PG_DSN:-}}
-own_cluster=""
-serve_pid=""
-cleanup() {
-  if [[ -n $serve_pid ]] && kill -0 "$serve_pid" 2>/dev/null; then
-    kill -TERM "$serve_pid" 2>/dev/null || true
-    wait "$serve_pid" 2>/dev/null || true
-  fi
-  if [[ -n $dsn ]]; then
-    "$psql_bin" -X -q -d "$dsn" -c "DROP SCHEMA IF EXISTS \"$schema\" CASCADE" >/dev/null 2>&1 || true
-  fi
-  [[ -n $own_cluster ]] && bash "$root/scripts/pg-cluster.sh" stop "$own_cluster"
-  rm -rf "$work"
-}
-trap cleanup EXIT
-if [[ -z $dsn ]]; then
-  own_cluster="$work/pg"
-  dsn=$(bash scripts/pg-cluster.sh start "$own_cluster" "${SOAK_PG_PORT:-5469}") || {
-    echo "soak: cannot start a PostgreSQL cluster; $own_cluster/initdb.log and server.log:" >&2
-    cat "$own_cluster"/*.log >&2 || true
-    exit 2
-  }
-fi
+# shellcheck source=scripts/soak-common.sh
+source "$root/scripts/soak-common.sh"
+trap soak_cleanup EXIT
+soak_start_cluster soak "${SOAK_PG_PORT:-5469}"
 echo "soak: PostgreSQL at $dsn, schema $schema, plugin $plugin, build $build"
 
 config="$work/conveyor.toml"
@@ -108,23 +88,14 @@ max_workers = $limited_workers
 EOF
 cv() { "$conveyor" --config "$config" "$@"; }
 
-# Enqueue in chunks of 100,000 (one transaction each).
 t0=$(date +%s.%N)
-enqueue() {  # queue count
-  local left=$2 n
-  while ((left > 0)); do
-    n=$((left < 100000 ? left : 100000))
-    cv enqueue "$1" noop --count "$n" >/dev/null
-    left=$((left - n))
-  done
-}
-enqueue email "$limited_jobs"
-enqueue bulk "$bulk_jobs"
+soak_enqueue email "$limited_jobs"
+soak_enqueue bulk "$bulk_jobs"
 t1=$(date +%s.%N)
 echo "soak: enqueued $total jobs in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s"
 
 CONVEYOR_LOG_LEVEL=${CONVEYOR_LOG_LEVEL:-warn} "$conveyor" --config "$config" serve 2>"$out/serve.log" &
-serve_pid=$!
+soak_pid=$!
 start=$(date +%s.%N)
 
 # completed count of queue from `conveyor queues` (columns: QUEUE PAUSED PENDING
@@ -136,12 +107,12 @@ rss10="" rss100="" t_rss10=""
 first_email_t="" first_email_n="" last_email_t="" last_email_n=""
 while :; do
   sleep "$sample_s"
-  if ! kill -0 "$serve_pid" 2>/dev/null; then
+  if ! kill -0 "$soak_pid" 2>/dev/null; then
     echo "soak: FAIL: conveyor serve died; its log:" >&2
     tail -20 "$out/serve.log" >&2
     exit 1
   fi
-  rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$serve_pid/status")
+  rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$soak_pid/status")
   # The counts are read somewhere during the CLI's run: time them at its middle.
   before=$(date +%s.%N)
   table=$(cv queues)
@@ -175,10 +146,10 @@ done
 echo
 end_elapsed=$elapsed
 
-kill -TERM "$serve_pid"
+kill -TERM "$soak_pid"
 serve_rc=0
-wait "$serve_pid" || serve_rc=$?
-serve_pid=""
+wait "$soak_pid" || serve_rc=$?
+soak_pid=""
 
 fail=0
 rate=$(awk -v t1="$first_email_t" -v n1="$first_email_n" -v t2="$last_email_t" -v n2="$last_email_n" \
