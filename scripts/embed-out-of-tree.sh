@@ -14,28 +14,9 @@
 # Usage: scripts/embed-out-of-tree.sh BUILD_DIR   (a complete build of this tree)
 set -euo pipefail
 
-if [[ $# -ne 1 || ! -f "$1/CMakeCache.txt" ]]; then
-  echo "usage: $0 BUILD_DIR (a configured and fully built Conveyor build directory)" >&2
-  exit 2
-fi
-build_dir=$(cd "$1" && pwd)
-source_dir=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/conveyor-embed.XXXXXX")
-work=$(cd "$work" && pwd -P)
-case "$work/" in
-  "$source_dir"/*) echo "embed-out-of-tree: TMPDIR must be outside the source tree" >&2; exit 2 ;;
-esac
+# shellcheck source=scripts/out-of-tree-common.sh
+source "$(dirname "$0")/out-of-tree-common.sh" embed-out-of-tree "$@"
 trap 'rm -rf "$work"' EXIT
-
-say() { echo "embed-out-of-tree: $*"; }
-die() { echo "embed-out-of-tree: FAIL: $*" >&2; exit 1; }
-logged() {  # log-file command...
-  local log=$1; shift
-  if ! "$@" >"$log" 2>&1; then
-    tail -n 60 "$log" >&2
-    die "'$*' failed (log above)"
-  fi
-}
 
 # Only the prefix, given explicitly, may point the build at Conveyor.
 unset CMAKE_PREFIX_PATH Conveyor_DIR ConveyorSDK_DIR CONVEYOR_PLUGIN_DIR CONVEYOR_CONFIG \

@@ -16,17 +16,8 @@
 # Usage: scripts/sdk-out-of-tree.sh BUILD_DIR   (a complete build of this tree)
 set -euo pipefail
 
-if [[ $# -ne 1 || ! -f "$1/CMakeCache.txt" ]]; then
-  echo "usage: $0 BUILD_DIR (a configured and fully built Conveyor build directory)" >&2
-  exit 2
-fi
-build_dir=$(cd "$1" && pwd)
-source_dir=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/conveyor-sdk.XXXXXX")
-work=$(cd "$work" && pwd -P)  # the loader reports canonical paths
-case "$work/" in
-  "$source_dir"/*) echo "sdk-out-of-tree: TMPDIR must be outside the source tree" >&2; exit 2 ;;
-esac
+# shellcheck source=scripts/out-of-tree-common.sh
+source "$(dirname "$0")/out-of-tree-common.sh" sdk-out-of-tree "$@"
 server_pid=""
 cleanup() {
   if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
@@ -36,17 +27,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-say() { echo "sdk-out-of-tree: $*"; }
-die() { echo "sdk-out-of-tree: FAIL: $*" >&2; exit 1; }
-# Runs a command with its output in a log; on failure shows the log's end.
-logged() {  # log-file command...
-  local log=$1; shift
-  if ! "$@" >"$log" 2>&1; then
-    tail -n 60 "$log" >&2
-    die "'$*' failed (log above)"
-  fi
-}
 
 # Nothing from the caller's environment may point the builds or the binaries
 # at this tree: only the prefix is given, explicitly.
