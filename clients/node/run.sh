@@ -15,18 +15,9 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=${1:?usage: run.sh WORK_DIR PROTO_DIR}
 proto=$(cd "${2:?usage: run.sh WORK_DIR PROTO_DIR}" && pwd)
-
-missing=()
-command -v node >/dev/null || missing+=("node (apt-get install nodejs)")
-command -v npm >/dev/null || missing+=("npm (apt-get install npm)")
-if ((${#missing[@]})); then
-  if [[ ${CI:-} == true ]]; then
-    echo "node worker test FAILED: missing ${missing[*]}; scripts/install-deps.sh test installs them" >&2
-    exit 1
-  fi
-  echo "node worker test SKIPPED: missing ${missing[*]}"
-  exit 0
-fi
+# shellcheck source=tests/node_tools.sh
+source "$here/../../tests/node_tools.sh"
+require_node_tools "node worker test"
 
 mkdir -p "$work"
 cd "$work"
@@ -34,10 +25,7 @@ rm -rf src test
 cp "$here/package.json" "$here/package-lock.json" "$here/buf.gen.yaml" "$here/tsconfig.json" .
 cp -r "$here/src" "$here/test" .
 rm -rf src/gen # a local build's, if any: made afresh below
-if ! cmp -s package-lock.json node_modules/.conveyor-installed-lock 2>/dev/null; then
-  npm ci --no-audit --no-fund --prefer-offline --loglevel=error
-  cp package-lock.json node_modules/.conveyor-installed-lock
-fi
+npm_ci_once
 export PATH="$work/node_modules/.bin:$PATH" BUF_CACHE_DIR="$work/buf-cache" CONVEYOR_PROTO_DIR="$proto"
 npm run --silent build
 [[ ${3:-} == --build-only ]] && exit 0

@@ -11,26 +11,14 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=${1:?usage: run.sh WORK_DIR PROTO_DIR}
 proto=$(cd "${2:?usage: run.sh WORK_DIR PROTO_DIR}" && pwd)
-
-missing=()
-command -v node >/dev/null || missing+=("node (apt-get install nodejs)")
-command -v npm >/dev/null || missing+=("npm (apt-get install npm)")
-if ((${#missing[@]})); then
-  if [[ ${CI:-} == true ]]; then
-    echo "connect clients test FAILED: missing ${missing[*]}; scripts/install-deps.sh test installs them" >&2
-    exit 1
-  fi
-  echo "connect clients test SKIPPED: missing ${missing[*]}"
-  exit 0
-fi
+# shellcheck source=tests/node_tools.sh
+source "$here/../node_tools.sh"
+require_node_tools "connect clients test"
 
 mkdir -p "$work"
 cp "$here/package.json" "$here/package-lock.json" "$here/buf.gen.yaml" "$here/connect.test.mjs" "$work/"
 cd "$work"
-if ! cmp -s package-lock.json node_modules/.conveyor-installed-lock 2>/dev/null; then
-  npm ci --no-audit --no-fund --prefer-offline --loglevel=error
-  cp package-lock.json node_modules/.conveyor-installed-lock
-fi
+npm_ci_once
 export PATH="$work/node_modules/.bin:$PATH" BUF_CACHE_DIR="$work/buf-cache"
 rm -rf gen
 buf generate "$proto" --template buf.gen.yaml

@@ -12,26 +12,15 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=${1:?usage: run.sh WORK_DIR}
 chromium=${CONVEYOR_CHROMIUM:-/usr/bin/chromium}
 
+# shellcheck source=tests/node_tools.sh
+source "$here/../node_tools.sh"
 missing=()
 [[ -x $chromium ]] || missing+=("$chromium (apt-get install chromium)")
-command -v node >/dev/null || missing+=("node (apt-get install nodejs)")
-command -v npm >/dev/null || missing+=("npm (apt-get install npm)")
-if ((${#missing[@]})); then
-  if [[ ${CI:-} == true ]]; then
-    echo "dashboard test FAILED: missing ${missing[*]}; scripts/install-deps.sh test installs them" >&2
-    exit 1
-  fi
-  echo "dashboard test SKIPPED: missing ${missing[*]}"
-  exit 0
-fi
+require_node_tools "dashboard test" "${missing[@]}"
 
 mkdir -p "$work"
 cp "$here/package.json" "$here/package-lock.json" "$here/dashboard.test.mjs" "$work/"
 cd "$work"
-# npm ci again only when the lock file changed: offline once installed.
-if ! cmp -s package-lock.json node_modules/.conveyor-installed-lock 2>/dev/null; then
-  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --prefer-offline --loglevel=error
-  cp package-lock.json node_modules/.conveyor-installed-lock
-fi
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 CONVEYOR_CHROMIUM="$chromium"
+npm_ci_once  # again only when the lock file changed: offline once installed
 exec node --test --test-reporter=tap --test-concurrency=1 dashboard.test.mjs
