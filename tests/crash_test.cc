@@ -13,7 +13,7 @@
 #include "test_support.hpp"
 
 #include <conveyor/engine.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <gtest/gtest.h>
 
@@ -46,33 +46,18 @@ class CrashOnPlugin : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     const std::string& plugin = GetParam();
-    const auto so =
-        std::filesystem::path(CONVEYOR_TEST_PLUGIN_DIR) / ("libconveyor-" + plugin + ".so");
-    if (!std::filesystem::exists(so)) {
-      if (test::running_in_ci()) FAIL() << "CI=true but the plugin is not built: " << so;
-      GTEST_SKIP() << "plugin not built: " << so;
-    }
+    CONVEYOR_NEED_BUILT_PLUGIN(plugin);
     if (plugin == "sqlite") {
       config_ = test::write_sqlite_config(dir_, kEngine);
       return;
     }
-    if (!test::pg_dsn()) {
-      if (test::running_in_ci()) FAIL() << "CI=true but CONVEYOR_TEST_PG_DSN is not set";
-      GTEST_SKIP() << "set CONVEYOR_TEST_PG_DSN to run the PostgreSQL tests";
-    }
+    CONVEYOR_NEED_PG_DSN();
     dsn_ = *test::pg_dsn();
     schema_ = test::fresh_schema_name("crash_");
     config_ = test::write_postgres_config(dir_, plugin, dsn_, schema_, kEngine);
   }
 
-  void TearDown() override {
-    if (schema_.empty()) return;
-    try {
-      test::psql(dsn_, "DROP SCHEMA IF EXISTS \"" + schema_ + "\" CASCADE");
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << e.what();
-    }
-  }
+  void TearDown() override { test::drop_schema(dsn_, schema_); }
 
   // Short leases and frequent rescue: a killed worker's jobs come back fast.
   // Not shorter: on a loaded machine (CI, sanitizers) a live worker's

@@ -22,22 +22,12 @@ using nlohmann::json;
 class EnqueueIds : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!test::pg_dsn()) {
-      if (test::running_in_ci()) FAIL() << "CI=true but CONVEYOR_TEST_PG_DSN is not set";
-      GTEST_SKIP() << "set CONVEYOR_TEST_PG_DSN to run the PostgreSQL tests";
-    }
+    CONVEYOR_NEED_PG_DSN();
     dsn_ = *test::pg_dsn();
     schema_ = test::fresh_schema_name("ids_");
     config_ = test::write_postgres_config(dir_, "postgres", dsn_, schema_);
   }
-  void TearDown() override {
-    if (schema_.empty()) return;
-    try {
-      test::psql(dsn_, "DROP SCHEMA IF EXISTS \"" + schema_ + "\" CASCADE");
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << e.what();
-    }
-  }
+  void TearDown() override { test::drop_schema(dsn_, schema_); }
 
   // The stored ids of queue as runs [first, last] of consecutive ids.
   json stored_runs(const std::string& queue) {

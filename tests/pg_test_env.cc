@@ -123,6 +123,15 @@ int64_t psql_int(const std::string& dsn, const std::string& sql) {
   return std::stoll(lines[0]);
 }
 
+void drop_schema(const std::string& dsn, const std::string& schema) {
+  if (schema.empty()) return;
+  try {
+    psql(dsn, "DROP SCHEMA IF EXISTS \"" + schema + "\" CASCADE");
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+}
+
 bool ThrowawayCluster::available() {
   return ::access((std::string(kPgBin) + "/initdb").c_str(), X_OK) == 0;
 }

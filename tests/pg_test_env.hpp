@@ -40,6 +40,35 @@ CommandResult run_program(const std::vector<std::string>& argv);
 std::vector<std::string> psql(const std::string& dsn, const std::string& sql);
 int64_t psql_int(const std::string& dsn, const std::string& sql);
 
+// A test's TearDown: drops schema (CASCADE) on dsn unless schema is empty (the
+// test never made one); a failure to drop fails the test (non-fatally).
+void drop_schema(const std::string& dsn, const std::string& schema);
+
+// For a test (or its SetUp) on the shared PostgreSQL server: skips it when
+// CONVEYOR_TEST_PG_DSN is not set, and fails it then when CI=true.
+#define CONVEYOR_NEED_PG_DSN()                                                \
+  do {                                                                        \
+    if (!::conveyor::test::pg_dsn()) {                                        \
+      if (::conveyor::test::running_in_ci())                                  \
+        FAIL() << "CI=true but CONVEYOR_TEST_PG_DSN is not set";              \
+      GTEST_SKIP() << "set CONVEYOR_TEST_PG_DSN to run the PostgreSQL tests"; \
+    }                                                                         \
+  } while (0)
+
+// For a test (or its SetUp) on a storage plugin built in this tree ("sqlite",
+// "postgres", ...): skips it when the plugin's library is not built, and fails
+// it then when CI=true.
+#define CONVEYOR_NEED_BUILT_PLUGIN(plugin)                                             \
+  do {                                                                                 \
+    const auto conveyor_plugin_so_ = std::filesystem::path(CONVEYOR_TEST_PLUGIN_DIR) / \
+                                     ("libconveyor-" + std::string(plugin) + ".so");   \
+    if (!std::filesystem::exists(conveyor_plugin_so_)) {                               \
+      if (::conveyor::test::running_in_ci())                                           \
+        FAIL() << "CI=true but the plugin is not built: " << conveyor_plugin_so_;      \
+      GTEST_SKIP() << "plugin not built: " << conveyor_plugin_so_;                     \
+    }                                                                                  \
+  } while (0)
+
 // For a test (or its SetUp) that starts a ThrowawayCluster: skips it when the
 // PostgreSQL 15 server binaries are missing, and fails it then when CI=true
 // (CI must never pass by skipping).

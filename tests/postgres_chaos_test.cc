@@ -18,7 +18,7 @@
 #include "test_support.hpp"
 
 #include <conveyor/engine.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <gtest/gtest.h>
 
@@ -59,16 +59,8 @@ class PostgresChaos : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     const std::string& plugin = GetParam();
-    const auto so =
-        std::filesystem::path(CONVEYOR_TEST_PLUGIN_DIR) / ("libconveyor-" + plugin + ".so");
-    if (!std::filesystem::exists(so)) {
-      if (test::running_in_ci()) FAIL() << "CI=true but the plugin is not built: " << so;
-      GTEST_SKIP() << "plugin not built: " << so;
-    }
-    if (!test::pg_dsn()) {
-      if (test::running_in_ci()) FAIL() << "CI=true but CONVEYOR_TEST_PG_DSN is not set";
-      GTEST_SKIP() << "set CONVEYOR_TEST_PG_DSN to run the PostgreSQL tests";
-    }
+    CONVEYOR_NEED_BUILT_PLUGIN(plugin);
+    CONVEYOR_NEED_PG_DSN();
     dsn_ = *test::pg_dsn();
     schema_ = test::fresh_schema_name("chaos_");
     // The schema name is unique, so it names this test's engine connections.
@@ -77,14 +69,7 @@ class PostgresChaos : public ::testing::TestWithParam<std::string> {
                                           schema_, kEngine);
   }
 
-  void TearDown() override {
-    if (schema_.empty()) return;
-    try {
-      test::psql(dsn_, "DROP SCHEMA IF EXISTS \"" + schema_ + "\" CASCADE");
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << e.what();
-    }
-  }
+  void TearDown() override { test::drop_schema(dsn_, schema_); }
 
   // Ids of the jobs claimed and not finished (running), by the plugin's own
   // tables.

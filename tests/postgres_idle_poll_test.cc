@@ -10,8 +10,8 @@
 #include "test_support.hpp"
 
 #include <conveyor/engine.hpp>
-#include <conveyor/engine_internals.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/engine_internals.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <gtest/gtest.h>
 
@@ -37,10 +37,7 @@ int64_t wall_now_us() {
 class PostgresIdlePoll : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (!test::pg_dsn()) {
-      if (test::running_in_ci()) FAIL() << "CI=true but CONVEYOR_TEST_PG_DSN is not set";
-      GTEST_SKIP() << "set CONVEYOR_TEST_PG_DSN to run the PostgreSQL tests";
-    }
+    CONVEYOR_NEED_PG_DSN();
     dsn_ = *test::pg_dsn();
     schema_ = test::fresh_schema_name("idle_");
     config_.storage.plugin = GetParam();
@@ -53,12 +50,7 @@ class PostgresIdlePoll : public ::testing::TestWithParam<std::string> {
   void TearDown() override {
     engine_.reset();
     other_.reset();
-    if (schema_.empty() || !test::pg_dsn()) return;
-    try {
-      test::psql(dsn_, "DROP SCHEMA IF EXISTS \"" + schema_ + "\" CASCADE");
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << e.what();
-    }
+    test::drop_schema(dsn_, schema_);  // empty (nothing to drop) when SetUp skipped
   }
 
   // Starts the engine with a noop handler and waits until a job enqueued by

@@ -11,7 +11,7 @@
 #include "test_support.hpp"
 
 #include <conveyor/config.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -59,10 +59,7 @@ double percentile(std::vector<double> v, double p) {
 class PostgresMultiProcess : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!pg_dsn()) {
-      if (test::running_in_ci()) FAIL() << "CI=true but CONVEYOR_TEST_PG_DSN is not set";
-      GTEST_SKIP() << "set CONVEYOR_TEST_PG_DSN to run the PostgreSQL tests";
-    }
+    CONVEYOR_NEED_PG_DSN();
     dsn_ = *pg_dsn();
     schema_ = test::fresh_schema_name("mp_");
     app_dsn_ = with_application_name(dsn_, schema_);
@@ -74,13 +71,7 @@ class PostgresMultiProcess : public ::testing::Test {
       p->wait(seconds(20));
     }
     serves_.clear();
-    if (!schema_.empty() && pg_dsn()) {
-      try {
-        psql(dsn_, "DROP SCHEMA IF EXISTS \"" + schema_ + "\" CASCADE");
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << e.what();
-      }
-    }
+    test::drop_schema(dsn_, schema_);  // empty (nothing to drop) when SetUp skipped
   }
 
   // Writes the config every process of the test uses.

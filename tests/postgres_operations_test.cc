@@ -22,7 +22,7 @@
 #include "test_support.hpp"
 
 #include <conveyor/engine.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -85,14 +85,7 @@ std::string first_ids(const std::vector<int64_t>& ids) {
 
 class PostgresOperations : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override {
-    const auto so =
-        std::filesystem::path(CONVEYOR_TEST_PLUGIN_DIR) / ("libconveyor-" + GetParam() + ".so");
-    if (!std::filesystem::exists(so)) {
-      if (test::running_in_ci()) FAIL() << "CI=true but the plugin is not built: " << so;
-      GTEST_SKIP() << "plugin not built: " << so;
-    }
-  }
+  void SetUp() override { CONVEYOR_NEED_BUILT_PLUGIN(GetParam()); }
   // Completed jobs of queue, or -1 while storage cannot answer.
   static int64_t completed(Storage& storage, const std::string& queue) {
     try {
@@ -107,10 +100,7 @@ class PostgresOperations : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(PostgresOperations, ADatabaseStatementTimeoutOf50msNeitherStallsNorRunsJobsTwice) {
-  if (!test::pg_dsn()) {
-    if (test::running_in_ci()) FAIL() << "CI=true but CONVEYOR_TEST_PG_DSN is not set";
-    GTEST_SKIP() << "set CONVEYOR_TEST_PG_DSN to run the PostgreSQL tests";
-  }
+  CONVEYOR_NEED_PG_DSN();
   constexpr int kJobs = 100'000;
   const std::string admin = *test::pg_dsn();
   const std::string db = test::fresh_schema_name("conveyor_st_");
@@ -318,10 +308,7 @@ class Pgbouncer {
 // 'prepared statement "conveyor_shared_swap" already exists'. In session
 // mode the same drain works.
 TEST_P(PostgresOperations, PgbouncerTransactionModeFailsAtStartSayingWhyAndSessionModeWorks) {
-  if (!test::pg_dsn()) {
-    if (test::running_in_ci()) FAIL() << "CI=true but CONVEYOR_TEST_PG_DSN is not set";
-    GTEST_SKIP() << "set CONVEYOR_TEST_PG_DSN to run the PostgreSQL tests";
-  }
+  CONVEYOR_NEED_PG_DSN();
   if (!Pgbouncer::available()) {
     if (test::running_in_ci()) FAIL() << "CI=true but pgbouncer is not installed";
     GTEST_SKIP() << "pgbouncer not installed (scripts/install-deps.sh test)";

@@ -19,7 +19,7 @@
 #include "test_support.hpp"
 
 #include <conveyor/engine.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <gtest/gtest.h>
 
@@ -41,6 +41,18 @@ using namespace std::chrono_literals;
 using test::CrashWorker;
 
 int64_t wall_us() { return SystemClock::instance().wall_now_us(); }
+
+// Completed jobs of queue "restart", or -1 while the server cannot answer
+// (the test's own plugin reconnects too).
+int64_t completed_restart_jobs(Storage& storage) {
+  try {
+    for (const auto& s : storage.queue_stats(wall_us()))
+      if (s.queue == "restart") return s.completed;
+    return 0;
+  } catch (const StorageError&) {
+    return -1;
+  }
+}
 
 int count_lines_with(const std::string& log, const std::string& needle) {
   int n = 0;
@@ -144,16 +156,7 @@ TEST_P(PostgresRestart, EngineRidesOutAServerRestartMidDrainAndLosesNothing) {
         std::vector<NewJob>(kJobs, NewJob{"restart", "record", R"({"ms": 20})", 0, 25, 0}));
   }
   auto storage = open_storage(load_config_file(config).storage);
-  // -1 while the server cannot answer (the test's own plugin reconnects too).
-  auto completed = [&]() -> int64_t {
-    try {
-      for (const auto& s : storage->queue_stats(wall_us()))
-        if (s.queue == "restart") return s.completed;
-      return 0;
-    } catch (const StorageError&) {
-      return -1;
-    }
-  };
+  auto completed = [&] { return completed_restart_jobs(*storage); };
 
   CrashWorker worker(config, record, log);
   ASSERT_TRUE(test::wait_until([&] { return completed() >= kJobs / 4; }, 60s))
@@ -295,12 +298,7 @@ std::string twice_name(const ::testing::TestParamInfo<TwiceCase>& info) {
 class PostgresRestartTwice : public ::testing::TestWithParam<TwiceCase> {
  protected:
   void SetUp() override {
-    const auto so = std::filesystem::path(CONVEYOR_TEST_PLUGIN_DIR) /
-                    ("libconveyor-" + std::get<0>(GetParam()) + ".so");
-    if (!std::filesystem::exists(so)) {
-      if (test::running_in_ci()) FAIL() << "CI=true but the plugin is not built: " << so;
-      GTEST_SKIP() << "plugin not built: " << so;
-    }
+    CONVEYOR_NEED_BUILT_PLUGIN(std::get<0>(GetParam()));
     CONVEYOR_NEED_PG_SERVER_BINARIES();
     cluster_ = std::make_unique<test::ThrowawayCluster>(5460, 5469);
   }
@@ -336,16 +334,7 @@ TEST_P(PostgresRestartTwice, EngineRidesOutTwoRestartsInOneDrainAndLosesNothing)
         std::vector<NewJob>(kJobs, NewJob{"restart", "record", R"({"ms": 20})", 0, 25, 0}));
   }
   auto storage = open_storage(load_config_file(config).storage);
-  // -1 while the server cannot answer (the test's own plugin reconnects too).
-  auto completed = [&]() -> int64_t {
-    try {
-      for (const auto& s : storage->queue_stats(wall_us()))
-        if (s.queue == "restart") return s.completed;
-      return 0;
-    } catch (const StorageError&) {
-      return -1;
-    }
-  };
+  auto completed = [&] { return completed_restart_jobs(*storage); };
 
   CrashWorker worker(config, record, log);
   struct Outage {
