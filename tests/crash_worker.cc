@@ -4,9 +4,10 @@
 // sleeps the payload's "ms". Runs until SIGTERM/SIGINT (graceful stop), or
 // until killed.
 //   crash_worker CONFIG RECORD_FILE
+#include "worker_process_start.hpp"
+
 #include <conveyor/engine.hpp>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -32,21 +33,11 @@ extern "C" const char* __lsan_default_suppressions() {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s CONFIG RECORD_FILE\n", argv[0]);
-    return 2;
-  }
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  const int fd = ::open(argv[2], O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (fd < 0) {
-    std::perror("open record file");
-    return 1;
-  }
+  conveyor::test::WorkerProcess process;
+  if (const int rc = conveyor::test::start_worker_process(argc, argv, "RECORD_FILE",
+                                                          "open record file", process))
+    return rc;
+  const int fd = process.fd;
   conveyor::Engine engine(conveyor::load_config_file(argv[1]));
   engine.register_handler("record", [fd](const conveyor::Job& job) {
     const std::string line = std::to_string(job.id) + " " + std::to_string(::getpid()) + "\n";
@@ -57,7 +48,7 @@ int main(int argc, char** argv) {
   });
   engine.start();
   int sig = 0;
-  sigwait(&signals, &sig);
+  sigwait(&process.stop_signals, &sig);
   engine.stop();
   ::close(fd);
   return 0;

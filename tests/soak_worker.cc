@@ -6,9 +6,10 @@
 // the engine starts: no rate limit can begin earlier. Runs until
 // SIGTERM/SIGINT, then stops gracefully.
 //   soak_worker CONFIG STARTS_FILE
+#include "worker_process_start.hpp"
+
 #include <conveyor/engine.hpp>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,21 +18,11 @@
 #include <string>
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s CONFIG STARTS_FILE\n", argv[0]);
-    return 2;
-  }
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  const int fd = ::open(argv[2], O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (fd < 0) {
-    std::perror("open starts file");
-    return 1;
-  }
+  conveyor::test::WorkerProcess process;
+  if (const int rc = conveyor::test::start_worker_process(argc, argv, "STARTS_FILE",
+                                                          "open starts file", process))
+    return rc;
+  const int fd = process.fd;
   auto note = [fd](int64_t id, const std::string& what) {
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now().time_since_epoch())
@@ -46,7 +37,7 @@ int main(int argc, char** argv) {
     note(0, "engine-start");
     engine.start();
     int sig = 0;
-    sigwait(&signals, &sig);
+    sigwait(&process.stop_signals, &sig);
     engine.stop();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "soak_worker: %s\n", e.what());
