@@ -6,9 +6,7 @@
 // connection is refused with 503; the server's thread count does not grow.
 #include "test_support.hpp"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -35,28 +33,8 @@ constexpr int kIdle = 1000;
 constexpr int kStalledHeaders = 10;
 const std::string kListQueues = "/conveyor.v1.AdminService/ListQueues";
 
-int connect_to(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-void send_all(int fd, const std::string& data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
-  }
-}
+using test::connect_loopback;
+using test::send_all;
 
 // What a socket has to read now, without waiting; closed on EOF or reset.
 struct Drained {
@@ -129,20 +107,20 @@ TEST(AdminSlowClients, ServesWithAThousandIdleAndSlowConnectionsOpen) {
 
   std::vector<int> idle(kIdle);
   for (int& fd : idle) {
-    fd = connect_to(port);
+    fd = connect_loopback(port);
     ASSERT_GE(fd, 0) << "connect: " << std::strerror(errno);
   }
   std::vector<Stalled> stalled;
   for (int i = 0; i < kStalledHeaders; ++i) {
     Stalled st;
-    st.fd = connect_to(port);
+    st.fd = connect_loopback(port);
     st.sent = Clock::now();
     ASSERT_GE(st.fd, 0);
     send_all(st.fd, "POST " + kListQueues + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty");
     stalled.push_back(st);
   }
   Stalled no_body;
-  no_body.fd = connect_to(port);
+  no_body.fd = connect_loopback(port);
   no_body.sent = Clock::now();
   ASSERT_GE(no_body.fd, 0);
   send_all(no_body.fd, "POST " + kListQueues +
@@ -186,7 +164,7 @@ TEST(AdminSlowClients, ServesWithAThousandIdleAndSlowConnectionsOpen) {
       EXPECT_EQ(d.data, "");
       if (!d.closed) continue;
       ::close(idle[i]);
-      idle[i] = connect_to(port);
+      idle[i] = connect_loopback(port);
       ASSERT_GE(idle[i], 0) << "reconnect: " << std::strerror(errno);
       ++reopened;
     }
@@ -218,12 +196,12 @@ TEST(AdminSlowClients, ServesWithAThousandIdleAndSlowConnectionsOpen) {
   // idle sockets are reopened first, so none reaches its deadline meanwhile.
   for (int& fd : idle) {
     ::close(fd);
-    fd = connect_to(port);
+    fd = connect_loopback(port);
     ASSERT_GE(fd, 0);
   }
   std::vector<int> extra;
   for (int i = 0; i < cap - kIdle + 20; ++i) {
-    extra.push_back(connect_to(port));
+    extra.push_back(connect_loopback(port));
     ASSERT_GE(extra.back(), 0);
   }
   int refused = 0;

@@ -9,6 +9,8 @@
 namespace conveyor {
 namespace {
 
+using test::expect_one_line_error;
+
 // What `conveyor queues` adds on a local read: holds live in the server.
 constexpr const char* kLocalQueuesNote =
     "note: read from storage; a serving process may hold a queue for backpressure (the "
@@ -49,13 +51,6 @@ class CliServer : public ::testing::Test {
   test::CommandResult local(std::vector<std::string> args) {
     args.insert(args.begin(), {"--config", config_.string()});
     return test::run_conveyor(args);
-  }
-  static void expect_one_line_error(const test::CommandResult& r, int code,
-                                    const std::string& part) {
-    EXPECT_EQ(r.exit_code, code) << r.err;
-    EXPECT_EQ(r.err.rfind("conveyor: ", 0), 0u) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_NE(r.err.find(part), std::string::npos) << "expected '" << part << "' in: " << r.err;
   }
 
   test::TempDir dir_;

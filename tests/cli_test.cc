@@ -16,6 +16,7 @@ namespace conveyor {
 namespace {
 
 using nlohmann::json;
+using test::expect_one_line_error;
 using test::run_conveyor;
 using test::TempDir;
 
@@ -41,14 +42,6 @@ class Cli : public ::testing::Test {
   test::CommandResult run(std::vector<std::string> args, std::vector<std::string> env = {}) {
     args.insert(args.begin(), {"--config", config_.string()});
     return run_conveyor(args, env);
-  }
-  // Errors are exactly one line on stderr, starting with "conveyor: ".
-  static void expect_one_line_error(const test::CommandResult& r, int code,
-                                    const std::string& part) {
-    EXPECT_EQ(r.exit_code, code) << r.err;
-    EXPECT_EQ(r.err.rfind("conveyor: ", 0), 0u) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_NE(r.err.find(part), std::string::npos) << "expected '" << part << "' in: " << r.err;
   }
 
   TempDir dir_;

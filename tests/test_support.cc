@@ -10,6 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cctype>
 
 #include <fstream>
@@ -158,6 +161,13 @@ std::filesystem::path write_sqlite_config(const TempDir& dir, const std::string&
   return path;
 }
 
+void expect_one_line_error(const CommandResult& r, int code, const std::string& part) {
+  EXPECT_EQ(r.exit_code, code) << r.err;
+  EXPECT_EQ(r.err.rfind("conveyor: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(part), std::string::npos) << "expected '" << part << "' in: " << r.err;
+}
+
 uint16_t free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -168,6 +178,29 @@ uint16_t free_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+int connect_loopback(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void send_all(int fd, const std::string& data) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return;
+    sent += static_cast<size_t>(n);
+  }
 }
 
 namespace {
@@ -192,25 +225,12 @@ std::string http_request(const std::string& method, const std::string& path,
 
 HttpResponse http_send(uint16_t port, const std::string& raw) {
   HttpResponse out;
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = connect_loopback(port);  // on loopback, refused or accepted at once
   if (fd < 0) return out;
   timeval tv{10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return out;
-  }
-  size_t sent = 0;
-  while (sent < raw.size()) {
-    ssize_t n = ::send(fd, raw.data() + sent, raw.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;  // the server may answer (413) before reading it all
-    sent += static_cast<size_t>(n);
-  }
+  send_all(fd, raw);  // the server may answer (413) before reading it all
   std::string data;
   char buf[8192];
   for (;;) {

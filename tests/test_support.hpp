@@ -52,6 +52,10 @@ struct CommandResult {
 CommandResult run_conveyor(const std::vector<std::string>& args,
                            const std::vector<std::string>& env = {});
 
+// Expects the CLI's error: exit code, and exactly one line on stderr, starting
+// with "conveyor: " and containing part.
+void expect_one_line_error(const CommandResult& r, int code, const std::string& part);
+
 // A conveyor process left running (e.g. `serve`); killed if still alive when
 // destroyed.
 class Process {
@@ -87,6 +91,13 @@ std::filesystem::path write_sqlite_config(const TempDir& dir, const std::string&
 
 // A free TCP port on 127.0.0.1 (free when asked; a caller retries on a race).
 uint16_t free_port();
+
+// A (blocking) TCP connection to 127.0.0.1:port, or -1.
+int connect_loopback(uint16_t port);
+
+// Sends all of data on fd; stops at the first error (the peer may have
+// answered and closed before reading it all).
+void send_all(int fd, const std::string& data);
 
 struct HttpResponse {
   int status = 0;                              // 0: no answer
