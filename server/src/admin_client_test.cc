@@ -1,6 +1,8 @@
 // AdminClient against an AdminServer in this process, over real HTTP on
 // loopback: every typed call, server-side validation reaching the caller as
 // invalid_argument, and a port that is taken.
+#include "test_support.hpp"
+
 #include <conveyor/admin_client.hpp>
 #include <conveyor/admin_server.hpp>
 #include <conveyor/engine.hpp>
@@ -8,47 +10,19 @@
 
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <filesystem>
-#include <random>
 
 namespace conveyor {
 namespace {
 
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using test::free_port;
 
 class AdminClientTest : public ::testing::Test {
  protected:
-  AdminClientTest() {
-    std::random_device rd;
-    dir_ = std::filesystem::temp_directory_path() /
-           ("conveyor-client-" + std::to_string(rd()) + std::to_string(rd()));
-    std::filesystem::create_directories(dir_);
-    Config c;
-    c.storage.plugin = "sqlite";
-    c.storage.plugin_dir = CONVEYOR_TEST_PLUGIN_DIR;
-    c.storage.options = {{"path", (dir_ / "db.sqlite").string()}};
-    engine_ = std::make_unique<Engine>(c);
-  }
+  AdminClientTest() { engine_ = std::make_unique<Engine>(test::sqlite_config(dir_)); }
   ~AdminClientTest() override {
     server_.reset();
     engine_.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
   void serve(const std::string& token) {
     ServerConfig s;
@@ -66,7 +40,7 @@ class AdminClientTest : public ::testing::Test {
     FAIL() << "no free port";
   }
 
-  std::filesystem::path dir_;
+  test::TempDir dir_;  // removed after the engine
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<AdminServer> server_;
   std::string url_;

@@ -2,6 +2,7 @@
 // over the real SQLite plugin: the HTTP status, headers and Connect body the
 // admin server sends for each outcome.
 #include "api_request.hpp"
+#include "test_support.hpp"
 
 #include "conveyor/v1/admin.pb.h"
 #include "conveyor/v1/task.pb.h"
@@ -12,7 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <random>
 
 namespace conveyor {
 namespace {
@@ -31,15 +31,7 @@ constexpr const char* kGet = "/conveyor.v1.TaskService/GetJob";
 class ApiRequestTest : public ::testing::Test {
  protected:
   ApiRequestTest() {
-    std::random_device rd;
-    dir_ = std::filesystem::temp_directory_path() /
-           ("conveyor-api-request-" + std::to_string(rd()) + std::to_string(rd()));
-    std::filesystem::create_directories(dir_);
-    Config c;
-    c.storage.plugin = "sqlite";
-    c.storage.plugin_dir = CONVEYOR_TEST_PLUGIN_DIR;
-    c.storage.options = {{"path", (dir_ / "db.sqlite").string()}};
-    engine_ = std::make_unique<Engine>(c);
+    engine_ = std::make_unique<Engine>(test::sqlite_config(dir_));
     api_ = std::make_unique<ApiService>(*engine_);
     config_.listen = "127.0.0.1:0";
     config_.admin_token = kToken;
@@ -48,8 +40,6 @@ class ApiRequestTest : public ::testing::Test {
   ~ApiRequestTest() override {
     api_.reset();
     engine_.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
 
   // A well-formed call with the right token; tests change what they test.
@@ -88,7 +78,7 @@ class ApiRequestTest : public ::testing::Test {
     EXPECT_NE(body.value("message", "").find(text), std::string::npos) << response.body;
   }
 
-  std::filesystem::path dir_;
+  test::TempDir dir_;  // removed after the engine
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ApiService> api_;
   ServerConfig config_;

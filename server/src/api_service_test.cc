@@ -3,10 +3,11 @@
 // answers are written here as JSON through the JSON codec.
 #include "api_service.hpp"
 #include "api_codec.hpp"
+#include "test_support.hpp"
 
 #include <conveyor/api_messages.hpp>
 #include <conveyor/engine.hpp>
-#include <conveyor/engine_internals.hpp>
+#include <conveyor/internal/engine_internals.hpp>
 
 #include <gtest/gtest.h>
 
@@ -20,7 +21,6 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <random>
 #include <thread>
 
 namespace conveyor {
@@ -31,14 +31,7 @@ using nlohmann::json;
 class ApiServiceTest : public ::testing::Test {
  protected:
   ApiServiceTest() {
-    std::random_device rd;
-    dir_ = std::filesystem::temp_directory_path() /
-           ("conveyor-api-" + std::to_string(rd()) + std::to_string(rd()));
-    std::filesystem::create_directories(dir_);
-    Config c;
-    c.storage.plugin = "sqlite";
-    c.storage.plugin_dir = CONVEYOR_TEST_PLUGIN_DIR;
-    c.storage.options = {{"path", (dir_ / "db.sqlite").string()}};
+    Config c = test::sqlite_config(dir_);
     c.engine.rate_limit_rate_per_sec = 100;
     c.engine.rate_limit_burst = 5;
     engine_ = std::make_unique<Engine>(c);
@@ -47,8 +40,6 @@ class ApiServiceTest : public ::testing::Test {
   ~ApiServiceTest() override {
     api_.reset();
     engine_.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
 
   json call(const std::string& method, const json& request) {
@@ -112,7 +103,7 @@ class ApiServiceTest : public ::testing::Test {
     return out;
   }
 
-  std::filesystem::path dir_;
+  test::TempDir dir_;  // removed after the engine
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ApiService> api_;
 };
@@ -185,11 +176,7 @@ TEST_F(ApiServiceTest, TheKillSwitchIsStoredAndAnswersItsState) {
   EXPECT_EQ(call(kQueues, json::object())["queues"][0]["limit"]["source"], "disabled");
   // Another engine on the same storage reads the stored switch, not its config's.
   {
-    Config c;
-    c.storage.plugin = "sqlite";
-    c.storage.plugin_dir = CONVEYOR_TEST_PLUGIN_DIR;
-    c.storage.options = {{"path", (dir_ / "db.sqlite").string()}};
-    Engine other(c);
+    Engine other(test::sqlite_config(dir_));
     EXPECT_EQ(other.rate_limiting(), (RateLimitingState{false, SwitchSource::kStorage}));
   }
   r = call(kSwitch, {{"enabled", true}});

@@ -1,10 +1,9 @@
 // The transport's deadlines, connection cap, keep-alive limits, body limits
 // and stop, over real sockets on 127.0.0.1 with short limits.
 #include "http_transport.hpp"
+#include "test_support.hpp"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,28 +22,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-int connect_to(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-void send_all(int fd, const std::string& data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
-  }
-}
+using test::connect_loopback;
+using test::send_all;
 
 struct Received {
   std::string data;
@@ -131,7 +110,7 @@ const std::string kGet = "GET /a%20b?q=1 HTTP/1.1\r\nHost: x\r\n\r\n";
 
 TEST(HttpTransport, AnswersAndKeepsAliveUpToTheRequestLimit) {
   Transport t;
-  const int fd = connect_to(t.port());
+  const int fd = connect_loopback(t.port());
   ASSERT_GE(fd, 0);
   for (int i = 1; i <= 3; ++i) {
     send_all(fd, kGet);
@@ -148,7 +127,7 @@ TEST(HttpTransport, AnswersAndKeepsAliveUpToTheRequestLimit) {
 
 TEST(HttpTransport, AnIdleKeepAliveConnectionIsClosedAfterTheIdleTimeout) {
   Transport t;
-  const int fd = connect_to(t.port());
+  const int fd = connect_loopback(t.port());
   send_all(fd, kGet);
   ASSERT_NE(read_from(fd, 2000ms, "/a b:").data.find("200 OK"), std::string::npos);
   const Received r = read_from(fd, 3000ms);
@@ -161,7 +140,7 @@ TEST(HttpTransport, AnIdleKeepAliveConnectionIsClosedAfterTheIdleTimeout) {
 
 TEST(HttpTransport, ASilentConnectionIsClosedAtTheHeaderDeadline) {
   Transport t;
-  const int fd = connect_to(t.port());
+  const int fd = connect_loopback(t.port());
   const Received r = read_from(fd, 3000ms);
   EXPECT_TRUE(r.closed);
   EXPECT_EQ(r.data, "");
@@ -172,7 +151,7 @@ TEST(HttpTransport, ASilentConnectionIsClosedAtTheHeaderDeadline) {
 
 TEST(HttpTransport, AHeaderTrickledInIsAnswered408AtItsDeadline) {
   Transport t;
-  const int fd = connect_to(t.port());
+  const int fd = connect_loopback(t.port());
   const auto start = Clock::now();
   // One byte every 100 ms: each read is quick, the header never completes.
   std::string got;
@@ -199,7 +178,7 @@ TEST(HttpTransport, AHeaderTrickledInIsAnswered408AtItsDeadline) {
 
 TEST(HttpTransport, AMissingBodyIsAnswered408AtTheBodyDeadline) {
   Transport t;
-  const int fd = connect_to(t.port());
+  const int fd = connect_loopback(t.port());
   send_all(fd, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345");
   const Received r = read_from(fd, 3000ms);
   EXPECT_TRUE(r.closed);
@@ -212,7 +191,7 @@ TEST(HttpTransport, AMissingBodyIsAnswered408AtTheBodyDeadline) {
 
 TEST(HttpTransport, BodiesOverTheLimitAreRefusedWithContentLengthAndChunked) {
   Transport t;
-  int fd = connect_to(t.port());
+  int fd = connect_loopback(t.port());
   send_all(fd,
            "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\n\r\n" + std::string(101, 'a'));
   Received r = read_from(fd, 3000ms);
@@ -220,7 +199,7 @@ TEST(HttpTransport, BodiesOverTheLimitAreRefusedWithContentLengthAndChunked) {
   EXPECT_EQ(r.data.rfind("HTTP/1.1 429 ", 0), 0u) << r.data;
   ::close(fd);
 
-  fd = connect_to(t.port());
+  fd = connect_loopback(t.port());
   std::string chunked = "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
   for (int i = 0; i < 3; ++i) chunked += "28\r\n" + std::string(40, 'b') + "\r\n";
   send_all(fd, chunked + "0\r\n\r\n");
@@ -230,7 +209,7 @@ TEST(HttpTransport, BodiesOverTheLimitAreRefusedWithContentLengthAndChunked) {
   ::close(fd);
 
   // At the limit, chunked, is fine.
-  fd = connect_to(t.port());
+  fd = connect_loopback(t.port());
   send_all(fd,
            "POST /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
            "64\r\n" +
@@ -245,7 +224,7 @@ TEST(HttpTransport, MalformedRequestsAre400) {
   Transport t;
   for (const std::string& raw : {std::string("NOT HTTP AT ALL\r\n\r\n"),
                                  std::string("GET nopath HTTP/1.1\r\nHost: x\r\n\r\n")}) {
-    const int fd = connect_to(t.port());
+    const int fd = connect_loopback(t.port());
     send_all(fd, raw);
     const Received r = read_from(fd, 3000ms);
     EXPECT_TRUE(r.closed);
@@ -256,7 +235,7 @@ TEST(HttpTransport, MalformedRequestsAre400) {
 
 TEST(HttpTransport, AHeaderOverTheLimitIs431) {
   Transport t;
-  const int fd = connect_to(t.port());
+  const int fd = connect_loopback(t.port());
   send_all(fd, "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(20000, 'h') + "\r\n\r\n");
   const Received r = read_from(fd, 3000ms);
   EXPECT_TRUE(r.closed);
@@ -273,13 +252,13 @@ TEST(HttpTransport, AboveTheCapAConnectionIsRefusedAndTheOthersAreServed) {
   Transport t(limits);
   int held[3];
   for (int& fd : held) {
-    fd = connect_to(t.port());
+    fd = connect_loopback(t.port());
     ASSERT_GE(fd, 0);
   }
   // The server has taken all three (accepting is asynchronous).
   for (int i = 0; i < 200 && t.server().connections() < 3; ++i) std::this_thread::sleep_for(5ms);
   ASSERT_EQ(t.server().connections(), 3u);
-  int extra = connect_to(t.port());
+  int extra = connect_loopback(t.port());
   Received r = read_from(extra, 3000ms);
   EXPECT_TRUE(r.closed);
   EXPECT_EQ(r.data.rfind("HTTP/1.1 503 ", 0), 0u) << r.data;
@@ -293,7 +272,7 @@ TEST(HttpTransport, AboveTheCapAConnectionIsRefusedAndTheOthersAreServed) {
   // Once one closes there is room again.
   ::close(held[1]);
   for (int i = 0; i < 200 && t.server().connections() > 2; ++i) std::this_thread::sleep_for(5ms);
-  extra = connect_to(t.port());
+  extra = connect_loopback(t.port());
   send_all(extra, kGet);
   EXPECT_NE(read_from(extra, 2000ms, "/a b:").data.find("200 OK"), std::string::npos);
   ::close(extra);
@@ -315,11 +294,11 @@ TEST(HttpTransport, SlowHandlersDoNotStopTheIoThread) {
     cv.wait(lock, [&] { return release; });
     return echo(req);
   });
-  const int busy = connect_to(t.port());
+  const int busy = connect_loopback(t.port());
   send_all(busy, kGet);
   for (int i = 0; i < 200 && waiting == 0; ++i) std::this_thread::sleep_for(5ms);
   ASSERT_EQ(waiting, 1);
-  const int big = connect_to(t.port());
+  const int big = connect_loopback(t.port());
   send_all(big, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n");
   const Received r = read_from(big, 2000ms);
   EXPECT_EQ(r.data.rfind("HTTP/1.1 429 ", 0), 0u) << r.data;
@@ -343,8 +322,8 @@ TEST(HttpTransport, StopFinishesTheRequestInFlightAndClosesIdleOnes) {
     }
     return echo(req);
   });
-  const int idle = connect_to(t.port());
-  const int busy = connect_to(t.port());
+  const int idle = connect_loopback(t.port());
+  const int busy = connect_loopback(t.port());
   send_all(busy, kGet);
   entered.get_future().wait();
   const uint16_t port = t.port();
@@ -356,7 +335,7 @@ TEST(HttpTransport, StopFinishesTheRequestInFlightAndClosesIdleOnes) {
   EXPECT_EQ(answered.data.rfind("HTTP/1.1 200 ", 0), 0u) << answered.data;
   EXPECT_NE(answered.data.find("Connection: close\r\n"), std::string::npos) << answered.data;
   EXPECT_TRUE(read_from(idle, 2000ms).closed);
-  EXPECT_LT(connect_to(port), 0);  // nothing listens
+  EXPECT_LT(connect_loopback(port), 0);  // nothing listens
   ::close(idle);
   ::close(busy);
 }
@@ -411,11 +390,11 @@ TEST(HttpTransport, DeferredRepliesHoldNoWorkerThread) {
   // More held requests than worker threads, and a quick one still answered.
   std::vector<int> fds;
   for (int i = 0; i < 4; ++i) {
-    fds.push_back(connect_to(server.port()));
+    fds.push_back(connect_loopback(server.port()));
     send_all(fds.back(), "POST /wait HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
   }
   ASSERT_TRUE(d.wait_pending(4));
-  const int quick = connect_to(server.port());
+  const int quick = connect_loopback(server.port());
   send_all(quick, "GET /now HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_NE(read_from(quick, 2000ms, "now").data.find("200 OK"), std::string::npos);
   ::close(quick);
@@ -437,7 +416,7 @@ TEST(HttpTransport, AClientClosingADeferredRequestIsNoticed) {
                 refusal);
   server.bind("127.0.0.1", 0);
   server.start();
-  const int fd = connect_to(server.port());
+  const int fd = connect_loopback(server.port());
   send_all(fd, "POST /wait HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
   ASSERT_TRUE(d.wait_pending(1));
   ::close(fd);
