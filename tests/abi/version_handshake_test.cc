@@ -7,14 +7,15 @@
 
 #include <conveyor/storage_plugin.h>
 #include <conveyor/engine.hpp>
-#include <conveyor/plugin_loader.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -60,6 +61,20 @@ TEST(VersionHandshake, PluginBuiltAgainstTheV1_0HeaderLoads) {
     EXPECT_EQ(bytes[at], 0) << "byte " << at << " of the host's table is beyond the plugin's";
 }
 
+// A call a 1.0 plugin (memory_c) must refuse: it throws UNSUPPORTED naming the
+// plugin, its ABI, what needs which ABI (abi) and the slot it lacks.
+void expect_refused_by_v1_0(const std::string& abi, const std::function<void()>& call,
+                            const std::string& need, const std::string& slot) {
+  try {
+    call();
+    ADD_FAILURE() << need << " on a 1.0 plugin did not throw";
+  } catch (const StorageError& e) {
+    EXPECT_EQ(e.code(), CONVEYOR_E_UNSUPPORTED);
+    EXPECT_THAT(e.what(), HasSubstr("storage plugin 'memory_c' implements ABI 1.0; " + need +
+                                    " needs ABI " + abi + " (slot " + slot + ")"));
+  }
+}
+
 // A 1.0 plugin runs on this 1.1 host; every 1.1 operation answers with an
 // error naming the plugin and its ABI, never a crash (job counts fall back to
 // the 1.0 queue_stats: the same answer, by a scan).
@@ -77,27 +92,21 @@ TEST(VersionHandshake, V1_0PluginRunsAndRefuses1_1FeaturesByName) {
         StorageSlot::kRetryJobs, StorageSlot::kDeleteJobs, StorageSlot::kJobCounts})
     EXPECT_FALSE(storage->has_slot(slot)) << conveyor::host::slot_name(slot);
 
-  auto expect_refused = [](auto&& call, const std::string& need, const std::string& slot) {
-    try {
-      call();
-      ADD_FAILURE() << need << " on a 1.0 plugin did not throw";
-    } catch (const StorageError& e) {
-      EXPECT_EQ(e.code(), CONVEYOR_E_UNSUPPORTED);
-      EXPECT_THAT(e.what(), HasSubstr("storage plugin 'memory_c' implements ABI 1.0; " + need +
-                                      " needs ABI 1.1 (slot " + slot + ")"));
-    }
-  };
   JobQuery query;
   query.queue = "q";
-  expect_refused([&] { storage->list_jobs(query, now); }, "listing jobs", "list_jobs");
+  expect_refused_by_v1_0(
+      "1.1", [&] { storage->list_jobs(query, now); }, "listing jobs", "list_jobs");
   const int64_t failed_id = claimed[0].id;
-  expect_refused([&] { storage->retry_jobs(std::span(&failed_id, 1), now); }, "retrying jobs",
-                 "retry_jobs");
-  expect_refused([&] { storage->delete_jobs(std::span(&failed_id, 1)); }, "deleting jobs",
-                 "delete_jobs");
+  expect_refused_by_v1_0(
+      "1.1", [&] { storage->retry_jobs(std::span(&failed_id, 1), now); }, "retrying jobs",
+      "retry_jobs");
+  expect_refused_by_v1_0(
+      "1.1", [&] { storage->delete_jobs(std::span(&failed_id, 1)); }, "deleting jobs",
+      "delete_jobs");
   const std::vector<std::string> kinds = {"k"};
-  expect_refused([&] { storage->claim_kinds("q", kinds, 1, 8, now, now + 1); },
-                 "claiming only some kinds", "claim_kinds");
+  expect_refused_by_v1_0(
+      "1.1", [&] { storage->claim_kinds("q", kinds, 1, 8, now, now + 1); },
+      "claiming only some kinds", "claim_kinds");
   // Nothing changed by the refusals: the failed job is still failed.
   std::optional<Job> failed = storage->get_job(failed_id, now);
   ASSERT_TRUE(failed.has_value());
@@ -120,25 +129,17 @@ TEST(VersionHandshake, V1_0PluginRefuses1_2FeaturesByName) {
   for (StorageSlot slot :
        {StorageSlot::kSwapSharedState, StorageSlot::kSetRateLimitV2, StorageSlot::kEnqueueV3})
     EXPECT_FALSE(storage->has_slot(slot)) << conveyor::host::slot_name(slot);
-  auto expect_refused = [](auto&& call, const std::string& need, const std::string& slot) {
-    try {
-      call();
-      ADD_FAILURE() << need << " on a 1.0 plugin did not throw";
-    } catch (const StorageError& e) {
-      EXPECT_EQ(e.code(), CONVEYOR_E_UNSUPPORTED);
-      EXPECT_THAT(e.what(), HasSubstr("storage plugin 'memory_c' implements ABI 1.0; " + need +
-                                      " needs ABI 1.2 (slot " + slot + ")"));
-    }
-  };
-  expect_refused([&] { storage->swap_shared_state("ratelimit.enabled", -1, 0); },
-                 "sharing state across processes", "swap_shared_state");
-  expect_refused(
-      [&] { storage->set_rate_limit("q", make_rate_limit(5, 0, LimitScope::kFleet), now); },
+  expect_refused_by_v1_0(
+      "1.2", [&] { storage->swap_shared_state("ratelimit.enabled", -1, 0); },
+      "sharing state across processes", "swap_shared_state");
+  expect_refused_by_v1_0(
+      "1.2", [&] { storage->set_rate_limit("q", make_rate_limit(5, 0, LimitScope::kFleet), now); },
       "a fleet-wide rate limit", "set_rate_limit_v2");
   NewJob costly{"q", "k", "{}", 0, 1, 0};
   costly.cost = 3;
-  expect_refused([&] { storage->enqueue(std::span(&costly, 1), now); }, "a job cost other than 1",
-                 "enqueue_v3");
+  expect_refused_by_v1_0(
+      "1.2", [&] { storage->enqueue(std::span(&costly, 1), now); }, "a job cost other than 1",
+      "enqueue_v3");
   EXPECT_TRUE(storage->list_rate_limits().empty()) << "the refused fleet limit was stored";
   EXPECT_TRUE(storage->claim("q", 10, 5, now, now + 1).empty())
       << "the refused costly job was stored";
