@@ -16,8 +16,4 @@ static const conveyor_storage_plugin table = {
     STUB_SLOTS_AFTER_CLAIM,
 };
 
-CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storage_plugin_entry(
-    uint32_t host_abi_major, uint32_t host_abi_minor) {
-  (void)host_abi_minor;
-  return host_abi_major == CONVEYOR_ABI_MAJOR ? &table : NULL;
-}
+STUB_ENTRY(table)
