@@ -149,17 +149,25 @@ uint32_t PostgresStorage::claim(std::string_view queue, uint32_t max_jobs, int64
                                 const sdk::JobSink& sink) {
   require_queue(queue, "claim");
   if (max_jobs == 0) return 0;
-  const std::string q(queue);
+  return run_claim("claim", stmt::kClaim, std::string(queue), max_jobs, lease_token, now_us,
+                   lease_expires_us, sink);
+}
+
+template <typename... Extra>
+uint32_t PostgresStorage::run_claim(const char* what, const char* statement,
+                                    const std::string& queue, uint32_t max_jobs,
+                                    int64_t lease_token, int64_t now_us, int64_t lease_expires_us,
+                                    const sdk::JobSink& sink, const Extra&... extra) {
   std::vector<OwnedJob> claimed;
   try {
-    run("claim", Retry::kNever, [&](pqxx::connection& c) {
+    run(what, Retry::kNever, [&](pqxx::connection& c) {
       pqxx::nontransaction tx(c);
-      pqxx::result r = tx.exec_prepared(stmt::kClaim, q, now_us, max_jobs, lease_token,
-                                        lease_expires_us, claimer());
+      pqxx::result r = tx.exec_prepared(statement, queue, now_us, max_jobs, lease_token,
+                                        lease_expires_us, claimer(), extra...);
       claimed.clear();
       claimed.reserve(r.size());
       for (const auto& row : r)
-        claimed.push_back(claimed_job_at(row, q, lease_token, lease_expires_us));
+        claimed.push_back(claimed_job_at(row, queue, lease_token, lease_expires_us));
     });
   } catch (const ConnectionLost&) {
     release_orphans(lease_token, lease_expires_us);
@@ -398,24 +406,8 @@ uint32_t PostgresStorage::claim_kinds(std::string_view queue,
   std::vector<std::string_view> wanted(kinds.begin(), kinds.end());
   std::sort(wanted.begin(), wanted.end());
   wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
-  const std::string q(queue), kinds_text = text_array(wanted);
-  std::vector<OwnedJob> claimed;
-  try {
-    run("claim_kinds", Retry::kNever, [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
-      pqxx::result r = tx.exec_prepared(stmt::kClaimKinds, q, now_us, max_jobs, lease_token,
-                                        lease_expires_us, claimer(), kinds_text);
-      claimed.clear();
-      claimed.reserve(r.size());
-      for (const auto& row : r)
-        claimed.push_back(claimed_job_at(row, q, lease_token, lease_expires_us));
-    });
-  } catch (const ConnectionLost&) {
-    release_orphans(lease_token, lease_expires_us);
-    throw;
-  }
-  report_claimed(claimed, sink);
-  return static_cast<uint32_t>(claimed.size());
+  return run_claim("claim_kinds", stmt::kClaimKinds, std::string(queue), max_jobs, lease_token,
+                   now_us, lease_expires_us, sink, text_array(wanted));
 }
 
 namespace {

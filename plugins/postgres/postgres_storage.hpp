@@ -57,6 +57,13 @@ class PostgresStorage : public PgStorageBase {
 
   // Gives back whatever a claim with this token took when its reply was lost.
   void release_orphans(int64_t lease_token, int64_t lease_expires_us) noexcept;
+  // claim and claim_kinds: runs the prepared statement (queue, now, max_jobs,
+  // token, expiry, claimer, then extra) and reports the jobs it claimed;
+  // releases them (release_orphans) when the connection broke mid-claim.
+  template <typename... Extra>
+  uint32_t run_claim(const char* what, const char* statement, const std::string& queue,
+                     uint32_t max_jobs, int64_t lease_token, int64_t now_us,
+                     int64_t lease_expires_us, const sdk::JobSink& sink, const Extra&... extra);
 };
 
 }  // namespace conveyor::postgres
