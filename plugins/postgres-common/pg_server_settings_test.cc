@@ -22,6 +22,8 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 namespace conveyor::postgres::test {
@@ -53,6 +55,22 @@ class PgServerSettingsTest : public PgTest {
     Opts o{{"dsn", keyvalue_dsn(fields)}, {"schema", schema_}};
     for (const auto& kv : extra) o.push_back(kv);
     return o;
+  }
+
+  // A TcpProxy in front of the test server, or nullptr when the server is not
+  // on 127.0.0.1 (the proxy forwards there only).
+  std::unique_ptr<TcpProxy> proxy_to_server() const {
+    auto fields = dsn_fields(dsn_);
+    if (fields["host"] != "127.0.0.1" && fields["host"] != "localhost") return nullptr;
+    return std::make_unique<TcpProxy>("127.0.0.1",
+                                      fields.count("port") ? std::stoi(fields["port"]) : 5432);
+  }
+  // The test server's DSN through proxy.
+  std::string dsn_through(const TcpProxy& proxy) const {
+    auto fields = dsn_fields(dsn_);
+    fields["host"] = "127.0.0.1";
+    fields["port"] = std::to_string(proxy.port());
+    return keyvalue_dsn(fields);
   }
 
   // Backend pids of app's connections (on any database).
@@ -252,13 +270,10 @@ TEST_F(PgServerSettingsTest, ListenerOutlivesIdleSessionTimeout) {
 }
 
 TEST_F(PgServerSettingsTest, ListenerOutageIsReportedOnceAndItsEndOnce) {
-  auto fields = dsn_fields(dsn_);
-  if (fields["host"] != "127.0.0.1" && fields["host"] != "localhost")
-    GTEST_SKIP() << "the proxy needs a DSN with host=127.0.0.1";
-  TcpProxy proxy("127.0.0.1", fields.count("port") ? std::stoi(fields["port"]) : 5432);
-  fields["host"] = "127.0.0.1";
-  fields["port"] = std::to_string(proxy.port());
-  conveyor_storage* h = open_tracked(opts_on(keyvalue_dsn(fields), schema_));
+  const std::unique_ptr<TcpProxy> through = proxy_to_server();
+  if (!through) GTEST_SKIP() << "the proxy needs a DSN with host=127.0.0.1";
+  TcpProxy& proxy = *through;
+  conveyor_storage* h = open_tracked(opts_on(dsn_through(proxy), schema_));
   ASSERT_NE(h, nullptr);
   std::vector<Notice> got;
   std::string msg;
@@ -361,13 +376,10 @@ TEST_F(PgServerSettingsTest, IdleConnectionsAreClosedAfterIdleCloseS) {
 }
 
 TEST_F(PgServerSettingsTest, ClaimsWorkAgainWithinHalfASecondOfTheServerComingBack) {
-  auto fields = dsn_fields(dsn_);
-  if (fields["host"] != "127.0.0.1" && fields["host"] != "localhost")
-    GTEST_SKIP() << "the proxy needs a DSN with host=127.0.0.1";
-  TcpProxy proxy("127.0.0.1", fields.count("port") ? std::stoi(fields["port"]) : 5432);
-  fields["host"] = "127.0.0.1";
-  fields["port"] = std::to_string(proxy.port());
-  conveyor_storage* h = open_tracked(opts_on(keyvalue_dsn(fields), schema_));
+  const std::unique_ptr<TcpProxy> through = proxy_to_server();
+  if (!through) GTEST_SKIP() << "the proxy needs a DSN with host=127.0.0.1";
+  TcpProxy& proxy = *through;
+  conveyor_storage* h = open_tracked(opts_on(dsn_through(proxy), schema_));
   ASSERT_NE(h, nullptr);
   enqueue_many(h, "q", 100);
   ASSERT_EQ(claim(h, "q", 1, 1, wall_us(), wall_us() + 60'000'000).size(), 1u);

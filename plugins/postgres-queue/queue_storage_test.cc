@@ -519,13 +519,9 @@ TEST_F(QueueStorageTest, MigrateFromVersion3KeepsJobsAndOverrides) {
   ASSERT_EQ(l.size(), 1u) << "the override from schema 3 was lost";
   EXPECT_EQ(l[0].rate, 2.5);
   EXPECT_EQ(l[0].scope, CONVEYOR_SCOPE_PROCESS);
-  int64_t version = -1, value = -1;
-  int32_t applied = -1;
-  ASSERT_EQ(api_->swap_shared_state(h, str("k"), 0, 9, &version, &value, &applied, &err),
-            CONVEYOR_OK)
-      << err.message;
-  EXPECT_EQ(applied, 1);
-  EXPECT_EQ(version, 1);
+  const host::PluginBinding::Shared swapped = swap_shared(h, "k", 0, 9);
+  EXPECT_EQ(swapped.applied, 1);
+  EXPECT_EQ(swapped.version, 1);
   conveyor_new_job_v2 costly{conveyor_new_job{str("q"), str("k"), str("{}"), 0, 3, now}, 6, 0};
   int64_t id = 0;
   ASSERT_EQ(api_->enqueue_v3(h, &costly, 1, now, &id, &err), CONVEYOR_OK) << err.message;

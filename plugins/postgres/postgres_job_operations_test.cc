@@ -303,15 +303,11 @@ TEST_F(PgJobOperationsTest, MigrationFromSchema2KeepsJobsAndOverrides) {
   EXPECT_EQ(l[0].rate, 2.5);
   EXPECT_EQ(l[0].burst, 4u);
   EXPECT_EQ(l[0].scope, CONVEYOR_SCOPE_PROCESS);
+  const host::PluginBinding::Shared swapped = swap_shared(h, "k", 0, 9);
+  EXPECT_EQ(swapped.applied, 1);
+  EXPECT_EQ(swapped.version, 1);
+  EXPECT_EQ(swapped.value, 9);
   conveyor_error err{};
-  int64_t version = -1, value = -1;
-  int32_t applied = -1;
-  ASSERT_EQ(api_->swap_shared_state(h, str("k"), 0, 9, &version, &value, &applied, &err),
-            CONVEYOR_OK)
-      << err.message;
-  EXPECT_EQ(applied, 1);
-  EXPECT_EQ(version, 1);
-  EXPECT_EQ(value, 9);
   ASSERT_EQ(api_->set_rate_limit_v2(h, str("a"), 3, 3, CONVEYOR_SCOPE_FLEET, 8, &err), CONVEYOR_OK)
       << err.message;
   EXPECT_EQ(limits(h).at(0).scope, CONVEYOR_SCOPE_FLEET);
