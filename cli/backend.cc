@@ -5,9 +5,9 @@
 #include <conveyor/api_error.hpp>
 #include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
-#include <conveyor/engine_internals.hpp>
-#include <conveyor/plugin_loader.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/engine_internals.hpp>
+#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <fmt/format.h>
 

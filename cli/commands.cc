@@ -8,8 +8,8 @@
 #include <conveyor/engine.hpp>
 #include <conveyor/http_call.hpp>
 #include <conveyor/http_jobs.hpp>
-#include <conveyor/log.hpp>
-#include <conveyor/plugin_loader.hpp>
+#include <conveyor/internal/log.hpp>
+#include <conveyor/internal/plugin_loader.hpp>
 #include <conveyor/validation.hpp>
 
 #include <fmt/format.h>

@@ -6,9 +6,9 @@
 #include <conveyor/admin_server.hpp>
 #include <conveyor/api_error.hpp>
 #include <conveyor/config.hpp>
-#include <conveyor/log.hpp>
-#include <conveyor/plugin_loader.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/log.hpp>
+#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/internal/storage.hpp>
 #include <conveyor/validation.hpp>
 
 #include <CLI/CLI.hpp>

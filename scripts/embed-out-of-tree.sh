@@ -40,21 +40,17 @@ include=$prefix/include
 for h in engine config clock rate_limit queue_report validation; do
   [[ -f "$include/conveyor/$h.hpp" ]] || die "the install lacks the public header conveyor/$h.hpp"
 done
-for f in "$source_dir"/core/internal/conveyor/*.hpp; do
-  [[ ! -e "$include/conveyor/$(basename "$f")" ]] ||
-    die "the internal header $(basename "$f") is installed among the public ones ($include/conveyor)"
+for f in "$source_dir"/core/internal/conveyor/internal/*.hpp; do
+  [[ ! -e "$include/conveyor/$(basename "$f")" && ! -e "$include/conveyor/internal/$(basename "$f")" ]] ||
+    die "the internal header $(basename "$f") is installed ($include/conveyor)"
 done
 cxx=${CXX:-c++}
 for h in "$include"/conveyor/*.hpp; do
   echo "#include <conveyor/$(basename "$h")>" >"$work/header.cc"
   logged "$work/header-$(basename "$h").log" "$cxx" -std=c++20 -fsyntax-only -Wall -Wextra -Werror \
-    -I "$include" -I "$include/conveyor-internal" "$work/header.cc"
+    -I "$include" "$work/header.cc"
 done
 say "public headers compile on their own: $(cd "$include/conveyor" && ls ./*.hpp | tr '\n' ' ')"
-if [[ -d "$include/conveyor-internal" ]]; then
-  say "still needed by public headers (include/conveyor-internal):" \
-      "$(cd "$include/conveyor-internal/conveyor" && ls | tr '\n' ' ')"
-fi
 
 # ---- 3. the example, built from the prefix alone ----------------------------
 example=$prefix/share/doc/conveyor/examples/embedded

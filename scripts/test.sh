@@ -51,7 +51,7 @@ line_tables=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
 
 stage "clang -Wthread-safety build of the core library and core_tests (compiled, not run)"
 # Clang checks the mutex annotations (GUARDED_BY, REQUIRES, EXCLUDES:
-# core/internal/conveyor/mutex.hpp), which GCC ignores. First, so a lock
+# core/internal/conveyor/internal/mutex.hpp), which GCC ignores. First, so a lock
 # error fails in minutes. Only the core targets, at -O0 without debug info:
 # the diagnostics are the point. All warnings are errors here too (the
 # project builds warning-free under clang).

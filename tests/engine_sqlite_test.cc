@@ -6,8 +6,8 @@
 #include "test_support.hpp"
 
 #include <conveyor/engine.hpp>
-#include <conveyor/storage.hpp>
-#include <conveyor/engine_internals.hpp>
+#include <conveyor/internal/storage.hpp>
+#include <conveyor/internal/engine_internals.hpp>
 #include <conveyor/validation.hpp>
 
 #include <gtest/gtest.h>

@@ -6,7 +6,7 @@
 
 #include <conveyor/clock.hpp>
 #include <conveyor/engine.hpp>
-#include <conveyor/engine_internals.hpp>
+#include <conveyor/internal/engine_internals.hpp>
 
 #include <gtest/gtest.h>
 

@@ -21,7 +21,7 @@
 
 #include <conveyor/clock.hpp>
 #include <conveyor/config.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <gtest/gtest.h>
 

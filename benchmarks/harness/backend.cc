@@ -2,7 +2,7 @@
 
 #include "postgres_probe.hpp"
 
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <fmt/format.h>
 

@@ -5,7 +5,7 @@
 #include "progress.hpp"
 
 #include <conveyor/engine.hpp>
-#include <conveyor/engine_internals.hpp>
+#include <conveyor/internal/engine_internals.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -1,11 +1,11 @@
 #include "bench_engine.hpp"
 
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 #include "pickup_log.hpp"
 #include "workloads.hpp"
 
-#include <conveyor/plugin_loader.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <fmt/format.h>
 

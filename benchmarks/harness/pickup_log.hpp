@@ -6,7 +6,7 @@
 #include "bench_engine.hpp"
 #include "results.hpp"
 
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <atomic>
 #include <chrono>

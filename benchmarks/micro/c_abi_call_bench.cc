@@ -13,8 +13,8 @@
 #include "trivial_storage.hpp"
 
 #include <conveyor/config.hpp>
-#include <conveyor/plugin_loader.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <benchmark/benchmark.h>
 

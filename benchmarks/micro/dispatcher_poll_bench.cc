@@ -6,7 +6,7 @@
 #include "dispatcher.hpp"
 
 #include <conveyor/config.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <benchmark/benchmark.h>
 

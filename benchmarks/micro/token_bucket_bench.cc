@@ -1,6 +1,6 @@
 // The token bucket on its own: what a limited queue's poll adds before it
 // reaches storage. Time is fed in by hand (no clock reads are measured).
-#include <conveyor/token_bucket.hpp>
+#include <conveyor/internal/token_bucket.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -23,7 +23,7 @@
 
 #include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
-#include <conveyor/engine_internals.hpp>
+#include <conveyor/internal/engine_internals.hpp>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

@@ -1,7 +1,7 @@
 // Asynchronous handlers (Engine::register_async_handler): the job's outcome
 // comes later through a JobResult, from another thread. An engine on the
 // in-memory example plugin (the real loader), real time with generous bounds.
-#include <conveyor/engine_internals.hpp>
+#include <conveyor/internal/engine_internals.hpp>
 #include "testing/fault_injecting_storage.hpp"
 #include "testing/sync.hpp"
 

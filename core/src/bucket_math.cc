@@ -1,4 +1,4 @@
-#include <conveyor/bucket_math.hpp>
+#include <conveyor/internal/bucket_math.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 #include "completer.hpp"
 
-#include <conveyor/log.hpp>
+#include <conveyor/internal/log.hpp>
 
 #include <spdlog/spdlog.h>
 

@@ -29,9 +29,9 @@
 #include "log_job_failures.hpp"
 
 #include <conveyor/clock.hpp>
-#include <conveyor/metrics.hpp>
-#include <conveyor/mutex.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/metrics.hpp>
+#include <conveyor/internal/mutex.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <atomic>
 #include <chrono>

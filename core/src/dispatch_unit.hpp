@@ -27,8 +27,8 @@
 #pragma once
 
 #include <conveyor/clock.hpp>
-#include <conveyor/limit_resolver.hpp>
-#include <conveyor/metrics.hpp>
+#include <conveyor/internal/limit_resolver.hpp>
+#include <conveyor/internal/metrics.hpp>
 
 #include "due_times.hpp"
 #include "queue_bucket.hpp"

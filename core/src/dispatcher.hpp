@@ -27,10 +27,10 @@
 
 #include <conveyor/clock.hpp>
 #include <conveyor/config.hpp>
-#include <conveyor/limit_resolver.hpp>
-#include <conveyor/metrics.hpp>
-#include <conveyor/mutex.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/limit_resolver.hpp>
+#include <conveyor/internal/metrics.hpp>
+#include <conveyor/internal/mutex.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include "dispatch_unit.hpp"
 #include "remote_claim_matcher.hpp"

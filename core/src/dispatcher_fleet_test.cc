@@ -4,8 +4,8 @@
 #include "dispatcher.hpp"
 
 #include <conveyor/config.hpp>
-#include <conveyor/plugin_loader.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <gtest/gtest.h>
 #include <unistd.h>

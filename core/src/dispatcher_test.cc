@@ -8,7 +8,7 @@
 #include "testing/fault_injecting_storage.hpp"
 
 #include <conveyor/config.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <gtest/gtest.h>
 

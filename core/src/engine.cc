@@ -1,9 +1,9 @@
 // Engine: builds the parts that run queues (one job each), starts, stops.
 #include <conveyor/engine.hpp>
-#include <conveyor/engine_internals.hpp>
-#include <conveyor/mutex.hpp>
-#include <conveyor/queue_reports.hpp>
-#include <conveyor/remote_workers.hpp>
+#include <conveyor/internal/engine_internals.hpp>
+#include <conveyor/internal/mutex.hpp>
+#include <conveyor/internal/queue_reports.hpp>
+#include <conveyor/internal/remote_workers.hpp>
 #include <conveyor/validation.hpp>
 
 #include "backoffs.hpp"

@@ -2,8 +2,8 @@
 // failed and retried jobs, and the failure log lines, from a real engine on
 // the in-memory example plugin (through the real loader) with a ManualClock
 // where time matters.
-#include <conveyor/engine_internals.hpp>
-#include <conveyor/log.hpp>
+#include <conveyor/internal/engine_internals.hpp>
+#include <conveyor/internal/log.hpp>
 #include "testing/fault_injecting_storage.hpp"
 #include "testing/sync.hpp"
 

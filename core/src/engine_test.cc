@@ -2,7 +2,7 @@
 // FaultInjectingStorage over the in-memory example plugin (loaded through the
 // real loader; no database). Real time, with short leases and intervals and
 // generous bounds: these check what happens, not how fast.
-#include <conveyor/engine_internals.hpp>
+#include <conveyor/internal/engine_internals.hpp>
 #include "testing/fault_injecting_storage.hpp"
 #include "testing/sync.hpp"
 

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <conveyor/engine.hpp>
-#include <conveyor/mutex.hpp>
+#include <conveyor/internal/mutex.hpp>
 
 #include <string>
 #include <string_view>

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <conveyor/engine.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <cstdint>
 #include <span>

@@ -1,7 +1,7 @@
 #include "job_runner.hpp"
 
 #include <conveyor/engine.hpp>
-#include <conveyor/log.hpp>
+#include <conveyor/internal/log.hpp>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

@@ -22,7 +22,7 @@
 
 #include <conveyor/clock.hpp>
 #include <conveyor/config.hpp>
-#include <conveyor/mutex.hpp>
+#include <conveyor/internal/mutex.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -11,8 +11,8 @@
 // Thread-safe: every method may be called from any thread.
 #pragma once
 
-#include <conveyor/mutex.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/mutex.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <cstdint>
 #include <span>

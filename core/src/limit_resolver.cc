@@ -1,4 +1,4 @@
-#include <conveyor/limit_resolver.hpp>
+#include <conveyor/internal/limit_resolver.hpp>
 
 namespace conveyor {
 

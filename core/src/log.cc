@@ -1,5 +1,5 @@
 // Log setup and the JSON line formatter (log.hpp).
-#include <conveyor/log.hpp>
+#include <conveyor/internal/log.hpp>
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/ostream_sink.h>

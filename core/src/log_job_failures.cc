@@ -1,6 +1,6 @@
 #include "log_job_failures.hpp"
 
-#include <conveyor/log.hpp>
+#include <conveyor/internal/log.hpp>
 
 #include <spdlog/spdlog.h>
 

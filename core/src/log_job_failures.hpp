@@ -13,8 +13,8 @@
 #pragma once
 
 #include <conveyor/clock.hpp>
-#include <conveyor/mutex.hpp>
-#include <conveyor/token_bucket.hpp>
+#include <conveyor/internal/mutex.hpp>
+#include <conveyor/internal/token_bucket.hpp>
 
 #include <cstdint>
 #include <map>

@@ -2,7 +2,7 @@
 // on a storm of them (ManualClock).
 #include "log_job_failures.hpp"
 
-#include <conveyor/log.hpp>
+#include <conveyor/internal/log.hpp>
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>

@@ -1,6 +1,6 @@
 // JSON log lines: one object per line, UTC time with a zone, level, message
 // and the thread's fields; text lines in UTC too.
-#include <conveyor/log.hpp>
+#include <conveyor/internal/log.hpp>
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>

@@ -14,7 +14,7 @@
 #include "storage_health.hpp"
 
 #include <conveyor/clock.hpp>
-#include <conveyor/mutex.hpp>
+#include <conveyor/internal/mutex.hpp>
 
 #include <chrono>
 #include <cstdint>

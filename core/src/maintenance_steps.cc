@@ -1,6 +1,6 @@
 #include "maintenance_steps.hpp"
 
-#include <conveyor/log.hpp>
+#include <conveyor/internal/log.hpp>
 
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>

@@ -11,9 +11,9 @@
 
 #include <conveyor/clock.hpp>
 #include <conveyor/config.hpp>
-#include <conveyor/metrics.hpp>
-#include <conveyor/remote_workers.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/metrics.hpp>
+#include <conveyor/internal/remote_workers.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <chrono>
 #include <cstdint>

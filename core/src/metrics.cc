@@ -1,4 +1,4 @@
-#include <conveyor/metrics.hpp>
+#include <conveyor/internal/metrics.hpp>
 
 #include <algorithm>
 #include <cctype>

@@ -3,8 +3,8 @@
 
 #include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
-#include <conveyor/limit_resolver.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/limit_resolver.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <span>
 #include <string>

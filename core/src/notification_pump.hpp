@@ -8,8 +8,8 @@
 // Thread-safety: start() and stop() from one owner.
 #pragma once
 
-#include <conveyor/mutex.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/mutex.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -11,9 +11,9 @@
 // is safe inside a plugin's callback.
 #pragma once
 
-#include <conveyor/limit_resolver.hpp>
-#include <conveyor/mutex.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/limit_resolver.hpp>
+#include <conveyor/internal/mutex.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <atomic>
 #include <cstdint>

@@ -3,7 +3,7 @@
 // keeps its Plugin (and so the library) alive.
 #pragma once
 
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 namespace conveyor {
 

@@ -8,8 +8,8 @@
 
 #include <conveyor/clock.hpp>
 #include <conveyor/rate_limit.hpp>
-#include <conveyor/storage.hpp>
-#include <conveyor/token_bucket.hpp>
+#include <conveyor/internal/storage.hpp>
+#include <conveyor/internal/token_bucket.hpp>
 
 #include "fleet_bucket.hpp"
 

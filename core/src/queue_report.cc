@@ -1,4 +1,4 @@
-#include <conveyor/queue_reports.hpp>
+#include <conveyor/internal/queue_reports.hpp>
 
 #include <map>
 

@@ -6,7 +6,7 @@
 #pragma once
 
 #include <conveyor/clock.hpp>
-#include <conveyor/mutex.hpp>
+#include <conveyor/internal/mutex.hpp>
 
 #include "dispatch_unit.hpp"
 #include "remote_claim.hpp"

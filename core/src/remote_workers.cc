@@ -1,5 +1,5 @@
 // The engine's side of the worker API (remote_workers.hpp).
-#include <conveyor/remote_workers.hpp>
+#include <conveyor/internal/remote_workers.hpp>
 #include <conveyor/validation.hpp>
 
 #include "dispatcher.hpp"

@@ -2,8 +2,8 @@
 // the in-memory example plugin loaded through the real loader. Real time with
 // short intervals and generous bounds: these check what is granted, to whom
 // and when it is given back, not how fast.
-#include <conveyor/engine_internals.hpp>
-#include <conveyor/remote_workers.hpp>
+#include <conveyor/internal/engine_internals.hpp>
+#include <conveyor/internal/remote_workers.hpp>
 #include <conveyor/validation.hpp>
 #include "testing/fault_injecting_storage.hpp"
 #include "testing/sync.hpp"

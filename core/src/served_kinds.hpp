@@ -9,7 +9,7 @@
 // while nothing changed.
 #pragma once
 
-#include <conveyor/mutex.hpp>
+#include <conveyor/internal/mutex.hpp>
 
 #include <atomic>
 #include <cstdint>

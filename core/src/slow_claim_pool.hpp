@@ -7,7 +7,7 @@
 #pragma once
 
 #include <conveyor/job.hpp>
-#include <conveyor/mutex.hpp>
+#include <conveyor/internal/mutex.hpp>
 
 #include "token_settlement.hpp"
 

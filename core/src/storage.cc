@@ -1,5 +1,5 @@
 #include <conveyor/config.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include "plugin_storage.hpp"
 

@@ -13,11 +13,11 @@
 // Thread-safe.
 #pragma once
 
-#include <conveyor/metrics.hpp>
+#include <conveyor/internal/metrics.hpp>
 
 #include <conveyor/clock.hpp>
-#include <conveyor/mutex.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/mutex.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include <conveyor/token_bucket.hpp>
+#include <conveyor/internal/token_bucket.hpp>
 
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 
 #include <conveyor/clock.hpp>
 #include <conveyor/job.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <cstdint>
 #include <exception>

@@ -7,7 +7,7 @@
 #pragma once
 
 #include <conveyor/clock.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include "dispatch_unit.hpp"
 #include "due_times.hpp"

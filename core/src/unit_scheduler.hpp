@@ -5,7 +5,7 @@
 #pragma once
 
 #include <conveyor/clock.hpp>
-#include <conveyor/mutex.hpp>
+#include <conveyor/internal/mutex.hpp>
 
 #include "dispatch_unit.hpp"
 

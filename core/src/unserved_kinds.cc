@@ -1,6 +1,6 @@
 #include "unserved_kinds.hpp"
 
-#include <conveyor/log.hpp>
+#include <conveyor/internal/log.hpp>
 
 #include <spdlog/spdlog.h>
 

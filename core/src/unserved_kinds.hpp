@@ -16,9 +16,9 @@
 #include "served_kinds.hpp"
 
 #include <conveyor/clock.hpp>
-#include <conveyor/mutex.hpp>
+#include <conveyor/internal/mutex.hpp>
 #include <conveyor/queue_report.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <chrono>
 #include <cstdint>

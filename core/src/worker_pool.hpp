@@ -15,7 +15,7 @@
 // touching only state they share with the pool (kept alive by them).
 #pragma once
 
-#include <conveyor/mutex.hpp>
+#include <conveyor/internal/mutex.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -4,7 +4,7 @@
 #include "conveyor/http_jobs.hpp"
 
 #include <conveyor/engine.hpp>
-#include <conveyor/engine_internals.hpp>
+#include <conveyor/internal/engine_internals.hpp>
 
 #include <gtest/gtest.h>
 #include <httplib.h>

@@ -11,7 +11,7 @@
 #include "prometheus.hpp"
 
 #include <conveyor/engine.hpp>
-#include <conveyor/engine_internals.hpp>
+#include <conveyor/internal/engine_internals.hpp>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

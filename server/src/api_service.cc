@@ -3,8 +3,8 @@
 
 #include <conveyor/api_messages.hpp>
 #include <conveyor/engine.hpp>
-#include <conveyor/engine_internals.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/engine_internals.hpp>
+#include <conveyor/internal/storage.hpp>
 #include <conveyor/validation.hpp>
 
 #include <fmt/format.h>

@@ -1,7 +1,7 @@
 // Prometheus text exposition (prometheus.hpp).
 #include "prometheus.hpp"
 
-#include <conveyor/engine_internals.hpp>
+#include <conveyor/internal/engine_internals.hpp>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

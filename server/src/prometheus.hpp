@@ -2,9 +2,9 @@
 #pragma once
 
 #include <conveyor/engine.hpp>
-#include <conveyor/metrics.hpp>
+#include <conveyor/internal/metrics.hpp>
 #include <conveyor/rate_limit.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <conveyor/clock.hpp>
 

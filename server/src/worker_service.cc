@@ -4,8 +4,8 @@
 
 #include <conveyor/api_messages.hpp>
 #include <conveyor/engine.hpp>
-#include <conveyor/engine_internals.hpp>
-#include <conveyor/remote_workers.hpp>
+#include <conveyor/internal/engine_internals.hpp>
+#include <conveyor/internal/remote_workers.hpp>
 #include <conveyor/validation.hpp>
 
 #include <fmt/format.h>

@@ -7,7 +7,7 @@
 #include "test_support.hpp"
 
 #include <conveyor/engine.hpp>
-#include <conveyor/engine_internals.hpp>
+#include <conveyor/internal/engine_internals.hpp>
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 // Thread-safe: commands and calls may come from any thread concurrently.
 #pragma once
 
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <array>
 #include <atomic>

@@ -1,7 +1,7 @@
 // Small synchronisation helpers for tests that need real threads.
 #pragma once
 
-#include <conveyor/mutex.hpp>
+#include <conveyor/internal/mutex.hpp>
 
 #include <chrono>
 #include <functional>

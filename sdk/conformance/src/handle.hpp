@@ -16,7 +16,7 @@
 
 #include <conveyor/storage_plugin.h>
 #include <conveyor/host/storage_slots.hpp>
-#include <conveyor/plugin_loader.hpp>
+#include <conveyor/internal/plugin_loader.hpp>
 
 #include <cstddef>
 #include <cstdint>

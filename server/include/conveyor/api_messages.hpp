@@ -12,7 +12,7 @@
 #include <conveyor/job_request.hpp>
 #include <conveyor/queue_report.hpp>
 #include <conveyor/rate_limit.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include "conveyor/v1/admin.pb.h"
 #include "conveyor/v1/task.pb.h"

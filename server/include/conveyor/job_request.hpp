@@ -3,7 +3,7 @@
 // from `conveyor enqueue`, from `conveyor --server ... enqueue` and from the API.
 #pragma once
 
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <cstdint>
 #include <optional>
