@@ -5,10 +5,10 @@
 #pragma once
 
 #include <conveyor/engine.hpp>
-#include <conveyor/limit_resolver.hpp>
-#include <conveyor/metrics.hpp>
-#include <conveyor/remote_workers.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/limit_resolver.hpp>
+#include <conveyor/internal/metrics.hpp>
+#include <conveyor/internal/remote_workers.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <functional>
 #include <map>

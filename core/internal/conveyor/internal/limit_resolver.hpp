@@ -14,7 +14,7 @@
 #pragma once
 
 #include <conveyor/config.hpp>
-#include <conveyor/mutex.hpp>
+#include <conveyor/internal/mutex.hpp>
 #include <conveyor/rate_limit.hpp>
 
 #include <atomic>

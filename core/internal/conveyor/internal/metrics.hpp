@@ -3,7 +3,7 @@
 // never blocks the dispatcher.
 #pragma once
 
-#include <conveyor/mutex.hpp>
+#include <conveyor/internal/mutex.hpp>
 
 #include <array>
 #include <atomic>

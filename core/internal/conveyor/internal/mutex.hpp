@@ -28,7 +28,7 @@
 // with mu_.AssertHeld(), or the wait is written as a loop, as above.
 #pragma once
 
-#include <conveyor/thread_annotations.hpp>
+#include <conveyor/internal/thread_annotations.hpp>
 
 #include <chrono>
 #include <condition_variable>

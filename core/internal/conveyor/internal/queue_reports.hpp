@@ -4,10 +4,10 @@
 #pragma once
 
 #include <conveyor/config.hpp>
-#include <conveyor/limit_resolver.hpp>
-#include <conveyor/metrics.hpp>
+#include <conveyor/internal/limit_resolver.hpp>
+#include <conveyor/internal/metrics.hpp>
 #include <conveyor/queue_report.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <map>
 #include <string>

@@ -23,8 +23,8 @@
 #include <conveyor/clock.hpp>
 #include <conveyor/config.hpp>
 #include <conveyor/job.hpp>
-#include <conveyor/mutex.hpp>
-#include <conveyor/storage.hpp>
+#include <conveyor/internal/mutex.hpp>
+#include <conveyor/internal/storage.hpp>
 
 #include <chrono>
 #include <cstdint>

@@ -15,7 +15,7 @@
 #include <conveyor/storage_plugin.h>
 #include <conveyor/host/storage_slots.hpp>
 #include <conveyor/job.hpp>
-#include <conveyor/plugin_loader.hpp>
+#include <conveyor/internal/plugin_loader.hpp>
 #include <conveyor/rate_limit.hpp>
 
 #include <cstdint>

@@ -11,7 +11,7 @@
 // Not thread-safe: each bucket belongs to one dispatcher thread.
 #pragma once
 
-#include <conveyor/bucket_math.hpp>
+#include <conveyor/internal/bucket_math.hpp>
 #include <conveyor/clock.hpp>
 #include <conveyor/rate_limit.hpp>
 
