@@ -147,7 +147,11 @@ struct Engine::Impl {
     dispatcher.clear_hold(queue);
   }
 
-  // Constant after construction (the parts are thread-safe themselves).
+  // The parts, constant after construction (each is thread-safe itself).
+  // Declared in the order they are built: a constructor above may be handed
+  // only parts declared before it. The callbacks (lambdas capturing this)
+  // may name any part, since none runs before construction ends: parts
+  // start calling each other in start().
   Config config;
   const Clock& clock;
   std::shared_ptr<Storage> storage;

@@ -19,19 +19,6 @@ NewJob make_new_job(std::string_view queue, std::string_view kind, std::string_v
   return job;
 }
 
-std::string missing_v1_2_slot(const Storage& storage, std::string_view slot,
-                              std::string_view what) {
-  if (storage.has_slot(host::storage_slot_named(slot))) return {};
-  const PluginInfo& p = storage.plugin_info();
-  if (p.abi_major == 1 && p.abi_minor >= 2)
-    return fmt::format(
-        "storage plugin '{}' (ABI {}.{}) does not implement the optional slot {}, which {} needs",
-        p.name, p.abi_major, p.abi_minor, slot, what);
-  return fmt::format(
-      "storage plugin '{}' implements ABI {}.{}; {} needs ABI 1.2 (slot {}): upgrade the plugin",
-      p.name, p.abi_major, p.abi_minor, what, slot);
-}
-
 void check_job_costs(std::span<const NewJob> jobs, const LimitResolver& limits,
                      const Storage& storage) {
   for (const NewJob& j : jobs) {

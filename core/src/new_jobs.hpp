@@ -31,9 +31,5 @@ void prepare_new_jobs(std::vector<NewJob>& jobs, const EngineConfig& engine, int
 void check_job_costs(std::span<const NewJob> jobs, const LimitResolver& limits,
                      const Storage& storage);
 
-// The sentence naming the plugin, its ABI and the 1.2 slot what needs
-// ("storage plugin 'x' implements ABI 1.1; a fleet-wide rate limit needs ABI
-// 1.2 (slot swap_shared_state): upgrade the plugin"); empty when it has it.
-std::string missing_v1_2_slot(const Storage& storage, std::string_view slot, std::string_view what);
 
 }  // namespace conveyor

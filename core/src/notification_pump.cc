@@ -19,9 +19,8 @@ NotificationPump::NotificationPump(Storage& storage, Sink sink)
 NotificationPump::~NotificationPump() { stop(); }
 
 bool NotificationPump::supported(const Storage& storage) {
-  const auto& missing = storage.plugin_info().optional_slots_missing;
   return storage.has_capability(CONVEYOR_CAP_NOTIFY) &&
-         std::find(missing.begin(), missing.end(), "wait_for_notification") == missing.end();
+         storage.has_slot(StorageSlot::kWaitForNotification);
 }
 
 void NotificationPump::start() {
