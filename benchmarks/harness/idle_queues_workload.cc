@@ -49,7 +49,7 @@ IdleResult run_idle_queues(Backend& backend, const BenchOptions& options, Progre
     throw std::runtime_error("the idle queues' first jobs did not all complete in 120 s");
   // Let the last completions and the first idle polls pass: a woken queue
   // is claimed twice more a poll interval apart before it waits for
-  // notifications (dispatcher.cc, kShortPollsAfterWake). With many queues
+  // notifications (due_times.hpp, kShortPollsAfterWake). With many queues
   // and a slow claim those polls take longer than that: on storage that
   // notifies (idle queues then make no claims), wait until a whole poll
   // interval passes without a claim (at most 300 s), so the window measures
