@@ -5,8 +5,8 @@
 #include <conveyor/api_error.hpp>
 #include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 #include <conveyor/internal/engine_internals.hpp>
-#include <conveyor/internal/plugin_loader.hpp>
 #include <conveyor/internal/storage.hpp>
 
 #include <fmt/format.h>

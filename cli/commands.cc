@@ -6,10 +6,10 @@
 #include <conveyor/admin_server.hpp>
 #include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 #include <conveyor/http_call.hpp>
 #include <conveyor/http_jobs.hpp>
 #include <conveyor/internal/log.hpp>
-#include <conveyor/internal/plugin_loader.hpp>
 #include <conveyor/validation.hpp>
 
 #include <fmt/format.h>

@@ -6,8 +6,8 @@
 #include <conveyor/admin_server.hpp>
 #include <conveyor/api_error.hpp>
 #include <conveyor/config.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 #include <conveyor/internal/log.hpp>
-#include <conveyor/internal/plugin_loader.hpp>
 #include <conveyor/internal/storage.hpp>
 #include <conveyor/validation.hpp>
 

@@ -4,7 +4,7 @@
 // capability bits this host does not know) and a throwing C++ plugin must
 // load and behave; the real sqlite plugin must load when it has been built.
 #include <conveyor/storage_plugin.h>
-#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

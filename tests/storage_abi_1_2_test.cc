@@ -6,9 +6,9 @@
 // stored, while process limits and cost 1 work.
 #include "test_support.hpp"
 
-#include <conveyor/internal/plugin_loader.hpp>
-#include <conveyor/rate_limit.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 #include <conveyor/internal/storage.hpp>
+#include <conveyor/rate_limit.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -14,7 +14,7 @@
 #include "results.hpp"
 
 #include <conveyor/config.hpp>
-#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 
 #include <filesystem>
 #include <optional>

@@ -4,7 +4,7 @@
 #include "pickup_log.hpp"
 #include "workloads.hpp"
 
-#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 #include <conveyor/internal/storage.hpp>
 
 #include <fmt/format.h>

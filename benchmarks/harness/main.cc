@@ -16,7 +16,7 @@
 #include "run_backend.hpp"
 
 #include <conveyor/config.hpp>
-#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>

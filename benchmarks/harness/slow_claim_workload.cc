@@ -10,7 +10,7 @@
 
 #include "testing/fault_injecting_storage.hpp"
 
-#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 
 #include <fmt/format.h>
 

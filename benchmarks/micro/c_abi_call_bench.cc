@@ -13,7 +13,7 @@
 #include "trivial_storage.hpp"
 
 #include <conveyor/config.hpp>
-#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 #include <conveyor/internal/storage.hpp>
 
 #include <benchmark/benchmark.h>

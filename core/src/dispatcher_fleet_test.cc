@@ -4,7 +4,7 @@
 #include "dispatcher.hpp"
 
 #include <conveyor/config.hpp>
-#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 #include <conveyor/internal/storage.hpp>
 
 #include <gtest/gtest.h>

@@ -8,8 +8,8 @@
 
 #include "testing/fault_injecting_storage.hpp"
 
+#include <conveyor/host/plugin_loader.hpp>
 #include <conveyor/internal/metrics.hpp>
-#include <conveyor/internal/plugin_loader.hpp>
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -4,7 +4,7 @@
 
 #include "testing/fault_injecting_storage.hpp"
 
-#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 
 #include <gtest/gtest.h>
 #include <unistd.h>

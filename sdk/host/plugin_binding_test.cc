@@ -3,7 +3,7 @@
 // open, mutant=none for none), the C example (notifications) and the
 // newer_minor test plugin (no notification slot).
 #include <conveyor/host/plugin_binding.hpp>
-#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 #include <conveyor/internal/storage.hpp>
 
 #include <gmock/gmock.h>

@@ -7,7 +7,7 @@
 
 #include <conveyor/storage_plugin.h>
 #include <conveyor/engine.hpp>
-#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 #include <conveyor/internal/storage.hpp>
 
 #include <gmock/gmock.h>

@@ -6,7 +6,7 @@
 #include "fresh_storage.hpp"
 #include "handle.hpp"
 
-#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 
 #include <gtest/gtest.h>
 

@@ -15,8 +15,8 @@
 #include "reported.hpp"
 
 #include <conveyor/storage_plugin.h>
+#include <conveyor/host/plugin_loader.hpp>
 #include <conveyor/host/storage_slots.hpp>
-#include <conveyor/internal/plugin_loader.hpp>
 
 #include <cstddef>
 #include <cstdint>

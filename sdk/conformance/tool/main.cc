@@ -10,7 +10,7 @@
 #include "report_listener.hpp"
 
 #include <conveyor/conformance/suite.hpp>
-#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 
 #include <gtest/gtest.h>
 #include <CLI/CLI.hpp>

@@ -13,9 +13,9 @@
 #pragma once
 
 #include <conveyor/storage_plugin.h>
+#include <conveyor/host/plugin_loader.hpp>
 #include <conveyor/host/storage_slots.hpp>
 #include <conveyor/job.hpp>
-#include <conveyor/internal/plugin_loader.hpp>
 #include <conveyor/rate_limit.hpp>
 
 #include <cstdint>

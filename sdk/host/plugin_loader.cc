@@ -2,7 +2,7 @@
 // Boost.DLL, runs the version handshake of storage_plugin.h and keeps a
 // host-side copy of the function table. Every refusal is a PluginLoadError
 // that names the file, the reason and what to do about it.
-#include <conveyor/internal/plugin_loader.hpp>
+#include <conveyor/host/plugin_loader.hpp>
 
 #include <conveyor/host/storage_slots.hpp>
 

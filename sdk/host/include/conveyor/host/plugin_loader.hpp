@@ -1,6 +1,13 @@
-// Loads storage plugins (shared libraries speaking storage_plugin.h) with
-// Boost.DLL, checks the version handshake, and keeps each library mapped for
-// as long as anything from it is alive.
+// conveyor/host/plugin_loader.hpp: finds a storage plugin (a shared library
+// speaking storage_plugin.h), maps it with Boost.DLL, runs the version
+// handshake, checks the slots (storage_slots.hpp) and keeps the library mapped
+// for as long as anything from it is alive. Calling the table is
+// plugin_binding.hpp's.
+//
+// Part of the host library (Conveyor::host), used by the engine, the CLI and
+// the conformance suite. Errors name the file, the reason and what to do, in
+// words a user of `conveyor` reads: they cite the config keys ([storage]
+// plugin, plugin_dir) and CONVEYOR_PLUGIN_DIR.
 #pragma once
 
 #include <conveyor/storage_plugin.h>
@@ -41,13 +48,17 @@ struct PluginInfo {
   bool has_notify = false;
 };
 
+// The names below are pure functions of their argument: they never fail
+// (but for std::bad_alloc) and may be called from any thread.
+
 // "canonical" or "queue-storage" (or "unknown(N)").
 std::string kind_name(uint32_t kind);
 // True for the CONVEYOR_KIND_* values this host's ABI defines.
 bool kind_known(uint32_t kind);
 // The bits of capabilities this host's ABI does not define (0 when none).
 uint64_t unknown_capabilities(uint64_t capabilities);
-// "durable,multi-process,..." in bit order; "none" when empty.
+// "durable,multi-process,..." in bit order, a bit this host does not know as
+// "bitN"; "none" when empty.
 std::string capability_names(uint64_t capabilities);
 
 // A loaded, checked plugin. Immutable and safe to share between threads.
@@ -62,21 +73,37 @@ class Plugin {
 };
 
 // The directory holding the plugins built or installed with conveyor:
-// <directory of the running executable>/../lib/conveyor/plugins.
+// $CONVEYOR_PLUGIN_DIR when set and not empty, else <directory of the running
+// executable>/../lib/conveyor/plugins (the same layout in the build tree and
+// an install). The directory need not exist.
+// Failure: PluginLoadError when the executable's path cannot be read.
+// Thread-safe (reads the environment; do not setenv concurrently).
 std::filesystem::path default_plugin_dir();
 
-// plugin names a file when it contains '/' or ends in ".so"; otherwise it is a
-// name looked up as <plugin_dir>/libconveyor-<name>.so (plugin_dir empty:
-// default_plugin_dir()). Throws PluginLoadError when a name is not found,
-// listing the plugins that are there.
+// plugin names a file when it contains '/' or ends in ".so": returned as
+// given, whether or not it exists (load_plugin reports a missing file).
+// Otherwise it is a name looked up as <plugin_dir>/libconveyor-<name>.so
+// (plugin_dir empty: default_plugin_dir()); success returns that file.
+// Failure: PluginLoadError when plugin is empty, is not a valid name (letters,
+// digits, '_', '-'), or is not found (listing the plugins that are there, or
+// saying that the directory does not exist).
+// Thread-safe.
 std::filesystem::path resolve_plugin_path(std::string_view plugin, std::string_view plugin_dir);
 
-// Loads and checks a plugin file. Throws PluginLoadError naming the file and
-// the reason: not found, not a shared library, no entry symbol, entry returned
-// NULL, ABI major mismatch (both versions named), table too small, a required
-// slot NULL. An unknown kind or unknown capability bits (a newer minor's) are
-// accepted: logged once per file (spdlog warn) and set in PluginInfo.
-// Thread-safe.
+// Loads and checks a plugin file: maps it (RTLD_NOW | RTLD_LOCAL), calls
+// its entry with this host's ABI version and copies the table it returns.
+// Success: the plugin, holding the library mapped; loading one file twice
+// maps it once (the dynamic loader counts) and gives two Plugins.
+// Failure: PluginLoadError naming the file and the reason: not found, not a
+// regular file, the running executable, not a shared library or not loadable
+// (dlerror's text), no entry symbol, the entry threw or returned NULL, ABI
+// major mismatch (both versions named), table too small, no name or version,
+// a required slot NULL, notify advertised without wait_for_notification.
+// An unknown kind or unknown capability bits (a newer minor's) are accepted:
+// logged once per file and value per process (spdlog warn) and set in
+// PluginInfo.
+// Thread-safe: may be called concurrently, for the same file too. The
+// plugin's static initialisers and entry run on the calling thread.
 std::shared_ptr<const Plugin> load_plugin(const std::filesystem::path& path);
 
 // Everything the loader learned about a plugin file, as far as it got, for
@@ -104,7 +131,11 @@ struct PluginDiagnosis {
   std::string error;  // what load_plugin throws; empty when the plugin loads
 };
 
-// Runs every step of load_plugin and reports instead of throwing.
+// Runs every step of load_plugin and reports instead of throwing; the library
+// is unmapped again before it returns (unless something else holds it).
+// Success and failure alike return the diagnosis: error is empty when the
+// plugin would load, else load_plugin's message. Throws only std::bad_alloc.
+// Thread-safe, like load_plugin.
 PluginDiagnosis diagnose_plugin(const std::filesystem::path& path);
 
 }  // namespace conveyor
