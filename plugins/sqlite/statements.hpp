@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <iterator>
+#include <string_view>
 
 namespace conveyor::sqlite {
 
@@ -330,11 +331,18 @@ inline constexpr const Sql* kCatalogue[] = {
     &sql::kQueueStates,
 };
 
+// Statements are told apart by their SQL, not their address: GCC does not
+// fold a comparison of two objects' addresses in a constant expression under
+// -fsanitize=address, and two names for one SQL text would be a mistake anyway.
+constexpr bool same_statement(const Sql& a, const Sql& b) {
+  return std::string_view(a.text) == std::string_view(b.text);
+}
+
 // S's slot in a connection's statement cache.
 template <const Sql& S>
 consteval std::size_t slot_of() {
   for (std::size_t i = 0; i < std::size(kCatalogue); ++i)
-    if (kCatalogue[i] == &S) return i;
+    if (same_statement(*kCatalogue[i], S)) return i;
   throw "statement missing from kCatalogue";  // reached only at compile time: an error
 }
 
@@ -343,10 +351,11 @@ inline constexpr std::size_t kStatementCount = std::size(kCatalogue);
 consteval bool catalogue_lists_each_once() {
   for (std::size_t i = 0; i < kStatementCount; ++i)
     for (std::size_t j = i + 1; j < kStatementCount; ++j)
-      if (kCatalogue[i] == kCatalogue[j]) return false;
+      if (same_statement(*kCatalogue[i], *kCatalogue[j])) return false;
   return true;
 }
-static_assert(catalogue_lists_each_once(), "a statement listed twice in kCatalogue");
+static_assert(catalogue_lists_each_once(),
+              "a statement listed twice in kCatalogue, or two statements with the same SQL");
 
 }  // namespace conveyor::sqlite
 
