@@ -233,7 +233,7 @@ std::vector<JobOutcome> in_batches(const std::vector<int64_t>& ids, Op op) {
 
 int exit_code_of(const std::vector<JobOutcome>& outcomes) {
   for (const JobOutcome& o : outcomes)
-    if (o.status != CONVEYOR_OK) return 1;
+    if (o.status != JobOutcome::Status::kOk) return 1;
   return 0;
 }
 

@@ -287,8 +287,8 @@ std::string one_line(const std::string& text, size_t n) {
   return out;
 }
 
-const char* outcome_text(const std::string& op, conveyor_status status) {
-  if (status == CONVEYOR_E_NOT_FOUND) return "not found";
+const char* outcome_text(const std::string& op, JobOutcome::Status status) {
+  if (status == JobOutcome::Status::kNotFound) return "not found";
   if (op == "retry") return "not retried: only failed or cancelled jobs can be retried";
   return "not removed: only final jobs (completed, failed, cancelled) can be removed; cancel it "
          "first";
@@ -344,7 +344,7 @@ void print_job(const GlobalOptions& g, const Job& j) {
 void print_outcomes(const GlobalOptions& g, const std::string& op,
                     const std::vector<JobOutcome>& outcomes) {
   int64_t ok = 0;
-  for (const JobOutcome& o : outcomes) ok += o.status == CONVEYOR_OK;
+  for (const JobOutcome& o : outcomes) ok += o.status == JobOutcome::Status::kOk;
   const char* done = op == "retry" ? "retried" : "removed";
   if (g.json) {
     json list = json::array();
@@ -354,7 +354,7 @@ void print_outcomes(const GlobalOptions& g, const std::string& op,
     return;
   }
   for (const JobOutcome& o : outcomes) {
-    if (o.status == CONVEYOR_OK)
+    if (o.status == JobOutcome::Status::kOk)
       std::cout << fmt::format("job {} {}\n", o.id, done);
     else
       std::cerr << fmt::format("conveyor: job {} {}\n", o.id, outcome_text(op, o.status));

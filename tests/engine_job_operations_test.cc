@@ -77,10 +77,10 @@ TEST(EngineJobOperations, ListRetryAndDeleteOnSqlite) {
   retry.push_back(987654321);
   std::vector<JobOutcome> r = engine.retry_jobs(retry);
   ASSERT_EQ(r.size(), 5u);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(r[i].status, CONVEYOR_OK) << r[i].id;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(r[i].status, JobOutcome::Status::kOk) << r[i].id;
   EXPECT_EQ(r[3].id, fine[0]);
-  EXPECT_EQ(r[3].status, CONVEYOR_E_WRONG_STATE);
-  EXPECT_EQ(r[4].status, CONVEYOR_E_NOT_FOUND);
+  EXPECT_EQ(r[3].status, JobOutcome::Status::kWrongState);
+  EXPECT_EQ(r[4].status, JobOutcome::Status::kNotFound);
   ASSERT_TRUE(wait_until([&] { return counts_of(engine, "q").completed == 5; }));
   std::optional<Job> again = engine.get_job(failing[0]);
   ASSERT_TRUE(again.has_value());
@@ -96,8 +96,8 @@ TEST(EngineJobOperations, ListRetryAndDeleteOnSqlite) {
   all.push_back(later);
   std::vector<JobOutcome> d = engine.delete_jobs(all);
   ASSERT_EQ(d.size(), 6u);
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(d[i].status, CONVEYOR_OK) << d[i].id;
-  EXPECT_EQ(d[5].status, CONVEYOR_E_WRONG_STATE);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(d[i].status, JobOutcome::Status::kOk) << d[i].id;
+  EXPECT_EQ(d[5].status, JobOutcome::Status::kWrongState);
   EXPECT_FALSE(engine.get_job(failing[0]).has_value());
   EXPECT_TRUE(engine.get_job(later).has_value());
   QueueStats s = counts_of(engine, "q");

@@ -131,7 +131,7 @@ TEST(EngineSqlite, RescuesJobsWhoseWorkerDied) {
   ASSERT_TRUE(wait_until([&] { return engine.get_job(id)->state == JobState::kCompleted; }));
   EXPECT_EQ(engine.get_job(id)->attempt, 2);
   // The lease guard: the dead worker's completion does not count.
-  std::vector<conveyor_lease> stale{claimed[0].lease()};
+  std::vector<conveyor_lease> stale{lease_of(claimed[0])};
   EXPECT_EQ(dead_worker->complete(stale, now).front(), CONVEYOR_E_LEASE_LOST);
 }
 

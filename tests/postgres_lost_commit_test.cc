@@ -109,7 +109,7 @@ TEST_P(PostgresLostCommit, ACrashLosesOnlyLeaseCommitsAndEveryLostJobRunsAgain) 
   const int64_t enqueued = storage->enqueue(std::vector{job("enqueued")}, now).at(0);
 
   ASSERT_FALSE(stop_background_wal_writes().empty());
-  ASSERT_EQ(storage->complete(std::vector{claimed_done[0].lease()}, now + 1).at(0), CONVEYOR_OK);
+  ASSERT_EQ(storage->complete(std::vector{lease_of(claimed_done[0])}, now + 1).at(0), CONVEYOR_OK);
   ASSERT_EQ(storage->claim("ready", 1, 12, now + 2, now + kHour).size(), 1u);
   // Both visible before the crash: what a crash then loses is a commit the
   // server had acknowledged.

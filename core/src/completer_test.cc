@@ -34,7 +34,7 @@ class CompleterTest : public ::testing::Test {
   }
   Outcome success(const Job& job) {
     Outcome o;
-    o.lease = job.lease();
+    o.lease = lease_of(job);
     o.counters = &counters_;
     o.queue = &queue_;
     o.succeeded = true;
@@ -214,8 +214,8 @@ TEST_F(CompleterTest, FinishWithStorageDownReturnsByTheDeadlineAndSettlesWhatIsU
 
 TEST_F(CompleterTest, LeaseLostOutcomesAreCountedAsRefused) {
   auto jobs = claim(4);
-  storage_.lose_lease(jobs[1].lease());
-  storage_.lose_lease(jobs[3].lease());
+  storage_.lose_lease(lease_of(jobs[1]));
+  storage_.lose_lease(lease_of(jobs[3]));
   completer_.push(success(jobs[0]));
   completer_.push(success(jobs[1]));
   completer_.push(failure(jobs[2], -1));

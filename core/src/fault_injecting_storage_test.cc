@@ -89,7 +89,7 @@ TEST_F(FaultInjectingStorageTest, DroppedReplyIsAppliedThenReportedUnavailable) 
   auto jobs = claim(1);
   ASSERT_EQ(jobs.size(), 1u);
   storage_.drop_reply_next(StorageOp::kComplete);
-  const conveyor_lease lease = jobs[0].lease();
+  const conveyor_lease lease = lease_of(jobs[0]);
   try {
     storage_.complete({&lease, 1}, kNow);
     FAIL() << "the reply was not dropped";
@@ -106,8 +106,8 @@ TEST_F(FaultInjectingStorageTest, LostLeasesAreRefusedAndNeverReachTheInnerStora
   enqueue(3);
   auto jobs = claim(3);
   ASSERT_EQ(jobs.size(), 3u);
-  storage_.lose_lease(jobs[1].lease());
-  std::vector<conveyor_lease> leases{jobs[0].lease(), jobs[1].lease(), jobs[2].lease()};
+  storage_.lose_lease(lease_of(jobs[1]));
+  std::vector<conveyor_lease> leases{lease_of(jobs[0]), lease_of(jobs[1]), lease_of(jobs[2])};
   EXPECT_EQ(storage_.extend_leases(leases, kNow + 60'000'000),
             (std::vector<conveyor_status>{CONVEYOR_OK, CONVEYOR_E_LEASE_LOST, CONVEYOR_OK}));
   EXPECT_EQ(storage_.complete(leases, kNow),
@@ -116,11 +116,11 @@ TEST_F(FaultInjectingStorageTest, LostLeasesAreRefusedAndNeverReachTheInnerStora
   EXPECT_EQ(state(jobs[1].id), JobState::kRunning);  // untouched
   EXPECT_EQ(state(jobs[2].id), JobState::kCompleted);
   // The same job under another lease token is not lost.
-  EXPECT_EQ(storage_.fail(jobs[1].lease(), "boom", -1, kNow), CONVEYOR_E_LEASE_LOST);
+  EXPECT_EQ(storage_.fail(lease_of(jobs[1]), "boom", -1, kNow), CONVEYOR_E_LEASE_LOST);
   storage_.lose_all_leases(true);
   EXPECT_EQ(storage_.release(leases, kNow), std::vector<conveyor_status>(3, CONVEYOR_E_LEASE_LOST));
   storage_.clear_faults();
-  EXPECT_EQ(storage_.fail(jobs[1].lease(), "boom", -1, kNow), CONVEYOR_OK);
+  EXPECT_EQ(storage_.fail(lease_of(jobs[1]), "boom", -1, kNow), CONVEYOR_OK);
   EXPECT_EQ(state(jobs[1].id), JobState::kFailed);
 }
 

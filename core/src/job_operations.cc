@@ -27,11 +27,23 @@ void check_id_batch(std::span<const int64_t> ids, const char* op) {
                                      std::to_string(Engine::kJobBatchMax) + " ids per call, got " +
                                      std::to_string(ids.size()) + ": send them in batches");
 }
+// Storage has checked that each result is one of these three.
+JobOutcome::Status outcome_status(conveyor_status status) {
+  switch (status) {
+    case CONVEYOR_OK:
+      return JobOutcome::Status::kOk;
+    case CONVEYOR_E_NOT_FOUND:
+      return JobOutcome::Status::kNotFound;
+    default:
+      return JobOutcome::Status::kWrongState;
+  }
+}
 std::vector<JobOutcome> outcomes(std::span<const int64_t> ids,
                                  const std::vector<conveyor_status>& results) {
   std::vector<JobOutcome> out;
   out.reserve(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) out.push_back(JobOutcome{ids[i], results.at(i)});
+  for (size_t i = 0; i < ids.size(); ++i)
+    out.push_back(JobOutcome{ids[i], outcome_status(results.at(i))});
   return out;
 }
 }  // namespace

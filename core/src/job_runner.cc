@@ -46,7 +46,7 @@ void JobRunner::execute(QueueRunner& runner, std::vector<Job>&& jobs) {
   std::vector<WorkerPool::Task> tasks;
   tasks.reserve(jobs.size());
   for (Job& job : jobs) {
-    const conveyor_lease lease = job.lease();
+    const conveyor_lease lease = lease_of(job);
     // The task keeps the gate alive: it may outlive this runner (abandoned).
     tasks.push_back(WorkerPool::Task{
         [this, &runner, gate = gate_, job = std::move(job)] { run(runner, job, gate); },
@@ -118,7 +118,7 @@ void JobRunner::finish(QueueRunner& runner, const Job& job, HandlerResult&& resu
                        std::chrono::steady_clock::time_point started, bool holds_slot) {
   using Kind = HandlerResult::Kind;
   Outcome o;
-  o.lease = job.lease();
+  o.lease = lease_of(job);
   o.counters = &runner.counters;
   o.queue = &runner.name;
   o.kind = job.kind;

@@ -55,7 +55,7 @@ class Answer {
 
 std::vector<conveyor_lease> leases_of(const std::vector<Job>& jobs) {
   std::vector<conveyor_lease> out;
-  for (const Job& j : jobs) out.push_back(j.lease());
+  for (const Job& j : jobs) out.push_back(lease_of(j));
   return out;
 }
 
@@ -161,7 +161,7 @@ TEST_F(RemoteWorkersTest, RemoteJobsHoldTheQueuesPermitsUntilSettled) {
   remote().claim(request({"py"}, 10, 10s), second.sink());
   EXPECT_FALSE(second.wait(200ms)) << "granted beyond max_workers";
   // Settling one job of each kind of result frees a permit each.
-  remote().complete(std::vector<conveyor_lease>{got->jobs[0].lease()});
+  remote().complete(std::vector<conveyor_lease>{lease_of(got->jobs[0])});
   auto next = second.wait();
   ASSERT_TRUE(next);
   EXPECT_EQ(next->jobs.size(), 1u);
@@ -180,7 +180,7 @@ TEST_F(RemoteWorkersTest, AnExpiredLeaseFreesItsPermitAndALateResultIsRefused) {
   auto got = a.wait();
   ASSERT_TRUE(got);
   ASSERT_EQ(got->jobs.size(), 1u);
-  const conveyor_lease stale = got->jobs[0].lease();
+  const conveyor_lease stale = lease_of(got->jobs[0]);
   // The worker died: the lease expires, the job is rescued and granted again.
   Answer again;
   remote().claim(request({"py"}, 1, 10s), again.sink());
@@ -194,7 +194,7 @@ TEST_F(RemoteWorkersTest, AnExpiredLeaseFreesItsPermitAndALateResultIsRefused) {
   EXPECT_EQ(late[0].status, CONVEYOR_E_LEASE_LOST);
   EXPECT_NE(late[0].message.find("no longer current"), std::string::npos) << late[0].message;
   EXPECT_THROW(remote().fail(stale, "late", 0ms, false), StorageError);
-  EXPECT_EQ(remote().complete(std::vector<conveyor_lease>{second->jobs[0].lease()})[0].status,
+  EXPECT_EQ(remote().complete(std::vector<conveyor_lease>{lease_of(second->jobs[0])})[0].status,
             CONVEYOR_OK);
   EXPECT_EQ(state_of(id), JobState::kCompleted);
 }
@@ -209,13 +209,13 @@ TEST_F(RemoteWorkersTest, FailRetriesAfterTheGivenDelayOrFailsForGood) {
   ASSERT_TRUE(got);
   ASSERT_EQ(got->jobs.size(), 2u);
   const int64_t now = SystemClock::instance().wall_now_us();
-  auto outcome = remote().fail(got->jobs[0].lease(), "try later", 60s, false);
+  auto outcome = remote().fail(lease_of(got->jobs[0]), "try later", 60s, false);
   EXPECT_TRUE(outcome.will_retry);
   EXPECT_GE(outcome.retry_at_us, now + 59'000'000);
   Job job = engine->get_job(retried).value();
   EXPECT_EQ(job.state, JobState::kScheduled);
   EXPECT_EQ(job.last_error, "try later");
-  outcome = remote().fail(got->jobs[1].lease(), "bad payload", 0ms, true);
+  outcome = remote().fail(lease_of(got->jobs[1]), "bad payload", 0ms, true);
   EXPECT_FALSE(outcome.will_retry);
   job = engine->get_job(doomed).value();
   EXPECT_EQ(job.state, JobState::kFailed);
@@ -356,8 +356,8 @@ TEST_F(RemoteWorkersTest, ABackpressureFailGivesTheJobBackAndHoldsTheQueue) {
   ASSERT_TRUE(got);
   ASSERT_EQ(got->jobs.size(), 1u);
   ASSERT_EQ(got->jobs[0].id, id);
-  EXPECT_THROW(remote().fail(got->jobs[0].lease(), "429", 60s, true, true), ValidationError);
-  const auto outcome = remote().fail(got->jobs[0].lease(), "HTTP 429", 60s, false, true);
+  EXPECT_THROW(remote().fail(lease_of(got->jobs[0]), "429", 60s, true, true), ValidationError);
+  const auto outcome = remote().fail(lease_of(got->jobs[0]), "HTTP 429", 60s, false, true);
   EXPECT_TRUE(outcome.will_retry);
   Job job = engine->get_job(id).value();
   EXPECT_EQ(job.state, JobState::kAvailable);
@@ -398,7 +398,7 @@ TEST_F(RemoteWorkersTest, BackpressureFailsOfJobsInFlightTogetherAreOneHold) {
   ASSERT_EQ(got->jobs.size(), 3u);
   const int64_t before_us = SystemClock::instance().wall_now_us();
   for (const Job& job : got->jobs)
-    EXPECT_TRUE(remote().fail(job.lease(), "HTTP 429", 0s, false, true).will_retry);
+    EXPECT_TRUE(remote().fail(lease_of(job), "HTTP 429", 0s, false, true).will_retry);
   EXPECT_EQ(EngineInternals::metrics(*engine).queue("q").backoffs.load(), 1u);
   int64_t until_us = 0;
   for (const QueueReport& r : engine->queues())

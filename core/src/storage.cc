@@ -99,6 +99,10 @@ std::vector<conveyor_status> checked_results(const std::string& plugin, const ch
 
 }  // namespace
 
+// job.hpp writes these out rather than include the C header.
+static_assert(kListJobsMax == CONVEYOR_LIST_JOBS_MAX);
+static_assert(kMaxJobCost == CONVEYOR_JOB_COST_MAX);
+
 const char* to_string(JobState state) noexcept {
   switch (state) {
     case JobState::kAvailable:

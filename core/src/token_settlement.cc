@@ -128,7 +128,7 @@ void give_back(Storage& storage, std::string_view queue, std::span<const Job> jo
   // counting. Rare: unserved kinds once per queue per filter hold; costly
   // jobs when cost_hint underestimated them (the first batch, mixed costs).
   for (const Job& job : jobs) {
-    const conveyor_lease lease = job.lease();
+    const conveyor_lease lease = lease_of(job);
     try {
       storage.release(std::span<const conveyor_lease>(&lease, 1), job.run_at_us);
     } catch (const std::exception& e) {

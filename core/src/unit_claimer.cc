@@ -208,7 +208,7 @@ RemoteClaimMatcher::Try UnitClaimer::claim_remote(QueueRunner& r, RemoteClaim& c
     // The worker went away while we claimed: the jobs go back unspent.
     tokens_.refund(r, TokenSettlement::tokens_for(r, jobs));
     std::vector<conveyor_lease> leases;
-    for (const Job& job : jobs) leases.push_back(job.lease());
+    for (const Job& job : jobs) leases.push_back(lease_of(job));
     try {
       storage_.release(leases, wall);
     } catch (const std::exception& e) {

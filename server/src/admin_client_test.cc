@@ -190,10 +190,10 @@ TEST_F(AdminClientTest, JobCallsOverHttp) {
   const std::vector<int64_t> ids = {later, a, 987654};
   std::vector<JobOutcome> r = client.retry_jobs(ids);
   ASSERT_EQ(r.size(), 3u);
-  EXPECT_EQ(r[0].status, CONVEYOR_OK);
-  EXPECT_EQ(r[1].status, CONVEYOR_E_WRONG_STATE);
+  EXPECT_EQ(r[0].status, JobOutcome::Status::kOk);
+  EXPECT_EQ(r[1].status, JobOutcome::Status::kWrongState);
   EXPECT_EQ(r[2].id, 987654);
-  EXPECT_EQ(r[2].status, CONVEYOR_E_NOT_FOUND);
+  EXPECT_EQ(r[2].status, JobOutcome::Status::kNotFound);
 
   client.cancel_job(later);
   const RetryBatch batch = client.retry_jobs_bulk("q", JobState::kCancelled, 0, 0);
@@ -203,9 +203,9 @@ TEST_F(AdminClientTest, JobCallsOverHttp) {
   client.cancel_job(a);
   r = client.delete_jobs(ids);
   ASSERT_EQ(r.size(), 3u);
-  EXPECT_EQ(r[0].status, CONVEYOR_E_WRONG_STATE);  // available again: not final
-  EXPECT_EQ(r[1].status, CONVEYOR_OK);
-  EXPECT_EQ(r[2].status, CONVEYOR_E_NOT_FOUND);
+  EXPECT_EQ(r[0].status, JobOutcome::Status::kWrongState);  // available again: not final
+  EXPECT_EQ(r[1].status, JobOutcome::Status::kOk);
+  EXPECT_EQ(r[2].status, JobOutcome::Status::kNotFound);
   EXPECT_FALSE(client.get_job(a));
 
   try {

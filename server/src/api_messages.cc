@@ -310,13 +310,26 @@ const char* outcome_name(conveyor_status status) {
   }
 }
 
+const char* outcome_name(JobOutcome::Status status) {
+  switch (status) {
+    case JobOutcome::Status::kOk:
+      return outcome_name(CONVEYOR_OK);
+    case JobOutcome::Status::kNotFound:
+      return outcome_name(CONVEYOR_E_NOT_FOUND);
+    case JobOutcome::Status::kWrongState:
+      return outcome_name(CONVEYOR_E_WRONG_STATE);
+  }
+  return "error";
+}
+
 void to_proto(const JobOutcome& o, v1::JobOutcome& out) {
   out.set_id(o.id);
   out.set_outcome(outcome_name(o.status));
 }
 
 JobOutcome from_proto(const v1::JobOutcome& m, const std::string& path) {
-  for (conveyor_status s : {CONVEYOR_OK, CONVEYOR_E_NOT_FOUND, CONVEYOR_E_WRONG_STATE})
+  using Status = JobOutcome::Status;
+  for (Status s : {Status::kOk, Status::kNotFound, Status::kWrongState})
     if (m.outcome() == outcome_name(s)) return JobOutcome{m.id(), s};
   fail(path + "outcome", "unknown outcome " + quote_for_message(m.outcome()) +
                              " (known: ok, not_found, wrong_state)");

@@ -247,9 +247,10 @@ TEST(ApiMessages, JobRoundTrips) {
 
 TEST(ApiMessages, JobOutcomeNamesBothWays) {
   v1::JobOutcome m;
-  to_proto(JobOutcome{7, CONVEYOR_E_WRONG_STATE}, m);
+  using Status = JobOutcome::Status;
+  to_proto(JobOutcome{7, Status::kWrongState}, m);
   EXPECT_EQ(as_json(m), json::parse(R"({"id":"7","outcome":"wrong_state"})"));
-  for (conveyor_status s : {CONVEYOR_OK, CONVEYOR_E_NOT_FOUND, CONVEYOR_E_WRONG_STATE}) {
+  for (Status s : {Status::kOk, Status::kNotFound, Status::kWrongState}) {
     to_proto(JobOutcome{7, s}, m);
     EXPECT_EQ(from_proto(via_binary(m)).status, s);
   }

@@ -77,7 +77,7 @@ int64_t add_outcomes(const std::vector<JobOutcome>& outcomes, Response& response
   int64_t ok = 0;
   for (const JobOutcome& o : outcomes) {
     api::to_proto(o, *response.add_outcomes());
-    ok += o.status == CONVEYOR_OK;
+    ok += o.status == JobOutcome::Status::kOk;
   }
   return ok;
 }
@@ -210,7 +210,8 @@ ApiService::ApiService(Engine& engine) : engine_(engine) {
         ids.reserve(jobs.size());
         for (const Job& job : jobs) ids.push_back(job.id);
         int64_t retried = 0;
-        for (const JobOutcome& o : e.retry_jobs(ids)) retried += o.status == CONVEYOR_OK;
+        for (const JobOutcome& o : e.retry_jobs(ids))
+          retried += o.status == JobOutcome::Status::kOk;
         response.set_retried(retried);
         response.set_next_after_id(jobs.size() == query.limit ? jobs.back().id : 0);
       });

@@ -86,7 +86,7 @@ TEST(VersionHandshake, V1_0PluginRunsAndRefuses1_1FeaturesByName) {
   ASSERT_EQ(ids.size(), 2u);
   std::vector<Job> claimed = storage->claim("q", 1, 7, now, now + 1'000'000);
   ASSERT_EQ(claimed.size(), 1u);
-  EXPECT_EQ(storage->fail(claimed[0].lease(), "boom", -1, now), CONVEYOR_OK);
+  EXPECT_EQ(storage->fail(lease_of(claimed[0]), "boom", -1, now), CONVEYOR_OK);
   for (StorageSlot slot :
        {StorageSlot::kEnqueueV2, StorageSlot::kClaimKinds, StorageSlot::kListJobs,
         StorageSlot::kRetryJobs, StorageSlot::kDeleteJobs, StorageSlot::kJobCounts})

@@ -210,12 +210,12 @@ class Engine {
   std::vector<Job> list_jobs(const JobQuery& query);
   // Retries up to kJobBatchMax ids: each FAILED or CANCELLED job becomes
   // available now with its attempts reset (last_error kept until a new
-  // attempt fails). Per id, in order: CONVEYOR_OK, CONVEYOR_E_NOT_FOUND or
-  // CONVEYOR_E_WRONG_STATE (that job unchanged). Bulk retries go page by
-  // page: list_jobs(failed) then retry_jobs of the page.
+  // attempt fails). Per id, in order: JobOutcome::Status kOk, kNotFound or
+  // kWrongState (that job unchanged). Bulk retries go page by page:
+  // list_jobs(failed) then retry_jobs of the page.
   std::vector<JobOutcome> retry_jobs(std::span<const int64_t> ids);
   // Deletes up to kJobBatchMax final (completed, failed, cancelled) jobs.
-  // Per id as retry_jobs; a job not final is WRONG_STATE and kept.
+  // Per id as retry_jobs; a job not final is kWrongState and kept.
   std::vector<JobOutcome> delete_jobs(std::span<const int64_t> ids);
   static constexpr size_t kJobBatchMax = 1000;
 

@@ -2,8 +2,6 @@
 // queue's counts. Plain values, shared by the embedding API and storage.
 #pragma once
 
-#include <conveyor/storage_plugin.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,8 +40,6 @@ struct Job {
   int64_t lease_expires_us = 0;
   std::string last_error;
   int32_t cost = 1;  // as enqueued; 1 from a plugin before ABI 1.2
-
-  conveyor_lease lease() const { return conveyor_lease{id, lease_token}; }
 };
 
 struct QueueStats {
@@ -70,14 +66,21 @@ struct JobQuery {
   int64_t after_id = 0;            // keyset cursor: the last id of the previous page
   uint32_t limit = 100;
 };
-inline constexpr uint32_t kListJobsMax = CONVEYOR_LIST_JOBS_MAX;
-inline constexpr int32_t kMaxJobCost = CONVEYOR_JOB_COST_MAX;
+// The storage ABI's limits (CONVEYOR_LIST_JOBS_MAX, CONVEYOR_JOB_COST_MAX),
+// written out so the embedding API needs no C header; core/src/storage.cc
+// checks that they agree.
+inline constexpr uint32_t kListJobsMax = 1000;
+inline constexpr int32_t kMaxJobCost = 1'000'000;
 
-// One id's outcome of a retry or delete: CONVEYOR_OK, CONVEYOR_E_NOT_FOUND
-// (no such job) or CONVEYOR_E_WRONG_STATE (a state the operation refuses).
+// One id's outcome of a retry or delete.
 struct JobOutcome {
+  enum class Status {
+    kOk,
+    kNotFound,    // no such job
+    kWrongState,  // a state the operation refuses; the job is unchanged
+  };
   int64_t id = 0;
-  conveyor_status status = CONVEYOR_OK;
+  Status status = Status::kOk;
 };
 
 }  // namespace conveyor

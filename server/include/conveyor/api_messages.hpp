@@ -67,8 +67,11 @@ void to_proto(const Job& job, v1::Job& out);
 Job from_proto(const v1::Job& m, const std::string& path = "");
 
 // JobOutcome: "ok", "not_found", "wrong_state" for CONVEYOR_OK,
-// CONVEYOR_E_NOT_FOUND, CONVEYOR_E_WRONG_STATE. Reading refuses other text.
+// CONVEYOR_E_NOT_FOUND, CONVEYOR_E_WRONG_STATE (a cancel's outcome) and for
+// JobOutcome's kOk, kNotFound, kWrongState; "error" for another status.
+// Reading refuses other text.
 const char* outcome_name(conveyor_status status);
+const char* outcome_name(JobOutcome::Status status);
 void to_proto(const JobOutcome& o, v1::JobOutcome& out);
 JobOutcome from_proto(const v1::JobOutcome& m, const std::string& path = "");
 

@@ -34,6 +34,10 @@ namespace conveyor {
 // A slot of the plugin's function table (storage_slots.hpp), for has_slot.
 using host::StorageSlot;
 
+// The lease a claimed job holds, as Storage's complete, fail and extend take
+// it (the embedding API's Job carries its parts, id and lease_token).
+inline conveyor_lease lease_of(const Job& job) { return conveyor_lease{job.id, job.lease_token}; }
+
 // A failed storage call. code() is the plugin's CONVEYOR_E_* status.
 class StorageError : public std::runtime_error {
  public:
