@@ -87,7 +87,8 @@ class StorageBackend final : public Backend {
     if (page.jobs.empty()) return batch;
     std::vector<int64_t> ids;
     for (const Job& j : page.jobs) ids.push_back(j.id);
-    for (const JobOutcome& o : engine_.retry_jobs(ids)) batch.retried += o.status == JobOutcome::Status::kOk;
+    for (const JobOutcome& o : engine_.retry_jobs(ids))
+      batch.retried += o.status == JobOutcome::Status::kOk;
     batch.next_after_id = page.next_after_id;
     return batch;
   }

@@ -6,8 +6,8 @@
 #include "test_support.hpp"
 
 #include <conveyor/engine.hpp>
-#include <conveyor/internal/storage.hpp>
 #include <conveyor/internal/engine_internals.hpp>
+#include <conveyor/internal/storage.hpp>
 #include <conveyor/validation.hpp>
 
 #include <gtest/gtest.h>
@@ -67,7 +67,8 @@ TEST(EngineSqlite, RetriesWithBackoffUntilTheHandlerSucceeds) {
   std::atomic<int> calls{0};
   engine.register_handler("flaky", [&](const Job& job) {
     calls++;
-    if (job.attempt < 3) throw std::runtime_error("downstream 503 on attempt " + std::to_string(job.attempt));
+    if (job.attempt < 3)
+      throw std::runtime_error("downstream 503 on attempt " + std::to_string(job.attempt));
   });
   EnqueueOptions o;
   o.max_attempts = 5;
@@ -176,11 +177,17 @@ TEST(EngineSqlite, RunningEngineSeesOverridesMadeElsewhere) {
   auto other = open_storage(c.storage);
   const auto set_at = std::chrono::steady_clock::now();
   other->set_rate_limit("email", RateLimit{5, 1}, SystemClock::instance().wall_now_us());
-  ASSERT_TRUE(wait_until([&] { return EngineInternals::limits(engine).resolve("email").source == LimitSource::kOverride; }, 5s));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return EngineInternals::limits(engine).resolve("email").source == LimitSource::kOverride;
+      },
+      5s));
   EXPECT_LT(std::chrono::steady_clock::now() - set_at, 1500ms);
   EXPECT_EQ(EngineInternals::limits(engine).resolve("email").limit, (RateLimit{5, 1}));
   other->delete_rate_limit("email");
-  ASSERT_TRUE(wait_until([&] { return EngineInternals::limits(engine).resolve("email").source == LimitSource::kNone; }, 5s));
+  ASSERT_TRUE(wait_until(
+      [&] { return EngineInternals::limits(engine).resolve("email").source == LimitSource::kNone; },
+      5s));
 }
 
 TEST(EngineSqlite, PausedQueueIsNotDispatchedUntilResumed) {
@@ -274,7 +281,8 @@ TEST(EngineSqlite, RejectsInvalidInputBeforeStoringAnything) {
   Engine engine(fast_config(dir));
   EXPECT_THROW(engine.enqueue("x'); DROP TABLE jobs;--", "noop"), ValidationError);
   EXPECT_THROW(engine.enqueue("q", ""), ValidationError);
-  EXPECT_THROW(engine.enqueue("q", "noop", std::string(kMaxPayloadBytes + 1, 'x')), ValidationError);
+  EXPECT_THROW(engine.enqueue("q", "noop", std::string(kMaxPayloadBytes + 1, 'x')),
+               ValidationError);
   EXPECT_THROW(engine.set_rate_limit("q", RateLimit{0, 1}), ValidationError);
   EXPECT_THROW(engine.set_rate_limit("q", RateLimit{1, 0}), ValidationError);
   EXPECT_TRUE(engine.queues().empty());
@@ -302,8 +310,14 @@ TEST(EngineSqlite, FiftyPerSecondLimitHoldsOnARealClock) {
   const auto t0 = std::chrono::steady_clock::now();
   engine.start();
   ASSERT_TRUE(wait_until([&] { return stats_of(engine, "bulk").completed == 1000; }, 10s));
-  const double bulk_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  ASSERT_TRUE(wait_until([&] { std::lock_guard l(mu); return starts.size() >= 110; }, 10s));
+  const double bulk_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::lock_guard l(mu);
+        return starts.size() >= 110;
+      },
+      10s));
   engine.stop();
   std::lock_guard lock(mu);
   // Every prefix of starts fits burst + rate * elapsed (1 job of slack for

@@ -50,15 +50,15 @@ enum class UnitState : uint8_t { kPolling, kScheduled, kParked, kWaitingForSlot,
 // Why a unit in kScheduled waits for its time.
 enum class WaitReason : uint8_t {
   kNone,
-  kMoreReady,      // its last claim was full, or it was woken
-  kCoalescing,     // a busy unit waits briefly for more permits, to claim a batch
-  kTokens,         // its bucket or resume ramp has no tokens until then
-  kHeld,           // a downstream's backpressure hold
-  kDrained,        // its last claim came back short: the next poll (DueTimes)
-  kLocalIdle,      // remote workers claim here; the local kinds had no job
-  kBackingOff,     // a claim failed
-  kBacklogged,     // outcomes of jobs already run wait to be recorded
-  kNoConsumer,     // no kind is served here
+  kMoreReady,   // its last claim was full, or it was woken
+  kCoalescing,  // a busy unit waits briefly for more permits, to claim a batch
+  kTokens,      // its bucket or resume ramp has no tokens until then
+  kHeld,        // a downstream's backpressure hold
+  kDrained,     // its last claim came back short: the next poll (DueTimes)
+  kLocalIdle,   // remote workers claim here; the local kinds had no job
+  kBackingOff,  // a claim failed
+  kBacklogged,  // outcomes of jobs already run wait to be recorded
+  kNoConsumer,  // no kind is served here
 };
 
 // What a poll decided: the state the unit enters.
@@ -94,8 +94,8 @@ struct QueueRunner {
   // Owned by the dispatcher thread.
   UnitState state = UnitState::kScheduled;  // a new unit is woken at once
   WaitReason why = WaitReason::kMoreReady;
-  SteadyTime due{};        // its timer, when scheduled is set
-  bool scheduled = false;  // present in the dispatcher's timer set
+  SteadyTime due{};                   // its timer, when scheduled is set
+  bool scheduled = false;             // present in the dispatcher's timer set
   std::optional<QueueBucket> bucket;  // present iff limited
   EffectiveLimit limit;
   uint64_t limit_generation = 0;  // resolver generation of limit

@@ -28,27 +28,42 @@ constexpr const char* kQueue = "q";
 
 const char* name_of(UnitState s) {
   switch (s) {
-    case UnitState::kPolling: return "Polling";
-    case UnitState::kScheduled: return "Scheduled";
-    case UnitState::kParked: return "Parked";
-    case UnitState::kWaitingForSlot: return "WaitingForSlot";
-    case UnitState::kClaimInFlight: return "ClaimInFlight";
+    case UnitState::kPolling:
+      return "Polling";
+    case UnitState::kScheduled:
+      return "Scheduled";
+    case UnitState::kParked:
+      return "Parked";
+    case UnitState::kWaitingForSlot:
+      return "WaitingForSlot";
+    case UnitState::kClaimInFlight:
+      return "ClaimInFlight";
   }
   return "?";
 }
 
 const char* name_of(WaitReason w) {
   switch (w) {
-    case WaitReason::kNone: return "None";
-    case WaitReason::kMoreReady: return "MoreReady";
-    case WaitReason::kCoalescing: return "Coalescing";
-    case WaitReason::kTokens: return "Tokens";
-    case WaitReason::kHeld: return "Held";
-    case WaitReason::kDrained: return "Drained";
-    case WaitReason::kLocalIdle: return "LocalIdle";
-    case WaitReason::kBackingOff: return "BackingOff";
-    case WaitReason::kBacklogged: return "Backlogged";
-    case WaitReason::kNoConsumer: return "NoConsumer";
+    case WaitReason::kNone:
+      return "None";
+    case WaitReason::kMoreReady:
+      return "MoreReady";
+    case WaitReason::kCoalescing:
+      return "Coalescing";
+    case WaitReason::kTokens:
+      return "Tokens";
+    case WaitReason::kHeld:
+      return "Held";
+    case WaitReason::kDrained:
+      return "Drained";
+    case WaitReason::kLocalIdle:
+      return "LocalIdle";
+    case WaitReason::kBackingOff:
+      return "BackingOff";
+    case WaitReason::kBacklogged:
+      return "Backlogged";
+    case WaitReason::kNoConsumer:
+      return "NoConsumer";
   }
   return "?";
 }
@@ -58,14 +73,14 @@ class Harness {
  public:
   explicit Harness(Dispatcher::Options options = {}) {
     storage_ = std::make_shared<FaultInjectingStorage>(testing::open_memory_storage());
-    resolver_ = std::make_unique<LimitResolver>(EngineConfig{},
-                                                std::map<std::string, QueueConfig>{});
-    dispatcher_ = std::make_unique<Dispatcher>(
-        *storage_, *resolver_, clock_, metrics_, options,
-        [this](QueueRunner& r, std::vector<Job>&& jobs) {
-          runner_[r.name] = &r;
-          for (Job& j : jobs) running_[r.name].push_back(std::move(j));
-        });
+    resolver_ =
+        std::make_unique<LimitResolver>(EngineConfig{}, std::map<std::string, QueueConfig>{});
+    dispatcher_ = std::make_unique<Dispatcher>(*storage_, *resolver_, clock_, metrics_, options,
+                                               [this](QueueRunner& r, std::vector<Job>&& jobs) {
+                                                 runner_[r.name] = &r;
+                                                 for (Job& j : jobs)
+                                                   running_[r.name].push_back(std::move(j));
+                                               });
   }
   ~Harness() { dispatcher_.reset(); }
 
@@ -244,8 +259,7 @@ std::vector<Row> rows() {
       // Waiting for an engine-wide slot: a freed slot is the way out.
       {"waiting for slot+timer", small(5), waiting_for_slot, kWaitingForSlot, timer,
        kWaitingForSlot},
-      {"waiting for slot+wake", small(5), waiting_for_slot, kWaitingForSlot, wake,
-       kWaitingForSlot},
+      {"waiting for slot+wake", small(5), waiting_for_slot, kWaitingForSlot, wake, kWaitingForSlot},
       {"waiting for slot+all finished", small(5), waiting_for_slot, kWaitingForSlot, finish_all,
        // 5 slots: a short batch of the 10 asked for, and 25 jobs left.
        kMoreReady},
@@ -376,20 +390,33 @@ TEST(DispatchUnitStates, RandomEventSequencesNeverStrandAUnitOrExceedItsLimit) {
     for (int step = 0; step < kSteps; ++step) {
       const std::string& q = queues[static_cast<size_t>(pick(2))];
       switch (pick(9)) {
-        case 0: h.enqueue(1 + pick(12), q); break;
+        case 0:
+          h.enqueue(1 + pick(12), q);
+          break;
         case 1:
           h.enqueue(1 + pick(5), q);
           h.dispatcher_->wake(q);
           break;
-        case 2: h.finish(static_cast<size_t>(1 + pick(10)), q); break;
-        case 3: h.storage_->fail_next(StorageOp::kClaim, 1 + static_cast<uint32_t>(pick(3))); break;
+        case 2:
+          h.finish(static_cast<size_t>(1 + pick(10)), q);
+          break;
+        case 3:
+          h.storage_->fail_next(StorageOp::kClaim, 1 + static_cast<uint32_t>(pick(3)));
+          break;
         case 4:
           h.dispatcher_->hold(q, h.clock_.steady_now() + std::chrono::milliseconds(pick(500)));
           break;
-        case 5: h.dispatcher_->clear_hold(q); break;
-        case 6: h.clock_.advance(std::chrono::milliseconds(pick(50))); break;
-        case 7: h.advance_to_next(200ms); continue;
-        default: break;
+        case 5:
+          h.dispatcher_->clear_hold(q);
+          break;
+        case 6:
+          h.clock_.advance(std::chrono::milliseconds(pick(50)));
+          break;
+        case 7:
+          h.advance_to_next(200ms);
+          continue;
+        default:
+          break;
       }
       h.pass();
       for (const auto& name : queues) {
@@ -399,7 +426,8 @@ TEST(DispatchUnitStates, RandomEventSequencesNeverStrandAUnitOrExceedItsLimit) {
       }
       if (limited) {
         const double t = std::chrono::duration<double>(h.clock_.steady_now() - start).count();
-        ASSERT_LE(static_cast<double>(h.started("lim")), limit.burst + limit.rate_per_sec * t + 1e-9);
+        ASSERT_LE(static_cast<double>(h.started("lim")),
+                  limit.burst + limit.rate_per_sec * t + 1e-9);
       }
     }
     // Liveness: faults and holds gone, jobs finished as they start.
@@ -408,10 +436,10 @@ TEST(DispatchUnitStates, RandomEventSequencesNeverStrandAUnitOrExceedItsLimit) {
     for (int i = 0; i < 5000; ++i) {
       for (const auto& q : queues) h.finish(1000, q);
       h.advance_to_next(1s);
-      if (h.started("lim") == h.enqueued_["lim"] && h.started("free") == h.enqueued_["free"])
-        break;
+      if (h.started("lim") == h.enqueued_["lim"] && h.started("free") == h.enqueued_["free"]) break;
     }
-    for (const auto& q : queues) ASSERT_EQ(h.started(q), h.enqueued_[q]) << q << " left jobs behind";
+    for (const auto& q : queues)
+      ASSERT_EQ(h.started(q), h.enqueued_[q]) << q << " left jobs behind";
   }
 }
 

@@ -393,8 +393,8 @@ Next Dispatcher::poll_local(QueueRunner& r, SteadyTime now) {
   // while remote claims wait here: the permits and tokens waited for would
   // go to them, every time.
   const uint32_t full_batch = std::min(r.max_workers, options_.claim_batch_max);
-  if (free.unit < r.max_workers && batch < full_batch / 2 && !r.coalesced && options_.coalesce.count() > 0 &&
-      r.remote.empty()) {
+  if (free.unit < r.max_workers && batch < full_batch / 2 && !r.coalesced &&
+      options_.coalesce.count() > 0 && r.remote.empty()) {
     r.coalesced = true;
     // Fast jobs free a full batch long before the timer: wake then. (A wake
     // missed in the race with this store only falls back to the timer.)
@@ -430,8 +430,7 @@ void Dispatcher::close_remote() {
   remote_.close(units);
 }
 
-RemoteClaimMatcher::Try Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim,
-                                               SteadyTime now) {
+RemoteClaimMatcher::Try Dispatcher::try_remote(QueueRunner& r, RemoteClaim& claim, SteadyTime now) {
   using Try = RemoteClaimMatcher::Try;
   if (!claim.waiting()) return {Try::kGone, std::nullopt};
   if (r.limit_generation != limits_.generation()) refresh_limit(r, now);

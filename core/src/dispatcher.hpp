@@ -33,11 +33,11 @@
 #include <conveyor/internal/storage.hpp>
 
 #include "dispatch_unit.hpp"
+#include "permits.hpp"
 #include "remote_claim_matcher.hpp"
 #include "served_kinds.hpp"
 #include "storage_health.hpp"
 #include "unit_claimer.hpp"
-#include "permits.hpp"
 #include "unit_scheduler.hpp"
 
 #include <atomic>
@@ -205,8 +205,7 @@ class Dispatcher {
   // The units, by queue name. A unit is never removed, so a pointer to one
   // stays valid without the lock.
   mutable Mutex units_mu_;
-  std::map<std::string, std::unique_ptr<QueueRunner>, std::less<>> runners_
-      GUARDED_BY(units_mu_);
+  std::map<std::string, std::unique_ptr<QueueRunner>, std::less<>> runners_ GUARDED_BY(units_mu_);
 
   // Owned by the dispatcher thread (its pool's threads make claims only).
   UnitClaimer claimer_;

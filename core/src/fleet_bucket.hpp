@@ -43,11 +43,11 @@
 // throw StorageError (the state is then as before, or as the swap left it).
 #pragma once
 
-#include <conveyor/internal/bucket_math.hpp>
 #include <conveyor/clock.hpp>
+#include <conveyor/internal/bucket_math.hpp>
 #include <conveyor/internal/metrics.hpp>
-#include <conveyor/rate_limit.hpp>
 #include <conveyor/internal/storage.hpp>
+#include <conveyor/rate_limit.hpp>
 
 #include <chrono>
 #include <cstdint>

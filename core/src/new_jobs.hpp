@@ -31,5 +31,4 @@ void prepare_new_jobs(std::vector<NewJob>& jobs, const EngineConfig& engine, int
 void check_job_costs(std::span<const NewJob> jobs, const LimitResolver& limits,
                      const Storage& storage);
 
-
 }  // namespace conveyor

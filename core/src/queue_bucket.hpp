@@ -7,9 +7,9 @@
 #pragma once
 
 #include <conveyor/clock.hpp>
-#include <conveyor/rate_limit.hpp>
 #include <conveyor/internal/storage.hpp>
 #include <conveyor/internal/token_bucket.hpp>
+#include <conveyor/rate_limit.hpp>
 
 #include "fleet_bucket.hpp"
 

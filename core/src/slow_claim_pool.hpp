@@ -6,8 +6,8 @@
 // every queue does not get a thread per queue.
 #pragma once
 
-#include <conveyor/job.hpp>
 #include <conveyor/internal/mutex.hpp>
+#include <conveyor/job.hpp>
 
 #include "token_settlement.hpp"
 

@@ -10,8 +10,8 @@
 #pragma once
 
 #include <conveyor/clock.hpp>
-#include <conveyor/job.hpp>
 #include <conveyor/internal/storage.hpp>
+#include <conveyor/job.hpp>
 
 #include <cstdint>
 #include <exception>

@@ -34,8 +34,8 @@ UnitClaimer::UnitClaimer(Storage& storage, const Clock& clock, Permits& permits,
       tokens_(storage),
       slow_([this](LocalClaim& c) { make(c); }, std::move(made)) {}
 
-Next UnitClaimer::claim_local(QueueRunner& r, uint32_t batch,
-                              const std::vector<std::string>* kinds, SteadyTime now) {
+Next UnitClaimer::claim_local(QueueRunner& r, uint32_t batch, const std::vector<std::string>* kinds,
+                              SteadyTime now) {
   const Grant grant = tokens_.take(r, batch, now);
   if (grant.error) return failed(r, 0, grant.error, "taking tokens of a fleet rate limit", now);
   if (grant.jobs == 0) return Next::scheduled(grant.wait_until, WaitReason::kTokens);
@@ -141,12 +141,13 @@ Next UnitClaimer::finish(LocalClaim& c, const std::vector<std::string>* kinds, S
   if (tokens_due) return Next::scheduled(*tokens_due, WaitReason::kTokens);
   if (found == batch || gave_back || woken) return Next::scheduled(now, WaitReason::kMoreReady);
   const bool notified = options_.notified_due && options_.notified_due();
-  return Next::scheduled(r.due_times.next_poll(now, clock_.wall_now_us(), notified, options_.drained),
-                         WaitReason::kDrained);
+  return Next::scheduled(
+      r.due_times.next_poll(now, clock_.wall_now_us(), notified, options_.drained),
+      WaitReason::kDrained);
 }
 
 Next UnitClaimer::failed(QueueRunner& r, uint32_t tokens, const std::exception_ptr& error,
-                              const char* what, SteadyTime now) {
+                         const char* what, SteadyTime now) {
   std::string message = "an unknown error";
   try {
     std::rethrow_exception(error);
@@ -183,8 +184,7 @@ RemoteClaimMatcher::Try UnitClaimer::claim_remote(QueueRunner& r, RemoteClaim& c
   const Grant grant =
       tokens_.take(r, std::min({permits, claim.max_jobs, options_.claim_batch_max}), now);
   if (grant.error)
-    return {Try::kFailed,
-            failed(r, 0, grant.error, "taking tokens of a fleet rate limit", now)};
+    return {Try::kFailed, failed(r, 0, grant.error, "taking tokens of a fleet rate limit", now)};
   if (grant.jobs == 0)
     return {Try::kThrottled, Next::scheduled(grant.wait_until, WaitReason::kTokens)};
   std::vector<Job> jobs;
@@ -196,7 +196,7 @@ RemoteClaimMatcher::Try UnitClaimer::claim_remote(QueueRunner& r, RemoteClaim& c
     if (options_.health) options_.health->succeeded();
   } catch (const std::exception&) {
     return {Try::kFailed, failed(r, grant.tokens, std::current_exception(),
-                                       "claiming jobs for remote workers", now)};
+                                 "claiming jobs for remote workers", now)};
   }
   const bool found = !jobs.empty();
   const std::optional<SteadyTime> tokens_due = tokens_.settle(r, jobs, grant.tokens, now);

@@ -35,8 +35,8 @@ class UnitClaimer {
     // then on, and back on the dispatcher thread once one takes under half
     // of it; 0: never.
     std::chrono::milliseconds slow_claim{0};
-    StorageHealth* health = nullptr;            // may be null
-    std::function<bool()> notified_due;         // see Dispatcher::Options
+    StorageHealth* health = nullptr;     // may be null
+    std::function<bool()> notified_due;  // see Dispatcher::Options
     DueTimes::Policy drained;
   };
   using Execute = std::function<void(QueueRunner&, std::vector<Job>&&)>;

@@ -51,8 +51,8 @@ class UnitHold {
   std::atomic<bool> cleared_{false};
 
   // Owned by the dispatcher thread.
-  bool held_ = false;        // a hold was seen and has not ended yet
-  int64_t applied_ns_ = 0;   // the latest hold seen (and written into the bucket)
+  bool held_ = false;       // a hold was seen and has not ended yet
+  int64_t applied_ns_ = 0;  // the latest hold seen (and written into the bucket)
   std::optional<ResumeRamp> ramp_;
   double refused_rate_ = 0;  // the rate the unit was last refused at (0: unknown)
   SteadyTime sample_at_{};

@@ -17,8 +17,8 @@
 
 #include <conveyor/clock.hpp>
 #include <conveyor/internal/mutex.hpp>
-#include <conveyor/queue_report.hpp>
 #include <conveyor/internal/storage.hpp>
+#include <conveyor/queue_report.hpp>
 
 #include <chrono>
 #include <cstdint>

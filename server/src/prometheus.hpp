@@ -3,8 +3,8 @@
 
 #include <conveyor/engine.hpp>
 #include <conveyor/internal/metrics.hpp>
-#include <conveyor/rate_limit.hpp>
 #include <conveyor/internal/storage.hpp>
+#include <conveyor/rate_limit.hpp>
 
 #include <conveyor/clock.hpp>
 

@@ -9,10 +9,10 @@
 
 #include <conveyor/config.hpp>
 
+#include <conveyor/internal/storage.hpp>
 #include <conveyor/job_request.hpp>
 #include <conveyor/queue_report.hpp>
 #include <conveyor/rate_limit.hpp>
-#include <conveyor/internal/storage.hpp>
 
 #include "conveyor/v1/admin.pb.h"
 #include "conveyor/v1/task.pb.h"

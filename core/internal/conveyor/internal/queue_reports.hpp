@@ -6,8 +6,8 @@
 #include <conveyor/config.hpp>
 #include <conveyor/internal/limit_resolver.hpp>
 #include <conveyor/internal/metrics.hpp>
-#include <conveyor/queue_report.hpp>
 #include <conveyor/internal/storage.hpp>
+#include <conveyor/queue_report.hpp>
 
 #include <map>
 #include <string>

@@ -22,9 +22,9 @@
 
 #include <conveyor/clock.hpp>
 #include <conveyor/config.hpp>
-#include <conveyor/job.hpp>
 #include <conveyor/internal/mutex.hpp>
 #include <conveyor/internal/storage.hpp>
+#include <conveyor/job.hpp>
 
 #include <chrono>
 #include <cstdint>

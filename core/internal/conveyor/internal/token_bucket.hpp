@@ -11,8 +11,8 @@
 // Not thread-safe: each bucket belongs to one dispatcher thread.
 #pragma once
 
-#include <conveyor/internal/bucket_math.hpp>
 #include <conveyor/clock.hpp>
+#include <conveyor/internal/bucket_math.hpp>
 #include <conveyor/rate_limit.hpp>
 
 #include <algorithm>
