@@ -2,7 +2,7 @@
 // Thread-safe: lookups (every job) take a shared lock; registration is rare.
 #pragma once
 
-#include <conveyor/engine.hpp>
+#include <conveyor/handler.hpp>
 #include <conveyor/internal/mutex.hpp>
 
 #include <string>

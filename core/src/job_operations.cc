@@ -1,5 +1,6 @@
 #include "job_operations.hpp"
 
+#include <conveyor/engine.hpp>
 #include <conveyor/validation.hpp>
 
 #include <string>

@@ -2,7 +2,7 @@
 // then one storage call. Kept out of engine.cc, which only wires parts.
 #pragma once
 
-#include <conveyor/engine.hpp>
+#include <conveyor/job.hpp>
 #include <conveyor/internal/storage.hpp>
 
 #include <cstdint>

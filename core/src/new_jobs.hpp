@@ -2,9 +2,10 @@
 #pragma once
 
 #include <conveyor/config.hpp>
-#include <conveyor/engine.hpp>
+#include <conveyor/enqueue_options.hpp>
 #include <conveyor/internal/limit_resolver.hpp>
 #include <conveyor/internal/storage.hpp>
+#include <conveyor/job.hpp>
 
 #include <span>
 #include <string>

@@ -1,0 +1,19 @@
+// How Engine::enqueue places one job: its priority, attempts, delay and cost.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+
+namespace conveyor {
+
+struct EnqueueOptions {
+  int32_t priority = 0;                 // lower runs first
+  std::optional<int32_t> max_attempts;  // default: [engine] max_attempts
+  std::chrono::microseconds delay{0};   // run no earlier than now + delay
+  // Tokens the job takes from its queue's rate limit (1..kMaxJobCost; at
+  // most the queue's burst, else ValidationError("cost") at enqueue).
+  int32_t cost = 1;
+};
+
+}  // namespace conveyor
