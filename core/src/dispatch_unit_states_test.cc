@@ -362,6 +362,87 @@ TEST(DispatchUnitStates, EventsDuringASlowClaimAreKeptForItsDelivery) {
   EXPECT_EQ(h.next_, h.clock_.steady_now());
 }
 
+// A remote worker's claim arriving while the unit's local claim is in the
+// slow-claim pool is tried outside any poll (RemoteClaimMatcher::start) and
+// finds every permit reserved for that claim: Dispatcher::enter keeps that
+// for the delivery, so the worker is served as soon as the local claim frees
+// the permits it did not fill, not a poll interval (or its whole wait) later.
+TEST(DispatchUnitStates, RemoteClaimDuringASlowClaimIsServedAtItsDelivery) {
+  Dispatcher::Options o = small();
+  o.slow_claim = 1ms;
+  Harness h(o);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> local_claims{0};  // plain claims: the remote worker's are claim_kinds
+  std::promise<void> second_made;
+  h.storage_->set_hook(StorageOp::kClaim, [&] {
+    if (++local_claims != 1) return;
+    // The first claim is slow (real time, as the dispatcher measures it).
+    const auto until = std::chrono::steady_clock::now() + 2ms;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  });
+  h.storage_->set_after_hook(StorageOp::kClaim, [&] {
+    if (local_claims.load() != 2) return;
+    second_made.set_value();
+    released.wait();  // held in the pool until the remote claim was tried
+  });
+  h.enqueue(15);
+  h.dispatcher_->add_queue(kQueue, 10);
+  h.pass();  // slow: from now on its claims go to the pool
+  ASSERT_EQ(h.started(), 10u);
+  h.finish(10);
+  h.pass();  // the second claim, in the pool, holding all 10 permits: it finds the 5 left
+  second_made.get_future().wait();
+  ASSERT_EQ(h.state().first, S::kClaimInFlight);
+
+  // A remote worker's job (after the local claim read the queue), and its
+  // claim, which would wait 30 s of the manual clock.
+  const int64_t wall = h.clock_.wall_now_us();
+  std::vector<NewJob> remote_job(1);
+  remote_job[0].queue = kQueue;
+  remote_job[0].kind = "remote";
+  remote_job[0].run_at_us = wall;
+  h.storage_->enqueue(remote_job, wall);
+  bool answered = false;
+  std::vector<Job> granted;
+  auto claim = std::make_shared<RemoteClaim>();
+  claim->queues = {RemoteClaim::Source{kQueue, 1, 10}};
+  claim->kinds = {"remote"};
+  claim->max_jobs = 5;
+  claim->deadline = h.clock_.steady_now() + 30s;
+  claim->lease = 30s;
+  claim->deliver = [&](QueueRunner*, std::vector<Job>&& jobs) {
+    answered = true;
+    granted = std::move(jobs);
+  };
+  h.dispatcher_->submit_remote(claim);
+  h.pass();  // tried at once: no permit is free while the local claim is in flight
+  EXPECT_FALSE(answered);
+  EXPECT_EQ(h.state().first, S::kClaimInFlight);
+
+  release.set_value();
+  // Delivered at the first pass after the pool made it (a generous bound
+  // for the pool's thread to get there).
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (h.started() < 15 && std::chrono::steady_clock::now() < deadline) {
+    h.pass();
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(h.started(), 15u);
+  // Short of its batch, yet the unit is polled again at once for the remote
+  // claim it kept: served without the clock moving.
+  for (int i = 0; i < 3 && !answered; ++i) h.pass();
+  ASSERT_TRUE(answered) << "the remote claim waits for the unit's next poll ("
+                        << name_of(h.state().first) << "(" << name_of(h.state().second) << "), in "
+                        << std::chrono::duration_cast<std::chrono::milliseconds>(
+                               h.next_ - h.clock_.steady_now())
+                               .count()
+                        << " ms)";
+  ASSERT_EQ(granted.size(), 1u);
+  EXPECT_EQ(granted[0].kind, "remote");
+}
+
 // --- Randomized: thousands of event sequences ---
 
 // Checks after every pass: the unit is in a state something leaves, and a
