@@ -524,5 +524,81 @@ TEST(DispatchUnitStates, RandomEventSequencesNeverStrandAUnitOrExceedItsLimit) {
   }
 }
 
+// A time asked for while a slow claim is in flight (wake_at: a retry or a
+// delayed job due) is kept as the unit's timer, so the job runs at that time
+// and not at the unit's next drained poll, a poll_interval later.
+TEST(DispatchUnitStates, ADueTimeAskedForDuringASlowClaimIsKept) {
+  Dispatcher::Options o = small();
+  o.slow_claim = 1ms;
+  o.poll_interval = 10s;
+  Harness h(o);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> claims{0};
+  std::promise<void> second_made;
+  h.storage_->set_hook(StorageOp::kClaim, [&] {
+    if (++claims != 1) return;
+    // The first claim is slow (real time, as the dispatcher measures it).
+    const auto until = std::chrono::steady_clock::now() + 2ms;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  });
+  h.storage_->set_after_hook(StorageOp::kClaim, [&] {
+    if (claims.load() != 2) return;
+    second_made.set_value();
+    released.wait();  // held in the pool until the due time was asked for
+  });
+  h.enqueue(15);
+  h.dispatcher_->add_queue(kQueue, 10);
+  h.pass();  // slow: from now on its claims go to the pool
+  ASSERT_EQ(h.started(), 10u);
+  h.finish(10);
+  h.pass();  // the second claim, in the pool: it finds the 5 left
+  second_made.get_future().wait();
+  ASSERT_EQ(h.state().first, S::kClaimInFlight);
+
+  // A job due in 200 ms, and the wake-up for it, while the claim is out.
+  const int64_t due = h.clock_.wall_now_us() + 200'000;
+  std::vector<NewJob> later(1);
+  later[0].queue = kQueue;
+  later[0].kind = "noop";
+  later[0].run_at_us = due;
+  h.storage_->enqueue(later, h.clock_.wall_now_us());
+  h.dispatcher_->wake_at(kQueue, due);
+  h.pass();
+  EXPECT_EQ(h.state().first, S::kClaimInFlight);
+
+  release.set_value();
+  auto pass_until_started = [&](size_t n) {
+    // A generous bound for the pool's thread; the manual clock stays put.
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (h.started() < n && std::chrono::steady_clock::now() < deadline) {
+      h.pass();
+      std::this_thread::yield();
+    }
+    return h.started();
+  };
+  ASSERT_EQ(pass_until_started(15), 15u);
+  h.finish(15);
+  // Its claims found all there was: the unit waits, and not a poll_interval.
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!(h.state().first == S::kScheduled && h.next_ > h.clock_.steady_now()) &&
+         std::chrono::steady_clock::now() < deadline) {
+    h.pass();
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(h.state().first, S::kScheduled);
+  EXPECT_LE(h.next_ - h.clock_.steady_now(), 200ms)
+      << "the job due at 200 ms waits for the unit's next poll (" << name_of(h.state().second)
+      << ")";
+  h.clock_.advance(200ms);
+  EXPECT_EQ(pass_until_started(16), 16u)
+      << "the job due at 200 ms waits for the unit's next poll (" << name_of(h.state().first) << "("
+      << name_of(h.state().second) << "), in "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(h.next_ - h.clock_.steady_now())
+             .count()
+      << " ms)";
+}
+
 }  // namespace
 }  // namespace conveyor

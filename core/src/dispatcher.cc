@@ -190,8 +190,14 @@ void Dispatcher::job_left_slot() { permits_.left_slot(); }
 
 void Dispatcher::enter(QueueRunner& r, Next n) {
   if (r.state == UnitState::kClaimInFlight && n.state != UnitState::kClaimInFlight) {
-    // Only the claim's delivery moves it on; what came meanwhile is kept.
-    r.polled_during_claim = true;
+    // Only the claim's delivery moves it on; what came meanwhile is kept: a
+    // time asked for (wake_at) as the unit's timer, whose firing before the
+    // delivery is kept as a wake (poll_local), so a drained delivery still
+    // wakes at that time; anything else as a wake for the delivery.
+    if (n.state == UnitState::kScheduled)
+      scheduler_.schedule_by(r, n.at, n.why);
+    else
+      r.polled_during_claim = true;
     return;
   }
   switch (n.state) {
@@ -212,9 +218,9 @@ void Dispatcher::enter(QueueRunner& r, Next n) {
       r.state = UnitState::kClaimInFlight;
       return;
   }
-  // A unit with a timer already (a remote claim's try, outside its poll)
-  // keeps it: it is polled then in any case.
-  if (!r.scheduled) r.state = n.state;
+  // A unit with a timer already (a remote claim's try outside its poll, a
+  // time asked for during its claim) keeps it: it is polled then in any case.
+  r.state = r.scheduled ? UnitState::kScheduled : n.state;
 }
 
 void Dispatcher::check_reachable(const QueueRunner& r) const {
