@@ -450,7 +450,7 @@ TEST(DispatchUnitStates, RemoteClaimDuringASlowClaimIsServedAtItsDelivery) {
 // set. At the end, with faults and holds gone and jobs finished as they
 // start, every job enqueued is started within a bounded number of passes.
 TEST(DispatchUnitStates, RandomEventSequencesNeverStrandAUnitOrExceedItsLimit) {
-  constexpr int kSequences = 1000;
+  constexpr int kSequences = 5000;
   constexpr int kSteps = 40;
   const RateLimit limit{200, 20};
   for (int seed = 1; seed <= kSequences; ++seed) {
