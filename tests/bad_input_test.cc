@@ -9,6 +9,7 @@
 // docs: this table is the source of the "Bad input" matrix in the docs.
 #include "test_support.hpp"
 
+#include <conveyor/storage_plugin.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -395,14 +396,16 @@ std::vector<CliRow> cli_rows(const TempDir& dir) {
        {"queues"},
        1,
        load + "entry_null.so: conveyor_storage_plugin_entry returned NULL: the plugin does not "
-              "support ABI major 1 (this conveyor speaks 1.3); use a plugin built for this "
-              "conveyor version"},
+              "support ABI major 1 (this conveyor speaks 1." +
+           std::to_string(CONVEYOR_ABI_MINOR) +
+           "); use a plugin built for this "
+           "conveyor version"},
       {"ABI major 2 (wrong_major)",
        storage("wrong_major", kBrokenDir),
        {"queues"},
        1,
-       load + "wrong_major.so: plugin speaks ABI 2.0, this conveyor speaks 1.3; use a plugin "
-              "built for ABI major 1"},
+       load + "wrong_major.so: plugin speaks ABI 2.0, this conveyor speaks 1." +
+           std::to_string(CONVEYOR_ABI_MINOR) + "; use a plugin built for ABI major 1"},
       {"table too short (short_table)",
        storage("short_table", kBrokenDir),
        {"queues"},

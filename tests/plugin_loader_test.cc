@@ -152,7 +152,8 @@ TEST(PluginLoader, WrongMajorNamesBothVersions) {
   const fs::path path = test_plugin("wrong_major");
   const std::string msg = load_error(path);
   EXPECT_THAT(msg, StartsWith(prefix_for(path)));
-  EXPECT_THAT(msg, HasSubstr("plugin speaks ABI 2.0, this conveyor speaks 1.3"));
+  EXPECT_THAT(msg, HasSubstr("plugin speaks ABI 2.0, this conveyor speaks 1." +
+                             std::to_string(CONVEYOR_ABI_MINOR)));
 }
 
 TEST(PluginLoader, ShortTable) {
@@ -343,10 +344,11 @@ TEST(PluginLoader, NewerMinorLoadsWithTheHostsSlots) {
   // The plugin's table is one slot larger than the host's struct.
   EXPECT_EQ(info.struct_size, sizeof(conveyor_storage_plugin) + sizeof(void (*)()));
   EXPECT_GT(info.struct_size, sizeof(conveyor_storage_plugin));
-  // It is memory_c's table, which has no ABI 1.2 or 1.3 slots.
+  // It is memory_c's table, which has no ABI 1.2, 1.3 or 1.4 slots.
   EXPECT_EQ(info.optional_slots_missing,
             (std::vector<std::string>{"wait_for_notification", "swap_shared_state",
-                                      "set_rate_limit_v2", "enqueue_v3", "add_shared_state"}));
+                                      "set_rate_limit_v2", "enqueue_v3", "add_shared_state",
+                                      "enqueue_v4", "claim_keys", "list_ready_keys"}));
 
   // The host copy is the host's size and says so.
   const conveyor_storage_plugin& t = plugin->table();
@@ -393,7 +395,8 @@ TEST(PluginLoader, ThrowingCppPluginReturnsInternal) {
       info.optional_slots_missing,
       ::testing::ElementsAre("enqueue_v2", "claim_kinds", "list_jobs", "retry_jobs", "delete_jobs",
                              "job_counts", "rescue_expired_v2", "swap_shared_state",
-                             "set_rate_limit_v2", "enqueue_v3", "add_shared_state"));
+                             "set_rate_limit_v2", "enqueue_v3", "add_shared_state", "enqueue_v4",
+                             "claim_keys", "list_ready_keys"));
   EXPECT_NE(info.capabilities & CONVEYOR_CAP_NOTIFY, 0u);
 
   const conveyor_storage_plugin& t = plugin->table();

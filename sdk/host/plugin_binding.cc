@@ -93,6 +93,11 @@ void on_job(void* ctx, const conveyor_job* job) {
   guarded(r, [&] { r.jobs.push_back(copy_job(job, r.problems)); });
 }
 
+void on_ready_key(void* ctx, const conveyor_ready_key* key) {
+  Reports& r = enter(ctx);
+  guarded(r, [&] { r.ready_keys.push_back(copy_ready_key(key, r.problems)); });
+}
+
 void on_stats(void* ctx, const conveyor_queue_stats* stats) {
   Reports& r = enter(ctx);
   guarded(r, [&] { r.stats.push_back(copy_stats(stats, r.problems)); });
@@ -162,6 +167,26 @@ JobCopy copy_job(const conveyor_job* reported, std::vector<std::string>& problem
   // 1.2 header that leaves it zero (it has no enqueue_v3) means 1.
   const bool covers_cost = j.struct_size >= offsetof(conveyor_job, cost) + sizeof j.cost;
   c.cost = covers_cost && j.cost > 0 ? j.cost : 1;
+  // ABI 1.4: key only when struct_size covers it (else the empty key).
+  if (j.struct_size >= offsetof(conveyor_job, key) + sizeof j.key)
+    c.key = copy_str(j.key, "conveyor_job.key", problems);
+  return c;
+}
+
+ReadyKeyCopy copy_ready_key(const conveyor_ready_key* reported,
+                            std::vector<std::string>& problems) {
+  if (reported == nullptr) {
+    problems.push_back("on_key was called with a NULL key");
+    return {};
+  }
+  const conveyor_ready_key k =
+      read_sized(reported, "conveyor_ready_key", problems, offsetof(conveyor_ready_key, ready));
+  ReadyKeyCopy c;
+  c.key = copy_str(k.key, "conveyor_ready_key.key", problems);
+  c.ready = k.ready;
+  if (k.ready < 1)
+    problems.push_back("conveyor_ready_key.ready is " + std::to_string(k.ready) + " for key \"" +
+                       c.key + "\"; a listed key has at least 1 ready job");
   return c;
 }
 
@@ -633,6 +658,71 @@ Result<std::vector<int64_t>> PluginBinding::enqueue_v3(std::span<const conveyor_
     return table_->enqueue_v3(handle_, data_or_null(jobs), jobs.size(), now_us,
                               r.value.empty() ? nullptr : r.value.data(), e);
   });
+  return r;
+}
+
+Result<std::vector<int64_t>> PluginBinding::enqueue_v4(std::span<const conveyor_new_job_v3> jobs,
+                                                       int64_t now_us) {
+  Result<std::vector<int64_t>> r;
+  if (!has_slot(StorageSlot::kEnqueueV4)) {
+    r.status = missing_slot(StorageSlot::kEnqueueV4, "a job key");
+    return r;
+  }
+  r.value.assign(jobs.size(), 0);
+  r.status = run("enqueue_v4", [&](conveyor_error* e) {
+    return table_->enqueue_v4(handle_, data_or_null(jobs), jobs.size(), now_us,
+                              r.value.empty() ? nullptr : r.value.data(), e);
+  });
+  return r;
+}
+
+Result<PluginBinding::Claimed> PluginBinding::claim_keys(std::string_view queue,
+                                                         std::span<const std::string> kinds,
+                                                         std::span<const KeyClaim> keys,
+                                                         int64_t lease_token, int64_t now_us,
+                                                         int64_t lease_expires_us) {
+  Result<Claimed> r;
+  if (!has_slot(StorageSlot::kClaimKeys)) {
+    r.status = missing_slot(StorageSlot::kClaimKeys, "claiming by key");
+    return r;
+  }
+  std::vector<conveyor_str> k;
+  k.reserve(kinds.size());
+  for (const std::string& kind : kinds) k.push_back(cstr(kind));
+  std::vector<conveyor_key_claim> c;
+  c.reserve(keys.size());
+  for (const KeyClaim& key : keys) c.push_back(conveyor_key_claim{cstr(key.key), key.max_jobs, 0});
+  uint32_t claimed = kUnwrittenCount;
+  r.status = run_reporting(
+      "claim_keys", r.problems,
+      [&](conveyor_error* e, void* ctx) {
+        return table_->claim_keys(handle_, cstr(queue), k.empty() ? nullptr : k.data(), k.size(),
+                                  c.empty() ? nullptr : c.data(), c.size(), lease_token, now_us,
+                                  lease_expires_us, &on_job, ctx, &claimed, e);
+      },
+      moving(&Reports::jobs, r.value.jobs));
+  r.value.out_claimed = claimed;
+  return r;
+}
+
+Result<PluginBinding::ReadyKeys> PluginBinding::list_ready_keys(
+    std::string_view queue, const std::optional<std::string>& after_key, uint32_t limit,
+    uint32_t count_limit, int64_t now_us) {
+  Result<ReadyKeys> r;
+  if (!has_slot(StorageSlot::kListReadyKeys)) {
+    r.status = missing_slot(StorageSlot::kListReadyKeys, "listing a queue's keys");
+    return r;
+  }
+  const conveyor_str after = after_key ? cstr(*after_key) : conveyor_str{};
+  uint32_t listed = kUnwrittenCount;
+  r.status = run_reporting(
+      "list_ready_keys", r.problems,
+      [&](conveyor_error* e, void* ctx) {
+        return table_->list_ready_keys(handle_, cstr(queue), after_key ? &after : nullptr, limit,
+                                       count_limit, now_us, &on_ready_key, ctx, &listed, e);
+      },
+      moving(&Reports::ready_keys, r.value.keys));
+  r.value.out_listed = listed;
   return r;
 }
 

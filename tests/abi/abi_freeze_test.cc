@@ -59,7 +59,6 @@ TEST(AbiFreeze, Version1_2AppendsItsSlotsAndFieldsAtTheEnd) {
   EXPECT_EQ(offsetof(conveyor_job, cost),
             offsetof(conveyor_job, last_error) + sizeof(conveyor_str));
   EXPECT_EQ(offsetof(conveyor_job, reserved1), offsetof(conveyor_job, cost) + sizeof(int32_t));
-  EXPECT_EQ(sizeof(conveyor_job), offsetof(conveyor_job, reserved1) + sizeof(int32_t));
   EXPECT_EQ(offsetof(conveyor_rate_limit, scope),
             offsetof(conveyor_rate_limit, updated_at_us) + sizeof(int64_t));
   EXPECT_EQ(sizeof(conveyor_rate_limit),
@@ -74,9 +73,30 @@ TEST(AbiFreeze, Version1_3AppendsItsSlotAtTheEnd) {
   constexpr size_t kSlot = sizeof(void (*)());
   EXPECT_EQ(offsetof(conveyor_storage_plugin, add_shared_state), CONVEYOR_PLUGIN_V1_2_SIZE);
   EXPECT_EQ(CONVEYOR_PLUGIN_V1_3_SIZE, CONVEYOR_PLUGIN_V1_2_SIZE + kSlot);
-  EXPECT_EQ(CONVEYOR_PLUGIN_V1_3_SIZE, sizeof(conveyor_storage_plugin))
-      << "a slot after add_shared_state belongs to a new minor with a size macro of its own";
-  EXPECT_EQ(CONVEYOR_ABI_MINOR, 3);
+}
+
+// ABI 1.4 (job keys) appends three slots after add_shared_state, a field
+// after conveyor_job's reserved1, and two structs of its own.
+TEST(AbiFreeze, Version1_4AppendsItsSlotsAndFieldsAtTheEnd) {
+  constexpr size_t kSlot = sizeof(void (*)());
+  EXPECT_EQ(offsetof(conveyor_storage_plugin, enqueue_v4), CONVEYOR_PLUGIN_V1_3_SIZE);
+  EXPECT_EQ(offsetof(conveyor_storage_plugin, claim_keys), CONVEYOR_PLUGIN_V1_3_SIZE + kSlot);
+  EXPECT_EQ(offsetof(conveyor_storage_plugin, list_ready_keys),
+            CONVEYOR_PLUGIN_V1_3_SIZE + 2 * kSlot);
+  EXPECT_EQ(CONVEYOR_PLUGIN_V1_4_SIZE, CONVEYOR_PLUGIN_V1_3_SIZE + 3 * kSlot);
+  EXPECT_EQ(CONVEYOR_PLUGIN_V1_4_SIZE, sizeof(conveyor_storage_plugin))
+      << "a slot after list_ready_keys belongs to a new minor with a size macro of its own";
+  EXPECT_EQ(CONVEYOR_ABI_MINOR, 4);
+
+  EXPECT_EQ(offsetof(conveyor_job, key), offsetof(conveyor_job, reserved1) + sizeof(int32_t));
+  EXPECT_EQ(sizeof(conveyor_job), offsetof(conveyor_job, key) + sizeof(conveyor_str));
+  EXPECT_EQ(offsetof(conveyor_new_job_v3, job), 0u);
+  EXPECT_EQ(offsetof(conveyor_new_job_v3, key), sizeof(conveyor_new_job_v2));
+  EXPECT_EQ(sizeof(conveyor_new_job_v3), sizeof(conveyor_new_job_v2) + sizeof(conveyor_str));
+  EXPECT_EQ(offsetof(conveyor_key_claim, max_jobs), sizeof(conveyor_str));
+  EXPECT_EQ(sizeof(conveyor_key_claim), sizeof(conveyor_str) + 2 * sizeof(uint32_t));
+  EXPECT_EQ(offsetof(conveyor_ready_key, key), 2 * sizeof(uint32_t));
+  EXPECT_EQ(sizeof(conveyor_ready_key), offsetof(conveyor_ready_key, ready) + sizeof(int64_t));
 }
 
 }  // namespace

@@ -182,7 +182,7 @@ extern "C" {
 
 /* The ABI version this header describes. */
 #define CONVEYOR_ABI_MAJOR 1
-#define CONVEYOR_ABI_MINOR 3
+#define CONVEYOR_ABI_MINOR 4
 
 /* The one symbol a plugin exports. */
 #define CONVEYOR_PLUGIN_ENTRY_SYMBOL "conveyor_storage_plugin_entry"
@@ -279,6 +279,11 @@ typedef int32_t conveyor_status;
  * overflows an int64_t (see add_shared_state). */
 #define CONVEYOR_SHARED_ADD_MAX ((int64_t)1 << 62)
 
+/* ABI 1.4: the longest job key, in bytes (conveyor_new_job_v3.key). A key
+ * is 0..CONVEYOR_JOB_KEY_MAX bytes of UTF-8; the empty key is "no key" and
+ * is one key like any other. */
+#define CONVEYOR_JOB_KEY_MAX 200
+
 /* Caller-owned error object. The plugin sets code and message on failure. */
 typedef struct conveyor_error {
   conveyor_status code;
@@ -336,6 +341,9 @@ typedef struct conveyor_job {
    * enqueue_v3 (>= 1); 1 for a job enqueued without a cost. */
   int32_t cost;
   int32_t reserved1; /* zero */
+  /* ABI 1.4 (read only when struct_size covers it): the job's key, as
+   * enqueued with enqueue_v4; empty for a job enqueued without one. */
+  conveyor_str key;
 } conveyor_job;
 
 /* Names a lease: the host passes these to mutate RUNNING jobs. */
@@ -385,6 +393,32 @@ typedef struct conveyor_new_job_v2 {
   int32_t reserved0;    /* zero */
 } conveyor_new_job_v2;
 
+/* ABI 1.4: a job to enqueue with a key (enqueue_v4). Input only: owned by
+ * the caller. */
+typedef struct conveyor_new_job_v3 {
+  conveyor_new_job_v2 job; /* as for enqueue_v3 */
+  conveyor_str key;        /* 0..CONVEYOR_JOB_KEY_MAX bytes; empty: the empty key */
+} conveyor_new_job_v3;
+
+/* ABI 1.4: one key's share of a claim_keys call. Input only: owned by the
+ * caller. */
+typedef struct conveyor_key_claim {
+  conveyor_str key;   /* the key (may be empty: the empty key) */
+  uint32_t max_jobs;  /* the most jobs of this key to claim (0: none) */
+  uint32_t reserved0; /* zero */
+} conveyor_key_claim;
+
+/* ABI 1.4: a key of a queue that has ready jobs (list_ready_keys). Owned by
+ * the plugin, valid only during the callback. */
+typedef struct conveyor_ready_key {
+  uint32_t struct_size; /* sizeof(conveyor_ready_key) as built */
+  uint32_t reserved0;   /* zero */
+  conveyor_str key;
+  /* The key's ready jobs (AVAILABLE, run_at <= now_us), counted up to the
+   * call's count_limit: min(ready jobs, count_limit), >= 1. */
+  int64_t ready;
+} conveyor_ready_key;
+
 /* Callbacks. ctx is the host's, passed back untouched. A callback never
  * fails and never calls back into the same handle (see Callbacks above). */
 typedef void (*conveyor_job_fn)(void* ctx, const conveyor_job* job);
@@ -392,10 +426,11 @@ typedef void (*conveyor_queue_stats_fn)(void* ctx, const conveyor_queue_stats* s
 typedef void (*conveyor_rate_limit_fn)(void* ctx, const conveyor_rate_limit* limit);
 typedef void (*conveyor_notify_fn)(void* ctx, int32_t kind, conveyor_str queue);
 typedef void (*conveyor_queue_fn)(void* ctx, conveyor_str queue, int32_t paused);
+typedef void (*conveyor_ready_key_fn)(void* ctx, const conveyor_ready_key* key);
 
 /* The function table. Members up to and including wait_for_notification form
  * version 1.0; every slot of 1.0 is required except wait_for_notification.
- * The slots after it form 1.1, 1.2 and 1.3 (all optional); each minor's
+ * The slots after it form 1.1, 1.2, 1.3 and 1.4 (all optional); each minor's
  * slots are marked below. */
 typedef struct conveyor_storage_plugin {
   uint32_t struct_size;  /* sizeof(conveyor_storage_plugin) as built */
@@ -727,6 +762,69 @@ typedef struct conveyor_storage_plugin {
                                       int64_t low, int64_t high, int64_t unit, uint32_t min_count,
                                       uint32_t max_count, int64_t* out_version, int64_t* out_value,
                                       uint32_t* out_count, conveyor_error* err);
+
+  /* ---- version 1.4 (job keys: limits per key, fair turns between keys).
+   * Every slot is optional. A host refuses a job with a non-empty key, and a
+   * queue configured with per-key settings, on a plugin without all three,
+   * naming the plugin and its ABI. On such a plugin every job has the empty
+   * key, so the host's fair turns between keys are plain claim order.
+   * Why these three: the fair scheduler, the per-key buckets and the per-key
+   * concurrency stay in the host, the same for every backend, as the queue's
+   * bucket does. What the host needs from storage is (a) which keys have
+   * ready work, without reading keys that have none, and (b) to claim a
+   * chosen number of jobs from each of many keys in one round trip. A key
+   * has no row of its own anywhere: it exists while it has jobs, so storage
+   * for keys stays proportional to jobs, never to keys ever seen. ---- */
+
+  /* ABI 1.4. enqueue_v3 with a key per job (conveyor_new_job_v3.key), stored
+   * with the job and reported in conveyor_job.key by every call that reports
+   * jobs (get_job, claim, claim_kinds, claim_keys, list_jobs,
+   * rescue_expired_v2). A key longer than CONVEYOR_JOB_KEY_MAX bytes is
+   * CONVEYOR_E_INVALID (nothing enqueued). Everything else as enqueue_v3.
+   * Jobs enqueued by any other enqueue slot have the empty key. */
+  conveyor_status (*enqueue_v4)(conveyor_storage* storage, const conveyor_new_job_v3* jobs,
+                                size_t n, int64_t now_us, int64_t* out_ids, conveyor_error* err);
+
+  /* ABI 1.4. Claims, from one queue, up to keys[i].max_jobs ready jobs of
+   * each key keys[i].key, in one atomic step for the whole call: per key the
+   * first ready jobs in claim order (priority, run_at, id) among that key's
+   * jobs, restricted to kinds[0..n_kinds) as claim_kinds (n_kinds == 0: no
+   * filter). A key with fewer ready jobs gives what it has; jobs of keys not
+   * listed are left untouched and never block the listed ones. Leases,
+   * pause, on_job (once per claimed job, any order across keys) and
+   * *out_claimed (the total) as claim. n_keys == 0 claims nothing (OK).
+   * Failure (CONVEYOR_E_INVALID, nothing claimed): as claim_kinds; keys NULL
+   * with n_keys > 0; a key longer than CONVEYOR_JOB_KEY_MAX; the same key
+   * twice in keys.
+   * Cost: one round trip; per listed key, at most its max_jobs matching rows
+   * plus (with a kind filter and no (queue, key, kind) index) the ready jobs
+   * of other kinds ahead of them. Never reads keys that are not listed. */
+  conveyor_status (*claim_keys)(conveyor_storage* storage, conveyor_str queue,
+                                const conveyor_str* kinds, size_t n_kinds,
+                                const conveyor_key_claim* keys, size_t n_keys, int64_t lease_token,
+                                int64_t now_us, int64_t lease_expires_us, conveyor_job_fn on_job,
+                                void* ctx, uint32_t* out_claimed, conveyor_error* err);
+
+  /* ABI 1.4. Lists the keys of one queue that have at least one ready job
+   * (AVAILABLE, run_at <= now_us; a paused queue's keys are listed too), in
+   * key order (bytewise, as "name order"; the empty key first), those after
+   * *after_key only (after_key NULL: from the first key), at most limit of
+   * them: one on_key call per key, with the key's ready jobs counted up to
+   * count_limit (conveyor_ready_key.ready). Keyset pagination: the next
+   * page starts after the last key reported; fewer than limit keys means
+   * there are no more. *out_listed = number reported.
+   * Failure (CONVEYOR_E_INVALID, nothing reported): empty queue name, limit
+   * 0 or above CONVEYOR_LIST_JOBS_MAX, count_limit 0, *after_key longer than
+   * CONVEYOR_JOB_KEY_MAX. An unknown queue lists nothing (OK).
+   * Cost: per key reported, at most count_limit index entries; keys with no
+   * AVAILABLE job are never read (a key whose AVAILABLE jobs are all
+   * scheduled for later may cost its scheduled jobs, the backlog of work
+   * outstanding); never reads retained (final) jobs. */
+  conveyor_status (*list_ready_keys)(conveyor_storage* storage, conveyor_str queue,
+                                     const conveyor_str* after_key, uint32_t limit,
+                                     uint32_t count_limit, int64_t now_us,
+                                     conveyor_ready_key_fn on_key, void* ctx, uint32_t* out_listed,
+                                     conveyor_error* err);
 } conveyor_storage_plugin;
 
 /* The size of a 1.0 table: the least struct_size a host accepts. */
@@ -747,6 +845,11 @@ typedef struct conveyor_storage_plugin {
 #define CONVEYOR_PLUGIN_V1_3_SIZE                        \
   (offsetof(conveyor_storage_plugin, add_shared_state) + \
    sizeof(((conveyor_storage_plugin*)0)->add_shared_state))
+
+/* The size of a 1.4 table (every 1.4 slot covered). */
+#define CONVEYOR_PLUGIN_V1_4_SIZE                       \
+  (offsetof(conveyor_storage_plugin, list_ready_keys) + \
+   sizeof(((conveyor_storage_plugin*)0)->list_ready_keys))
 
 /* The entry point every plugin exports under CONVEYOR_PLUGIN_ENTRY_SYMBOL.
  * Returns the plugin's table (static, never freed) or NULL when the plugin

@@ -65,6 +65,17 @@
 //   SharedAddResult add_shared_state(std::string_view key, const SharedAdd& add);
 // (conveyor_job.cost and conveyor_rate_limit.scope are the plugin's to fill:
 // OwnedJob::cost, OwnedRateLimit::scope.)
+// and optionally the ABI 1.4 slots (job keys; the adapter checks key
+// lengths, duplicate keys, NULL arrays and the ranges first):
+//   void enqueue_keyed(std::span<const conveyor_new_job_v3> jobs, int64_t now_us,
+//                      std::span<int64_t> out_ids);          // enqueue_v4, costs and keys checked
+//   uint32_t claim_keys(std::string_view queue, std::span<const std::string_view> kinds,
+//                       std::span<const KeyClaim> keys, int64_t lease_token, int64_t now_us,
+//                       int64_t lease_expires_us, const JobSink& sink);  // kinds may be empty
+//   uint32_t list_ready_keys(std::string_view queue, std::optional<std::string_view> after_key,
+//                            uint32_t limit, uint32_t count_limit, int64_t now_us,
+//                            const ReadyKeySink& sink);
+// (conveyor_job.key is the plugin's to fill: OwnedJob::key.)
 //
 // Threading is as the C header says: every method but the destructor may be
 // called concurrently. The host never calls the object from inside one of its
@@ -84,6 +95,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -160,6 +172,29 @@ class Sink {
 using JobSink = Sink<conveyor_job, conveyor_job_fn>;
 using QueueStatsSink = Sink<conveyor_queue_stats, conveyor_queue_stats_fn>;
 using RateLimitSink = Sink<conveyor_rate_limit, conveyor_rate_limit_fn>;
+using ReadyKeySink = Sink<conveyor_ready_key, conveyor_ready_key_fn>;
+
+// One key's share of a claim_keys call (ABI 1.4), as the adapter hands it to
+// the plugin: the key is borrowed from the host's array for the call.
+struct KeyClaim {
+  std::string_view key;
+  uint32_t max_jobs = 0;
+};
+
+// A key with ready jobs copied out of a result (list_ready_keys), reported
+// (view()) after the read has ended. The view borrows key.
+struct OwnedReadyKey {
+  std::string key;
+  int64_t ready = 0;
+
+  conveyor_ready_key view() const noexcept {
+    conveyor_ready_key k{};
+    k.struct_size = sizeof(conveyor_ready_key);
+    k.key = str(key);
+    k.ready = ready;
+    return k;
+  }
+};
 
 // A job with its own strings. A plugin copies rows into these inside a
 // transaction, ends it, then hands view() to a JobSink (so a host callback
@@ -182,6 +217,7 @@ struct OwnedJob {
   int64_t lease_expires = 0;
   std::string last_error;
   int32_t cost = 1;  // ABI 1.2; a host's copy of an older plugin's job: 1
+  std::string key;   // ABI 1.4; empty: the empty key (and an older plugin's job)
   // As a plugin reported them, in a host's copy; view() always reports
   // sizeof(conveyor_job) and 0.
   uint32_t struct_size = sizeof(conveyor_job);
@@ -207,6 +243,7 @@ struct OwnedJob {
     j.lease_expires_us = lease_expires;
     j.last_error = str(last_error);
     j.cost = cost;
+    j.key = str(key);
     return j;
   }
 };
@@ -689,6 +726,103 @@ struct Adapter {
     });
   }
 
+  // ---- ABI 1.4 ----
+  static void check_key(const char* call, const std::string& what, conveyor_str key) {
+    if (key.len > 0 && key.data == nullptr)
+      throw Error(CONVEYOR_E_INVALID,
+                  std::string(call) + ": " + what + " has data NULL with a length");
+    if (key.len > CONVEYOR_JOB_KEY_MAX)
+      throw Error(CONVEYOR_E_INVALID, std::string(call) + ": " + what + " is " +
+                                          std::to_string(key.len) + " bytes, more than " +
+                                          std::to_string(CONVEYOR_JOB_KEY_MAX));
+  }
+  static conveyor_status enqueue_v4(conveyor_storage* s, const conveyor_new_job_v3* jobs, size_t n,
+                                    int64_t now, int64_t* ids, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (n == 0) return;
+      if (jobs == nullptr || ids == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "jobs or out_ids is NULL");
+      for (size_t i = 0; i < n; ++i) {
+        const std::string at = "jobs[" + std::to_string(i) + "]";
+        if (jobs[i].job.cost < 1 || jobs[i].job.cost > CONVEYOR_JOB_COST_MAX)
+          throw Error(CONVEYOR_E_INVALID, "enqueue_v4: " + at + ".cost is " +
+                                              std::to_string(jobs[i].job.cost) + ", not 1.." +
+                                              std::to_string(CONVEYOR_JOB_COST_MAX));
+        check_key("enqueue_v4", at + ".key", jobs[i].key);
+      }
+      self(s)->enqueue_keyed(std::span(jobs, n), now, std::span(ids, n));
+    });
+  }
+  static conveyor_status claim_keys(conveyor_storage* s, conveyor_str queue,
+                                    const conveyor_str* kinds, size_t n_kinds,
+                                    const conveyor_key_claim* keys, size_t n_keys, int64_t token,
+                                    int64_t now, int64_t expires, conveyor_job_fn fn, void* ctx,
+                                    uint32_t* out_claimed, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (fn == nullptr || out_claimed == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "on_job or out_claimed is NULL");
+      if (token == 0) throw Error(CONVEYOR_E_INVALID, "lease_token must be non-zero");
+      if (n_kinds > 0 && kinds == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "claim_keys: kinds is NULL with n_kinds > 0");
+      if (n_keys > 0 && keys == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "claim_keys: keys is NULL with n_keys > 0");
+      std::vector<std::string_view> k;
+      k.reserve(n_kinds);
+      for (size_t i = 0; i < n_kinds; ++i) {
+        if (kinds[i].len == 0)
+          throw Error(CONVEYOR_E_INVALID, "claim_keys: kinds[" + std::to_string(i) + "] is empty");
+        if (kinds[i].data == nullptr)
+          throw Error(CONVEYOR_E_INVALID,
+                      "claim_keys: kinds[" + std::to_string(i) + "] has data NULL with a length");
+        k.push_back(view(kinds[i]));
+      }
+      std::vector<KeyClaim> claims;
+      claims.reserve(n_keys);
+      for (size_t i = 0; i < n_keys; ++i) {
+        check_key("claim_keys", "keys[" + std::to_string(i) + "].key", keys[i].key);
+        claims.push_back(KeyClaim{view(keys[i].key), keys[i].max_jobs});
+      }
+      std::vector<std::string_view> sorted;
+      sorted.reserve(claims.size());
+      for (const KeyClaim& c : claims) sorted.push_back(c.key);
+      std::sort(sorted.begin(), sorted.end());
+      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+        throw Error(CONVEYOR_E_INVALID,
+                    "claim_keys: the key \"" +
+                        std::string(*std::adjacent_find(sorted.begin(), sorted.end())) +
+                        "\" is listed twice");
+      *out_claimed = n_keys == 0
+                         ? 0
+                         : self(s)->claim_keys(view(queue), std::span<const std::string_view>(k),
+                                               std::span<const KeyClaim>(claims), token, now,
+                                               expires, JobSink(fn, ctx));
+    });
+  }
+  static conveyor_status list_ready_keys(conveyor_storage* s, conveyor_str queue,
+                                         const conveyor_str* after_key, uint32_t limit,
+                                         uint32_t count_limit, int64_t now,
+                                         conveyor_ready_key_fn fn, void* ctx, uint32_t* out_listed,
+                                         conveyor_error* err) {
+    return guarded(err, [&] {
+      if (fn == nullptr || out_listed == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "on_key or out_listed is NULL");
+      if (queue.len == 0) throw Error(CONVEYOR_E_INVALID, "list_ready_keys: queue name is empty");
+      if (limit == 0 || limit > CONVEYOR_LIST_JOBS_MAX)
+        throw Error(CONVEYOR_E_INVALID, "list_ready_keys: limit must be 1.." +
+                                            std::to_string(CONVEYOR_LIST_JOBS_MAX) + ", got " +
+                                            std::to_string(limit));
+      if (count_limit == 0)
+        throw Error(CONVEYOR_E_INVALID, "list_ready_keys: count_limit must be >= 1");
+      std::optional<std::string_view> after;
+      if (after_key != nullptr) {
+        check_key("list_ready_keys", "after_key", *after_key);
+        after = view(*after_key);
+      }
+      *out_listed = self(s)->list_ready_keys(view(queue), after, limit, count_limit, now,
+                                             ReadyKeySink(fn, ctx));
+    });
+  }
+
   static constexpr bool has_enqueue_at =
       requires(Impl & i, std::span<const conveyor_new_job> j, std::span<int64_t> o) {
     i.enqueue_at(j, int64_t{}, o);
@@ -729,6 +863,23 @@ struct Adapter {
       requires(Impl & i, std::span<const conveyor_new_job_v2> j, std::span<int64_t> o) {
     i.enqueue_costed(j, int64_t{}, o);
   };
+  static constexpr bool has_enqueue_keyed =
+      requires(Impl & i, std::span<const conveyor_new_job_v3> j, std::span<int64_t> o) {
+    i.enqueue_keyed(j, int64_t{}, o);
+  };
+  static constexpr bool has_claim_keys =
+      requires(Impl & i, std::span<const std::string_view> k, std::span<const KeyClaim> c,
+               const JobSink& sink) {
+    {
+      i.claim_keys(std::string_view{}, k, c, int64_t{}, int64_t{}, int64_t{}, sink)
+      } -> std::same_as<uint32_t>;
+  };
+  static constexpr bool has_list_ready_keys = requires(Impl & i, const ReadyKeySink& sink) {
+    {
+      i.list_ready_keys(std::string_view{}, std::optional<std::string_view>{}, uint32_t{},
+                        uint32_t{}, int64_t{}, sink)
+      } -> std::same_as<uint32_t>;
+  };
 
     // Each optional slot: the adapter function when Impl has the method, else
     // NULL; if constexpr keeps the adapter function from being instantiated.
@@ -751,6 +902,9 @@ struct Adapter {
   CONVEYOR_SDK_OPTIONAL_SLOT(set_rate_limit_v2_slot, has_set_rate_limit_scoped, set_rate_limit_v2)
   CONVEYOR_SDK_OPTIONAL_SLOT(enqueue_v3_slot, has_enqueue_costed, enqueue_v3)
   CONVEYOR_SDK_OPTIONAL_SLOT(add_shared_state_slot, has_add_shared_state, add_shared_state)
+  CONVEYOR_SDK_OPTIONAL_SLOT(enqueue_v4_slot, has_enqueue_keyed, enqueue_v4)
+  CONVEYOR_SDK_OPTIONAL_SLOT(claim_keys_slot, has_claim_keys, claim_keys)
+  CONVEYOR_SDK_OPTIONAL_SLOT(list_ready_keys_slot, has_list_ready_keys, list_ready_keys)
 #undef CONVEYOR_SDK_OPTIONAL_SLOT
 
   static constexpr bool has_notify = requires(Impl & i, const NotifySink& sink) {
@@ -813,6 +967,9 @@ struct Adapter {
         set_rate_limit_v2_slot(),
         enqueue_v3_slot(),
         add_shared_state_slot(),
+        enqueue_v4_slot(),
+        claim_keys_slot(),
+        list_ready_keys_slot(),
     };
     return &t;
   }

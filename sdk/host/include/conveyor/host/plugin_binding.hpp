@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,6 +38,8 @@ namespace conveyor::host {
 // A job as a plugin reported it: the SDK's owned job, with struct_size and
 // reserved0 as reported.
 using JobCopy = sdk::OwnedJob;
+// A key with ready jobs as a plugin reported it (ABI 1.4, list_ready_keys).
+using ReadyKeyCopy = sdk::OwnedReadyKey;
 
 // One conveyor_queue_stats, copied.
 struct StatsCopy {
@@ -126,6 +129,7 @@ class Reports {
   std::vector<LimitCopy> limits;
   std::vector<QueueCopy> queues;
   std::vector<NotificationCopy> notifications;
+  std::vector<ReadyKeyCopy> ready_keys;
   std::vector<std::string> problems;
   int notifications_off_caller_thread = 0;  // the header wants the caller's thread
 
@@ -146,6 +150,7 @@ class Reports {
 JobCopy copy_job(const conveyor_job* job, std::vector<std::string>& problems);
 StatsCopy copy_stats(const conveyor_queue_stats* stats, std::vector<std::string>& problems);
 LimitCopy copy_limit(const conveyor_rate_limit* limit, std::vector<std::string>& problems);
+ReadyKeyCopy copy_ready_key(const conveyor_ready_key* key, std::vector<std::string>& problems);
 
 // C views of jobs to enqueue, for any type with queue, kind, payload,
 // priority, max_attempts and run_at_us members. The views borrow jobs' strings.
@@ -168,6 +173,16 @@ std::vector<conveyor_new_job_v2> new_jobs_v2(std::span<const Spec> jobs) {
         conveyor_new_job{sdk::str(j.queue), sdk::str(j.kind), sdk::str(j.payload), j.priority,
                          j.max_attempts, j.run_at_us},
         static_cast<int32_t>(j.cost), 0});
+  return out;
+}
+// ABI 1.4: the same with each job's key (Spec has cost and key members).
+template <typename Spec>
+std::vector<conveyor_new_job_v3> new_jobs_v3(std::span<const Spec> jobs) {
+  std::vector<conveyor_new_job_v3> out;
+  out.reserve(jobs.size());
+  for (const conveyor_new_job_v2& j : new_jobs_v2(jobs))
+    out.push_back(conveyor_new_job_v3{j, conveyor_str{}});
+  for (size_t i = 0; i < jobs.size(); ++i) out[i].key = sdk::str(jobs[i].key);
   return out;
 }
 
@@ -275,6 +290,26 @@ class PluginBinding {
   Result<SharedAdded> add_shared_state(std::string_view key, int64_t credit, int64_t low,
                                        int64_t high, int64_t unit, uint32_t min_count,
                                        uint32_t max_count);
+
+  // ABI 1.4, optional ("needs ABI 1.4 (slot ...)" when missing).
+  Result<std::vector<int64_t>> enqueue_v4(std::span<const conveyor_new_job_v3> jobs,
+                                          int64_t now_us);
+  // One key's share of a claim_keys call.
+  struct KeyClaim {
+    std::string key;
+    uint32_t max_jobs = 0;
+  };
+  Result<Claimed> claim_keys(std::string_view queue, std::span<const std::string> kinds,
+                             std::span<const KeyClaim> keys, int64_t lease_token, int64_t now_us,
+                             int64_t lease_expires_us);
+  struct ReadyKeys {
+    std::vector<ReadyKeyCopy> keys;
+    uint32_t out_listed = kUnwrittenCount;
+  };
+  // after_key nullopt: from the first key.
+  Result<ReadyKeys> list_ready_keys(std::string_view queue,
+                                    const std::optional<std::string>& after_key, uint32_t limit,
+                                    uint32_t count_limit, int64_t now_us);
 
   // Whether the table covers the slot (struct_size reaches its end) and it
   // is non-NULL.

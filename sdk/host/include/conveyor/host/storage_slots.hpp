@@ -58,7 +58,10 @@
   X(swap_shared_state, kSwapSharedState, 2, false)         \
   X(set_rate_limit_v2, kSetRateLimitV2, 2, false)          \
   X(enqueue_v3, kEnqueueV3, 2, false)                      \
-  X(add_shared_state, kAddSharedState, 3, false)
+  X(add_shared_state, kAddSharedState, 3, false)           \
+  X(enqueue_v4, kEnqueueV4, 4, false)                      \
+  X(claim_keys, kClaimKeys, 4, false)                      \
+  X(list_ready_keys, kListReadyKeys, 4, false)
 
 namespace conveyor::host {
 
