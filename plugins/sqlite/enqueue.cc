@@ -1,5 +1,5 @@
-// enqueue, enqueue_at and enqueue_costed: new jobs get increasing ids and a
-// place in their queue's block of places.
+// enqueue, enqueue_at, enqueue_costed and enqueue_keyed: new jobs get
+// increasing ids and a place in their queue's block of places.
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -31,12 +31,12 @@ int64_t wall_clock_us() {
 }  // namespace
 
 void SqliteStorage::enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids) {
-  insert_jobs(jobs, {}, wall_clock_us(), out_ids);
+  insert_jobs(jobs, {}, {}, wall_clock_us(), out_ids);
 }
 
 void SqliteStorage::enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
                                std::span<int64_t> out_ids) {
-  insert_jobs(jobs, {}, now_us, out_ids);
+  insert_jobs(jobs, {}, {}, now_us, out_ids);
 }
 
 void SqliteStorage::enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,
@@ -49,11 +49,28 @@ void SqliteStorage::enqueue_costed(std::span<const conveyor_new_job_v2> jobs, in
     plain.push_back(j.job);
     costs.push_back(j.cost);
   }
-  insert_jobs(plain, costs, now_us, out_ids);
+  insert_jobs(plain, costs, {}, now_us, out_ids);
+}
+
+void SqliteStorage::enqueue_keyed(std::span<const conveyor_new_job_v3> jobs, int64_t now_us,
+                                  std::span<int64_t> out_ids) {
+  std::vector<conveyor_new_job> plain;
+  std::vector<int32_t> costs;
+  std::vector<std::string_view> keys;
+  plain.reserve(jobs.size());
+  costs.reserve(jobs.size());
+  keys.reserve(jobs.size());
+  for (const conveyor_new_job_v3& j : jobs) {
+    plain.push_back(j.job.job);
+    costs.push_back(j.job.cost);
+    keys.push_back(sdk::view(j.key));  // its length checked by the adapter
+  }
+  insert_jobs(plain, costs, keys, now_us, out_ids);
 }
 
 void SqliteStorage::insert_jobs(std::span<const conveyor_new_job> jobs,
-                                std::span<const int32_t> costs, int64_t created,
+                                std::span<const int32_t> costs,
+                                std::span<const std::string_view> keys, int64_t created,
                                 std::span<int64_t> out_ids) {
   for (size_t i = 0; i < jobs.size(); ++i) {
     const conveyor_new_job& j = jobs[i];
@@ -124,6 +141,7 @@ void SqliteStorage::insert_jobs(std::span<const conveyor_new_job> jobs,
       st.bind(6, static_cast<int64_t>(j.run_at_us));
       st.bind(7, static_cast<int64_t>(created));
       st.bind(8, costs.empty() ? 1 : costs[i]);
+      bind_text(st, 11, keys.empty() ? std::string_view{} : keys[i]);
       st.exec();
     }
     SQLite::Statement& set = c.get<sql::kSetQueueBlock>();

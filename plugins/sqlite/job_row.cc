@@ -21,6 +21,7 @@ sdk::OwnedJob job_from_row(const SQLite::Statement& st, int64_t now_us) {
   j.lease_expires = st.getColumn(12).getInt64();
   j.last_error = column_text(st, 13);
   j.cost = st.getColumn(14).getInt();
+  j.key = column_text(st, 15);
   if (j.state == kAvailable && j.run_at > now_us) j.state = CONVEYOR_JOB_SCHEDULED;
   if (j.state != kRunning) {
     j.lease_token = 0;
@@ -40,6 +41,7 @@ void read_claimed_row(const SQLite::Statement& st, sdk::OwnedJob& j) {
   j.created_at = st.getColumn(7).getInt64();
   j.last_error = column_text(st, 8);
   j.cost = st.getColumn(9).getInt();
+  j.key = column_text(st, 11);
 }
 
 }  // namespace conveyor::sqlite

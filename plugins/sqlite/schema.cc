@@ -150,6 +150,19 @@ END;
 ALTER TABLE queues ADD COLUMN next_pos INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE queues ADD COLUMN end_pos INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 4 -> 5: ABI 1.4 (job keys). ADD COLUMN with a constant default
+    // rewrites no rows: every job kept has the empty key.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN key TEXT NOT NULL DEFAULT '';
+-- claim_keys reads one range per listed key, in claim order; list_ready_keys
+-- walks the queue's keys one seek each (a key with no available job has no
+-- entry, so it is never read) and counts a key's ready jobs in its range.
+-- Partial on available, as jobs_claim: a job enters it when enqueued or made
+-- available again and leaves it when claimed or cancelled. The key is TEXT
+-- (BINARY collation: memcmp, the ABI's bytewise key order). jobs_claim stays:
+-- claim and claim_kinds take the queue's jobs in claim order across keys.
+CREATE INDEX jobs_key ON jobs (queue, key, priority, run_at, id) WHERE state = 1;
+)sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration step per schema version");
 

@@ -8,11 +8,13 @@
 //     buffered copies of the rows.
 //   * Schema (schema.hpp): list_jobs reads one jobs_list range per final
 //     state and kind; claim_kinds reads jobs_claim skipping other kinds (no
-//     kind index, which every enqueue and claim would pay for); job_counts
-//     reads job_counts, per (queue, final state) counts kept by the
-//     statements that finalize or unfinalize and a delete trigger, so
-//     counting never scans retained jobs; live states are counted from
-//     jobs_claim and jobs_lease.
+//     kind index, which every enqueue and claim would pay for); claim_keys
+//     reads one jobs_key range per listed key, and list_ready_keys walks
+//     jobs_key one seek per key (keys without available jobs have no entry
+//     there, so they are never read); job_counts reads job_counts, per
+//     (queue, final state) counts kept by the statements that finalize or
+//     unfinalize and a delete trigger, so counting never scans retained
+//     jobs; live states are counted from jobs_claim and jobs_lease.
 //   * Rows stored by queue: a row's place (pos, the rowid) comes from its
 //     queue's block of places, so a claim or completion of a batch rewrites a
 //     few table pages even when many queues' jobs arrive interleaved; the job
@@ -37,6 +39,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -102,6 +105,15 @@ class SqliteStorage {
                              int32_t scope, int64_t now_us);
   void enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,
                       std::span<int64_t> out_ids);
+  // ABI 1.4 (schema 5: jobs.key and the index jobs_key)
+  void enqueue_keyed(std::span<const conveyor_new_job_v3> jobs, int64_t now_us,
+                     std::span<int64_t> out_ids);
+  uint32_t claim_keys(std::string_view queue, std::span<const std::string_view> kinds,
+                      std::span<const sdk::KeyClaim> keys, int64_t lease_token, int64_t now_us,
+                      int64_t lease_expires_us, const sdk::JobSink& sink);
+  uint32_t list_ready_keys(std::string_view queue, std::optional<std::string_view> after_key,
+                           uint32_t limit, uint32_t count_limit, int64_t now_us,
+                           const sdk::ReadyKeySink& sink);
   // CONVEYOR_CAP_NOTIFY (see the design notes above); from one thread at a
   // time (the host's), others wait.
   void wait_for_notification(int64_t timeout_us, const sdk::NotifySink& sink);
@@ -115,9 +127,18 @@ class SqliteStorage {
 
   // rescue_expired, reporting each rescued job to sink when it is not null.
   uint32_t rescue(int64_t now_us, uint32_t max_jobs, const sdk::JobSink* sink);
-  // costs: one per job, or empty for cost 1 each.
+  // costs and keys: one per job, or empty for cost 1 and the empty key each.
   void insert_jobs(std::span<const conveyor_new_job> jobs, std::span<const int32_t> costs,
-                   int64_t created, std::span<int64_t> out_ids);
+                   std::span<const std::string_view> keys, int64_t created,
+                   std::span<int64_t> out_ids);
+  // Claims, in one write transaction, the ready jobs of queue that
+  // pick(conn, probe) names (ids, in the order they are reported), unless
+  // the queue is paused. A look on a reader comes first (probe true: pick may
+  // stop at its first id): with nothing to claim there, no write lock is
+  // taken. claim_kinds and claim_keys.
+  template <typename Pick>
+  uint32_t claim_picked(const char* op, std::string_view queue, int64_t lease_token,
+                        int64_t lease_expires_us, const Pick& pick, const sdk::JobSink& sink);
   // Runs S, a lease-guarded UPDATE taking (value, job id, lease token), once
   // per lease inside one transaction.
   template <const Sql& S>

@@ -57,15 +57,18 @@ inline constexpr Sql kTakeBlock{
 
 inline constexpr Sql kInsertJob{
     "INSERT INTO jobs (pos, id, queue, kind, payload, priority, state, attempt, max_attempts,"
-    " run_at, created_at, cost) VALUES (?9, ?10, ?1, ?2, ?3, ?4, 1, 0, ?5, ?6, ?7, ?8)"};
+    " run_at, created_at, cost, key) VALUES (?9, ?10, ?1, ?2, ?3, ?4, 1, 0, ?5, ?6, ?7, ?8, ?11)"};
 
 inline constexpr Sql kSetQueueBlock{
     "UPDATE queues SET next_pos = ?2, end_pos = ?3 WHERE name = ?1"};
 
-// ---- claim and claim_kinds -------------------------------------------------
+// ---- claim, claim_kinds and claim_keys --------------------------------------
 
+// claim and kAnyReady name jobs_claim: the planner may otherwise take
+// jobs_key (also queue = ?1), whose ranges are not in claim order.
 inline constexpr Sql kAnyReady{
-    "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND state = 1 AND run_at <= ?2)"
+    "SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_claim WHERE queue = ?1 AND state = 1"
+    " AND run_at <= ?2)"
     " AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND paused <> 0)"};
 
 inline constexpr Sql kQueuePaused{"SELECT paused FROM queues WHERE name = ?1"};
@@ -73,10 +76,10 @@ inline constexpr Sql kQueuePaused{"SELECT paused FROM queues WHERE name = ?1"};
 inline constexpr Sql kClaim{
     "UPDATE jobs SET state = 3, attempt = attempt + 1, lease_token = ?1,"
     " lease_expires = ?2"
-    " WHERE pos IN (SELECT pos FROM jobs WHERE queue = ?3 AND state = 1 AND run_at <= ?4"
-    " ORDER BY priority, run_at, id LIMIT ?5)"
+    " WHERE pos IN (SELECT pos FROM jobs INDEXED BY jobs_claim WHERE queue = ?3 AND state = 1"
+    " AND run_at <= ?4 ORDER BY priority, run_at, id LIMIT ?5)"
     " RETURNING id, kind, payload, priority, attempt, max_attempts, run_at,"
-    " created_at, last_error, cost, pos"};
+    " created_at, last_error, cost, pos, key"};
 
 // jobs_claim, other kinds skipped.
 inline constexpr Sql kClaimKindCandidates{
@@ -84,11 +87,39 @@ inline constexpr Sql kClaimKindCandidates{
     " AND state = 1"
     " AND run_at <= ?3 ORDER BY priority, run_at, id LIMIT ?4"};
 
+// jobs_key: one key's ready jobs in claim order (?4 < 0: no limit; the
+// caller stops reading once it has what it wants).
+inline constexpr Sql kClaimKeyCandidates{
+    "SELECT id, kind FROM jobs INDEXED BY jobs_key WHERE queue = ?1 AND key = ?2 AND state = 1"
+    " AND run_at <= ?3 ORDER BY priority, run_at, id LIMIT ?4"};
+
 inline constexpr Sql kClaimOne{
     "UPDATE jobs SET state = 3, attempt = attempt + 1, lease_token = ?1, lease_expires = ?2"
     " WHERE id = ?3 AND state = 1"
     " RETURNING id, kind, payload, priority, attempt, max_attempts, run_at,"
-    " created_at, last_error, cost, pos"};
+    " created_at, last_error, cost, pos, key"};
+
+// ---- list_ready_keys ---------------------------------------------------------
+
+// jobs_key: the queue's keys with available jobs, key >= ?2 (a loose index
+// scan: one seek per key, ORDER BY key LIMIT 1 being min(key)), each with its
+// ready jobs (run_at <= ?3) counted up to ?4. A row per key, in key order; a
+// key whose available jobs are all scheduled comes with 0. The walk is a
+// co-routine: it goes no further than the rows the caller steps through.
+// ?2 is '' for every key, or after_key followed by a NUL byte for the keys
+// after after_key (its successor in bytewise order): an exact lower bound,
+// where "key > ?2 OR ..." would read after_key's own entries.
+inline constexpr Sql kReadyKeys{
+    "WITH RECURSIVE walk(key) AS ("
+    " SELECT (SELECT key FROM jobs INDEXED BY jobs_key WHERE queue = ?1 AND state = 1"
+    " AND key >= ?2 ORDER BY key LIMIT 1)"
+    " UNION ALL"
+    " SELECT (SELECT n.key FROM jobs AS n INDEXED BY jobs_key WHERE n.queue = ?1"
+    " AND n.state = 1 AND n.key > walk.key ORDER BY n.key LIMIT 1) FROM walk"
+    " WHERE walk.key IS NOT NULL)"
+    " SELECT key, (SELECT COUNT(*) FROM (SELECT 1 FROM jobs AS r INDEXED BY jobs_key"
+    " WHERE r.queue = ?1 AND r.key = walk.key AND r.state = 1 AND r.run_at <= ?3 LIMIT ?4))"
+    " FROM walk WHERE key IS NOT NULL"};
 
 // ---- Outcomes of claimed jobs, each guarded by the lease -------------------
 
@@ -128,7 +159,7 @@ inline constexpr Sql kRescue{
     " WHERE pos IN (SELECT pos FROM jobs WHERE state = 3 AND lease_expires < ?1"
     " ORDER BY lease_expires, pos LIMIT ?3)"
     " RETURNING id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
-    " created_at, finalized_at, lease_token, lease_expires, last_error, cost"};
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost, key"};
 
 // ---- Operator commands on jobs ---------------------------------------------
 
@@ -155,7 +186,7 @@ inline constexpr Sql kPurge{
 
 inline constexpr Sql kGetJob{
     "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
-    " created_at, finalized_at, lease_token, lease_expires, last_error, cost"
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost, key"
     " FROM jobs WHERE id = ?1"};
 
 // The list statements name their index: the planner would otherwise walk
@@ -176,14 +207,14 @@ inline constexpr Sql kNextFinalKind{
 // jobs_claim: the queue's ready backlog, sorted by id.
 inline constexpr Sql kListAvailable{
     "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
-    " created_at, finalized_at, lease_token, lease_expires, last_error, cost"
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost, key"
     " FROM jobs INDEXED BY jobs_claim WHERE queue = ?1 AND state = 1 AND id > ?2"
     " AND run_at BETWEEN ?3 AND ?4 AND (?6 = '' OR kind = ?6) ORDER BY id LIMIT ?5"};
 
 // jobs_lease: every running job, sorted by id.
 inline constexpr Sql kListRunning{
     "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
-    " created_at, finalized_at, lease_token, lease_expires, last_error, cost"
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost, key"
     " FROM jobs INDEXED BY jobs_lease WHERE state = 3 AND queue = ?1 AND id > ?2"
     " AND run_at BETWEEN ?3 AND ?4 AND (?6 = '' OR kind = ?6) ORDER BY id LIMIT ?5"};
 
@@ -292,7 +323,9 @@ inline constexpr const Sql* kCatalogue[] = {
     &sql::kQueuePaused,
     &sql::kClaim,
     &sql::kClaimKindCandidates,
+    &sql::kClaimKeyCandidates,
     &sql::kClaimOne,
+    &sql::kReadyKeys,
     &sql::kComplete,
     &sql::kCompleteAtPlaces,
     &sql::kFailRetry,
