@@ -8,6 +8,7 @@
 #include <pqxx/nontransaction>
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -27,8 +28,30 @@ CostedJobs split_costed(std::span<const conveyor_new_job_v2> jobs) {
   return out;
 }
 
+KeyedJobs split_keyed(std::span<const conveyor_new_job_v3> jobs) {
+  KeyedJobs out;
+  out.jobs.reserve(jobs.size());
+  out.costs.reserve(jobs.size());
+  out.keys.reserve(jobs.size());
+  for (const conveyor_new_job_v3& j : jobs) {
+    out.jobs.push_back(j.job.job);
+    out.costs.push_back(j.job.cost);
+    out.keys.push_back(sdk::view(j.key));
+  }
+  return out;
+}
+
 EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs, int64_t now_us,
-                                   std::span<const int32_t> costs) {
+                                   std::span<const int32_t> costs,
+                                   std::span<const std::string_view> keys) {
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string where = "enqueue: job " + std::to_string(i) + ": ";
+    if (keys[i].size() > CONVEYOR_JOB_KEY_MAX)
+      throw Error(CONVEYOR_E_INVALID,
+                  where + "key longer than " + std::to_string(CONVEYOR_JOB_KEY_MAX) + " bytes");
+    if (!is_storable_text(keys[i]))
+      throw Error(CONVEYOR_E_INVALID, where + "key must be valid UTF-8 without NUL bytes");
+  }
   for (size_t i = 0; i < jobs.size(); ++i) {
     const conveyor_new_job& j = jobs[i];
     const std::string where = "enqueue: job " + std::to_string(i) + ": ";
@@ -77,6 +100,8 @@ EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs, int64
   out.run_ats = bigint_array(run_ats);
   out.costs = costs.empty() ? int_array(std::vector<int32_t>(jobs.size(), 1))
                             : int_array(std::vector<int32_t>(costs.begin(), costs.end()));
+  out.keys =
+      keys.empty() ? text_array(std::vector<std::string_view>(jobs.size())) : text_array(keys);
   out.distinct_queues = text_array(distinct);
   std::set<std::pair<int64_t, std::string_view>> later;
   for (size_t i = 0; i < jobs.size(); ++i)
@@ -133,6 +158,7 @@ OwnedJob claimed_job_at(const pqxx::row& row, const std::string& queue, int64_t 
   j.created_at = int_at(row, 7);
   j.last_error = text_at(row, 8);
   j.cost = int32_at(row, 9);
+  j.key = text_at(row, 10);
   j.state = CONVEYOR_JOB_RUNNING;
   j.queue = queue;
   j.lease_token = lease_token;
@@ -170,12 +196,72 @@ OwnedJob stored_job_at(const pqxx::row& row, pqxx::row::size_type first, int64_t
   j.lease_expires = int_at(row, c(12));
   j.last_error = text_at(row, c(13));
   j.cost = int32_at(row, c(14));
+  j.key = text_at(row, c(15));
   if (j.state == CONVEYOR_JOB_AVAILABLE && j.run_at > now_us) j.state = CONVEYOR_JOB_SCHEDULED;
   if (j.state != CONVEYOR_JOB_RUNNING) {
     j.lease_token = 0;
     j.lease_expires = 0;
   }
   return j;
+}
+
+std::vector<sdk::KeyClaim> wanted_keys(std::span<const sdk::KeyClaim> keys, const char* op) {
+  std::vector<sdk::KeyClaim> out;
+  out.reserve(keys.size());
+  for (const sdk::KeyClaim& k : keys) {
+    if (!is_storable_text(k.key))
+      throw Error(CONVEYOR_E_INVALID,
+                  std::string(op) + ": keys must be valid UTF-8 without NUL bytes");
+    if (k.max_jobs > 0) out.push_back(k);
+  }
+  return out;
+}
+
+KeyClaimArrays key_claim_arrays(std::span<const sdk::KeyClaim> keys) {
+  std::vector<std::string_view> names;
+  std::vector<int64_t> counts;
+  names.reserve(keys.size());
+  counts.reserve(keys.size());
+  uint64_t total = 0;
+  for (const sdk::KeyClaim& k : keys) {
+    names.push_back(k.key);
+    counts.push_back(k.max_jobs);
+    total += k.max_jobs;
+  }
+  KeyClaimArrays out;
+  out.keys = text_array(names);
+  out.counts = bigint_array(counts);
+  out.total = static_cast<uint32_t>(std::min<uint64_t>(total, UINT32_MAX));
+  return out;
+}
+
+void check_ready_keys_call(std::string_view queue, std::optional<std::string_view> after_key) {
+  require_queue(queue, "list_ready_keys");
+  if (after_key && !is_storable_text(*after_key))
+    throw Error(CONVEYOR_E_INVALID,
+                "list_ready_keys: after_key must be valid UTF-8 without NUL bytes");
+}
+
+std::vector<sdk::OwnedReadyKey> ready_key_rows(const pqxx::result& r) {
+  std::vector<sdk::OwnedReadyKey> out;
+  out.reserve(r.size());
+  for (const auto& row : r) out.push_back(sdk::OwnedReadyKey{text_at(row, 0), int_at(row, 1)});
+  return out;
+}
+
+uint32_t report_ready_keys(std::vector<sdk::OwnedReadyKey>& keys, uint32_t limit,
+                           const sdk::ReadyKeySink& sink) {
+  // The statements list keys in order already; sorted again (std::string
+  // compares bytewise, as COLLATE "C" does) so that no plan can break the
+  // keyset.
+  std::sort(keys.begin(), keys.end(),
+            [](const sdk::OwnedReadyKey& a, const sdk::OwnedReadyKey& b) { return a.key < b.key; });
+  if (keys.size() > limit) keys.resize(limit);
+  for (const sdk::OwnedReadyKey& k : keys) {
+    conveyor_ready_key v = k.view();
+    sink(v);
+  }
+  return static_cast<uint32_t>(keys.size());
 }
 
 void report_job(const std::optional<OwnedJob>& job, int64_t job_id, const sdk::JobSink& sink) {

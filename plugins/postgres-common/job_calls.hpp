@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace conveyor::postgres {
@@ -25,6 +26,7 @@ class ConnectionPool;
 struct EnqueueArrays {
   std::string queues, kinds, payloads_hex, priorities, max_attempts, run_ats;
   std::string costs;            // ABI 1.2: one per job (1 without a cost)
+  std::string keys;             // ABI 1.4: one per job ('' without a key)
   std::string distinct_queues;  // sorted: concurrent enqueues register queues in one order
   // The later channel's payloads (due_wakes.hpp): one per queue and
   // kLaterGrainUs of run_at among the jobs not due at now_us, the time
@@ -34,15 +36,49 @@ struct EnqueueArrays {
 inline constexpr int64_t kLaterGrainUs = 10'000;
 // Throws sdk::Error(CONVEYOR_E_INVALID) naming the job and what is wrong.
 // costs: one per job (enqueue_v3, checked by the SDK adapter), or empty for 1.
+// keys: one per job (enqueue_v4; lengths checked by the SDK adapter), or
+// empty for the empty key.
 // now_us: the enqueue's clock, which tells delayed jobs from due ones.
 EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs, int64_t now_us,
-                                   std::span<const int32_t> costs = {});
+                                   std::span<const int32_t> costs = {},
+                                   std::span<const std::string_view> keys = {});
 // enqueue_v3's jobs split into the plain jobs and their costs.
 struct CostedJobs {
   std::vector<conveyor_new_job> jobs;
   std::vector<int32_t> costs;
 };
 CostedJobs split_costed(std::span<const conveyor_new_job_v2> jobs);
+// enqueue_v4's jobs split into the plain jobs, their costs and their keys
+// (borrowed from the caller's array).
+struct KeyedJobs {
+  std::vector<conveyor_new_job> jobs;
+  std::vector<int32_t> costs;
+  std::vector<std::string_view> keys;
+};
+KeyedJobs split_keyed(std::span<const conveyor_new_job_v3> jobs);
+
+// ABI 1.4 claim_keys: the keys of a call that want jobs (max_jobs > 0), in
+// the caller's order. Throws sdk::Error(CONVEYOR_E_INVALID) for a key a text
+// column cannot hold (not UTF-8, or a NUL byte); the SDK adapter has checked
+// lengths and duplicates.
+std::vector<sdk::KeyClaim> wanted_keys(std::span<const sdk::KeyClaim> keys, const char* op);
+// Keys and their counts as bound array parameters (text[], bigint[]), and
+// the total (at most UINT32_MAX: no call reports more jobs).
+struct KeyClaimArrays {
+  std::string keys, counts;
+  uint32_t total = 0;
+};
+KeyClaimArrays key_claim_arrays(std::span<const sdk::KeyClaim> keys);
+
+// ABI 1.4 list_ready_keys: throws sdk::Error(CONVEYOR_E_INVALID) for a queue
+// or after_key a text column cannot hold (the SDK adapter has checked the
+// limits and lengths).
+void check_ready_keys_call(std::string_view queue, std::optional<std::string_view> after_key);
+// Rows (key, ready) copied out of a result, then reported in key order
+// (bytewise), at most limit of them. Returns how many were reported.
+std::vector<sdk::OwnedReadyKey> ready_key_rows(const pqxx::result& r);
+uint32_t report_ready_keys(std::vector<sdk::OwnedReadyKey>& keys, uint32_t limit,
+                           const sdk::ReadyKeySink& sink);
 
 // Runs statement(value, ids[], tokens[]) for a batch of leases, sorted by id
 // (concurrent batches over the same jobs lock them in one order). The
@@ -53,8 +89,8 @@ void run_lease_batch(ConnectionPool& pool, const char* op, const char* statement
                      std::span<conveyor_status> results);
 
 // A claimed job from a row (id, kind, payload, priority, attempt,
-// max_attempts, run_at, created_at, last_error, cost), RUNNING in queue under the
-// lease given.
+// max_attempts, run_at, created_at, last_error, cost, key), RUNNING in queue
+// under the lease given.
 OwnedJob claimed_job_at(const pqxx::row& row, const std::string& queue, int64_t lease_token,
                         int64_t lease_expires_us);
 // Reports claimed jobs in claim order (RETURNING promises none).
@@ -62,7 +98,7 @@ void report_claimed(std::vector<OwnedJob>& jobs, const sdk::JobSink& sink);
 
 // A job from a row (id, queue, kind, payload, priority, state, attempt,
 // max_attempts, run_at, created_at, finalized_at, lease_token, lease_expires,
-// last_error, cost) starting at column first, as get_job reports it at now_us
+// last_error, cost, key) starting at column first, as get_job reports it at now_us
 // (AVAILABLE before run_at is SCHEDULED; a lease only while RUNNING).
 OwnedJob stored_job_at(const pqxx::row& row, pqxx::row::size_type first, int64_t now_us);
 

@@ -235,6 +235,46 @@ LEFT JOIN {s}.marks m3 ON m3.slot = r.slot AND m3.entry_id = r.entry_id AND m3.s
 LEFT JOIN {s}.lease_ext e ON e.job_id = r.job_id AND e.lease_token = m1.lease_token;
 )sql";
 
+// Version 7 (ABI 1.4): a job's key travels with each of its entries and
+// `later` rows as its cost does (existing ones: the empty key; a constant
+// default rewrites no rows). COLLATE "C": keys compare and sort bytewise, as
+// list_ready_keys reports them. ready_key orders each (queue, key) by claim
+// order: claim_keys walks one range per key listed, list_ready_keys finds
+// each next key with an unclaimed entry from the claim hint on (a loose
+// index scan) and counts a key's ready entries in its own range. Created on
+// the partitioned table, so on every slot's partition (and on those made
+// later). The claim of unkeyed work keeps ready_claim and its hints. The
+// view gains the column at its end.
+constexpr const char* kQueueV7 = R"sql(
+ALTER TABLE {s}.ready ADD COLUMN key text COLLATE "C" NOT NULL DEFAULT '';
+ALTER TABLE {s}.later ADD COLUMN key text COLLATE "C" NOT NULL DEFAULT '';
+CREATE INDEX ready_key ON {s}.ready (queue, key, priority, run_at, job_id);
+CREATE OR REPLACE VIEW {s}.entries AS
+SELECT r.slot, r.entry_id, r.job_id, r.queue, r.kind, r.payload, r.priority, r.max_attempts,
+       r.run_at, r.created_at,
+       CASE WHEN m1.what IS NULL THEN 1
+            WHEN m1.what = 6 THEN 6
+            WHEN m1.what = 3 AND m2.what IS NULL THEN 3
+            WHEN m1.what = 3 AND m2.what BETWEEN 4 AND 6 THEN m2.what
+            ELSE 0 END AS state,
+       CASE WHEN m1.what = 3 THEN r.attempt + 1 ELSE r.attempt END AS attempt,
+       CASE WHEN m1.what = 6 THEN m1.at
+            WHEN m1.what = 3 AND m2.what BETWEEN 4 AND 6 THEN m2.at
+            ELSE 0 END AS finalized_at,
+       CASE WHEN m1.what = 3 AND m2.what IS NULL THEN m1.lease_token ELSE 0 END AS lease_token,
+       CASE WHEN m1.what = 3 AND m2.what IS NULL THEN coalesce(e.lease_expires, m1.lease_expires)
+            ELSE 0 END AS lease_expires,
+       coalesce(m2.error, r.last_error) AS last_error,
+       m3.entry_id IS NOT NULL AS purged,
+       r.cost,
+       r.key
+FROM {s}.ready r
+LEFT JOIN {s}.marks m1 ON m1.slot = r.slot AND m1.entry_id = r.entry_id AND m1.stage = 1
+LEFT JOIN {s}.marks m2 ON m2.slot = r.slot AND m2.entry_id = r.entry_id AND m2.stage = 2
+LEFT JOIN {s}.marks m3 ON m3.slot = r.slot AND m3.entry_id = r.entry_id AND m3.stage = 3
+LEFT JOIN {s}.lease_ext e ON e.job_id = r.job_id AND e.lease_token = m1.lease_token;
+)sql";
+
 const std::vector<std::string>& migration_steps() {
   static const std::vector<std::string> steps = {
       std::string(kQueueV1) + postgres::kControlTables, kQueueV2, kQueueV3,
@@ -242,14 +282,14 @@ const std::vector<std::string>& migration_steps() {
       // Version 5: swap_shared_state leaves no dead tuples.
       postgres::kSharedStateInPlace,
       // Version 6: ABI 1.3 add_shared_state.
-      postgres::kSharedAdd};
+      postgres::kSharedAdd, kQueueV7};
   return steps;
 }
 
 // The columns an entry carries from one turn to the next.
 #define CONVEYOR_ENTRY_COLUMNS                                                          \
   "job_id, queue, priority, run_at, attempt, max_attempts, created_at, kind, payload, " \
-  "last_error, cost"
+  "last_error, cost, key"
 
 // The claim marks (m) of a batch of leases: job ids $2, tokens $3 and slots
 // $4 (lease_slots.hpp; -1 where this process does not know the slot). The
@@ -284,58 +324,166 @@ static_assert(kTallySlots == 4, "CONVEYOR_TALLY_SLOT and kQueueV3 spell the coun
   ") AS d(queue, state, n)\n"                       \
   "  GROUP BY d.queue, d.state HAVING sum(d.n) <> 0\n"
 
-// The claim statement; FILTER narrows the candidates (claim_kinds).
-#define CONVEYOR_CLAIM_SQL(FILTER) \
-  "\n"                                                                                            \
-  "WITH ring AS (\n"                                                                              \
-  "  SELECT moves FROM {s}.ring WHERE id = true\n"                                                \
-  "), cand AS (\n"                                                                                \
-  "  SELECT r.slot, r.entry_id, r.job_id, r.kind, r.payload, r.priority, r.attempt,\n"            \
-  "         r.max_attempts, r.run_at, r.created_at, r.last_error, r.cost\n"                       \
-  "  FROM {s}.ready r\n"                                                                          \
-  "  WHERE r.queue = $1::text\n"                                                                  \
-  "    AND (r.priority, r.run_at, r.job_id) >= (\n"                                               \
-  "          (SELECT CASE WHEN moves = $10::bigint THEN $7::integer ELSE -2147483648 END FROM "   \
-  "ring),\n"                                                                                      \
-  "          (SELECT CASE WHEN moves = $10::bigint THEN $8::bigint\n"                             \
-  "                       ELSE -9223372036854775808 END FROM ring),\n"                            \
-  "          (SELECT CASE WHEN moves = $10::bigint THEN $9::bigint\n"                             \
-  "                       ELSE -9223372036854775808 END FROM ring))\n"                            \
-  "    AND r.run_at <= $2::bigint" FILTER                                                         \
-  "\n"                                                                                            \
-  "    AND NOT EXISTS (SELECT 1 FROM {s}.marks m\n"                                               \
-  "                    WHERE m.slot = r.slot AND m.entry_id = r.entry_id AND m.stage = 1 OFFSET " \
-  "0)\n"                                                                                          \
-  "    AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1::text AND paused)\n"              \
-  "  ORDER BY r.priority, r.run_at, r.job_id\n"                                                   \
-  "  LIMIT $3::bigint\n"                                                                          \
-  "  FOR UPDATE OF r SKIP LOCKED\n"                                                               \
-  "), won AS (\n"                                                                                 \
-  "  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token, "               \
-  "lease_expires,\n"                                                                              \
-  "                         claimed_by, queue)\n"                                                 \
-  "  SELECT slot, entry_id, 1, 3, job_id, $2::bigint, $4::bigint, $5::bigint, $6::text, "         \
-  "$1::text\n" \
-  "  FROM cand WHERE " CONVEYOR_PG_LEASE_COMMIT "\n" \
-  "  ON CONFLICT DO NOTHING\n"                                                                           \
-  "  RETURNING entry_id\n"                                                                               \
-  "), claimed AS (\n"                                                                                    \
-  "  SELECT c.* FROM cand c JOIN won w ON w.entry_id = c.entry_id\n"                                     \
-  "), tallied AS (\n"                                                                                    \
-  CONVEYOR_TALLY("SELECT $1::text, v.st, v.n FROM won CROSS JOIN (VALUES (1, -1), (3, 1)) AS v(st, n)")  \
-  "\n"                                                                                                   \
-  "), walked AS (\n"                                                                       \
-  "  SELECT priority, run_at, job_id FROM cand\n"                                         \
-  "  ORDER BY priority DESC, run_at DESC, job_id DESC LIMIT 1\n"                          \
-  ")\n"                                                                                   \
-  "-- One row even when nothing was claimed: the ring's move generation, the\n"           \
-  "-- candidates (those not claimed were lost to a concurrent claimer) and the\n"         \
-  "-- last candidate's key (how far the walk got: the claim hint moves there).\n"         \
+// A claim hint's key (parameters P, R, ID), valid only under the ring's
+// move generation it was made in (MOVES; a CTE `ring` holds the current
+// one), else the least key: a lower bound of every unclaimed entry of the
+// queue.
+#define CONVEYOR_HINT_OF(P, R, ID, MOVES)                              \
+  "(\n"                                                                \
+  "          (SELECT CASE WHEN moves = " MOVES "::bigint THEN " P      \
+  "::integer ELSE -2147483648 END FROM ring),\n"                       \
+  "          (SELECT CASE WHEN moves = " MOVES "::bigint THEN " R      \
+  "::bigint\n"                                                         \
+  "                       ELSE -9223372036854775808 END FROM ring),\n" \
+  "          (SELECT CASE WHEN moves = " MOVES "::bigint THEN " ID     \
+  "::bigint\n"                                                         \
+  "                       ELSE -9223372036854775808 END FROM ring))"
+// The claim statements' hint: $7, $8, $9 under move generation $10.
+#define CONVEYOR_CLAIM_HINT CONVEYOR_HINT_OF("$7", "$8", "$9", "$10")
+
+// An entry (r) no one has taken. "OFFSET 0" keeps it a per-row primary-key
+// probe: as an anti-join the planner hashes every mark in the ring.
+#define CONVEYOR_UNTAKEN                                                                   \
+  "NOT EXISTS (SELECT 1 FROM {s}.marks m\n"                                                \
+  "                    WHERE m.slot = r.slot AND m.entry_id = r.entry_id AND m.stage = 1 " \
+  "OFFSET 0)"
+
+// What a claim reads of a candidate entry (r).
+#define CONVEYOR_CAND_COLUMNS                                                 \
+  "r.slot, r.entry_id, r.job_id, r.kind, r.payload, r.priority, r.attempt,\n" \
+  "         r.max_attempts, r.run_at, r.created_at, r.last_error, r.cost, r.key"
+
+// claim's candidates: the queue's entries from the hint on in claim order;
+// FILTER narrows them (claim_kinds).
+#define CONVEYOR_CLAIM_CAND(FILTER)                                                  \
+  "  SELECT " CONVEYOR_CAND_COLUMNS                                                  \
+  "\n"                                                                               \
+  "  FROM {s}.ready r\n"                                                             \
+  "  WHERE r.queue = $1::text\n"                                                     \
+  "    AND (r.priority, r.run_at, r.job_id) >= " CONVEYOR_CLAIM_HINT                 \
+  "\n"                                                                               \
+  "    AND r.run_at <= $2::bigint" FILTER                                            \
+  "\n"                                                                               \
+  "    AND " CONVEYOR_UNTAKEN                                                        \
+  "\n"                                                                               \
+  "    AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1::text AND paused)\n" \
+  "  ORDER BY r.priority, r.run_at, r.job_id\n"                                      \
+  "  LIMIT $3::bigint\n"                                                             \
+  "  FOR UPDATE OF r SKIP LOCKED\n"
+
+// claim_keys' candidates (ABI 1.4): per key $11[i], its first $12[i] entries
+// from the hint on in claim order, one ready_key range each; FILTER narrows
+// them (kinds). Jobs of keys not listed are never read. $3, the sum of the
+// counts, bounds the whole. The key is asked for as a range (>= and <=, the
+// same rows as =) ordered by the key first, as in the canonical plugin's
+// claim_keys (pg_schema.cc): with "key = k.key", a plan made from statistics
+// that saw one key walks ready_claim with the key as a filter.
+#define CONVEYOR_CLAIM_KEYS_CAND(FILTER)                                             \
+  "  SELECT c.* FROM unnest($11::text[], $12::bigint[]) AS k(key, n)\n"              \
+  "  CROSS JOIN LATERAL (\n"                                                         \
+  "    SELECT " CONVEYOR_CAND_COLUMNS                                                \
+  "\n"                                                                               \
+  "    FROM {s}.ready r\n"                                                           \
+  "    WHERE r.queue = $1::text AND r.key >= k.key AND r.key <= k.key\n"             \
+  "      AND (r.priority, r.run_at, r.job_id) >= " CONVEYOR_CLAIM_HINT               \
+  "\n"                                                                               \
+  "      AND r.run_at <= $2::bigint" FILTER                                          \
+  "\n"                                                                               \
+  "      AND " CONVEYOR_UNTAKEN                                                      \
+  "\n"                                                                               \
+  "    ORDER BY r.key, r.priority, r.run_at, r.job_id\n"                             \
+  "    LIMIT k.n\n"                                                                  \
+  "    FOR UPDATE OF r SKIP LOCKED\n"                                                \
+  "  ) AS c\n"                                                                       \
+  "  WHERE NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1::text AND paused)\n" \
+  "  LIMIT $3::bigint\n"
+
+// A claim statement over the candidates CAND selects (a CTE's body, FOR
+// UPDATE SKIP LOCKED: rows another claimer has locked are skipped); the
+// stage-1 mark's primary key decides who wins (a row lock writes no new
+// tuple, the mark is one small insert). The ready row itself is never
+// updated.
+#define CONVEYOR_CLAIM_OF(CAND) \
+  "\n"                                                                                         \
+  "WITH ring AS (\n"                                                                           \
+  "  SELECT moves FROM {s}.ring WHERE id = true\n"                                             \
+  "), cand AS (\n" CAND                                                                        \
+  "), won AS (\n"                                                                              \
+  "  INSERT INTO {s}.marks (slot, entry_id, stage, what, job_id, at, lease_token, "            \
+  "lease_expires,\n"                                                                           \
+  "                         claimed_by, queue)\n"                                              \
+  "  SELECT slot, entry_id, 1, 3, job_id, $2::bigint, $4::bigint, $5::bigint, $6::text, "      \
+  "$1::text\n"                                                                                 \
+  "  FROM cand WHERE " CONVEYOR_PG_LEASE_COMMIT                                                \
+  "\n"                                                                                         \
+  "  ON CONFLICT DO NOTHING\n"                                                                 \
+  "  RETURNING entry_id\n"                                                                     \
+  "), claimed AS (\n"                                                                          \
+  "  SELECT c.* FROM cand c JOIN won w ON w.entry_id = c.entry_id\n"                           \
+  "), tallied AS (\n" CONVEYOR_TALLY(                                                          \
+      "SELECT $1::text, v.st, v.n FROM won CROSS JOIN (VALUES (1, -1), (3, 1)) AS v(st, n)")   \
+  "\n"                                                                                         \
+  "), walked AS (\n"                                                                           \
+  "  SELECT priority, run_at, job_id FROM cand\n"                                              \
+  "  ORDER BY priority DESC, run_at DESC, job_id DESC LIMIT 1\n"                               \
+  ")\n"                                                                                        \
+  "-- One row even when nothing was claimed: the ring's move generation, the\n"                \
+  "-- candidates (those not claimed were lost to a concurrent claimer) and the\n"              \
+  "-- last candidate's key (how far the walk got: the claim hint moves there).\n"              \
   "SELECT c.job_id, c.kind, c.payload, c.priority, c.attempt + 1, c.max_attempts, c.run_at,\n" \
-  "       c.created_at, c.last_error, c.cost, ring.moves, c.slot,\n"                      \
-  "       (SELECT count(*) FROM cand) AS candidates,\n"                                   \
-  "       walked.priority, walked.run_at, walked.job_id\n"                                \
+  "       c.created_at, c.last_error, c.cost, c.key, ring.moves, c.slot,\n"                    \
+  "       (SELECT count(*) FROM cand) AS candidates,\n"                                        \
+  "       walked.priority, walked.run_at, walked.job_id\n"                                     \
   "FROM ring LEFT JOIN walked ON true LEFT JOIN claimed c ON true"
+
+// The claim statement; FILTER narrows the candidates (claim_kinds).
+#define CONVEYOR_CLAIM_SQL(FILTER) CONVEYOR_CLAIM_OF(CONVEYOR_CLAIM_CAND(FILTER))
+// The claim_keys statement (ABI 1.4); FILTER narrows the candidates (kinds).
+#define CONVEYOR_CLAIM_KEYS_SQL(FILTER) CONVEYOR_CLAIM_OF(CONVEYOR_CLAIM_KEYS_CAND(FILTER))
+
+// list_ready_keys (ABI 1.4): a loose index scan of ready_key from the claim
+// hint on ($5, $6, $7 under move generation $8). Each step finds the least
+// key after the previous one (FIRST: the first step's bound, after $9 or
+// none) that has an entry no one has taken, and that entry: the walk passes
+// the taken entries of the keys in between (in the ring until their slot is
+// truncated, from the hint on). Each key's ready entries (run_at <= the
+// host's now, $2) are counted from that entry in the key's own range (asked
+// for as claim_keys asks), at most $4 of them; keys with none are passed
+// over. The recursion runs only as far as the outer LIMIT ($3 keys) pulls
+// it.
+#define CONVEYOR_LIST_READY_KEYS_STEP(BOUND) \
+  "    SELECT r.key, r.priority, r.run_at, r.job_id FROM {s}.ready r\n" \
+  "    WHERE r.queue = $1::text" BOUND                                  \
+  "\n"                                                                  \
+  "      AND (r.priority, r.run_at, r.job_id) >= "                      \
+  CONVEYOR_HINT_OF("$5", "$6", "$7", "$8")                              \
+  "\n"                                                                  \
+  "      AND " CONVEYOR_UNTAKEN                                         \
+  "\n"                                                                  \
+  "    ORDER BY r.key, r.priority, r.run_at, r.job_id LIMIT 1"
+#define CONVEYOR_LIST_READY_KEYS_SQL(FIRST) \
+  "WITH RECURSIVE ring AS (\n"                                                              \
+  "  SELECT moves FROM {s}.ring WHERE id = true\n"                                          \
+  "), keys(key, priority, run_at, job_id) AS (\n"                                           \
+  "  (" CONVEYOR_LIST_READY_KEYS_STEP(FIRST) ")\n"                                          \
+  "  UNION ALL\n"                                                                           \
+  "  SELECT n.* FROM keys AS k\n"                                                           \
+  "  CROSS JOIN LATERAL (\n" CONVEYOR_LIST_READY_KEYS_STEP(" AND r.key > k.key") ") AS n\n" \
+  ")\n"                                                                                     \
+  "SELECT k.key, c.ready FROM keys AS k\n"                                                  \
+  "CROSS JOIN LATERAL (\n"                                                                  \
+  "  SELECT count(*) AS ready FROM (\n"                                                     \
+  "    SELECT 1 FROM {s}.ready r\n"                                                         \
+  "    WHERE r.queue = $1::text AND r.key >= k.key AND r.key <= k.key\n"                    \
+  "      AND (r.priority, r.run_at, r.job_id) >= (k.priority, k.run_at, k.job_id)\n"        \
+  "      AND r.run_at <= $2::bigint\n"                                                      \
+  "      AND " CONVEYOR_UNTAKEN                                                             \
+  "\n"                                                                                      \
+  "    ORDER BY r.key, r.priority, r.run_at, r.job_id\n"                                    \
+  "    LIMIT $4::bigint) AS x\n"                                                            \
+  ") AS c\n"                                                                                \
+  "WHERE c.ready > 0\n"                                                                     \
+  "LIMIT $3::bigint"
 
 constexpr std::array kStatements = {
     // Due jobs are appended to the write slot, the others go to `later`
@@ -346,21 +494,21 @@ WITH registered AS (
   INSERT INTO {s}.queues (name) SELECT unnest($8::text[]) ON CONFLICT (name) DO NOTHING
 ), input AS MATERIALIZED (
   SELECT nextval('{s}.job_ids') AS job_id, t.queue, t.kind, decode(t.payload, 'hex') AS payload,
-         t.priority, t.max_attempts, t.run_at, t.cost, t.ord
+         t.priority, t.max_attempts, t.run_at, t.cost, t.key, t.ord
   FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::integer[], $6::bigint[],
-              $10::integer[])
-       WITH ORDINALITY AS t(queue, kind, payload, priority, max_attempts, run_at, cost, ord)
+              $10::integer[], $13::text[])
+       WITH ORDINALITY AS t(queue, kind, payload, priority, max_attempts, run_at, cost, key, ord)
   ORDER BY t.ord
 ), now_ready AS (
   INSERT INTO {s}.ready (slot, job_id, queue, priority, run_at, attempt, max_attempts,
-                         created_at, kind, payload, cost)
+                         created_at, kind, payload, cost, key)
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), job_id, queue, priority, run_at, 0, max_attempts, $7,
-         kind, payload, cost
+         kind, payload, cost, key
   FROM input WHERE run_at <= $7::bigint ORDER BY ord
 ), not_yet AS (
   INSERT INTO {s}.later (job_id, queue, priority, run_at, attempt, max_attempts, created_at,
-                         kind, payload, cost)
-  SELECT job_id, queue, priority, run_at, 0, max_attempts, $7, kind, payload, cost
+                         kind, payload, cost, key)
+  SELECT job_id, queue, priority, run_at, 0, max_attempts, $7, kind, payload, cost, key
   FROM input WHERE run_at > $7::bigint
 ), tallied AS (
 )sql" CONVEYOR_TALLY("SELECT queue, 1, 1 FROM input") R"sql(
@@ -410,6 +558,10 @@ SELECT NULL, NULL, NULL,
     // mark in the ring and sorts every entry of the queue, for each claim.
     Statement{stmt::kClaim, CONVEYOR_CLAIM_SQL("")},
     Statement{stmt::kClaimKinds, CONVEYOR_CLAIM_SQL("\n    AND r.kind = ANY($11::text[])")},
+    // ABI 1.4 (schema 7): claim_keys, then with a kind filter.
+    Statement{stmt::kClaimKeys, CONVEYOR_CLAIM_KEYS_SQL("")},
+    Statement{stmt::kClaimKeysKinds,
+              CONVEYOR_CLAIM_KEYS_SQL("\n      AND r.kind = ANY($13::text[])")},
 
     // The queue's first unclaimed entry in claim order, from the beginning
     // (hint_prober.hpp), with the ring's move generation: always one row.
@@ -473,7 +625,7 @@ WITH open AS (
 ), requeued AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, $1::bigint, r.attempt,
-         r.max_attempts, r.created_at, r.kind, r.payload, r.last_error, r.cost
+         r.max_attempts, r.created_at, r.kind, r.payload, r.last_error, r.cost, r.key
   FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id
 ), tallied AS (
 )sql" CONVEYOR_TALLY(
@@ -500,7 +652,7 @@ WITH open AS (
 ), requeued AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, r.run_at,
-         r.attempt, r.max_attempts, r.created_at, r.kind, r.payload, r.last_error, r.cost
+         r.attempt, r.max_attempts, r.created_at, r.kind, r.payload, r.last_error, r.cost, r.key
   FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id
 ), tallied AS (
 )sql" CONVEYOR_TALLY(
@@ -523,7 +675,7 @@ WITH open AS (
   RETURNING slot, entry_id, job_id
 ), next_turn AS (
   SELECT r.job_id, r.queue, r.priority, $1::bigint AS run_at, r.attempt + 1 AS attempt,
-         r.max_attempts, r.created_at, r.kind, r.payload, $2::text AS last_error, r.cost
+         r.max_attempts, r.created_at, r.kind, r.payload, $2::text AS last_error, r.cost, r.key
   FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id
 ), to_ring AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
@@ -602,7 +754,7 @@ WITH expired AS (
 ), requeued AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, r.run_at,
-         r.attempt + 1, r.max_attempts, r.created_at, r.kind, r.payload, $2::text, r.cost
+         r.attempt + 1, r.max_attempts, r.created_at, r.kind, r.payload, $2::text, r.cost, r.key
   FROM rescued r
   WHERE r.what = 1
 ), tallied AS (
@@ -614,7 +766,7 @@ WITH expired AS (
 SELECT f.found, r.job_id, r.queue, r.kind, r.payload, r.priority,
        CASE WHEN r.what = 1 THEN 1 ELSE 5 END, r.attempt + 1, r.max_attempts, r.run_at,
        r.created_at, CASE WHEN r.what = 1 THEN 0 ELSE $1::bigint END, 0::bigint, 0::bigint,
-       $2::text, r.cost
+       $2::text, r.cost, r.key
 FROM (SELECT count(*) AS found FROM expired) AS f
 LEFT JOIN rescued r ON true)sql"},
 
@@ -695,11 +847,11 @@ ORDER BY 1)sql"},
     Statement{stmt::kGetJob, R"sql(
 (SELECT 0 AS src, job_id, queue, kind, payload, priority, 1 AS state, attempt, max_attempts,
         run_at, created_at, 0::bigint AS finalized_at, 0::bigint AS lease_token,
-        0::bigint AS lease_expires, last_error, cost, false AS purged
+        0::bigint AS lease_expires, last_error, cost, key, false AS purged
  FROM {s}.later WHERE job_id = $1::bigint)
 UNION ALL
 (SELECT 1, job_id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
-        created_at, finalized_at, lease_token, lease_expires, last_error, cost, purged
+        created_at, finalized_at, lease_token, lease_expires, last_error, cost, key, purged
  FROM {s}.entries WHERE job_id = $1::bigint
  ORDER BY entry_id DESC LIMIT 1)
 ORDER BY 1)sql"},
@@ -751,9 +903,10 @@ WITH ids AS (
   RETURNING slot, entry_id, job_id
 ), retried AS (
   INSERT INTO {s}.ready (slot, job_id, queue, priority, run_at, attempt, max_attempts,
-                         created_at, kind, payload, last_error, cost)
+                         created_at, kind, payload, last_error, cost, key)
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority,
-         $2::bigint, 0, r.max_attempts, r.created_at, r.kind, r.payload, c.last_error, r.cost
+         $2::bigint, 0, r.max_attempts, r.created_at, r.kind, r.payload, c.last_error, r.cost,
+         r.key
   FROM won w
   JOIN {s}.ready r ON r.slot = w.slot AND r.entry_id = w.entry_id
   JOIN cur c ON c.slot = w.slot AND c.entry_id = w.entry_id
@@ -824,11 +977,11 @@ WITH RECURSIVE ids(id) AS (
 SELECT j.* FROM ids CROSS JOIN LATERAL (
   (SELECT 0 AS src, job_id, queue, kind, payload, priority, 1 AS state, attempt, max_attempts,
           run_at, created_at, 0::bigint AS finalized_at, 0::bigint AS lease_token,
-          0::bigint AS lease_expires, last_error, cost, false AS purged
+          0::bigint AS lease_expires, last_error, cost, key, false AS purged
    FROM {s}.later WHERE job_id = ids.id)
   UNION ALL
   (SELECT 1, job_id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
-          created_at, finalized_at, lease_token, lease_expires, last_error, cost, purged
+          created_at, finalized_at, lease_token, lease_expires, last_error, cost, key, purged
    FROM {s}.entries WHERE job_id = ids.id
    ORDER BY entry_id DESC LIMIT 1)
   ORDER BY 1 LIMIT 1) j
@@ -912,11 +1065,25 @@ ORDER BY 1)sql"},
     // Counts of truncated finished jobs whose newest is past retention.
     Statement{stmt::kPurgeRetired, R"sql(
 DELETE FROM {s}.retired WHERE newest < $1::bigint)sql"},
+
+    // ABI 1.4 (schema 7): list_ready_keys from the first key, and after $9.
+    Statement{stmt::kListReadyKeys, CONVEYOR_LIST_READY_KEYS_SQL("")},
+    Statement{stmt::kListReadyKeysAfter, CONVEYOR_LIST_READY_KEYS_SQL(" AND r.key > $9::text")},
 };
 
 #undef CONVEYOR_ENTRY_COLUMNS
 #undef CONVEYOR_CLAIM_MARKS_OF_LEASES
 #undef CONVEYOR_CLAIM_SQL
+#undef CONVEYOR_CLAIM_KEYS_SQL
+#undef CONVEYOR_CLAIM_OF
+#undef CONVEYOR_CLAIM_CAND
+#undef CONVEYOR_CLAIM_KEYS_CAND
+#undef CONVEYOR_CAND_COLUMNS
+#undef CONVEYOR_CLAIM_HINT
+#undef CONVEYOR_HINT_OF
+#undef CONVEYOR_UNTAKEN
+#undef CONVEYOR_LIST_READY_KEYS_STEP
+#undef CONVEYOR_LIST_READY_KEYS_SQL
 #undef CONVEYOR_TALLY
 
 // Creates the ring's partitions and its row, or checks the slot count of an

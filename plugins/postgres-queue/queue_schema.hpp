@@ -14,7 +14,7 @@
 namespace conveyor::pgqueue {
 
 // The schema version this build creates and understands.
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 // Partitions of `tally` (schema 3), written in turn one second each.
 inline constexpr uint32_t kTallySlots = 4;
@@ -57,6 +57,11 @@ inline constexpr const char* kListJobs = "q_list_jobs";
 inline constexpr const char* kRetryJobs = "q_retry_jobs";
 inline constexpr const char* kDeleteJobs = "q_delete_jobs";
 inline constexpr const char* kJobCounts = "q_job_counts";
+// ABI 1.4
+inline constexpr const char* kClaimKeys = "q_claim_keys";
+inline constexpr const char* kClaimKeysKinds = "q_claim_keys_kinds";
+inline constexpr const char* kListReadyKeys = "q_list_ready_keys";
+inline constexpr const char* kListReadyKeysAfter = "q_list_ready_keys_after";
 }  // namespace stmt
 
 // Session settings on top of postgres::configure_session: no sequential

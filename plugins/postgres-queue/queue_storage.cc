@@ -78,6 +78,19 @@
 // claim_kinds is claim with a kind filter on the same index walk: it starts
 // at the claim hint but never moves it (other kinds may wait before what it
 // took).
+//
+// ABI 1.4 (schema 7): every entry and `later` row carries its job's key
+// (COLLATE "C": bytewise), and ready_key orders each (queue, key) by claim
+// order. claim_keys is claim (the same statement tail, rounds and hints)
+// whose candidates are one walk of ready_key per listed key, LIMIT its
+// count, from the claim hint, which it never moves (as claim_kinds: a lower
+// bound of every key's unclaimed entries); keys not listed are never read.
+// list_ready_keys promotes due `later` rows as a claim does, then walks
+// ready_key key by key from the hint (a loose index scan) and counts each
+// key's ready entries up to count_limit. An entry is never updated, so both
+// pass the taken entries of the keys they read that are still in the ring
+// (at or above the hint): a key whose jobs were all claimed costs its
+// entries until their slot is truncated.
 #include "queue_storage.hpp"
 
 #include "hint_prober.hpp"
@@ -95,6 +108,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -164,30 +178,38 @@ void QueueStorage::migrate() {
 void QueueStorage::enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids) {
   // Due or not is judged by this process's clock (enqueue has no now_us);
   // it is also created_at.
-  enqueue_with(jobs, {}, postgres::wall_clock_us(), out_ids);
+  enqueue_with(jobs, {}, {}, postgres::wall_clock_us(), out_ids);
 }
 
 void QueueStorage::enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
                               std::span<int64_t> out_ids) {
-  enqueue_with(jobs, {}, now_us, out_ids);
+  enqueue_with(jobs, {}, {}, now_us, out_ids);
 }
 
 void QueueStorage::enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,
                                   std::span<int64_t> out_ids) {
   const postgres::CostedJobs c = postgres::split_costed(jobs);
-  enqueue_with(c.jobs, c.costs, now_us, out_ids);
+  enqueue_with(c.jobs, c.costs, {}, now_us, out_ids);
+}
+
+void QueueStorage::enqueue_keyed(std::span<const conveyor_new_job_v3> jobs, int64_t now_us,
+                                 std::span<int64_t> out_ids) {
+  const postgres::KeyedJobs k = postgres::split_keyed(jobs);
+  enqueue_with(k.jobs, k.costs, k.keys, now_us, out_ids);
 }
 
 void QueueStorage::enqueue_with(std::span<const conveyor_new_job> jobs,
-                                std::span<const int32_t> costs, int64_t wall,
+                                std::span<const int32_t> costs,
+                                std::span<const std::string_view> keys, int64_t wall,
                                 std::span<int64_t> out_ids) {
-  const postgres::EnqueueArrays a = postgres::encode_enqueue_batch(jobs, wall, costs);
+  const postgres::EnqueueArrays a = postgres::encode_enqueue_batch(jobs, wall, costs, keys);
   std::vector<std::pair<int64_t, bool>> rows;  // (id, appended to the ring)
   run("enqueue", Retry::kNever, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    pqxx::result r = tx.exec_prepared(
-        stmt::kEnqueue, a.queues, a.kinds, a.payloads_hex, a.priorities, a.max_attempts, a.run_ats,
-        wall, a.distinct_queues, channels().jobs, a.costs, channels().later, a.later_payloads);
+    pqxx::result r =
+        tx.exec_prepared(stmt::kEnqueue, a.queues, a.kinds, a.payloads_hex, a.priorities,
+                         a.max_attempts, a.run_ats, wall, a.distinct_queues, channels().jobs,
+                         a.costs, channels().later, a.later_payloads, a.keys);
     rows.clear();
     for (const auto& row : r)
       rows.emplace_back(postgres::int_at(row, 0), postgres::bool_at(row, 1));
@@ -226,91 +248,29 @@ uint32_t QueueStorage::claim_with(std::string_view queue, std::span<const std::s
   start_maintenance();
   const std::string q(queue);
   std::vector<postgres::OwnedJob> all;
-  // One claim statement for up to `want` jobs, appended to `all`. Returns
-  // how many candidates it lost to concurrent claimers: rows another
-  // process claimed after this statement's snapshot (their marks were not
-  // visible to it, so they were candidates here and lost ON CONFLICT).
-  const auto one_round = [&](uint32_t want) -> uint32_t {
-    std::vector<postgres::OwnedJob> claimed;
-    std::vector<int32_t> claimed_slots;
-    ClaimHints::Start from;
-    int64_t moves = -1;  // the ring's move generation the claim ran under
-    int64_t candidates = 0;
-    std::optional<ClaimKey> walked;  // the last candidate's key: how far the walk got
-    try {
-      run("claim", Retry::kNever, [&](pqxx::connection& c) {
-        pqxx::nontransaction tx(c);
-        // Promotions commit on their own: a retried run finds them in the ring.
-        uint64_t started = 0;
-        if (promotions_.due(q, now_us, &started)) {
-          std::optional<int64_t> next;
-          for (const auto& row : tx.exec_prepared(stmt::kPromote, q, now_us)) {
-            if (row[0].is_null()) {
-              if (!row[3].is_null()) next = postgres::int_at(row, 3);
-            } else {
-              hints_.lower(q, ClaimKey{postgres::int32_at(row, 0), postgres::int_at(row, 1),
-                                       postgres::int_at(row, 2)});
-            }
-          }
-          promotions_.promoted(q, started, next);
-        }
-        hints_.abandon(from);  // a claim run again starts afresh
-        from = hints_.start(q);
-        pqxx::result r =
-            filtered ? tx.exec_prepared(stmt::kClaimKinds, q, now_us, want, lease_token,
-                                        lease_expires_us, claimer(), from.key.priority,
-                                        from.key.run_at, from.key.job_id, from.moves, kinds_text)
-                     : tx.exec_prepared(stmt::kClaim, q, now_us, want, lease_token,
-                                        lease_expires_us, claimer(), from.key.priority,
-                                        from.key.run_at, from.key.job_id, from.moves);
-        claimed.clear();
-        claimed.reserve(r.size());
-        claimed_slots.clear();
-        walked.reset();
-        for (const auto& row : r) {
-          moves = postgres::int_at(row, 10);
-          candidates = postgres::int_at(row, 12);
-          if (!row[13].is_null())
-            walked = ClaimKey{postgres::int32_at(row, 13), postgres::int_at(row, 14),
-                              postgres::int_at(row, 15)};
-          if (!row[0].is_null()) {
-            claimed.push_back(postgres::claimed_job_at(row, q, lease_token, lease_expires_us));
-            claimed_slots.push_back(postgres::int32_at(row, 11));
-          }
-        }
-      });
-    } catch (const postgres::ConnectionLost&) {
-      hints_.abandon(from);
-      release_orphans(lease_token, lease_expires_us, now_us);
-      throw;
-    } catch (...) {
-      hints_.abandon(from);
-      throw;
-    }
-    if (filtered) {
-      // The hint is a lower bound for every kind; what a filtered claim took
-      // says nothing of the other kinds' entries before it.
-      hints_.abandon(from);
-    } else {
-      // Past every candidate, won or lost: a claimer that lost its
-      // candidates to a faster one must not walk them again next time.
-      hints_.advance(q, from, walked ? &*walked : nullptr, moves);
-    }
-    for (size_t i = 0; i < claimed.size(); ++i)
-      lease_slots_.remember(claimed[i].id, lease_token, claimed_slots[i]);
-    const auto lost = static_cast<uint32_t>(
-        std::max<int64_t>(0, candidates - static_cast<int64_t>(claimed.size())));
-    for (auto& j : claimed) all.push_back(std::move(j));
-    return lost;
-  };
   // Claimers of one queue race for its head. A statement that lost rows to
   // another claimer came back short with the queue not drained; the host
   // would take that for drained and wait for its poll, so claim again (a new
   // statement sees the winners' marks and walks past them).
   for (int round = 0; round < kClaimRounds && all.size() < max_jobs; ++round) {
+    const uint32_t want = max_jobs - static_cast<uint32_t>(all.size());
     uint32_t lost = 0;
     try {
-      lost = one_round(max_jobs - static_cast<uint32_t>(all.size()));
+      // The hint is a lower bound for every kind; what a filtered claim took
+      // says nothing of the other kinds' entries before it, so it never
+      // moves the hint.
+      lost = claim_round(
+          "claim", q, lease_token, now_us, lease_expires_us, /*moves_hint=*/!filtered,
+          [&](pqxx::nontransaction& tx, const ClaimHints::Start& from) {
+            return filtered
+                       ? tx.exec_prepared(stmt::kClaimKinds, q, now_us, want, lease_token,
+                                          lease_expires_us, claimer(), from.key.priority,
+                                          from.key.run_at, from.key.job_id, from.moves, kinds_text)
+                       : tx.exec_prepared(stmt::kClaim, q, now_us, want, lease_token,
+                                          lease_expires_us, claimer(), from.key.priority,
+                                          from.key.run_at, from.key.job_id, from.moves);
+          },
+          all);
     } catch (...) {
       if (all.empty()) throw;
       break;  // report what the earlier rounds claimed
@@ -319,6 +279,173 @@ uint32_t QueueStorage::claim_with(std::string_view queue, std::span<const std::s
   }
   postgres::report_claimed(all, sink);
   return static_cast<uint32_t>(all.size());
+}
+
+void QueueStorage::promote_due(pqxx::nontransaction& tx, const std::string& q, int64_t now_us) {
+  // Promotions commit on their own: a retried run finds them in the ring.
+  uint64_t started = 0;
+  if (!promotions_.due(q, now_us, &started)) return;
+  std::optional<int64_t> next;
+  for (const auto& row : tx.exec_prepared(stmt::kPromote, q, now_us)) {
+    if (row[0].is_null()) {
+      if (!row[3].is_null()) next = postgres::int_at(row, 3);
+    } else {
+      hints_.lower(q, ClaimKey{postgres::int32_at(row, 0), postgres::int_at(row, 1),
+                               postgres::int_at(row, 2)});
+    }
+  }
+  promotions_.promoted(q, started, next);
+}
+
+uint32_t QueueStorage::claim_round(const char* op, const std::string& q, int64_t lease_token,
+                                   int64_t now_us, int64_t lease_expires_us, bool moves_hint,
+                                   const ClaimStatement& statement,
+                                   std::vector<postgres::OwnedJob>& all) {
+  std::vector<postgres::OwnedJob> claimed;
+  std::vector<int32_t> claimed_slots;
+  ClaimHints::Start from;
+  int64_t moves = -1;  // the ring's move generation the claim ran under
+  int64_t candidates = 0;
+  std::optional<ClaimKey> walked;  // the last candidate's key: how far the walk got
+  try {
+    run(op, Retry::kNever, [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      promote_due(tx, q, now_us);
+      hints_.abandon(from);  // a claim run again starts afresh
+      from = hints_.start(q);
+      pqxx::result r = statement(tx, from);
+      claimed.clear();
+      claimed.reserve(r.size());
+      claimed_slots.clear();
+      walked.reset();
+      // Columns: the job (claimed_job_at, 11), the ring's move generation,
+      // the entry's slot, the candidates, the last candidate's key (3).
+      for (const auto& row : r) {
+        moves = postgres::int_at(row, 11);
+        candidates = postgres::int_at(row, 13);
+        if (!row[14].is_null())
+          walked = ClaimKey{postgres::int32_at(row, 14), postgres::int_at(row, 15),
+                            postgres::int_at(row, 16)};
+        if (!row[0].is_null()) {
+          claimed.push_back(postgres::claimed_job_at(row, q, lease_token, lease_expires_us));
+          claimed_slots.push_back(postgres::int32_at(row, 12));
+        }
+      }
+    });
+  } catch (const postgres::ConnectionLost&) {
+    hints_.abandon(from);
+    release_orphans(lease_token, lease_expires_us, now_us);
+    throw;
+  } catch (...) {
+    hints_.abandon(from);
+    throw;
+  }
+  if (moves_hint) {
+    // Past every candidate, won or lost: a claimer that lost its
+    // candidates to a faster one must not walk them again next time.
+    hints_.advance(q, from, walked ? &*walked : nullptr, moves);
+  } else {
+    hints_.abandon(from);
+  }
+  for (size_t i = 0; i < claimed.size(); ++i)
+    lease_slots_.remember(claimed[i].id, lease_token, claimed_slots[i]);
+  // Rows another process claimed after this statement's snapshot (their
+  // marks were not visible to it, so they were candidates here and lost ON
+  // CONFLICT).
+  const auto lost = static_cast<uint32_t>(
+      std::max<int64_t>(0, candidates - static_cast<int64_t>(claimed.size())));
+  for (auto& j : claimed) all.push_back(std::move(j));
+  return lost;
+}
+
+uint32_t QueueStorage::claim_keys(std::string_view queue, std::span<const std::string_view> kinds,
+                                  std::span<const sdk::KeyClaim> keys, int64_t lease_token,
+                                  int64_t now_us, int64_t lease_expires_us,
+                                  const sdk::JobSink& sink) {
+  postgres::require_queue(queue, "claim_keys");
+  for (std::string_view k : kinds)
+    if (!postgres::is_storable_text(k))
+      throw Error(CONVEYOR_E_INVALID, "claim_keys: kinds must be valid UTF-8 without NUL bytes");
+  std::vector<sdk::KeyClaim> wanted = postgres::wanted_keys(keys, "claim_keys");
+  if (wanted.empty()) return 0;
+  const bool filtered = !kinds.empty();
+  const std::string kinds_text = filtered ? postgres::text_array(kinds) : std::string();
+  start_maintenance();
+  const std::string q(queue);
+  std::vector<postgres::OwnedJob> all;
+  // One statement for every key (CONVEYOR_CLAIM_KEYS_SQL). Each key's walk
+  // starts at the queue's claim hint, a lower bound of every key's
+  // unclaimed entries, and never moves it (as claim_kinds: what it took
+  // says nothing of other keys' entries). As claim, a round that lost
+  // candidates to concurrent claimers is followed by one for what the keys
+  // still want.
+  for (int round = 0; round < kClaimRounds && !wanted.empty(); ++round) {
+    const postgres::KeyClaimArrays a = postgres::key_claim_arrays(wanted);
+    const size_t before = all.size();
+    uint32_t lost = 0;
+    try {
+      lost = claim_round(
+          "claim_keys", q, lease_token, now_us, lease_expires_us, /*moves_hint=*/false,
+          [&](pqxx::nontransaction& tx, const ClaimHints::Start& from) {
+            return filtered ? tx.exec_prepared(stmt::kClaimKeysKinds, q, now_us, a.total,
+                                               lease_token, lease_expires_us, claimer(),
+                                               from.key.priority, from.key.run_at, from.key.job_id,
+                                               from.moves, a.keys, a.counts, kinds_text)
+                            : tx.exec_prepared(stmt::kClaimKeys, q, now_us, a.total, lease_token,
+                                               lease_expires_us, claimer(), from.key.priority,
+                                               from.key.run_at, from.key.job_id, from.moves, a.keys,
+                                               a.counts);
+          },
+          all);
+    } catch (...) {
+      if (all.empty()) throw;
+      break;  // report what the earlier rounds claimed
+    }
+    if (lost == 0) break;
+    std::map<std::string_view, uint32_t> got;
+    for (size_t i = before; i < all.size(); ++i) ++got[all[i].key];
+    std::vector<sdk::KeyClaim> still;
+    for (const sdk::KeyClaim& k : wanted) {
+      const auto it = got.find(k.key);
+      const uint32_t taken = it == got.end() ? 0 : it->second;
+      if (taken < k.max_jobs) still.push_back(sdk::KeyClaim{k.key, k.max_jobs - taken});
+    }
+    wanted = std::move(still);
+  }
+  postgres::report_claimed(all, sink);
+  return static_cast<uint32_t>(all.size());
+}
+
+uint32_t QueueStorage::list_ready_keys(std::string_view queue,
+                                       std::optional<std::string_view> after_key, uint32_t limit,
+                                       uint32_t count_limit, int64_t now_us,
+                                       const sdk::ReadyKeySink& sink) {
+  postgres::check_ready_keys_call(queue, after_key);
+  const std::string q(queue);
+  std::vector<sdk::OwnedReadyKey> keys;
+  ClaimHints::Start from;
+  try {
+    run("list_ready_keys", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      // Due `later` rows are ready jobs too: into the ring first, as a claim
+      // does. The walk starts at the claim hint, which it never moves.
+      promote_due(tx, q, now_us);
+      hints_.abandon(from);
+      from = hints_.start(q);
+      keys = postgres::ready_key_rows(
+          after_key
+              ? tx.exec_prepared(stmt::kListReadyKeysAfter, q, now_us, limit, count_limit,
+                                 from.key.priority, from.key.run_at, from.key.job_id, from.moves,
+                                 std::string(*after_key))
+              : tx.exec_prepared(stmt::kListReadyKeys, q, now_us, limit, count_limit,
+                                 from.key.priority, from.key.run_at, from.key.job_id, from.moves));
+    });
+  } catch (...) {
+    hints_.abandon(from);
+    throw;
+  }
+  hints_.abandon(from);
+  return postgres::report_ready_keys(keys, limit, sink);
 }
 
 void QueueStorage::release_orphans(int64_t lease_token, int64_t lease_expires_us,
@@ -483,8 +610,8 @@ void QueueStorage::get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& s
   run("get_job", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
     pqxx::result r = tx.exec_prepared(stmt::kGetJob, job_id);
-    // Columns: src, the job (14), purged. The `later` row (src 0) comes first.
-    found = !r.empty() && !postgres::bool_at(r[0], 16) && postgres::int_at(r[0], 6) != 0;
+    // Columns: src, the job (16), purged. The `later` row (src 0) comes first.
+    found = !r.empty() && !postgres::bool_at(r[0], 17) && postgres::int_at(r[0], 6) != 0;
     if (found) j = postgres::stored_job_at(r[0], 1, now_us);
   });
   postgres::report_job(found ? std::optional(j) : std::nullopt, job_id, sink);

@@ -6,6 +6,7 @@
 
 #include "claim_hints.hpp"
 #include "lease_slots.hpp"
+#include "pg_rows.hpp"
 #include "pg_storage_base.hpp"
 #include "promotion_schedule.hpp"
 #include "queue_options.hpp"
@@ -14,12 +15,18 @@
 #include <conveyor/storage_plugin.h>
 #include <conveyor/storage_plugin.hpp>
 
+#include <pqxx/nontransaction>
+#include <pqxx/result>
+
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storage_plugin_entry(
     uint32_t host_abi_major, uint32_t host_abi_minor);
@@ -54,6 +61,15 @@ class QueueStorage : public postgres::PgStorageBase {
   void job_counts(int64_t now_us, const sdk::QueueStatsSink& sink);
   // One sink call per rescued job (AVAILABLE or FAILED, no lease).
   uint32_t rescue_expired_v2(int64_t now_us, uint32_t max_jobs, const sdk::JobSink& sink);
+  // ABI 1.4 (job keys; the adapter has checked lengths and duplicate keys)
+  void enqueue_keyed(std::span<const conveyor_new_job_v3> jobs, int64_t now_us,
+                     std::span<int64_t> out_ids);
+  uint32_t claim_keys(std::string_view queue, std::span<const std::string_view> kinds,
+                      std::span<const sdk::KeyClaim> keys, int64_t lease_token, int64_t now_us,
+                      int64_t lease_expires_us, const sdk::JobSink& sink);
+  uint32_t list_ready_keys(std::string_view queue, std::optional<std::string_view> after_key,
+                           uint32_t limit, uint32_t count_limit, int64_t now_us,
+                           const sdk::ReadyKeySink& sink);
 
   const QueueOptions& options() const { return options_; }
 
@@ -65,10 +81,12 @@ class QueueStorage : public postgres::PgStorageBase {
   // enqueues or inspects does not).
   void start_maintenance();
 
-  // enqueue, enqueue_at and enqueue_costed: due (into the ring) and created
-  // at `now`; costs one per job, or empty for cost 1 each.
+  // enqueue, enqueue_at, enqueue_costed and enqueue_keyed: due (into the
+  // ring) and created at `now`; costs one per job, or empty for cost 1 each;
+  // keys one per job, or empty for the empty key.
   void enqueue_with(std::span<const conveyor_new_job> jobs, std::span<const int32_t> costs,
-                    int64_t now, std::span<int64_t> out_ids);
+                    std::span<const std::string_view> keys, int64_t now,
+                    std::span<int64_t> out_ids);
   // claim and claim_kinds: kinds empty claims any kind.
   // Most claim statements one claim runs while it keeps losing rows to
   // concurrent claimers (the claim comment in claim_with).
@@ -76,6 +94,21 @@ class QueueStorage : public postgres::PgStorageBase {
   uint32_t claim_with(std::string_view queue, std::span<const std::string_view> kinds,
                       uint32_t max_jobs, int64_t lease_token, int64_t now_us,
                       int64_t lease_expires_us, const sdk::JobSink& sink);
+  // Runs one claim statement of queue q (claim, claim_kinds, claim_keys):
+  // promotes the queue's due `later` rows first (when due), then statement
+  // from the claim hint, and appends the jobs it claimed to all (their
+  // slots remembered). moves_hint: the walk moves the hint (an unfiltered
+  // claim); otherwise the hint is only its start. Returns how many
+  // candidates it lost to concurrent claimers. A lost connection gives back
+  // what the token took (release_orphans) and rethrows.
+  using ClaimStatement =
+      std::function<pqxx::result(pqxx::nontransaction&, const ClaimHints::Start&)>;
+  uint32_t claim_round(const char* op, const std::string& q, int64_t lease_token, int64_t now_us,
+                       int64_t lease_expires_us, bool moves_hint, const ClaimStatement& statement,
+                       std::vector<postgres::OwnedJob>& all);
+  // Moves the queue's due `later` rows into the ring when the promotion
+  // schedule says some may be due (promotion_schedule.hpp).
+  void promote_due(pqxx::nontransaction& tx, const std::string& q, int64_t now_us);
   // rescue_expired and rescue_expired_v2: sink (if any) gets each rescued job.
   uint32_t rescue_with(int64_t now_us, uint32_t max_jobs, const sdk::JobSink* sink);
   // retry_jobs and delete_jobs: runs statement(ids[], extra...) and maps its

@@ -2,6 +2,7 @@
 // through its C ABI: dead tuples over a long drain, claimers racing on one
 // queue, scheduled and retried jobs promoted when due, and the generic plans
 // of the hot statements.
+#include "job_keys_test_support.hpp"
 #include "queue_schema.hpp"
 #include "queue_test_support.hpp"
 #include "ring_rotator.hpp"
@@ -53,11 +54,27 @@ class QueueStorageTest : public postgres::test::PgTest {
                      schema_, relname_like)[0][0]
         .as<int64_t>();
   }
+  // Takes the schema back to version 6: no job keys (the entries view as
+  // it was, its key column cut).
+  void undo_schema_7() {
+    const std::string s = "\"" + schema_ + "\"";
+    std::string view = sql("SELECT pg_get_viewdef('" + s + ".entries'::regclass)")[0][0].c_str();
+    const std::string::size_type key = view.find("r.key");
+    ASSERT_NE(key, std::string::npos) << view;
+    const std::string::size_type comma = view.rfind(',', key);
+    ASSERT_NE(comma, std::string::npos) << view;
+    view.erase(comma, key + std::string("r.key").size() - comma);
+    sql("DROP VIEW " + s + ".entries; DROP INDEX " + s + ".ready_key; ALTER TABLE " + s +
+        ".ready DROP COLUMN key; ALTER TABLE " + s + ".later DROP COLUMN key; CREATE VIEW " + s +
+        ".entries AS " + view + "; DELETE FROM " + s +
+        ".queue_schema_migrations WHERE version = 7");
+  }
   // Takes the schema back to version 3: the entries view without cost (its
   // current definition, the cost column cut), no cost columns, no scope, no
   // shared_state, the step unrecorded.
   // Takes the schema back to version 4: shared records in shared_state rows.
   void undo_schema_6() {
+    undo_schema_7();
     const std::string s = "\"" + schema_ + "\"";
     sql("DROP FUNCTION " + s + ".add_shared_state; DELETE FROM " + s +
         ".queue_schema_migrations WHERE version = 6");
@@ -397,11 +414,11 @@ TEST_F(QueueStorageTest, AClaimThatLostItsCandidatesReportsHowFarItWalked) {
   ASSERT_TRUE(waiting) << "the claim never waited for the other claimer's mark";
   ASSERT_EQ(got.size(), 1u);
   EXPECT_TRUE(got[0][0].is_null()) << "the claim took job " << got[0][0].c_str();
-  EXPECT_EQ(got[0][12].as<int64_t>(), 1) << "candidates";
-  ASSERT_FALSE(got[0][13].is_null()) << "no walked key";
-  EXPECT_EQ(got[0][13].as<int32_t>(), entry[0][2].as<int32_t>());
-  EXPECT_EQ(got[0][14].as<int64_t>(), entry[0][3].as<int64_t>());
-  EXPECT_EQ(got[0][15].as<int64_t>(), ids[0]);
+  EXPECT_EQ(got[0][13].as<int64_t>(), 1) << "candidates";
+  ASSERT_FALSE(got[0][14].is_null()) << "no walked key";
+  EXPECT_EQ(got[0][14].as<int32_t>(), entry[0][2].as<int32_t>());
+  EXPECT_EQ(got[0][15].as<int64_t>(), entry[0][3].as<int64_t>());
+  EXPECT_EQ(got[0][16].as<int64_t>(), ids[0]);
 }
 
 // A schema made by the first release (version 1, no `retired` table) is
@@ -528,6 +545,55 @@ TEST_F(QueueStorageTest, MigrateFromVersion3KeepsJobsAndOverrides) {
   std::vector<JobCopy> costed = claim(h, "q", 10, 3, now, now + kHour);
   ASSERT_EQ(costed.size(), 1u);
   EXPECT_EQ(costed[0].cost, 6);
+}
+
+// A schema of version 6 (ABI 1.3) with jobs in the ring (taken and not), in
+// `later`, running and finished is upgraded in place: every job has the
+// empty key and keeps its state, list_ready_keys and claim_keys find the
+// ready ones under it (the `later` one once due), the running one completes
+// across the upgrade, and the counts agree.
+TEST_F(QueueStorageTest, MigrateFromVersion6GivesEveryJobTheEmptyKey) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  const int64_t t = wall_us();
+  const std::vector<int64_t> ready = enqueue_many(h, "q", 4);
+  const int64_t scheduled = enqueue(h, "q", /*priority=*/0, /*run_at=*/t + kHour);
+  std::vector<JobCopy> got = claim(h, "q", 2, 1, t, t + kHour);
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(complete(h, leases_of({got[0]}), t + 1), std::vector{CONVEYOR_OK});
+  close_store(h);
+  undo_schema_7();
+  const std::string s = "\"" + schema_ + "\"";
+  ASSERT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(), 6);
+
+  h = open_store();  // migrates
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(),
+            kSchemaVersion);
+  const int64_t now = t + 10;
+  EXPECT_EQ(job_counts(api_, h, now), queue_stats(api_, h, now));
+  JobCopy running = job(h, got[1].id, now);
+  EXPECT_EQ(running.state, CONVEYOR_JOB_RUNNING);
+  EXPECT_EQ(running.key, "");
+  EXPECT_EQ(job(h, scheduled, now).key, "");
+  EXPECT_EQ(job(h, got[0].id, now).state, CONVEYOR_JOB_COMPLETED);
+  postgres::test::ReadyKeysResult listed =
+      postgres::test::ready_keys(api_, h, "q", std::nullopt, 10, 10, now);
+  ASSERT_EQ(listed.status, CONVEYOR_OK) << listed.message;
+  EXPECT_EQ(listed.keys, (postgres::test::ReadyKeys{{"", 2}}));
+  postgres::test::KeyClaimResult keyed =
+      postgres::test::claim_keys(api_, h, "q", {{"", 10}}, {}, 2, now, now + kHour);
+  ASSERT_EQ(keyed.status, CONVEYOR_OK) << keyed.message;
+  EXPECT_EQ(plugin_testing::ids_of(keyed.jobs), (std::vector<int64_t>{ready[2], ready[3]}));
+  ASSERT_EQ(complete(h, leases_of({got[1]}), now), std::vector{CONVEYOR_OK});
+  keyed = postgres::test::claim_keys(api_, h, "q", {{"", 10}}, {}, 3, t + 2 * kHour, t + 3 * kHour);
+  ASSERT_EQ(keyed.jobs.size(), 1u);
+  EXPECT_EQ(keyed.jobs[0].id, scheduled);
+  EXPECT_EQ(keyed.jobs[0].key, "");
+  const std::vector<int64_t> ids = postgres::test::enqueue_keyed(api_, h, {{"q", "k"}}, now);
+  EXPECT_EQ(job(h, ids.at(0), now).key, "k");
+  EXPECT_EQ(job_counts(api_, h, now), queue_stats(api_, h, now));
 }
 
 // A schema of version 4 with shared records (a fleet bucket, the kill
@@ -679,6 +745,18 @@ TEST_F(QueueStorageTest, GenericPlansDoNotScanTheHistory) {
        "_lease_expires_idx"},
       // ABI 1.1: claim_kinds walks the claim order as claim does.
       {stmt::kClaimKinds, "('q', 5, 100, 1, 2, 'host:1', 0, 0, 0, 0, '{noop}')", "Merge Append"},
+      // ABI 1.4: claim_keys walks each key's range of ready_key in claim
+      // order (the statistics saw only the empty key); list_ready_keys
+      // probes ready_key per key.
+      {stmt::kClaimKeys, "('q', 5, 100, 1, 2, 'host:1', 0, 0, 0, 0, '{a,b}', '{3,4}')",
+       "_queue_key_priority_run_at_job_id_idx"},
+      {stmt::kClaimKeysKinds,
+       "('q', 5, 100, 1, 2, 'host:1', 0, 0, 0, 0, '{a,b}', '{3,4}', '{noop}')",
+       "_queue_key_priority_run_at_job_id_idx"},
+      {stmt::kListReadyKeys, "('q', 5, 100, 10, 0, 0, 0, 0)",
+       "_queue_key_priority_run_at_job_id_idx"},
+      {stmt::kListReadyKeysAfter, "('q', 5, 100, 10, 0, 0, 0, 0, 'a')",
+       "_queue_key_priority_run_at_job_id_idx"},
   };
   for (const Case& c : cases) {
     const std::string plan = generic_plan(statement_sql(c.statement, schema_), c.args,

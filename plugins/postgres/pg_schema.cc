@@ -95,12 +95,28 @@ ALTER TABLE {s}.jobs ADD COLUMN cost integer NOT NULL DEFAULT 1;
 // Version 4: kSharedStateInPlace (swap_shared_state leaves no dead tuples).
 // Version 5: kSharedAdd (ABI 1.3 add_shared_state).
 
+// Version 6: ABI 1.4 (job keys). Existing jobs get the empty key (a constant
+// default: no row is rewritten). COLLATE "C": keys compare and sort bytewise,
+// as list_ready_keys reports them. jobs_ready_key serves claim_keys (one
+// (queue, key) range of ready rows per key, in claim order) and
+// list_ready_keys (the next key with a ready row is one probe, and a key's
+// ready rows are counted in its own range); partial like jobs_ready, so keys
+// without AVAILABLE jobs are not in it. Building it locks the jobs table
+// against writes for as long as it takes (seconds per million ready rows).
+constexpr const char* kJobsV6 = R"sql(
+ALTER TABLE {s}.jobs ADD COLUMN key text COLLATE "C" NOT NULL DEFAULT '';
+CREATE INDEX jobs_ready_key ON {s}.jobs (queue, key, priority, run_at, id) WHERE state = 1;
+)sql";
+
 // One entry per version step: steps[i] upgrades version i to i + 1. Never
 // edit a released step; append.
 const std::vector<std::string>& migration_steps() {
-  static const std::vector<std::string> steps = {std::string(kJobsV1) + kControlTables, kJobsV2,
+  static const std::vector<std::string> steps = {std::string(kJobsV1) + kControlTables,
+                                                 kJobsV2,
                                                  std::string(kJobsV3) + kControlTablesV12,
-                                                 kSharedStateInPlace, kSharedAdd};
+                                                 kSharedStateInPlace,
+                                                 kSharedAdd,
+                                                 kJobsV6};
   return steps;
 }
 
@@ -108,7 +124,81 @@ const std::vector<std::string>& migration_steps() {
 #define CONVEYOR_PG_JOB_COLUMNS                                                            \
   "j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempt, j.max_attempts, "     \
   "j.run_at, j.created_at, j.finalized_at, j.lease_token, j.lease_expires, j.last_error, " \
-  "j.cost"
+  "j.cost, j.key"
+
+// What a claim statement returns (claimed_job_at), for the jobs aliased j.
+#define CONVEYOR_PG_CLAIMED_COLUMNS                                                       \
+  "RETURNING j.id, j.kind, j.payload, j.priority, j.attempt, j.max_attempts, j.run_at,\n" \
+  "          j.created_at, j.last_error, j.cost, j.key"
+
+// The claim's UPDATE of the rows picked (a CTE of ids): the lease, in the
+// statement's own commit mode (CONVEYOR_PG_LEASE_COMMIT). "id =
+// ANY(ARRAY(...))" keeps it on primary-key lookups in the generic plan.
+#define CONVEYOR_PG_CLAIM_PICKED                                                     \
+  "UPDATE {s}.jobs AS j\n"                                                           \
+  "SET state = 3, attempt = j.attempt + 1, lease_token = $4::bigint,\n"              \
+  "    lease_expires = $5::bigint, claimed_at = $2::bigint, claimed_by = $6::text\n" \
+  "WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND " CONVEYOR_PG_LEASE_COMMIT     \
+  "\n" CONVEYOR_PG_CLAIMED_COLUMNS
+
+// claim_keys (ABI 1.4): per key $7[i], its first $8[i] ready jobs in claim
+// order, one jobs_ready_key range each, locked, SKIP LOCKED; FILTER narrows
+// them (the kinds, $9). Pause and the lease as claim; $3 (the sum of the
+// counts) bounds the whole. The key is asked for as a range (>= and <=, the
+// same rows as =) ordered by the key first: with "key = k.key" the key is a
+// constant of the lateral subquery, and a plan made from statistics that saw
+// one key (every job of an older schema has the empty key) walked jobs_ready
+// with the key as a filter, past other keys' jobs; ordered by a range of
+// keys, only jobs_ready_key gives the order, and its scan starts at the
+// key's first job and stops after its last.
+#define CONVEYOR_PG_CLAIM_KEYS_SQL(FILTER)                                               \
+  "WITH picked AS (\n"                                                                   \
+  "  SELECT c.id FROM unnest($7::text[], $8::bigint[]) AS k(key, n)\n"                   \
+  "  CROSS JOIN LATERAL (\n"                                                             \
+  "    SELECT j.id FROM {s}.jobs AS j\n"                                                 \
+  "    WHERE j.queue = $1::text AND j.key >= k.key AND j.key <= k.key AND j.state = 1\n" \
+  "      AND j.run_at <= $2::bigint" FILTER                                              \
+  "\n"                                                                                   \
+  "    ORDER BY j.key, j.priority, j.run_at, j.id\n"                                     \
+  "    LIMIT k.n\n"                                                                      \
+  "    FOR UPDATE SKIP LOCKED\n"                                                         \
+  "  ) AS c\n"                                                                           \
+  "  WHERE NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1::text AND paused)\n"     \
+  "  LIMIT $3::bigint\n"                                                                 \
+  ")\n" CONVEYOR_PG_CLAIM_PICKED
+
+// list_ready_keys (ABI 1.4): a loose index scan of jobs_ready_key, so only
+// keys with AVAILABLE jobs are read: the first key (FIRST: after $5), then
+// each next key is the least one above the previous (one index probe). Each
+// key's ready jobs (run_at <= the host's now, $2) are counted in its own
+// range (asked for as claim_keys asks), at most $4 of them; keys with none
+// (all scheduled) are passed over. The recursion runs only as far as the
+// outer LIMIT ($3 keys) pulls it.
+#define CONVEYOR_PG_LIST_READY_KEYS_SQL(FIRST)                           \
+  "WITH RECURSIVE keys(key) AS (\n"                                      \
+  "  (SELECT j.key FROM {s}.jobs AS j\n"                                 \
+  "   WHERE j.queue = $1::text AND j.state = 1" FIRST                    \
+  "\n"                                                                   \
+  "   ORDER BY j.key LIMIT 1)\n"                                         \
+  "  UNION ALL\n"                                                        \
+  "  SELECT n.key FROM keys AS k\n"                                      \
+  "  CROSS JOIN LATERAL (\n"                                             \
+  "    SELECT j.key FROM {s}.jobs AS j\n"                                \
+  "    WHERE j.queue = $1::text AND j.state = 1 AND j.key > k.key\n"     \
+  "    ORDER BY j.key LIMIT 1) AS n\n"                                   \
+  ")\n"                                                                  \
+  "SELECT k.key, c.ready FROM keys AS k\n"                               \
+  "CROSS JOIN LATERAL (\n"                                               \
+  "  SELECT count(*) AS ready FROM (\n"                                  \
+  "    SELECT 1 FROM {s}.jobs AS j\n"                                    \
+  "    WHERE j.queue = $1::text AND j.key >= k.key AND j.key <= k.key\n" \
+  "      AND j.state = 1\n"                                              \
+  "      AND j.run_at <= $2::bigint\n"                                   \
+  "    ORDER BY j.key, j.priority, j.run_at, j.id\n"                     \
+  "    LIMIT $4::bigint) AS x\n"                                         \
+  ") AS c\n"                                                             \
+  "WHERE c.ready > 0\n"                                                  \
+  "LIMIT $3::bigint"
 
 // rescue_expired: the expired leases, oldest first, made available again or
 // failed when out of attempts (those are counted). run_at is kept: a rescued
@@ -141,12 +231,12 @@ WITH registered AS (
   INSERT INTO {s}.queues (name) SELECT unnest($8::text[]) ON CONFLICT (name) DO NOTHING
 ), inserted AS (
   INSERT INTO {s}.jobs (queue, kind, payload, priority, state, max_attempts, run_at, created_at,
-                       cost)
+                       cost, key)
   SELECT t.queue, t.kind, decode(t.payload, 'hex'), t.priority, 1, t.max_attempts, t.run_at, $7,
-         t.cost
+         t.cost, t.key
   FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::integer[], $6::bigint[],
-              $10::integer[])
-       WITH ORDINALITY AS t(queue, kind, payload, priority, max_attempts, run_at, cost, ord)
+              $10::integer[], $13::text[])
+       WITH ORDINALITY AS t(queue, kind, payload, priority, max_attempts, run_at, cost, key, ord)
   ORDER BY t.ord
   RETURNING id
 ), notified AS (
@@ -175,12 +265,7 @@ WITH picked AS (
   LIMIT $3::bigint
   FOR UPDATE SKIP LOCKED
 )
-UPDATE {s}.jobs AS j
-SET state = 3, attempt = j.attempt + 1, lease_token = $4::bigint, lease_expires = $5::bigint,
-    claimed_at = $2::bigint, claimed_by = $6::text
-WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND )sql" CONVEYOR_PG_LEASE_COMMIT R"sql(
-RETURNING j.id, j.kind, j.payload, j.priority, j.attempt, j.max_attempts, j.run_at,
-          j.created_at, j.last_error, j.cost)sql"},
+)sql" CONVEYOR_PG_CLAIM_PICKED},
 
     // Lease-guarded batch updates: one statement for the whole batch, a
     // lease applies only while the job runs under its token. RETURNING names
@@ -248,7 +333,7 @@ SELECT id FROM failed)sql"},
     Statement{stmt::kRescue, CONVEYOR_PG_RESCUE_CTES "SELECT count(*) FROM rescued"},
     Statement{stmt::kRescueReporting, CONVEYOR_PG_RESCUE_CTES
               "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,\n"
-              "       created_at, finalized_at, lease_token, lease_expires, last_error, cost\n"
+              "       created_at, finalized_at, lease_token, lease_expires, last_error, cost, key\n"
               "FROM rescued"},
 
     Statement{stmt::kCancel, R"sql(
@@ -283,7 +368,7 @@ ORDER BY 1)sql"},
 
     Statement{stmt::kGetJob, R"sql(
 SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at, created_at,
-       finalized_at, lease_token, lease_expires, last_error, cost
+       finalized_at, lease_token, lease_expires, last_error, cost, key
 FROM {s}.jobs WHERE id = $1::bigint)sql"},
 
     Statement{stmt::kPurge, R"sql(
@@ -354,12 +439,7 @@ WITH picked AS (
   ORDER BY c.priority, c.run_at, c.id
   LIMIT $3::bigint
 )
-UPDATE {s}.jobs AS j
-SET state = 3, attempt = j.attempt + 1, lease_token = $4::bigint, lease_expires = $5::bigint,
-    claimed_at = $2::bigint, claimed_by = $6::text
-WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND )sql" CONVEYOR_PG_LEASE_COMMIT R"sql(
-RETURNING j.id, j.kind, j.payload, j.priority, j.attempt, j.max_attempts, j.run_at,
-          j.created_at, j.last_error, j.cost)sql"},
+)sql" CONVEYOR_PG_CLAIM_PICKED},
 
     // list_jobs, one statement per kind of range; each returns at most $limit
     // jobs of the queue with id > $after in id order, and none reads the
@@ -475,6 +555,13 @@ WITH turn AS (
 )
 INSERT INTO {s}.job_count_deltas (queue, state, delta)
 SELECT queue, state, sum(delta) FROM folded GROUP BY queue, state HAVING sum(delta) <> 0)sql"},
+
+    // ABI 1.4 (schema 6).
+    Statement{stmt::kClaimKeys, CONVEYOR_PG_CLAIM_KEYS_SQL("")},
+    Statement{stmt::kClaimKeysKinds,
+              CONVEYOR_PG_CLAIM_KEYS_SQL("\n      AND j.kind = ANY($9::text[])")},
+    Statement{stmt::kListReadyKeys, CONVEYOR_PG_LIST_READY_KEYS_SQL("")},
+    Statement{stmt::kListReadyKeysAfter, CONVEYOR_PG_LIST_READY_KEYS_SQL(" AND j.key > $5::text")},
 };
 
 }  // namespace

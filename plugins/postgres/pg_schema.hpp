@@ -11,7 +11,7 @@
 namespace conveyor::postgres {
 
 // The schema version this build creates and understands.
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 
 // Creates or upgrades the schema named schema (validated) to version (1..
 // kSchemaVersion; tests build older schemas). Throws
@@ -46,6 +46,11 @@ inline constexpr const char* kListFinalAnyKind = "conveyor_list_final_any_kind";
 inline constexpr const char* kJobCounts = "conveyor_job_counts";
 inline constexpr const char* kCompactCounts = "conveyor_compact_counts";
 inline constexpr const char* kRescueReporting = "conveyor_rescue_reporting";
+// ABI 1.4
+inline constexpr const char* kClaimKeys = "conveyor_claim_keys";
+inline constexpr const char* kClaimKeysKinds = "conveyor_claim_keys_kinds";
+inline constexpr const char* kListReadyKeys = "conveyor_list_ready_keys";
+inline constexpr const char* kListReadyKeysAfter = "conveyor_list_ready_keys_after";
 }  // namespace stmt
 
 // Defines every statement above and the control statements

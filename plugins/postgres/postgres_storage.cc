@@ -58,6 +58,13 @@
 //     a page (jobs_list for retained jobs); job_counts sums per-statement
 //     count deltas instead of counting retained jobs (pg_schema.cc), folded
 //     by purge_finished and by job_counts when they pile up.
+//   * ABI 1.4 (schema 6): jobs.key (COLLATE "C": bytewise) and the partial
+//     index jobs_ready_key (queue, key, priority, run_at, id) of ready rows.
+//     claim_keys is one statement for every key: per key a range of that
+//     index, LIMIT its count, FOR UPDATE SKIP LOCKED, then claim's UPDATE;
+//     keys not listed are never read. list_ready_keys is a loose index scan
+//     of it (WITH RECURSIVE: each next key is one probe) counting each key's
+//     ready jobs up to count_limit, so keys without ready rows cost nothing.
 #include "postgres_storage.hpp"
 
 #include "connection_pool.hpp"
@@ -108,30 +115,38 @@ void PostgresStorage::migrate() {
 
 void PostgresStorage::enqueue(std::span<const conveyor_new_job> jobs, std::span<int64_t> out_ids) {
   // created_at is the plugin's clock: enqueue has no now_us (enqueue_v2 has).
-  insert_jobs(jobs, {}, wall_clock_us(), out_ids);
+  insert_jobs(jobs, {}, {}, wall_clock_us(), out_ids);
 }
 
 void PostgresStorage::enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
                                  std::span<int64_t> out_ids) {
-  insert_jobs(jobs, {}, now_us, out_ids);
+  insert_jobs(jobs, {}, {}, now_us, out_ids);
 }
 
 void PostgresStorage::enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,
                                      std::span<int64_t> out_ids) {
   const CostedJobs c = split_costed(jobs);
-  insert_jobs(c.jobs, c.costs, now_us, out_ids);
+  insert_jobs(c.jobs, c.costs, {}, now_us, out_ids);
+}
+
+void PostgresStorage::enqueue_keyed(std::span<const conveyor_new_job_v3> jobs, int64_t now_us,
+                                    std::span<int64_t> out_ids) {
+  const KeyedJobs k = split_keyed(jobs);
+  insert_jobs(k.jobs, k.costs, k.keys, now_us, out_ids);
 }
 
 void PostgresStorage::insert_jobs(std::span<const conveyor_new_job> jobs,
-                                  std::span<const int32_t> costs, int64_t created,
+                                  std::span<const int32_t> costs,
+                                  std::span<const std::string_view> keys, int64_t created,
                                   std::span<int64_t> out_ids) {
-  const EnqueueArrays a = encode_enqueue_batch(jobs, created, costs);
+  const EnqueueArrays a = encode_enqueue_batch(jobs, created, costs, keys);
   std::vector<int64_t> ids;
   run("enqueue", Retry::kNever, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    pqxx::result r = tx.exec_prepared(
-        stmt::kEnqueue, a.queues, a.kinds, a.payloads_hex, a.priorities, a.max_attempts, a.run_ats,
-        created, a.distinct_queues, channels().jobs, a.costs, channels().later, a.later_payloads);
+    pqxx::result r =
+        tx.exec_prepared(stmt::kEnqueue, a.queues, a.kinds, a.payloads_hex, a.priorities,
+                         a.max_attempts, a.run_ats, created, a.distinct_queues, channels().jobs,
+                         a.costs, channels().later, a.later_payloads, a.keys);
     ids.clear();
     ids.reserve(r.size());
     for (const auto& row : r) ids.push_back(int_at(row, 0));
@@ -408,6 +423,46 @@ uint32_t PostgresStorage::claim_kinds(std::string_view queue,
   wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
   return run_claim("claim_kinds", stmt::kClaimKinds, std::string(queue), max_jobs, lease_token,
                    now_us, lease_expires_us, sink, text_array(wanted));
+}
+
+uint32_t PostgresStorage::claim_keys(std::string_view queue,
+                                     std::span<const std::string_view> kinds,
+                                     std::span<const sdk::KeyClaim> keys, int64_t lease_token,
+                                     int64_t now_us, int64_t lease_expires_us,
+                                     const sdk::JobSink& sink) {
+  require_queue(queue, "claim_keys");
+  for (std::string_view k : kinds)
+    if (!is_storable_text(k))
+      throw Error(CONVEYOR_E_INVALID, "claim_keys: kinds must be valid UTF-8 without NUL bytes");
+  const std::vector<sdk::KeyClaim> wanted = wanted_keys(keys, "claim_keys");
+  if (wanted.empty()) return 0;
+  const KeyClaimArrays a = key_claim_arrays(wanted);
+  // One statement for every key (claim_keys in pg_schema.cc).
+  if (kinds.empty())
+    return run_claim("claim_keys", stmt::kClaimKeys, std::string(queue), a.total, lease_token,
+                     now_us, lease_expires_us, sink, a.keys, a.counts);
+  std::vector<std::string_view> wanted_kinds(kinds.begin(), kinds.end());
+  std::sort(wanted_kinds.begin(), wanted_kinds.end());
+  wanted_kinds.erase(std::unique(wanted_kinds.begin(), wanted_kinds.end()), wanted_kinds.end());
+  return run_claim("claim_keys", stmt::kClaimKeysKinds, std::string(queue), a.total, lease_token,
+                   now_us, lease_expires_us, sink, a.keys, a.counts, text_array(wanted_kinds));
+}
+
+uint32_t PostgresStorage::list_ready_keys(std::string_view queue,
+                                          std::optional<std::string_view> after_key, uint32_t limit,
+                                          uint32_t count_limit, int64_t now_us,
+                                          const sdk::ReadyKeySink& sink) {
+  check_ready_keys_call(queue, after_key);
+  const std::string q(queue);
+  std::vector<sdk::OwnedReadyKey> keys;
+  run("list_ready_keys", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    keys = ready_key_rows(
+        after_key ? tx.exec_prepared(stmt::kListReadyKeysAfter, q, now_us, limit, count_limit,
+                                     std::string(*after_key))
+                  : tx.exec_prepared(stmt::kListReadyKeys, q, now_us, limit, count_limit));
+  });
+  return report_ready_keys(keys, limit, sink);
 }
 
 namespace {

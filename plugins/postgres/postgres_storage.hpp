@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,21 +45,32 @@ class PostgresStorage : public PgStorageBase {
   // ABI 1.2 (swap_shared_state and set_rate_limit_scoped come from PgStorageBase)
   void enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,
                       std::span<int64_t> out_ids);
+  // ABI 1.4 (job keys; the adapter has checked lengths and duplicate keys)
+  void enqueue_keyed(std::span<const conveyor_new_job_v3> jobs, int64_t now_us,
+                     std::span<int64_t> out_ids);
+  uint32_t claim_keys(std::string_view queue, std::span<const std::string_view> kinds,
+                      std::span<const sdk::KeyClaim> keys, int64_t lease_token, int64_t now_us,
+                      int64_t lease_expires_us, const sdk::JobSink& sink);
+  uint32_t list_ready_keys(std::string_view queue, std::optional<std::string_view> after_key,
+                           uint32_t limit, uint32_t count_limit, int64_t now_us,
+                           const sdk::ReadyKeySink& sink);
 
  private:
   // Folds job_counts' delta rows into one per (queue, state); false when
   // another process was doing it.
   void compact_counts();
 
-  // costs: one per job, or empty for cost 1 each.
+  // costs: one per job, or empty for cost 1 each; keys: one per job, or
+  // empty for the empty key.
   void insert_jobs(std::span<const conveyor_new_job> jobs, std::span<const int32_t> costs,
-                   int64_t created, std::span<int64_t> out_ids);
+                   std::span<const std::string_view> keys, int64_t created,
+                   std::span<int64_t> out_ids);
   explicit PostgresStorage(PgOptions options);
 
   // Gives back whatever a claim with this token took when its reply was lost.
   void release_orphans(int64_t lease_token, int64_t lease_expires_us) noexcept;
-  // claim and claim_kinds: runs the prepared statement (queue, now, max_jobs,
-  // token, expiry, claimer, then extra) and reports the jobs it claimed;
+  // claim, claim_kinds and claim_keys: runs the prepared statement (queue,
+  // now, max_jobs, token, expiry, claimer, then extra) and reports the jobs it claimed;
   // releases them (release_orphans) when the connection broke mid-claim.
   template <typename... Extra>
   uint32_t run_claim(const char* what, const char* statement, const std::string& queue,
