@@ -5,13 +5,17 @@
 //
 // The wrapped plugin is the file named by the environment variable
 // CONVEYOR_MUTANT_INNER, loaded when the entry point is first called. The
-// mutant option is removed before the inner open sees the options.
+// mutant option is removed before the inner open sees the options. Slots
+// after ABI 1.1 are wrapped only where the inner plugin has them (the ABI
+// 1.4 bugs need an inner plugin with job keys).
 #include <conveyor/storage_plugin.h>
 
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +23,7 @@
 #include <new>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -80,6 +85,25 @@ constexpr const char* kBugs[] = {
     "counts_cached",           // job_counts: the handle's first answer, forever
     "rescue_reports_running",  // rescue_expired_v2: jobs reported as they were (RUNNING)
     "oldest_zero",             // queue_stats, job_counts: oldest_pending_run_at_us always 0
+    // ABI 1.4
+    "key_dropped",                // enqueue_v4: every job stored with the empty key
+    "cost_dropped_v4",            // enqueue_v4: every job stored with cost 1
+    "old_enqueue_keyed",          // enqueue_v2: each job stored with its kind as its key
+    "long_key_cut",               // enqueue_v4: a key longer than the maximum is cut to it
+    "keys_ignore_max",            // claim_keys: every ready job of each listed key
+    "keys_worst_first",           // claim_keys: the last max_jobs of each key in claim order
+    "keys_unlisted",              // claim_keys: claim_kinds of the sum of max_jobs, any key
+    "keys_ignore_kinds",          // claim_keys: no kind filter
+    "keys_claim_early",           // claim_keys: jobs ready 1 s before run_at
+    "keys_none_is_all",           // claim_keys: no keys claims from every key
+    "keys_duplicate_ok",          // claim_keys: a key listed twice counts once
+    "keys_duplicate_claim",       // claim_keys: every 10th call also reports an earlier job
+    "ready_scheduled",            // list_ready_keys: jobs due within 2 h count as ready
+    "ready_empty_last",           // list_ready_keys: the empty key after the others
+    "ready_no_count_limit",       // list_ready_keys: count_limit ignored
+    "ready_ignores_after",        // list_ready_keys: always from the first key
+    "ready_after_empty_is_null",  // list_ready_keys: an empty after_key taken as NULL
+    "ready_no_max",               // list_ready_keys: a limit above the maximum is cut to it
 };
 
 bool known_bug(std::string_view name) {
@@ -384,6 +408,12 @@ conveyor_status m_enqueue_v2(conveyor_storage* s, const conveyor_new_job* jobs, 
                              int64_t now, int64_t* ids, conveyor_error* err) {
   if (self(s)->is("created_plugin_clock"))
     return out_status(s, inner->enqueue(in(s), jobs, n, ids, err), err);
+  if (self(s)->is("old_enqueue_keyed") && jobs != nullptr &&
+      inner->struct_size >= CONVEYOR_PLUGIN_V1_4_SIZE && inner->enqueue_v4 != nullptr) {
+    std::vector<conveyor_new_job_v3> keyed;
+    for (size_t i = 0; i < n; ++i) keyed.push_back({{jobs[i], 1, 0}, jobs[i].kind});
+    return out_status(s, inner->enqueue_v4(in(s), keyed.data(), n, now, ids, err), err);
+  }
   return out_status(s, inner->enqueue_v2(in(s), jobs, n, now, ids, err), err);
 }
 conveyor_status m_claim_kinds(conveyor_storage* s, conveyor_str queue, const conveyor_str* kinds,
@@ -504,6 +534,176 @@ conveyor_status m_rescue_v2(conveyor_storage* s, int64_t now, uint32_t max_jobs,
   return out_status(s, inner->rescue_expired_v2(in(s), now, max_jobs, fn, ctx, out, err), err);
 }
 
+// ---- ABI 1.4 ----
+conveyor_status m_enqueue_v4(conveyor_storage* s, const conveyor_new_job_v3* jobs, size_t n,
+                             int64_t now, int64_t* ids, conveyor_error* err) {
+  Mutant& m = *self(s);
+  if ((m.is("key_dropped") || m.is("cost_dropped_v4") || m.is("long_key_cut")) && jobs != nullptr) {
+    std::vector<conveyor_new_job_v3> changed(jobs, jobs + n);
+    for (conveyor_new_job_v3& j : changed) {
+      if (m.is("key_dropped")) j.key = conveyor_str{nullptr, 0};
+      if (m.is("cost_dropped_v4")) j.job.cost = 1;
+      if (m.is("long_key_cut")) j.key.len = std::min<size_t>(j.key.len, CONVEYOR_JOB_KEY_MAX);
+    }
+    return out_status(s, inner->enqueue_v4(in(s), changed.data(), n, now, ids, err), err);
+  }
+  return out_status(s, inner->enqueue_v4(in(s), jobs, n, now, ids, err), err);
+}
+
+// A job claimed by keys_worst_first: what ordering, releasing and reporting
+// it again need (the reported strings die with the callback).
+struct KeyedJob {
+  int64_t id, token;
+  int32_t priority;
+  int64_t run_at_us;
+};
+void collect_keyed(void* ctx, const conveyor_job* j) {
+  static_cast<std::vector<KeyedJob>*>(ctx)->push_back(
+      KeyedJob{j->id, j->lease_token, j->priority, j->run_at_us});
+}
+
+std::mutex keys_dup_mu;
+conveyor_job keys_dup_job{};  // the job keys_duplicate_claim reports again (strings: empty)
+std::atomic<int> keys_claim_count{0};
+
+conveyor_status m_claim_keys(conveyor_storage* s, conveyor_str queue, const conveyor_str* kinds,
+                             size_t n_kinds, const conveyor_key_claim* keys, size_t n_keys,
+                             int64_t token, int64_t now, int64_t expires, conveyor_job_fn on_job,
+                             void* ctx, uint32_t* out_claimed, conveyor_error* err) {
+  Mutant& m = *self(s);
+  const bool usable =
+      on_job != nullptr && out_claimed != nullptr && (keys != nullptr || n_keys == 0);
+  if (m.is("keys_ignore_kinds")) n_kinds = 0;
+  if (m.is("keys_claim_early")) now += 1'000'000;
+  if (m.is("keys_none_is_all") && n_keys == 0)
+    return out_status(
+        s, inner->claim(in(s), queue, 1000, token, now, expires, on_job, ctx, out_claimed, err),
+        err);
+  if (m.is("keys_unlisted") && usable) {
+    uint32_t total = 0;
+    for (size_t i = 0; i < n_keys; ++i) total += keys[i].max_jobs;
+    return out_status(s,
+                      inner->claim_kinds(in(s), queue, kinds, n_kinds, total, token, now, expires,
+                                         on_job, ctx, out_claimed, err),
+                      err);
+  }
+  std::vector<conveyor_key_claim> changed(keys, keys + (keys == nullptr ? 0 : n_keys));
+  if (m.is("keys_ignore_max"))
+    for (conveyor_key_claim& k : changed) k.max_jobs = 1000;
+  if (m.is("keys_duplicate_ok")) {
+    std::vector<conveyor_key_claim> once;
+    for (const conveyor_key_claim& k : changed) {
+      bool seen = false;
+      for (const conveyor_key_claim& o : once)
+        seen = seen || (o.key.len == k.key.len &&
+                        (k.key.len == 0 || std::memcmp(o.key.data, k.key.data, k.key.len) == 0));
+      if (!seen) once.push_back(k);
+    }
+    changed = once;
+  }
+  if (m.is("keys_worst_first") && usable) {
+    // Per key: claim every ready job, keep the last max_jobs in claim order,
+    // give the rest back.
+    *out_claimed = 0;
+    for (const conveyor_key_claim& k : changed) {
+      conveyor_key_claim all = k;
+      all.max_jobs = 1000;
+      std::vector<KeyedJob> got;
+      uint32_t n = 0;
+      conveyor_status st = inner->claim_keys(in(s), queue, kinds, n_kinds, &all, 1, token, now,
+                                             expires, collect_keyed, &got, &n, err);
+      if (st != CONVEYOR_OK) return out_status(s, st, err);
+      std::sort(got.begin(), got.end(), [](const KeyedJob& a, const KeyedJob& b) {
+        return std::tie(a.priority, a.run_at_us, a.id) < std::tie(b.priority, b.run_at_us, b.id);
+      });
+      const size_t keep = std::min<size_t>(k.max_jobs, got.size());
+      std::vector<conveyor_lease> back;
+      for (size_t i = 0; i + keep < got.size(); ++i) back.push_back({got[i].id, got[i].token});
+      std::vector<conveyor_status> r(back.size());
+      if (!back.empty()) inner->release(in(s), back.data(), back.size(), now, r.data(), err);
+      for (size_t i = got.size() - keep; i < got.size(); ++i) {
+        inner->get_job(in(s), got[i].id, now, on_job, ctx, err);
+        ++*out_claimed;
+      }
+    }
+    return CONVEYOR_OK;
+  }
+  const conveyor_key_claim* pass = keys == nullptr ? nullptr : changed.data();
+  const size_t n_pass = keys == nullptr ? n_keys : changed.size();
+  if (m.is("keys_duplicate_claim") && usable) {
+    struct Tee {
+      conveyor_job_fn fn;
+      void* ctx;
+    } tee{on_job, ctx};
+    auto forward = [](void* c, const conveyor_job* j) {
+      auto* t = static_cast<Tee*>(c);
+      {
+        std::lock_guard lock(keys_dup_mu);
+        keys_dup_job = *j;
+        keys_dup_job.queue = keys_dup_job.kind = keys_dup_job.payload = keys_dup_job.last_error =
+            keys_dup_job.key = conveyor_str{"", 0};
+      }
+      t->fn(t->ctx, j);
+    };
+    conveyor_status st = inner->claim_keys(in(s), queue, kinds, n_kinds, pass, n_pass, token, now,
+                                           expires, forward, &tee, out_claimed, err);
+    if (st == CONVEYOR_OK && *out_claimed > 0 && ++keys_claim_count % 10 == 0) {
+      std::lock_guard lock(keys_dup_mu);
+      conveyor_job again = keys_dup_job;
+      again.queue = queue;
+      on_job(ctx, &again);
+      ++*out_claimed;
+    }
+    return out_status(s, st, err);
+  }
+  return out_status(s,
+                    inner->claim_keys(in(s), queue, kinds, n_kinds, pass, n_pass, token, now,
+                                      expires, on_job, ctx, out_claimed, err),
+                    err);
+}
+
+// Keys reported by list_ready_keys, copied (ready_empty_last reports them
+// again in another order).
+struct ReadyKeys {
+  std::vector<std::pair<std::string, int64_t>> keys;
+};
+void collect_ready_key(void* ctx, const conveyor_ready_key* k) {
+  static_cast<ReadyKeys*>(ctx)->keys.emplace_back(std::string(k->key.data, k->key.len), k->ready);
+}
+
+conveyor_status m_list_ready_keys(conveyor_storage* s, conveyor_str queue,
+                                  const conveyor_str* after_key, uint32_t limit,
+                                  uint32_t count_limit, int64_t now, conveyor_ready_key_fn on_key,
+                                  void* ctx, uint32_t* out_listed, conveyor_error* err) {
+  Mutant& m = *self(s);
+  if (m.is("ready_scheduled")) now += int64_t{7200} * 1'000'000;
+  if (m.is("ready_no_count_limit") && count_limit > 0) count_limit = UINT32_MAX;
+  if (m.is("ready_ignores_after")) after_key = nullptr;
+  if (m.is("ready_after_empty_is_null") && after_key != nullptr && after_key->len == 0)
+    after_key = nullptr;
+  if (m.is("ready_no_max") && limit > CONVEYOR_LIST_JOBS_MAX) limit = CONVEYOR_LIST_JOBS_MAX;
+  if (m.is("ready_empty_last") && on_key != nullptr && out_listed != nullptr) {
+    ReadyKeys got;
+    conveyor_status st = inner->list_ready_keys(in(s), queue, after_key, limit, count_limit, now,
+                                                collect_ready_key, &got, out_listed, err);
+    if (st != CONVEYOR_OK) return out_status(s, st, err);
+    std::stable_partition(got.keys.begin(), got.keys.end(),
+                          [](const auto& k) { return !k.first.empty(); });
+    for (const auto& [key, ready] : got.keys) {
+      conveyor_ready_key k{};
+      k.struct_size = sizeof k;
+      k.key = conveyor_str{key.data(), key.size()};
+      k.ready = ready;
+      on_key(ctx, &k);
+    }
+    return CONVEYOR_OK;
+  }
+  return out_status(s,
+                    inner->list_ready_keys(in(s), queue, after_key, limit, count_limit, now, on_key,
+                                           ctx, out_listed, err),
+                    err);
+}
+
 conveyor_storage_plugin table;
 
 }  // namespace
@@ -534,7 +734,17 @@ extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storag
             ? m_rescue_v2
             : nullptr,
         // ABI 1.2 and 1.3 slots are not wrapped: the mutant has none of them.
-        nullptr, nullptr, nullptr, nullptr};
+        nullptr, nullptr, nullptr, nullptr,
+        // ABI 1.4: only what the wrapped plugin has.
+        inner->struct_size >= CONVEYOR_PLUGIN_V1_4_SIZE && inner->enqueue_v4 != nullptr
+            ? m_enqueue_v4
+            : nullptr,
+        inner->struct_size >= CONVEYOR_PLUGIN_V1_4_SIZE && inner->claim_keys != nullptr
+            ? m_claim_keys
+            : nullptr,
+        inner->struct_size >= CONVEYOR_PLUGIN_V1_4_SIZE && inner->list_ready_keys != nullptr
+            ? m_list_ready_keys
+            : nullptr};
   });
   return inner == nullptr ? nullptr : &table;
 }

@@ -397,6 +397,72 @@ std::vector<JobCopy> Handle::list(std::string_view queue, const std::vector<int3
   return jobs;
 }
 
+// ---- ABI 1.4 ----
+
+Status Handle::enqueue_v4(const std::vector<JobSpec>& jobs, int64_t now_us,
+                          std::vector<int64_t>* ids) {
+  auto r = binding_->enqueue_v4(host::new_jobs_v3(std::span<const JobSpec>(jobs)), now_us);
+  if (ids != nullptr) *ids = std::move(r.value);
+  return outcome("enqueue_v4", r.status);
+}
+
+Status Handle::claim_keys(std::string_view queue, const std::vector<std::string>& kinds,
+                          const std::vector<KeyClaim>& keys, int64_t lease_token, int64_t now_us,
+                          int64_t lease_expires_us, std::vector<JobCopy>* jobs) {
+  auto r = binding_->claim_keys(queue, kinds, keys, lease_token, now_us, lease_expires_us);
+  Status s = outcome("claim_keys", r.status);
+  if (s.ok() && r.value.out_claimed != r.value.jobs.size())
+    ADD_FAILURE() << "claim_keys set *out_claimed = " << r.value.out_claimed
+                  << " but called on_job " << r.value.jobs.size()
+                  << " times (storage_plugin.h claim_keys: on_job \"once per claimed job\", "
+                     "*out_claimed \"the total\")";
+  if (jobs != nullptr) *jobs = std::move(r.value.jobs);
+  return s;
+}
+
+Status Handle::list_ready_keys(std::string_view queue, const std::optional<std::string>& after_key,
+                               uint32_t limit, uint32_t count_limit, int64_t now_us,
+                               std::vector<ReadyKeyCopy>* keys) {
+  auto r = binding_->list_ready_keys(queue, after_key, limit, count_limit, now_us);
+  Status s = outcome("list_ready_keys", r.status);
+  if (s.ok()) {
+    if (r.value.out_listed != r.value.keys.size())
+      ADD_FAILURE() << "list_ready_keys set *out_listed = " << r.value.out_listed
+                    << " but called on_key " << r.value.keys.size()
+                    << " times (storage_plugin.h: \"*out_listed = number reported\")";
+    for (const ReadyKeyCopy& k : r.value.keys)
+      if (k.ready > static_cast<int64_t>(count_limit))
+        ADD_FAILURE() << "list_ready_keys reported key \"" << k.key << "\" with ready = " << k.ready
+                      << ", above count_limit " << count_limit
+                      << " (storage_plugin.h conveyor_ready_key.ready: \"min(ready jobs, "
+                         "count_limit)\")";
+  }
+  if (keys != nullptr) *keys = std::move(r.value.keys);
+  return s;
+}
+
+std::vector<int64_t> Handle::add_keyed(const std::vector<JobSpec>& jobs) {
+  std::vector<int64_t> ids;
+  require_ok(enqueue_v4(jobs, kT0, &ids));
+  return ids;
+}
+
+std::vector<JobCopy> Handle::claim_keys_jobs(std::string_view queue,
+                                             const std::vector<std::string>& kinds,
+                                             const std::vector<KeyClaim>& keys, int64_t now_us) {
+  std::vector<JobCopy> jobs;
+  require_ok(claim_keys(queue, kinds, keys, next_lease_token(), now_us, now_us + kLease, &jobs));
+  return jobs;
+}
+
+std::vector<ReadyKeyCopy> Handle::ready_keys(std::string_view queue,
+                                             const std::optional<std::string>& after_key,
+                                             uint32_t limit, uint32_t count_limit, int64_t now_us) {
+  std::vector<ReadyKeyCopy> keys;
+  require_ok(list_ready_keys(queue, after_key, limit, count_limit, now_us, &keys));
+  return keys;
+}
+
 std::vector<conveyor_status> Handle::retry(const std::vector<int64_t>& ids, int64_t now_us) {
   std::vector<conveyor_status> r;
   require_ok(retry_jobs(ids, now_us, &r));

@@ -59,8 +59,12 @@ struct JobSpec {
   int32_t priority = 0;
   int32_t max_attempts = 3;
   int64_t run_at_us = kT0;
-  int32_t cost = 1;  // enqueue_v3 only (ABI 1.2)
+  int32_t cost = 1;      // enqueue_v3 and enqueue_v4 only (ABI 1.2)
+  std::string key = "";  // enqueue_v4 only (ABI 1.4)
 };
+
+// One key's share of a claim_keys call (ABI 1.4): its key and max_jobs.
+using KeyClaim = host::PluginBinding::KeyClaim;
 
 // swap_shared_state's out-parameters as the plugin wrote them.
 struct SharedCopy {
@@ -143,6 +147,18 @@ class Handle {
   Status add_shared_state(std::string_view key, int64_t credit, int64_t low, int64_t high,
                           int64_t unit, uint32_t min_count, uint32_t max_count, SharedAddCopy* out);
 
+  // ---- ABI 1.4 raw outcomes (as the 1.2 ones). claim_keys and
+  // list_ready_keys also check *out_claimed / *out_listed against the
+  // callbacks, and each key's ready count against count_limit. ----
+  Status enqueue_v4(const std::vector<JobSpec>& jobs, int64_t now_us, std::vector<int64_t>* ids);
+  Status claim_keys(std::string_view queue, const std::vector<std::string>& kinds,
+                    const std::vector<KeyClaim>& keys, int64_t lease_token, int64_t now_us,
+                    int64_t lease_expires_us, std::vector<JobCopy>* jobs);
+  // after_key nullopt: from the first key (after_key NULL).
+  Status list_ready_keys(std::string_view queue, const std::optional<std::string>& after_key,
+                         uint32_t limit, uint32_t count_limit, int64_t now_us,
+                         std::vector<ReadyKeyCopy>* keys);
+
   // ---- must succeed (throw CallFailed) ----
   int64_t add(const JobSpec& job);
   std::vector<int64_t> add_all(const std::vector<JobSpec>& jobs);
@@ -174,6 +190,15 @@ class Handle {
   // ABI 1.2
   SharedCopy shared(std::string_view key);  // a read (expected_version -1)
   std::vector<int64_t> add_costed(const std::vector<JobSpec>& jobs);  // enqueue_v3 at kT0
+  // ABI 1.4
+  std::vector<int64_t> add_keyed(const std::vector<JobSpec>& jobs);  // enqueue_v4 at kT0
+  // Claims with a fresh token and a lease of kLease from now_us.
+  std::vector<JobCopy> claim_keys_jobs(std::string_view queue,
+                                       const std::vector<std::string>& kinds,
+                                       const std::vector<KeyClaim>& keys, int64_t now_us);
+  std::vector<ReadyKeyCopy> ready_keys(std::string_view queue,
+                                       const std::optional<std::string>& after_key, uint32_t limit,
+                                       uint32_t count_limit, int64_t now_us);
   // Whether the plugin's table has this slot (covered and non-NULL).
   bool has_slot(host::StorageSlot slot) const;
 

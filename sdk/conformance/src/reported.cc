@@ -59,6 +59,9 @@ void check_job(const JobCopy& c, std::vector<std::string>& problems) {
   if (c.cost > CONVEYOR_JOB_COST_MAX)
     problems.push_back(who + ": cost is " + std::to_string(c.cost) +
                        ", above CONVEYOR_JOB_COST_MAX (storage_plugin.h conveyor_job.cost)");
+  if (c.key.size() > CONVEYOR_JOB_KEY_MAX)
+    problems.push_back(who + ": key is " + std::to_string(c.key.size()) +
+                       " bytes, above CONVEYOR_JOB_KEY_MAX (no such key can be enqueued)");
 }
 
 void check_stats(const StatsCopy& c, std::vector<std::string>& problems) {

@@ -20,6 +20,7 @@ using StatsCopy = host::StatsCopy;
 using LimitCopy = host::LimitCopy;
 using QueueCopy = host::QueueCopy;
 using NotificationCopy = host::NotificationCopy;
+using ReadyKeyCopy = host::ReadyKeyCopy;
 
 // The rules storage_plugin.h sets for each reported value (beyond the form
 // the binding checks while copying); a broken one is appended to problems.

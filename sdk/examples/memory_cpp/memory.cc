@@ -4,9 +4,10 @@
 // function table of <conveyor/storage_plugin.h> and every exception into a
 // status code, so nothing but C crosses the boundary.
 //
-// The same plugin as examples/memory_c/memory.c, in C++: not durable;
-// handles opened with the same "name" option in one process share one store,
-// freed with its last handle; one mutex per store. Read it next to
+// The same plugin as examples/memory_c/memory.c, in C++, plus ABI 1.4's job
+// keys (enqueue_keyed, claim_keys, list_ready_keys): not durable; handles
+// opened with the same "name" option in one process share one store, freed
+// with its last handle; one mutex per store. Read it next to
 // writing-a-storage-plugin.md (both in share/doc/conveyor).
 //
 // Options ([storage.options] in the Conveyor config):
@@ -20,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -32,11 +34,13 @@ namespace {
 
 using conveyor::sdk::Error;
 using conveyor::sdk::JobSink;
+using conveyor::sdk::KeyClaim;
 using conveyor::sdk::NotifySink;
 using conveyor::sdk::Options;
 using conveyor::sdk::QueueSink;
 using conveyor::sdk::QueueStatsSink;
 using conveyor::sdk::RateLimitSink;
+using conveyor::sdk::ReadyKeySink;
 using conveyor::sdk::str;
 using conveyor::sdk::view;
 
@@ -55,13 +59,17 @@ int64_t wall_clock_us() {
 }
 
 // Claim order inside a queue: priority, run_at, id, lowest first.
-using ClaimKey = std::tuple<int32_t, int64_t, int64_t>;
+using ClaimOrder = std::tuple<int32_t, int64_t, int64_t>;
 
 struct Queue {
   std::string name;
   bool paused = false;
-  std::set<ClaimKey> available;  // AVAILABLE jobs, ready or not yet due
-  int64_t count[7] = {};         // retained jobs per stored state (CONVEYOR_JOB_*)
+  std::set<ClaimOrder> available;  // AVAILABLE jobs, ready or not yet due
+  // ABI 1.4: the same jobs per job key, in key order (bytewise). A key is
+  // here only while it has AVAILABLE jobs: nothing is kept for keys that had
+  // jobs once, and claim_keys and list_ready_keys never look at other keys.
+  std::map<std::string, std::set<ClaimOrder>, std::less<>> available_by_key;
+  int64_t count[7] = {};  // retained jobs per stored state (CONVEYOR_JOB_*)
 };
 
 // Stored states are AVAILABLE, RUNNING, COMPLETED, FAILED and CANCELLED;
@@ -71,11 +79,13 @@ struct Job {
   int32_t state = 0;
   Queue* queue = nullptr;  // map nodes never move
   std::string kind, payload, last_error;
+  std::string key;  // ABI 1.4: the job key; empty for jobs enqueued without one
   int32_t priority = 0, attempt = 0, max_attempts = 1;
+  int32_t cost = 1;  // ABI 1.2's cost, as enqueue_v4 gives it; 1 otherwise
   int64_t run_at_us = 0, created_at_us = 0, finalized_at_us = 0;
   int64_t lease_token = 0, lease_expires_us = 0;
 
-  ClaimKey key() const { return {priority, run_at_us, id}; }
+  ClaimOrder claim_order() const { return {priority, run_at_us, id}; }
 };
 
 struct Limit {
@@ -113,16 +123,24 @@ struct Store {
     enter_state(j, state);
   }
   void leave_state(Job& j) {
-    if (j.state == CONVEYOR_JOB_AVAILABLE) j.queue->available.erase(j.key());
+    if (j.state == CONVEYOR_JOB_AVAILABLE) {
+      j.queue->available.erase(j.claim_order());
+      auto by_key = j.queue->available_by_key.find(j.key);
+      by_key->second.erase(j.claim_order());
+      if (by_key->second.empty()) j.queue->available_by_key.erase(by_key);  // the key is gone
+    }
     j.queue->count[j.state]--;
   }
   void enter_state(Job& j, int32_t state) {
     j.state = state;
     j.queue->count[state]++;
-    if (state == CONVEYOR_JOB_AVAILABLE) j.queue->available.insert(j.key());
+    if (state == CONVEYOR_JOB_AVAILABLE) {
+      j.queue->available.insert(j.claim_order());
+      j.queue->available_by_key[j.key].insert(j.claim_order());
+    }
   }
   void make_available(Job& j, int64_t run_at_us) {
-    leave_state(j);  // before run_at changes: it is part of the claim key
+    leave_state(j);  // before run_at changes: it is part of the claim order
     j.run_at_us = run_at_us;
     j.lease_token = j.lease_expires_us = 0;
     enter_state(j, CONVEYOR_JOB_AVAILABLE);
@@ -171,6 +189,8 @@ void report(const Job& j, int64_t now_us, const JobSink& sink) {
   out.lease_token = j.lease_token;
   out.lease_expires_us = j.lease_expires_us;
   out.last_error = str(j.last_error);
+  out.cost = j.cost;
+  out.key = str(j.key);
   sink(out);
 }
 
@@ -213,28 +233,41 @@ class MemoryStorage {
     enqueue_at(jobs, wall_clock_us(), out_ids);
   }
 
-  // ABI 1.1's enqueue_v2: created_at_us is the host's now_us.
+  // ABI 1.1's enqueue_v2: created_at_us is the host's now_us. Jobs without
+  // a key have the empty key (and cost 1).
   void enqueue_at(std::span<const conveyor_new_job> jobs, int64_t now_us,
                   std::span<int64_t> out_ids) {
+    std::vector<conveyor_new_job_v3> keyless;
+    for (const conveyor_new_job& j : jobs) keyless.push_back({{j, 1, 0}, conveyor_str{}});
+    enqueue_keyed(keyless, now_us, out_ids);
+  }
+
+  // ABI 1.4's enqueue_v4: each job with its cost and key (the helper has
+  // refused a cost out of range and a key longer than CONVEYOR_JOB_KEY_MAX).
+  void enqueue_keyed(std::span<const conveyor_new_job_v3> jobs, int64_t now_us,
+                     std::span<int64_t> out_ids) {
     // Check the whole batch before storing any of it: all or none.
     for (size_t i = 0; i < jobs.size(); ++i) {
+      const conveyor_new_job& job = jobs[i].job.job;
       const std::string at = "job " + std::to_string(i) + " of the batch: ";
-      if (jobs[i].queue.len == 0) throw Error(CONVEYOR_E_INVALID, at + "empty queue name");
-      if (jobs[i].kind.len == 0) throw Error(CONVEYOR_E_INVALID, at + "empty kind");
-      if (jobs[i].max_attempts < 1)
-        throw Error(
-            CONVEYOR_E_INVALID,
-            at + "max_attempts is " + std::to_string(jobs[i].max_attempts) + ", must be >= 1");
+      if (job.queue.len == 0) throw Error(CONVEYOR_E_INVALID, at + "empty queue name");
+      if (job.kind.len == 0) throw Error(CONVEYOR_E_INVALID, at + "empty kind");
+      if (job.max_attempts < 1)
+        throw Error(CONVEYOR_E_INVALID,
+                    at + "max_attempts is " + std::to_string(job.max_attempts) + ", must be >= 1");
     }
     // Copy everything before taking the lock.
     const int64_t created_at_us = now_us;
     std::vector<Job> batch(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
-      batch[i].kind = view(jobs[i].kind);
-      batch[i].payload = view(jobs[i].payload);
-      batch[i].priority = jobs[i].priority;
-      batch[i].max_attempts = jobs[i].max_attempts;
-      batch[i].run_at_us = jobs[i].run_at_us;
+      const conveyor_new_job& job = jobs[i].job.job;
+      batch[i].kind = view(job.kind);
+      batch[i].payload = view(job.payload);
+      batch[i].key = view(jobs[i].key);
+      batch[i].priority = job.priority;
+      batch[i].max_attempts = job.max_attempts;
+      batch[i].cost = jobs[i].job.cost;
+      batch[i].run_at_us = job.run_at_us;
       batch[i].created_at_us = created_at_us;
     }
     std::lock_guard lock(store_->mu);
@@ -242,7 +275,7 @@ class MemoryStorage {
     // stored; a backend with transactions makes the batch one transaction.
     for (size_t i = 0; i < batch.size(); ++i) {
       batch[i].id = store_->next_id++;
-      batch[i].queue = &store_->queue(view(jobs[i].queue));
+      batch[i].queue = &store_->queue(view(jobs[i].job.job.queue));
       Job& stored = store_->jobs.emplace(batch[i].id, std::move(batch[i])).first->second;
       store_->enter_state(stored, CONVEYOR_JOB_AVAILABLE);
       out_ids[i] = stored.id;
@@ -545,6 +578,64 @@ class MemoryStorage {
   // The counts are maintained per queue already (Queue::count): queue_stats
   // never scans retained jobs here.
   void job_counts(int64_t now_us, const QueueStatsSink& sink) { queue_stats(now_us, sink); }
+
+  // ---- ABI 1.4: job keys ----
+
+  // Up to max_jobs ready jobs of each listed key, in claim order, all in one
+  // step (under one lock). Only the listed keys' entries of the per-key index
+  // are read. The helper has refused duplicate and over-long keys, and calls
+  // this only with at least one key.
+  uint32_t claim_keys(std::string_view queue, std::span<const std::string_view> kinds,
+                      std::span<const KeyClaim> keys, int64_t lease_token, int64_t now_us,
+                      int64_t lease_expires_us, const JobSink& sink) {
+    std::lock_guard lock(store_->mu);
+    auto q = store_->queues.find(queue);
+    if (q == store_->queues.end() || q->second.paused) return 0;
+    std::vector<int64_t> ids;
+    for (const KeyClaim& wanted : keys) {
+      auto jobs_of_key = q->second.available_by_key.find(wanted.key);
+      if (jobs_of_key == q->second.available_by_key.end()) continue;  // no jobs: nothing to take
+      uint32_t taken = 0;
+      for (const auto& [priority, run_at_us, id] : jobs_of_key->second) {
+        if (taken == wanted.max_jobs) break;
+        if (run_at_us > now_us) continue;  // not yet due
+        const std::string& kind = store_->jobs.at(id).kind;
+        if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) continue;
+        ids.push_back(id);
+        ++taken;
+      }
+    }
+    for (int64_t id : ids) store_->make_running(store_->jobs.at(id), lease_token, lease_expires_us);
+    for (int64_t id : ids) report(store_->jobs.at(id), now_us, sink);
+    return static_cast<uint32_t>(ids.size());
+  }
+
+  // One page of the keys with ready jobs, in key order, each with its ready
+  // jobs counted up to count_limit. A key whose jobs are all scheduled for
+  // later is read (its jobs are counted as not yet due) but not listed.
+  uint32_t list_ready_keys(std::string_view queue, std::optional<std::string_view> after_key,
+                           uint32_t limit, uint32_t count_limit, int64_t now_us,
+                           const ReadyKeySink& sink) {
+    std::lock_guard lock(store_->mu);
+    auto q = store_->queues.find(queue);
+    if (q == store_->queues.end()) return 0;  // an unknown queue lists nothing
+    const auto& by_key = q->second.available_by_key;
+    uint32_t listed = 0;
+    for (auto it = after_key ? by_key.upper_bound(*after_key) : by_key.begin();
+         it != by_key.end() && listed < limit; ++it) {
+      int64_t ready = 0;
+      for (const auto& [priority, run_at_us, id] : it->second)
+        if (run_at_us <= now_us && ++ready == count_limit) break;
+      if (ready == 0) continue;
+      conveyor_ready_key out{};
+      out.struct_size = sizeof out;
+      out.key = str(it->first);
+      out.ready = ready;
+      sink(out);
+      ++listed;
+    }
+    return listed;
+  }
 
   // Present, so the helper sets CONVEYOR_CAP_NOTIFY and fills the optional
   // slot. Blocks until this handle has a note or the timeout passes.
