@@ -180,6 +180,11 @@ TEST_F(Cli, ValidationErrorsExitTwoAndStoreNothing) {
                         "cost must be a whole number of tokens from 1 to 1000000, got 1000001");
   expect_one_line_error(run({"enqueue", "q", "noop", "--cost", "lots"}), 2,
                         "--cost must be a whole number of tokens from 1 to 1000000, got \"lots\"");
+  expect_one_line_error(run({"enqueue", "q", "noop", "--key", std::string(201, 'k')}), 2,
+                        "key is 201 bytes; the longest is 200 bytes (UTF-8), got \"kkk");
+  expect_one_line_error(run({"enqueue", "q", "noop", "--key", "tenant-\xff"}), 2,
+                        "key must be UTF-8 text; byte 7 is not, got \"tenant-\\xff\"");
+  expect_one_line_error(run({"enqueue", "q", "noop", "--key"}), 2, "--key");
   // None of them created the database (the read-only commands do not either).
   expect_one_line_error(run({"--json", "ratelimit", "ls"}), 1, "does not exist");
   expect_one_line_error(run({"--json", "queues"}), 1, "does not exist");
@@ -502,6 +507,62 @@ TEST_F(Cli, EnqueueCost) {
   EXPECT_EQ(run({"enqueue", "heavy", "noop", "--cost", "4", "--delay", "3600"}).exit_code, 0);
 }
 
+// --key: stored with each job, shown by jobs show and (as a KEY column only
+// when a job of the page has a key) by jobs ls; --json has "key" always.
+TEST_F(Cli, EnqueueKey) {
+  auto r =
+      run({"enqueue", "tenants", "noop", "--key", "tenant-42", "--count", "2", "--delay", "3600"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "enqueued 2 jobs on queue tenants (ids 1..2)\n");
+  ASSERT_EQ(run({"enqueue", "tenants", "noop", "--delay", "3600"}).exit_code, 0);
+  // A UTF-8 key and one that reads as a number.
+  ASSERT_EQ(
+      run({"enqueue", "tenants", "noop", "--key", "caf\xc3\xa9", "--delay", "3600"}).exit_code, 0);
+  ASSERT_EQ(run({"enqueue", "tenants", "noop", "--key", "7", "--delay", "3600"}).exit_code, 0);
+  ASSERT_EQ(run({"enqueue", "plain", "noop", "--delay", "3600"}).exit_code, 0);
+  const std::string longest(200, 'k');
+  ASSERT_EQ(run({"enqueue", "long", "noop", "--key", longest, "--delay", "3600"}).exit_code, 0);
+
+  json j = json::parse(run({"--json", "jobs", "show", "1"}).out);
+  EXPECT_EQ(j["key"], "tenant-42");
+  EXPECT_EQ(json::parse(run({"--json", "jobs", "show", "2"}).out)["key"], "tenant-42");
+  EXPECT_EQ(json::parse(run({"--json", "jobs", "show", "3"}).out)["key"], "");  // the empty key
+  EXPECT_EQ(json::parse(run({"--json", "jobs", "show", "4"}).out)["key"], "caf\xc3\xa9");
+  EXPECT_EQ(json::parse(run({"--json", "jobs", "show", "7"}).out)["key"], longest);
+  j = json::parse(run({"--json", "jobs", "ls", "--queue", "tenants"}).out);
+  ASSERT_EQ(j["jobs"].size(), 5u);
+  std::vector<std::string> keys;
+  for (const auto& job : j["jobs"]) keys.push_back(job["key"]);
+  EXPECT_EQ(keys, (std::vector<std::string>{"tenant-42", "tenant-42", "", "caf\xc3\xa9", "7"}));
+
+  r = run({"jobs", "show", "1"});
+  EXPECT_NE(r.out.find("\nkey:              tenant-42\n"), std::string::npos) << r.out;
+  r = run({"jobs", "show", "3"});
+  EXPECT_NE(r.out.find("\nkey:              (none: the empty key)\n"), std::string::npos) << r.out;
+
+  // ls: a KEY column after QUEUE, "-" for the empty key, left-aligned (even
+  // "7"), its width counted in characters (the UTF-8 key lines up).
+  r = run({"jobs", "ls", "--queue", "tenants"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = r.out.find('\n', at)) != std::string::npos; at = nl + 1)
+    lines.push_back(r.out.substr(at, nl - at));
+  ASSERT_EQ(lines.size(), 6u) << r.out;
+  EXPECT_EQ(lines[0].rfind("ID  QUEUE    KEY        KIND  STATE ", 0), 0u) << r.out;
+  EXPECT_EQ(lines[1].rfind(" 1  tenants  tenant-42  noop  scheduled ", 0), 0u) << r.out;
+  EXPECT_EQ(lines[3].rfind(" 3  tenants  -          noop  scheduled ", 0), 0u) << r.out;
+  EXPECT_EQ(lines[4].rfind(" 4  tenants  caf\xc3\xa9       noop  scheduled ", 0), 0u) << r.out;
+  EXPECT_EQ(lines[5].rfind(" 5  tenants  7          noop  scheduled ", 0), 0u) << r.out;
+  // A page without keys has no KEY column.
+  r = run({"jobs", "ls", "--queue", "plain"});
+  EXPECT_EQ(r.out.rfind("ID  QUEUE  KIND  STATE ", 0), 0u) << r.out;
+  // A long key is cut in the table (jobs show has it whole).
+  r = run({"jobs", "ls", "--queue", "long"});
+  EXPECT_NE(r.out.find("  " + std::string(37, 'k') + "...  noop"), std::string::npos) << r.out;
+  EXPECT_NE(run({"jobs", "show", "7"}).out.find("\nkey:              " + longest + "\n"),
+            std::string::npos);
+}
+
 // A plugin without ABI 1.2's slots (the SDK's memory_c example) refuses
 // fleet limits, the kill switch and costs above 1, saying which plugin;
 // process limits still work on it.
@@ -533,11 +594,27 @@ TEST(CliOnAnOlderPlugin, FleetScopeAndTheKillSwitchAreRefused) {
   EXPECT_NE(last.find("memory_c"), std::string::npos) << r.err;
   EXPECT_NE(last.find("cost"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
+  // A job key needs ABI 1.4's enqueue_v4: refused naming the plugin, exit 2.
+  r = cli({"enqueue", "q", "noop", "--key", "tenant-42"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const std::string key_error = r.err.substr(r.err.rfind("\nconveyor: ") + 1);
+  EXPECT_NE(key_error.find("memory_c"), std::string::npos) << r.err;
+  EXPECT_NE(key_error.find("key"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
   r = cli({"ratelimit", "set", "q", "--rate", "5"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   r = cli({"--json", "ratelimit", "ls"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["enabled_source"], "config");
+  // Per-key settings need ABI 1.4 too: the engine refuses them at start,
+  // naming the queue and the plugin.
+  std::ofstream(config, std::ios::app) << "[queues.tenants]\nkey_max_workers = 2\n";
+  r = cli({"enqueue", "q", "noop"});
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  const std::string config_error = r.err.substr(r.err.rfind("conveyor: "));
+  EXPECT_NE(config_error.find("[queues.tenants]"), std::string::npos) << r.err;
+  EXPECT_NE(config_error.find("memory_c"), std::string::npos) << r.err;
+  EXPECT_NE(config_error.find("ABI 1.4"), std::string::npos) << r.err;
 }
 
 // --count is one transaction: whoever looks (or kills the process) sees

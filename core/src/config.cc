@@ -6,6 +6,7 @@
 
 #include <toml++/toml.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -231,7 +232,9 @@ class Reader {
                      const EngineConfig& engine) const;
   void read_queues(const Field& f, std::map<std::string, QueueConfig>& queues) const;
   QueueConfig read_queue(const Field& f) const;
-  RateLimit read_queue_rate_limit(const Field& f) const;
+  RateLimit read_queue_rate_limit(const Field& f, std::string_view name) const;
+  std::string read_key_from(const Field& f) const;
+  Fairness read_fairness(const Field& f) const;
   LimitScope read_scope(const Field& f) const;
   HttpTargetConfig read_queue_http(const Field& f) const;
   void read_http(const Field& f, HttpConfig& http) const;
@@ -437,8 +440,24 @@ QueueConfig Reader::read_queue(const Field& f) const {
   QueueConfig queue;
   walk(read_table(f), f.path,
        {{"max_workers", [&](const Field& k) { queue.max_workers = read_u32(k, 1); }},
-        {"rate_limit", [&](const Field& k) { queue.rate_limit = read_queue_rate_limit(k); }},
-        {"http", [&](const Field& k) { queue.http = read_queue_http(k); }}});
+        {"rate_limit",
+         [&](const Field& k) { queue.rate_limit = read_queue_rate_limit(k, "rate_limit"); }},
+        {"http", [&](const Field& k) { queue.http = read_queue_http(k); }},
+        {"key_from", [&](const Field& k) { queue.key_from = read_key_from(k); }},
+        {"key_rate_limit",
+         [&](const Field& k) {
+           queue.key_rate_limit = read_queue_rate_limit(k, "key_rate_limit");
+           if (queue.key_rate_limit->scope == LimitScope::kFleet)
+             fail(k,
+                  "scope = \"fleet\" is not available for key_rate_limit yet: each process "
+                  "keeps its own bucket per key; write scope = \"process\" (or leave it out)");
+         }},
+        {"key_max_workers", [&](const Field& k) { queue.key_max_workers = read_u32(k, 1); }},
+        {"fairness", [&](const Field& k) { queue.fairness = read_fairness(k); }}});
+  if (queue.fairness == Fairness::kFifo && (queue.key_rate_limit || queue.key_max_workers))
+    fail(f,
+         "fairness = \"fifo\" claims across keys in claim order, so it cannot hold "
+         "key_rate_limit or key_max_workers: remove them, or write fairness = \"fair\"");
   return queue;
 }
 
@@ -573,7 +592,33 @@ LimitScope Reader::read_scope(const Field& f) const {
   return text == "fleet" ? LimitScope::kFleet : LimitScope::kProcess;
 }
 
-RateLimit Reader::read_queue_rate_limit(const Field& f) const {
+std::string Reader::read_key_from(const Field& f) const {
+  std::string pointer = read_string(f, false);
+  if (pointer.front() != '/')
+    fail(f,
+         "must be a JSON pointer into the payload, starting with '/' (e.g. \"/tenant\" or "
+         "\"/customer/id\"), got " +
+             quote_for_message(pointer));
+  try {
+    (void)nlohmann::json::json_pointer(pointer);
+  } catch (const nlohmann::json::exception& e) {
+    fail(f, "is not a valid JSON pointer (" + std::string(e.what()) +
+                "): " + quote_for_message(pointer));
+  }
+  return pointer;
+}
+
+Fairness Reader::read_fairness(const Field& f) const {
+  const std::string text = read_string(f, false);
+  if (text != "fair" && text != "fifo")
+    fail(f,
+         "must be \"fair\" (ready keys take turns) or \"fifo\" (claim order across keys), "
+         "got " +
+             quote_for_message(text));
+  return text == "fifo" ? Fairness::kFifo : Fairness::kFair;
+}
+
+RateLimit Reader::read_queue_rate_limit(const Field& f, std::string_view name) const {
   std::optional<double> rate;
   uint32_t burst = 0;
   LimitScope scope = LimitScope::kProcess;
@@ -583,9 +628,8 @@ RateLimit Reader::read_queue_rate_limit(const Field& f) const {
         {"burst", [&](const Field& k) { burst = read_u32(k, 0); }},
         {"scope", [&](const Field& k) { scope = read_scope(k); }}});
   if (!rate) {
-    fail(f,
-         "missing rate (write rate_limit = { rate = 10.0, burst = 0, scope = \"process\" }; "
-         "burst 0 = ceil(rate))");
+    fail(f, "missing rate (write " + std::string(name) +
+                " = { rate = 10.0, burst = 0, scope = \"process\" }; burst 0 = ceil(rate))");
   }
   return make_rate_limit(*rate, burst, scope);
 }
@@ -747,6 +791,10 @@ std::optional<LogLevel> parse_log_level(std::string_view name) {
   for (const auto& [n, level] : kNames)
     if (lower == n) return level;
   return std::nullopt;
+}
+
+const char* to_string(Fairness fairness) noexcept {
+  return fairness == Fairness::kFifo ? "fifo" : "fair";
 }
 
 const char* to_string(LogLevel level) noexcept {

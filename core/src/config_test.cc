@@ -267,9 +267,47 @@ TEST(ConfigUnknownKey, InStorage) {
 }
 
 TEST(ConfigUnknownKey, InAQueue) {
-  EXPECT_EQ(config_error("[queues.email]\nmax_worker = 5\n"),
-            "test.toml:2: queues.email.max_worker: unknown key (known keys in [queues.email]: "
-            "max_workers, rate_limit, http); did you mean max_workers?");
+  EXPECT_EQ(
+      config_error("[queues.email]\nmax_worker = 5\n"),
+      "test.toml:2: queues.email.max_worker: unknown key (known keys in [queues.email]: "
+      "max_workers, rate_limit, http, key_from, key_rate_limit, key_max_workers, fairness); did "
+      "you mean max_workers?");
+}
+
+TEST(Config, QueueKeySettings) {
+  const Config c = parse(
+      "[queues.tenants]\nkey_from = \"/tenant/id\"\n"
+      "key_rate_limit = { rate = 2, burst = 1 }\nkey_max_workers = 3\n"
+      "[queues.plain]\nfairness = \"fifo\"\n");
+  const QueueConfig& t = c.queues.at("tenants");
+  EXPECT_EQ(t.key_from, "/tenant/id");
+  ASSERT_TRUE(t.key_rate_limit.has_value());
+  EXPECT_EQ(t.key_rate_limit->rate_per_sec, 2.0);
+  EXPECT_EQ(t.key_rate_limit->burst, 1u);
+  EXPECT_EQ(t.key_max_workers, 3u);
+  EXPECT_EQ(t.fairness, Fairness::kFair);  // the default
+  EXPECT_TRUE(t.uses_keys());
+  EXPECT_EQ(c.queues.at("plain").fairness, Fairness::kFifo);
+  EXPECT_FALSE(c.queues.at("plain").uses_keys());
+}
+
+TEST(Config, BadQueueKeySettingsSayWhatToWrite) {
+  EXPECT_NE(config_error("[queues.q]\nkey_from = \"tenant\"\n").find("starting with '/'"),
+            std::string::npos);
+  EXPECT_NE(config_error("[queues.q]\nkey_from = \"/a~2\"\n").find("not a valid JSON pointer"),
+            std::string::npos);
+  EXPECT_NE(config_error("[queues.q]\nfairness = \"roundrobin\"\n").find("\"fair\""),
+            std::string::npos);
+  EXPECT_NE(config_error("[queues.q]\nfairness = \"fifo\"\nkey_max_workers = 2\n")
+                .find("cannot hold key_rate_limit or key_max_workers"),
+            std::string::npos);
+  EXPECT_NE(config_error("[queues.q]\nkey_rate_limit = { rate = 2, scope = \"fleet\" }\n")
+                .find("not available for key_rate_limit yet"),
+            std::string::npos);
+  EXPECT_NE(config_error("[queues.q]\nkey_rate_limit = { burst = 2 }\n")
+                .find("write key_rate_limit = { rate"),
+            std::string::npos);
+  EXPECT_NE(config_error("[queues.q]\nkey_max_workers = 0\n"), "");
 }
 
 TEST(ConfigUnknownKey, InAQueueRateLimit) {

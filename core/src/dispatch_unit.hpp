@@ -1,6 +1,8 @@
 // A dispatch unit: what the dispatcher polls, limits and claims for as one.
-// Today a queue (hence QueueRunner); its permits, bucket, hold and remote
-// claims are the unit's.
+// A queue (hence QueueRunner); its permits, bucket, hold and remote claims
+// are the unit's. A keyed queue's keys are not units of their own: one claim
+// serves many keys (claim_keys), so the storage work stays per queue, and
+// the unit's KeyTurns shares each claim between its ready keys.
 //
 // Where a unit is between two polls (UnitState). A poll starts in kPolling
 // and ends in exactly one other state: the poll returns a Next, and only
@@ -31,6 +33,7 @@
 #include <conveyor/internal/metrics.hpp>
 
 #include "due_times.hpp"
+#include "key_turns.hpp"
 #include "queue_bucket.hpp"
 #include "remote_claim.hpp"
 #include "unit_hold.hpp"
@@ -59,6 +62,7 @@ enum class WaitReason : uint8_t {
   kBackingOff,  // a claim failed
   kBacklogged,  // outcomes of jobs already run wait to be recorded
   kNoConsumer,  // no kind is served here
+  kKeyLimits,   // keyed: ready keys wait for their own bucket or key_max_workers
 };
 
 // What a poll decided: the state the unit enters.
@@ -74,13 +78,17 @@ struct Next {
 };
 
 struct QueueRunner {
-  QueueRunner(std::string n, uint32_t workers, QueueCounters& c)
-      : name(std::move(n)), max_workers(workers), counters(c) {}
+  QueueRunner(std::string n, uint32_t workers, QueueCounters& c,
+              std::unique_ptr<KeyTurns> key_turns = nullptr)
+      : name(std::move(n)), max_workers(workers), counters(c), keys(std::move(key_turns)) {}
 
   // Constant after construction.
   const std::string name;
   const uint32_t max_workers;
   QueueCounters& counters;
+  // Fair turns between the queue's keys and their limits (thread-safe), or
+  // null: the queue is claimed in claim order across keys.
+  const std::unique_ptr<KeyTurns> keys;
 
   // Shared with the workers and other threads (atomics).
   std::atomic<uint32_t> in_flight{0};  // permits taken: claimed and not yet finished

@@ -64,6 +64,8 @@ const char* name_of(WaitReason w) {
       return "Backlogged";
     case WaitReason::kNoConsumer:
       return "NoConsumer";
+    case WaitReason::kKeyLimits:
+      return "KeyLimits";
   }
   return "?";
 }

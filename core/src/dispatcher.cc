@@ -96,8 +96,9 @@ QueueRunner& Dispatcher::runner_for(const std::string& queue, uint32_t max_worke
     MutexLock lock(units_mu_);
     auto it = runners_.find(queue);
     if (it != runners_.end()) return *it->second;
-    auto runner = std::make_unique<QueueRunner>(queue, std::max<uint32_t>(1, max_workers),
-                                                metrics_.queue(queue));
+    auto runner = std::make_unique<QueueRunner>(
+        queue, std::max<uint32_t>(1, max_workers), metrics_.queue(queue),
+        options_.key_turns ? options_.key_turns(queue) : nullptr);
     r = runner.get();
     runners_.emplace(queue, std::move(runner));
   }
@@ -130,6 +131,7 @@ void Dispatcher::wake(std::string_view name, bool local_work) {
     r = it->second.get();
   }
   if (local_work) r->local_work.store(true, std::memory_order_release);
+  if (r->keys) r->keys->mark_stale();  // the new jobs may be of keys not known yet
   scheduler_.wake(*r);
 }
 
@@ -137,6 +139,7 @@ void Dispatcher::wake_all() {
   MutexLock lock(units_mu_);
   for (auto& [name, r] : runners_) {
     r->local_work.store(true, std::memory_order_release);
+    if (r->keys) r->keys->mark_stale();
     scheduler_.wake(*r);
   }
 }
@@ -178,11 +181,20 @@ std::optional<std::pair<UnitState, WaitReason>> Dispatcher::unit_state(
 
 // --- Permits (any thread) ---
 
-void Dispatcher::job_finished(QueueRunner& runner) { permits_.release(runner, true); }
+void Dispatcher::job_finished(QueueRunner& runner, int64_t job_id) {
+  if (runner.keys) runner.keys->finished(job_id);
+  permits_.release(runner, true);
+}
 
-void Dispatcher::remote_job_finished(QueueRunner& runner) { permits_.release(runner, false); }
+void Dispatcher::remote_job_finished(QueueRunner& runner, int64_t job_id) {
+  if (runner.keys) runner.keys->finished(job_id);
+  permits_.release(runner, false);
+}
 
-void Dispatcher::async_job_finished(QueueRunner& runner) { permits_.release(runner, false); }
+void Dispatcher::async_job_finished(QueueRunner& runner, int64_t job_id) {
+  if (runner.keys) runner.keys->finished(job_id);
+  permits_.release(runner, false);
+}
 
 void Dispatcher::job_left_slot() { permits_.left_slot(); }
 

@@ -93,6 +93,11 @@ class Dispatcher {
     // whose result cannot be saved would only run again; asked at every
     // local claim, any thread's answer. Null: never.
     std::function<bool()> outcomes_backlogged;
+    // The key turns of a new unit (key_turns.hpp), or null for a queue
+    // claimed in claim order across keys. Called once per unit, when it is
+    // added, with units_mu_ held: it must not call the dispatcher. Null: no
+    // queue is keyed.
+    std::function<std::unique_ptr<KeyTurns>(const std::string& queue)> key_turns;
   };
   // Receives each claimed batch; must not block on the jobs' execution.
   using Execute = std::function<void(QueueRunner&, std::vector<Job>&&)>;
@@ -124,12 +129,13 @@ class Dispatcher {
   // polled then, whatever its idle poll. Thread-safe.
   void wake_at(std::string_view name, int64_t at_us) EXCLUDES(units_mu_);
   // A worker finished a job of runner: frees its permit. Thread-safe.
-  void job_finished(QueueRunner& runner);
+  // job_id: the job's id, for its key's running count (0: none).
+  void job_finished(QueueRunner& runner, int64_t job_id = 0);
   // A local job now waits without a thread (an asynchronous handler started
   // it): its engine-wide worker slot is free, its queue's permit still
   // held until async_job_finished. Any thread.
   void job_left_slot();
-  void async_job_finished(QueueRunner& runner);
+  void async_job_finished(QueueRunner& runner, int64_t job_id = 0);
 
   // Backpressure: queue claims nothing (for local handlers or remote
   // workers) before until, and its bucket is empty then; after it the
@@ -147,7 +153,7 @@ class Dispatcher {
   void close_remote() EXCLUDES(units_mu_);
   // A job granted to a remote worker was settled or its lease expired:
   // frees its permit. Thread-safe.
-  void remote_job_finished(QueueRunner& runner);
+  void remote_job_finished(QueueRunner& runner, int64_t job_id = 0);
 
   // Polls every unit due at or before now, tries new remote claims and
   // answers those whose wait ended; returns when the next unit is due or

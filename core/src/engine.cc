@@ -53,6 +53,39 @@ void refuse_unsupported_fleet_limits(const Config& config, const Storage& storag
       throw ConfigError("[queues." + name + "] rate_limit scope = \"fleet\": " + missing + fix);
 }
 
+// Whether storage has every ABI 1.4 slot keys need.
+bool stores_keys(const Storage& storage) {
+  return storage.has_slot(StorageSlot::kEnqueueV4) && storage.has_slot(StorageSlot::kClaimKeys) &&
+         storage.has_slot(StorageSlot::kListReadyKeys);
+}
+
+// A queue configured with per-key settings needs a plugin that stores keys:
+// refused at start, naming the queue and the plugin.
+void refuse_unsupported_keys(const Config& config, const Storage& storage) {
+  if (stores_keys(storage)) return;
+  for (const auto& [name, q] : config.queues) {
+    if (!q.uses_keys()) continue;
+    for (StorageSlot slot :
+         {StorageSlot::kEnqueueV4, StorageSlot::kClaimKeys, StorageSlot::kListReadyKeys}) {
+      const std::string missing = missing_slot_reason(storage, slot, "job keys");
+      if (!missing.empty())
+        throw ConfigError("[queues." + name +
+                          "] sets key_from, key_rate_limit or key_max_workers: " + missing +
+                          "; remove them, or use a plugin of ABI 1.4 or later");
+    }
+  }
+}
+
+// The key turns of queue's dispatch unit: fair turns between its keys
+// unless it says fairness = "fifo". (On a plugin without keys every job has
+// the empty key, and turns between one key are claim order: no KeyTurns.)
+std::unique_ptr<KeyTurns> key_turns_for(const Config& config, const std::string& queue) {
+  const auto it = config.queues.find(queue);
+  const QueueConfig q = it != config.queues.end() ? it->second : QueueConfig{};
+  if (q.fairness == Fairness::kFifo) return nullptr;
+  return std::make_unique<KeyTurns>(KeyTurns::Limits{q.key_rate_limit, q.key_max_workers});
+}
+
 struct Engine::Impl {
   Impl(Config c, const Clock& clk, std::shared_ptr<Storage> s)
       : config(std::move(c)),
@@ -66,17 +99,18 @@ struct Engine::Impl {
         completer(
             *storage, clock, [this](const conveyor_lease& l) { leases.settle(l); }, &metrics,
             [this](const std::string& queue, int64_t at_us) { dispatcher.wake_at(queue, at_us); }),
-        runner(
-            handlers, leases, completer, clock, config.engine,
-            {.finished = [this](QueueRunner& r) { dispatcher.job_finished(r); },
-             .left_slot = [this] { dispatcher.job_left_slot(); },
-             .finished_without_slot = [this](QueueRunner& r) { dispatcher.async_job_finished(r); }},
-            {.backpressure =
-                 [this](const QueueRunner& r, const Job& job, std::chrono::milliseconds delay,
-                        const std::string& why,
-                        SteadyTime started) { backpressure(r.name, delay, why, job.id, started); },
-             .succeeded = [this](const QueueRunner& r,
-                                 SteadyTime started) { backoffs.succeeded(r.name, started); }}),
+        runner(handlers, leases, completer, clock, config.engine,
+               {.finished = [this](QueueRunner& r, int64_t id) { dispatcher.job_finished(r, id); },
+                .left_slot = [this] { dispatcher.job_left_slot(); },
+                .finished_without_slot =
+                    [this](QueueRunner& r, int64_t id) { dispatcher.async_job_finished(r, id); }},
+               {.backpressure =
+                    [this](const QueueRunner& r, const Job& job, std::chrono::milliseconds delay,
+                           const std::string& why, SteadyTime started) {
+                      backpressure(r.name, delay, why, job.id, started);
+                    },
+                .succeeded = [this](const QueueRunner& r,
+                                    SteadyTime started) { backoffs.succeeded(r.name, started); }}),
         dispatcher(*storage, limits, clock, metrics, dispatch_options(),
                    [this](QueueRunner& r, std::vector<Job>&& jobs) {
                      runner.execute(r, std::move(jobs));
@@ -99,6 +133,7 @@ struct Engine::Impl {
                         },
                         [this] { maintenance.run_soon(kOverridesStep); }}) {
     refuse_unsupported_fleet_limits(config, *storage);
+    refuse_unsupported_keys(config, *storage);
     health.on_fatal([](const std::string& e) { spdlog::critical("storage is broken: {}", e); });
     follower.refresh();
   }
@@ -110,6 +145,8 @@ struct Engine::Impl {
     o.notified_due = [this] { return pump.reports_due_jobs(); };
     o.swept = sweeps_pending_jobs(*storage);
     o.outcomes_backlogged = [this] { return completer.backlogged(); };
+    if (stores_keys(*storage))
+      o.key_turns = [this](const std::string& queue) { return key_turns_for(config, queue); };
     return o;
   }
 
@@ -216,6 +253,7 @@ int64_t Engine::enqueue(std::string_view queue, std::string_view kind, std::stri
 std::vector<int64_t> Engine::enqueue_batch(std::vector<NewJob> jobs) {
   const int64_t now = impl_->clock.wall_now_us();
   prepare_new_jobs(jobs, impl_->config.engine, now);
+  apply_job_keys(jobs, impl_->config.queues, *impl_->storage);
   check_job_costs(jobs, impl_->limits, *impl_->storage);
   auto ids = impl_->storage->enqueue(jobs, now);
   const ServedKinds::Snapshot local = impl_->local_kinds.snapshot();

@@ -223,6 +223,9 @@ TEST_F(EngineFaultTest, AStorageOutageIsWaitedOutNotDeclaredBroken) {
 class SlowClaimTest : public EngineFaultTest {
  protected:
   SlowClaimTest() {
+    // Claim order across keys: one storage call per claim, the one the hook
+    // holds (a keyed claim may list the keys first).
+    config.queues["slow"].fairness = Fairness::kFifo;
     storage->set_claim_hook([this](std::string_view queue) {
       if (queue != "slow") return;
       if (slow_claims.fetch_add(1) == 0) {
@@ -273,6 +276,8 @@ TEST_F(SlowClaimTest, AClaimHeldInStorageDoesNotHoldUpOtherQueues) {
 TEST_F(EngineFaultTest, TwoSlowQueuesClaimAtTheSameTime) {
   std::atomic<int> claims_a{0}, claims_b{0}, held_now{0};
   Gate both;
+  // Claim order across keys: one storage call per claim (SlowClaimTest).
+  for (const char* q : {"slow-a", "slow-b"}) config.queues[q].fairness = Fairness::kFifo;
   storage->set_claim_hook([&](std::string_view queue) {
     std::atomic<int>* claims = queue == "slow-a"   ? &claims_a
                                : queue == "slow-b" ? &claims_b

@@ -137,9 +137,9 @@ void JobRunner::finish(QueueRunner& runner, const Job& job, HandlerResult&& resu
   leases_.mark_handler_done(o.lease);
   completer_.push(std::move(o));
   if (holds_slot)
-    permits_.finished(runner);
+    permits_.finished(runner, job.id);
   else
-    permits_.finished_without_slot(runner);
+    permits_.finished_without_slot(runner, job.id);
 }
 
 size_t JobRunner::async_outstanding() const {
@@ -214,7 +214,7 @@ void JobRunner::drop(QueueRunner& runner, const conveyor_lease& lease) {
     MutexLock lock(dropped_mu_);
     dropped_.push_back(lease);
   }
-  permits_.finished(runner);
+  permits_.finished(runner, lease.job_id);
 }
 
 int64_t next_attempt_at_us(int32_t attempt, int32_t max_attempts, const EngineConfig& config,

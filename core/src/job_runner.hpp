@@ -85,9 +85,10 @@ class JobRunner {
   // slot until it finishes; an asynchronous one gives its slot back once
   // started (left_slot) and its permit when it reports (finished_without_slot).
   struct Permits {
-    std::function<void(QueueRunner&)> finished;
+    // With the job's id (for its key's running count).
+    std::function<void(QueueRunner&, int64_t job_id)> finished;
     std::function<void()> left_slot;
-    std::function<void(QueueRunner&)> finished_without_slot;
+    std::function<void(QueueRunner&, int64_t job_id)> finished_without_slot;
   };
   // What the downstream answered, for the queue's backpressure holds
   // (backoffs.hpp): backpressure runs when a handler threw RetryAfter

@@ -3,6 +3,7 @@
 #include <conveyor/validation.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace conveyor {
 
@@ -16,6 +17,7 @@ NewJob make_new_job(std::string_view queue, std::string_view kind, std::string_v
   job.max_attempts = options.max_attempts.value_or(0);
   job.run_at_us = options.delay.count() > 0 ? now_us + options.delay.count() : 0;
   job.cost = options.cost;
+  job.key = options.key;
   return job;
 }
 
@@ -41,6 +43,38 @@ void check_job_costs(std::span<const NewJob> jobs, const LimitResolver& limits,
                       "{}): such a job could never start; lower the cost or raise the "
                       "burst",
                       j.cost, j.queue, e.limit->burst, e.limit->rate_per_sec, to_string(e.source)));
+  }
+}
+
+namespace {
+
+// The key key_from names in payload: a string as it is, a number or a
+// boolean as JSON spells it; anything else (no such member, not JSON, null,
+// an object or array) is the empty key.
+std::string key_from_payload(std::string_view payload, const nlohmann::json::json_pointer& at) {
+  const nlohmann::json doc = nlohmann::json::parse(payload, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.contains(at)) return {};
+  const nlohmann::json& v = doc.at(at);
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number() || v.is_boolean()) return v.dump();
+  return {};
+}
+
+}  // namespace
+
+void apply_job_keys(std::span<NewJob> jobs, const std::map<std::string, QueueConfig>& queues,
+                    const Storage& storage) {
+  for (NewJob& j : jobs) {
+    if (j.key.empty()) {
+      const auto q = queues.find(j.queue);
+      if (q != queues.end() && !q->second.key_from.empty())
+        j.key = key_from_payload(j.payload, nlohmann::json::json_pointer(q->second.key_from));
+    }
+    if (j.key.empty()) continue;
+    validate_job_key(j.key);
+    if (std::string missing = missing_slot_reason(storage, StorageSlot::kEnqueueV4, "a job key");
+        !missing.empty())
+      throw ValidationError("key", missing);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <conveyor/internal/storage.hpp>
 #include <conveyor/job.hpp>
 
+#include <map>
 #include <span>
 #include <string>
 
@@ -31,5 +32,12 @@ void prepare_new_jobs(std::vector<NewJob>& jobs, const EngineConfig& engine, int
 // never start. A queue without a limit takes any cost (no bucket, no cost).
 void check_job_costs(std::span<const NewJob> jobs, const LimitResolver& limits,
                      const Storage& storage);
+
+// Fills each job's key from its queue's key_from when it has none, then
+// checks every key (ValidationError("key", ...), nothing enqueued): at most
+// kMaxJobKeyBytes bytes, valid UTF-8, and a non-empty key only on a plugin
+// with enqueue_v4 (ABI 1.4).
+void apply_job_keys(std::span<NewJob> jobs, const std::map<std::string, QueueConfig>& queues,
+                    const Storage& storage);
 
 }  // namespace conveyor

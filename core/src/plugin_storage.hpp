@@ -58,6 +58,12 @@ class PluginStorage final : public Storage {
   SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
                                  int64_t new_value) override;
   SharedAdded add_shared_state(std::string_view key, const SharedAdd& add) override;
+  std::vector<Job> claim_keys(std::string_view queue, std::span<const std::string> kinds,
+                              std::span<const KeyClaim> keys, int64_t lease_token, int64_t now_us,
+                              int64_t lease_expires_us) override;
+  std::vector<ReadyKey> list_ready_keys(std::string_view queue,
+                                        const std::optional<std::string>& after_key, uint32_t limit,
+                                        uint32_t count_limit, int64_t now_us) override;
 
  private:
   PluginStorage(std::shared_ptr<const Plugin> plugin, conveyor_storage* handle);

@@ -214,7 +214,7 @@ void RemoteWorkers::settle_locked(const conveyor_lease& lease) {
     --w->second.held;
   QueueRunner* runner = it->second.runner;
   held_.erase(it);
-  dispatcher_.remote_job_finished(*runner);
+  dispatcher_.remote_job_finished(*runner, lease.job_id);
 }
 
 void RemoteWorkers::settle(std::span<const conveyor_lease> leases) {

@@ -9,6 +9,7 @@
 #include <conveyor/internal/mutex.hpp>
 #include <conveyor/job.hpp>
 
+#include "key_turns.hpp"
 #include "token_settlement.hpp"
 
 #include <chrono>
@@ -33,6 +34,8 @@ struct LocalClaim {
   int64_t wall_us = 0, expires_us = 0;
   uint32_t reserved = 0;  // permits held for it while it is made off the dispatcher thread
   std::vector<Job> jobs;
+  // A keyed unit: why keys with ready jobs got fewer than the claim could take.
+  KeyTurns::Blocked keys_blocked;
   std::exception_ptr error;
   std::chrono::steady_clock::duration took{};
 };

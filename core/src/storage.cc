@@ -59,6 +59,7 @@ Job job_from_copy(host::JobCopy&& c) {
   j.lease_expires_us = c.lease_expires;
   j.last_error = std::move(c.last_error);
   j.cost = c.cost;
+  j.key = std::move(c.key);
   return j;
 }
 
@@ -144,6 +145,17 @@ std::shared_ptr<PluginStorage> PluginStorage::open(
 
 std::vector<int64_t> PluginStorage::enqueue(std::span<const NewJob> jobs, int64_t now_us) {
   host::PluginBinding b = binding(t_, handle_);
+  const bool keyed =
+      std::any_of(jobs.begin(), jobs.end(), [](const NewJob& j) { return !j.key.empty(); });
+  if (keyed || has_slot(StorageSlot::kEnqueueV4)) {
+    if (!has_slot(StorageSlot::kEnqueueV4))
+      throw StorageError(CONVEYOR_E_UNSUPPORTED,
+                         b.missing_slot(StorageSlot::kEnqueueV4, "a job key").message);
+    std::vector<conveyor_new_job_v3> c = host::new_jobs_v3(jobs);
+    for (conveyor_new_job_v3& j : c)
+      if (j.job.job.run_at_us == 0) j.job.job.run_at_us = now_us;
+    return value_or_throw(plugin_->info().name, "enqueue", b.enqueue_v4(c, now_us));
+  }
   if (has_slot(StorageSlot::kEnqueueV3)) {
     std::vector<conveyor_new_job_v2> c = host::new_jobs_v2(jobs);
     for (conveyor_new_job_v2& j : c)
@@ -518,6 +530,53 @@ std::shared_ptr<Storage> Storage::open(
 std::shared_ptr<Storage> open_storage(const StorageConfig& config) {
   auto path = resolve_plugin_path(config.plugin, config.plugin_dir);
   return PluginStorage::open(load_plugin(path), config.options);
+}
+
+std::vector<Job> PluginStorage::claim_keys(std::string_view queue,
+                                           std::span<const std::string> kinds,
+                                           std::span<const KeyClaim> keys, int64_t lease_token,
+                                           int64_t now_us, int64_t lease_expires_us) {
+  std::vector<host::PluginBinding::KeyClaim> c;
+  c.reserve(keys.size());
+  uint64_t asked = 0;
+  for (const KeyClaim& k : keys) {
+    c.push_back(host::PluginBinding::KeyClaim{k.key, k.max_jobs});
+    asked += k.max_jobs;
+  }
+  host::Result<host::PluginBinding::Claimed> r =
+      binding(t_, handle_).claim_keys(queue, kinds, c, lease_token, now_us, lease_expires_us);
+  if (r.status.code == CONVEYOR_E_UNSUPPORTED && !has_slot(StorageSlot::kClaimKeys))
+    throw StorageError(CONVEYOR_E_UNSUPPORTED, r.status.message);
+  host::PluginBinding::Claimed claimed =
+      value_or_throw(plugin_->info().name, "claim_keys", std::move(r));
+  if (claimed.out_claimed != claimed.jobs.size() || claimed.out_claimed > asked)
+    throw StorageError(
+        CONVEYOR_E_INTERNAL,
+        fmt::format("storage plugin '{}': claim_keys reported {} jobs but "
+                    "delivered {} (asked for {})",
+                    plugin_->info().name, claimed.out_claimed, claimed.jobs.size(), asked));
+  return jobs_from_copies(std::move(claimed.jobs));
+}
+
+std::vector<Storage::ReadyKey> PluginStorage::list_ready_keys(
+    std::string_view queue, const std::optional<std::string>& after_key, uint32_t limit,
+    uint32_t count_limit, int64_t now_us) {
+  host::Result<host::PluginBinding::ReadyKeys> r =
+      binding(t_, handle_).list_ready_keys(queue, after_key, limit, count_limit, now_us);
+  if (r.status.code == CONVEYOR_E_UNSUPPORTED && !has_slot(StorageSlot::kListReadyKeys))
+    throw StorageError(CONVEYOR_E_UNSUPPORTED, r.status.message);
+  host::PluginBinding::ReadyKeys listed =
+      value_or_throw(plugin_->info().name, "list_ready_keys", std::move(r));
+  if (listed.out_listed != listed.keys.size() || listed.out_listed > limit)
+    throw StorageError(
+        CONVEYOR_E_INTERNAL,
+        fmt::format("storage plugin '{}': list_ready_keys reported {} keys but "
+                    "delivered {} (limit {})",
+                    plugin_->info().name, listed.out_listed, listed.keys.size(), limit));
+  std::vector<ReadyKey> keys;
+  keys.reserve(listed.keys.size());
+  for (host::ReadyKeyCopy& k : listed.keys) keys.push_back(ReadyKey{std::move(k.key), k.ready});
+  return keys;
 }
 
 }  // namespace conveyor

@@ -67,14 +67,56 @@ void UnitClaimer::make(LocalClaim& c) {
   const auto start = std::chrono::steady_clock::now();
   try {
     const QueueRunner& r = *c.runner;
-    c.jobs = c.filtered ? storage_.claim_kinds(r.name, c.kinds, c.grant.jobs, fresh_lease_token(),
-                                               c.wall_us, c.expires_us)
-                        : storage_.claim(r.name, c.grant.jobs, fresh_lease_token(), c.wall_us,
-                                         c.expires_us);
+    if (r.keys) {
+      static const std::vector<std::string> kAnyKind;
+      c.jobs = claim_by_keys(r, c.filtered ? c.kinds : kAnyKind, c.grant.jobs, c.wall_us,
+                             c.expires_us, &c.keys_blocked);
+    } else {
+      c.jobs = c.filtered ? storage_.claim_kinds(r.name, c.kinds, c.grant.jobs, fresh_lease_token(),
+                                                 c.wall_us, c.expires_us)
+                          : storage_.claim(r.name, c.grant.jobs, fresh_lease_token(), c.wall_us,
+                                           c.expires_us);
+    }
   } catch (...) {
     c.error = std::current_exception();
   }
   c.took = std::chrono::steady_clock::now() - start;
+}
+
+std::vector<Job> UnitClaimer::claim_by_keys(const QueueRunner& r,
+                                            const std::vector<std::string>& kinds, uint32_t permits,
+                                            int64_t wall_us, int64_t expires_us,
+                                            KeyTurns::Blocked* blocked) {
+  KeyTurns& keys = *r.keys;
+  const SteadyTime now = clock_.steady_now();
+  const std::vector<Storage::KeyClaim> asked = keys.allocate(
+      permits, now,
+      [&](const std::optional<std::string>& after, uint32_t limit, uint32_t count_limit) {
+        return storage_.list_ready_keys(r.name, after, limit, count_limit, wall_us);
+      });
+  if (blocked) *blocked = keys.blocked();
+  if (asked.empty()) return {};
+  // Only the empty key is ready and no key has a limit: its turns are claim
+  // order, so the plain claim does, on the path each plugin made fastest
+  // (postgres-queue's claim hint). A job of a key that became ready since
+  // the listing may come with it, in claim order: no limit is passed by.
+  const bool only_the_empty_key =
+      asked.size() == 1 && asked.front().key.empty() && !keys.limits_keys();
+  try {
+    std::vector<Job> jobs =
+        only_the_empty_key
+            ? (kinds.empty() ? storage_.claim(r.name, asked.front().max_jobs, fresh_lease_token(),
+                                              wall_us, expires_us)
+                             : storage_.claim_kinds(r.name, kinds, asked.front().max_jobs,
+                                                    fresh_lease_token(), wall_us, expires_us))
+            : storage_.claim_keys(r.name, kinds, asked, fresh_lease_token(), wall_us,
+                                  expires_us);
+    keys.claimed(asked, jobs, now);
+    return jobs;
+  } catch (...) {
+    keys.claimed(asked, {}, now, /*failed=*/true);
+    throw;
+  }
 }
 
 Next UnitClaimer::finish(LocalClaim& c, const std::vector<std::string>* kinds, SteadyTime now) {
@@ -129,6 +171,7 @@ Next UnitClaimer::finish(LocalClaim& c, const std::vector<std::string>* kinds, S
   } else {
     permits_.take(r, claimed, true);
   }
+  if (r.keys) r.keys->started(jobs);
   r.counters.dispatched.fetch_add(claimed, std::memory_order_relaxed);
   for (const Job& job : jobs)
     r.counters.pickup_latency.observe(
@@ -140,6 +183,17 @@ Next UnitClaimer::finish(LocalClaim& c, const std::vector<std::string>* kinds, S
   // was in the slow-claim pool may be for jobs it did not see: at once too.
   if (tokens_due) return Next::scheduled(*tokens_due, WaitReason::kTokens);
   if (found == batch || gave_back || woken) return Next::scheduled(now, WaitReason::kMoreReady);
+  if (r.keys) {
+    // Keys with ready jobs that their own limits held back: a running job
+    // of a key at key_max_workers frees a permit (wake at once then), a
+    // throttled key has a token again at tokens_at.
+    if (c.keys_blocked.by_workers)
+      r.wake_below.store(r.in_flight.load(std::memory_order_acquire), std::memory_order_release);
+    if (c.keys_blocked.tokens_at)
+      return Next::scheduled(*c.keys_blocked.tokens_at, WaitReason::kKeyLimits);
+    if (c.keys_blocked.by_workers)
+      return Next::scheduled(now + options_.drained.poll_interval, WaitReason::kKeyLimits);
+  }
   const bool notified = options_.notified_due && options_.notified_due();
   return Next::scheduled(
       r.due_times.next_poll(now, clock_.wall_now_us(), notified, options_.drained),
@@ -190,8 +244,12 @@ RemoteClaimMatcher::Try UnitClaimer::claim_remote(QueueRunner& r, RemoteClaim& c
   std::vector<Job> jobs;
   const int64_t wall = clock_.wall_now_us();
   try {
-    jobs = storage_.claim_kinds(r.name, claim.kinds, grant.jobs, fresh_lease_token(), wall,
-                                wall + claim.lease.count());
+    // A keyed unit: the same turns between keys, and the same per-key
+    // limits, as its local claims.
+    jobs = r.keys ? claim_by_keys(r, claim.kinds, grant.jobs, wall, wall + claim.lease.count(),
+                                  nullptr)
+                  : storage_.claim_kinds(r.name, claim.kinds, grant.jobs, fresh_lease_token(), wall,
+                                         wall + claim.lease.count());
     r.counters.claims.fetch_add(1, std::memory_order_relaxed);
     if (options_.health) options_.health->succeeded();
   } catch (const std::exception&) {
@@ -220,6 +278,7 @@ RemoteClaimMatcher::Try UnitClaimer::claim_remote(QueueRunner& r, RemoteClaim& c
     return {Try::kGone, wait_for_tokens};
   }
   permits_.take(r, claimed, false);
+  if (r.keys) r.keys->started(jobs);
   r.counters.dispatched.fetch_add(claimed, std::memory_order_relaxed);
   for (const Job& job : jobs)
     r.counters.pickup_latency.observe(

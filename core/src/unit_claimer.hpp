@@ -64,6 +64,13 @@ class UnitClaimer {
  private:
   // Makes the storage call of c (any thread; never throws: error is set).
   void make(LocalClaim& c);
+  // A keyed unit's claim of up to permits jobs of kinds (empty: any): its
+  // KeyTurns shares them between the ready keys (listing the keys first
+  // when needed), then one claim_keys call. blocked (may be null) receives
+  // why ready keys got fewer. Any thread; throws what storage throws.
+  std::vector<Job> claim_by_keys(const QueueRunner& r, const std::vector<std::string>& kinds,
+                                 uint32_t permits, int64_t wall_us, int64_t expires_us,
+                                 KeyTurns::Blocked* blocked);
   // A claim failed: refund its tokens, health, log; r backs off.
   Next failed(QueueRunner& r, uint32_t tokens, const std::exception_ptr& error, const char* what,
               SteadyTime now);

@@ -1,4 +1,5 @@
 // Input checks shared by config, CLI, API and embedders (validation.hpp).
+#include <conveyor/job.hpp>
 #include <conveyor/validation.hpp>
 
 #include <algorithm>
@@ -169,6 +170,53 @@ std::optional<std::string> http_header_problem(std::string_view name, std::strin
       return "header " + std::string(name) + ": value must not contain CR, LF or NUL, got " +
              quote_for_message(value);
   return std::nullopt;
+}
+
+namespace {
+
+// The length of the UTF-8 sequence at s[i] (RFC 3629: no overlongs, no
+// surrogates, at most U+10FFFF), 0 when it is not one.
+size_t utf8_sequence(std::string_view s, size_t i) noexcept {
+  const auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const auto cont = [&](size_t k) { return k < s.size() && (at(k) & 0xC0) == 0x80; };
+  const unsigned char c = at(i);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(i + 1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (!cont(i + 1) || !cont(i + 2)) return 0;
+    if (c == 0xE0 && at(i + 1) < 0xA0) return 0;   // overlong
+    if (c == 0xED && at(i + 1) >= 0xA0) return 0;  // a surrogate
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (!cont(i + 1) || !cont(i + 2) || !cont(i + 3)) return 0;
+    if (c == 0xF0 && at(i + 1) < 0x90) return 0;   // overlong
+    if (c == 0xF4 && at(i + 1) >= 0x90) return 0;  // above U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+}  // namespace
+
+// The byte offset of the first byte that is not well-formed UTF-8, or npos.
+size_t invalid_utf8_at(std::string_view s) noexcept {
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_sequence(s, i);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+void validate_job_key(std::string_view key) {
+  if (key.size() > kMaxJobKeyBytes)
+    throw ValidationError("key", "key is " + std::to_string(key.size()) +
+                                     " bytes; the longest is " + std::to_string(kMaxJobKeyBytes) +
+                                     " bytes (UTF-8), got " + quote_for_message(key, 40));
+  if (const size_t bad = invalid_utf8_at(key); bad != std::string_view::npos)
+    throw ValidationError("key", "key must be UTF-8 text; byte " + std::to_string(bad) +
+                                     " is not, got " + quote_for_message(key, 80));
 }
 
 }  // namespace conveyor

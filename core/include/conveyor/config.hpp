@@ -92,10 +92,32 @@ struct HttpTargetConfig {
   HttpTlsConfig tls;              // ca_file, ca_dir, client_cert, client_key
 };
 
+// How a queue chooses between its jobs' keys (docs/design/keys.md).
+enum class Fairness {
+  kFair,  // ready keys take turns (weighted round-robin); priority orders jobs within a key
+  kFifo,  // claim order (priority, run_at, id) across keys: one key's backlog delays the rest
+};
+// "fair", "fifo".
+const char* to_string(Fairness fairness) noexcept;
+
 struct QueueConfig {
   std::optional<uint32_t> max_workers;
   std::optional<RateLimit> rate_limit;  // burst already resolved (0 -> ceil(rate))
   std::optional<HttpTargetConfig> http;
+  // Job keys (issue 36). key_from: a JSON pointer ("/tenant") into each
+  // enqueued job's payload; its string (or number) value is the job's key
+  // when the job has none; a payload without it gets the empty key.
+  std::string key_from{};
+  // Every key of the queue gets its own bucket with these settings.
+  std::optional<RateLimit> key_rate_limit{};
+  // At most this many jobs of one key run at once (in this process).
+  std::optional<uint32_t> key_max_workers{};
+  Fairness fairness = Fairness::kFair;
+
+  // Whether any per-key setting is made (a plugin without ABI 1.4 refuses it).
+  bool uses_keys() const noexcept {
+    return !key_from.empty() || key_rate_limit.has_value() || key_max_workers.has_value();
+  }
 };
 
 // [http]: what every "http" job may reach, and what it may read.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace conveyor {
 
@@ -14,6 +15,8 @@ struct EnqueueOptions {
   // Tokens the job takes from its queue's rate limit (1..kMaxJobCost; at
   // most the queue's burst, else ValidationError("cost") at enqueue).
   int32_t cost = 1;
+  // The job's key (NewJob::key): empty, or 1..kMaxJobKeyBytes bytes of UTF-8.
+  std::string key{};
 };
 
 }  // namespace conveyor

@@ -2,6 +2,7 @@
 // queue's counts. Plain values, shared by the embedding API and storage.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,7 +23,15 @@ struct NewJob {
   // Tokens the job takes from its queue's rate limit when it starts
   // (1..kMaxJobCost). A cost above 1 needs a plugin with ABI 1.2's enqueue_v3.
   int32_t cost = 1;
+  // The job's key (0..kMaxJobKeyBytes bytes of UTF-8): its queue's per-key
+  // limits and fair turns count it under this key. Empty: the empty key, one
+  // key like any other. A non-empty key needs a plugin with ABI 1.4's
+  // enqueue_v4. A queue with key_from derives it from the payload instead.
+  std::string key{};
 };
+
+// The longest job key, in bytes (CONVEYOR_JOB_KEY_MAX).
+inline constexpr std::size_t kMaxJobKeyBytes = 200;
 
 struct Job {
   int64_t id = 0;
@@ -39,7 +48,8 @@ struct Job {
   int64_t lease_token = 0;
   int64_t lease_expires_us = 0;
   std::string last_error;
-  int32_t cost = 1;  // as enqueued; 1 from a plugin before ABI 1.2
+  int32_t cost = 1;   // as enqueued; 1 from a plugin before ABI 1.2
+  std::string key{};  // as enqueued; empty from a plugin before ABI 1.4
 };
 
 struct QueueStats {

@@ -29,6 +29,14 @@ bool is_valid_queue_name(std::string_view name) noexcept;
 // A job kind: 1..128 printable ASCII characters, no spaces. Throws.
 void validate_job_kind(std::string_view kind);
 
+// The offset of the first byte of s that is not well-formed UTF-8 (RFC
+// 3629: no overlong forms, no surrogates, nothing above U+10FFFF), or npos.
+size_t invalid_utf8_at(std::string_view s) noexcept;
+
+// A job key (NewJob::key): at most kMaxJobKeyBytes bytes of UTF-8; empty is
+// the empty key. Throws ValidationError("key", ...) saying what is wrong.
+void validate_job_key(std::string_view key);
+
 // The highest rate accepted, jobs/s: one token per nanosecond, the token
 // bucket's resolution (a higher rate could not be told apart from it).
 inline constexpr double kMaxRatePerSec = 1e9;

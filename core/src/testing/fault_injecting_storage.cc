@@ -57,6 +57,10 @@ const char* to_string(StorageOp op) noexcept {
       return "swap_shared_state";
     case StorageOp::kAddSharedState:
       return "add_shared_state";
+    case StorageOp::kClaimKeys:
+      return "claim_keys";
+    case StorageOp::kListReadyKeys:
+      return "list_ready_keys";
   }
   return "unknown";
 }
@@ -414,6 +418,27 @@ Storage::SharedAdded FaultInjectingStorage::add_shared_state(std::string_view ke
   const bool drop = before(StorageOp::kAddSharedState);
   auto r = inner_->add_shared_state(key, add);
   after(StorageOp::kAddSharedState, drop);
+  return r;
+}
+
+std::vector<Job> FaultInjectingStorage::claim_keys(std::string_view queue,
+                                                   std::span<const std::string> kinds,
+                                                   std::span<const KeyClaim> keys,
+                                                   int64_t lease_token, int64_t now_us,
+                                                   int64_t lease_expires_us) {
+  const bool drop = before(StorageOp::kClaimKeys);
+  run_claim_hook(queue);
+  auto r = inner_->claim_keys(queue, kinds, keys, lease_token, now_us, lease_expires_us);
+  after(StorageOp::kClaimKeys, drop);
+  return r;
+}
+
+std::vector<Storage::ReadyKey> FaultInjectingStorage::list_ready_keys(
+    std::string_view queue, const std::optional<std::string>& after_key, uint32_t limit,
+    uint32_t count_limit, int64_t now_us) {
+  const bool drop = before(StorageOp::kListReadyKeys);
+  auto r = inner_->list_ready_keys(queue, after_key, limit, count_limit, now_us);
+  after(StorageOp::kListReadyKeys, drop);
   return r;
 }
 

@@ -58,8 +58,11 @@ enum class StorageOp {
   kSwapSharedState,
   // ABI 1.3
   kAddSharedState,
+  // ABI 1.4
+  kClaimKeys,
+  kListReadyKeys,
 };
-inline constexpr size_t kStorageOpCount = static_cast<size_t>(StorageOp::kAddSharedState) + 1;
+inline constexpr size_t kStorageOpCount = static_cast<size_t>(StorageOp::kListReadyKeys) + 1;
 // "enqueue", "claim", "extend_leases", ...: the Storage method's name.
 const char* to_string(StorageOp op) noexcept;
 
@@ -84,7 +87,7 @@ class FaultInjectingStorage final : public Storage {
   void fail_batches_over(StorageOp op, size_t n);
   // Sets (or with an empty hook removes) the hook of op.
   void set_hook(StorageOp op, Hook hook);
-  // Runs before each claim and claim_kinds (after their hook), with the
+  // Runs before each claim, claim_kinds and claim_keys (after their hook), with the
   // queue claimed from, on the caller's thread, no lock held: it may block,
   // so one queue's claims can be made slow. An empty hook removes it.
   using QueueHook = std::function<void(std::string_view queue)>;
@@ -153,6 +156,12 @@ class FaultInjectingStorage final : public Storage {
   SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
                                  int64_t new_value) override;
   SharedAdded add_shared_state(std::string_view key, const SharedAdd& add) override;
+  std::vector<Job> claim_keys(std::string_view queue, std::span<const std::string> kinds,
+                              std::span<const KeyClaim> keys, int64_t lease_token, int64_t now_us,
+                              int64_t lease_expires_us) override;
+  std::vector<ReadyKey> list_ready_keys(std::string_view queue,
+                                        const std::optional<std::string>& after_key, uint32_t limit,
+                                        uint32_t count_limit, int64_t now_us) override;
 
  private:
   struct Failure {

@@ -188,6 +188,32 @@ class Storage {
   // (has_slot(StorageSlot::kAddSharedState) says which).
   virtual SharedAdded add_shared_state(std::string_view key, const SharedAdd& add) = 0;
 
+  // ---- ABI 1.4 (job keys). enqueue of a job with a non-empty key, and
+  // both calls below, throw CONVEYOR_E_UNSUPPORTED naming the plugin and its
+  // ABI on a plugin without enqueue_v4 / claim_keys / list_ready_keys. ----
+  // One key's share of a claim_keys call.
+  struct KeyClaim {
+    std::string key;
+    uint32_t max_jobs = 0;
+  };
+  // Up to each key's max_jobs ready jobs of that key, in claim order, in one
+  // call; kinds as claim_kinds (empty: any kind). Jobs of other keys are
+  // untouched. Throws CONVEYOR_E_INVALID for a key listed twice.
+  virtual std::vector<Job> claim_keys(std::string_view queue, std::span<const std::string> kinds,
+                                      std::span<const KeyClaim> keys, int64_t lease_token,
+                                      int64_t now_us, int64_t lease_expires_us) = 0;
+  // A key with ready jobs, counted up to the call's count_limit.
+  struct ReadyKey {
+    std::string key;
+    int64_t ready = 0;
+  };
+  // One page of the queue's keys that have ready jobs, in bytewise key order,
+  // after after_key (nullopt: from the first); fewer than limit: no more.
+  virtual std::vector<ReadyKey> list_ready_keys(std::string_view queue,
+                                                const std::optional<std::string>& after_key,
+                                                uint32_t limit, uint32_t count_limit,
+                                                int64_t now_us) = 0;
+
  protected:
   Storage() = default;
 };

@@ -1,0 +1,208 @@
+#include "key_turns.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+namespace conveyor {
+
+void KeyTurns::mark_stale() {
+  MutexLock lock(mu_);
+  stale_ = true;
+}
+
+void KeyTurns::reconfigure(const Limits& limits, SteadyTime now) {
+  MutexLock lock(mu_);
+  limits_ = limits;
+  for (auto& [key, k] : keys_) {
+    if (!limits_.rate)
+      k.bucket.reset();
+    else if (k.bucket)
+      k.bucket->reconfigure(*limits_.rate, now);
+  }
+}
+
+bool KeyTurns::forgettable(const KeyState& k, SteadyTime now) const {
+  return k.ready == 0 && k.running == 0 &&
+         (!k.bucket || k.bucket->available(now) >= k.bucket->limit().burst);
+}
+
+void KeyTurns::forget_idle(SteadyTime now) {
+  std::erase_if(keys_, [&](const Keys::value_type& e) { return forgettable(e.second, now); });
+}
+
+void KeyTurns::relist(uint32_t count_limit, SteadyTime now, const ListPage& list) {
+  // One page from the first key: every key with ready jobs when there are
+  // at most a page of them. With more, and the cursor past that page, also
+  // the page after the cursor, where the turns go on.
+  std::vector<Storage::ReadyKey> listed = list(std::nullopt, kPageKeys, count_limit);
+  if (listed.size() == kPageKeys && turn_after_ && listed.back().key < *turn_after_) {
+    for (Storage::ReadyKey& k : list(turn_after_, kPageKeys, count_limit))
+      listed.push_back(std::move(k));
+  }
+  for (auto& [key, k] : keys_) {
+    k.ready = 0;
+    k.ready_capped = false;
+  }
+  for (Storage::ReadyKey& r : listed) {
+    KeyState& k = keys_[std::move(r.key)];
+    k.ready = std::max<int64_t>(r.ready, 1);
+    k.ready_capped = r.ready >= count_limit;
+  }
+  stale_ = false;
+  listed_at_ = now;
+  forget_idle(now);
+}
+
+uint32_t KeyTurns::headroom(KeyState& k, SteadyTime now) const {
+  constexpr uint32_t kNoLimit = std::numeric_limits<uint32_t>::max();
+  // A count that reached the listing's cap says "at least that many": the
+  // key gives until a claim comes back short.
+  uint32_t room =
+      k.ready_capped ? kNoLimit : static_cast<uint32_t>(std::min<int64_t>(k.ready, kNoLimit));
+  if (limits_.workers)
+    room = std::min(room, *limits_.workers > k.running ? *limits_.workers - k.running : 0);
+  if (limits_.rate) {
+    if (!k.bucket) k.bucket.emplace(*limits_.rate, now);
+    room = std::min(room, k.bucket->available(now));
+  }
+  return room;
+}
+
+std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime now,
+                                                  const ListPage& list) {
+  MutexLock lock(mu_);
+  const bool none_ready =
+      std::none_of(keys_.begin(), keys_.end(), [](const auto& e) { return e.second.ready > 0; });
+  if (stale_ || none_ready || !listed_at_ || now - *listed_at_ >= kRelistEvery)
+    relist(std::max<uint32_t>(permits, 1), now, list);
+
+  blocked_ = {};
+  // The ready keys in turn order: after the last key served, wrapping.
+  struct Turn {
+    Keys::iterator key;
+    uint32_t room;
+    uint32_t given;
+  };
+  std::vector<Turn> turns;
+  const Keys::iterator start = turn_after_ ? keys_.upper_bound(*turn_after_) : keys_.begin();
+  uint32_t left = permits;
+  std::optional<Keys::iterator> last_served;
+  // Round one: one job for each key that may take one, in turn order, until
+  // the permits run out. Keys past that point are not even looked at.
+  auto visit = [&](Keys::iterator it) REQUIRES(mu_) {
+    KeyState& k = it->second;
+    if (k.ready <= 0) return;
+    const uint32_t room = headroom(k, now);
+    k.throttled = false;
+    if (room == 0) {
+      if (limits_.workers && k.running >= *limits_.workers) blocked_.by_workers = true;
+      if (k.bucket && k.bucket->available(now) == 0) {
+        k.throttled = true;
+        const SteadyTime at = now + k.bucket->time_until_next(now);
+        if (!blocked_.tokens_at || at < *blocked_.tokens_at) blocked_.tokens_at = at;
+      }
+      return;
+    }
+    turns.push_back(Turn{it, room, 1});
+    --left;
+    last_served = it;
+  };
+  for (auto it = start; it != keys_.end() && left > 0; ++it) visit(it);
+  for (auto it = keys_.begin(); it != start && left > 0; ++it) visit(it);
+  // Further rounds over the same keys, in the same order, while permits last.
+  for (bool progress = true; left > 0 && progress;) {
+    progress = false;
+    for (Turn& t : turns) {
+      if (left == 0) break;
+      if (t.given >= t.room) continue;
+      ++t.given;
+      --left;
+      progress = true;
+      last_served = t.key;
+    }
+  }
+  if (last_served) turn_after_ = (*last_served)->first;
+
+  std::vector<Storage::KeyClaim> claims;
+  claims.reserve(turns.size());
+  for (Turn& t : turns) {
+    KeyState& k = t.key->second;
+    if (k.bucket) k.bucket->take(t.given, now, t.given);
+    claims.push_back(Storage::KeyClaim{t.key->first, t.given});
+  }
+  return claims;
+}
+
+void KeyTurns::claimed(std::span<const Storage::KeyClaim> asked, std::span<const Job> got,
+                       SteadyTime now, bool failed) {
+  MutexLock lock(mu_);
+  std::unordered_map<std::string_view, uint32_t> per_key;
+  for (const Job& j : got) ++per_key[j.key];
+  for (const Storage::KeyClaim& a : asked) {
+    const auto it = keys_.find(a.key);
+    if (it == keys_.end()) continue;
+    KeyState& k = it->second;
+    const auto n = std::min(a.max_jobs, failed ? 0u : per_key[a.key]);
+    if (k.bucket && n < a.max_jobs) k.bucket->refund(a.max_jobs - n);
+    if (failed) continue;
+    if (n < a.max_jobs) {
+      k.ready = 0;  // it gave all it had
+      k.ready_capped = false;
+    } else if (!k.ready_capped) {
+      k.ready -= n;
+    }
+  }
+  if (failed) stale_ = true;
+  forget_idle(now);
+}
+
+void KeyTurns::started(std::span<const Job> jobs) {
+  MutexLock lock(mu_);
+  for (const Job& j : jobs) {
+    ++keys_[j.key].running;
+    running_.emplace(j.id, j.key);
+  }
+}
+
+void KeyTurns::finished(int64_t job_id) {
+  MutexLock lock(mu_);
+  const auto it = running_.find(job_id);
+  if (it == running_.end()) return;
+  const auto k = keys_.find(it->second);
+  if (k != keys_.end() && k->second.running > 0) --k->second.running;
+  running_.erase(it);
+}
+
+KeyTurns::Blocked KeyTurns::blocked() const {
+  MutexLock lock(mu_);
+  return blocked_;
+}
+
+std::vector<KeyTurns::KeyView> KeyTurns::snapshot() const {
+  MutexLock lock(mu_);
+  std::vector<KeyView> out;
+  out.reserve(keys_.size());
+  for (const auto& [key, k] : keys_) out.push_back(KeyView{key, k.ready, k.running, k.throttled});
+  return out;
+}
+
+bool KeyTurns::limits_keys() const {
+  MutexLock lock(mu_);
+  return limits_.rate.has_value() || limits_.workers.has_value();
+}
+
+size_t KeyTurns::remembered() const {
+  MutexLock lock(mu_);
+  return keys_.size();
+}
+
+size_t KeyTurns::bytes_per_key() {
+  // A std::map node: the pair plus three pointers and a colour (libstdc++),
+  // rounded to the allocator's 16 bytes; keys longer than 15 bytes add their
+  // length on the heap.
+  constexpr size_t node = sizeof(Keys::value_type) + 4 * sizeof(void*);
+  return (node + 15) / 16 * 16;
+}
+
+}  // namespace conveyor

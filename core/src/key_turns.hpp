@@ -1,0 +1,141 @@
+// KeyTurns: fair turns between the keys of one queue, and each key's own
+// limits (key_rate_limit, key_max_workers). docs/design/keys.md has the
+// design and the fairness bound.
+//
+// A dispatch unit that is keyed owns one. Each claim of the unit asks it how
+// to share the claim's permits between the keys that have ready jobs
+// (allocate), makes one claim_keys call with that, and reports what came
+// back (claimed). Keys take turns in bytewise key order from a rotating
+// cursor: each round gives every ready key that its limits allow one job,
+// rounds repeat until the permits are spent, and the next claim starts after
+// the last key served. So a key with 100,000 ready jobs and a key with one
+// both get a job per round.
+//
+// Which keys have ready jobs comes from storage (list_ready_keys), read
+// again when the set may be stale: after mark_stale (new jobs, a due timer),
+// when no known key has ready jobs left, and at least every kRelistEvery.
+//
+// Memory: a key is remembered while it has ready jobs (as far as the last
+// listing knows), running jobs, or a bucket that is not full; then it is
+// forgotten, and its state is the default again. So state grows with the
+// keys that have work, not with the keys ever seen.
+//
+// Thread-safe: the dispatcher (or the slow-claim pool) allocates and
+// records claims, the job runners report finished jobs.
+#pragma once
+
+#include <conveyor/clock.hpp>
+#include <conveyor/internal/mutex.hpp>
+#include <conveyor/internal/storage.hpp>
+#include <conveyor/internal/token_bucket.hpp>
+#include <conveyor/job.hpp>
+#include <conveyor/rate_limit.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace conveyor {
+
+class KeyTurns {
+ public:
+  struct Limits {
+    std::optional<RateLimit> rate;    // every key's own bucket; none: unlimited
+    std::optional<uint32_t> workers;  // at most this many running per key
+  };
+  // One page of the queue's keys with ready jobs after a key (nullopt: from
+  // the first), at most limit, each counted up to count_limit
+  // (Storage::list_ready_keys of the unit's queue).
+  using ListPage = std::function<std::vector<Storage::ReadyKey>(
+      const std::optional<std::string>& after, uint32_t limit, uint32_t count_limit)>;
+
+  // How often the known keys are read again at the latest, so a key that
+  // became ready without a wake-up (another process, no notification) waits
+  // at most this long plus one round.
+  static constexpr std::chrono::milliseconds kRelistEvery{1000};
+  // Keys read per page.
+  static constexpr uint32_t kPageKeys = 1000;
+
+  explicit KeyTurns(Limits limits) : limits_(std::move(limits)) {}
+
+  // New jobs may have become ready for keys not known yet: read the keys
+  // again before the next allocation.
+  void mark_stale();
+  // Changes the per-key limits; buckets keep their tokens (at most the new
+  // burst).
+  void reconfigure(const Limits& limits, SteadyTime now);
+
+  // How up to permits jobs should be shared between the ready keys now,
+  // taking one token of each key's bucket per job given. Reads the keys
+  // through list first when they may be stale (may throw what list throws;
+  // then nothing was taken). Keys given nothing are left out.
+  std::vector<Storage::KeyClaim> allocate(uint32_t permits, SteadyTime now, const ListPage& list);
+
+  // After the claim_keys call made with asked: got are the jobs it returned
+  // (any order). A key that gave fewer than asked has no more ready jobs (as
+  // far as this process knows); its unused tokens go back. On a failed
+  // claim, call with got empty and failed true: every token goes back and
+  // the keys are read again next time.
+  void claimed(std::span<const Storage::KeyClaim> asked, std::span<const Job> got, SteadyTime now,
+               bool failed = false);
+  // The jobs the unit runs (after any were given back): each counts against
+  // its key's key_max_workers until finished.
+  void started(std::span<const Job> jobs);
+  // A job started here ended (any thread). Unknown ids are ignored.
+  void finished(int64_t job_id);
+
+  // Why the last allocation left ready keys without a job.
+  struct Blocked {
+    std::optional<SteadyTime> tokens_at;  // the earliest time a throttled key has a token
+    bool by_workers = false;              // a key was at key_max_workers
+  };
+  Blocked blocked() const;
+
+  // What the unit knows of its keys, for reports and tests.
+  struct KeyView {
+    std::string key;
+    int64_t ready = 0;  // as last listed, less what was claimed since
+    uint32_t running = 0;
+    bool throttled = false;  // its bucket had no token at the last allocation
+  };
+  std::vector<KeyView> snapshot() const;
+  // Whether any per-key limit is set (key_rate_limit, key_max_workers).
+  bool limits_keys() const;
+  // Keys remembered (with ready or running jobs, or a bucket not full).
+  size_t remembered() const;
+  // Approximate bytes of state per remembered key (docs/design/keys.md).
+  static size_t bytes_per_key();
+
+ private:
+  struct KeyState {
+    int64_t ready = 0;
+    bool ready_capped = false;  // ready was count_limit: there may be more
+    uint32_t running = 0;
+    std::optional<TokenBucket> bucket;
+    bool throttled = false;
+  };
+  using Keys = std::map<std::string, KeyState>;
+
+  void relist(uint32_t count_limit, SteadyTime now, const ListPage& list) REQUIRES(mu_);
+  // Whether state is the default again (nothing ready or running, bucket full).
+  bool forgettable(const KeyState& k, SteadyTime now) const;
+  void forget_idle(SteadyTime now) REQUIRES(mu_);
+  uint32_t headroom(KeyState& k, SteadyTime now) const REQUIRES(mu_);
+
+  mutable Mutex mu_;
+  Limits limits_ GUARDED_BY(mu_);
+  Keys keys_ GUARDED_BY(mu_);
+  std::unordered_map<int64_t, std::string> running_ GUARDED_BY(mu_);  // job id -> key
+  std::optional<std::string> turn_after_ GUARDED_BY(mu_);             // the last key served
+  bool stale_ GUARDED_BY(mu_) = true;
+  std::optional<SteadyTime> listed_at_ GUARDED_BY(mu_);
+  Blocked blocked_ GUARDED_BY(mu_);
+};
+
+}  // namespace conveyor

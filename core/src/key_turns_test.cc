@@ -1,0 +1,237 @@
+// KeyTurns: fair turns between keys, per-key limits, bounded state. Time is
+// a fake clock; storage is a map of each key's ready jobs, claimed from as
+// claim_keys would.
+#include "key_turns.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace conveyor {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The queue's ready jobs per key, as storage holds them.
+class FakeKeys {
+ public:
+  std::map<std::string, int64_t> ready;
+  int listings = 0;
+
+  KeyTurns::ListPage lister() {
+    return [this](const std::optional<std::string>& after, uint32_t limit, uint32_t count_limit) {
+      ++listings;
+      std::vector<Storage::ReadyKey> page;
+      for (auto it = after ? ready.upper_bound(*after) : ready.begin();
+           it != ready.end() && page.size() < limit; ++it)
+        if (it->second > 0) page.push_back({it->first, std::min<int64_t>(it->second, count_limit)});
+      return page;
+    };
+  }
+
+  // claim_keys: up to each key's share of its ready jobs.
+  std::vector<Job> claim(const std::vector<Storage::KeyClaim>& asked) {
+    std::vector<Job> jobs;
+    for (const Storage::KeyClaim& a : asked) {
+      int64_t& n = ready[a.key];
+      for (uint32_t i = 0; i < a.max_jobs && n > 0; ++i, --n) {
+        Job j;
+        j.id = ++next_id_;
+        j.key = a.key;
+        jobs.push_back(j);
+      }
+    }
+    return jobs;
+  }
+
+ private:
+  int64_t next_id_ = 0;
+};
+
+// One claim of a keyed unit: allocate, claim, record; jobs finish at once
+// unless keep_running.
+std::vector<Job> claim_once(KeyTurns& turns, FakeKeys& storage, uint32_t permits, SteadyTime now,
+                            bool keep_running = false) {
+  const std::vector<Storage::KeyClaim> asked = turns.allocate(permits, now, storage.lister());
+  std::vector<Job> jobs = storage.claim(asked);
+  turns.claimed(asked, jobs, now);
+  turns.started(jobs);
+  if (!keep_running)
+    for (const Job& j : jobs) turns.finished(j.id);
+  return jobs;
+}
+
+TEST(KeyTurns, ABigBacklogDoesNotDelaySmallKeysByMoreThanARound) {
+  // The noisy neighbour: key "a" has 100,000 ready jobs, 100 other keys 5
+  // each. With 20 permits per claim, a round (one job for each of the 101
+  // keys) takes ceil(101 / 20) = 6 claims: every small key gets its first
+  // job within the first 6 claims and all 5 of its jobs within 5 rounds
+  // (30 claims), while FIFO would serve "a" for 5,000 claims first.
+  FakeKeys storage;
+  storage.ready["a"] = 100000;
+  for (int k = 0; k < 100; ++k) storage.ready["k" + std::to_string(100 + k)] = 5;
+  KeyTurns turns({});
+  ManualClock clock;
+  std::map<std::string, int> first_claim, last_claim;
+  int a_jobs = 0;
+  for (int claim = 1; claim <= 40; ++claim) {
+    for (const Job& j : claim_once(turns, storage, 20, clock.steady_now())) {
+      if (j.key == "a") {
+        ++a_jobs;
+        continue;
+      }
+      first_claim.try_emplace(j.key, claim);
+      last_claim[j.key] = claim;
+    }
+  }
+  ASSERT_EQ(first_claim.size(), 100u);
+  for (const auto& [key, claim] : first_claim) EXPECT_LE(claim, 6) << key;
+  for (const auto& [key, claim] : last_claim) EXPECT_LE(claim, 30) << key;
+  for (int k = 0; k < 100; ++k) EXPECT_EQ(storage.ready["k" + std::to_string(100 + k)], 0);
+  // "a" got one job per round while others waited, and every permit once
+  // they were done: 40 claims * 20 permits, less the small keys' 500.
+  EXPECT_EQ(a_jobs, 40 * 20 - 500);
+}
+
+TEST(KeyTurns, ANewlyReadyKeyWaitsAtMostOneRoundAfterItIsListed) {
+  // The bound docs/design/keys.md states: once listed, a key is served
+  // before any other key gets a second job, i.e. within ceil(K / permits)
+  // claims with K ready keys.
+  FakeKeys storage;
+  for (int k = 0; k < 50; ++k) storage.ready["busy" + std::to_string(10 + k)] = 1000;
+  KeyTurns turns({});
+  ManualClock clock;
+  for (int i = 0; i < 7; ++i) claim_once(turns, storage, 8, clock.steady_now());
+  storage.ready["new"] = 1;
+  turns.mark_stale();  // a wake: the enqueue of "new"
+  const int bound = (51 + 8 - 1) / 8;
+  int waited = 0;
+  bool served = false;
+  while (!served && waited < bound + 1) {
+    ++waited;
+    for (const Job& j : claim_once(turns, storage, 8, clock.steady_now()))
+      served = served || j.key == "new";
+  }
+  EXPECT_TRUE(served);
+  EXPECT_LE(waited, bound);
+}
+
+TEST(KeyTurns, WithoutAWakeANewKeyIsFoundAtTheNextRelisting) {
+  FakeKeys storage;
+  storage.ready["a"] = 1000;
+  KeyTurns turns({});
+  ManualClock clock;
+  claim_once(turns, storage, 4, clock.steady_now());
+  storage.ready["b"] = 1;  // another process enqueued it; no wake here
+  const int listings = storage.listings;
+  claim_once(turns, storage, 4, clock.steady_now());
+  EXPECT_EQ(storage.listings, listings) << "no relisting while known keys have work";
+  clock.advance(KeyTurns::kRelistEvery);
+  std::set<std::string> keys;
+  for (const Job& j : claim_once(turns, storage, 4, clock.steady_now())) keys.insert(j.key);
+  EXPECT_TRUE(keys.count("b"));
+}
+
+TEST(KeyTurns, EachKeysBucketHoldsItsRateAndTheKeysShareNothing) {
+  // 2/s, burst 1, for each of 10 keys with plenty of work, claimed every
+  // 10 ms for 10 s: each key starts at most burst + rate * t jobs by every
+  // time t, and about 2 per second in all.
+  FakeKeys storage;
+  for (int k = 0; k < 10; ++k) storage.ready["key" + std::to_string(k)] = 1000;
+  KeyTurns turns({.rate = RateLimit{2.0, 1}, .workers = std::nullopt});
+  ManualClock clock;
+  const SteadyTime start = clock.steady_now();
+  std::map<std::string, int> started;
+  for (int tick = 0; tick <= 1000; ++tick) {
+    for (const Job& j : claim_once(turns, storage, 100, clock.steady_now())) {
+      const double t = std::chrono::duration<double>(clock.steady_now() - start).count();
+      const int n = ++started[j.key];
+      EXPECT_LE(n, 1 + 2.0 * t + 1e-9) << j.key << " at " << t << " s";
+    }
+    clock.advance(10ms);
+  }
+  for (const auto& [key, n] : started) EXPECT_GE(n, 20) << key;  // 1 + 2/s * 10 s = 21
+  EXPECT_EQ(started.size(), 10u);
+}
+
+TEST(KeyTurns, AThrottledKeySaysWhenItHasATokenAndOthersStillRun) {
+  FakeKeys storage;
+  storage.ready["slow"] = 100;
+  storage.ready["other"] = 100;
+  KeyTurns turns({.rate = RateLimit{1.0, 1}, .workers = std::nullopt});
+  ManualClock clock;
+  const SteadyTime now = clock.steady_now();
+  const std::vector<Job> first = claim_once(turns, storage, 10, now);
+  EXPECT_EQ(first.size(), 2u);  // one token each
+  EXPECT_TRUE(claim_once(turns, storage, 10, now).empty());
+  const KeyTurns::Blocked b = turns.blocked();
+  ASSERT_TRUE(b.tokens_at.has_value());
+  EXPECT_EQ(*b.tokens_at, now + 1s);
+  EXPECT_FALSE(b.by_workers);
+}
+
+TEST(KeyTurns, KeyMaxWorkersCapsRunningJobsPerKeyUntilTheyFinish) {
+  FakeKeys storage;
+  storage.ready["a"] = 100;
+  storage.ready["b"] = 100;
+  KeyTurns turns({.rate = std::nullopt, .workers = 3});
+  ManualClock clock;
+  const std::vector<Job> running = claim_once(turns, storage, 50, clock.steady_now(), true);
+  ASSERT_EQ(running.size(), 6u);
+  EXPECT_TRUE(claim_once(turns, storage, 50, clock.steady_now(), true).empty());
+  EXPECT_TRUE(turns.blocked().by_workers);
+  turns.finished(running.front().id);
+  const std::vector<Job> next = claim_once(turns, storage, 50, clock.steady_now(), true);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next.front().key, running.front().key);
+}
+
+TEST(KeyTurns, TheEmptyKeyIsAKeyLikeAnyOther) {
+  FakeKeys storage;
+  storage.ready[""] = 1000;
+  storage.ready["tenant"] = 2;
+  KeyTurns turns({});
+  ManualClock clock;
+  std::map<std::string, int> got;
+  for (const Job& j : claim_once(turns, storage, 2, clock.steady_now())) ++got[j.key];
+  EXPECT_EQ(got[""], 1);
+  EXPECT_EQ(got["tenant"], 1);
+}
+
+TEST(KeyTurns, KeysWithNothingLeftAreForgottenOnceTheirBucketsAreFull) {
+  FakeKeys storage;
+  for (int k = 0; k < 1000; ++k) storage.ready["key" + std::to_string(k)] = 1;
+  KeyTurns turns({.rate = RateLimit{10.0, 1}, .workers = std::nullopt});
+  ManualClock clock;
+  while (claim_once(turns, storage, 100, clock.steady_now()).size() > 0) {
+  }
+  // Drained, but each bucket spent its token: remembered until refilled.
+  EXPECT_GT(turns.remembered(), 0u);
+  clock.advance(200ms);
+  EXPECT_TRUE(claim_once(turns, storage, 100, clock.steady_now()).empty());
+  EXPECT_EQ(turns.remembered(), 0u);
+  EXPECT_GT(KeyTurns::bytes_per_key(), 0u);
+}
+
+TEST(KeyTurns, AFailedClaimGivesTheTokensBackAndListsAgain) {
+  FakeKeys storage;
+  storage.ready["a"] = 10;
+  KeyTurns turns({.rate = RateLimit{1.0, 5}, .workers = std::nullopt});
+  ManualClock clock;
+  const SteadyTime now = clock.steady_now();
+  const std::vector<Storage::KeyClaim> asked = turns.allocate(5, now, storage.lister());
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked.front().max_jobs, 5u);
+  turns.claimed(asked, {}, now, /*failed=*/true);
+  const int listings = storage.listings;
+  EXPECT_EQ(claim_once(turns, storage, 5, now).size(), 5u);  // all five tokens are back
+  EXPECT_GT(storage.listings, listings);                     // the keys are read again
+}
+
+}  // namespace
+}  // namespace conveyor
