@@ -112,6 +112,11 @@ int main(int argc, char** argv) {
                           "tokens each job takes from its queue's rate limit, 1.." +
                               std::to_string(conveyor::kMaxJobCost) +
                               " (default 1); more than the queue's burst is refused");
+  enqueue_cmd->add_option("--key", ea.job.key,
+                          "the jobs' key: the queue's per-key limits and fair turns count them "
+                          "under it (up to " +
+                              std::to_string(conveyor::kMaxJobKeyBytes) +
+                              " bytes of UTF-8; default: the empty key)");
 
   auto* rl = app.add_subcommand("ratelimit", "per-queue rate-limit overrides and the kill switch");
   rl->require_subcommand(1);

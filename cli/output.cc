@@ -276,6 +276,7 @@ json job_json(const Job& j) {
                j.state == JobState::kRunning ? time_json(j.lease_expires_us) : json(nullptr)},
               {"last_error", j.last_error},
               {"cost", j.cost},
+              {"key", j.key},
               {"payload", j.payload}};
 }
 
@@ -285,6 +286,27 @@ std::string one_line(const std::string& text, size_t n) {
   for (char c : text) out += (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
   if (out.size() > n) out = out.substr(0, n - 3) + "...";
   return out;
+}
+
+// A key in the KEY column: one line, cut to 40 characters (not bytes, and
+// never inside a UTF-8 sequence) with "...".
+std::string key_cell(const std::string& key) {
+  constexpr size_t kMax = 40;
+  std::string flat;
+  for (char c : key) flat += (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+  size_t chars = 0;
+  for (size_t i = 0; i < flat.size(); ++i) {
+    if ((static_cast<unsigned char>(flat[i]) & 0xC0) == 0x80) continue;  // a continuation byte
+    if (++chars > kMax - 3) {
+      // Is the rest longer than three characters?
+      size_t rest = 0;
+      for (size_t k = i; k < flat.size(); ++k)
+        rest += (static_cast<unsigned char>(flat[k]) & 0xC0) != 0x80;
+      if (rest > 3) return flat.substr(0, i) + "...";
+      break;
+    }
+  }
+  return flat;
 }
 
 const char* outcome_text(const std::string& op, JobOutcome::Status status) {
@@ -307,11 +329,26 @@ void print_jobs(const GlobalOptions& g, const JobPage& page) {
     std::cout << "no jobs\n";
     return;
   }
-  Table t({"ID", "QUEUE", "KIND", "STATE", "ATTEMPT", "RUN AT", "LAST ERROR"});
-  for (const Job& j : page.jobs)
-    t.add({std::to_string(j.id), j.queue, j.kind, to_string(j.state),
-           fmt::format("{}/{}", j.attempt, j.max_attempts), api::rfc3339(j.run_at_us),
-           one_line(j.last_error, 60)});
+  // A KEY column only when a job of the page has a key: queues without keys
+  // read as before.
+  const bool keys =
+      std::any_of(page.jobs.begin(), page.jobs.end(), [](const Job& j) { return !j.key.empty(); });
+  std::vector<std::string> header{"ID",      "QUEUE",  "KIND",      "STATE",
+                                  "ATTEMPT", "RUN AT", "LAST ERROR"};
+  if (keys) header.insert(header.begin() + 2, "KEY");
+  Table t(std::move(header));
+  if (keys) t.text_column(2);
+  for (const Job& j : page.jobs) {
+    std::vector<std::string> row{std::to_string(j.id),
+                                 j.queue,
+                                 j.kind,
+                                 to_string(j.state),
+                                 fmt::format("{}/{}", j.attempt, j.max_attempts),
+                                 api::rfc3339(j.run_at_us),
+                                 one_line(j.last_error, 60)};
+    if (keys) row.insert(row.begin() + 2, j.key.empty() ? "-" : key_cell(j.key));
+    t.add(std::move(row));
+  }
   std::cout << t.render();
   if (page.next_after_id != 0)
     std::cout << fmt::format("more: add --after {} for the next page\n", page.next_after_id);
@@ -331,6 +368,7 @@ void print_job(const GlobalOptions& g, const Job& j) {
   line("state", to_string(j.state));
   line("priority", std::to_string(j.priority));
   line("cost", fmt::format("{} token{} of the queue's limit", j.cost, j.cost == 1 ? "" : "s"));
+  line("key", j.key.empty() ? "(none: the empty key)" : one_line(j.key, kMaxJobKeyBytes));
   line("attempt", fmt::format("{} of {}", j.attempt, j.max_attempts));
   line("run at", api::rfc3339(j.run_at_us));
   line("created at", api::rfc3339(j.created_at_us));

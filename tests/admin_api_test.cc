@@ -201,6 +201,40 @@ TEST(AdminApi, ScopeKillSwitchAndCostOverHttp) {
   EXPECT_EQ(listed["queues"][0]["pending"], "0");
 }
 
+// A job's key over HTTP (JSON codec): enqueued, answered by GetJob and
+// ListJobs (absent: the empty key); refused naming the field when too long
+// or not a string, nothing stored.
+TEST(AdminApi, JobKeyOverHttp) {
+  test::TempDir dir;
+  Server s(dir, kOpen);
+  ASSERT_TRUE(s.ready()) << s.process().stderr_text();
+  auto r = s.call("Enqueue", {{"job",
+                               {{"queue", "keyed"},
+                                {"kind", "noop"},
+                                {"key", "tenant-\xc3\xa9"},
+                                {"delaySeconds", 3600}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = s.call("GetJob", {{"id", json_body(r)["id"]}});
+  EXPECT_EQ(json_body(r)["job"]["key"], "tenant-\xc3\xa9");
+  r = s.call("EnqueueBatch",
+             {{"jobs",
+               {{{"queue", "keyed"}, {"kind", "noop"}, {"delaySeconds", 3600}},
+                {{"queue", "keyed"}, {"kind", "noop"}, {"key", "b"}, {"delaySeconds", 3600}}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json jobs = json_body(s.call("ListJobs", {{"queue", "keyed"}}))["jobs"];
+  ASSERT_EQ(jobs.size(), 3u);
+  EXPECT_EQ(jobs[0]["key"], "tenant-\xc3\xa9");
+  EXPECT_EQ(jobs[1]["key"], "");
+  EXPECT_EQ(jobs[2]["key"], "b");
+  expect_error(
+      s.call("Enqueue",
+             {{"job", {{"queue", "keyed"}, {"kind", "noop"}, {"key", std::string(201, 'k')}}}}),
+      400, "invalid_argument", "job.key: key is 201 bytes; the longest is 200 bytes (UTF-8)");
+  expect_error(s.call("Enqueue", {{"job", {{"queue", "keyed"}, {"kind", "noop"}, {"key", 42}}}}),
+               400, "invalid_argument", "job.key: must be a string, got 42");
+  EXPECT_EQ(json_body(s.call("ListJobs", {{"queue", "keyed"}}))["jobs"].size(), 3u);
+}
+
 // ---- validation -----------------------------------------------------------------
 
 TEST(AdminApi, EveryValidationErrorIs400NamingTheField) {

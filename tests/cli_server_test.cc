@@ -86,13 +86,21 @@ TEST_F(CliServer, SameOutputAsStorageMode) {
   // The cost went over the API and back.
   EXPECT_EQ(json::parse(remote({"--json", "jobs", "show", "5"}).out)["cost"], 3);
   EXPECT_EQ(json::parse(remote({"--json", "jobs", "show", "4"}).out)["cost"], 1);
+  // The key too (issue 36): job 6 has one, the others the empty key.
+  r = remote({"enqueue", "later", "noop", "--delay", "3600", "--key", "tenant-\xc3\xa9"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(remote({"--json", "jobs", "show", "6"}).out)["key"], "tenant-\xc3\xa9");
+  EXPECT_EQ(json::parse(remote({"--json", "jobs", "show", "5"}).out)["key"], "");
 
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{"queues"},
                                              {"--json", "queues"},
                                              {"ratelimit", "ls"},
                                              {"--json", "ratelimit", "ls"},
-                                             {"jobs", "show", "5"}}) {
+                                             {"jobs", "show", "5"},
+                                             {"jobs", "show", "6"},
+                                             {"jobs", "ls", "--queue", "later"},
+                                             {"--json", "jobs", "ls", "--queue", "later"}}) {
     const auto a = remote(args);
     const auto b = local(args);
     EXPECT_EQ(a.exit_code, 0) << a.err;
@@ -175,6 +183,8 @@ TEST_F(CliServer, ValidationHappensBeforeAnyRequestWithTheSameMessages) {
       {"enqueue", "q", "noop", "--cost", "0"},
       {"enqueue", "q", "noop", "--cost", "1000001"},
       {"enqueue", "q", "noop", "--cost", "many"},
+      {"enqueue", "q", "noop", "--key", std::string(201, 'k')},
+      {"enqueue", "q", "noop", "--key", "bad\xff"},
       {"ratelimit", "set", "email", "--rate", "5", "--scope", "galaxy"},
   };
   for (const auto& args : bad) {

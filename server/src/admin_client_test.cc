@@ -82,7 +82,9 @@ TEST_F(AdminClientTest, EveryTypedCall) {
   job.kind = "noop";
   job.delay_s = 3600;
   job.cost = 4;
-  const auto ids = client.enqueue_batch({job, job});
+  JobRequest keyed = job;
+  keyed.key = "tenant-\xc3\xa9";
+  const auto ids = client.enqueue_batch({job, keyed});
   ASSERT_EQ(ids.size(), 2u);
   EXPECT_EQ(ids[1], ids[0] + 1);
   const auto got = client.get_job(ids[0]);
@@ -90,6 +92,13 @@ TEST_F(AdminClientTest, EveryTypedCall) {
   EXPECT_EQ(got->queue, "email");
   EXPECT_EQ(got->state, JobState::kScheduled);
   EXPECT_EQ(got->cost, 4);
+  EXPECT_EQ(got->key, "");
+  EXPECT_EQ(client.get_job(ids[1])->key, "tenant-\xc3\xa9");
+  JobQuery query;
+  query.queue = "email";
+  const JobPage page = client.list_jobs(query);
+  ASSERT_EQ(page.jobs.size(), 2u);
+  EXPECT_EQ(page.jobs[1].key, "tenant-\xc3\xa9");
   EXPECT_FALSE(client.get_job(ids[1] + 100));
 
   client.set_queue_paused("email", true);

@@ -120,6 +120,23 @@ std::string explain(std::string_view status, const pb::Descriptor* root) {
     location = std::string(status.substr(1, close - 1));
     status.remove_prefix(close + 1);
   }
+  // An object where a scalar goes: libprotobuf names the field where the
+  // type would be ("(job): invalid value Starting an object on a scalar
+  // field for type key"); say what the field takes instead.
+  constexpr std::string_view kObjectOnScalar =
+      ": invalid value Starting an object on a scalar field for type ";
+  if (status.rfind(kObjectOnScalar, 0) == 0) {
+    const std::string name(status.substr(kObjectOnScalar.size()));
+    const pb::Descriptor* d = message_at(root, location);
+    const pb::FieldDescriptor* f = d ? d->FindFieldByName(name) : nullptr;
+    if (d && !f) f = d->FindFieldByCamelcaseName(name);
+    std::string type = f ? pb::FieldDescriptor::TypeName(f->type()) : "";
+    for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return fmt::format("{}{}: {}, got an object",
+                       location.empty() ? "" : camel_path(location) + ".",
+                       f ? f->json_name() : camel_path(name),
+                       f ? expected("TYPE_" + type) : "must not be an object");
+  }
   if (status.rfind(kInvalid, 0) == 0) {
     const size_t type_at = status.rfind(kForType);
     if (type_at != std::string_view::npos && type_at > kInvalid.size()) {
@@ -174,38 +191,7 @@ void decode_json(std::string_view body, pb::Message& out) {
                   out.GetDescriptor()));
 }
 
-// UTF-8 well-formedness (RFC 3629: no overlongs, no surrogates, <= U+10FFFF).
-bool valid_utf8(std::string_view s) {
-  size_t i = 0;
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  while (i < s.size()) {
-    const unsigned char c = byte(i);
-    size_t n = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      n = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      n = 2;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      n = 3;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (i + n >= s.size()) return false;  // truncated sequence
-    if (byte(i + 1) < lo || byte(i + 1) > hi) return false;
-    for (size_t k = 2; k <= n; ++k)
-      if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return false;
-    i += n + 1;
-  }
-  return true;
-}
+bool valid_utf8(std::string_view s) { return invalid_utf8_at(s) == std::string_view::npos; }
 
 // s with every byte that is not part of well-formed UTF-8 as U+FFFD.
 std::string replace_invalid_utf8(std::string_view s) {

@@ -69,7 +69,7 @@ TEST(ApiCodec, JsonErrorsNameTheFieldAsTheApiSpellsIt) {
             "scope)");
   EXPECT_EQ(json_error<EnqueueBatchRequest>(R"({"jobs":[{"queue":"q"},{"kind":"k","prio":1}]})"),
             "jobs[1].prio: unknown field of NewJob (known: queue, kind, payload, priority, "
-            "maxAttempts, delaySeconds, cost)");
+            "maxAttempts, delaySeconds, cost, key)");
   EXPECT_EQ(json_error<v1::ListQueuesRequest>(R"({"queue":"q"})"),
             "queue: unknown field of ListQueuesRequest (it has no fields)");
   EXPECT_EQ(json_error<SetQueueRateLimitRequest>(R"({"queue":"q","ratePerSec":"fast"})"),
@@ -83,6 +83,24 @@ TEST(ApiCodec, JsonErrorsNameTheFieldAsTheApiSpellsIt) {
   EXPECT_EQ(json_error<EnqueueRequest>(R"({"job":{"queue":"q","max_attempts":3000000000}})"),
             "job.maxAttempts: must be a whole number from -2147483648 to 2147483647, got "
             "3000000000");
+  // A job's key is a string: a number, a list or an object is refused naming it.
+  EXPECT_EQ(json_error<EnqueueRequest>(R"({"job":{"queue":"q","kind":"k","key":42}})"),
+            "job.key: must be a string, got 42");
+  EXPECT_EQ(json_error<EnqueueBatchRequest>(R"({"jobs":[{"queue":"q"},{"key":true}]})"),
+            "jobs[1].key: must be a string, got true");
+  EXPECT_EQ(json_error<EnqueueRequest>(R"({"job":{"key":["a"]}})"), "job.key: must not be a list");
+  EXPECT_EQ(json_error<EnqueueRequest>(R"({"job":{"key":{"tenant":"a"}}})"),
+            "job.key: must be a string, got an object");
+  // An object on any scalar field says what the field takes.
+  EXPECT_EQ(json_error<EnqueueBatchRequest>(R"({"jobs":[{},{"max_attempts":{}}]})"),
+            "jobs[1].maxAttempts: must be a whole number from -2147483648 to 2147483647, got an "
+            "object");
+  EXPECT_EQ(json_error<SetQueueRateLimitRequest>(R"({"burst":{"n":1}})"),
+            "burst: must be a whole number from 0 to 4294967295, got an object");
+  // A lone surrogate cannot smuggle text that is not UTF-8 into a key.
+  EXPECT_EQ(json_error<EnqueueRequest>(R"({"job":{"key":"\ud800"}})")
+                .rfind("body is not valid JSON: ", 0),
+            0u);
   EXPECT_EQ(json_error<v1::GetJobRequest>(R"({"id":"9223372036854775808"})"),
             "id: must be a whole number (a JSON number or a decimal string), got "
             "\"9223372036854775808\"");
@@ -114,6 +132,26 @@ TEST(ApiCodec, BinaryRoundTripsAndRefusesGarbage) {
                   "body is not a valid binary conveyor.v1.EnqueueBatchRequest message", 0),
               0u)
         << e.what();
+  }
+}
+
+// A key that is not UTF-8 cannot arrive in a binary message: proto3 strings
+// are checked when read.
+TEST(ApiCodec, BinaryKeyThatIsNotUtf8IsRefused) {
+  v1::EnqueueRequest m;
+  m.mutable_job()->set_queue("q");
+  m.mutable_job()->set_key("tenant-\xc3\xa9");
+  v1::EnqueueRequest back;
+  decode(Codec::kProto, encode(Codec::kProto, m), back);
+  EXPECT_EQ(back.job().key(), "tenant-\xc3\xa9");
+  m.mutable_job()->set_key("tenant-\xff");
+  std::string wire;
+  ASSERT_TRUE(m.SerializePartialToString(&wire));
+  try {
+    decode(Codec::kProto, wire, back);
+    ADD_FAILURE() << "no error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code(), ApiCode::kInvalidArgument);
   }
 }
 

@@ -256,6 +256,7 @@ void to_proto(const Job& job, v1::Job& out) {
   // A final or pending job keeps no live lease, whatever storage left behind.
   out.set_lease_expires_at(job.state == JobState::kRunning ? rfc3339(job.lease_expires_us) : "");
   out.set_cost(job.cost);
+  out.set_key(job.key);
 }
 
 Job from_proto(const v1::Job& m, const std::string& path) {
@@ -274,6 +275,7 @@ Job from_proto(const v1::Job& m, const std::string& path) {
   job.last_error = m.last_error();
   job.lease_expires_us = parse_rfc3339(m.lease_expires_at(), path + "leaseExpiresAt");
   job.cost = m.cost() == 0 ? 1 : m.cost();  // 0: a server that predates costs
+  job.key = m.key();                        // "": the empty key, or a server that predates keys
   return job;
 }
 
@@ -343,6 +345,7 @@ void to_proto(const JobRequest& job, v1::NewJob& out) {
   if (job.max_attempts) out.set_max_attempts(*job.max_attempts);
   out.set_delay_seconds(job.delay_s);
   out.set_cost(job.cost);
+  out.set_key(job.key);
 }
 
 JobRequest from_proto(const v1::NewJob& m, const std::string& path, const Config* config) {
@@ -354,6 +357,7 @@ JobRequest from_proto(const v1::NewJob& m, const std::string& path, const Config
   if (m.has_max_attempts()) job.max_attempts = m.max_attempts();
   job.delay_s = m.delay_seconds();
   job.cost = m.cost() == 0 ? 1 : m.cost();  // proto3: absent is 0, meaning the default
+  job.key = m.key();
   try {
     validate_job_request(job);
     if (config != nullptr) validate_http_job(*config, job.queue, job.kind, job.payload);

@@ -201,10 +201,12 @@ TEST(ApiMessages, JobRoundTrips) {
   job.finalized_at_us = 1'700'000'001'000'000;
   job.last_error = "boom";
   job.cost = 5;
+  job.key = "tenant-\xc3\xa9";
   v1::Job m;
   to_proto(job, m);
   const json j = as_json(m);
   EXPECT_EQ(j["cost"], 5);
+  EXPECT_EQ(j["key"], "tenant-\xc3\xa9");
   EXPECT_EQ(j["id"], "42");
   EXPECT_EQ(j["state"], "failed");
   EXPECT_EQ(j["maxAttempts"], 2);
@@ -218,13 +220,18 @@ TEST(ApiMessages, JobRoundTrips) {
   EXPECT_EQ(back.finalized_at_us, job.finalized_at_us);
   EXPECT_EQ(back.last_error, "boom");
   EXPECT_EQ(back.cost, 5);
+  EXPECT_EQ(back.key, "tenant-\xc3\xa9");
   m.clear_cost();  // a server that predates costs: every job took one token
   EXPECT_EQ(from_proto(via_binary(m)).cost, 1);
+  m.clear_key();  // a server that predates keys: the empty key
+  EXPECT_EQ(from_proto(via_binary(m)).key, "");
   job.finalized_at_us = 0;
+  job.key.clear();
   m.Clear();
   to_proto(job, m);
   EXPECT_EQ(as_json(m)["finalizedAt"], "");
   EXPECT_EQ(as_json(m)["leaseExpiresAt"], "");  // not running
+  EXPECT_EQ(as_json(m)["key"], "");             // the empty key is written, as every field
   // A running job carries its lease's expiry, both ways.
   job.state = JobState::kRunning;
   job.lease_expires_us = 1'700'000'030'000'000;
@@ -265,10 +272,12 @@ TEST(ApiMessages, NewJobDefaultsAndValidation) {
   EXPECT_FALSE(r.max_attempts);
   EXPECT_EQ(r.delay_s, 0);
   EXPECT_EQ(r.cost, 1);  // absent (0 on the wire): one token
+  EXPECT_EQ(r.key, "");  // absent: the empty key
   r = from_proto(from_json<v1::NewJob>(R"({"queue":"q","kind":"noop","max_attempts":"3",
                                            "delay_seconds":1.5,"priority":-1,"payload":"[1]",
-                                           "cost":4})"));
+                                           "cost":4,"key":"tenant-42"})"));
   EXPECT_EQ(r.cost, 4);
+  EXPECT_EQ(r.key, "tenant-42");
   EXPECT_EQ(r.max_attempts, 3);
   EXPECT_EQ(r.delay_s, 1.5);
   EXPECT_EQ(r.priority, -1);
@@ -276,6 +285,23 @@ TEST(ApiMessages, NewJobDefaultsAndValidation) {
   to_proto(r, m);
   EXPECT_EQ(from_proto(via_binary(m)).max_attempts, 3);
   EXPECT_EQ(from_proto(via_binary(m)).cost, 4);
+  EXPECT_EQ(from_proto(via_binary(m)).key, "tenant-42");
+  EXPECT_EQ(as_json(m)["key"], "tenant-42");
+  // The longest key passes; one byte more is refused naming the field.
+  m.set_key(std::string(kMaxJobKeyBytes, 'k'));
+  EXPECT_EQ(from_proto(via_binary(m)).key.size(), kMaxJobKeyBytes);
+  m.set_key(std::string(kMaxJobKeyBytes + 1, 'k'));
+  EXPECT_EQ(
+      error_of([&] {
+        from_proto(m, "jobs[3].");
+      }).rfind("jobs[3].key: key is 201 bytes; the longest is 200 bytes (UTF-8), got \"kkk", 0),
+      0u)
+      << error_of([&] { from_proto(m, "jobs[3]."); });
+  // Text that is not UTF-8 (possible in a message built in memory; the
+  // codecs refuse it on the wire).
+  m.set_key("k\xff");
+  EXPECT_EQ(error_of([&] { from_proto(m, "job."); }),
+            "job.key: key must be UTF-8 text; byte 1 is not, got \"k\\xff\"");
   EXPECT_EQ(error_of([] {
               from_proto(from_json<v1::NewJob>(R"({"queue":"q","kind":"noop","cost":-2})"), "job.");
             }),

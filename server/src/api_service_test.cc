@@ -221,6 +221,44 @@ TEST_F(ApiServiceTest, CostRoundTripsAndIsChecked) {
   EXPECT_EQ(call(kListJobs, {{"queue", "q"}})["jobs"].size(), 0u);  // nothing stored
 }
 
+// A job's key (issue 36): stored as enqueued, answered by GetJob and
+// ListJobs; absent is the empty key; a bad one is refused naming the field.
+TEST_F(ApiServiceTest, KeyRoundTripsAndIsChecked) {
+  json r = call(
+      kEnqueue,
+      {{"job",
+        {{"queue", "keyed"}, {"kind", "noop"}, {"key", "tenant-42"}, {"delaySeconds", 3600}}}});
+  EXPECT_EQ(call(kGet, {{"id", r["id"]}})["job"]["key"], "tenant-42");
+  r = call(kEnqueue, {{"job", {{"queue", "keyed"}, {"kind", "noop"}, {"delaySeconds", 3600}}}});
+  EXPECT_EQ(call(kGet, {{"id", r["id"]}})["job"]["key"], "");  // the empty key
+  const std::string longest(kMaxJobKeyBytes, 'k');
+  r = call(kBatch, {{"jobs",
+                     {{{"queue", "keyed"}, {"kind", "noop"}, {"key", "caf\xc3\xa9"}},
+                      {{"queue", "keyed"}, {"kind", "noop"}, {"key", longest}},
+                      {{"queue", "keyed"}, {"kind", "noop"}, {"key", ""}}}}});
+  ASSERT_EQ(r["ids"].size(), 3u);
+  json page = call(kListJobs, {{"queue", "keyed"}})["jobs"];
+  ASSERT_EQ(page.size(), 5u);
+  std::vector<std::string> keys;
+  for (const auto& j : page) keys.push_back(j["key"]);
+  EXPECT_EQ(keys, (std::vector<std::string>{"tenant-42", "", "caf\xc3\xa9", longest, ""}));
+
+  const std::string too_long =
+      invalid(kEnqueue, {{"job", {{"queue", "q"}, {"kind", "noop"}, {"key", longest + "k"}}}});
+  EXPECT_EQ(too_long.rfind("job.key: key is 201 bytes; the longest is 200 bytes (UTF-8)", 0), 0u)
+      << too_long;
+  EXPECT_EQ(invalid(kBatch, {{"jobs",
+                              {{{"queue", "q"}, {"kind", "noop"}, {"key", "a"}},
+                               {{"queue", "q"}, {"kind", "noop"}, {"key", 7}}}}}),
+            "jobs[1].key: must be a string, got 7");
+  EXPECT_EQ(invalid(kBatch, {{"jobs",
+                              {{{"queue", "q"}, {"kind", "noop"}, {"key", "a"}},
+                               {{"queue", "q"}, {"kind", "noop"}, {"key", longest + "k"}}}}})
+                .rfind("jobs[1].key: ", 0),
+            0u);
+  EXPECT_EQ(call(kListJobs, {{"queue", "q"}})["jobs"].size(), 0u);  // nothing stored
+}
+
 TEST_F(ApiServiceTest, RateLimitValidationNamesTheField) {
   struct Case {
     json request;
@@ -607,6 +645,21 @@ TEST(ApiServiceAbi10, JobMethodsOnAnAbi10PluginSayWhatToUpgrade) {
   EXPECT_EQ(off.code(), ApiCode::kUnimplemented) << off.what();
   EXPECT_NE(std::string(off.what()).find("1.0"), std::string::npos) << off.what();
   EXPECT_EQ(engine.rate_limiting(), (RateLimitingState{true, SwitchSource::kConfig}));
+  // A job key needs ABI 1.4: a non-empty one is refused naming key; the
+  // empty key (absent) is every older plugin's.
+  const ApiError keyed = run("/conveyor.v1.TaskService/Enqueue",
+                             R"({"job":{"queue":"q","kind":"noop","key":"tenant-42"}})");
+  EXPECT_EQ(keyed.code(), ApiCode::kInvalidArgument) << keyed.what();
+  EXPECT_EQ(std::string(keyed.what()).rfind("key: ", 0), 0u) << keyed.what();
+  const auto* enqueue = api.find("/conveyor.v1.TaskService/Enqueue");
+  const auto message = enqueue->new_request();
+  api::decode(api::Codec::kJson, R"({"job":{"queue":"q","kind":"noop","key":""}})", *message);
+  const json id = json::parse(api::encode(api::Codec::kJson, *api.call(*enqueue, *message)));
+  const auto* get = api.find("/conveyor.v1.TaskService/GetJob");
+  const auto get_request = get->new_request();
+  api::decode(api::Codec::kJson, json{{"id", id["id"]}}.dump(), *get_request);
+  EXPECT_EQ(
+      json::parse(api::encode(api::Codec::kJson, *api.call(*get, *get_request)))["job"]["key"], "");
 }
 
 // The worker methods through the API's messages: a long-poll claim (the
@@ -614,7 +667,9 @@ TEST(ApiServiceAbi10, JobMethodsOnAnAbi10PluginSayWhatToUpgrade) {
 // hold.
 TEST_F(ApiServiceTest, WorkerClaimAndABackpressureFailShowTheHoldInListQueues) {
   engine_->start();
-  const int64_t id = enqueue("api", "py");
+  const int64_t id = std::stoll(
+      call(kEnqueue, {{"job", {{"queue", "api"}, {"kind", "py"}, {"key", "tenant-7"}}}})["id"]
+          .get<std::string>());
   const auto* claim = api_->find("/conveyor.v1.WorkerService/Claim");
   ASSERT_NE(claim, nullptr);
   auto request = claim->new_request();
@@ -636,6 +691,9 @@ TEST_F(ApiServiceTest, WorkerClaimAndABackpressureFailShowTheHoldInListQueues) {
   ASSERT_EQ((*answer)["jobs"].size(), 1u);
   const json lease = (*answer)["jobs"][0]["lease"];
   EXPECT_EQ(std::stoll(lease["jobId"].get<std::string>()), id);
+  // The remote worker sees the job's key.
+  EXPECT_EQ((*answer)["jobs"][0]["job"]["key"], "tenant-7");
+  EXPECT_EQ((*answer)["jobs"][0]["job"]["state"], "running");
   json failed = call("/conveyor.v1.WorkerService/Fail", {{"lease", lease},
                                                          {"error", "HTTP 429"},
                                                          {"retryAfterSeconds", 120},

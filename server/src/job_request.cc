@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <string_view>
 
 namespace conveyor {
-
 void validate_job_request(const JobRequest& job) {
   validate_queue_name(job.queue);
   validate_job_kind(job.kind);
@@ -29,6 +29,7 @@ void validate_job_request(const JobRequest& job) {
     throw ValidationError("cost",
                           fmt::format("cost must be a whole number of tokens from 1 to {}, got {}",
                                       kMaxJobCost, job.cost));
+  validate_job_key(job.key);
 }
 
 NewJob to_new_job(const JobRequest& job, int64_t now_us) {
@@ -39,6 +40,7 @@ NewJob to_new_job(const JobRequest& job, int64_t now_us) {
   out.priority = job.priority;
   out.max_attempts = job.max_attempts.value_or(0);
   out.cost = job.cost;
+  out.key = job.key;
   out.run_at_us = now_us + static_cast<int64_t>(std::llround(job.delay_s * 1e6));
   return out;
 }

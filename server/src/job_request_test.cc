@@ -63,6 +63,41 @@ TEST(JobRequest, EachBadFieldIsNamed) {
   r = ok();
   r.cost = kMaxJobCost;
   EXPECT_EQ(field_of(r), "");
+  // A key: at most kMaxJobKeyBytes bytes of UTF-8; the empty key is a key.
+  for (const std::string& good :
+       {std::string(), std::string("tenant-42"), std::string(kMaxJobKeyBytes, 'k'),
+        std::string("caf\xc3\xa9 \xf0\x9f\x9a\x80 \xe2\x82\xac")}) {
+    r = ok();
+    r.key = good;
+    EXPECT_EQ(field_of(r), "") << good;
+  }
+  for (const std::string& bad :
+       {std::string(kMaxJobKeyBytes + 1, 'k'), std::string("a\xff"), std::string("\xc3"),
+        std::string("\xc0\xaf"), std::string("\xed\xa0\x80"), std::string("\xf4\x90\x80\x80")}) {
+    r = ok();
+    r.key = bad;
+    EXPECT_EQ(field_of(r), "key") << bad.size();
+  }
+}
+
+TEST(JobRequest, KeyMessagesSayWhatIsAllowed) {
+  JobRequest r = ok();
+  r.key = std::string(kMaxJobKeyBytes + 1, 'k');
+  try {
+    validate_job_request(r);
+    ADD_FAILURE() << "a 201-byte key was accepted";
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("key is 201 bytes; the longest is 200 bytes (UTF-8)", 0),
+              0u)
+        << e.what();
+  }
+  r.key = "ab\xff";
+  try {
+    validate_job_request(r);
+    ADD_FAILURE() << "a key that is not UTF-8 was accepted";
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(std::string(e.what()), "key must be UTF-8 text; byte 2 is not, got \"ab\\xff\"");
+  }
 }
 
 TEST(JobRequest, ToNewJobSchedulesByDelay) {
@@ -77,6 +112,9 @@ TEST(JobRequest, ToNewJobSchedulesByDelay) {
   EXPECT_EQ(j.cost, 1);
   r.cost = 7;
   EXPECT_EQ(to_new_job(r, 0).cost, 7);
+  EXPECT_EQ(j.key, "");
+  r.key = "tenant-42";
+  EXPECT_EQ(to_new_job(r, 0).key, "tenant-42");
 }
 
 }  // namespace

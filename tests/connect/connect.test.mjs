@@ -3,8 +3,8 @@
 // (binary protobuf) and in JSON mode, over code that `buf generate` made from
 // proto/ (run.sh does that into ./gen), and `buf curl --protocol connect` in
 // both codecs. Every method of both services, auth failures, a validation
-// error and a not_found. Limit scopes, the kill switch and job cost in
-// every client.
+// error and a not_found. Limit scopes, the kill switch, job cost and job
+// key in every client.
 //
 //   CONVEYOR_BIN=build/bin/conveyor CONVEYOR_PROTO_DIR=proto node --test connect.test.mjs
 //
@@ -311,6 +311,26 @@ for (const mode of [{ name: 'default transport (binary protobuf)', json: false, 
       for (const type of seen) assert.equal(type, mode.type);
     });
 
+    test('job key: enqueued, seen by GetJob and ListJobs; a bad one refused naming it', async () => {
+      const { admin, task, seen } = clients({ json: mode.json });
+      const q = `${queue}-keys`;
+      await admin.pauseQueue({ queue: q });
+      const { id } = await task.enqueue({ job: { queue: q, kind: 'noop', key: 'tenant-\u00e9' } });
+      assert.equal((await task.getJob({ id })).job.key, 'tenant-\u00e9');
+      const longest = 'k'.repeat(200);
+      const { ids } = await task.enqueueBatch({ jobs: [{ queue: q, kind: 'noop' }, { queue: q, kind: 'noop', key: longest }] });
+      const page = await admin.listJobs({ queue: q });
+      assert.deepEqual(page.jobs.map((j) => [j.id, j.key]), [[id, 'tenant-\u00e9'], [ids[0], ''], [ids[1], longest]]);
+      let err = await connectError(task.enqueue({ job: { queue: q, kind: 'noop', key: `${longest}k` } }));
+      assert.equal(err.code, Code.InvalidArgument);
+      assert.match(err.rawMessage, /^job\.key: key is 201 bytes; the longest is 200 bytes \(UTF-8\)/);
+      err = await connectError(task.enqueueBatch({ jobs: [{ queue: q, kind: 'noop' }, { queue: q, kind: 'noop', key: `${longest}k` }] }));
+      assert.equal(err.code, Code.InvalidArgument);
+      assert.match(err.rawMessage, /^jobs\[1\]\.key: /);
+      assert.equal((await admin.listJobs({ queue: q })).jobs.length, 3);  // nothing stored
+      for (const type of seen) assert.equal(type, mode.type);
+    });
+
     test('no token and a wrong token are unauthenticated', async () => {
       for (const token of [null, 'not-the-token']) {
         const { admin, task } = clients({ json: mode.json, token });
@@ -443,6 +463,34 @@ for (const client of [{ name: 'buf curl --protocol connect (binary protobuf)', c
     assert.match(r.stderr, /invalid_argument/);
     assert.match(r.stderr, /cost/);
     await ok('DeleteQueueRateLimit', { queue });
+  });
+
+  test(`${client.name}: job key`, async () => {
+    const { call } = client;
+    const queue = `${client.queue}-keys`;
+    const ok = async (method, body) => {
+      const r = await call(method, body);
+      assert.equal(r.code, 0, `${method} failed: ${r.stderr}`);
+      return r.stdout.trim() === '' ? {} : JSON.parse(r.stdout);
+    };
+    await ok('PauseQueue', { queue });
+    const { id } = await ok('Enqueue', { job: { queue, kind: 'noop', key: 'tenant-42' } });
+    assert.equal((await ok('GetJob', { id })).job.key, 'tenant-42');
+    const { ids } = await ok('EnqueueBatch', { jobs: [{ queue, kind: 'noop' }, { queue, kind: 'noop', key: 'b' }] });
+    const page = await ok('ListJobs', { queue });
+    // buf curl may leave out a default: the empty key.
+    assert.deepEqual(page.jobs.map((j) => [j.id, j.key ?? '']), [[id, 'tenant-42'], [ids[0], ''], [ids[1], 'b']]);
+    let r = await call('Enqueue', { job: { queue, kind: 'noop', key: 'k'.repeat(201) } });
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /invalid_argument/);
+    assert.match(r.stderr, /job\.key: key is 201 bytes; the longest is 200 bytes/);
+    if (client.call === jsonPost) {  // buf curl checks the type itself
+      r = await call('Enqueue', { job: { queue, kind: 'noop', key: 42 } });
+      assert.notEqual(r.code, 0);
+      assert.match(r.stderr, /invalid_argument/);
+      assert.match(r.stderr, /job\.key: must be a string, got 42/);
+    }
+    assert.equal((await ok('ListJobs', { queue })).jobs.length, 3);
   });
 
   test(`${client.name}: job methods`, async () => {

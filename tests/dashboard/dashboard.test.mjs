@@ -936,6 +936,51 @@ describe('the Jobs tab on a server without a token', () => {
     await page.locator('#jobs-queue').selectOption('mail');
   });
 
+  test('a job\'s key: a Key column while a job of the page has one, and in the detail', async () => {
+    const longKey = 'k'.repeat(200);
+    await conveyor.cli('enqueue', 'tenants', 'noop', '--delay', '3600', '--key', 'tenant-42');
+    await conveyor.cli('enqueue', 'tenants', 'noop', '--delay', '3600');
+    await conveyor.cli('enqueue', 'tenants', 'noop', '--delay', '3600', '--key', longKey);
+    const jobs = (await conveyor.admin('ListJobs', { queue: 'tenants' })).jobs;
+    assert.deepEqual(jobs.map((j) => j.key), ['tenant-42', '', longKey]);
+    const [keyed, plain, long] = jobs.map((j) => String(j.id));
+    const wide = await openPage(`${conveyor.base}/#jobs/tenants`);
+    try {
+      const keyOf = (id) => wide.locator(`#jobs-table tbody tr[data-key="${id}"] td[data-field="key"]`);
+      await keyOf(long).waitFor();
+      assert.ok(await wide.locator('#jobs-table th.key-col').isVisible(), 'the Key column shows');
+      assert.equal(await keyOf(keyed).textContent(), 'tenant-42');
+      assert.equal(await keyOf(plain).textContent(), '–');
+      assert.equal(await keyOf(long).textContent(), `${'k'.repeat(39)}…`);
+      assert.equal(await keyOf(long).getAttribute('title'), longKey);
+      await keyOf(keyed).click();
+      await wide.locator('#job-detail').waitFor({ state: 'visible' });
+      const factOf = (name) => wide.locator(`#job-facts dd[data-fact="${name}"]`).textContent();
+      await waitFor('the keyed detail', async () => (await factOf('key')) === 'tenant-42');
+      await wide.locator('#job-close').click();
+      await wide.goto(`${conveyor.base}/#jobs/tenants?job=${plain}`);
+      await waitFor('the detail of the job with the empty key', async () =>
+        (await factOf('key')) === 'none (the empty key)');
+      // A queue whose jobs have no key: no Key column.
+      await wide.locator('#jobs-queue').selectOption('slow');
+      await wide.locator('#jobs-table tbody tr').first().waitFor();
+      assert.equal(await wide.locator('#jobs-table th.key-col').isVisible(), false);
+      assert.equal(await wide.locator('#jobs-table td[data-field="key"]').first().isVisible(), false);
+    } finally {
+      await wide.close();
+    }
+    // The longest key on a 390 px screen: nothing scrolls sideways, in the cards or the detail.
+    const narrow = await openPage(`${conveyor.base}/#jobs/tenants?job=${long}`, { width: 390, height: 844 });
+    try {
+      await waitFor('the long key\'s detail', async () =>
+        (await narrow.locator('#job-facts dd[data-fact="key"]').textContent()) === longKey);
+      assert.ok(await narrow.evaluate(() => document.documentElement.scrollWidth) <= 390);
+      await screenshot(narrow, 'narrow-job-key');
+    } finally {
+      await narrow.close();
+    }
+  });
+
   test('a job\'s link opens its detail directly; on a 390 px screen nothing scrolls sideways', async () => {
     const [job] = (await apiPage({ states: ['available'] })).jobs;
     const narrow = await openPage(`${conveyor.base}/#jobs/mail?state=available&job=${job.id}`, { width: 390, height: 844 });

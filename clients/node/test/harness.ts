@@ -141,6 +141,7 @@ export interface NewJob {
   kind: string;
   payload?: string;
   maxAttempts?: number;
+  key?: string;
 }
 
 /** Enqueues jobs (EnqueueBatch, 100 at a time); returns their ids. */

@@ -282,6 +282,45 @@ test("SIGTERM: the running job finishes, the process exits 0, claimed jobs not s
   }
 });
 
+test("a job's key: enqueued (binary and JSON), answered by GetJob, seen by the handler; a bad one refused", { timeout: 60_000 }, async () => {
+  const json = createClients(server.base, { token: WORKER_TOKEN, useJson: true }).task;
+  const binary = createClients(server.base, { token: WORKER_TOKEN }).task;
+  const { id: keyed } = await binary.enqueue({ job: { queue: "node-key", kind: "node_key", key: "tenant-\u00e9" } });
+  const { id: viaJson } = await json.enqueue({ job: { queue: "node-key", kind: "node_key", key: "tenant-json" } });
+  const [plain, batched] = await enqueue(task, [
+    { queue: "node-key", kind: "node_key" },
+    { queue: "node-key", kind: "node_key", key: "tenant-b" },
+  ]);
+  assert.equal((await getJob(task, keyed)).key, "tenant-\u00e9");
+  assert.equal((await getJob(task, viaJson)).key, "tenant-json");
+  assert.equal((await getJob(task, plain!)).key, ""); // the empty key
+  const seen = new Map<bigint, string>();
+  for (const useJson of [false, true]) {
+    const w = worker(new CapturingLogger(), { queues: ["node-key"], useJson });
+    w.handler("node_key", (job) => void seen.set(job.id, `${useJson ? "json" : "binary"}:${job.key}`));
+    const run = w.run();
+    if (!useJson) {
+      await waitFor("the keyed jobs handled", () => seen.size === 4);
+    } else {
+      const { id } = await json.enqueue({ job: { queue: "node-key", kind: "node_key", key: "k".repeat(200) } });
+      await waitFor("the longest key handled", () => seen.has(id));
+      assert.equal(seen.get(id), `json:${"k".repeat(200)}`);
+    }
+    await w.stop();
+    await run;
+  }
+  assert.equal(seen.get(keyed), "binary:tenant-\u00e9");
+  assert.equal(seen.get(viaJson), "binary:tenant-json");
+  assert.equal(seen.get(plain!), "binary:");
+  assert.equal(seen.get(batched!), "binary:tenant-b");
+  for (const client of [binary, json]) {
+    await assert.rejects(
+      client.enqueue({ job: { queue: "node-key", kind: "node_key", key: "k".repeat(201) } }),
+      (err: Error) => /invalid_argument/.test(err.message) && /job\.key: key is 201 bytes/.test(err.message),
+    );
+  }
+});
+
 test("a wrong token: run() rejects with unauthenticated, claiming nothing", { timeout: 30_000 }, async () => {
   const [id] = await enqueue(task, [{ queue: "node-bad-token", kind: "node_bad_token" }]);
   const logger = new CapturingLogger();

@@ -303,6 +303,27 @@ class WorkerTest(unittest.TestCase):
         job = server.wait_state(job_id, "available")
         self.assertEqual(job["attempt"], 1)
 
+    def test_a_handler_sees_the_key_its_job_was_enqueued_with(self):
+        client = Client(server.base, WORKER_TOKEN)
+        self.addCleanup(client.close)
+        keyed = client.enqueue("py-key", "py_key", {"n": 1}, key="tenant-\u00e9")
+        plain = client.enqueue("py-key", "py_key")
+        [batch] = server.enqueue("py-key", "py_key", key="tenant-b")
+        seen = {}
+        lock = threading.Lock()
+        w = worker(queues=["py-key"], concurrency=2)
+
+        @w.handler("py_key")
+        def task(job):
+            with lock:
+                seen[job.id] = (job.key, job.raw.get("key"))
+
+        with Running(w):
+            for job_id in (keyed, plain, batch):
+                server.wait_state(job_id, "completed")
+        self.assertEqual(seen, {keyed: ("tenant-\u00e9", "tenant-\u00e9"), plain: ("", ""),
+                                batch: ("tenant-b", "tenant-b")})
+
     def test_a_bad_token_stops_run_with_unauthenticated(self):
         w = Worker(server.base, token="wrong", queues=["py-auth"], wait_seconds=0)
         w.register("py_task", lambda job: None)
@@ -355,6 +376,35 @@ class ClientTest(unittest.TestCase):
         self.assertGreater((parse_time(failed.retry_at) - parse_time(server.job(job_id)["createdAt"]))
                            .total_seconds(), 3000)
         self.assertEqual(server.job(job_id)["state"], "scheduled")
+
+    def test_enqueue_with_a_key_and_the_claimed_job_carries_it(self):
+        client = Client(server.base, WORKER_TOKEN)
+        self.addCleanup(client.close)
+        keyed = client.enqueue("py-client-key", "py_client_key", key="tenant-42", priority=-1,
+                               max_attempts=2)
+        plain = client.enqueue("py-client-key", "py_client_key", '{"a": 1}')
+        self.assertEqual(server.job(keyed)["key"], "tenant-42")
+        self.assertEqual(server.job(keyed)["maxAttempts"], 2)
+        self.assertEqual(server.job(plain).get("key", ""), "")
+        self.assertEqual(server.job(plain)["payload"], '{"a": 1}')
+        claimed = []
+        for _ in range(5):  # a claim answers once it has a job: both may take two
+            claimed += client.claim(["py-client-key"], ["py_client_key"], max_jobs=5, wait_seconds=5).jobs
+            if len(claimed) >= 2:
+                break
+        self.assertEqual({j.id: j.key for j in claimed}, {keyed: "tenant-42", plain: ""})
+        self.assertTrue(all(r.ok for r in client.release([j.lease for j in claimed])))
+        # The longest key is taken; one byte more, or a key that is not a string, is refused naming it.
+        longest = client.enqueue("py-client-key", "py_client_key", key="k" * 200, delay_seconds=3600)
+        self.assertEqual(server.job(longest)["key"], "k" * 200)
+        with self.assertRaises(ConnectError) as caught:
+            client.enqueue("py-client-key", "py_client_key", key="k" * 201)
+        self.assertEqual(caught.exception.code, "invalid_argument")
+        self.assertTrue(caught.exception.message.startswith("job.key: key is 201 bytes"), caught.exception.message)
+        with self.assertRaises(ConnectError) as caught:
+            client.enqueue("py-client-key", "py_client_key", key=7)  # type: ignore[arg-type]
+        self.assertEqual((caught.exception.code, caught.exception.message),
+                         ("invalid_argument", "job.key: must be a string, got 7"))
 
     def test_errors_name_the_code(self):
         client = Client(server.base, WORKER_TOKEN)

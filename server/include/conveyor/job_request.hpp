@@ -19,6 +19,7 @@ struct JobRequest {
   std::optional<int32_t> max_attempts;  // unset: [engine] max_attempts
   double delay_s = 0;                   // run no earlier than now + delay
   int32_t cost = 1;                     // tokens taken from the queue's limit, 1..kMaxJobCost
+  std::string key;  // its key for per-key limits and fair turns; "": the empty key
 };
 
 // The longest delay accepted: one year.
@@ -26,8 +27,10 @@ inline constexpr double kMaxDelaySeconds = 365.0 * 86400;
 
 // Throws ValidationError naming the field: "queue", "kind", "payload"
 // (valid JSON, at most kMaxPayloadBytes), "max_attempts" (>= 1), "delay"
-// (0 to kMaxDelaySeconds) or "cost" (1 to kMaxJobCost; the engine refuses a
-// cost above the queue's burst when it enqueues).
+// (0 to kMaxDelaySeconds), "cost" (1 to kMaxJobCost; the engine refuses a
+// cost above the queue's burst when it enqueues) or "key" (at most
+// kMaxJobKeyBytes bytes of UTF-8; the engine refuses a non-empty key on a
+// plugin without ABI 1.4).
 void validate_job_request(const JobRequest& job);
 
 // What storage takes: run_at = now + delay; max_attempts 0 means the engine's

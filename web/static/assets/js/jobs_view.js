@@ -51,7 +51,8 @@ export class JobsView {
     this.stateSelect = document.getElementById('jobs-state');
     this.kindInput = document.getElementById('jobs-kind');
     this.knownKinds = document.getElementById('known-kinds');
-    this.tbody = document.querySelector('#jobs-table tbody');
+    this.table = document.getElementById('jobs-table');
+    this.tbody = this.table.querySelector('tbody');
     this.empty = document.getElementById('jobs-empty');
     this.error = document.getElementById('jobs-error');
     this.prev = document.getElementById('jobs-prev');
@@ -264,6 +265,9 @@ export class JobsView {
         ? 'No more jobs past the previous page.'
         : `No ${stateText}jobs${kind ? ` of kind ${kind}` : ''} in queue ${queue}.`);
     }
+    // The Key column only when a job of the page has a key (the empty key is
+    // every job's until keys are used).
+    this.table.classList.toggle('no-keys', !jobs.some((j) => j.key));
     syncRows(this.tbody, jobs, (j) => String(j.id), (j) => this.createRow(j), (row, j) => this.updateRow(row, j));
     let added = false;
     for (const j of jobs) {
@@ -280,6 +284,7 @@ export class JobsView {
     const cell = (field, label, cls) => el('td', { class: cls, dataset: { field, label } });
     const row = el('tr', { class: 'clickable' },
       cell('id', 'ID', 'num title-cell'),
+      cell('key', 'Key', 'key-cell key-col'),
       cell('kind', 'Kind'),
       cell('state', 'State'),
       cell('attempt', 'Attempt', 'num'),
@@ -303,18 +308,24 @@ export class JobsView {
     const link = row.cells[0].firstElementChild;
     setText(link, String(j.id));
     link.setAttribute('href', jobsHash({ ...this.route, job: String(j.id) }));
-    setText(row.cells[1], j.kind);
-    const badge = row.cells[2].firstElementChild;
+    const [, keyCell, kindCell, stateCell, attemptCell, runAtCell, errorCell] = row.cells;
+    // "–" for the empty key; a long key cut, whole in the tooltip.
+    setText(keyCell, j.key ? truncate(j.key, 40) : '–');
+    keyCell.classList.toggle('muted', !j.key);
+    if (j.key) keyCell.title = j.key;
+    else keyCell.removeAttribute('title');
+    setText(kindCell, j.kind);
+    const badge = stateCell.firstElementChild;
     if (!badge || badge.dataset.state !== j.state) {
       const b = stateBadge(j.state);
       b.dataset.state = j.state;
-      row.cells[2].replaceChildren(b);
+      stateCell.replaceChildren(b);
     }
-    setText(row.cells[3], `${toNumber(j.attempt)}/${toNumber(j.maxAttempts)}`);
-    setText(row.cells[4], formatTimestamp(j.runAt));
-    setText(row.cells[5], truncate(j.lastError, 80));
-    if (j.lastError) row.cells[5].title = j.lastError;
-    else row.cells[5].removeAttribute('title');
+    setText(attemptCell, `${toNumber(j.attempt)}/${toNumber(j.maxAttempts)}`);
+    setText(runAtCell, formatTimestamp(j.runAt));
+    setText(errorCell, truncate(j.lastError, 80));
+    if (j.lastError) errorCell.title = j.lastError;
+    else errorCell.removeAttribute('title');
     row.classList.toggle('selected', String(j.id) === String(this.route.job));
   }
 
@@ -380,6 +391,8 @@ export class JobsView {
     const facts = [
       ['Queue', job.queue],
       ['Kind', job.kind],
+      // The key its queue's per-key limits and fair turns count it under.
+      ['Key', job.key ? job.key : el('span', { class: 'muted', text: 'none (the empty key)' })],
       ['State', stateBadge(job.state)],
       ['Attempts', `${toNumber(job.attempt)} of ${toNumber(job.maxAttempts)}`],
       ['Priority', String(toNumber(job.priority))],
