@@ -8,7 +8,7 @@ namespace conveyor {
 
 void KeyTurns::mark_stale() {
   MutexLock lock(mu_);
-  stale_ = true;
+  ++stale_count_;
 }
 
 void KeyTurns::reconfigure(const Limits& limits, SteadyTime now) {
@@ -23,7 +23,7 @@ void KeyTurns::reconfigure(const Limits& limits, SteadyTime now) {
 }
 
 bool KeyTurns::forgettable(const KeyState& k, SteadyTime now) const {
-  return k.ready == 0 && k.running == 0 &&
+  return k.ready == 0 && k.running == 0 && (!k.held_until || *k.held_until <= now) &&
          (!k.bucket || k.bucket->available(now) >= k.bucket->limit().burst);
 }
 
@@ -31,15 +31,23 @@ void KeyTurns::forget_idle(SteadyTime now) {
   std::erase_if(keys_, [&](const Keys::value_type& e) { return forgettable(e.second, now); });
 }
 
-void KeyTurns::relist(uint32_t count_limit, SteadyTime now, const ListPage& list) {
+std::pair<std::vector<Storage::ReadyKey>, bool> KeyTurns::read_keys(
+    const std::optional<std::string>& cursor, uint32_t count_limit, const ListPage& list) {
   // One page from the first key: every key with ready jobs when there are
   // at most a page of them. With more, and the cursor past that page, also
   // the page after the cursor, where the turns go on.
   std::vector<Storage::ReadyKey> listed = list(std::nullopt, kPageKeys, count_limit);
-  if (listed.size() == kPageKeys && turn_after_ && listed.back().key < *turn_after_) {
-    for (Storage::ReadyKey& k : list(turn_after_, kPageKeys, count_limit))
-      listed.push_back(std::move(k));
+  bool full = listed.size() == kPageKeys;
+  if (full && cursor && listed.back().key < *cursor) {
+    std::vector<Storage::ReadyKey> next = list(cursor, kPageKeys, count_limit);
+    full = next.size() == kPageKeys;
+    for (Storage::ReadyKey& k : next) listed.push_back(std::move(k));
   }
+  return {std::move(listed), full};
+}
+
+void KeyTurns::apply_listing(std::vector<Storage::ReadyKey> listed, bool full, uint64_t stale_count,
+                             uint32_t count_limit, SteadyTime now) {
   for (auto& [key, k] : keys_) {
     k.ready = 0;
     k.ready_capped = false;
@@ -49,7 +57,8 @@ void KeyTurns::relist(uint32_t count_limit, SteadyTime now, const ListPage& list
     k.ready = std::max<int64_t>(r.ready, 1);
     k.ready_capped = r.ready >= count_limit;
   }
-  stale_ = false;
+  listed_count_ = stale_count;
+  page_full_ = full;
   listed_at_ = now;
   forget_idle(now);
 }
@@ -58,6 +67,7 @@ uint32_t KeyTurns::headroom(KeyState& k, SteadyTime now) const {
   constexpr uint32_t kNoLimit = std::numeric_limits<uint32_t>::max();
   // A count that reached the listing's cap says "at least that many": the
   // key gives until a claim comes back short.
+  if (k.held_until && now < *k.held_until) return 0;
   uint32_t room =
       k.ready_capped ? kNoLimit : static_cast<uint32_t>(std::min<int64_t>(k.ready, kNoLimit));
   if (limits_.workers)
@@ -74,8 +84,16 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
   MutexLock lock(mu_);
   const bool none_ready =
       std::none_of(keys_.begin(), keys_.end(), [](const auto& e) { return e.second.ready > 0; });
-  if (stale_ || none_ready || !listed_at_ || now - *listed_at_ >= kRelistEvery)
-    relist(std::max<uint32_t>(permits, 1), now, list);
+  if (listed_count_ != stale_count_ || none_ready || !listed_at_ ||
+      now - *listed_at_ >= kRelistEvery) {
+    const uint64_t stale_count = stale_count_;
+    const std::optional<std::string> cursor = turn_after_;
+    const uint32_t count_limit = std::max<uint32_t>(permits, 1);
+    lock.unlock();
+    auto [listed, full] = read_keys(cursor, count_limit, list);
+    lock.lock();
+    apply_listing(std::move(listed), full, stale_count, count_limit, now);
+  }
 
   blocked_ = {};
   // The ready keys in turn order: after the last key served, wrapping.
@@ -97,8 +115,12 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
     k.throttled = false;
     if (room == 0) {
       if (limits_.workers && k.running >= *limits_.workers) blocked_.by_workers = true;
+      if (k.held_until && now < *k.held_until &&
+          (!blocked_.tokens_at || *k.held_until < *blocked_.tokens_at))
+        blocked_.tokens_at = *k.held_until;
       if (k.bucket && k.bucket->available(now) == 0) {
         k.throttled = true;
+        if (throttled_count_) throttled_count_->fetch_add(1, std::memory_order_relaxed);
         const SteadyTime at = now + k.bucket->time_until_next(now);
         if (!blocked_.tokens_at || at < *blocked_.tokens_at) blocked_.tokens_at = at;
       }
@@ -130,7 +152,17 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
     KeyState& k = t.key->second;
     if (k.bucket) k.bucket->take(t.given, now, t.given);
     claims.push_back(Storage::KeyClaim{t.key->first, t.given});
+    // A key with jobs left that this claim brings to its limit: the unit
+    // comes back when it has a token, or when a job of the queue ends.
+    if (!k.ready_capped && k.ready <= static_cast<int64_t>(t.given)) continue;
+    if (k.bucket && k.bucket->available(now) == 0) {
+      const SteadyTime at = now + k.bucket->time_until_next(now);
+      if (!blocked_.tokens_at || at < *blocked_.tokens_at) blocked_.tokens_at = at;
+    }
+    if (limits_.workers && k.running + t.given >= *limits_.workers) blocked_.by_workers = true;
   }
+  blocked_.more_keys = left > 0 && page_full_ && !turns.empty();
+  if (blocked_.more_keys) ++stale_count_;  // read the keys beyond the page next time
   return claims;
 }
 
@@ -153,7 +185,7 @@ void KeyTurns::claimed(std::span<const Storage::KeyClaim> asked, std::span<const
       k.ready -= n;
     }
   }
-  if (failed) stale_ = true;
+  if (failed) ++stale_count_;
   forget_idle(now);
 }
 
@@ -172,6 +204,22 @@ void KeyTurns::finished(int64_t job_id) {
   const auto k = keys_.find(it->second);
   if (k != keys_.end() && k->second.running > 0) --k->second.running;
   running_.erase(it);
+}
+
+void KeyTurns::hold(const std::string& key, SteadyTime until) {
+  MutexLock lock(mu_);
+  KeyState& k = keys_[key];
+  if (!k.held_until || *k.held_until < until) k.held_until = until;
+}
+
+bool KeyTurns::has_ready(SteadyTime now) const {
+  MutexLock lock(mu_);
+  const std::optional<uint32_t> workers = limits_.workers;
+  return std::any_of(keys_.begin(), keys_.end(), [&](const Keys::value_type& e) {
+    const KeyState& k = e.second;
+    return k.ready > 0 && (!k.held_until || *k.held_until <= now) &&
+           (!workers || k.running < *workers) && (!k.bucket || k.bucket->available(now) > 0);
+  });
 }
 
 KeyTurns::Blocked KeyTurns::blocked() const {

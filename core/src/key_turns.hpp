@@ -31,6 +31,7 @@
 #include <conveyor/job.hpp>
 #include <conveyor/rate_limit.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -62,7 +63,10 @@ class KeyTurns {
   // Keys read per page.
   static constexpr uint32_t kPageKeys = 1000;
 
-  explicit KeyTurns(Limits limits) : limits_(std::move(limits)) {}
+  // throttled_count (may be null; must outlive this): incremented each time
+  // a key with ready jobs is passed over because its bucket is empty.
+  explicit KeyTurns(Limits limits, std::atomic<uint64_t>* throttled_count = nullptr)
+      : limits_(std::move(limits)), throttled_count_(throttled_count) {}
 
   // New jobs may have become ready for keys not known yet: read the keys
   // again before the next allocation.
@@ -89,13 +93,23 @@ class KeyTurns {
   void started(std::span<const Job> jobs);
   // A job started here ended (any thread). Unknown ids are ignored.
   void finished(int64_t job_id);
+  // The downstream asked key to wait (backpressure): it gets no turn before
+  // until; a later hold extends it. The other keys go on.
+  void hold(const std::string& key, SteadyTime until);
 
   // Why the last allocation left ready keys without a job.
   struct Blocked {
-    std::optional<SteadyTime> tokens_at;  // the earliest time a throttled key has a token
-    bool by_workers = false;              // a key was at key_max_workers
+    // The earliest time a throttled key has a token, or a held key's hold ends.
+    std::optional<SteadyTime> tokens_at;
+    bool by_workers = false;  // a key was (or is now) at key_max_workers
+    // Permits were left while the last listing was a full page: more keys
+    // with ready jobs lie beyond it (read at the next allocation).
+    bool more_keys = false;
   };
   Blocked blocked() const;
+  // Whether a known key has ready jobs and may take one now (after a claim
+  // that came back short: claim again at once rather than wait).
+  bool has_ready(SteadyTime now) const;
 
   // What the unit knows of its keys, for reports and tests.
   struct KeyView {
@@ -119,10 +133,19 @@ class KeyTurns {
     uint32_t running = 0;
     std::optional<TokenBucket> bucket;
     bool throttled = false;
+    std::optional<SteadyTime> held_until;  // backpressure: no turn before it
   };
   using Keys = std::map<std::string, KeyState>;
 
-  void relist(uint32_t count_limit, SteadyTime now, const ListPage& list) REQUIRES(mu_);
+  // The keys with ready jobs, read from the first key (and after cursor
+  // when the first page is full and ends before it); whether the last page
+  // read was full. Called without mu_: storage must not stall finished().
+  static std::pair<std::vector<Storage::ReadyKey>, bool> read_keys(
+      const std::optional<std::string>& cursor, uint32_t count_limit, const ListPage& list);
+  // Makes listed the known ready keys; stale_count: mark_stale's count
+  // when the reading began.
+  void apply_listing(std::vector<Storage::ReadyKey> listed, bool full, uint64_t stale_count,
+                     uint32_t count_limit, SteadyTime now) REQUIRES(mu_);
   // Whether state is the default again (nothing ready or running, bucket full).
   bool forgettable(const KeyState& k, SteadyTime now) const;
   void forget_idle(SteadyTime now) REQUIRES(mu_);
@@ -130,10 +153,15 @@ class KeyTurns {
 
   mutable Mutex mu_;
   Limits limits_ GUARDED_BY(mu_);
+  std::atomic<uint64_t>* const throttled_count_;
   Keys keys_ GUARDED_BY(mu_);
   std::unordered_map<int64_t, std::string> running_ GUARDED_BY(mu_);  // job id -> key
   std::optional<std::string> turn_after_ GUARDED_BY(mu_);             // the last key served
-  bool stale_ GUARDED_BY(mu_) = true;
+  // mark_stale counts up; a listing remembers the count it began at, so a
+  // wake that comes while the keys are read is not lost.
+  uint64_t stale_count_ GUARDED_BY(mu_) = 1;
+  uint64_t listed_count_ GUARDED_BY(mu_) = 0;
+  bool page_full_ GUARDED_BY(mu_) = false;  // the last listing ended on a full page
   std::optional<SteadyTime> listed_at_ GUARDED_BY(mu_);
   Blocked blocked_ GUARDED_BY(mu_);
 };

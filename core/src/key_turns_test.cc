@@ -233,5 +233,58 @@ TEST(KeyTurns, AFailedClaimGivesTheTokensBackAndListsAgain) {
   EXPECT_GT(storage.listings, listings);                     // the keys are read again
 }
 
+TEST(KeyTurns, KeysBeyondAFullPageAreReadAtOnceNotAtThePoll) {
+  // 1,001 keys with a job each: the first listing is a full page of 1,000;
+  // a claim with permits to spare says so (the unit comes back at once) and
+  // the next reads the rest.
+  FakeKeys storage;
+  for (int k = 0; k < 1001; ++k) storage.ready["key" + std::to_string(10000 + k)] = 1;
+  KeyTurns turns({});
+  ManualClock clock;
+  EXPECT_EQ(claim_once(turns, storage, 2000, clock.steady_now()).size(), 1000u);
+  EXPECT_TRUE(turns.blocked().more_keys);
+  EXPECT_EQ(claim_once(turns, storage, 2000, clock.steady_now()).size(), 1u);
+  EXPECT_FALSE(turns.blocked().more_keys);
+}
+
+TEST(KeyTurns, AClaimThatSpendsAKeysLastTokenSaysWhenItHasTheNext) {
+  // Fewer keys than permits: the claim that empties the buckets must name
+  // the next token's time, or the unit would wait for its poll.
+  FakeKeys storage;
+  storage.ready["a"] = 100;
+  storage.ready["b"] = 100;
+  KeyTurns turns({.rate = RateLimit{4.0, 1}, .workers = std::nullopt});
+  ManualClock clock;
+  const SteadyTime now = clock.steady_now();
+  EXPECT_EQ(claim_once(turns, storage, 50, now).size(), 2u);
+  const KeyTurns::Blocked b = turns.blocked();
+  ASSERT_TRUE(b.tokens_at.has_value());
+  EXPECT_EQ(*b.tokens_at, now + 250ms);
+}
+
+TEST(KeyTurns, AWakeWhileTheKeysAreReadIsNotLost) {
+  FakeKeys storage;
+  storage.ready["a"] = 1000;
+  KeyTurns turns({});
+  ManualClock clock;
+  const KeyTurns::ListPage list = storage.lister();
+  bool woke = false;
+  const KeyTurns::ListPage waking = [&](const std::optional<std::string>& after, uint32_t limit,
+                                        uint32_t count_limit) {
+    std::vector<Storage::ReadyKey> page = list(after, limit, count_limit);
+    if (!woke) {
+      woke = true;
+      storage.ready["late"] = 1;  // enqueued after the read, and its wake comes now
+      turns.mark_stale();
+    }
+    return page;
+  };
+  const auto asked = turns.allocate(4, clock.steady_now(), waking);
+  turns.claimed(asked, storage.claim(asked), clock.steady_now());
+  std::set<std::string> keys;
+  for (const Job& j : claim_once(turns, storage, 4, clock.steady_now())) keys.insert(j.key);
+  EXPECT_TRUE(keys.count("late")) << "the wake during the listing was dropped";
+}
+
 }  // namespace
 }  // namespace conveyor

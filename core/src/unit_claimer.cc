@@ -109,8 +109,7 @@ std::vector<Job> UnitClaimer::claim_by_keys(const QueueRunner& r,
                                               wall_us, expires_us)
                              : storage_.claim_kinds(r.name, kinds, asked.front().max_jobs,
                                                     fresh_lease_token(), wall_us, expires_us))
-            : storage_.claim_keys(r.name, kinds, asked, fresh_lease_token(), wall_us,
-                                  expires_us);
+            : storage_.claim_keys(r.name, kinds, asked, fresh_lease_token(), wall_us, expires_us);
     keys.claimed(asked, jobs, now);
     return jobs;
   } catch (...) {
@@ -184,15 +183,19 @@ Next UnitClaimer::finish(LocalClaim& c, const std::vector<std::string>* kinds, S
   if (tokens_due) return Next::scheduled(*tokens_due, WaitReason::kTokens);
   if (found == batch || gave_back || woken) return Next::scheduled(now, WaitReason::kMoreReady);
   if (r.keys) {
-    // Keys with ready jobs that their own limits held back: a running job
-    // of a key at key_max_workers frees a permit (wake at once then), a
-    // throttled key has a token again at tokens_at.
-    if (c.keys_blocked.by_workers)
+    // Short of a batch, but not drained: keys beyond the page listed (read
+    // them now); keys held back by their own limits (a key at
+    // key_max_workers: a job of the queue ending wakes the unit; a
+    // throttled or held key: when it may start again); or a key whose claim
+    // came back short while others still have jobs (claim again now).
+    const KeyTurns::Blocked& b = c.keys_blocked;
+    if (b.more_keys) return Next::scheduled(now, WaitReason::kMoreReady);
+    if (b.by_workers)
       r.wake_below.store(r.in_flight.load(std::memory_order_acquire), std::memory_order_release);
-    if (c.keys_blocked.tokens_at)
-      return Next::scheduled(*c.keys_blocked.tokens_at, WaitReason::kKeyLimits);
-    if (c.keys_blocked.by_workers)
+    if (b.tokens_at) return Next::scheduled(*b.tokens_at, WaitReason::kKeyLimits);
+    if (b.by_workers)
       return Next::scheduled(now + options_.drained.poll_interval, WaitReason::kKeyLimits);
+    if (found > 0 && r.keys->has_ready(now)) return Next::scheduled(now, WaitReason::kMoreReady);
   }
   const bool notified = options_.notified_due && options_.notified_due();
   return Next::scheduled(
