@@ -62,6 +62,12 @@ class StorageBackend final : public Backend {
     engine_.set_queue_paused(queue, paused);
     warn_if_change_dies_with_this_process();
   }
+  KeysReport keys(const std::string& queue, uint32_t limit) override {
+    // The engine is not started: running and throttled are unknown here.
+    KeysReport report = engine_.keys(queue, limit);
+    warn_if_this_process_sees_its_own_storage();
+    return report;
+  }
   JobPage list_jobs(const JobQuery& query) override {
     warn_if_this_process_sees_its_own_storage();
     JobPage page;
@@ -179,6 +185,9 @@ class ApiBackend final : public Backend {
   std::vector<QueueReport> queues() override { return client_.list_queues(); }
   void set_queue_paused(const std::string& queue, bool paused) override {
     client_.set_queue_paused(queue, paused);
+  }
+  KeysReport keys(const std::string& queue, uint32_t limit) override {
+    return client_.list_keys(queue, limit);
   }
   JobPage list_jobs(const JobQuery& query) override { return client_.list_jobs(query); }
   std::optional<Job> get_job(int64_t id) override { return client_.get_job(id); }

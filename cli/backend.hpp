@@ -37,6 +37,9 @@ class Backend {
   virtual RateLimitingState set_rate_limiting_enabled(bool enabled) = 0;
   virtual std::vector<QueueReport> queues() = 0;
   virtual void set_queue_paused(const std::string& queue, bool paused) = 0;
+  // The queue's keys, busiest first, at most limit (1..kKeysMax): storage's
+  // ready counts; running and throttled only through a server (live).
+  virtual KeysReport keys(const std::string& queue, uint32_t limit) = 0;
 
   // Job operations. Batches of ids are at most Engine::kJobBatchMax.
   // list_jobs: query.limit is 1..kListJobsMax (checked by the caller).

@@ -191,6 +191,19 @@ int queues_pause(const GlobalOptions& g, const std::string& queue, bool paused) 
   return 0;
 }
 
+int keys(const GlobalOptions& g, const std::string& queue, int64_t limit) {
+  validate_queue_name(queue);
+  if (limit < 1 || limit > static_cast<int64_t>(kKeysMax))
+    throw UsageError(fmt::format("--limit must be from 1 to {} keys, got {}", kKeysMax, limit));
+  const KeysReport report =
+      open_backend(g, /*read_only=*/true)->keys(queue, static_cast<uint32_t>(limit));
+  print_keys(g, report);
+  if (!report.live && !g.json)
+    std::cerr << "note: read from storage; running and throttled live in the serving process: "
+                 "add --server URL to see them\n";
+  return 0;
+}
+
 namespace {
 
 // A job id or cursor as typed: digits only, in range.

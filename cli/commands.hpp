@@ -38,6 +38,8 @@ int ratelimit_ls(const GlobalOptions& g);
 int ratelimit_rm(const GlobalOptions& g, const std::string& queue);
 int queues(const GlobalOptions& g);
 int queues_pause(const GlobalOptions& g, const std::string& queue, bool paused);
+// `conveyor keys QUEUE --limit N` (1..1000).
+int keys(const GlobalOptions& g, const std::string& queue, int64_t limit);
 
 // `conveyor jobs ...`. Ids and cursors arrive as the user typed them, so a
 // malformed one gets an error naming the argument (exit 2).

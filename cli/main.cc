@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
                  "config file (default: $CONVEYOR_CONFIG or config/conveyor.toml)");
   app.add_option(
       "--server", server_url,
-      "a running server's URL (http://HOST:PORT): enqueue, ratelimit, queues and jobs use "
+      "a running server's URL (http://HOST:PORT): enqueue, ratelimit, queues, keys and jobs use "
       "its API instead of storage; token from $CONVEYOR_ADMIN_TOKEN");
   app.add_flag("--json", g.json, "machine-readable output");
   // Subcommands made after this inherit it: options they do not know (the
@@ -152,6 +152,16 @@ int main(int argc, char** argv) {
       queues_cmd->add_subcommand("resume", "let a paused queue be claimed again");
   queues_resume_cmd->add_option("queue", pause_queue, "queue name")->required();
 
+  std::string keys_queue;
+  int64_t keys_limit = 20;
+  auto* keys_cmd = app.add_subcommand(
+      "keys",
+      "a keyed queue's keys, busiest first: ready jobs per key (storage, every process), and "
+      "with --server running jobs and throttled keys (those live in the serving process: "
+      "without --server they are unknown and shown as -), and the per-key limit and its source");
+  keys_cmd->add_option("queue", keys_queue, "queue name")->required();
+  keys_cmd->add_option("--limit", keys_limit, "keys shown, 1..1000 (default 20)");
+
   auto* jobs_cmd = app.add_subcommand("jobs", "list, show, retry, cancel and remove jobs");
   jobs_cmd->require_subcommand(1);
   JobsLsArgs ls;
@@ -215,9 +225,10 @@ int main(int argc, char** argv) {
       if (arg.rfind("-", 0) == 0) continue;
       if (app.get_subcommands([&](CLI::App* sub) { return sub->get_name() == arg; }).empty())
         return fail(
-            2, "unknown command '" + arg +
-                   "' (commands: serve, enqueue, ratelimit, queues, jobs, plugin; see conveyor "
-                   "--help)");
+            2,
+            "unknown command '" + arg +
+                "' (commands: serve, enqueue, ratelimit, queues, keys, jobs, plugin; see conveyor "
+                "--help)");
       break;
     }
     return fail(2, std::string(e.what()) + " (see conveyor --help)");
@@ -238,6 +249,7 @@ int main(int argc, char** argv) {
     if (queues_pause_cmd->parsed()) return queues_pause(g, pause_queue, true);
     if (queues_resume_cmd->parsed()) return queues_pause(g, pause_queue, false);
     if (queues_cmd->parsed()) return queues(g);
+    if (keys_cmd->parsed()) return keys(g, keys_queue, keys_limit);
     if (jobs_ls_cmd->parsed()) return jobs_ls(g, ls);
     if (jobs_show_cmd->parsed()) return jobs_show(g, show_id);
     if (jobs_retry_cmd->parsed()) return jobs_retry(g, ra);

@@ -431,4 +431,54 @@ void print_cancelled(const GlobalOptions& g, const std::vector<CancelOutcome>& o
   }
 }
 
+void print_keys(const GlobalOptions& g, const KeysReport& r) {
+  if (g.json) {
+    json list = json::array();
+    for (const KeyReport& k : r.keys)
+      list.push_back(json{{"key", k.key},
+                          {"ready", k.ready},
+                          {"ready_capped", k.ready_capped},
+                          {"running", r.live ? json(k.running) : json(nullptr)},
+                          {"throttled", r.live ? json(k.throttled) : json(nullptr)}});
+    json limit{{"rate", r.key_rate_limit ? json(r.key_rate_limit->rate_per_sec) : json(nullptr)},
+               {"burst", r.key_rate_limit ? json(r.key_rate_limit->burst) : json(nullptr)},
+               {"max_workers", r.key_max_workers ? json(*r.key_max_workers) : json(nullptr)},
+               {"source", to_string(r.limit_source)}};
+    print(json{{"queue", r.queue},
+               {"keys", list},
+               {"total_keys", r.total_keys},
+               {"complete", r.complete},
+               {"live", r.live},
+               {"fairness", to_string(r.fairness)},
+               {"key_limit", limit}});
+    return;
+  }
+  if (r.keys.empty()) {
+    std::cout << fmt::format("queue {}: no keys with ready{} jobs\n", r.queue,
+                             r.live ? " or running" : "");
+  } else {
+    Table t({"KEY", "READY", "RUNNING", "THROTTLED"});
+    t.text_column(0);
+    for (const KeyReport& k : r.keys)
+      t.add({k.key.empty() ? "\"\"" : key_cell(k.key),
+             std::to_string(k.ready) + (k.ready_capped ? "+" : ""),
+             r.live ? std::to_string(k.running) : "-",
+             r.live ? (k.throttled ? "yes" : "no") : "-"});
+    std::cout << t.render();
+    std::cout << fmt::format(
+        "{} of {} key(s), busiest first{}\n", r.keys.size(), r.total_keys,
+        r.complete ? "" : " (only the first 100000 keys with ready jobs read)");
+  }
+  std::string limit;
+  if (r.key_rate_limit)
+    limit = fmt::format("{}/s burst {} per key", rate_text(r.key_rate_limit->rate_per_sec),
+                        r.key_rate_limit->burst);
+  if (r.key_max_workers)
+    limit +=
+        fmt::format("{}at most {} running per key", limit.empty() ? "" : ", ", *r.key_max_workers);
+  std::cout << fmt::format("key limit: {} (source: {}); fairness: {}\n",
+                           limit.empty() ? "none" : limit, to_string(r.limit_source),
+                           to_string(r.fairness));
+}
+
 }  // namespace conveyor::cli

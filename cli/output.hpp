@@ -26,6 +26,9 @@ void print_rate_limiting_switched(const GlobalOptions& g, const RateLimitingStat
 void print_rate_limit_cleared(const GlobalOptions& g, const std::string& queue);
 void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& reports);
 void print_queue_paused(const GlobalOptions& g, const std::string& queue, bool paused);
+// `keys`: a table KEY READY RUNNING THROTTLED (running and throttled "-"
+// when not live; null in --json), then the per-key limit and its source.
+void print_keys(const GlobalOptions& g, const KeysReport& report);
 
 // `jobs ls`: a table (or {"jobs": [...], "next_after_id": N}); the cursor of
 // the next page when there may be one.

@@ -348,6 +348,59 @@ TEST_F(CliServer, JobsCommandsThroughTheApi) {
                         "wrong admin token");
 }
 
+// `conveyor keys --server`: the server's running counts and throttled keys
+// beside storage's ready counts; without --server they are unknown.
+TEST_F(CliServer, KeysThroughTheApiShowRunningAndThrottledKeys) {
+  start(
+      "allow_unauthenticated = true\n"
+      "[queues.tenants]\nkey_rate_limit = { rate = 0.01, burst = 1 }\n");
+  // a: 4 long jobs, its bucket allows one start (the rest wait throttled);
+  // b: one long job.
+  ASSERT_EQ(remote({"enqueue", "tenants", "sleep", "--payload", R"({"ms":20000})", "--key", "a",
+                    "--count", "4"})
+                .exit_code,
+            0);
+  ASSERT_EQ(remote({"enqueue", "tenants", "sleep", "--payload", R"({"ms":20000})", "--key", "b"})
+                .exit_code,
+            0);
+  json j;
+  ASSERT_TRUE(test::wait_until([&] {
+    auto r = remote({"--json", "keys", "tenants"});
+    if (r.exit_code != 0) return false;
+    j = json::parse(r.out);
+    return j["keys"].size() == 2 && j["keys"][0]["running"] == 1 &&
+           j["keys"][0]["throttled"] == true && j["keys"][1]["running"] == 1;
+  })) << j.dump()
+      << server_->stderr_text();
+  EXPECT_EQ(j["live"], true);
+  EXPECT_EQ(j["keys"][0]["key"], "a");
+  EXPECT_EQ(j["keys"][0]["ready"], 3);
+  EXPECT_EQ(j["keys"][1], json::parse(R"({"key":"b","ready":0,"ready_capped":false,
+                                           "running":1,"throttled":false})"));
+  EXPECT_EQ(j["key_limit"]["source"], "queue-config");
+  EXPECT_EQ(j["key_limit"]["rate"], 0.01);
+  EXPECT_EQ(j["key_limit"]["max_workers"], nullptr);
+  auto r = remote({"keys", "tenants"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("KEY  READY  RUNNING  THROTTLED\n"
+                        "a        3        1  yes\n"
+                        "b        0        1  no\n"
+                        "2 of 2 key(s), busiest first\n",
+                        0),
+            0u)
+      << r.out;
+  EXPECT_EQ(r.err, "");  // live: no note
+  // On storage: the same ready counts, running unknown.
+  r = local({"--json", "keys", "tenants"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json here = json::parse(r.out);
+  EXPECT_EQ(here["live"], false);
+  ASSERT_EQ(here["keys"].size(), 1u);  // b has nothing ready
+  EXPECT_EQ(here["keys"][0]["ready"], 3);
+  EXPECT_EQ(here["keys"][0]["running"], nullptr);
+  EXPECT_EQ(remote({"keys", "tenants", "--limit", "1001"}).exit_code, 2);
+}
+
 TEST_F(CliServer, ReadOnlyServerRefusesJobChanges) {
   start("allow_unauthenticated = true\nread_only = true\n");
   expect_one_line_error(remote({"jobs", "retry", "1"}), 1, "read-only");

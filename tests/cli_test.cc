@@ -563,6 +563,66 @@ TEST_F(Cli, EnqueueKey) {
             std::string::npos);
 }
 
+// `conveyor keys` on storage: ready jobs per key, busiest first; running
+// and throttled are the serving process's, so unknown here.
+TEST_F(Cli, KeysListsReadyKeysBusiestFirst) {
+  config_ = test::write_sqlite_config(
+      dir_, "[queues.tenants]\nkey_rate_limit = { rate = 5, burst = 10 }\nkey_max_workers = 2\n");
+  for (const auto& [key, count] :
+       std::vector<std::pair<std::string, std::string>>{{"a", "3"}, {"b", "5"}, {"c", "1"}}) {
+    auto r = run({"enqueue", "tenants", "noop", "--key", key, "--count", count});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  ASSERT_EQ(run({"enqueue", "tenants", "noop", "--count", "2"}).exit_code, 0);  // the empty key
+  // Scheduled jobs are not ready: key d does not show.
+  ASSERT_EQ(run({"enqueue", "tenants", "noop", "--key", "d", "--delay", "3600"}).exit_code, 0);
+
+  auto r = run({"keys", "tenants"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "KEY  READY  RUNNING  THROTTLED\n"
+            "b        5        -          -\n"
+            "a        3        -          -\n"
+            "\"\"       2        -          -\n"
+            "c        1        -          -\n"
+            "4 of 4 key(s), busiest first\n"
+            "key limit: 5/s burst 10 per key, at most 2 running per key (source: queue-config); "
+            "fairness: fair\n");
+  EXPECT_NE(r.err.find("running and throttled live in the serving process: add --server URL"),
+            std::string::npos)
+      << r.err;
+
+  r = run({"--json", "keys", "tenants", "--limit", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["queue"], "tenants");
+  ASSERT_EQ(j["keys"].size(), 2u);
+  EXPECT_EQ(j["keys"][0], json::parse(R"({"key":"b","ready":5,"ready_capped":false,
+                                           "running":null,"throttled":null})"));
+  EXPECT_EQ(j["keys"][1]["key"], "a");
+  EXPECT_EQ(j["total_keys"], 4);
+  EXPECT_EQ(j["live"], false);
+  EXPECT_EQ(j["complete"], true);
+  EXPECT_EQ(j["key_limit"],
+            json::parse(R"({"rate":5.0,"burst":10,"max_workers":2,"source":"queue-config"})"));
+
+  // A queue without per-key settings and without jobs.
+  r = run({"keys", "other"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "queue other: no keys with ready jobs\n"
+            "key limit: none (source: none); fairness: fair\n");
+
+  expect_one_line_error(run({"keys", "tenants", "--limit", "0"}), 2,
+                        "--limit must be from 1 to 1000 keys, got 0");
+  expect_one_line_error(run({"keys", "tenants", "--limit", "1001"}), 2,
+                        "--limit must be from 1 to 1000 keys, got 1001");
+  expect_one_line_error(run({"keys", "tenants", "--limit", "many"}), 2,
+                        "--limit must be a whole number from 1 to 1000");
+  expect_one_line_error(run({"keys", "no way"}), 2, "invalid queue name");
+}
+
 // A plugin without ABI 1.2's slots (the SDK's memory_c example) refuses
 // fleet limits, the kill switch and costs above 1, saying which plugin;
 // process limits still work on it.

@@ -44,7 +44,8 @@ TEST(MetricsScrape, PromtoolAcceptsAScrapeWithLimitedPausedFailingAndIdleQueues)
   test::ServeProcess serve(dir,
                            "[engine]\npoll_interval_ms = 50\nunknown_kind_grace_s = 0\n"
                            "[queues.limited]\nrate_limit = { rate = 0.5, burst = 1 }\n"
-                           "[queues.idle]\nmax_workers = 2\n",
+                           "[queues.idle]\nmax_workers = 2\n"
+                           "[queues.keyed]\nkey_rate_limit = { rate = 0.01, burst = 1 }\n",
                            "allow_unauthenticated = \"loopback\"\n");
   ASSERT_TRUE(serve.ready()) << serve.process().stderr_text();
   ASSERT_EQ(serve.post("/conveyor.v1.AdminService/PauseQueue", R"({"queue":"paused"})").status,
@@ -57,7 +58,9 @@ TEST(MetricsScrape, PromtoolAcceptsAScrapeWithLimitedPausedFailingAndIdleQueues)
            // A bad payload fails the built-in sleep at once.
            {"enqueue", "failing", "sleep", "--payload", R"({"ms":-1})", "--count", "2"},
            // No consumer serves this kind: it waits, and is named.
-           {"enqueue", "unserved", "no-such-kind", "--count", "2"}}) {
+           {"enqueue", "unserved", "no-such-kind", "--count", "2"},
+           // A keyed queue: key a's bucket holds one job, so two wait throttled.
+           {"enqueue", "keyed", "noop", "--key", "a", "--count", "3"}}) {
     std::vector<std::string> full{"--config", config};
     full.insert(full.end(), args.begin(), args.end());
     const auto r = test::run_conveyor(full);
@@ -78,7 +81,11 @@ TEST(MetricsScrape, PromtoolAcceptsAScrapeWithLimitedPausedFailingAndIdleQueues)
            has_line(text, R"(conveyor_queue_jobs{queue="limited",state="completed"} 1)") &&
            has_line(text, R"(conveyor_jobs_failed_total{queue="failing"} 2)") &&
            has_line(text,
-                    R"(conveyor_queue_unserved_jobs{queue="unserved",kind="no-such-kind"} 2)");
+                    R"(conveyor_queue_unserved_jobs{queue="unserved",kind="no-such-kind"} 2)") &&
+           has_line(text, R"(conveyor_jobs_completed_total{queue="keyed"} 1)") &&
+           has_line(text, R"(conveyor_queue_keys{queue="keyed",state="ready"} 1)") &&
+           text.find("\nconveyor_ratelimit_key_throttled_total{queue=\"keyed\"} 0\n") ==
+               std::string::npos;
   })) << text;
 
   const auto file = dir / "scrape.txt";
@@ -92,6 +99,12 @@ TEST(MetricsScrape, PromtoolAcceptsAScrapeWithLimitedPausedFailingAndIdleQueues)
   EXPECT_EQ(::pclose(p), 0) << "promtool check metrics:\n" << out;
   EXPECT_EQ(out, "") << "lint problems";
 
+  // Keys: counted per queue, never labelled per key.
+  EXPECT_TRUE(has_line(text, R"(conveyor_queue_keys{queue="keyed",state="running"} 0)")) << text;
+  EXPECT_NE(text.find("\nconveyor_ratelimit_key_throttled_total{queue=\"keyed\"} "),
+            std::string::npos);
+  EXPECT_TRUE(has_line(text, R"(conveyor_ratelimit_key_throttled_total{queue="limited"} 0)"));
+  EXPECT_EQ(text.find("key=\"a\""), std::string::npos);
   EXPECT_TRUE(has_line(text, R"(conveyor_queue_paused{queue="paused"} 1)")) << text;
   EXPECT_TRUE(has_line(text, R"(conveyor_queue_jobs{queue="paused",state="pending"} 3)"));
   EXPECT_TRUE(has_line(text, R"(conveyor_queue_jobs{queue="limited",state="pending"} 4)"));

@@ -501,7 +501,17 @@ HttpTargetConfig Reader::read_queue_http(const Field& f) const {
                 "starting with a digit), got " +
                     quote_for_message(http.secret_env));
        }},
-      {"follow_redirects", [&](const Field& k) { http.follow_redirects = read_bool(k); }}};
+      {"follow_redirects", [&](const Field& k) { http.follow_redirects = read_bool(k); }},
+      {"hold", [&](const Field& k) {
+         const std::string text = read_string(k, false);
+         if (text != "key" && text != "queue")
+           fail(k,
+                "must be \"key\" (a 429 holds the job's key; the queue's other keys go on) "
+                "or \"queue\" (it holds the whole queue), got " +
+                    quote_for_message(text));
+         http.hold =
+             text == "queue" ? HttpTargetConfig::Hold::kQueue : HttpTargetConfig::Hold::kKey;
+       }}};
   add_tls_keys(keys, http.tls, tls);
   walk(read_table(f), f.path, keys);
   check_tls_pair(tls);

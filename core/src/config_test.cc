@@ -291,6 +291,18 @@ TEST(Config, QueueKeySettings) {
   EXPECT_FALSE(c.queues.at("plain").uses_keys());
 }
 
+TEST(Config, HttpHoldIsKeyOrQueue) {
+  EXPECT_EQ(parse("[queues.q.http]\nurl = \"https://x.example/\"\n").queues.at("q").http->hold,
+            HttpTargetConfig::Hold::kKey);
+  EXPECT_EQ(parse("[queues.q.http]\nurl = \"https://x.example/\"\nhold = \"queue\"\n")
+                .queues.at("q")
+                .http->hold,
+            HttpTargetConfig::Hold::kQueue);
+  EXPECT_NE(config_error("[queues.q.http]\nurl = \"https://x.example/\"\nhold = \"tenant\"\n")
+                .find("must be \"key\""),
+            std::string::npos);
+}
+
 TEST(Config, BadQueueKeySettingsSayWhatToWrite) {
   EXPECT_NE(config_error("[queues.q]\nkey_from = \"tenant\"\n").find("starting with '/'"),
             std::string::npos);

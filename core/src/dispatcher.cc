@@ -179,7 +179,51 @@ std::optional<std::pair<UnitState, WaitReason>> Dispatcher::unit_state(
   return std::pair{it->second->state, it->second->why};
 }
 
+std::vector<KeyTurns::KeyView> Dispatcher::key_snapshot(std::string_view queue) const {
+  const KeyTurns* keys = nullptr;
+  {
+    MutexLock lock(units_mu_);
+    auto it = runners_.find(queue);
+    if (it == runners_.end() || !it->second->keys) return {};
+    keys = it->second->keys.get();  // units live as long as the dispatcher
+  }
+  return keys->snapshot();
+}
+
+std::map<std::string, QueueKeyCounts, std::less<>> Dispatcher::key_counts() const {
+  std::vector<std::pair<std::string, const KeyTurns*>> keyed;
+  {
+    MutexLock lock(units_mu_);
+    for (const auto& [name, r] : runners_)
+      if (r->keys) keyed.emplace_back(name, r->keys.get());
+  }
+  std::map<std::string, QueueKeyCounts, std::less<>> out;
+  for (const auto& [name, keys] : keyed) {
+    QueueKeyCounts& c = out[name];
+    for (const KeyTurns::KeyView& k : keys->snapshot()) {
+      c.ready += k.ready > 0;
+      c.running += k.running > 0;
+    }
+  }
+  return out;
+}
+
 // --- Permits (any thread) ---
+
+bool Dispatcher::hold_key(std::string_view queue, const std::string& key, SteadyTime until) {
+  {
+    MutexLock lock(units_mu_);
+    auto it = runners_.find(queue);
+    if (it == runners_.end() || !it->second->keys) return false;
+    it->second->keys->hold(key, until);
+  }
+  // Its jobs come back ready (released): the unit polls at the hold's end
+  // even if nothing else wakes it.
+  const auto left =
+      std::chrono::duration_cast<std::chrono::microseconds>(until - clock_.steady_now());
+  wake_at(queue, clock_.wall_now_us() + std::max<int64_t>(0, left.count()));
+  return true;
+}
 
 void Dispatcher::job_finished(QueueRunner& runner, int64_t job_id) {
   if (runner.keys) runner.keys->finished(job_id);

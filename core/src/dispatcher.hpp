@@ -144,6 +144,11 @@ class Dispatcher {
   // ramp, and wakes the queue. Thread-safe.
   void hold(const std::string& queue, SteadyTime until) EXCLUDES(units_mu_);
   void clear_hold(std::string_view queue) EXCLUDES(units_mu_);
+  // Backpressure for one key of a keyed queue: key gets no turn before
+  // until, the queue's other keys go on; the queue is polled again then.
+  // false (nothing done) when the queue is unknown or not keyed. Thread-safe.
+  bool hold_key(std::string_view queue, const std::string& key, SteadyTime until)
+      EXCLUDES(units_mu_);
 
   // Serves a remote worker's claim (remote_claim.hpp), adding its queues
   // when new. Answered empty at once after close_remote(). Thread-safe.
@@ -173,6 +178,12 @@ class Dispatcher {
   // an unknown queue. Dispatcher thread (or a test between passes).
   std::optional<std::pair<UnitState, WaitReason>> unit_state(std::string_view queue) const
       EXCLUDES(units_mu_);
+  // What queue's unit knows of its keys now (KeyTurns::snapshot); empty for
+  // an unknown queue or one that is not keyed. Thread-safe.
+  std::vector<KeyTurns::KeyView> key_snapshot(std::string_view queue) const EXCLUDES(units_mu_);
+  // Per keyed queue: how many keys its unit knows with ready jobs, and with
+  // jobs running here. Thread-safe.
+  std::map<std::string, QueueKeyCounts, std::less<>> key_counts() const EXCLUDES(units_mu_);
 
  private:
   Next poll(QueueRunner& r, SteadyTime now);

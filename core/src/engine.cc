@@ -12,6 +12,7 @@
 #include "handler_registry.hpp"
 #include "job_operations.hpp"
 #include "job_runner.hpp"
+#include "key_report.hpp"
 #include "lease_table.hpp"
 #include "maintenance.hpp"
 #include "maintenance_steps.hpp"
@@ -79,11 +80,13 @@ void refuse_unsupported_keys(const Config& config, const Storage& storage) {
 // The key turns of queue's dispatch unit: fair turns between its keys
 // unless it says fairness = "fifo". (On a plugin without keys every job has
 // the empty key, and turns between one key are claim order: no KeyTurns.)
-std::unique_ptr<KeyTurns> key_turns_for(const Config& config, const std::string& queue) {
+std::unique_ptr<KeyTurns> key_turns_for(const Config& config, const std::string& queue,
+                                        std::atomic<uint64_t>* throttled_count) {
   const auto it = config.queues.find(queue);
   const QueueConfig q = it != config.queues.end() ? it->second : QueueConfig{};
   if (q.fairness == Fairness::kFifo) return nullptr;
-  return std::make_unique<KeyTurns>(KeyTurns::Limits{q.key_rate_limit, q.key_max_workers});
+  return std::make_unique<KeyTurns>(KeyTurns::Limits{q.key_rate_limit, q.key_max_workers},
+                                    throttled_count);
 }
 
 struct Engine::Impl {
@@ -107,7 +110,7 @@ struct Engine::Impl {
                {.backpressure =
                     [this](const QueueRunner& r, const Job& job, std::chrono::milliseconds delay,
                            const std::string& why, SteadyTime started) {
-                      backpressure(r.name, delay, why, job.id, started);
+                      backpressure(r.name, job.key, delay, why, job.id, started);
                     },
                 .succeeded = [this](const QueueRunner& r,
                                     SteadyTime started) { backoffs.succeeded(r.name, started); }}),
@@ -119,7 +122,7 @@ struct Engine::Impl {
             *storage, dispatcher, served, clock, config,
             [this](const std::string& queue, std::chrono::milliseconds delay,
                    const std::string& why, int64_t job_id,
-                   SteadyTime granted) { backpressure(queue, delay, why, job_id, granted); },
+                   SteadyTime granted) { backpressure(queue, {}, delay, why, job_id, granted); },
             [this](const std::string& queue, SteadyTime granted) {
               backoffs.succeeded(queue, granted);
             }),
@@ -146,7 +149,9 @@ struct Engine::Impl {
     o.swept = sweeps_pending_jobs(*storage);
     o.outcomes_backlogged = [this] { return completer.backlogged(); };
     if (stores_keys(*storage))
-      o.key_turns = [this](const std::string& queue) { return key_turns_for(config, queue); };
+      o.key_turns = [this](const std::string& queue) {
+        return key_turns_for(config, queue, &metrics.queue(queue).key_throttled);
+      };
     return o;
   }
 
@@ -156,10 +161,24 @@ struct Engine::Impl {
   // The downstream asked queue to wait, answering a job started at sent:
   // hold its dispatch (Backoffs has the rules). delay > 0: named; 0: none
   // named; < 0 (kRetryNow): "now".
-  void backpressure(const std::string& queue, std::chrono::milliseconds delay,
-                    const std::string& why, int64_t job_id, SteadyTime sent) {
+  void backpressure(const std::string& queue, const std::string& key,
+                    std::chrono::milliseconds delay, const std::string& why, int64_t job_id,
+                    SteadyTime sent) {
     std::optional<std::chrono::milliseconds> named;
     if (delay.count() != 0) named = std::max(delay, std::chrono::milliseconds(0));
+    if (!key.empty() && hold_scope(queue) == HttpTargetConfig::Hold::kKey) {
+      // The key alone waits: the named delay, else backoff_base_ms, at most
+      // max_backoff_s. (No doubling per key yet: docs/design/keys.md.)
+      const std::chrono::milliseconds length = std::min<std::chrono::milliseconds>(
+          named.value_or(std::chrono::milliseconds(config.engine.backoff_base_ms)),
+          std::chrono::seconds(config.engine.max_backoff_s));
+      if (dispatcher.hold_key(queue, key, clock.steady_now() + length)) {
+        metrics.queue(queue).backoffs.fetch_add(1, std::memory_order_relaxed);
+        spdlog::debug("queue {}: key {} held for {} ms (job {}: {})", queue, key, length.count(),
+                      job_id, reason_excerpt(why));
+        return;
+      }
+    }
     const Backoffs::Answer a = backoffs.hold(queue, named, sent, reason_excerpt(why));
     if (!a.changed) return;  // in flight when the hold in force began
     dispatcher.hold(queue, a.hold.until);
@@ -172,6 +191,12 @@ struct Engine::Impl {
                    job_id, a.hold.reason,
                    a.unlogged > 0 ? fmt::format("; {} hold(s) since the last line", a.unlogged)
                                   : std::string());
+  }
+  // What a backpressure answer of queue's keyed jobs holds ([queues.NAME.http] hold).
+  HttpTargetConfig::Hold hold_scope(const std::string& queue) const {
+    const auto it = config.queues.find(queue);
+    if (it == config.queues.end() || !it->second.http) return HttpTargetConfig::Hold::kKey;
+    return it->second.http->hold;
   }
   // The first line of why, at most kReasonBytes, for reports and the log.
   static std::string reason_excerpt(const std::string& why) {
@@ -410,6 +435,13 @@ bool Engine::cancel_job(int64_t id) {
   return impl_->storage->cancel(id, impl_->clock.wall_now_us());
 }
 
+KeysReport Engine::keys(std::string_view queue, uint32_t limit) {
+  std::optional<std::vector<KeyTurns::KeyView>> live;
+  if (running()) live = impl_->dispatcher.key_snapshot(queue);
+  return build_keys_report(*impl_->storage, impl_->config, queue, limit, live,
+                           impl_->clock.wall_now_us());
+}
+
 std::optional<std::string> Engine::storage_failure() const { return impl_->health.fatal(); }
 const Config& Engine::config() const { return impl_->config; }
 const LimitResolver& EngineInternals::limits(const Engine& e) { return e.impl_->limits; }
@@ -433,6 +465,9 @@ std::map<std::string, int64_t, std::less<>> EngineInternals::backoffs(const Engi
 uint32_t EngineInternals::drained_queue_poll_ms(const Engine& e) {
   const EngineConfig& c = e.impl_->config.engine;
   return e.impl_->pump.reports_due_jobs() ? c.notified_poll_interval_ms : c.poll_interval_ms;
+}
+std::map<std::string, QueueKeyCounts, std::less<>> EngineInternals::key_counts(const Engine& e) {
+  return e.impl_->dispatcher.key_counts();
 }
 uint32_t EngineInternals::slots_in_use(const Engine& e) {
   return e.impl_->dispatcher.total_in_flight();

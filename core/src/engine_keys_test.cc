@@ -13,6 +13,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -197,6 +198,65 @@ TEST_F(EngineKeysTest, KeyRateLimitHoldsEachKeyToItsBucket) {
           std::max({starts["a"].back(), starts["b"].back(), starts["c"].back()}) - begin)
           .count();
   EXPECT_LT(all, 3.0) << "the keys' buckets are separate: 36 jobs at 3 x 20/s";
+}
+
+// One job of key "a" is refused with Retry-After 2 s; "b" has 10 jobs.
+// Returns the start times (since the refusal) of each key's jobs after it.
+std::map<std::string, std::vector<double>> starts_after_a_refusal(Engine& engine) {
+  std::mutex mu;
+  std::map<std::string, std::vector<double>> after;
+  std::optional<std::chrono::steady_clock::time_point> refused;
+  int done = 0;
+  engine.register_handler("k", [&](const Job& j) {
+    std::lock_guard lock(mu);
+    const auto now = std::chrono::steady_clock::now();
+    if (j.key == "a" && !refused) {
+      refused = now;
+      throw RetryAfter(2000ms, "429 Too Many Requests");
+    }
+    if (refused) after[j.key].push_back(std::chrono::duration<double>(now - *refused).count());
+    ++done;
+  });
+  std::vector<NewJob> jobs(13);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i].queue = "q";
+    jobs[i].kind = "k";
+    jobs[i].key = i < 3 ? "a" : "b";
+  }
+  engine.enqueue_batch(std::move(jobs));
+  engine.start();
+  EXPECT_TRUE(eventually(
+      [&] {
+        std::lock_guard lock(mu);
+        return done == 13;
+      },
+      15s));
+  engine.stop();
+  std::lock_guard lock(mu);
+  return after;
+}
+
+TEST_F(EngineKeysTest, ARetryAfterHoldsOnlyTheKeyOfTheJobRefused) {
+  config.queues["q"].max_workers = 1;
+  auto engine = make();
+  auto after = starts_after_a_refusal(*engine);
+  ASSERT_EQ(after["a"].size(), 3u);
+  ASSERT_FALSE(after["b"].empty());
+  for (double t : after["a"]) EXPECT_GE(t, 1.9) << "key a started before its hold ended";
+  EXPECT_LT(after["b"].front(), 1.0) << "key b waited for a's hold";
+}
+
+TEST_F(EngineKeysTest, HoldQueueMakesARetryAfterHoldTheWholeQueue) {
+  config.queues["q"].max_workers = 1;
+  HttpTargetConfig http;
+  http.url = "http://127.0.0.1:9/";
+  http.hold = HttpTargetConfig::Hold::kQueue;
+  config.queues["q"].http = http;
+  config.http.allow_private = true;
+  auto engine = make();
+  auto after = starts_after_a_refusal(*engine);
+  ASSERT_FALSE(after["b"].empty());
+  EXPECT_GE(after["b"].front(), 1.0) << "the queue's hold let key b through";
 }
 
 }  // namespace

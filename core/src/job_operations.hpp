@@ -2,8 +2,8 @@
 // then one storage call. Kept out of engine.cc, which only wires parts.
 #pragma once
 
-#include <conveyor/job.hpp>
 #include <conveyor/internal/storage.hpp>
+#include <conveyor/job.hpp>
 
 #include <cstdint>
 #include <span>

@@ -49,6 +49,7 @@ std::vector<QueueCountersSnapshot> Metrics::snapshot() const {
     s.leases_lost = c->leases_lost.load(std::memory_order_relaxed);
     s.rescued = c->rescued.load(std::memory_order_relaxed);
     s.backoffs = c->backoffs.load(std::memory_order_relaxed);
+    s.key_throttled = c->key_throttled.load(std::memory_order_relaxed);
     s.pickup_latency = c->pickup_latency.snapshot();
     s.duration = c->duration.snapshot();
     out.push_back(std::move(s));

@@ -230,6 +230,15 @@ std::vector<JobOutcome> outcomes_of(const std::string& url, const Response& resp
 }
 }  // namespace
 
+KeysReport AdminClient::list_keys(std::string_view queue, uint32_t limit) {
+  v1::ListKeysRequest request;
+  request.set_queue(std::string(queue));
+  request.set_limit(limit);
+  v1::ListKeysResponse response;
+  call(std::string(kAdmin) + "ListKeys", request, response);
+  return read_response(url_, [&] { return api::from_proto(response, std::string(queue)); });
+}
+
 JobPage AdminClient::list_jobs(const JobQuery& query) {
   v1::ListJobsRequest request;
   request.set_queue(query.queue);

@@ -240,6 +240,52 @@ QueueReport from_proto(const v1::QueueInfo& m, const std::string& path) {
   return r;
 }
 
+void to_proto(const KeysReport& r, v1::ListKeysResponse& out) {
+  for (const KeyReport& k : r.keys) {
+    v1::KeyInfo& m = *out.add_keys();
+    m.set_key(k.key);
+    m.set_ready(k.ready);
+    m.set_ready_capped(k.ready_capped);
+    m.set_running(k.running);
+    m.set_throttled(k.throttled);
+  }
+  out.set_total_keys(static_cast<int64_t>(r.total_keys));
+  out.set_complete(r.complete);
+  v1::KeyLimit& limit = *out.mutable_limit();
+  if (r.key_rate_limit) {
+    limit.set_rate_per_sec(r.key_rate_limit->rate_per_sec);
+    limit.set_burst(r.key_rate_limit->burst);
+  }
+  if (r.key_max_workers) limit.set_max_workers(*r.key_max_workers);
+  limit.set_source(to_string(r.limit_source));
+  out.set_fairness(to_string(r.fairness));
+  out.set_live(r.live);
+}
+
+KeysReport from_proto(const v1::ListKeysResponse& m, std::string queue) {
+  KeysReport r;
+  r.queue = std::move(queue);
+  for (const v1::KeyInfo& k : m.keys())
+    r.keys.push_back(KeyReport{.key = k.key(),
+                               .ready = k.ready(),
+                               .ready_capped = k.ready_capped(),
+                               .running = static_cast<uint32_t>(std::clamp<int64_t>(
+                                   k.running(), 0, std::numeric_limits<uint32_t>::max())),
+                               .throttled = k.throttled()});
+  r.total_keys = static_cast<uint64_t>(std::max<int64_t>(m.total_keys(), 0));
+  r.complete = m.complete();
+  r.live = m.live();
+  if (m.limit().has_rate_per_sec())
+    r.key_rate_limit = RateLimit{m.limit().rate_per_sec(), m.limit().burst()};
+  if (m.limit().has_max_workers()) r.key_max_workers = m.limit().max_workers();
+  r.limit_source = parse_source(m.limit().source(), "limit.source");
+  if (m.fairness() != "fair" && m.fairness() != "fifo")
+    fail("fairness",
+         "unknown fairness " + quote_for_message(m.fairness()) + " (known: fair, fifo)");
+  r.fairness = m.fairness() == "fifo" ? Fairness::kFifo : Fairness::kFair;
+  return r;
+}
+
 void to_proto(const Job& job, v1::Job& out) {
   out.set_id(job.id);
   out.set_queue(job.queue);

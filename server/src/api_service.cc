@@ -173,6 +173,17 @@ ApiService::ApiService(Engine& engine) : engine_(engine) {
         // A full page may have a successor; a short one is the last.
         response.set_next_after_id(jobs.size() == query.limit ? jobs.back().id : 0);
       });
+  add<v1::ListKeysRequest, v1::ListKeysResponse>(
+      kAdmin, "ListKeys", false, [&e](const auto& request, auto& response) {
+        const std::string& queue = checked_queue(request.queue());
+        const uint32_t limit = request.limit() == 0 ? 20 : request.limit();
+        if (limit > kKeysMax)
+          throw ValidationError(
+              "limit", fmt::format("limit: must be 1..{} (0: 20), got {}", kKeysMax, limit));
+        // Storage's ready keys with this server's live running/throttled
+        // (StorageError UNSUPPORTED on a plugin before ABI 1.4).
+        api::to_proto(e.keys(queue, limit), response);
+      });
   add<v1::RetryJobsRequest, v1::RetryJobsResponse>(
       kAdmin, "RetryJobs", true, [&e](const auto& request, auto& response) {
         const bool bulk = !request.queue().empty() || !request.state().empty() ||

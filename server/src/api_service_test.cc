@@ -71,6 +71,7 @@ class ApiServiceTest : public ::testing::Test {
   static constexpr const char* kBatch = "/conveyor.v1.TaskService/EnqueueBatch";
   static constexpr const char* kGet = "/conveyor.v1.TaskService/GetJob";
   static constexpr const char* kListJobs = "/conveyor.v1.AdminService/ListJobs";
+  static constexpr const char* kListKeys = "/conveyor.v1.AdminService/ListKeys";
   static constexpr const char* kRetry = "/conveyor.v1.AdminService/RetryJobs";
   static constexpr const char* kCancel = "/conveyor.v1.AdminService/CancelJob";
   static constexpr const char* kDeleteJobs = "/conveyor.v1.AdminService/DeleteJobs";
@@ -109,7 +110,7 @@ class ApiServiceTest : public ::testing::Test {
 };
 
 TEST_F(ApiServiceTest, MethodsAndWhichOnesMutate) {
-  EXPECT_EQ(api_->paths().size(), 19u);
+  EXPECT_EQ(api_->paths().size(), 20u);
   for (const char* m : {"Claim", "Complete", "Fail", "Heartbeat", "Release"}) {
     const std::string path = std::string("/conveyor.v1.WorkerService/") + m;
     ASSERT_NE(api_->find(path), nullptr) << path;
@@ -119,7 +120,8 @@ TEST_F(ApiServiceTest, MethodsAndWhichOnesMutate) {
   for (const char* m :
        {kSet, kDelete, kPause, kResume, kEnqueue, kBatch, kRetry, kCancel, kDeleteJobs, kSwitch})
     EXPECT_TRUE(api_->find(m)->mutates) << m;
-  for (const char* m : {kList, kQueues, kGet, kListJobs}) EXPECT_FALSE(api_->find(m)->mutates) << m;
+  for (const char* m : {kList, kQueues, kGet, kListJobs, kListKeys})
+    EXPECT_FALSE(api_->find(m)->mutates) << m;
   EXPECT_EQ(api_->find("/conveyor.v1.AdminService/Nope"), nullptr);
 }
 
@@ -257,6 +259,104 @@ TEST_F(ApiServiceTest, KeyRoundTripsAndIsChecked) {
                 .rfind("jobs[1].key: ", 0),
             0u);
   EXPECT_EQ(call(kListJobs, {{"queue", "q"}})["jobs"].size(), 0u);  // nothing stored
+}
+
+// ListKeys (issue 36): storage's ready keys with the running engine's
+// running counts, busiest first, limited; the per-key limit and its source.
+TEST_F(ApiServiceTest, ListKeysShowsReadyAndRunningKeysBusiestFirst) {
+  test::TempDir dir;
+  Config c = test::sqlite_config(dir);
+  c.engine.poll_interval_ms = 20;
+  c.engine.shutdown_timeout_ms = 2000;
+  c.queues["keyed"].key_max_workers = 1;
+  c.queues["keyed"].key_rate_limit = RateLimit{50, 10};
+  Engine engine(c);
+  ApiService api(engine);
+  const auto list = [&](const json& request) {
+    const auto* m = api.find(kListKeys);
+    auto message = m->new_request();
+    api::decode(api::Codec::kJson, request.dump(), *message);
+    return json::parse(api::encode(api::Codec::kJson, *api.call(*m, *message)));
+  };
+  std::atomic<bool> release{false};
+  engine.register_handler("hold", [&](const Job&) {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  });
+  std::vector<NewJob> jobs;
+  const auto job = [](const char* kind, const char* key) {
+    NewJob j;
+    j.queue = "keyed";
+    j.kind = kind;
+    j.key = key;
+    return j;
+  };
+  for (int i = 0; i < 3; ++i) jobs.push_back(job("hold", "a"));
+  jobs.push_back(job("hold", "b"));
+  jobs.push_back(job("wait", "c"));  // no handler here: c's jobs stay ready
+  jobs.push_back(job("wait", "c"));
+  engine.enqueue_batch(std::move(jobs));
+
+  // Not started: ready from storage, running unknown.
+  json r = list({{"queue", "keyed"}});
+  EXPECT_EQ(r["live"], false) << r;
+  ASSERT_EQ(r["keys"].size(), 3u) << r;
+  EXPECT_EQ(r["keys"][0]["key"], "a");
+  EXPECT_EQ(r["keys"][0]["ready"], "3");
+  EXPECT_EQ(r["keys"][1]["key"], "c");
+  EXPECT_EQ(r["keys"][2]["key"], "b");
+  EXPECT_EQ(r["totalKeys"], "3");
+  EXPECT_EQ(r["complete"], true);
+  EXPECT_EQ(r["fairness"], "fair");
+  EXPECT_EQ(
+      r["limit"],
+      json({{"ratePerSec", 50.0}, {"burst", 10}, {"maxWorkers", 1}, {"source", "queue-config"}}));
+
+  // Running: one job of a and of b (key_max_workers 1); c has no handler here.
+  engine.start();
+  ASSERT_TRUE(eventually([&] {
+    r = list({{"queue", "keyed"}});
+    return r["keys"].size() == 3 && r["keys"][0]["running"] == "1" &&
+           r["keys"][2]["running"] == "1";
+  })) << r;
+  EXPECT_EQ(r["live"], true);
+  EXPECT_EQ(r["keys"][0], json({{"key", "a"},
+                                {"ready", "2"},
+                                {"readyCapped", false},
+                                {"running", "1"},
+                                {"throttled", false}}));
+  EXPECT_EQ(r["keys"][1]["key"], "c");
+  EXPECT_EQ(r["keys"][1]["ready"], "2");
+  // None ready, one running.
+  EXPECT_EQ(r["keys"][2], json({{"key", "b"},
+                                {"ready", "0"},
+                                {"readyCapped", false},
+                                {"running", "1"},
+                                {"throttled", false}}));
+  // limit: the busiest only; totalKeys still counts them all.
+  r = list({{"queue", "keyed"}, {"limit", 1}});
+  ASSERT_EQ(r["keys"].size(), 1u);
+  EXPECT_EQ(r["keys"][0]["key"], "a");
+  EXPECT_EQ(r["totalKeys"], "3");
+  // A queue without keyed settings: no per-key limit.
+  r = list({{"queue", "nothing-here"}});
+  EXPECT_EQ(r["keys"], json::array());
+  EXPECT_EQ(r["limit"]["source"], "none");
+  release = true;
+  engine.stop();
+
+  // Bad input names the field.
+  const auto refused = [&](const json& request) {
+    try {
+      list(request);
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.code(), ApiCode::kInvalidArgument);
+      return std::string(e.what());
+    }
+    return std::string("not refused");
+  };
+  EXPECT_EQ(refused(json::object()).rfind("queue: invalid queue name", 0), 0u);
+  EXPECT_EQ(refused({{"queue", "keyed"}, {"limit", 1001}}),
+            "limit: must be 1..1000 (0: 20), got 1001");
 }
 
 TEST_F(ApiServiceTest, RateLimitValidationNamesTheField) {

@@ -227,6 +227,7 @@ MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts)
   page.process = read_process_stats();
   page.unserved = EngineInternals::unserved_kinds(engine);
   page.backoff_until_us = EngineInternals::backoffs(engine);
+  page.key_counts = EngineInternals::key_counts(engine);
   const RemoteWorkers& remote = EngineInternals::remote_workers(engine);
   page.remote_workers = remote.connected_workers();
   page.remote_jobs_held = remote.jobs_held();
@@ -292,6 +293,10 @@ std::string render_prometheus(const MetricsPage& page) {
        "Fleet bucket calls of this process that found another process had taken the tokens "
        "its cached state promised (a lost race; the process then backs off).",
        &QueueCountersSnapshot::fleet_conflicts},
+      {"conveyor_ratelimit_key_throttled_total",
+       "Times a key of the queue with ready jobs was passed over in its turn because its own "
+       "bucket (key_rate_limit) was empty.",
+       &QueueCountersSnapshot::key_throttled},
       {"conveyor_ratelimit_backoff_total",
        "Times a handler or remote worker of this process said the downstream asked to wait "
        "(backpressure: RetryAfter, a worker's backpressure fail); each holds the queue.",
@@ -370,6 +375,18 @@ std::string render_prometheus(const MetricsPage& page) {
       sample(out, "conveyor_queue_unserved_jobs",
              queue_label(queue) + ",kind=\"" + escape_label_value(k.kind) + "\"",
              std::to_string(k.pending));
+
+  family(out, "conveyor_queue_keys", "gauge",
+         "Keys of a keyed queue as this process's dispatch knows them: state=\"ready\" keys "
+         "with ready jobs (as last read from storage, less what was claimed since), "
+         "state=\"running\" keys with jobs running in this process. No series: the queue is "
+         "not keyed here (fairness = \"fifo\", a plugin before ABI 1.4) or not dispatched yet.");
+  for (const auto& [queue, c] : page.key_counts) {
+    sample(out, "conveyor_queue_keys", queue_label(queue) + ",state=\"ready\"",
+           std::to_string(c.ready));
+    sample(out, "conveyor_queue_keys", queue_label(queue) + ",state=\"running\"",
+           std::to_string(c.running));
+  }
 
   family(out, "conveyor_ratelimit_enabled", "gauge",
          "1 when rate limits apply, 0 when the kill switch is off (conveyor ratelimit disable, "

@@ -91,6 +91,9 @@ struct MetricsPage {
   std::map<std::string, std::vector<KindCount>, std::less<>> unserved;
   // Queues held by backpressure, and when each hold ends (wall us).
   std::map<std::string, int64_t, std::less<>> backoff_until_us;
+  // Per keyed queue: keys with ready jobs and keys with jobs running, as
+  // this process's dispatch knows them.
+  std::map<std::string, QueueKeyCounts, std::less<>> key_counts;
   // Remote workers (WorkerService) connected, and the jobs they hold.
   std::optional<uint64_t> remote_workers, remote_jobs_held;
 };
@@ -109,7 +112,9 @@ MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts)
 // conveyor_queue_oldest_pending_age_seconds (plugins of ABI 1.1),
 // conveyor_queue_pending, conveyor_queue_paused, conveyor_queue_unserved_jobs{kind},
 // conveyor_ratelimit_rate and _burst{source} (limited queues only), conveyor_ratelimit_enabled,
-// conveyor_ratelimit_backoff_until_seconds (held queues only), conveyor_build_info,
+// conveyor_ratelimit_backoff_until_seconds (held queues only),
+// conveyor_ratelimit_key_throttled_total, conveyor_queue_keys{state} (keyed
+// queues only), conveyor_build_info,
 // conveyor_remote_workers and conveyor_remote_jobs_held
 // (when set); histograms conveyor_job_pickup_latency_seconds and
 // conveyor_job_duration_seconds (cumulative buckets); process_* metrics.

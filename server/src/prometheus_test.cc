@@ -161,6 +161,31 @@ TEST(Prometheus, StatesLimitsBuildAndProcess) {
   EXPECT_NE(text.find("Per process"), std::string::npos);
 }
 
+// Keys (issue 36): per queue, no per-key labels.
+TEST(Prometheus, KeyedQueuesCountTheirKeysAndThrottledKeys) {
+  MetricsPage page;
+  QueueCountersSnapshot tenants;
+  tenants.queue = "tenants";
+  tenants.key_throttled = 9;
+  QueueCountersSnapshot plain;
+  plain.queue = "plain";
+  page.counters = {tenants, plain};
+  page.key_counts["tenants"] = QueueKeyCounts{.ready = 1200, .running = 7};
+  const std::string text = render_prometheus(page);
+  EXPECT_TRUE(contains(text, "# TYPE conveyor_ratelimit_key_throttled_total counter"));
+  EXPECT_TRUE(contains(text, "conveyor_ratelimit_key_throttled_total{queue=\"tenants\"} 9"));
+  EXPECT_TRUE(contains(text, "conveyor_ratelimit_key_throttled_total{queue=\"plain\"} 0"));
+  EXPECT_TRUE(contains(text, "# TYPE conveyor_queue_keys gauge"));
+  EXPECT_TRUE(contains(text, "conveyor_queue_keys{queue=\"tenants\",state=\"ready\"} 1200"));
+  EXPECT_TRUE(contains(text, "conveyor_queue_keys{queue=\"tenants\",state=\"running\"} 7"));
+  // A queue that is not keyed here has no series.
+  EXPECT_EQ(text.find("conveyor_queue_keys{queue=\"plain\""), std::string::npos);
+  // Nothing keyed: the family is still declared, with no samples.
+  const std::string empty = render_prometheus(MetricsPage{});
+  EXPECT_TRUE(contains(empty, "# TYPE conveyor_queue_keys gauge"));
+  EXPECT_EQ(empty.find("\nconveyor_queue_keys{"), std::string::npos);
+}
+
 TEST(Prometheus, ThisProcessReadsItself) {
   const auto p = read_process_stats();
   ASSERT_TRUE(p);

@@ -311,7 +311,7 @@ for (const mode of [{ name: 'default transport (binary protobuf)', json: false, 
       for (const type of seen) assert.equal(type, mode.type);
     });
 
-    test('job key: enqueued, seen by GetJob and ListJobs; a bad one refused naming it', async () => {
+    test('job key: enqueued, seen by GetJob, ListJobs and ListKeys; a bad one refused naming it', async () => {
       const { admin, task, seen } = clients({ json: mode.json });
       const q = `${queue}-keys`;
       await admin.pauseQueue({ queue: q });
@@ -328,6 +328,21 @@ for (const mode of [{ name: 'default transport (binary protobuf)', json: false, 
       assert.equal(err.code, Code.InvalidArgument);
       assert.match(err.rawMessage, /^jobs\[1\]\.key: /);
       assert.equal((await admin.listJobs({ queue: q })).jobs.length, 3);  // nothing stored
+      // ListKeys: every key has one ready job (the queue is paused), so
+      // bytewise order breaks the tie; this server's counts are live.
+      const keys = await admin.listKeys({ queue: q });
+      assert.deepEqual(keys.keys.map((k) => [k.key, k.ready, k.running, k.throttled]),
+        [['', 1n, 0n, false], [longest, 1n, 0n, false], ['tenant-\u00e9', 1n, 0n, false]]);
+      assert.equal(keys.totalKeys, 3n);
+      assert.equal(keys.complete, true);
+      assert.equal(keys.live, true);
+      assert.equal(keys.fairness, 'fair');
+      assert.equal(keys.limit.source, 'none');
+      assert.equal(keys.limit.ratePerSec, undefined);
+      assert.deepEqual((await admin.listKeys({ queue: q, limit: 1 })).keys.map((k) => k.key), ['']);
+      err = await connectError(admin.listKeys({ queue: q, limit: 1001 }));
+      assert.equal(err.code, Code.InvalidArgument);
+      assert.equal(err.rawMessage, 'limit: must be 1..1000 (0: 20), got 1001');
       for (const type of seen) assert.equal(type, mode.type);
     });
 
@@ -491,6 +506,18 @@ for (const client of [{ name: 'buf curl --protocol connect (binary protobuf)', c
       assert.match(r.stderr, /job\.key: must be a string, got 42/);
     }
     assert.equal((await ok('ListJobs', { queue })).jobs.length, 3);
+    // ListKeys: one ready job per key (paused), bytewise; buf curl may leave
+    // out defaults (the empty key, zero running, false).
+    const keys = await ok('ListKeys', { queue, limit: 2 });
+    assert.deepEqual(keys.keys.map((k) => [k.key ?? '', k.ready, k.running ?? '0', k.throttled ?? false]),
+      [['', '1', '0', false], ['b', '1', '0', false]]);
+    assert.equal(keys.totalKeys, '3');
+    assert.equal(keys.limit.source, 'none');
+    assert.equal(keys.live, true);
+    r = await call('ListKeys', { queue, limit: 1001 });
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /invalid_argument/);
+    assert.match(r.stderr, /limit: must be 1\.\.1000/);
   });
 
   test(`${client.name}: job methods`, async () => {

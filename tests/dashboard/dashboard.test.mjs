@@ -999,6 +999,83 @@ describe('the Jobs tab on a server without a token', () => {
   });
 });
 
+// ---- the Keys card (issue 36) ------------------------------------------------------------------
+
+describe('the Keys card of a keyed queue', () => {
+  let conveyor;
+  let page;
+
+  before(async () => {
+    requests.length = 0;
+    // Each key's bucket starts one job, then its other jobs wait throttled.
+    conveyor = await Conveyor.start('keys', {
+      server: ['allow_unauthenticated = true'],
+      extra: ['[queues.tenants]', 'key_rate_limit = { rate = 0.01, burst = 1 }'],
+    });
+    const long = ['sleep', '--payload', '{"ms": 60000}'];
+    await conveyor.cli('enqueue', 'tenants', ...long, '--key', 'a', '--count', '3');   // ids 1..3
+    await conveyor.cli('enqueue', 'tenants', ...long, '--key', 'b', '--count', '5');   // ids 4..8
+    await conveyor.cli('enqueue', 'tenants', ...long, '--key', 'c');                   // id 9
+    page = await openPage(`${conveyor.base}/#jobs/tenants`);
+  });
+
+  after(async () => {
+    await page?.close();
+    await conveyor?.stop();
+  });
+
+  test('busiest keys first with ready, running and throttled; the per-key limit and its source', async () => {
+    await page.locator('#keys-card').waitFor({ state: 'visible' });
+    // Each key runs one job; a and b then wait throttled, c has nothing left.
+    await waitForCell(page, 'keys', 'k:b', 'throttled', 'yes', 20_000);
+    await waitForCell(page, 'keys', 'k:a', 'throttled', 'yes', 20_000);
+    await waitForCell(page, 'keys', 'k:c', 'running', '1', 20_000);
+    assert.deepEqual(await rowKeys(page, 'keys'), ['k:b', 'k:a', 'k:c']);
+    const row = async (key) => Promise.all(['key', 'ready', 'running', 'throttled'].map((f) => cell(page, 'keys', key, f)));
+    assert.deepEqual(await row('k:b'), ['b', '4', '1', 'yes']);
+    assert.deepEqual(await row('k:a'), ['a', '2', '1', 'yes']);
+    assert.deepEqual(await row('k:c'), ['c', '0', '1', 'no']);
+    // The same as the API says.
+    const answer = await conveyor.admin('ListKeys', { queue: 'tenants' });
+    assert.deepEqual(answer.keys.map((k) => [k.key, k.ready ?? '0', k.running ?? '0', k.throttled ?? false]),
+      [['b', '4', '1', true], ['a', '2', '1', true], ['c', '0', '1', false]]);
+    assert.equal(await page.locator('#keys-title').textContent(), 'Keys of tenants');
+    assert.match(await page.locator('#keys-limit').textContent(),
+      /^Key limit: 0\.01\/s · burst 1 per key \(source: queue-config\); fairness: fair\.$/);
+    // A queue without keys has no Keys card.
+    await conveyor.cli('enqueue', 'plain', 'noop', '--delay', '3600');
+    await page.goto(`${conveyor.base}/#jobs/plain`);
+    await page.locator('#jobs-table tbody tr').first().waitFor();
+    await waitFor('the Keys card to hide', async () => !(await page.locator('#keys-card').isVisible()));
+  });
+
+  test('a key\'s name shows its jobs (filtered in the browser); "Every key\'s jobs" shows them all', async () => {
+    await page.goto(`${conveyor.base}/#jobs/tenants`);
+    await waitForCell(page, 'keys', 'k:a', 'key', 'a');
+    await waitFor('every job listed', async () => (await rowKeys(page, 'jobs')).length === 9);
+    await page.locator('#keys-table tbody tr[data-key="k:a"] button.key-link').click();
+    await waitFor('only key a\'s jobs', async () => (await rowKeys(page, 'jobs')).join() === '1,2,3');
+    assert.match(page.url(), /#jobs\/tenants\?key=a$/);
+    assert.equal(await page.locator('#jobs-title').textContent(), 'Jobs of tenants, key a');
+    assert.match(await page.locator('#jobs-page').textContent(), /filtered in the browser/);
+    assert.ok(await page.locator('#keys-table tbody tr[data-key="k:a"]').evaluate((r) => r.classList.contains('selected')));
+    // The link is shareable: opened afresh it shows the same.
+    const linked = await openPage(`${conveyor.base}/#jobs/tenants?key=b`);
+    try {
+      await waitFor('only key b\'s jobs', async () => (await rowKeys(linked, 'jobs')).join() === '4,5,6,7,8');
+    } finally {
+      await linked.close();
+    }
+    await page.locator('#keys-clear').click();
+    await waitFor('every job again', async () => (await rowKeys(page, 'jobs')).length === 9);
+    assert.match(page.url(), /#jobs\/tenants$/);
+    assert.equal(await page.locator('#keys-clear').isVisible(), false);
+    await screenshot(page, 'keys-card');
+    assert.deepEqual(pageErrors, []);
+    for (const r of requests) assert.ok(r.url.startsWith(conveyor.base), r.url);
+  });
+});
+
 // ---- a server with an admin token and the kill switch off -------------------------------------
 
 describe('dashboard on a read-only server with an admin token, a global default and rate limiting disabled', () => {

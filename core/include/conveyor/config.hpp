@@ -89,7 +89,12 @@ struct HttpTargetConfig {
   // server starts); empty: requests are not signed.
   std::string secret_env;
   bool follow_redirects = false;  // at most 5 hops, each checked by the guard
-  HttpTlsConfig tls;              // ca_file, ca_dir, client_cert, client_key
+  // What a 429/503 (or a handler's RetryAfter) of a job with a key holds:
+  // its key only, so the queue's other keys go on (kKey, the default), or
+  // the whole queue (kQueue). A job with the empty key holds the queue.
+  enum class Hold { kKey, kQueue };
+  Hold hold = Hold::kKey;
+  HttpTlsConfig tls;  // ca_file, ca_dir, client_cert, client_key
 };
 
 // How a queue chooses between its jobs' keys (docs/design/keys.md).

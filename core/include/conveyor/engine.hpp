@@ -147,6 +147,22 @@ class Engine {
   std::vector<JobOutcome> delete_jobs(std::span<const int64_t> ids);
   static constexpr size_t kJobBatchMax = 1000;
 
+  // The keys of a keyed queue (`conveyor keys`, ListKeys): every key with
+  // ready jobs as storage lists them (list_ready_keys, all processes; each
+  // key's ready count capped at kKeyReadyCountCap, at most kKeysScanMax keys
+  // read), merged, while this engine runs (start() until stop()), with what
+  // its dispatch unit knows live: the jobs of each key running here and
+  // whether the key's own bucket was empty at its last turn (keys with jobs
+  // running and none ready are included). Sorted busiest first (most ready,
+  // then most running), at most limit (1..kKeysMax) keys; total_keys says
+  // how many there were. Also the queue's per-key limits from its config and
+  // their source. Not running: live is false, running and throttled unknown
+  // (0, false). An unknown queue has no keys. Failure: ValidationError (queue
+  // name, limit), StorageError (CONVEYOR_E_UNSUPPORTED naming the plugin on
+  // one before ABI 1.4; others from storage). Thread-safe; one storage call
+  // per kPageKeys (1000) keys with ready jobs.
+  KeysReport keys(std::string_view queue, uint32_t limit = 20);
+
   // Set when storage failed with errors retrying cannot fix (a removed or
   // overwritten database file, say) long enough to give up: the engine then
   // stops working and `conveyor serve` exits 1. Empty while storage works or

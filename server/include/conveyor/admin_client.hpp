@@ -66,6 +66,8 @@ class AdminClient {
   std::optional<Job> get_job(int64_t id);
   // ListJobs; query.limit 0 is the server's default (100).
   JobPage list_jobs(const JobQuery& query);
+  // ListKeys: queue's keys, busiest first, at most limit (0: the server's 20).
+  KeysReport list_keys(std::string_view queue, uint32_t limit);
   // RetryJobs, ids form: one outcome per id, in order.
   std::vector<JobOutcome> retry_jobs(std::span<const int64_t> ids);
   // RetryJobs, bulk form: up to limit (0: 1000) jobs of queue in state

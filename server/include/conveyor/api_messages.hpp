@@ -62,6 +62,11 @@ RateLimitingState from_proto(const v1::SetRateLimitingEnabledResponse& m);
 void to_proto(const QueueReport& r, uint64_t dispatched, v1::QueueInfo& out);
 QueueReport from_proto(const v1::QueueInfo& m, const std::string& path = "");
 
+// ListKeysResponse. Reading checks the limit's source and the fairness
+// ("fair", "fifo").
+void to_proto(const KeysReport& r, v1::ListKeysResponse& out);
+KeysReport from_proto(const v1::ListKeysResponse& m, std::string queue);
+
 // Job
 void to_proto(const Job& job, v1::Job& out);
 Job from_proto(const v1::Job& m, const std::string& path = "");

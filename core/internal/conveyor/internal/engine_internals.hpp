@@ -33,6 +33,9 @@ struct EngineInternals {
   static RemoteWorkers& remote_workers(Engine& engine);
   // Queues held by backpressure now, and when each hold ends (wall us).
   static std::map<std::string, int64_t, std::less<>> backoffs(const Engine& engine);
+  // Per keyed queue known to the dispatcher: keys with ready jobs and keys
+  // with jobs running here, as its KeyTurns knows them (no storage call).
+  static std::map<std::string, QueueKeyCounts, std::less<>> key_counts(const Engine& engine);
   // Jobs of asynchronous handlers started and not yet reported.
   static size_t async_outstanding(const Engine& engine);
   // Worker slots the dispatcher counts as taken (jobs running, and permits

@@ -49,6 +49,9 @@ struct QueueCounters {
   std::atomic<uint64_t> leases_lost{0};  // an outcome refused: the lease was gone
   std::atomic<uint64_t> rescued{0};      // lease expired; made runnable again or failed
   std::atomic<uint64_t> backoffs{0};     // the downstream asked to wait (backpressure)
+  // Keyed queue: times a key with ready jobs was passed over in its turn
+  // because its own bucket (key_rate_limit) was empty.
+  std::atomic<uint64_t> key_throttled{0};
   // Fleet-scoped limit: swap_shared_state calls on the queue's bucket, and
   // those that lost a race to another process (so the take was retried).
   std::atomic<uint64_t> claims{0};  // claim calls to storage that succeeded (any number of jobs)
@@ -62,9 +65,16 @@ struct QueueCountersSnapshot {
   std::string queue;
   uint64_t enqueued = 0, dispatched = 0, completed = 0, failed = 0, retried = 0, throttled = 0,
            leases_lost = 0, rescued = 0, backoffs = 0, claims = 0, fleet_swaps = 0,
-           fleet_conflicts = 0;
+           fleet_conflicts = 0, key_throttled = 0;
   Histogram::Snapshot pickup_latency;
   Histogram::Snapshot duration;
+};
+
+// A keyed queue's keys as its dispatch unit knows them now: how many have
+// ready jobs, how many have jobs running in this process.
+struct QueueKeyCounts {
+  uint64_t ready = 0;
+  uint64_t running = 0;
 };
 
 // Thread-safe. References returned by queue() and storage_errors() stay

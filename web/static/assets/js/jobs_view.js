@@ -1,14 +1,19 @@
 // The Jobs tab: one queue's jobs, filtered by state and kind, a page of 50
 // at a time (keyset pagination: a stack of cursors for Previous), a job's
-// detail with Retry and Cancel, and "Retry all failed" in batches.
+// detail with Retry and Cancel, and "Retry all failed" in batches. Above
+// them the queue's Keys card (keys_view.js); with a key picked, the list
+// shows that key's jobs: ListJobs has no key filter, so a window of up to
+// KEY_WINDOW jobs is read per page and filtered here.
 
 import { callAdmin, callTask } from './api.js';
 import { confirmAction } from './confirm.js';
 import { el, setText, syncRows } from './dom.js';
 import { formatCount, formatTimestamp, toNumber, truncate } from './format.js';
+import { KeysPanel } from './keys_view.js';
 import { jobsHash, navigate } from './route.js';
 
 const PAGE_SIZE = 50;
+const KEY_WINDOW = 1000;  // ListJobs' largest page
 // RetryJobs' bulk form does up to this many per call; the loop follows its cursor.
 const BULK_BATCH = 200;
 const FINAL = new Set(['completed', 'failed', 'cancelled']);
@@ -77,7 +82,8 @@ export class JobsView {
 
     this.visible = false;
     this.listShown = false;   // no page loaded yet
-    this.route = { queue: '', state: '', kind: '', job: null };
+    this.route = { queue: '', state: '', kind: '', key: null, job: null };
+    this.keys = new KeysPanel((key) => this.go({ ...this.route, key, job: null }, true));
     this.cursors = ['0'];     // after_id of each page so far; the last is this page's
     this.nextCursor = '0';    // '0': this page is the last
     this.jobs = [];
@@ -128,14 +134,16 @@ export class JobsView {
       // No queue in the link and none known (yet): nothing to list.
       this.route = route;
       this.renderHeader();
+      this.keys.show('', null);
       this.tbody.closest('.table-wrap').hidden = true;
       setText(this.empty, 'No queues yet: jobs show here once a queue has some.');
       this.empty.hidden = false;
       return;
     }
     const old = this.route;
+    route = { ...route, key: route.key ?? null };
     const listChanged = !this.listShown || route.queue !== old.queue || route.state !== old.state ||
-      route.kind !== old.kind;
+      route.kind !== old.kind || route.key !== old.key;
     if (route.queue !== old.queue) {
       this.kinds.clear();
       this.bulkStatus.hidden = true;
@@ -147,6 +155,7 @@ export class JobsView {
     if (document.activeElement !== this.kindInput) this.kindInput.value = route.kind;
     this.renderQueueSelect();
     this.renderHeader();
+    this.keys.show(route.queue, route.key);
     if (listChanged) {
       this.listShown = true;
       this.cursors = ['0'];
@@ -178,6 +187,7 @@ export class JobsView {
     if (!this.visible || !this.route.queue) return;
     await Promise.all([
       this.listLoading ?? this.loadPage(),
+      this.keys.poll(),
       this.job && !this.detailLoading && !this.acting ? this.loadDetail(this.job.id, false) : null,
     ]);
   }
@@ -199,12 +209,12 @@ export class JobsView {
   // The title and page line say what is listed; totals come from ListQueues
   // (no total is known for one kind).
   renderHeader() {
-    const { queue, state, kind } = this.route;
+    const { queue, state, kind, key } = this.route;
     const stateText = state ? (state === 'available' ? 'pending' : state) : '';
-    setText(this.title, queue ? `Jobs of ${queue}` : 'Jobs');
+    setText(this.title, queue ? `Jobs of ${queue}${key === null ? '' : `, key ${key === '' ? '(empty key)' : truncate(key, 40)}`}` : 'Jobs');
     const info = this.queueInfo();
     let total = null;
-    if (info && !kind) {
+    if (info && !kind && key === null) {
       total = state ? toNumber(info[COUNT_FIELD[state]])
         : Object.values(COUNT_FIELD).reduce((sum, f) => sum + toNumber(info[f]), 0);
     }
@@ -212,7 +222,8 @@ export class JobsView {
     // Counts and pages are read apart: never "page 6 of 5".
     const of = total === null ? '' : ` of ${Math.max(page, Math.ceil(total / PAGE_SIZE))}`;
     const what = `${stateText ? `${stateText} ` : ''}${kind ? `${kind} ` : ''}jobs`;
-    setText(this.pageLabel, `Page ${page}${of}${total === null ? '' : ` · ${formatCount(total)} ${what}`}`);
+    const filtered = key === null ? '' : ` · this key's among up to ${formatCount(KEY_WINDOW)} jobs per page (filtered in the browser)`;
+    setText(this.pageLabel, `Page ${page}${of}${total === null ? '' : ` · ${formatCount(total)} ${what}`}${filtered}`);
     this.prev.disabled = page <= 1;
     this.next.disabled = this.nextCursor === '0';
     const failed = info ? toNumber(info.failed) : 0;
@@ -231,15 +242,17 @@ export class JobsView {
 
   loadPage() {
     const seq = ++this.listSeq;
-    const { queue, state, kind } = this.route;
+    const { queue, state, kind, key } = this.route;
     if (!queue) return null;
-    const request = { queue, afterId: this.cursors.at(-1), limit: PAGE_SIZE };
+    const request = { queue, afterId: this.cursors.at(-1), limit: key === null ? PAGE_SIZE : KEY_WINDOW };
     if (state) request.states = [state];
     if (kind) request.kind = kind;
     const loading = callAdmin('ListJobs', request).then((answer) => {
       if (seq !== this.listSeq) return;
       this.error.hidden = true;
-      this.renderPage(answer.jobs ?? [], String(answer.nextAfterId ?? '0'));
+      const jobs = answer.jobs ?? [];
+      this.renderPage(key === null ? jobs : jobs.filter((j) => (j.key ?? '') === key),
+        String(answer.nextAfterId ?? '0'));
     }, (err) => {
       if (seq !== this.listSeq) return;
       setText(this.error, `Could not list the jobs of ${queue}: ${errorText(err)}`);
@@ -259,11 +272,14 @@ export class JobsView {
     wrap.hidden = jobs.length === 0;
     this.empty.hidden = jobs.length > 0;
     if (jobs.length === 0) {
-      const { queue, state, kind } = this.route;
+      const { queue, state, kind, key } = this.route;
       const stateText = state === 'available' ? 'pending ' : state ? `${state} ` : '';
-      setText(this.empty, this.cursors.length > 1
-        ? 'No more jobs past the previous page.'
-        : `No ${stateText}jobs${kind ? ` of kind ${kind}` : ''} in queue ${queue}.`);
+      const ofKey = key === null ? '' : ` of key ${key === '' ? '(empty key)' : key}`;
+      setText(this.empty, key !== null && nextCursor !== '0'
+        ? `No ${stateText}jobs${ofKey} among these ${formatCount(KEY_WINDOW)} jobs: Next looks further.`
+        : this.cursors.length > 1
+          ? `No more jobs${ofKey} past the previous page.`
+          : `No ${stateText}jobs${kind ? ` of kind ${kind}` : ''}${ofKey} in queue ${queue}.`);
     }
     // The Key column only when a job of the page has a key (the empty key is
     // every job's until keys are used).

@@ -1,6 +1,7 @@
 // The dashboard's place in the URL hash, so every view is linkable and the
 // back button works:
-//   #queues   #limits   #jobs/<queue>?state=<state>&kind=<kind>&job=<id>
+//   #queues   #limits   #jobs/<queue>?state=<state>&kind=<kind>&key=<key>&job=<id>
+// (key present, even empty: only that key's jobs; absent: every key's).
 
 function decode(text) {
   try {
@@ -23,15 +24,17 @@ export function parseHash(hash) {
     queue: slash < 0 ? '' : decode(path.slice(slash + 1)),
     state: params.get('state') ?? '',
     kind: params.get('kind') ?? '',
+    key: params.has('key') ? params.get('key') : null,
     // Ids stay strings: int64 is a string in the API's JSON.
     job: /^[1-9][0-9]{0,18}$/.test(job) ? job : null,
   };
 }
 
-export function jobsHash({ queue = '', state = '', kind = '', job = null }) {
+export function jobsHash({ queue = '', state = '', kind = '', key = null, job = null }) {
   const params = new URLSearchParams();
   if (state) params.set('state', state);
   if (kind) params.set('kind', kind);
+  if (key !== null && key !== undefined) params.set('key', key);
   if (job) params.set('job', job);
   const query = params.toString();
   return `#jobs${queue ? `/${encodeURIComponent(queue)}` : ''}${query ? `?${query}` : ''}`;
