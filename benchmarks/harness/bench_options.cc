@@ -11,7 +11,7 @@ namespace {
 std::string known_workloads() {
   std::string out;
   for (const auto& w : all_workloads()) out += (out.empty() ? "" : ", ") + w;
-  return out;
+  return out + ", keys (every keys-* workload)";
 }
 
 }  // namespace
@@ -32,6 +32,7 @@ void BenchOptions::apply_mode_defaults() {
   pick(reference_jobs, uint64_t{20'000}, uint64_t{200'000});
   pick(steady_jobs, uint64_t{10'000}, uint64_t{200'000});
   pick(steady_rate, kDefaultSteadyRate, kDefaultSteadyRate);
+  pick(keys_scale, 0.1, 1.0);
 }
 
 std::optional<BenchOptions> parse_bench_options(int argc, char** argv) {
@@ -56,7 +57,7 @@ std::optional<BenchOptions> parse_bench_options(int argc, char** argv) {
   app.add_flag("--keep-scratch", o.keep_scratch, "do not delete the scratch directory");
   app.add_option(
       "--workloads", workloads,
-      "comma-separated, of: " + known_workloads() + " (default: all but the steady ones)");
+      "comma-separated, of: " + known_workloads() + " (default: all but the steady and keys ones)");
   app.add_option("--workers", o.workers, "max_workers per queue (default 100)")
       ->check(CLI::Range(1u, 100000u));
   app.add_option("--batch", o.claim_batch, "claim_batch_max (default 100)")
@@ -92,6 +93,9 @@ std::optional<BenchOptions> parse_bench_options(int argc, char** argv) {
   app.add_option("--steady-tick-ms", o.steady_tick_ms,
                  "the steady producer enqueues one batch every this many ms (5)")
       ->check(CLI::Range(1u, 1000u));
+  app.add_option("--keys-scale", o.keys_scale,
+                 "the keys-* workloads' job and key counts times this (0.1 quick, 1 full)")
+      ->check(CLI::Range(0.001, 10.0));
   (void)config_opt;
   try {
     app.parse(argc, argv);
@@ -128,6 +132,11 @@ std::optional<BenchOptions> parse_bench_options(int argc, char** argv) {
     while (start <= workloads.size()) {
       const size_t comma = std::min(workloads.find(',', start), workloads.size());
       const std::string w = workloads.substr(start, comma - start);
+      if (const auto& group = workload_group(w); !group.empty()) {
+        o.workloads.insert(group.begin(), group.end());
+        start = comma + 1;
+        continue;
+      }
       bool known = false;
       for (const auto& name : all_workloads()) known = known || name == w;
       if (!known)

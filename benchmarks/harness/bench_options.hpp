@@ -29,13 +29,22 @@ inline const std::vector<std::string>& default_workloads() {
                                              "idle",    "many-queues", "slow-claim", "reference"};
   return w;
 }
-// Every workload --workloads accepts: the defaults, and the steady-producer
-// comparisons (minutes each in full mode), which run only when named.
+// Every workload --workloads accepts: the defaults, the steady-producer
+// comparisons (minutes each in full mode) and the job-key workloads, which
+// run only when named.
 inline const std::vector<std::string>& all_workloads() {
-  static const std::vector<std::string> w = {"enqueue", "drain",          "latency",    "rate",
-                                             "idle",    "many-queues",    "slow-claim", "reference",
-                                             "steady",  "steady-held-txn"};
+  static const std::vector<std::string> w = {
+      "enqueue",     "drain",         "latency",   "rate",     "idle",
+      "many-queues", "slow-claim",    "reference", "steady",   "steady-held-txn",
+      "keys-noisy",  "keys-accuracy", "keys-many", "keys-idle"};
   return w;
+}
+// Names --workloads takes for several workloads at once.
+inline const std::vector<std::string>& workload_group(const std::string& name) {
+  static const std::vector<std::string> keys = {"keys-noisy", "keys-accuracy", "keys-many",
+                                                "keys-idle"};
+  static const std::vector<std::string> none;
+  return name == "keys" ? keys : none;
 }
 
 struct BenchOptions {
@@ -67,6 +76,9 @@ struct BenchOptions {
   // When > 0, the steady queue has a fleet-scoped limit of this many jobs/s
   // (burst ceil(rate)): its shared bucket is written all the while.
   double steady_fleet_limit = 0;
+  // The keys-* workloads' sizes (job and key counts) times this; 0: by mode
+  // (0.1 quick, 1 full).
+  double keys_scale = 0;
 
   bool runs(const std::string& workload) const {
     if (!workloads.empty()) return workloads.count(workload) > 0;

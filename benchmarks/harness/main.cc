@@ -143,6 +143,7 @@ int main(int argc, char** argv) {
   report.steady_jobs = o.steady_jobs;
   report.steady_rate = o.steady_rate;
   report.steady_tick_ms = o.steady_tick_ms;
+  report.keys_scale = o.keys_scale;
   progress.line("{} mode, {} backend(s), scratch {}", report.mode, backends.size(),
                 scratch.string());
 

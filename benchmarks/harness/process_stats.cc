@@ -26,6 +26,13 @@ uint32_t process_threads() {
   return n;
 }
 
+int64_t process_rss_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size_pages = 0, resident_pages = 0;
+  if (!(statm >> size_pages >> resident_pages)) return 0;
+  return resident_pages * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
+
 MachineInfo machine_info() {
   MachineInfo m;
   m.cores = static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));

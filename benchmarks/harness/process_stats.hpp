@@ -12,6 +12,8 @@ namespace conveyor::bench {
 double process_cpu_seconds();
 // Threads of this process now (/proc/self/task).
 uint32_t process_threads();
+// Resident memory of this process now (/proc/self/statm), bytes; 0 if unknown.
+int64_t process_rss_bytes();
 // CPU model, online cores, kernel release, memory.
 MachineInfo machine_info();
 

@@ -168,6 +168,82 @@ json backend_json(const BackendResult& b) {
         {"pickup_alone", pickup_json(s.alone)}, {"pickup_beside_slow", pickup_json(s.beside_slow)},
         {"slow_claims", s.slow_claims}};
   }
+  if (b.keys_noisy) {
+    const KeysNoisyResult& n = *b.keys_noisy;
+    j["keys_noisy_neighbour"] = {{"max_workers", n.workers},
+                                 {"handler_ms", n.handler_ms},
+                                 {"big_key_jobs", n.big_jobs},
+                                 {"small_keys", n.small_keys},
+                                 {"small_jobs_per_key", n.small_jobs_per_key},
+                                 {"small_enqueued_after_ms", n.small_after_ms},
+                                 {"small_pickup_fair", pickup_json(n.fair)},
+                                 {"small_pickup_fifo", pickup_json(n.fifo)},
+                                 {"big_key_alone_jobs_per_sec", n.big_alone_jobs_per_sec},
+                                 {"big_key_alone_window_s", n.big_alone_window_s}};
+  }
+  if (!b.keys_accuracy.empty()) {
+    json runs = json::array();
+    for (const KeysAccuracyRun& k : b.keys_accuracy)
+      runs.push_back(
+          {{"keys", k.keys},
+           {"jobs_per_key", k.jobs_per_key},
+           {"key_rate", k.key_rate},
+           {"key_burst", k.key_burst},
+           {"queue_rate", k.queue_rate},
+           {"queue_burst", k.queue_burst},
+           {"max_workers", k.workers},
+           {"seconds", k.seconds},
+           {"started", k.started},
+           {"window_from_s", k.window_from_s},
+           {"window_to_s", k.window_to_s},
+           {"jobs_per_sec", k.jobs_per_sec},
+           {"worst_key_excess_from_first_start", k.worst_key_excess},
+           {"worst_key", k.worst_key},
+           {"worst_key_excess_from_engine_start", k.worst_key_excess_from_start},
+           {"queue_worst_excess", k.queue_worst_excess},
+           {"jobs_per_key_in_window",
+            {{"min", k.key_count_min}, {"median", k.key_count_median}, {"max", k.key_count_max}}},
+           {"within_bound", k.worst_key_excess_from_start <= 0 && k.queue_worst_excess <= 0}});
+    j["keys_accuracy"] = runs;
+  }
+  if (b.keys_many) {
+    const KeysManyResult& m = *b.keys_many;
+    j["keys_many"] = {{"keys", m.keys},
+                      {"jobs_per_key", m.jobs_per_key},
+                      {"jobs", m.jobs},
+                      {"keyed_runs_jobs_per_sec", m.keyed_runs_jobs_per_sec},
+                      {"unkeyed_runs_jobs_per_sec", m.unkeyed_runs_jobs_per_sec},
+                      {"keyed_jobs_per_sec", m.keyed_jobs_per_sec},
+                      {"unkeyed_jobs_per_sec", m.unkeyed_jobs_per_sec},
+                      {"keyed_seconds", m.keyed_seconds},
+                      {"unkeyed_seconds", m.unkeyed_seconds},
+                      {"unkeyed_fifo_runs_jobs_per_sec", m.unkeyed_fifo_runs_jobs_per_sec},
+                      {"unkeyed_fifo_jobs_per_sec", m.unkeyed_fifo_jobs_per_sec},
+                      {"unkeyed_fifo_seconds", m.unkeyed_fifo_seconds},
+                      {"keyed_to_unkeyed", m.ratio()}};
+  }
+  if (b.keys_idle) {
+    auto run = [](const KeysIdleRun& k) {
+      json one = {{"drain_seconds", k.drain_seconds},
+                  {"rss_bytes_before", k.rss_before},
+                  {"rss_bytes_drained", k.rss_drained},
+                  {"rss_bytes_purged", k.rss_purged},
+                  {"rss_bytes_peak_draining", k.rss_peak},
+                  {"storage_bytes_before", k.storage_before},
+                  {"storage_bytes_drained", k.storage_drained},
+                  {"storage_bytes_purged", k.storage_purged},
+                  {"purged_jobs", k.purged}};
+      if (k.sqlite_used_before)
+        one["sqlite_used_bytes"] = {{"before", *k.sqlite_used_before},
+                                    {"drained", *k.sqlite_used_drained},
+                                    {"purged", *k.sqlite_used_purged}};
+      return one;
+    };
+    j["keys_idle"] = {{"keys", b.keys_idle->keys},
+                      {"storage_measure", b.keys_idle->storage_measure},
+                      {"keyed", run(b.keys_idle->keyed)},
+                      {"unkeyed", run(b.keys_idle->unkeyed)}};
+  }
   if (b.idle && b.idle->server_cpu_pct_of_core)
     j["idle_queues"]["database_server_cpu_pct_of_one_core"] = *b.idle->server_cpu_pct_of_core;
   return j;
@@ -199,7 +275,8 @@ json to_json(const BenchReport& r) {
             {"idle_seconds", r.idle_seconds},
             {"steady_jobs", r.steady_jobs},
             {"steady_offered_per_sec", r.steady_rate},
-            {"steady_tick_ms", r.steady_tick_ms}}},
+            {"steady_tick_ms", r.steady_tick_ms},
+            {"keys_scale", r.keys_scale}}},
           {"rate_invariant_held", r.rate_invariant_held()},
           {"backends", backends}};
 }

@@ -255,6 +255,114 @@ std::string render_table(const BenchReport& report) {
             return s.postgres ? std::to_string(s.postgres->vacuums) : std::string();
           }));
   }
+  // Job keys: labelled with the sizes the first backend that ran them used.
+  const BackendResult* with_noisy = nullptr;
+  for (const BackendResult& b : report.backends)
+    if (b.keys_noisy && !with_noisy) with_noisy = &b;
+  if (with_noisy) {
+    const KeysNoisyResult& n = *with_noisy->keys_noisy;
+    for (const bool fifo : {false, true})
+      t.row(fmt::format("keys, noisy: {} small keys' pickup p50/p99/max ms, {}",
+                        grouped(n.small_keys), fifo ? "fifo" : "fair"),
+            [fifo](const BackendResult& b) {
+              if (!b.keys_noisy) return std::string();
+              const PickupSummary& p = fifo ? b.keys_noisy->fifo : b.keys_noisy->fair;
+              return fmt::format("{} / {} / {}", ms(p.p50_ms), ms(p.p99_ms), ms(p.max_ms));
+            });
+    t.row(fmt::format("keys, noisy: key A alone, {} workers x {:.0f} ms (jobs/s)", n.workers,
+                      n.handler_ms),
+          [](const BackendResult& b) {
+            return b.keys_noisy ? grouped(b.keys_noisy->big_alone_jobs_per_sec) : "";
+          });
+  }
+  for (const bool queue_limited : {false, true}) {
+    const KeysAccuracyRun* shape = nullptr;
+    auto run_of = [queue_limited](const BackendResult& b) -> const KeysAccuracyRun* {
+      for (const KeysAccuracyRun& k : b.keys_accuracy)
+        if ((k.queue_rate > 0) == queue_limited) return &k;
+      return nullptr;
+    };
+    for (const BackendResult& b : report.backends)
+      if (!shape) shape = run_of(b);
+    if (!shape) continue;
+    const std::string name =
+        queue_limited ? fmt::format("keys, {} keys @{}/s + queue {}/s", grouped(shape->keys),
+                                    shape->key_rate, grouped(shape->queue_rate))
+                      : fmt::format("keys, {} keys @{}/s burst {}", grouped(shape->keys),
+                                    shape->key_rate, shape->key_burst);
+    t.row(name + (queue_limited ? ": queue jobs/s (excess)" : ": jobs/s in window"),
+          [&](const BackendResult& b) {
+            const KeysAccuracyRun* k = run_of(b);
+            if (!k) return std::string();
+            return queue_limited
+                       ? fmt::format("{:.1f} ({:.2f} {})", k->jobs_per_sec, k->queue_worst_excess,
+                                     k->queue_worst_excess > 0 ? "FAIL" : "ok")
+                       : fmt::format("{:.1f}", k->jobs_per_sec);
+          });
+    t.row("  worst key excess, from its first start / engine start", [&](const BackendResult& b) {
+      const KeysAccuracyRun* k = run_of(b);
+      if (!k) return std::string();
+      return fmt::format("{:.3f} / {:.2f} {}", k->worst_key_excess, k->worst_key_excess_from_start,
+                         k->worst_key_excess_from_start > 0 ? "FAIL" : "ok");
+    });
+    t.row("  jobs per key in window, min/median/max", [&](const BackendResult& b) {
+      const KeysAccuracyRun* k = run_of(b);
+      if (!k) return std::string();
+      return fmt::format("{:.0f} / {:.0f} / {:.0f} ({:.1f} s)", k->key_count_min,
+                         k->key_count_median, k->key_count_max, k->window_to_s - k->window_from_s);
+    });
+  }
+  const BackendResult* with_many = nullptr;
+  for (const BackendResult& b : report.backends)
+    if (b.keys_many && !with_many) with_many = &b;
+  if (with_many) {
+    t.row(fmt::format("keys, {} noop: {} keys x {} / no key (jobs/s)",
+                      grouped(double(with_many->keys_many->jobs)),
+                      grouped(with_many->keys_many->keys), with_many->keys_many->jobs_per_key),
+          [](const BackendResult& b) {
+            if (!b.keys_many) return std::string();
+            const KeysManyResult& m = *b.keys_many;
+            return fmt::format("{} / {} ({:.0f}%)", grouped(m.keyed_jobs_per_sec),
+                               grouped(m.unkeyed_jobs_per_sec), m.ratio() * 100);
+          });
+    t.row("  the same jobs, no key, fifo (jobs/s)", [](const BackendResult& b) {
+      return b.keys_many ? grouped(b.keys_many->unkeyed_fifo_jobs_per_sec) : std::string();
+    });
+  }
+  const BackendResult* with_idle = nullptr;
+  for (const BackendResult& b : report.backends)
+    if (b.keys_idle && !with_idle) with_idle = &b;
+  if (with_idle) {
+    const std::string name =
+        fmt::format("keys, {} keys x 1 job", grouped(double(with_idle->keys_idle->keys)));
+    for (const bool keyed : {true, false}) {
+      auto run = [keyed](const BackendResult& b) -> const KeysIdleRun* {
+        if (!b.keys_idle) return nullptr;
+        return keyed ? &b.keys_idle->keyed : &b.keys_idle->unkeyed;
+      };
+      t.row(keyed ? name + ": drain s; RSS before/drained/purged" : "  the same jobs with no key",
+            [run](const BackendResult& b) {
+              const KeysIdleRun* k = run(b);
+              if (!k) return std::string();
+              constexpr double kMiB = 1024.0 * 1024.0;
+              return fmt::format("{:.1f} s; {:.1f} / {:.1f} / {:.1f} MiB", k->drain_seconds,
+                                 double(k->rss_before) / kMiB, double(k->rss_drained) / kMiB,
+                                 double(k->rss_purged) / kMiB);
+            });
+    }
+    t.row("  storage before/drained/purged (keyed)", [](const BackendResult& b) {
+      if (!b.keys_idle || b.keys_idle->storage_measure.empty()) return std::string();
+      const KeysIdleRun& k = b.keys_idle->keyed;
+      std::string out =
+          fmt::format("{} / {} / {}", bytes(double(k.storage_before)),
+                      bytes(double(k.storage_drained)), bytes(double(k.storage_purged)));
+      if (k.sqlite_used_before)
+        out += fmt::format("; in use {} / {} / {}", bytes(double(*k.sqlite_used_before)),
+                           bytes(double(*k.sqlite_used_drained)),
+                           bytes(double(*k.sqlite_used_purged)));
+      return out;
+    });
+  }
   t.row("errors", [](const BackendResult& b) {
     return b.errors.empty() ? std::string() : std::to_string(b.errors.size());
   });
@@ -314,6 +422,17 @@ std::string render_targets(const BenchReport& report) {
            fmt::format("{} vs {} ms", ms(s.beside_slow.p99_ms), ms(s.alone.p99_ms)),
            s.beside_slow.p99_ms <= s.alone.p99_ms + 10);
     }
+    if (b.keys_many && b.keys_many->unkeyed_jobs_per_sec > 0)
+      line(fmt::format("{}: {} keys drain >= 90% of the same jobs with no key", label,
+                       grouped(b.keys_many->keys)),
+           fmt::format("{:.0f}%", b.keys_many->ratio() * 100), b.keys_many->ratio() >= 0.9);
+    for (const KeysAccuracyRun& k : b.keys_accuracy)
+      line(fmt::format("{}: {} keys @{}/s{}: no key above burst + rate*t", b.label, grouped(k.keys),
+                       k.key_rate,
+                       k.queue_rate > 0 ? fmt::format(" + queue {}/s", grouped(k.queue_rate)) : ""),
+           fmt::format("excess {:.2f}",
+                       std::max(k.worst_key_excess_from_start, k.queue_worst_excess)),
+           k.worst_key_excess_from_start <= 0 && k.queue_worst_excess <= 0);
     if (b.idle) {
       line(fmt::format("{}: {} idle queues < 2% of one core", b.label, grouped(b.idle->queues)),
            fmt::format("{:.2f}%", b.idle->cpu_pct_of_core), b.idle->cpu_pct_of_core < 2);

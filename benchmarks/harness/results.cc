@@ -68,6 +68,9 @@ bool BenchReport::rate_invariant_held() const {
   for (const BackendResult& b : backends)
     for (const RateResult& r : b.rate)
       if (r.worst_excess > 0) return false;
+  for (const BackendResult& b : backends)
+    for (const KeysAccuracyRun& k : b.keys_accuracy)
+      if (k.worst_key_excess_from_start > 0 || k.queue_worst_excess > 0) return false;
   return true;
 }
 

@@ -168,6 +168,93 @@ struct SteadyResult {
   std::optional<SteadyStorage> postgres;
 };
 
+// Job keys (keys_workload.cc). Noisy neighbour: one queue, one key with a
+// deep backlog of slow jobs, then many small keys with a few jobs each: how
+// long the small keys' jobs wait (enqueue -> handler start) with fair turns
+// and in FIFO order, each on fresh storage, and the big key's throughput
+// alone.
+struct KeysNoisyResult {
+  uint32_t workers = 0;   // the queue's max_workers
+  double handler_ms = 0;  // each job sleeps this long in its handler
+  uint64_t big_jobs = 0;  // key "A"'s backlog
+  uint32_t small_keys = 0;
+  uint32_t small_jobs_per_key = 0;
+  double small_after_ms = 0;          // engine start -> the small keys enqueue
+  PickupSummary fair;                 // the small keys' jobs, fairness = "fair"
+  PickupSummary fifo;                 // the same with fairness = "fifo"
+  double big_alone_jobs_per_sec = 0;  // key A's jobs only, fair
+  double big_alone_window_s = 0;      // the span that figure was measured over
+};
+
+// Per-key rate limits: every key's own bucket, many keys at once; the second
+// run adds a queue-wide limit on top, which binds first.
+struct KeysAccuracyRun {
+  uint32_t keys = 0;
+  uint32_t jobs_per_key = 0;
+  double key_rate = 0;  // key_rate_limit
+  uint32_t key_burst = 0;
+  double queue_rate = 0;  // the queue's rate_limit; 0: none
+  uint32_t queue_burst = 0;
+  uint32_t workers = 0;
+  double seconds = 0;  // engine start -> the run's end
+  uint64_t started = 0;
+  double window_from_s = 0, window_to_s = 0;  // the steady window, from engine start
+  double jobs_per_sec = 0;                    // all keys together, in the window
+  // max over keys and k of k - (burst + rate * t), t from that key's first
+  // start: tight, but a job whose handler started late moves its key's
+  // origin, so a fraction of a job (rate x that delay) is measurement noise;
+  // a whole job is a key run past its limit.
+  double worst_key_excess = 0;
+  std::string worst_key;
+  // The same with t from engine start (before any key's bucket existed):
+  // sound, no tolerance: must be 0.
+  double worst_key_excess_from_start = 0;
+  // The queue limit's worst excess from engine start (sound); 0 without one.
+  double queue_worst_excess = 0;
+  // Jobs started per key within the window: min, median, max over the keys.
+  double key_count_min = 0, key_count_median = 0, key_count_max = 0;
+};
+
+// Many keys cost little: the same jobs drained with a key each and with none
+// (the default, fair queue: the ratio's base); and with none on a FIFO queue
+// (no key turns at all), for reference.
+struct KeysManyResult {
+  uint32_t keys = 0;
+  uint64_t jobs_per_key = 0;
+  uint64_t jobs = 0;  // keys * jobs_per_key, every way
+  std::vector<double> keyed_runs_jobs_per_sec, unkeyed_runs_jobs_per_sec,
+      unkeyed_fifo_runs_jobs_per_sec;
+  double keyed_jobs_per_sec = 0, unkeyed_jobs_per_sec = 0,
+         unkeyed_fifo_jobs_per_sec = 0;                                     // medians
+  double keyed_seconds = 0, unkeyed_seconds = 0, unkeyed_fifo_seconds = 0;  // median drain times
+  double ratio() const {
+    return unkeyed_jobs_per_sec > 0 ? keyed_jobs_per_sec / unkeyed_jobs_per_sec : 0;
+  }
+};
+
+// Keys that come and go: one job each, drained, then purged. What stays.
+// Measured with a key per job, and (first, as the baseline of what any
+// drain of that many jobs leaves) the same jobs with no key.
+struct KeysIdleRun {
+  bool keyed = false;
+  double drain_seconds = 0;
+  // This process's resident memory (after malloc_trim), before enqueueing,
+  // after draining (and 2 s idle), after the purge (and 2 s idle); the peak
+  // sampled while draining.
+  int64_t rss_before = 0, rss_drained = 0, rss_purged = 0, rss_peak = 0;
+  int64_t storage_before = 0, storage_drained = 0, storage_purged = 0;
+  // SQLite: pages in use (page_count - freelist_count) * page_size.
+  std::optional<int64_t> sqlite_used_before, sqlite_used_drained, sqlite_used_purged;
+  uint64_t purged = 0;  // jobs the purge deleted
+};
+struct KeysIdleResult {
+  uint64_t keys = 0;  // = jobs, one each
+  // What storage_* measure: "sqlite file + wal" or "pg_total_relation_size";
+  // empty (and the sizes 0) for storage the bench cannot size.
+  std::string storage_measure;
+  KeysIdleRun keyed, unkeyed;
+};
+
 struct BackendResult {
   std::string label;
   std::string source;  // the config file or plugin path it came from
@@ -185,6 +272,10 @@ struct BackendResult {
   std::optional<SlowClaimResult> slow_claim;
   std::vector<ReferenceResult> references;
   std::vector<SteadyResult> steady;
+  std::optional<KeysNoisyResult> keys_noisy;
+  std::vector<KeysAccuracyRun> keys_accuracy;
+  std::optional<KeysManyResult> keys_many;
+  std::optional<KeysIdleResult> keys_idle;
   std::vector<std::string> errors;  // "workload: message"
 
   // The drain's median over the reference the targets compare it with; 0 if either is missing.
@@ -216,9 +307,11 @@ struct BenchReport {
   uint64_t steady_jobs = 0;
   double steady_rate = 0;
   uint32_t steady_tick_ms = 0;
+  double keys_scale = 0;
   std::vector<BackendResult> backends;
 
-  // Every limited queue of every backend stayed within burst + rate * t.
+  // Every limited queue (and every key of a queue with key_rate_limit) of
+  // every backend stayed within burst + rate * t.
   bool rate_invariant_held() const;
 };
 

@@ -113,6 +113,26 @@ BackendResult run_backend(Backend& backend, const BenchOptions& options, Progres
     attempt(r, progress, workload,
             [&] { r.steady.push_back(run_steady(backend, options, progress, held)); });
   }
+  if (options.runs("keys-noisy")) {
+    scope("keys-noisy");
+    attempt(r, progress, "keys-noisy",
+            [&] { r.keys_noisy = run_keys_noisy(backend, options, progress); });
+  }
+  if (options.runs("keys-accuracy")) {
+    scope("keys-accuracy");
+    attempt(r, progress, "keys-accuracy",
+            [&] { r.keys_accuracy = run_keys_accuracy(backend, options, progress); });
+  }
+  if (options.runs("keys-many")) {
+    scope("keys-many");
+    attempt(r, progress, "keys-many",
+            [&] { r.keys_many = run_keys_many(backend, options, progress); });
+  }
+  if (options.runs("keys-idle")) {
+    scope("keys-idle");
+    attempt(r, progress, "keys-idle",
+            [&] { r.keys_idle = run_keys_idle(backend, options, progress); });
+  }
   progress.set_scope("");
   return r;
 }

@@ -71,6 +71,20 @@ SlowClaimResult run_slow_claim(Backend& backend, const BenchOptions& options, Pr
 SteadyResult run_steady(Backend& backend, const BenchOptions& options, Progress& progress,
                         bool hold_transaction);
 
+// 7. Job keys (keys_workload.cc; sizes times --keys-scale). Noisy neighbour:
+// one key's backlog of 10 ms jobs, 20 workers, then 100 small keys of 5 jobs:
+// the small keys' pickup latency with fairness fair and fifo, and key A's
+// throughput alone.
+KeysNoisyResult run_keys_noisy(Backend& backend, const BenchOptions& options, Progress& progress);
+// 1,000 keys limited to 2/s burst 1 each, 20 jobs each: every key within its
+// bound, the aggregate rate; then again under a queue limit of 500/s.
+std::vector<KeysAccuracyRun> run_keys_accuracy(Backend& backend, const BenchOptions& options,
+                                               Progress& progress);
+// 10,000 keys x 10 noop jobs against the same 100,000 jobs with no key.
+KeysManyResult run_keys_many(Backend& backend, const BenchOptions& options, Progress& progress);
+// 100,000 keys of one job each, drained and purged: RSS and storage size.
+KeysIdleResult run_keys_idle(Backend& backend, const BenchOptions& options, Progress& progress);
+
 // Bare SQL on this machine, no engine (see reference.hpp for what each loop is).
 std::vector<ReferenceResult> run_sqlite_reference(const std::filesystem::path& db,
                                                   const std::string& synchronous,
