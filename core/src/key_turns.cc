@@ -156,6 +156,9 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
     // comes back when it has a token, or when a job of the queue ends.
     if (!k.ready_capped && k.ready <= static_cast<int64_t>(t.given)) continue;
     if (k.bucket && k.bucket->available(now) == 0) {
+      // Throttled from now: its next jobs wait for a token.
+      k.throttled = true;
+      if (throttled_count_) throttled_count_->fetch_add(1, std::memory_order_relaxed);
       const SteadyTime at = now + k.bucket->time_until_next(now);
       if (!blocked_.tokens_at || at < *blocked_.tokens_at) blocked_.tokens_at = at;
     }

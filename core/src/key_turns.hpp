@@ -64,7 +64,8 @@ class KeyTurns {
   static constexpr uint32_t kPageKeys = 1000;
 
   // throttled_count (may be null; must outlive this): incremented each time
-  // a key with ready jobs is passed over because its bucket is empty.
+  // a key with ready jobs is passed over because its bucket is empty, or a
+  // claim spends the last token of a key that has jobs left.
   explicit KeyTurns(Limits limits, std::atomic<uint64_t>* throttled_count = nullptr)
       : limits_(std::move(limits)), throttled_count_(throttled_count) {}
 

@@ -294,8 +294,9 @@ std::string render_prometheus(const MetricsPage& page) {
        "its cached state promised (a lost race; the process then backs off).",
        &QueueCountersSnapshot::fleet_conflicts},
       {"conveyor_ratelimit_key_throttled_total",
-       "Times a key of the queue with ready jobs was passed over in its turn because its own "
-       "bucket (key_rate_limit) was empty.",
+       "Times a key of the queue with ready jobs was passed over in its turn, or was left with "
+       "jobs by a claim that spent its last token, because its own bucket (key_rate_limit) was "
+       "empty.",
        &QueueCountersSnapshot::key_throttled},
       {"conveyor_ratelimit_backoff_total",
        "Times a handler or remote worker of this process said the downstream asked to wait "
