@@ -28,6 +28,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include <dlfcn.h>
 #include <unistd.h>
 #include <cstddef>
 #include <cstdint>
@@ -80,6 +81,11 @@ struct World {
   int mutations = 0;
 
   World() {
+    // Keep the plugin mapped for the whole run: each fresh database makes a
+    // new Engine, and the last Engine's plugin would be unloaded with it,
+    // taking its coverage counters, which libFuzzer still reads, along.
+    const std::string plugin = std::string(CONVEYOR_FUZZ_PLUGIN_DIR) + "/libconveyor-sqlite.so";
+    if (!dlopen(plugin.c_str(), RTLD_NOW | RTLD_NODELETE)) die("dlopen", dlerror());
     char tmpl[] = "/tmp/conveyor-api-fuzz-XXXXXX";
     if (!mkdtemp(tmpl)) die("mkdtemp", "failed");
     dir = tmpl;
