@@ -98,6 +98,11 @@ void on_ready_key(void* ctx, const conveyor_ready_key* key) {
   guarded(r, [&] { r.ready_keys.push_back(copy_ready_key(key, r.problems)); });
 }
 
+void on_key_setting(void* ctx, const conveyor_key_setting* setting) {
+  Reports& r = enter(ctx);
+  guarded(r, [&] { r.key_settings.push_back(copy_key_setting(setting, r.problems)); });
+}
+
 void on_stats(void* ctx, const conveyor_queue_stats* stats) {
   Reports& r = enter(ctx);
   guarded(r, [&] { r.stats.push_back(copy_stats(stats, r.problems)); });
@@ -187,6 +192,31 @@ ReadyKeyCopy copy_ready_key(const conveyor_ready_key* reported,
   if (k.ready < 1)
     problems.push_back("conveyor_ready_key.ready is " + std::to_string(k.ready) + " for key \"" +
                        c.key + "\"; a listed key has at least 1 ready job");
+  return c;
+}
+
+KeySettingCopy copy_key_setting(const conveyor_key_setting* reported,
+                                std::vector<std::string>& problems) {
+  if (reported == nullptr) {
+    problems.push_back("on_setting was called with a NULL setting");
+    return {};
+  }
+  const conveyor_key_setting k =
+      read_sized(reported, "conveyor_key_setting", problems, sizeof(conveyor_key_setting));
+  KeySettingCopy c;
+  c.queue = copy_str(k.queue, "conveyor_key_setting.queue", problems);
+  c.key = copy_str(k.key, "conveyor_key_setting.key", problems);
+  c.target = k.target;
+  c.fields = k.fields;
+  c.rate_per_sec = k.rate_per_sec;
+  c.burst = k.burst;
+  c.scope = k.scope;
+  c.weight = k.weight;
+  c.updated_at = k.updated_at_us;
+  if (c.fields == 0 || (c.fields & ~CONVEYOR_KEY_FIELDS_ALL) != 0)
+    problems.push_back("conveyor_key_setting.fields is " + std::to_string(c.fields) +
+                       " for queue \"" + c.queue + "\" key \"" + c.key +
+                       "\"; a listed setting has at least one known field");
   return c;
 }
 
@@ -724,6 +754,53 @@ Result<PluginBinding::ReadyKeys> PluginBinding::list_ready_keys(
       moving(&Reports::ready_keys, r.value.keys));
   r.value.out_listed = listed;
   return r;
+}
+
+Status PluginBinding::set_key_setting(const conveyor_key_setting& setting, int64_t now_us) {
+  if (!has_slot(StorageSlot::kSetKeySetting))
+    return missing_slot(StorageSlot::kSetKeySetting, "a key's own limit or weight");
+  return run("set_key_setting", [&](conveyor_error* e) {
+    return table_->set_key_setting(handle_, &setting, now_us, e);
+  });
+}
+
+Result<int32_t> PluginBinding::delete_key_setting(std::string_view queue, int32_t target,
+                                                  std::string_view key, uint32_t fields) {
+  if (!has_slot(StorageSlot::kDeleteKeySetting)) {
+    Result<int32_t> r;
+    r.status = missing_slot(StorageSlot::kDeleteKeySetting, "removing a key's own limit or weight");
+    return r;
+  }
+  return run_out("delete_key_setting", int32_t{kUnwritten}, [&](int32_t* out, conveyor_error* e) {
+    return table_->delete_key_setting(handle_, cstr(queue), target, cstr(key), fields, out, e);
+  });
+}
+
+Result<std::vector<KeySettingCopy>> PluginBinding::list_key_settings() {
+  Result<std::vector<KeySettingCopy>> r;
+  if (!has_slot(StorageSlot::kListKeySettings)) {
+    r.status = missing_slot(StorageSlot::kListKeySettings, "listing keys' own limits and weights");
+    return r;
+  }
+  r.status = run_reporting(
+      "list_key_settings", r.problems,
+      [&](conveyor_error* e, void* ctx) {
+        return table_->list_key_settings(handle_, &on_key_setting, ctx, e);
+      },
+      moving(&Reports::key_settings, r.value));
+  return r;
+}
+
+Result<uint32_t> PluginBinding::delete_shared_states(std::string_view prefix, int64_t value_below,
+                                                     uint32_t limit) {
+  if (!has_slot(StorageSlot::kDeleteSharedStates)) {
+    Result<uint32_t> r;
+    r.status = missing_slot(StorageSlot::kDeleteSharedStates, "forgetting idle shared records");
+    return r;
+  }
+  return run_out("delete_shared_states", kUnwrittenCount, [&](uint32_t* out, conveyor_error* e) {
+    return table_->delete_shared_states(handle_, cstr(prefix), value_below, limit, out, e);
+  });
 }
 
 }  // namespace conveyor::host

@@ -182,7 +182,7 @@ extern "C" {
 
 /* The ABI version this header describes. */
 #define CONVEYOR_ABI_MAJOR 1
-#define CONVEYOR_ABI_MINOR 4
+#define CONVEYOR_ABI_MINOR 5
 
 /* The one symbol a plugin exports. */
 #define CONVEYOR_PLUGIN_ENTRY_SYMBOL "conveyor_storage_plugin_entry"
@@ -283,6 +283,18 @@ typedef int32_t conveyor_status;
  * is 0..CONVEYOR_JOB_KEY_MAX bytes of UTF-8; the empty key is "no key" and
  * is one key like any other. */
 #define CONVEYOR_JOB_KEY_MAX 200
+
+/* ABI 1.5: which fields of a conveyor_key_setting are set (a bit mask). */
+#define CONVEYOR_KEY_FIELD_RATE 1u   /* rate_per_sec, burst and scope */
+#define CONVEYOR_KEY_FIELD_WEIGHT 2u /* weight */
+#define CONVEYOR_KEY_FIELDS_ALL 3u
+
+/* ABI 1.5: what a conveyor_key_setting applies to (conveyor_key_setting.target). */
+#define CONVEYOR_KEY_TARGET_ONE 0   /* the one key named by key (may be the empty key) */
+#define CONVEYOR_KEY_TARGET_EVERY 1 /* every key of the queue (key is empty) */
+
+/* ABI 1.5: the largest weight of a key (conveyor_key_setting.weight). */
+#define CONVEYOR_KEY_WEIGHT_MAX 1000
 
 /* Caller-owned error object. The plugin sets code and message on failure. */
 typedef struct conveyor_error {
@@ -419,6 +431,24 @@ typedef struct conveyor_ready_key {
   int64_t ready;
 } conveyor_ready_key;
 
+/* ABI 1.5: a durable setting of a queue's keys, made at run time (conveyor
+ * ratelimit set Q --key K / --per-key, conveyor keys weight Q K W) and shared
+ * by every process on the storage. In set_key_setting: input, owned by the
+ * caller. In list_key_settings: owned by the plugin, valid only during the
+ * callback. */
+typedef struct conveyor_key_setting {
+  uint32_t struct_size; /* sizeof(conveyor_key_setting) as built */
+  uint32_t fields;      /* CONVEYOR_KEY_FIELD_* that are set (listed: those stored) */
+  conveyor_str queue;   /* a valid queue name (the host validates it) */
+  conveyor_str key;     /* TARGET_ONE: the key, 0..CONVEYOR_JOB_KEY_MAX bytes; EVERY: empty */
+  int32_t target;       /* CONVEYOR_KEY_TARGET_* */
+  int32_t scope;        /* with FIELD_RATE: CONVEYOR_SCOPE_*; else 0 */
+  double rate_per_sec;  /* with FIELD_RATE: > 0 and finite; else 0 */
+  uint32_t burst;       /* with FIELD_RATE: >= 1; else 0 */
+  uint32_t weight;      /* with FIELD_WEIGHT: 1..CONVEYOR_KEY_WEIGHT_MAX; else 0 */
+  int64_t updated_at_us; /* listed: now_us of the last set_key_setting; input: ignored */
+} conveyor_key_setting;
+
 /* Callbacks. ctx is the host's, passed back untouched. A callback never
  * fails and never calls back into the same handle (see Callbacks above). */
 typedef void (*conveyor_job_fn)(void* ctx, const conveyor_job* job);
@@ -427,10 +457,11 @@ typedef void (*conveyor_rate_limit_fn)(void* ctx, const conveyor_rate_limit* lim
 typedef void (*conveyor_notify_fn)(void* ctx, int32_t kind, conveyor_str queue);
 typedef void (*conveyor_queue_fn)(void* ctx, conveyor_str queue, int32_t paused);
 typedef void (*conveyor_ready_key_fn)(void* ctx, const conveyor_ready_key* key);
+typedef void (*conveyor_key_setting_fn)(void* ctx, const conveyor_key_setting* setting);
 
 /* The function table. Members up to and including wait_for_notification form
  * version 1.0; every slot of 1.0 is required except wait_for_notification.
- * The slots after it form 1.1, 1.2, 1.3 and 1.4 (all optional); each minor's
+ * The slots after it form 1.1 to 1.5 (all optional); each minor's
  * slots are marked below. */
 typedef struct conveyor_storage_plugin {
   uint32_t struct_size;  /* sizeof(conveyor_storage_plugin) as built */
@@ -825,6 +856,69 @@ typedef struct conveyor_storage_plugin {
                                      uint32_t count_limit, int64_t now_us,
                                      conveyor_ready_key_fn on_key, void* ctx, uint32_t* out_listed,
                                      conveyor_error* err);
+  /* ---- version 1.5 (settings of keys made at run time, and forgetting
+   * idle shared records). Every slot is optional. A host refuses a per-key
+   * override or a weight on a plugin without the first three, and does not
+   * forget idle fleet buckets of keys on one without delete_shared_states,
+   * naming the plugin and its ABI.
+   * Why: a queue's override is a row of its own (set_rate_limit); a key's
+   * override or weight is the same kind of thing, one level down, and must
+   * be durable and shared as it is. The host keeps the meaning (which
+   * setting wins, how a weight shares turns); the plugin stores rows. A
+   * key's fleet bucket is a shared record (swap_shared_state), one per key
+   * that was limited: delete_shared_states lets the host drop those that
+   * are full again, so shared storage for keys stays proportional to keys
+   * with work, not keys ever seen. ---- */
+
+  /* ABI 1.5. Stores the fields of setting->fields for the setting's (queue,
+   * target, key), creating the row if needed; fields not named keep what is
+   * stored. Advances the change marker and, with CONVEYOR_CAP_NOTIFY, sends
+   * CONVEYOR_NOTIFY_RATE_LIMITS for the queue, as set_rate_limit. Durable
+   * when the call returns.
+   * Failure (CONVEYOR_E_INVALID, nothing stored): setting NULL, struct_size
+   * smaller than this 1.5 struct, fields 0 or with unknown bits, an empty
+   * queue name, an unknown target, TARGET_EVERY with a non-empty key, a key
+   * longer than CONVEYOR_JOB_KEY_MAX, with FIELD_RATE a rate not > 0 and
+   * finite, burst 0 or an unknown scope, with FIELD_WEIGHT a weight outside
+   * 1..CONVEYOR_KEY_WEIGHT_MAX.
+   * Cost: one round trip writing one small row. */
+  conveyor_status (*set_key_setting)(conveyor_storage* storage, const conveyor_key_setting* setting,
+                                     int64_t now_us, conveyor_error* err);
+
+  /* ABI 1.5. Clears the fields of fields (CONVEYOR_KEY_FIELD_*) of (queue,
+   * target, key); a row with no field left is removed. *out_cleared = 1
+   * when any of those fields was set (then the change marker advances and
+   * the notification goes out, as set_key_setting), else 0 and nothing
+   * changes (not an error: removing what is not there is idempotent).
+   * Failure (CONVEYOR_E_INVALID): as set_key_setting for queue, target, key
+   * and fields; out_cleared NULL. */
+  conveyor_status (*delete_key_setting)(conveyor_storage* storage, conveyor_str queue,
+                                        int32_t target, conveyor_str key, uint32_t fields,
+                                        int32_t* out_cleared, conveyor_error* err);
+
+  /* ABI 1.5. Reports every stored key setting through on_setting, in order
+   * of queue (name order), target (ONE before EVERY), key (bytewise). Each
+   * reports the fields stored (fields) and zero for the others.
+   * Cost: reads the settings only (they are few: set by hand). */
+  conveyor_status (*list_key_settings)(conveyor_storage* storage, conveyor_key_setting_fn on_setting,
+                                       void* ctx, conveyor_error* err);
+
+  /* ABI 1.5. Deletes up to limit shared records (swap_shared_state) whose
+   * key starts with prefix and whose value is below value_below; a deleted
+   * record reads as never written again ((0, 0)). *out_deleted = the number
+   * deleted; fewer than limit means no more such records. Each deletion is
+   * atomic against concurrent swaps and adds on the same key: a record a
+   * concurrent call moved to a value >= value_below is not deleted.
+   * Failure (CONVEYOR_E_INVALID, nothing deleted): prefix empty or longer
+   * than CONVEYOR_SHARED_KEY_MAX; limit 0; out_deleted NULL.
+   * Why value_below: the host's records for key buckets hold the time the
+   * bucket is full again, so "full since long enough" is "value below a
+   * time", and such a record means the same as no record.
+   * Cost: one round trip; reads the records with the prefix (an index
+   * range), deletes at most limit. */
+  conveyor_status (*delete_shared_states)(conveyor_storage* storage, conveyor_str prefix,
+                                          int64_t value_below, uint32_t limit,
+                                          uint32_t* out_deleted, conveyor_error* err);
 } conveyor_storage_plugin;
 
 /* The size of a 1.0 table: the least struct_size a host accepts. */
@@ -850,6 +944,11 @@ typedef struct conveyor_storage_plugin {
 #define CONVEYOR_PLUGIN_V1_4_SIZE                       \
   (offsetof(conveyor_storage_plugin, list_ready_keys) + \
    sizeof(((conveyor_storage_plugin*)0)->list_ready_keys))
+
+/* The size of a 1.5 table (every 1.5 slot covered). */
+#define CONVEYOR_PLUGIN_V1_5_SIZE                            \
+  (offsetof(conveyor_storage_plugin, delete_shared_states) + \
+   sizeof(((conveyor_storage_plugin*)0)->delete_shared_states))
 
 /* The entry point every plugin exports under CONVEYOR_PLUGIN_ENTRY_SYMBOL.
  * Returns the plugin's table (static, never freed) or NULL when the plugin

@@ -76,6 +76,14 @@
 //                            uint32_t limit, uint32_t count_limit, int64_t now_us,
 //                            const ReadyKeySink& sink);
 // (conveyor_job.key is the plugin's to fill: OwnedJob::key.)
+// and optionally the ABI 1.5 slots (settings of keys; the adapter checks
+// every field's range, the target and the key's length first, so the plugin
+// sees a valid KeySetting with only the fields named in fields filled):
+//   void set_key_setting(const KeySetting& setting, int64_t now_us);
+//   bool delete_key_setting(std::string_view queue, int32_t target, std::string_view key,
+//                           uint32_t fields);                // any of them was set
+//   void list_key_settings(const KeySettingSink& sink);
+//   uint32_t delete_shared_states(std::string_view prefix, int64_t value_below, uint32_t limit);
 //
 // Threading is as the C header says: every method but the destructor may be
 // called concurrently. The host never calls the object from inside one of its
@@ -173,6 +181,7 @@ using JobSink = Sink<conveyor_job, conveyor_job_fn>;
 using QueueStatsSink = Sink<conveyor_queue_stats, conveyor_queue_stats_fn>;
 using RateLimitSink = Sink<conveyor_rate_limit, conveyor_rate_limit_fn>;
 using ReadyKeySink = Sink<conveyor_ready_key, conveyor_ready_key_fn>;
+using KeySettingSink = Sink<conveyor_key_setting, conveyor_key_setting_fn>;
 
 // One key's share of a claim_keys call (ABI 1.4), as the adapter hands it to
 // the plugin: the key is borrowed from the host's array for the call.
@@ -313,6 +322,38 @@ class NotifySink {
  private:
   conveyor_notify_fn fn_;
   void* ctx_;
+};
+
+// A key setting (storage_plugin.h, ABI 1.5), owned: what set_key_setting
+// hands the plugin (checked) and what a plugin copies out of a read before
+// reporting it (view() borrows queue and key). Fields not in fields are 0.
+struct KeySetting {
+  std::string queue;
+  std::string key;
+  int32_t target = CONVEYOR_KEY_TARGET_ONE;
+  uint32_t fields = 0;  // CONVEYOR_KEY_FIELD_*
+  double rate_per_sec = 0;
+  uint32_t burst = 0;
+  int32_t scope = CONVEYOR_SCOPE_PROCESS;
+  uint32_t weight = 0;
+  int64_t updated_at = 0;
+
+  conveyor_key_setting view() const noexcept {
+    conveyor_key_setting s{};
+    s.struct_size = sizeof(conveyor_key_setting);
+    s.fields = fields;
+    s.queue = str(queue);
+    s.key = str(key);
+    s.target = target;
+    if (fields & CONVEYOR_KEY_FIELD_RATE) {
+      s.scope = scope;
+      s.rate_per_sec = rate_per_sec;
+      s.burst = burst;
+    }
+    if (fields & CONVEYOR_KEY_FIELD_WEIGHT) s.weight = weight;
+    s.updated_at_us = updated_at;
+    return s;
+  }
 };
 
 // A shared record after swap_shared_state (storage_plugin.h, ABI 1.2).
@@ -823,6 +864,90 @@ struct Adapter {
     });
   }
 
+  // ---- ABI 1.5 ----
+  static void check_key_target(const char* call, conveyor_str queue, int32_t target,
+                               conveyor_str key, uint32_t fields) {
+    const std::string c(call);
+    if (queue.len == 0 || queue.data == nullptr)
+      throw Error(CONVEYOR_E_INVALID, c + ": queue name is empty");
+    if (fields == 0 || (fields & ~CONVEYOR_KEY_FIELDS_ALL) != 0)
+      throw Error(CONVEYOR_E_INVALID, c + ": fields is " + std::to_string(fields) +
+                                          ", not a non-empty mask of CONVEYOR_KEY_FIELD_*");
+    if (target != CONVEYOR_KEY_TARGET_ONE && target != CONVEYOR_KEY_TARGET_EVERY)
+      throw Error(CONVEYOR_E_INVALID, c + ": target is " + std::to_string(target) +
+                                          ", not CONVEYOR_KEY_TARGET_ONE (0) or _EVERY (1)");
+    check_key(call, "key", key);
+    if (target == CONVEYOR_KEY_TARGET_EVERY && key.len > 0)
+      throw Error(CONVEYOR_E_INVALID, c + ": target CONVEYOR_KEY_TARGET_EVERY takes an empty key");
+  }
+  static conveyor_status set_key_setting(conveyor_storage* s, const conveyor_key_setting* in,
+                                         int64_t now, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (in == nullptr) throw Error(CONVEYOR_E_INVALID, "set_key_setting: setting is NULL");
+      if (in->struct_size < sizeof(conveyor_key_setting))
+        throw Error(CONVEYOR_E_INVALID, "set_key_setting: struct_size " +
+                                            std::to_string(in->struct_size) +
+                                            " is smaller than the 1.5 conveyor_key_setting (" +
+                                            std::to_string(sizeof(conveyor_key_setting)) + ")");
+      check_key_target("set_key_setting", in->queue, in->target, in->key, in->fields);
+      KeySetting k;
+      k.queue.assign(view(in->queue));
+      k.key.assign(view(in->key));
+      k.target = in->target;
+      k.fields = in->fields;
+      if (in->fields & CONVEYOR_KEY_FIELD_RATE) {
+        if (!(in->rate_per_sec > 0) || in->rate_per_sec > 1e300)
+          throw Error(CONVEYOR_E_INVALID, "set_key_setting: rate_per_sec must be > 0 and finite");
+        if (in->burst < 1) throw Error(CONVEYOR_E_INVALID, "set_key_setting: burst must be >= 1");
+        if (in->scope != CONVEYOR_SCOPE_PROCESS && in->scope != CONVEYOR_SCOPE_FLEET)
+          throw Error(CONVEYOR_E_INVALID,
+                      "set_key_setting: scope is " + std::to_string(in->scope) +
+                          ", not CONVEYOR_SCOPE_PROCESS (0) or CONVEYOR_SCOPE_FLEET (1)");
+        k.rate_per_sec = in->rate_per_sec;
+        k.burst = in->burst;
+        k.scope = in->scope;
+      }
+      if (in->fields & CONVEYOR_KEY_FIELD_WEIGHT) {
+        if (in->weight < 1 || in->weight > CONVEYOR_KEY_WEIGHT_MAX)
+          throw Error(CONVEYOR_E_INVALID, "set_key_setting: weight is " +
+                                              std::to_string(in->weight) + ", not 1.." +
+                                              std::to_string(CONVEYOR_KEY_WEIGHT_MAX));
+        k.weight = in->weight;
+      }
+      k.updated_at = now;
+      self(s)->set_key_setting(k, now);
+    });
+  }
+  static conveyor_status delete_key_setting(conveyor_storage* s, conveyor_str queue, int32_t target,
+                                            conveyor_str key, uint32_t fields, int32_t* out_cleared,
+                                            conveyor_error* err) {
+    return guarded(err, [&] {
+      if (out_cleared == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "delete_key_setting: out_cleared is NULL");
+      check_key_target("delete_key_setting", queue, target, key, fields);
+      *out_cleared = self(s)->delete_key_setting(view(queue), target, view(key), fields) ? 1 : 0;
+    });
+  }
+  static conveyor_status list_key_settings(conveyor_storage* s, conveyor_key_setting_fn fn,
+                                           void* ctx, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (fn == nullptr) throw Error(CONVEYOR_E_INVALID, "list_key_settings: on_setting is NULL");
+      self(s)->list_key_settings(KeySettingSink(fn, ctx));
+    });
+  }
+  static conveyor_status delete_shared_states(conveyor_storage* s, conveyor_str prefix,
+                                              int64_t value_below, uint32_t limit,
+                                              uint32_t* out_deleted, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (out_deleted == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "delete_shared_states: out_deleted is NULL");
+      if (prefix.len == 0) throw Error(CONVEYOR_E_INVALID, "delete_shared_states: prefix is empty");
+      check_shared_key("delete_shared_states", prefix);
+      if (limit == 0) throw Error(CONVEYOR_E_INVALID, "delete_shared_states: limit is 0");
+      *out_deleted = self(s)->delete_shared_states(view(prefix), value_below, limit);
+    });
+  }
+
   static constexpr bool has_enqueue_at =
       requires(Impl & i, std::span<const conveyor_new_job> j, std::span<int64_t> o) {
     i.enqueue_at(j, int64_t{}, o);
@@ -881,6 +1006,21 @@ struct Adapter {
       } -> std::same_as<uint32_t>;
   };
 
+  static constexpr bool has_set_key_setting = requires(Impl & i, const KeySetting& k) {
+    i.set_key_setting(k, int64_t{});
+  };
+  static constexpr bool has_delete_key_setting = requires(Impl & i) {
+    {
+      i.delete_key_setting(std::string_view{}, int32_t{}, std::string_view{}, uint32_t{})
+      } -> std::same_as<bool>;
+  };
+  static constexpr bool has_list_key_settings = requires(Impl & i, const KeySettingSink& sink) {
+    i.list_key_settings(sink);
+  };
+  static constexpr bool has_delete_shared_states = requires(Impl & i) {
+    { i.delete_shared_states(std::string_view{}, int64_t{}, uint32_t{}) } -> std::same_as<uint32_t>;
+  };
+
     // Each optional slot: the adapter function when Impl has the method, else
     // NULL; if constexpr keeps the adapter function from being instantiated.
 #define CONVEYOR_SDK_OPTIONAL_SLOT(getter, has, fn)                       \
@@ -905,6 +1045,11 @@ struct Adapter {
   CONVEYOR_SDK_OPTIONAL_SLOT(enqueue_v4_slot, has_enqueue_keyed, enqueue_v4)
   CONVEYOR_SDK_OPTIONAL_SLOT(claim_keys_slot, has_claim_keys, claim_keys)
   CONVEYOR_SDK_OPTIONAL_SLOT(list_ready_keys_slot, has_list_ready_keys, list_ready_keys)
+  CONVEYOR_SDK_OPTIONAL_SLOT(set_key_setting_slot, has_set_key_setting, set_key_setting)
+  CONVEYOR_SDK_OPTIONAL_SLOT(delete_key_setting_slot, has_delete_key_setting, delete_key_setting)
+  CONVEYOR_SDK_OPTIONAL_SLOT(list_key_settings_slot, has_list_key_settings, list_key_settings)
+  CONVEYOR_SDK_OPTIONAL_SLOT(delete_shared_states_slot, has_delete_shared_states,
+                             delete_shared_states)
 #undef CONVEYOR_SDK_OPTIONAL_SLOT
 
   static constexpr bool has_notify = requires(Impl & i, const NotifySink& sink) {
@@ -970,6 +1115,10 @@ struct Adapter {
         enqueue_v4_slot(),
         claim_keys_slot(),
         list_ready_keys_slot(),
+        set_key_setting_slot(),
+        delete_key_setting_slot(),
+        list_key_settings_slot(),
+        delete_shared_states_slot(),
     };
     return &t;
   }

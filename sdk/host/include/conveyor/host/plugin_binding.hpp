@@ -40,6 +40,8 @@ namespace conveyor::host {
 using JobCopy = sdk::OwnedJob;
 // A key with ready jobs as a plugin reported it (ABI 1.4, list_ready_keys).
 using ReadyKeyCopy = sdk::OwnedReadyKey;
+// A key setting as a plugin reported it (ABI 1.5, list_key_settings).
+using KeySettingCopy = sdk::KeySetting;
 
 // One conveyor_queue_stats, copied.
 struct StatsCopy {
@@ -130,6 +132,7 @@ class Reports {
   std::vector<QueueCopy> queues;
   std::vector<NotificationCopy> notifications;
   std::vector<ReadyKeyCopy> ready_keys;
+  std::vector<KeySettingCopy> key_settings;
   std::vector<std::string> problems;
   int notifications_off_caller_thread = 0;  // the header wants the caller's thread
 
@@ -151,6 +154,8 @@ JobCopy copy_job(const conveyor_job* job, std::vector<std::string>& problems);
 StatsCopy copy_stats(const conveyor_queue_stats* stats, std::vector<std::string>& problems);
 LimitCopy copy_limit(const conveyor_rate_limit* limit, std::vector<std::string>& problems);
 ReadyKeyCopy copy_ready_key(const conveyor_ready_key* key, std::vector<std::string>& problems);
+KeySettingCopy copy_key_setting(const conveyor_key_setting* setting,
+                                std::vector<std::string>& problems);
 
 // C views of jobs to enqueue, for any type with queue, kind, payload,
 // priority, max_attempts and run_at_us members. The views borrow jobs' strings.
@@ -310,6 +315,16 @@ class PluginBinding {
   Result<ReadyKeys> list_ready_keys(std::string_view queue,
                                     const std::optional<std::string>& after_key, uint32_t limit,
                                     uint32_t count_limit, int64_t now_us);
+
+  // ABI 1.5, optional ("needs ABI 1.5 (slot ...)" when missing).
+  Status set_key_setting(const conveyor_key_setting& setting, int64_t now_us);
+  // The value is *out_cleared as written (kUnwritten where not).
+  Result<int32_t> delete_key_setting(std::string_view queue, int32_t target, std::string_view key,
+                                     uint32_t fields);
+  Result<std::vector<KeySettingCopy>> list_key_settings();
+  // The value is *out_deleted as written (kUnwrittenCount where not).
+  Result<uint32_t> delete_shared_states(std::string_view prefix, int64_t value_below,
+                                        uint32_t limit);
 
   // Whether the table covers the slot (struct_size reaches its end) and it
   // is non-NULL.

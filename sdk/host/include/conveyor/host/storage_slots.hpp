@@ -61,7 +61,11 @@
   X(add_shared_state, kAddSharedState, 3, false)           \
   X(enqueue_v4, kEnqueueV4, 4, false)                      \
   X(claim_keys, kClaimKeys, 4, false)                      \
-  X(list_ready_keys, kListReadyKeys, 4, false)
+  X(list_ready_keys, kListReadyKeys, 4, false)             \
+  X(set_key_setting, kSetKeySetting, 5, false)             \
+  X(delete_key_setting, kDeleteKeySetting, 5, false)       \
+  X(list_key_settings, kListKeySettings, 5, false)         \
+  X(delete_shared_states, kDeleteSharedStates, 5, false)
 
 namespace conveyor::host {
 
