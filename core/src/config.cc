@@ -438,22 +438,17 @@ void Reader::read_queues(const Field& f, std::map<std::string, QueueConfig>& que
 
 QueueConfig Reader::read_queue(const Field& f) const {
   QueueConfig queue;
-  walk(read_table(f), f.path,
-       {{"max_workers", [&](const Field& k) { queue.max_workers = read_u32(k, 1); }},
-        {"rate_limit",
-         [&](const Field& k) { queue.rate_limit = read_queue_rate_limit(k, "rate_limit"); }},
-        {"http", [&](const Field& k) { queue.http = read_queue_http(k); }},
-        {"key_from", [&](const Field& k) { queue.key_from = read_key_from(k); }},
-        {"key_rate_limit",
-         [&](const Field& k) {
-           queue.key_rate_limit = read_queue_rate_limit(k, "key_rate_limit");
-           if (queue.key_rate_limit->scope == LimitScope::kFleet)
-             fail(k,
-                  "scope = \"fleet\" is not available for key_rate_limit yet: each process "
-                  "keeps its own bucket per key; write scope = \"process\" (or leave it out)");
-         }},
-        {"key_max_workers", [&](const Field& k) { queue.key_max_workers = read_u32(k, 1); }},
-        {"fairness", [&](const Field& k) { queue.fairness = read_fairness(k); }}});
+  walk(
+      read_table(f), f.path,
+      {{"max_workers", [&](const Field& k) { queue.max_workers = read_u32(k, 1); }},
+       {"rate_limit",
+        [&](const Field& k) { queue.rate_limit = read_queue_rate_limit(k, "rate_limit"); }},
+       {"http", [&](const Field& k) { queue.http = read_queue_http(k); }},
+       {"key_from", [&](const Field& k) { queue.key_from = read_key_from(k); }},
+       {"key_rate_limit",
+        [&](const Field& k) { queue.key_rate_limit = read_queue_rate_limit(k, "key_rate_limit"); }},
+       {"key_max_workers", [&](const Field& k) { queue.key_max_workers = read_u32(k, 1); }},
+       {"fairness", [&](const Field& k) { queue.fairness = read_fairness(k); }}});
   if (queue.fairness == Fairness::kFifo && (queue.key_rate_limit || queue.key_max_workers))
     fail(f,
          "fairness = \"fifo\" claims across keys in claim order, so it cannot hold "

@@ -313,9 +313,6 @@ TEST(Config, BadQueueKeySettingsSayWhatToWrite) {
   EXPECT_NE(config_error("[queues.q]\nfairness = \"fifo\"\nkey_max_workers = 2\n")
                 .find("cannot hold key_rate_limit or key_max_workers"),
             std::string::npos);
-  EXPECT_NE(config_error("[queues.q]\nkey_rate_limit = { rate = 2, scope = \"fleet\" }\n")
-                .find("not available for key_rate_limit yet"),
-            std::string::npos);
   EXPECT_NE(config_error("[queues.q]\nkey_rate_limit = { burst = 2 }\n")
                 .find("write key_rate_limit = { rate"),
             std::string::npos);

@@ -390,6 +390,7 @@ bool Dispatcher::catch_up(QueueRunner& r) {
 
 void Dispatcher::refresh_limit(QueueRunner& r, SteadyTime now) {
   r.limit_generation = limits_.generation();
+  if (r.keys) r.keys->set_overrides(limits_.key_overrides(r.name), limits_.enabled());
   EffectiveLimit next = limits_.resolve(r.name);
   if (next == r.limit) return;
   if (!next.limit) {

@@ -45,13 +45,22 @@ bool sweeps_pending_jobs(const Storage& storage) {
 void refuse_unsupported_fleet_limits(const Config& config, const Storage& storage) {
   const std::string missing = missing_slot_reason(storage, StorageSlot::kSwapSharedState,
                                                   "a fleet-wide rate limit (scope = \"fleet\")");
-  if (missing.empty()) return;
   const std::string fix = "; or write scope = \"process\"";
-  if (auto d = config.engine.default_limit(); d && d->scope == LimitScope::kFleet)
-    throw ConfigError("[engine] rate_limit_scope = \"fleet\": " + missing + fix);
+  if (!missing.empty()) {
+    if (auto d = config.engine.default_limit(); d && d->scope == LimitScope::kFleet)
+      throw ConfigError("[engine] rate_limit_scope = \"fleet\": " + missing + fix);
+    for (const auto& [name, q] : config.queues)
+      if (q.rate_limit && q.rate_limit->scope == LimitScope::kFleet)
+        throw ConfigError("[queues." + name + "] rate_limit scope = \"fleet\": " + missing + fix);
+  }
+  // A key's fleet bucket takes with add_shared_state (a take per key served
+  // must not lose races and retry).
+  const std::string no_add = missing_slot_reason(storage, StorageSlot::kAddSharedState,
+                                                 "a fleet-wide limit per key (scope = \"fleet\")");
+  if (no_add.empty()) return;
   for (const auto& [name, q] : config.queues)
-    if (q.rate_limit && q.rate_limit->scope == LimitScope::kFleet)
-      throw ConfigError("[queues." + name + "] rate_limit scope = \"fleet\": " + missing + fix);
+    if (q.key_rate_limit && q.key_rate_limit->scope == LimitScope::kFleet)
+      throw ConfigError("[queues." + name + "] key_rate_limit scope = \"fleet\": " + no_add + fix);
 }
 
 // Whether storage has every ABI 1.4 slot keys need.
@@ -81,12 +90,13 @@ void refuse_unsupported_keys(const Config& config, const Storage& storage) {
 // unless it says fairness = "fifo". (On a plugin without keys every job has
 // the empty key, and turns between one key are claim order: no KeyTurns.)
 std::unique_ptr<KeyTurns> key_turns_for(const Config& config, const std::string& queue,
-                                        std::atomic<uint64_t>* throttled_count) {
+                                        KeyTurns::Fleet fleet) {
   const auto it = config.queues.find(queue);
   const QueueConfig q = it != config.queues.end() ? it->second : QueueConfig{};
   if (q.fairness == Fairness::kFifo) return nullptr;
+  std::atomic<uint64_t>* throttled = &fleet.counters->key_throttled;
   return std::make_unique<KeyTurns>(KeyTurns::Limits{q.key_rate_limit, q.key_max_workers},
-                                    throttled_count);
+                                    throttled, std::move(fleet));
 }
 
 struct Engine::Impl {
@@ -150,7 +160,8 @@ struct Engine::Impl {
     o.outcomes_backlogged = [this] { return completer.backlogged(); };
     if (stores_keys(*storage))
       o.key_turns = [this](const std::string& queue) {
-        return key_turns_for(config, queue, &metrics.queue(queue).key_throttled);
+        return key_turns_for(config, queue,
+                             KeyTurns::Fleet{storage.get(), &clock, &metrics.queue(queue), queue});
       };
     return o;
   }
@@ -378,6 +389,57 @@ void Engine::set_rate_limiting_enabled(bool enabled) {
   impl_->dispatcher.wake_all();
 }
 
+namespace {
+// A run-time key setting for queue: refused where it cannot apply.
+void check_key_setting_applies(const Config& config, const Storage& storage, std::string_view queue,
+                               const RateLimit* limit) {
+  validate_queue_name(queue);
+  if (const auto it = config.queues.find(std::string(queue));
+      it != config.queues.end() && it->second.fairness == Fairness::kFifo)
+    throw ValidationError("queue", "queue " + std::string(queue) +
+                                       " has fairness = \"fifo\": it claims across keys in "
+                                       "claim order, so a key has no limit or weight of its own; "
+                                       "write fairness = \"fair\" in [queues." +
+                                       std::string(queue) + "]");
+  if (limit && limit->scope == LimitScope::kFleet)
+    if (std::string missing = missing_slot_reason(storage, StorageSlot::kAddSharedState,
+                                                  "a fleet-wide limit per key (scope fleet)");
+        !missing.empty())
+      throw ValidationError("scope", missing + ", or use scope process");
+}
+}  // namespace
+
+void Engine::set_key_rate_limit(std::string_view queue, const std::optional<std::string>& key,
+                                const RateLimit& limit) {
+  check_key_setting_applies(impl_->config, *impl_->storage, queue, &limit);
+  impl_->follower.set_key(KeyOverride{std::string(queue), key, limit, std::nullopt, 0},
+                          impl_->clock.wall_now_us());
+  impl_->dispatcher.wake(queue);
+}
+
+bool Engine::delete_key_rate_limit(std::string_view queue, const std::optional<std::string>& key) {
+  validate_queue_name(queue);
+  const bool existed = impl_->follower.remove_key(queue, key, /*limit=*/true, /*weight=*/false);
+  impl_->dispatcher.wake(queue);
+  return existed;
+}
+
+void Engine::set_key_weight(std::string_view queue, const std::string& key, uint32_t weight) {
+  check_key_setting_applies(impl_->config, *impl_->storage, queue, nullptr);
+  impl_->follower.set_key(KeyOverride{std::string(queue), key, std::nullopt, weight, 0},
+                          impl_->clock.wall_now_us());
+  impl_->dispatcher.wake(queue);
+}
+
+bool Engine::delete_key_weight(std::string_view queue, const std::string& key) {
+  validate_queue_name(queue);
+  const bool existed = impl_->follower.remove_key(queue, key, /*limit=*/false, /*weight=*/true);
+  impl_->dispatcher.wake(queue);
+  return existed;
+}
+
+std::vector<KeyOverride> Engine::key_overrides() const { return impl_->limits.key_overrides(); }
+
 RateLimitingState Engine::rate_limiting() const { return impl_->limits.switch_state(); }
 
 bool Engine::supports_fleet_limits() const {
@@ -438,7 +500,7 @@ bool Engine::cancel_job(int64_t id) {
 KeysReport Engine::keys(std::string_view queue, uint32_t limit) {
   std::optional<std::vector<KeyTurns::KeyView>> live;
   if (running()) live = impl_->dispatcher.key_snapshot(queue);
-  return build_keys_report(*impl_->storage, impl_->config, queue, limit, live,
+  return build_keys_report(*impl_->storage, impl_->config, impl_->limits, queue, limit, live,
                            impl_->clock.wall_now_us());
 }
 

@@ -1,5 +1,7 @@
 #include "fleet_bucket.hpp"
 
+#include <openssl/sha.h>
+
 #include <algorithm>
 
 namespace conveyor {
@@ -14,8 +16,33 @@ FleetBucket::FleetBucket(Storage& storage, std::string_view queue, const RateLim
       adds_(storage.has_slot(StorageSlot::kAddSharedState)),
       counters_(counters) {}
 
+FleetBucket::FleetBucket(Storage& storage, Record record, const RateLimit& limit,
+                         const Clock& clock, QueueCounters& counters)
+    : storage_(storage),
+      key_(std::move(record.name)),
+      clock_(clock),
+      limit_(limit),
+      shape_(bucket::Shape::of(limit)),
+      adds_(storage.has_slot(StorageSlot::kAddSharedState)),
+      counters_(counters) {}
+
 std::string FleetBucket::key_for(std::string_view queue) {
   return "ratelimit.bucket:" + std::string(queue);
+}
+
+std::string FleetBucket::key_for(std::string_view queue, std::string_view key) {
+  std::string name = std::string(kKeyPrefix) + std::string(queue);
+  if (name.size() + 2 + key.size() <= CONVEYOR_SHARED_KEY_MAX)
+    return name + "/=" + std::string(key);
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), digest);
+  name += "/#";
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 20; ++i) {
+    name += kHex[digest[i] >> 4];
+    name += kHex[digest[i] & 15];
+  }
+  return name;
 }
 
 int64_t FleetBucket::wall_ns() const { return clock_.wall_now_us() * 1000; }

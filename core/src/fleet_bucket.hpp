@@ -73,8 +73,24 @@ class FleetBucket {
   FleetBucket(Storage& storage, std::string_view queue, const RateLimit& limit, const Clock& clock,
               QueueCounters& counters);
 
+  // As above, for a record named by the caller (a key's fleet bucket).
+  struct Record {
+    std::string name;
+  };
+  FleetBucket(Storage& storage, Record record, const RateLimit& limit, const Clock& clock,
+              QueueCounters& counters);
+
   // The storage key of queue's fleet bucket.
   static std::string key_for(std::string_view queue);
+  // The storage key of the fleet bucket of one key of queue
+  // (key_rate_limit of scope fleet): kKeyPrefix + queue + "/=" + key when
+  // that fits CONVEYOR_SHARED_KEY_MAX, else kKeyPrefix + queue + "/#" + the
+  // first 40 hex digits of the key's SHA-256. ('/' is not in queue names.)
+  static std::string key_for(std::string_view queue, std::string_view key);
+  // The start of every key bucket's record: their full-again times are
+  // wall ns, so records below "now" minus a margin are full and are
+  // deleted (delete_shared_states) to keep shared storage bounded.
+  static constexpr std::string_view kKeyPrefix = "ratelimit.key:";
 
   // Whole tokens the last record seen says are available (an estimate:
   // other processes may have taken some since). No call.

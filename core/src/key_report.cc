@@ -8,8 +8,8 @@
 
 namespace conveyor {
 
-KeysReport build_keys_report(Storage& storage, const Config& config, std::string_view queue,
-                             uint32_t limit,
+KeysReport build_keys_report(Storage& storage, const Config& config, const LimitResolver& limits,
+                             std::string_view queue, uint32_t limit,
                              const std::optional<std::vector<KeyTurns::KeyView>>& live,
                              int64_t now_us) {
   validate_queue_name(queue);
@@ -19,12 +19,19 @@ KeysReport build_keys_report(Storage& storage, const Config& config, std::string
   KeysReport report;
   report.queue = std::string(queue);
   report.live = live.has_value();
+  KeyTurns::Limits configured;
   if (const auto it = config.queues.find(report.queue); it != config.queues.end()) {
     const QueueConfig& q = it->second;
+    configured = {q.key_rate_limit, q.key_max_workers};
     report.key_rate_limit = q.key_rate_limit;
     report.key_max_workers = q.key_max_workers;
     report.fairness = q.fairness;
     if (q.key_rate_limit || q.key_max_workers) report.limit_source = LimitSource::kQueueConfig;
+  }
+  const std::shared_ptr<const LimitResolver::KeyOverrides> overrides = limits.key_overrides(queue);
+  if (overrides->every_key) {
+    report.key_rate_limit = overrides->every_key;
+    report.limit_source = LimitSource::kEveryKeyOverride;
   }
 
   // Every key with ready jobs, page by page, up to kKeysScanMax.
@@ -56,11 +63,20 @@ KeysReport build_keys_report(Storage& storage, const Config& config, std::string
       auto it = keys.find(v.key);
       if (it == keys.end()) {
         if (v.running == 0) continue;  // throttled with nothing ready: nothing waits
-        it = keys.emplace(v.key, KeyReport{.key = v.key}).first;
+        KeyReport fresh;
+        fresh.key = v.key;
+        it = keys.emplace(v.key, std::move(fresh)).first;
       }
       it->second.running = v.running;
       it->second.throttled = v.throttled;
     }
+  }
+
+  for (auto& [key, k] : keys) {
+    const KeyTurns::KeyLimit l = KeyTurns::resolve(configured, *overrides, limits.enabled(), key);
+    k.limit = l.limit;
+    k.limit_source = l.source;
+    k.weight = l.weight;
   }
 
   report.total_keys = keys.size();

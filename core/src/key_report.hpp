@@ -4,6 +4,7 @@
 #pragma once
 
 #include <conveyor/config.hpp>
+#include <conveyor/internal/limit_resolver.hpp>
 #include <conveyor/internal/storage.hpp>
 #include <conveyor/queue_report.hpp>
 
@@ -21,8 +22,10 @@ namespace conveyor {
 // queue that is not keyed or not known yet); nullopt: running and throttled
 // unknown. Throws StorageError (CONVEYOR_E_UNSUPPORTED naming the plugin
 // before ABI 1.4).
-KeysReport build_keys_report(Storage& storage, const Config& config, std::string_view queue,
-                             uint32_t limit,
+// limits: the run-time key settings (each key's limit, its source, its
+// weight).
+KeysReport build_keys_report(Storage& storage, const Config& config, const LimitResolver& limits,
+                             std::string_view queue, uint32_t limit,
                              const std::optional<std::vector<KeyTurns::KeyView>>& live,
                              int64_t now_us);
 

@@ -1,10 +1,102 @@
 #include "key_turns.hpp"
 
+#include "fleet_bucket.hpp"
+
 #include <algorithm>
 #include <limits>
 #include <utility>
 
 namespace conveyor {
+
+KeyTurns::KeyTurns(Limits limits, std::atomic<uint64_t>* throttled_count,
+                   std::optional<Fleet> fleet)
+    : limits_(std::move(limits)),
+      overrides_(std::make_shared<const LimitResolver::KeyOverrides>()),
+      throttled_count_(throttled_count),
+      fleet_(std::move(fleet)) {}
+
+KeyTurns::~KeyTurns() = default;
+
+KeyTurns::KeyLimit KeyTurns::resolve(const Limits& config,
+                                     const LimitResolver::KeyOverrides& overrides, bool enabled,
+                                     std::string_view key) {
+  KeyLimit out;
+  if (const auto w = overrides.weights.find(key); w != overrides.weights.end())
+    out.weight = w->second;
+  if (const auto o = overrides.limits.find(key); o != overrides.limits.end())
+    out = {o->second, LimitSource::kOverride, out.weight};
+  else if (overrides.every_key)
+    out = {overrides.every_key, LimitSource::kEveryKeyOverride, out.weight};
+  else if (config.rate)
+    out = {config.rate, LimitSource::kQueueConfig, out.weight};
+  if (out.limit && !enabled) out = {std::nullopt, LimitSource::kDisabled, out.weight};
+  return out;
+}
+
+void KeyTurns::set_overrides(std::shared_ptr<const LimitResolver::KeyOverrides> overrides,
+                             bool enabled) {
+  MutexLock lock(mu_);
+  overrides_ = std::move(overrides);
+  enabled_ = enabled;
+  ++limit_generation_;
+}
+
+KeyTurns::KeyLimit KeyTurns::limit_of(std::string_view key) const {
+  MutexLock lock(mu_);
+  return resolve(limits_, *overrides_, enabled_, key);
+}
+
+void KeyTurns::apply_limit(const std::string& key, KeyState& k, SteadyTime now) {
+  if (k.limit_generation == limit_generation_) return;
+  k.limit_generation = limit_generation_;
+  const KeyLimit l = resolve(limits_, *overrides_, enabled_, key);
+  k.weight = l.weight;
+  const bool fleet = l.limit && l.limit->scope == LimitScope::kFleet && fleet_ &&
+                     fleet_->storage->has_slot(StorageSlot::kAddSharedState);
+  if (!l.limit) {
+    k.bucket.reset();
+    k.fleet.reset();
+  } else if (fleet) {
+    k.bucket.reset();
+    if (k.fleet)
+      k.fleet->reconfigure(*l.limit);
+    else
+      k.fleet = std::make_unique<FleetBucket>(
+          *fleet_->storage, FleetBucket::Record{FleetBucket::key_for(fleet_->queue, key)}, *l.limit,
+          *fleet_->clock, *fleet_->counters);
+  } else {
+    k.fleet.reset();
+    if (k.bucket)
+      k.bucket->reconfigure(*l.limit, now);
+    else
+      k.bucket.emplace(*l.limit, now);
+  }
+}
+
+uint32_t KeyTurns::tokens(const KeyState& k, SteadyTime now) {
+  if (k.bucket) return k.bucket->available(now);
+  if (k.fleet) return k.fleet->available() + k.fleet->spare();
+  return std::numeric_limits<uint32_t>::max();
+}
+
+SteadyTime KeyTurns::next_token(const KeyState& k, SteadyTime now) {
+  if (k.bucket) return now + k.bucket->time_until_next(now);
+  if (k.fleet) return now + k.fleet->time_until(1);
+  return now;
+}
+
+void KeyTurns::refund(KeyState& k, uint32_t n) {
+  if (n == 0) return;
+  if (k.bucket) k.bucket->refund(n);
+  if (k.fleet) k.fleet->refund(n);
+}
+
+void KeyTurns::count_throttled(KeyState& k, SteadyTime now) {
+  k.throttled = true;
+  if (throttled_count_) throttled_count_->fetch_add(1, std::memory_order_relaxed);
+  const SteadyTime at = next_token(k, now);
+  if (!blocked_.tokens_at || at < *blocked_.tokens_at) blocked_.tokens_at = at;
+}
 
 void KeyTurns::mark_stale() {
   MutexLock lock(mu_);
@@ -14,17 +106,14 @@ void KeyTurns::mark_stale() {
 void KeyTurns::reconfigure(const Limits& limits, SteadyTime now) {
   MutexLock lock(mu_);
   limits_ = limits;
-  for (auto& [key, k] : keys_) {
-    if (!limits_.rate)
-      k.bucket.reset();
-    else if (k.bucket)
-      k.bucket->reconfigure(*limits_.rate, now);
-  }
+  ++limit_generation_;
+  for (auto& [key, k] : keys_) apply_limit(key, k, now);
 }
 
 bool KeyTurns::forgettable(const KeyState& k, SteadyTime now) const {
   return k.ready == 0 && k.running == 0 && (!k.held_until || *k.held_until <= now) &&
-         (!k.bucket || k.bucket->available(now) >= k.bucket->limit().burst);
+         (!k.bucket || k.bucket->available(now) >= k.bucket->limit().burst) &&
+         (!k.fleet || k.fleet->available() >= k.fleet->limit().burst);
 }
 
 void KeyTurns::forget_idle(SteadyTime now) {
@@ -72,11 +161,7 @@ uint32_t KeyTurns::headroom(KeyState& k, SteadyTime now) const {
       k.ready_capped ? kNoLimit : static_cast<uint32_t>(std::min<int64_t>(k.ready, kNoLimit));
   if (limits_.workers)
     room = std::min(room, *limits_.workers > k.running ? *limits_.workers - k.running : 0);
-  if (limits_.rate) {
-    if (!k.bucket) k.bucket.emplace(*limits_.rate, now);
-    room = std::min(room, k.bucket->available(now));
-  }
-  return room;
+  return std::min(room, tokens(k, now));
 }
 
 std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime now,
@@ -111,6 +196,7 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
   auto visit = [&](Keys::iterator it) REQUIRES(mu_) {
     KeyState& k = it->second;
     if (k.ready <= 0) return;
+    apply_limit(it->first, k, now);
     const uint32_t room = headroom(k, now);
     k.throttled = false;
     if (room == 0) {
@@ -118,16 +204,13 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
       if (k.held_until && now < *k.held_until &&
           (!blocked_.tokens_at || *k.held_until < *blocked_.tokens_at))
         blocked_.tokens_at = *k.held_until;
-      if (k.bucket && k.bucket->available(now) == 0) {
-        k.throttled = true;
-        if (throttled_count_) throttled_count_->fetch_add(1, std::memory_order_relaxed);
-        const SteadyTime at = now + k.bucket->time_until_next(now);
-        if (!blocked_.tokens_at || at < *blocked_.tokens_at) blocked_.tokens_at = at;
-      }
+      if ((k.bucket || k.fleet) && tokens(k, now) == 0) count_throttled(k, now);
       return;
     }
-    turns.push_back(Turn{it, room, 1});
-    --left;
+    // A key of weight w takes up to w jobs a round.
+    const uint32_t first = std::min({k.weight, room, left});
+    turns.push_back(Turn{it, room, first});
+    left -= first;
     last_served = it;
   };
   for (auto it = start; it != keys_.end() && left > 0; ++it) visit(it);
@@ -138,8 +221,9 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
     for (Turn& t : turns) {
       if (left == 0) break;
       if (t.given >= t.room) continue;
-      ++t.given;
-      --left;
+      const uint32_t more = std::min({t.key->second.weight, t.room - t.given, left});
+      t.given += more;
+      left -= more;
       progress = true;
       last_served = t.key;
     }
@@ -151,20 +235,25 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
   for (Turn& t : turns) {
     KeyState& k = t.key->second;
     if (k.bucket) k.bucket->take(t.given, now, t.given);
+    // A fleet bucket's tokens are taken from storage now (one call): other
+    // processes may have taken some since the estimate.
+    if (k.fleet) {
+      const uint32_t got = k.fleet->take(t.given);
+      left += t.given - got;
+      t.given = got;
+      if (got == 0) {
+        count_throttled(k, now);
+        continue;
+      }
+    }
     claims.push_back(Storage::KeyClaim{t.key->first, t.given});
     // A key with jobs left that this claim brings to its limit: the unit
     // comes back when it has a token, or when a job of the queue ends.
     if (!k.ready_capped && k.ready <= static_cast<int64_t>(t.given)) continue;
-    if (k.bucket && k.bucket->available(now) == 0) {
-      // Throttled from now: its next jobs wait for a token.
-      k.throttled = true;
-      if (throttled_count_) throttled_count_->fetch_add(1, std::memory_order_relaxed);
-      const SteadyTime at = now + k.bucket->time_until_next(now);
-      if (!blocked_.tokens_at || at < *blocked_.tokens_at) blocked_.tokens_at = at;
-    }
+    if ((k.bucket || k.fleet) && tokens(k, now) == 0) count_throttled(k, now);  // from now
     if (limits_.workers && k.running + t.given >= *limits_.workers) blocked_.by_workers = true;
   }
-  blocked_.more_keys = left > 0 && page_full_ && !turns.empty();
+  blocked_.more_keys = left > 0 && page_full_ && !claims.empty();
   if (blocked_.more_keys) ++stale_count_;  // read the keys beyond the page next time
   return claims;
 }
@@ -179,7 +268,7 @@ void KeyTurns::claimed(std::span<const Storage::KeyClaim> asked, std::span<const
     if (it == keys_.end()) continue;
     KeyState& k = it->second;
     const auto n = std::min(a.max_jobs, failed ? 0u : per_key[a.key]);
-    if (k.bucket && n < a.max_jobs) k.bucket->refund(a.max_jobs - n);
+    refund(k, a.max_jobs - n);
     if (failed) continue;
     if (n < a.max_jobs) {
       k.ready = 0;  // it gave all it had
@@ -221,7 +310,7 @@ bool KeyTurns::has_ready(SteadyTime now) const {
   return std::any_of(keys_.begin(), keys_.end(), [&](const Keys::value_type& e) {
     const KeyState& k = e.second;
     return k.ready > 0 && (!k.held_until || *k.held_until <= now) &&
-           (!workers || k.running < *workers) && (!k.bucket || k.bucket->available(now) > 0);
+           (!workers || k.running < *workers) && tokens(k, now) > 0;
   });
 }
 
@@ -240,7 +329,7 @@ std::vector<KeyTurns::KeyView> KeyTurns::snapshot() const {
 
 bool KeyTurns::limits_keys() const {
   MutexLock lock(mu_);
-  return limits_.rate.has_value() || limits_.workers.has_value();
+  return limits_.rate.has_value() || limits_.workers.has_value() || !overrides_->empty();
 }
 
 size_t KeyTurns::remembered() const {

@@ -15,6 +15,16 @@
 // again when the set may be stale: after mark_stale (new jobs, a due timer),
 // when no known key has ready jobs left, and at least every kRelistEvery.
 //
+// Weights: a key of weight w (conveyor keys weight, default 1) gets up to w
+// jobs per round where a key of weight 1 gets one.
+//
+// Limits per key, the first that is set wins: the key's own run-time
+// override (conveyor ratelimit set Q --key K), the queue's run-time limit
+// for every key (--per-key), [queues.NAME] key_rate_limit. The kill switch
+// (conveyor ratelimit disable) turns them all off. A limit of scope "fleet"
+// is a FleetBucket per key, shared by every process on the storage (one
+// add_shared_state call per key served in a claim, made in the claim path).
+//
 // Memory: a key is remembered while it has ready jobs (as far as the last
 // listing knows), running jobs, or a bucket that is not full; then it is
 // forgotten, and its state is the default again. So state grows with the
@@ -25,6 +35,8 @@
 #pragma once
 
 #include <conveyor/clock.hpp>
+#include <conveyor/internal/limit_resolver.hpp>
+#include <conveyor/internal/metrics.hpp>
 #include <conveyor/internal/mutex.hpp>
 #include <conveyor/internal/storage.hpp>
 #include <conveyor/internal/token_bucket.hpp>
@@ -36,6 +48,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -43,6 +56,8 @@
 #include <vector>
 
 namespace conveyor {
+
+class FleetBucket;
 
 class KeyTurns {
  public:
@@ -63,11 +78,34 @@ class KeyTurns {
   // Keys read per page.
   static constexpr uint32_t kPageKeys = 1000;
 
+  // What a fleet-scope limit of a key needs: the storage its buckets live
+  // in, the clock, the queue (its counters count the calls). All outlive
+  // this.
+  struct Fleet {
+    Storage* storage = nullptr;
+    const Clock* clock = nullptr;
+    QueueCounters* counters = nullptr;
+    std::string queue;
+  };
+  // A key's limit as it applies now, and where it comes from (kOverride:
+  // the key's own; kEveryKeyOverride: --per-key; kQueueConfig:
+  // key_rate_limit; kDisabled: the kill switch; kNone), and its weight.
+  struct KeyLimit {
+    std::optional<RateLimit> limit;
+    LimitSource source = LimitSource::kNone;
+    uint32_t weight = 1;
+  };
+  // The rule above, for reports as for turns.
+  static KeyLimit resolve(const Limits& config, const LimitResolver::KeyOverrides& overrides,
+                          bool enabled, std::string_view key);
+
   // throttled_count (may be null; must outlive this): incremented each time
   // a key with ready jobs is passed over because its bucket is empty, or a
-  // claim spends the last token of a key that has jobs left.
-  explicit KeyTurns(Limits limits, std::atomic<uint64_t>* throttled_count = nullptr)
-      : limits_(std::move(limits)), throttled_count_(throttled_count) {}
+  // claim spends the last token of a key that has jobs left. fleet: needed
+  // for a limit of scope fleet (without it such a limit is per process).
+  explicit KeyTurns(Limits limits, std::atomic<uint64_t>* throttled_count = nullptr,
+                    std::optional<Fleet> fleet = std::nullopt);
+  ~KeyTurns();
 
   // New jobs may have become ready for keys not known yet: read the keys
   // again before the next allocation.
@@ -75,6 +113,12 @@ class KeyTurns {
   // Changes the per-key limits; buckets keep their tokens (at most the new
   // burst).
   void reconfigure(const Limits& limits, SteadyTime now);
+  // The run-time settings of the queue's keys and the kill switch, as the
+  // LimitResolver has them now (never null). Applied to each key at its
+  // next turn.
+  void set_overrides(std::shared_ptr<const LimitResolver::KeyOverrides> overrides, bool enabled);
+  // key's limit and weight as they apply now.
+  KeyLimit limit_of(std::string_view key) const;
 
   // How up to permits jobs should be shared between the ready keys now,
   // taking one token of each key's bucket per job given. Reads the keys
@@ -120,7 +164,8 @@ class KeyTurns {
     bool throttled = false;  // its bucket had no token at the last allocation
   };
   std::vector<KeyView> snapshot() const;
-  // Whether any per-key limit is set (key_rate_limit, key_max_workers).
+  // Whether any per-key limit or weight is set (key_rate_limit,
+  // key_max_workers, a run-time setting).
   bool limits_keys() const;
   // Keys remembered (with ready or running jobs, or a bucket not full).
   size_t remembered() const;
@@ -132,7 +177,10 @@ class KeyTurns {
     int64_t ready = 0;
     bool ready_capped = false;  // ready was count_limit: there may be more
     uint32_t running = 0;
-    std::optional<TokenBucket> bucket;
+    std::optional<TokenBucket> bucket;   // a limit of scope process
+    std::unique_ptr<FleetBucket> fleet;  // a limit of scope fleet
+    uint64_t limit_generation = 0;       // overrides_generation_ the limit was set at
+    uint32_t weight = 1;
     bool throttled = false;
     std::optional<SteadyTime> held_until;  // backpressure: no turn before it
   };
@@ -151,10 +199,23 @@ class KeyTurns {
   bool forgettable(const KeyState& k, SteadyTime now) const;
   void forget_idle(SteadyTime now) REQUIRES(mu_);
   uint32_t headroom(KeyState& k, SteadyTime now) const REQUIRES(mu_);
+  // Makes k's bucket and weight follow its limit now (after a change of
+  // limits or overrides, or for a new key).
+  void apply_limit(const std::string& key, KeyState& k, SteadyTime now) REQUIRES(mu_);
+  // Tokens k's bucket has now (the fleet's as last seen); max without one.
+  static uint32_t tokens(const KeyState& k, SteadyTime now);
+  // When k's bucket has its next token.
+  static SteadyTime next_token(const KeyState& k, SteadyTime now);
+  static void refund(KeyState& k, uint32_t n);
+  void count_throttled(KeyState& k, SteadyTime now) REQUIRES(mu_);
 
   mutable Mutex mu_;
   Limits limits_ GUARDED_BY(mu_);
+  std::shared_ptr<const LimitResolver::KeyOverrides> overrides_ GUARDED_BY(mu_);
+  bool enabled_ GUARDED_BY(mu_) = true;
+  uint64_t limit_generation_ GUARDED_BY(mu_) = 1;  // moves when limits or overrides change
   std::atomic<uint64_t>* const throttled_count_;
+  const std::optional<Fleet> fleet_;
   Keys keys_ GUARDED_BY(mu_);
   std::unordered_map<int64_t, std::string> running_ GUARDED_BY(mu_);  // job id -> key
   std::optional<std::string> turn_after_ GUARDED_BY(mu_);             // the last key served

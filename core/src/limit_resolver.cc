@@ -63,4 +63,39 @@ std::vector<RateLimitOverride> LimitResolver::overrides() const {
   return out;
 }
 
+void LimitResolver::set_key_overrides(std::vector<KeyOverride> overrides) {
+  std::map<std::string, std::shared_ptr<KeyOverrides>, std::less<>> by_queue;
+  for (const KeyOverride& o : overrides) {
+    auto& q = by_queue[o.queue];
+    if (!q) q = std::make_shared<KeyOverrides>();
+    if (!o.key) {
+      if (o.limit) q->every_key = o.limit;
+      continue;
+    }
+    if (o.limit) q->limits.insert_or_assign(*o.key, *o.limit);
+    if (o.weight) q->weights.insert_or_assign(*o.key, *o.weight);
+  }
+  {
+    MutexLock lock(mu_);
+    if (overrides == key_override_list_) return;  // nothing changed: no re-resolve
+    key_overrides_.clear();
+    for (auto& [queue, q] : by_queue) key_overrides_.emplace(queue, std::move(q));
+    key_override_list_ = std::move(overrides);
+  }
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+std::shared_ptr<const LimitResolver::KeyOverrides> LimitResolver::key_overrides(
+    std::string_view queue) const {
+  static const auto kNone = std::make_shared<const KeyOverrides>();
+  MutexLock lock(mu_);
+  const auto it = key_overrides_.find(queue);
+  return it == key_overrides_.end() ? kNone : it->second;
+}
+
+std::vector<KeyOverride> LimitResolver::key_overrides() const {
+  MutexLock lock(mu_);
+  return key_override_list_;
+}
+
 }  // namespace conveyor

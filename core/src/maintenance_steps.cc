@@ -1,5 +1,7 @@
 #include "maintenance_steps.hpp"
 
+#include "fleet_bucket.hpp"
+
 #include <conveyor/internal/log.hpp>
 
 #include <fmt/ranges.h>
@@ -58,11 +60,30 @@ std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts p) {
     steps.push_back({"looking for pending jobs of drained queues",
                      milliseconds(e.notified_poll_interval_ms),
                      [p] { wake_queues_with_pending_jobs(p.storage, p.dispatcher, p.clock); }});
+  if (p.storage.has_slot(StorageSlot::kDeleteSharedStates))
+    steps.push_back({"forgetting idle fleet buckets of keys", kIdleKeyBucketSweep,
+                     [p] { forget_idle_key_buckets(p.storage, p.clock); }});
   if (p.remote)
     steps.push_back({"sweeping remote workers' leases", milliseconds(1000),
                      [r = p.remote] { r->sweep(); },
                      /*proves_storage=*/false});
   return steps;
+}
+
+uint64_t forget_idle_key_buckets(Storage& storage, const Clock& clock) {
+  // Full again before now - kIdleKeyBucketAge: the same as no record (a
+  // record's value is when its bucket is full again, wall ns).
+  const int64_t below =
+      (clock.wall_now_us() -
+       std::chrono::duration_cast<std::chrono::microseconds>(kIdleKeyBucketAge).count()) *
+      1000;
+  constexpr uint32_t kBatch = 1000;
+  uint64_t total = 0;
+  for (uint32_t n = kBatch; n == kBatch;) {
+    n = storage.delete_shared_states(FleetBucket::kKeyPrefix, below, kBatch);
+    total += n;
+  }
+  return total;
 }
 
 uint32_t wake_queues_with_pending_jobs(Storage& storage, Dispatcher& dispatcher,

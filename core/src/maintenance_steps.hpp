@@ -44,6 +44,14 @@ void discover_queues(Storage& storage, Dispatcher& dispatcher, const Config& con
 uint32_t wake_queues_with_pending_jobs(Storage& storage, Dispatcher& dispatcher,
                                        const Clock& clock);
 
+// Deletes the shared records of key buckets (FleetBucket::kKeyPrefix) that
+// have been full for kIdleKeyBucketAge, in batches: such a record means the
+// same as none, so shared storage for keys stays proportional to keys with
+// work (ABI 1.5's delete_shared_states). Returns how many were deleted.
+uint64_t forget_idle_key_buckets(Storage& storage, const Clock& clock);
+inline constexpr std::chrono::seconds kIdleKeyBucketAge{60};
+inline constexpr std::chrono::seconds kIdleKeyBucketSweep{30};
+
 // What the engine's maintenance steps work on.
 struct MaintainedParts {
   Storage& storage;

@@ -40,6 +40,14 @@ class OverrideFollower {
   // returns false when the queue had none. Throw StorageError.
   void set(std::string_view queue, const RateLimit& limit, int64_t now_us) EXCLUDES(mu_);
   bool remove(std::string_view queue) EXCLUDES(mu_);
+  // Stores (validated: ValidationError) or clears a setting of queue's keys
+  // (KeyOverride; a plugin of ABI 1.5: StorageError CONVEYOR_E_UNSUPPORTED
+  // naming the plugin otherwise), then refreshes. remove_key() clears the
+  // limit and/or the weight of key (nullopt: every key); false when none of
+  // them was set.
+  void set_key(const KeyOverride& setting, int64_t now_us) EXCLUDES(mu_);
+  bool remove_key(std::string_view queue, const std::optional<std::string>& key, bool limit,
+                  bool weight) EXCLUDES(mu_);
   // Asks for a refresh soon, from any thread or callback (see take_request).
   void request_refresh() { requested_.store(true, std::memory_order_release); }
   // Consumes a pending request: true when one was made since the last call.
@@ -49,7 +57,8 @@ class OverrideFollower {
   // Constant after construction.
   Storage& storage_;
   LimitResolver& limits_;
-  const bool has_switch_;  // the plugin has swap_shared_state
+  const bool has_switch_;    // the plugin has swap_shared_state
+  const bool has_key_rows_;  // the plugin has list_key_settings (ABI 1.5)
 
   // Guarded by mu_ (which also serialises refreshes).
   Mutex mu_;

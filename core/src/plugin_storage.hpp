@@ -64,6 +64,12 @@ class PluginStorage final : public Storage {
   std::vector<ReadyKey> list_ready_keys(std::string_view queue,
                                         const std::optional<std::string>& after_key, uint32_t limit,
                                         uint32_t count_limit, int64_t now_us) override;
+  void set_key_setting(const KeyOverride& setting, int64_t now_us) override;
+  bool delete_key_setting(std::string_view queue, const std::optional<std::string>& key, bool limit,
+                          bool weight) override;
+  std::vector<KeyOverride> list_key_settings() override;
+  uint32_t delete_shared_states(std::string_view prefix, int64_t value_below,
+                                uint32_t limit) override;
 
  private:
   PluginStorage(std::shared_ptr<const Plugin> plugin, conveyor_storage* handle);

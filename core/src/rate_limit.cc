@@ -42,6 +42,8 @@ const char* to_string(LimitSource source) noexcept {
       return "none";
     case LimitSource::kBackoff:
       return "backoff";
+    case LimitSource::kEveryKeyOverride:
+      return "per-key-override";
   }
   return "none";
 }

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstddef>
 
 namespace conveyor {
@@ -577,6 +578,95 @@ std::vector<Storage::ReadyKey> PluginStorage::list_ready_keys(
   keys.reserve(listed.keys.size());
   for (host::ReadyKeyCopy& k : listed.keys) keys.push_back(ReadyKey{std::move(k.key), k.ready});
   return keys;
+}
+
+namespace {
+uint32_t key_fields(bool limit, bool weight) {
+  return (limit ? CONVEYOR_KEY_FIELD_RATE : 0u) | (weight ? CONVEYOR_KEY_FIELD_WEIGHT : 0u);
+}
+}  // namespace
+
+void PluginStorage::set_key_setting(const KeyOverride& setting, int64_t now_us) {
+  conveyor_key_setting s{};
+  s.struct_size = sizeof s;
+  s.fields = key_fields(setting.limit.has_value(), setting.weight.has_value());
+  s.queue = sdk::str(setting.queue);
+  s.key = setting.key ? sdk::str(*setting.key) : conveyor_str{};
+  s.target = setting.key ? CONVEYOR_KEY_TARGET_ONE : CONVEYOR_KEY_TARGET_EVERY;
+  if (setting.limit) {
+    s.rate_per_sec = setting.limit->rate_per_sec;
+    s.burst = setting.limit->burst;
+    s.scope =
+        setting.limit->scope == LimitScope::kFleet ? CONVEYOR_SCOPE_FLEET : CONVEYOR_SCOPE_PROCESS;
+  }
+  if (setting.weight) s.weight = *setting.weight;
+  const host::Status st = binding(t_, handle_).set_key_setting(s, now_us);
+  if (!st.ok()) throw StorageError(st.code, st.message);
+}
+
+bool PluginStorage::delete_key_setting(std::string_view queue,
+                                       const std::optional<std::string>& key, bool limit,
+                                       bool weight) {
+  const int32_t cleared = value_or_throw(
+      plugin_->info().name, "delete_key_setting",
+      binding(t_, handle_)
+          .delete_key_setting(queue, key ? CONVEYOR_KEY_TARGET_ONE : CONVEYOR_KEY_TARGET_EVERY,
+                              key ? std::string_view(*key) : std::string_view(),
+                              key_fields(limit, weight)));
+  if (cleared != 0 && cleared != 1)
+    throw StorageError(CONVEYOR_E_INTERNAL,
+                       fmt::format("storage plugin '{}': delete_key_setting set *out_cleared = {}, "
+                                   "not 0 or 1",
+                                   plugin_->info().name, cleared));
+  return cleared == 1;
+}
+
+std::vector<KeyOverride> PluginStorage::list_key_settings() {
+  std::vector<host::KeySettingCopy> reported = value_or_throw(
+      plugin_->info().name, "list_key_settings", binding(t_, handle_).list_key_settings());
+  std::vector<KeyOverride> out;
+  out.reserve(reported.size());
+  for (host::KeySettingCopy& k : reported) {
+    const auto bad = [&](std::string_view what) {
+      return StorageError(
+          CONVEYOR_E_INTERNAL,
+          fmt::format("storage plugin '{}': list_key_settings reported {} for queue '{}' key '{}'",
+                      plugin_->info().name, what, k.queue, k.key));
+    };
+    if (k.target != CONVEYOR_KEY_TARGET_ONE && k.target != CONVEYOR_KEY_TARGET_EVERY)
+      throw bad(fmt::format("target {}", k.target));
+    KeyOverride o;
+    o.queue = std::move(k.queue);
+    if (k.target == CONVEYOR_KEY_TARGET_ONE) o.key = std::move(k.key);
+    if (k.fields & CONVEYOR_KEY_FIELD_RATE) {
+      if (!(k.rate_per_sec > 0) || !std::isfinite(k.rate_per_sec) || k.burst < 1 ||
+          (k.scope != CONVEYOR_SCOPE_PROCESS && k.scope != CONVEYOR_SCOPE_FLEET))
+        throw bad(fmt::format("rate {} burst {} scope {}", k.rate_per_sec, k.burst, k.scope));
+      o.limit =
+          RateLimit{k.rate_per_sec, k.burst,
+                    k.scope == CONVEYOR_SCOPE_FLEET ? LimitScope::kFleet : LimitScope::kProcess};
+    }
+    if (k.fields & CONVEYOR_KEY_FIELD_WEIGHT) {
+      if (k.weight < 1 || k.weight > kKeyWeightMax) throw bad(fmt::format("weight {}", k.weight));
+      o.weight = k.weight;
+    }
+    o.updated_at_us = k.updated_at;
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+uint32_t PluginStorage::delete_shared_states(std::string_view prefix, int64_t value_below,
+                                             uint32_t limit) {
+  const uint32_t deleted =
+      value_or_throw(plugin_->info().name, "delete_shared_states",
+                     binding(t_, handle_).delete_shared_states(prefix, value_below, limit));
+  if (deleted > limit)
+    throw StorageError(CONVEYOR_E_INTERNAL,
+                       fmt::format("storage plugin '{}': delete_shared_states deleted {} records, "
+                                   "more than the limit {}",
+                                   plugin_->info().name, deleted, limit));
+  return deleted;
 }
 
 }  // namespace conveyor

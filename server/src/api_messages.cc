@@ -271,7 +271,10 @@ KeysReport from_proto(const v1::ListKeysResponse& m, std::string queue) {
                                .ready_capped = k.ready_capped(),
                                .running = static_cast<uint32_t>(std::clamp<int64_t>(
                                    k.running(), 0, std::numeric_limits<uint32_t>::max())),
-                               .throttled = k.throttled()});
+                               .throttled = k.throttled(),
+                               .limit = std::nullopt,
+                               .limit_source = LimitSource::kNone,
+                               .weight = 1});
   r.total_keys = static_cast<uint64_t>(std::max<int64_t>(m.total_keys(), 0));
   r.complete = m.complete();
   r.live = m.live();

@@ -109,6 +109,28 @@ class Engine {
   // Whether this engine's storage can hold fleet-wide limits (ABI 1.2's
   // swap_shared_state and set_rate_limit_v2). Never throws.
   bool supports_fleet_limits() const;
+  // Run-time settings of a queue's keys (KeyOverride), durable and shared
+  // like set_rate_limit: this engine follows them at once, other processes
+  // within a second. key nullopt: every key of the queue (conveyor
+  // ratelimit set Q --per-key). A key's own limit wins over the one for
+  // every key, which wins over [queues.NAME] key_rate_limit. Validated
+  // (ValidationError): queue name, key (1..200 bytes of UTF-8, or empty for
+  // the empty key), rate, burst, weight 1..kKeyWeightMax; a queue with
+  // fairness = "fifo" (no turns between keys to limit); scope kFleet on a
+  // plugin without add_shared_state (ABI 1.3). Needs storage ABI 1.5
+  // (set_key_setting, delete_key_setting, list_key_settings): StorageError
+  // CONVEYOR_E_UNSUPPORTED naming the plugin and its ABI otherwise, nothing
+  // stored. The delete calls return false when there was nothing to clear.
+  void set_key_rate_limit(std::string_view queue, const std::optional<std::string>& key,
+                          const RateLimit& limit);
+  bool delete_key_rate_limit(std::string_view queue, const std::optional<std::string>& key);
+  // A key's share of turns: weight w gets w jobs a round where weight 1
+  // gets one (conveyor keys weight Q K W). Default 1.
+  void set_key_weight(std::string_view queue, const std::string& key, uint32_t weight);
+  bool delete_key_weight(std::string_view queue, const std::string& key);
+  // Every run-time key setting as this engine follows it, in (queue, one
+  // key before every key, key) order. Never calls storage.
+  std::vector<KeyOverride> key_overrides() const;
   // Pause/resume a queue durably (claims stop in every process). Resuming
   // also ends this process's backpressure hold of the queue at once.
   void set_queue_paused(std::string_view queue, bool paused);

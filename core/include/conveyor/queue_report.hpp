@@ -52,6 +52,12 @@ struct KeyReport {
   // from a running engine (KeysReport::live); otherwise 0 and false.
   uint32_t running = 0;
   bool throttled = false;
+  // The key's rate limit now and where it comes from (kOverride: its own,
+  // kEveryKeyOverride: the queue's for every key, kQueueConfig:
+  // key_rate_limit, kDisabled: the kill switch, kNone), and its weight.
+  std::optional<RateLimit> limit;
+  LimitSource limit_source = LimitSource::kNone;
+  uint32_t weight = 1;
 };
 
 // The keys of one queue (Engine::keys).
@@ -69,8 +75,10 @@ struct KeysReport {
   // process; false (an engine not started, as in `conveyor keys` without
   // --server): they are unknown.
   bool live = false;
-  // The per-key limits ([queues.NAME] key_rate_limit, key_max_workers), and
-  // their source: kQueueConfig when either is set, else kNone.
+  // The per-key limits ([queues.NAME] key_rate_limit, or the run-time limit
+  // for every key, which replaces it; key_max_workers), and their source:
+  // kEveryKeyOverride for the run-time one, kQueueConfig when either is set
+  // in the config, else kNone.
   std::optional<RateLimit> key_rate_limit;
   std::optional<uint32_t> key_max_workers;
   LimitSource limit_source = LimitSource::kNone;

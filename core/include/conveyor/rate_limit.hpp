@@ -46,9 +46,20 @@ struct RateLimitingState {
 // Where a queue's effective limit came from (docs/reference.md, first match wins).
 // kBackoff: the downstream asked the queue to wait (backpressure); nothing is
 // dispatched until the hold ends, whatever the limit below it.
-enum class LimitSource { kDisabled, kOverride, kQueueConfig, kDefault, kNone, kBackoff };
+// kEveryKeyOverride: a key's limit set for every key of its queue at run
+// time (conveyor ratelimit set Q --per-key); a key's own (--key K) is kOverride.
+enum class LimitSource {
+  kDisabled,
+  kOverride,
+  kQueueConfig,
+  kDefault,
+  kNone,
+  kBackoff,
+  kEveryKeyOverride
+};
 
-// "override", "queue-config", "default", "none", "disabled", "backoff".
+// "override", "queue-config", "default", "none", "disabled", "backoff",
+// "per-key-override".
 const char* to_string(LimitSource source) noexcept;
 
 struct EffectiveLimit {
@@ -62,6 +73,24 @@ struct RateLimitOverride {
   std::string queue;
   RateLimit limit;
   int64_t updated_at_us = 0;
+};
+
+// The largest weight of a key (conveyor keys weight): its share of turns.
+inline constexpr uint32_t kKeyWeightMax = 1000;
+
+// A setting of a queue's keys made at run time, durable and shared by every
+// process on the storage (storage ABI 1.5): a key's own rate limit
+// (conveyor ratelimit set Q --key K), the limit of every key of the queue
+// (--per-key; key is nullopt), a key's weight (conveyor keys weight Q K W).
+// What is not set falls back to the queue's config (key_rate_limit) and
+// weight 1.
+struct KeyOverride {
+  std::string queue;
+  std::optional<std::string> key;  // nullopt: every key of the queue
+  std::optional<RateLimit> limit;
+  std::optional<uint32_t> weight;  // 1..kKeyWeightMax; only for one key
+  int64_t updated_at_us = 0;
+  bool operator==(const KeyOverride&) const = default;
 };
 
 }  // namespace conveyor

@@ -61,6 +61,14 @@ const char* to_string(StorageOp op) noexcept {
       return "claim_keys";
     case StorageOp::kListReadyKeys:
       return "list_ready_keys";
+    case StorageOp::kSetKeySetting:
+      return "set_key_setting";
+    case StorageOp::kDeleteKeySetting:
+      return "delete_key_setting";
+    case StorageOp::kListKeySettings:
+      return "list_key_settings";
+    case StorageOp::kDeleteSharedStates:
+      return "delete_shared_states";
   }
   return "unknown";
 }
@@ -439,6 +447,36 @@ std::vector<Storage::ReadyKey> FaultInjectingStorage::list_ready_keys(
   const bool drop = before(StorageOp::kListReadyKeys);
   auto r = inner_->list_ready_keys(queue, after_key, limit, count_limit, now_us);
   after(StorageOp::kListReadyKeys, drop);
+  return r;
+}
+
+void FaultInjectingStorage::set_key_setting(const KeyOverride& setting, int64_t now_us) {
+  const bool drop = before(StorageOp::kSetKeySetting);
+  inner_->set_key_setting(setting, now_us);
+  after(StorageOp::kSetKeySetting, drop);
+}
+
+bool FaultInjectingStorage::delete_key_setting(std::string_view queue,
+                                               const std::optional<std::string>& key, bool limit,
+                                               bool weight) {
+  const bool drop = before(StorageOp::kDeleteKeySetting);
+  const bool r = inner_->delete_key_setting(queue, key, limit, weight);
+  after(StorageOp::kDeleteKeySetting, drop);
+  return r;
+}
+
+std::vector<KeyOverride> FaultInjectingStorage::list_key_settings() {
+  const bool drop = before(StorageOp::kListKeySettings);
+  auto r = inner_->list_key_settings();
+  after(StorageOp::kListKeySettings, drop);
+  return r;
+}
+
+uint32_t FaultInjectingStorage::delete_shared_states(std::string_view prefix, int64_t value_below,
+                                                     uint32_t limit) {
+  const bool drop = before(StorageOp::kDeleteSharedStates);
+  const uint32_t r = inner_->delete_shared_states(prefix, value_below, limit);
+  after(StorageOp::kDeleteSharedStates, drop);
   return r;
 }
 

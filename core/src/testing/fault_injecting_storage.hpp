@@ -61,8 +61,13 @@ enum class StorageOp {
   // ABI 1.4
   kClaimKeys,
   kListReadyKeys,
+  // ABI 1.5
+  kSetKeySetting,
+  kDeleteKeySetting,
+  kListKeySettings,
+  kDeleteSharedStates,
 };
-inline constexpr size_t kStorageOpCount = static_cast<size_t>(StorageOp::kListReadyKeys) + 1;
+inline constexpr size_t kStorageOpCount = static_cast<size_t>(StorageOp::kDeleteSharedStates) + 1;
 // "enqueue", "claim", "extend_leases", ...: the Storage method's name.
 const char* to_string(StorageOp op) noexcept;
 
@@ -162,6 +167,12 @@ class FaultInjectingStorage final : public Storage {
   std::vector<ReadyKey> list_ready_keys(std::string_view queue,
                                         const std::optional<std::string>& after_key, uint32_t limit,
                                         uint32_t count_limit, int64_t now_us) override;
+  void set_key_setting(const KeyOverride& setting, int64_t now_us) override;
+  bool delete_key_setting(std::string_view queue, const std::optional<std::string>& key, bool limit,
+                          bool weight) override;
+  std::vector<KeyOverride> list_key_settings() override;
+  uint32_t delete_shared_states(std::string_view prefix, int64_t value_below,
+                                uint32_t limit) override;
 
  private:
   struct Failure {

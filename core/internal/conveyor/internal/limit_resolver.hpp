@@ -43,6 +43,21 @@ class LimitResolver {
   void set_stored_switch(std::optional<bool> enabled);
   RateLimitingState switch_state() const;
 
+  // The run-time settings of one queue's keys (KeyOverride), by key.
+  struct KeyOverrides {
+    std::optional<RateLimit> every_key;  // --per-key
+    std::map<std::string, RateLimit, std::less<>> limits;
+    std::map<std::string, uint32_t, std::less<>> weights;
+    bool empty() const { return !every_key && limits.empty() && weights.empty(); }
+  };
+  // Replaces the key settings snapshot (as read from storage).
+  void set_key_overrides(std::vector<KeyOverride> overrides) EXCLUDES(mu_);
+  // queue's key settings (never null; empty when it has none). Kill switch
+  // not applied: the caller asks enabled().
+  std::shared_ptr<const KeyOverrides> key_overrides(std::string_view queue) const EXCLUDES(mu_);
+  // Every key setting, in (queue, every key last, key) order.
+  std::vector<KeyOverride> key_overrides() const EXCLUDES(mu_);
+
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   bool enabled() const { return switch_state().enabled; }
   // The global default, if any (shown even when disabled).
@@ -60,6 +75,10 @@ class LimitResolver {
   // changed).
   mutable Mutex mu_;
   std::shared_ptr<const OverrideMap> overrides_ GUARDED_BY(mu_);
+  // Each queue's key settings, and the list as stored.
+  std::map<std::string, std::shared_ptr<const KeyOverrides>, std::less<>> key_overrides_
+      GUARDED_BY(mu_);
+  std::vector<KeyOverride> key_override_list_ GUARDED_BY(mu_);
 
   // Atomic: any thread.
   // -1: storage says nothing; 0: disabled there; 1: enabled there.

@@ -214,6 +214,23 @@ class Storage {
                                                 uint32_t limit, uint32_t count_limit,
                                                 int64_t now_us) = 0;
 
+  // ---- ABI 1.5 (settings of keys made at run time). Each throws
+  // CONVEYOR_E_UNSUPPORTED naming the plugin and its ABI on a plugin
+  // without the slot. ----
+  // Stores what setting sets (its limit, its weight, or both; at least
+  // one), keeping what it leaves unset. The caller validated it.
+  virtual void set_key_setting(const KeyOverride& setting, int64_t now_us) = 0;
+  // Clears the limit (limit true) and/or the weight (weight true) of key
+  // (nullopt: every key) of queue; whether any of them was set.
+  virtual bool delete_key_setting(std::string_view queue, const std::optional<std::string>& key,
+                                  bool limit, bool weight) = 0;
+  // Every stored setting, in (queue, one key before every key, key) order.
+  virtual std::vector<KeyOverride> list_key_settings() = 0;
+  // Deletes up to limit shared records whose key starts with prefix and
+  // whose value is below value_below; how many.
+  virtual uint32_t delete_shared_states(std::string_view prefix, int64_t value_below,
+                                        uint32_t limit) = 0;
+
  protected:
   Storage() = default;
 };
