@@ -394,6 +394,11 @@ namespace {
 void check_key_setting_applies(const Config& config, const Storage& storage, std::string_view queue,
                                const RateLimit* limit) {
   validate_queue_name(queue);
+  for (StorageSlot slot :
+       {StorageSlot::kSetKeySetting, StorageSlot::kDeleteKeySetting, StorageSlot::kListKeySettings})
+    if (std::string missing = missing_slot_reason(storage, slot, "a key's own limit or weight");
+        !missing.empty())
+      throw StorageError(CONVEYOR_E_UNSUPPORTED, missing);
   if (const auto it = config.queues.find(std::string(queue));
       it != config.queues.end() && it->second.fairness == Fairness::kFifo)
     throw ValidationError("queue", "queue " + std::string(queue) +

@@ -7,6 +7,9 @@
 #include "testing/sync.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include <algorithm>
 #include <atomic>
@@ -257,6 +260,108 @@ TEST_F(EngineKeysTest, HoldQueueMakesARetryAfterHoldTheWholeQueue) {
   auto after = starts_after_a_refusal(*engine);
   ASSERT_FALSE(after["b"].empty());
   EXPECT_GE(after["b"].front(), 1.0) << "the queue's hold let key b through";
+}
+
+// ---- run-time key settings (ABI 1.5) ----
+
+TEST_F(EngineKeysTest, AWeightOfThreeGivesAKeyThreeTurnsToAnothersOne) {
+  config.queues["q"].max_workers = 1;  // one job a claim: the order is the schedule
+  auto engine = make();
+  engine->set_key_weight("q", "heavy", 3);
+  enqueue(*engine, "heavy", 30);
+  enqueue(*engine, "light", 10);
+  const std::vector<std::string> order = start_order(*engine, 40);
+  // Rounds of 3 heavy and 1 light: the first 20 starts hold 15 and 5.
+  EXPECT_EQ(std::count(order.begin(), order.begin() + 20, "heavy"), 15);
+  EXPECT_EQ(std::count(order.begin(), order.begin() + 20, "light"), 5);
+  EXPECT_TRUE(engine->delete_key_weight("q", "heavy"));
+  EXPECT_FALSE(engine->delete_key_weight("q", "heavy"));
+}
+
+TEST_F(EngineKeysTest, KeySettingsAreRefusedWhereTheyCannotApply) {
+  config.queues["f"].fairness = Fairness::kFifo;
+  auto engine = make();
+  try {
+    engine->set_key_rate_limit("f", std::string("a"), RateLimit{1.0, 1});
+    ADD_FAILURE() << "a fifo queue took a key's limit";
+  } catch (const ValidationError& e) {
+    EXPECT_NE(std::string(e.what()).find("fairness = \"fifo\""), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(engine->set_key_weight("q", "a", 0), ValidationError);
+  EXPECT_THROW(engine->set_key_weight("q", "a", kKeyWeightMax + 1), ValidationError);
+  EXPECT_THROW(engine->set_key_rate_limit("q", std::string("a"), RateLimit{0.0, 1}),
+               ValidationError);
+  EXPECT_THROW(engine->set_key_rate_limit("q", std::string(201, 'k'), RateLimit{1.0, 1}),
+               ValidationError);
+  EXPECT_TRUE(engine->key_overrides().empty()) << "nothing refused was stored";
+}
+
+TEST_F(EngineKeysTest, APluginWithoutKeySettingsIsNamedWithItsAbi) {
+  storage->hide_slot("set_key_setting");
+  auto engine = make();
+  try {
+    engine->set_key_weight("q", "a", 2);
+    ADD_FAILURE() << "no error";
+  } catch (const StorageError& e) {
+    EXPECT_EQ(e.code(), CONVEYOR_E_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("set_key_setting"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(EngineKeysTest, ASettingMadeByOneProcessIsFollowedByAnother) {
+  // Two engines on one SQLite file stand for two processes.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("conveyor-engine-keys-" + std::to_string(getpid()) + "-shared");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  config.storage.plugin = "sqlite";
+  config.storage.plugin_dir = CONVEYOR_TEST_PLUGIN_DIR;
+  config.storage.options = {{"path", (dir / "keys.db").string()}};
+  config.queues["q"].key_rate_limit = RateLimit{2.0, 2};
+  {
+    auto a = EngineInternals::make(config, SystemClock::instance(), nullptr);
+    auto b = EngineInternals::make(config, SystemClock::instance(), nullptr);
+    b->start();
+    a->set_key_rate_limit("q", std::string("vip"), RateLimit{50.0, 10});
+    a->set_key_rate_limit("q", std::nullopt, RateLimit{1.0, 1, LimitScope::kFleet});
+    a->set_key_weight("q", "vip", 4);
+    ASSERT_TRUE(eventually([&] { return b->key_overrides().size() == 2; }, 5s));
+    const std::vector<KeyOverride> seen = b->key_overrides();
+    EXPECT_EQ(seen[0].key, std::optional<std::string>("vip"));
+    EXPECT_EQ(seen[0].limit, (std::optional<RateLimit>(RateLimit{50.0, 10})));
+    EXPECT_EQ(seen[0].weight, std::optional<uint32_t>(4));
+    EXPECT_EQ(seen[1].key, std::nullopt);
+    EXPECT_EQ(seen[1].limit->scope, LimitScope::kFleet);
+
+    enqueue(*a, "vip", 1);
+    enqueue(*a, "other", 1);
+    KeysReport r = b->keys("q");
+    for (const KeyReport& k : r.keys) {
+      if (k.key == "vip") {
+        EXPECT_EQ(k.limit_source, LimitSource::kOverride);
+        EXPECT_EQ(k.weight, 4u);
+      } else {
+        EXPECT_EQ(k.limit_source, LimitSource::kEveryKeyOverride);
+        EXPECT_EQ(k.limit, (std::optional<RateLimit>(RateLimit{1.0, 1, LimitScope::kFleet})));
+      }
+    }
+    EXPECT_EQ(r.limit_source, LimitSource::kEveryKeyOverride);
+
+    // Removed: the config's key_rate_limit again, in the other process too.
+    EXPECT_TRUE(a->delete_key_rate_limit("q", std::string("vip")));
+    EXPECT_FALSE(a->delete_key_rate_limit("q", std::string("vip")));
+    EXPECT_TRUE(a->delete_key_rate_limit("q", std::nullopt));
+    ASSERT_TRUE(eventually([&] { return b->key_overrides().size() == 1; }, 5s));
+    EXPECT_FALSE(b->key_overrides()[0].limit.has_value()) << "the weight stays";
+    r = b->keys("q");
+    for (const KeyReport& k : r.keys)
+      if (k.key != "vip") {
+        EXPECT_EQ(k.limit_source, LimitSource::kQueueConfig) << k.key;
+      }
+    b->stop();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

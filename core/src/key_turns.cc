@@ -146,6 +146,7 @@ void KeyTurns::apply_listing(std::vector<Storage::ReadyKey> listed, bool full, u
     k.ready = std::max<int64_t>(r.ready, 1);
     k.ready_capped = r.ready >= count_limit;
   }
+  ready_keys_ = listed.size();  // distinct: a listing names each key once
   listed_count_ = stale_count;
   page_full_ = full;
   listed_at_ = now;
@@ -167,8 +168,7 @@ uint32_t KeyTurns::headroom(KeyState& k, SteadyTime now) const {
 std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime now,
                                                   const ListPage& list) {
   MutexLock lock(mu_);
-  const bool none_ready =
-      std::none_of(keys_.begin(), keys_.end(), [](const auto& e) { return e.second.ready > 0; });
+  const bool none_ready = ready_keys_ == 0;
   if (listed_count_ != stale_count_ || none_ready || !listed_at_ ||
       now - *listed_at_ >= kRelistEvery) {
     const uint64_t stale_count = stale_count_;
@@ -188,9 +188,22 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
     uint32_t given;
   };
   std::vector<Turn> turns;
-  const Keys::iterator start = turn_after_ ? keys_.upper_bound(*turn_after_) : keys_.begin();
+  // A key whose share of the round the last claim cut short (its weight
+  // above the permits left) goes on first with the rest of its share:
+  // deficit round-robin, so weights hold however few the permits.
+  Keys::iterator start = turn_after_ ? keys_.upper_bound(*turn_after_) : keys_.begin();
+  std::optional<uint32_t> owed;
+  if (resume_) {
+    if (const auto it = keys_.find(resume_->first); it != keys_.end()) {
+      start = it;
+      owed = resume_->second;
+    }
+    resume_.reset();
+  }
   uint32_t left = permits;
   std::optional<Keys::iterator> last_served;
+  uint32_t last_share = 0;  // what last_served was given in its last share
+  uint32_t last_owed = 0;   // what the round owed it then
   // Round one: one job for each key that may take one, in turn order, until
   // the permits run out. Keys past that point are not even looked at.
   auto visit = [&](Keys::iterator it) REQUIRES(mu_) {
@@ -208,10 +221,13 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
       return;
     }
     // A key of weight w takes up to w jobs a round.
-    const uint32_t first = std::min({k.weight, room, left});
+    const uint32_t quantum = it == start && owed ? *owed : k.weight;
+    const uint32_t first = std::min({quantum, room, left});
     turns.push_back(Turn{it, room, first});
     left -= first;
     last_served = it;
+    last_share = first;
+    last_owed = std::min(quantum, room);
   };
   for (auto it = start; it != keys_.end() && left > 0; ++it) visit(it);
   for (auto it = keys_.begin(); it != start && left > 0; ++it) visit(it);
@@ -221,14 +237,20 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
     for (Turn& t : turns) {
       if (left == 0) break;
       if (t.given >= t.room) continue;
-      const uint32_t more = std::min({t.key->second.weight, t.room - t.given, left});
+      const uint32_t quantum = std::min(t.key->second.weight, t.room - t.given);
+      const uint32_t more = std::min(quantum, left);
       t.given += more;
       left -= more;
       progress = true;
       last_served = t.key;
+      last_share = more;
+      last_owed = quantum;
     }
   }
-  if (last_served) turn_after_ = (*last_served)->first;
+  if (last_served) {
+    turn_after_ = (*last_served)->first;
+    if (last_share < last_owed) resume_.emplace((*last_served)->first, last_owed - last_share);
+  }
 
   std::vector<Storage::KeyClaim> claims;
   claims.reserve(turns.size());
@@ -270,15 +292,19 @@ void KeyTurns::claimed(std::span<const Storage::KeyClaim> asked, std::span<const
     const auto n = std::min(a.max_jobs, failed ? 0u : per_key[a.key]);
     refund(k, a.max_jobs - n);
     if (failed) continue;
+    const bool was_ready = k.ready > 0;
     if (n < a.max_jobs) {
       k.ready = 0;  // it gave all it had
       k.ready_capped = false;
     } else if (!k.ready_capped) {
       k.ready -= n;
     }
+    if (was_ready && k.ready <= 0) --ready_keys_;
+    // Only the keys of this claim: a walk over every key would make each
+    // claim cost the keys known (the listing sweeps the rest).
+    if (forgettable(k, now)) keys_.erase(it);
   }
   if (failed) ++stale_count_;
-  forget_idle(now);
 }
 
 void KeyTurns::started(std::span<const Job> jobs) {

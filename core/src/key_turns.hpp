@@ -219,9 +219,13 @@ class KeyTurns {
   Keys keys_ GUARDED_BY(mu_);
   std::unordered_map<int64_t, std::string> running_ GUARDED_BY(mu_);  // job id -> key
   std::optional<std::string> turn_after_ GUARDED_BY(mu_);             // the last key served
+  // The key the last claim ran out of permits in the middle of its share,
+  // and what it is still owed: it goes first next time.
+  std::optional<std::pair<std::string, uint32_t>> resume_ GUARDED_BY(mu_);
   // mark_stale counts up; a listing remembers the count it began at, so a
   // wake that comes while the keys are read is not lost.
   uint64_t stale_count_ GUARDED_BY(mu_) = 1;
+  size_t ready_keys_ GUARDED_BY(mu_) = 0;  // keys with ready > 0 (no walk to know none)
   uint64_t listed_count_ GUARDED_BY(mu_) = 0;
   bool page_full_ GUARDED_BY(mu_) = false;  // the last listing ended on a full page
   std::optional<SteadyTime> listed_at_ GUARDED_BY(mu_);

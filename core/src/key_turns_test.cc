@@ -3,7 +3,16 @@
 // claim_keys would.
 #include "key_turns.hpp"
 
+#include "fleet_bucket.hpp"
+#include "maintenance_steps.hpp"
+#include "testing/fault_injecting_storage.hpp"
+
+#include <conveyor/host/plugin_loader.hpp>
+
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include <algorithm>
 #include <map>
@@ -284,6 +293,207 @@ TEST(KeyTurns, AWakeWhileTheKeysAreReadIsNotLost) {
   std::set<std::string> keys;
   for (const Job& j : claim_once(turns, storage, 4, clock.steady_now())) keys.insert(j.key);
   EXPECT_TRUE(keys.count("late")) << "the wake during the listing was dropped";
+}
+
+// ---- weights, run-time settings, the kill switch ----
+
+std::shared_ptr<const LimitResolver::KeyOverrides> overrides(
+    std::optional<RateLimit> every_key, std::map<std::string, RateLimit, std::less<>> limits,
+    std::map<std::string, uint32_t, std::less<>> weights = {}) {
+  auto o = std::make_shared<LimitResolver::KeyOverrides>();
+  o->every_key = every_key;
+  o->limits = std::move(limits);
+  o->weights = std::move(weights);
+  return o;
+}
+
+TEST(KeyTurns, AKeyOfWeightThreeGetsThreeJobsARoundToAnothersOne) {
+  FakeKeys storage;
+  storage.ready["heavy"] = 100000;
+  storage.ready["light"] = 100000;
+  storage.ready["plain"] = 100000;
+  KeyTurns turns({});
+  turns.set_overrides(overrides(std::nullopt, {}, {{"heavy", 3}}), true);
+  ManualClock clock;
+  std::map<std::string, int> started;
+  // 5 permits a claim, exactly one round (3 + 1 + 1) each time.
+  for (int i = 0; i < 200; ++i)
+    for (const Job& j : claim_once(turns, storage, 5, clock.steady_now())) ++started[j.key];
+  EXPECT_EQ(started["heavy"], 600);
+  EXPECT_EQ(started["light"], 200);
+  EXPECT_EQ(started["plain"], 200);
+  EXPECT_EQ(turns.limit_of("heavy").weight, 3u);
+  EXPECT_EQ(turns.limit_of("light").weight, 1u);
+}
+
+TEST(KeyTurns, WeightsShareTheRoundsWhenPermitsAreFewer) {
+  // 2 permits a claim, weights 3 and 1: over many claims the split is still
+  // 3 : 1 (the turn goes on from where the last claim stopped).
+  FakeKeys storage;
+  storage.ready["a"] = 100000;
+  storage.ready["b"] = 100000;
+  KeyTurns turns({});
+  turns.set_overrides(overrides(std::nullopt, {}, {{"a", 3}}), true);
+  ManualClock clock;
+  std::map<std::string, int> started;
+  for (int i = 0; i < 400; ++i)
+    for (const Job& j : claim_once(turns, storage, 2, clock.steady_now())) ++started[j.key];
+  EXPECT_EQ(started["a"] + started["b"], 800);
+  EXPECT_NEAR(static_cast<double>(started["a"]) / started["b"], 3.0, 0.1);
+}
+
+TEST(KeyTurns, AKeysOwnLimitBeatsEveryKeysWhichBeatsTheConfig) {
+  FakeKeys storage;
+  storage.ready["vip"] = 1000;
+  storage.ready["other"] = 1000;
+  KeyTurns turns({.rate = RateLimit{2.0, 2}, .workers = std::nullopt});
+  ManualClock clock;
+  std::map<std::string, int> started;
+  for (const Job& j : claim_once(turns, storage, 100, clock.steady_now())) ++started[j.key];
+  EXPECT_EQ(started["vip"], 2);  // the config's burst
+  EXPECT_EQ(started["other"], 2);
+  EXPECT_EQ(turns.limit_of("other").source, LimitSource::kQueueConfig);
+
+  turns.set_overrides(overrides(RateLimit{1.0, 1}, {{"vip", RateLimit{100.0, 50}}}), true);
+  claim_once(turns, storage, 100, clock.steady_now());  // buckets take their new shapes
+  clock.advance(10s);                                   // and fill up
+  started.clear();
+  for (const Job& j : claim_once(turns, storage, 100, clock.steady_now())) ++started[j.key];
+  EXPECT_EQ(started["vip"], 50);   // its own burst
+  EXPECT_EQ(started["other"], 1);  // every key's: burst 1
+  EXPECT_EQ(turns.limit_of("vip").source, LimitSource::kOverride);
+  EXPECT_EQ(turns.limit_of("other").source, LimitSource::kEveryKeyOverride);
+  EXPECT_EQ(turns.limit_of("other").limit, (RateLimit{1.0, 1}));
+
+  // Removed again: the config's limit applies to both (a bucket keeps its
+  // tokens through a change, so the larger burst fills up first).
+  turns.set_overrides(overrides(std::nullopt, {}), true);
+  claim_once(turns, storage, 100, clock.steady_now());
+  clock.advance(10s);
+  started.clear();
+  for (const Job& j : claim_once(turns, storage, 100, clock.steady_now())) ++started[j.key];
+  EXPECT_EQ(started["vip"], 2);
+  EXPECT_EQ(started["other"], 2);
+  EXPECT_EQ(turns.limit_of("vip").source, LimitSource::kQueueConfig);
+}
+
+TEST(KeyTurns, TheKillSwitchLiftsEveryKeysLimitButNotItsWeight) {
+  FakeKeys storage;
+  storage.ready["a"] = 1000;
+  storage.ready["b"] = 1000;
+  KeyTurns turns({.rate = RateLimit{1.0, 1}, .workers = std::nullopt});
+  turns.set_overrides(overrides(std::nullopt, {{"a", RateLimit{1.0, 1}}}, {{"a", 2}}), false);
+  ManualClock clock;
+  std::map<std::string, int> started;
+  for (const Job& j : claim_once(turns, storage, 30, clock.steady_now())) ++started[j.key];
+  EXPECT_EQ(started["a"], 20);  // unlimited, two a round
+  EXPECT_EQ(started["b"], 10);
+  EXPECT_EQ(turns.limit_of("a").source, LimitSource::kDisabled);
+  EXPECT_FALSE(turns.limit_of("a").limit.has_value());
+  turns.set_overrides(overrides(std::nullopt, {{"a", RateLimit{1.0, 1}}}, {{"a", 2}}), true);
+  clock.advance(5s);
+  started.clear();
+  for (const Job& j : claim_once(turns, storage, 30, clock.steady_now())) ++started[j.key];
+  EXPECT_EQ(started["a"], 1);
+  EXPECT_EQ(started["b"], 1);
+}
+
+// ---- scope fleet: a bucket per key shared by every process ----
+
+class KeyTurnsFleet : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("conveyor-key-turns-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    stores_.clear();
+    std::filesystem::remove_all(dir_);
+  }
+  // A new handle on one SQLite file: one more "process".
+  testing::FaultInjectingStorage& process() {
+    static const auto plugin =
+        load_plugin(std::filesystem::path(CONVEYOR_TEST_PLUGIN_DIR) / "libconveyor-sqlite.so");
+    auto store = std::make_shared<testing::FaultInjectingStorage>(
+        Storage::open(plugin, {{"path", (dir_ / "keys.db").string()}}));
+    stores_.push_back(store);
+    return *store;
+  }
+  KeyTurns::Fleet fleet(Storage& storage) {
+    return KeyTurns::Fleet{&storage, &clock_, &counters_, "q"};
+  }
+
+  std::filesystem::path dir_;
+  std::vector<std::shared_ptr<testing::FaultInjectingStorage>> stores_;
+  ManualClock clock_;
+  QueueCounters counters_;
+};
+
+TEST_F(KeyTurnsFleet, ThreeProcessesHoldEachKeyToItsRateTogether) {
+  // key_rate_limit 5/s burst 1, scope fleet, three processes claiming from
+  // one backlog of 4 keys every 10 ms for 10 s: from every start, no key
+  // ever above burst + rate * t across the three, and each near 5/s.
+  const RateLimit limit{5.0, 1, LimitScope::kFleet};
+  FakeKeys shared;
+  for (int k = 0; k < 4; ++k) shared.ready["tenant" + std::to_string(k)] = 100000;
+  std::vector<std::unique_ptr<KeyTurns>> processes;
+  for (int p = 0; p < 3; ++p)
+    processes.push_back(std::make_unique<KeyTurns>(
+        KeyTurns::Limits{.rate = limit, .workers = std::nullopt}, nullptr, fleet(process())));
+  const SteadyTime start = clock_.steady_now();
+  std::map<std::string, int> started;
+  for (int tick = 0; tick <= 1000; ++tick) {
+    for (auto& turns : processes)
+      for (const Job& j : claim_once(*turns, shared, 20, clock_.steady_now())) {
+        const double t = std::chrono::duration<double>(clock_.steady_now() - start).count();
+        const int n = ++started[j.key];
+        EXPECT_LE(n, 1 + 5.0 * t + 1e-6) << j.key << " at " << t << " s";
+      }
+    clock_.advance(10ms);
+  }
+  ASSERT_EQ(started.size(), 4u);
+  for (const auto& [key, n] : started) EXPECT_GE(n, 50) << key;  // 1 + 5/s * 10 s = 51
+  // The record is the key's own, in shared storage.
+  EXPECT_GT(stores_.front()->swap_shared_state(FleetBucket::key_for("q", "tenant0"), -1, 0).version,
+            0);
+}
+
+TEST_F(KeyTurnsFleet, RecordsOfKeysFullForAMinuteAreDeleted) {
+  Storage& storage = process();
+  if (!storage.has_slot(StorageSlot::kDeleteSharedStates))
+    GTEST_SKIP() << "the SQLite plugin has no delete_shared_states yet";
+  FakeKeys keys;
+  for (int k = 0; k < 3; ++k) keys.ready["k" + std::to_string(k)] = 1;
+  KeyTurns turns({.rate = RateLimit{1.0, 1, LimitScope::kFleet}, .workers = std::nullopt}, nullptr,
+                 fleet(storage));
+  EXPECT_EQ(claim_once(turns, keys, 10, clock_.steady_now()).size(), 3u);
+  const std::string record = FleetBucket::key_for("q", "k0");
+  EXPECT_GT(storage.swap_shared_state(record, -1, 0).version, 0);
+  // Full again after 1 s, but not yet for a minute: kept.
+  clock_.advance(30s);
+  EXPECT_EQ(forget_idle_key_buckets(storage, clock_), 0u);
+  clock_.advance(kIdleKeyBucketAge);
+  EXPECT_EQ(forget_idle_key_buckets(storage, clock_), 3u);
+  EXPECT_EQ(storage.swap_shared_state(record, -1, 0).version, 0);
+  // A queue's own fleet bucket is not a key's: untouched.
+  storage.swap_shared_state(FleetBucket::key_for("q"), 0, 1);
+  clock_.advance(kIdleKeyBucketAge * 2);
+  EXPECT_EQ(forget_idle_key_buckets(storage, clock_), 0u);
+}
+
+TEST(FleetBucketKeys, AKeysRecordNamesItsQueueAndKeyOrAHashWhenLong) {
+  EXPECT_EQ(FleetBucket::key_for("mail", "acme"), "ratelimit.key:mail/=acme");
+  EXPECT_EQ(FleetBucket::key_for("mail", ""), "ratelimit.key:mail/=");
+  const std::string long_key(200, 'x');
+  const std::string hashed = FleetBucket::key_for("mail", long_key);
+  EXPECT_EQ(hashed.rfind("ratelimit.key:mail/#", 0), 0u);
+  EXPECT_EQ(hashed.size(), std::string("ratelimit.key:mail/#").size() + 40);
+  EXPECT_LE(FleetBucket::key_for(std::string(128, 'q'), long_key).size(),
+            size_t{CONVEYOR_SHARED_KEY_MAX});
+  EXPECT_NE(hashed, FleetBucket::key_for("mail", long_key + "y"));
 }
 
 }  // namespace

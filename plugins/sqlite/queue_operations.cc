@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "arguments.hpp"
+#include "change_marker.hpp"
 #include "sqlite_storage.hpp"
 #include "values.hpp"
 
@@ -28,13 +29,6 @@ struct QueueRow : sdk::OwnedQueueStats {
     return v;
   }
 };
-
-// Moves the change marker, in the same transaction as the change it reports.
-void bump_change_marker(Connection& c) {
-  SQLite::Statement& bump = c.get<sql::kBumpMarker>();
-  ResetOnExit reset(bump);
-  bump.exec();
-}
 
 }  // namespace
 

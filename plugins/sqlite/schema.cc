@@ -163,6 +163,30 @@ ALTER TABLE jobs ADD COLUMN key TEXT NOT NULL DEFAULT '';
 -- claim and claim_kinds take the queue's jobs in claim order across keys.
 CREATE INDEX jobs_key ON jobs (queue, key, priority, run_at, id) WHERE state = 1;
 )sql",
+    // 5 -> 6: ABI 1.5 (settings of keys made at run time). A new table:
+    // nothing kept is rewritten.
+    R"sql(
+-- set_key_setting, delete_key_setting and list_key_settings: one row per
+-- (queue, target, key). target is CONVEYOR_KEY_TARGET_* (0 one key, 1 every
+-- key of the queue, with the empty key), so the empty key's own setting and
+-- the queue's every-key setting are two rows. fields is the mask of
+-- CONVEYOR_KEY_FIELD_* stored (1 rate, burst and scope; 2 weight), never 0:
+-- a row whose last field is cleared is deleted. A field not stored holds 0.
+-- The primary key is list_key_settings' order (queue, target, key), BINARY
+-- collation: memcmp, the ABI's bytewise order.
+CREATE TABLE key_settings (
+  queue      TEXT    NOT NULL,
+  target     INTEGER NOT NULL,
+  key        TEXT    NOT NULL,
+  fields     INTEGER NOT NULL,
+  rate       REAL    NOT NULL DEFAULT 0,
+  burst      INTEGER NOT NULL DEFAULT 0,
+  scope      INTEGER NOT NULL DEFAULT 0,
+  weight     INTEGER NOT NULL DEFAULT 0,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (queue, target, key)
+) WITHOUT ROWID;
+)sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration step per schema version");
 

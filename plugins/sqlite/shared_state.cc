@@ -1,5 +1,7 @@
-// swap_shared_state and add_shared_state: key -> (version, value) records,
-// changed atomically across processes by the file's write lock.
+// swap_shared_state, add_shared_state and delete_shared_states: key ->
+// (version, value) records, changed atomically across processes by the
+// file's write lock.
+#include <string>
 #include <string_view>
 
 #include "sqlite_storage.hpp"
@@ -28,6 +30,20 @@ void write_shared(Connection& c, std::string_view key, int64_t version, int64_t 
   put.bind(2, static_cast<int64_t>(version));
   put.bind(3, static_cast<int64_t>(value));
   put.exec();
+}
+
+// The least string above every string that starts with prefix (bytewise):
+// prefix without its trailing 0xff bytes, its last byte then incremented.
+// A prefix of 0xff bytes only has no such string: then 0xff repeated
+// CONVEYOR_SHARED_KEY_MAX + 1 times, above every key (keys have at most
+// CONVEYOR_SHARED_KEY_MAX bytes), and every key from the prefix on starts
+// with it.
+std::string prefix_successor(std::string_view prefix) {
+  std::string s(prefix);
+  while (!s.empty() && static_cast<unsigned char>(s.back()) == 0xff) s.pop_back();
+  if (s.empty()) return std::string(CONVEYOR_SHARED_KEY_MAX + 1, '\xff');
+  s.back() = static_cast<char>(static_cast<unsigned char>(s.back()) + 1);
+  return s;
 }
 
 }  // namespace
@@ -63,6 +79,27 @@ sdk::SharedAddResult SqliteStorage::add_shared_state(std::string_view key,
     r = sdk::SharedAddResult{cur.version + 1, o.value, o.count};
   });
   return r;
+}
+
+uint32_t SqliteStorage::delete_shared_states(std::string_view prefix, int64_t value_below,
+                                             uint32_t limit) {
+  if (prefix.empty()) throw sdk::Error(CONVEYOR_E_INVALID, "delete_shared_states: prefix is empty");
+  if (limit == 0) return 0;
+  const std::string upper = prefix_successor(prefix);
+  uint32_t deleted = 0;
+  // One DELETE in a write transaction: a swap or an add on the same key is
+  // wholly before it (a record moved to value_below or above stays) or
+  // wholly after (it finds no record: (0, 0)).
+  db_.write_txn("delete_shared_states", [&](Connection& c) {
+    SQLite::Statement& st = c.get<sql::kDeleteSharedStates>();
+    ResetOnExit reset(st);
+    bind_text(st, 1, prefix);
+    bind_text(st, 2, upper);
+    st.bind(3, static_cast<int64_t>(value_below));
+    st.bind(4, static_cast<int64_t>(limit));
+    deleted = static_cast<uint32_t>(st.exec());
+  });
+  return deleted;
 }
 
 }  // namespace conveyor::sqlite

@@ -549,7 +549,7 @@ TEST_F(SqliteKeysTest, UpgradeFromSchema4KeepsJobsWithTheEmptyKey) {
         << (msg ? msg : "");
     sqlite3_close(raw);
   }
-  conveyor_storage* h = open_store();  // migrates 4 -> 5
+  conveyor_storage* h = open_store();  // migrates 4 -> 6
   ASSERT_NE(h, nullptr);
   conveyor_error err{};
   ASSERT_EQ(api_->migrate(h, &err), CONVEYOR_OK) << "again: " << err.message;

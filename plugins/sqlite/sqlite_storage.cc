@@ -1,7 +1,7 @@
 // Opening the plugin, migrating its schema, and the C ABI entry point. The
 // operations live in one file per concern (enqueue.cc, claim.cc,
 // job_outcomes.cc, job_queries.cc, job_admin.cc, queue_operations.cc,
-// shared_state.cc, notifications.cc).
+// key_settings.cc, shared_state.cc, notifications.cc).
 #include "sqlite_storage.hpp"
 
 #include <utility>

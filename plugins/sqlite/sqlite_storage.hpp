@@ -20,9 +20,12 @@
 //     few table pages even when many queues' jobs arrive interleaved; the job
 //     id is a separate, increasing column (meta 'last_job_id') found through
 //     the unique index jobs_id.
-//   * Shared state: a read on a reader, a swap or an add in one BEGIN
-//     IMMEDIATE transaction (the file's write lock makes it atomic across
-//     processes).
+//   * Shared state: a read on a reader, a swap, an add or a deletion of
+//     records below a value in one BEGIN IMMEDIATE transaction (the file's
+//     write lock makes it atomic across processes).
+//   * Key settings (key_settings, ABI 1.5): one row per (queue, target,
+//     key) with the mask of fields stored; a set or a delete that changed
+//     something moves the change marker, as a rate-limit override does.
 //   * Notifications (CONVEYOR_CAP_NOTIFY) with no server to send them:
 //     wait_for_notification sleeps until the -wal file is written
 //     (wal_watch.hpp), then looks for changes (change_detector.hpp). Looks
@@ -114,6 +117,13 @@ class SqliteStorage {
   uint32_t list_ready_keys(std::string_view queue, std::optional<std::string_view> after_key,
                            uint32_t limit, uint32_t count_limit, int64_t now_us,
                            const sdk::ReadyKeySink& sink);
+  // ABI 1.5 (schema 6: the table key_settings; delete_shared_states deletes
+  // shared_state rows)
+  void set_key_setting(const sdk::KeySetting& setting, int64_t now_us);
+  bool delete_key_setting(std::string_view queue, int32_t target, std::string_view key,
+                          uint32_t fields);
+  void list_key_settings(const sdk::KeySettingSink& sink);
+  uint32_t delete_shared_states(std::string_view prefix, int64_t value_below, uint32_t limit);
   // CONVEYOR_CAP_NOTIFY (see the design notes above); from one thread at a
   // time (the host's), others wait.
   void wait_for_notification(int64_t timeout_us, const sdk::NotifySink& sink);

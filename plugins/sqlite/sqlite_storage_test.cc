@@ -937,7 +937,7 @@ TEST_F(SqliteStorageTest, UpgradeFromSchema1FillsTheMaintainedCounts) {
       "INSERT INTO jobs (queue, kind, payload, priority, state, max_attempts, run_at, created_at)"
       " VALUES ('q', 'k', '', 0, 1, 1, 10, 10), ('q', 'k', '', 0, 4, 1, 10, 10),"
       " ('q', 'k', '', 0, 4, 1, 10, 10), ('q', 'k', '', 0, 5, 1, 10, 10);");
-  conveyor_storage* h = open_store();  // migrates 1 -> 5
+  conveyor_storage* h = open_store();  // migrates 1 -> 6
   ASSERT_NE(h, nullptr);
   struct Counts {
     std::vector<conveyor::sdk::OwnedQueueStats> rows;
@@ -985,7 +985,7 @@ TEST_F(SqliteStorageTest, UpgradeFromSchema2KeepsJobsAndOverrides) {
       "INSERT INTO jobs (queue, kind, payload, priority, state, max_attempts, run_at, created_at)"
       " VALUES ('q', 'old', 'x', 0, 1, 3, 10, 10);"
       "INSERT INTO rate_limits (queue, rate, burst, updated_at) VALUES ('q', 2.5, 4, 7);");
-  conveyor_storage* h = open_store();  // migrates 2 -> 5
+  conveyor_storage* h = open_store();  // migrates 2 -> 6
   ASSERT_NE(h, nullptr);
   {
     sqlite3* check = nullptr;
@@ -1040,7 +1040,7 @@ TEST_F(SqliteStorageTest, UpgradeFromSchema3KeepsIdsAndNeverReusesThem) {
       " ('a', 'k', 'four', 0, 1, 3, 0, 10, 0);"
       "INSERT INTO job_counts (queue, state, n) VALUES ('a', 4, 1);"
       "DELETE FROM jobs WHERE id = 4;");
-  conveyor_storage* h = open_store();  // migrates 3 -> 5
+  conveyor_storage* h = open_store();  // migrates 3 -> 6
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(column_of("SELECT id FROM jobs ORDER BY id"), (std::vector<int64_t>{1, 2, 3}));
   JobCopy done;

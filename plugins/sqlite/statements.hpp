@@ -29,6 +29,12 @@ static_assert(CONVEYOR_JOB_AVAILABLE == 1 && CONVEYOR_JOB_RUNNING == 3 &&
                   CONVEYOR_JOB_CANCELLED == 6,
               "the SQL below spells the state numbers out");
 
+// The key-setting statements spell the field bits and targets out.
+static_assert(CONVEYOR_KEY_FIELD_RATE == 1u && CONVEYOR_KEY_FIELD_WEIGHT == 2u &&
+                  CONVEYOR_KEY_FIELDS_ALL == 3u && CONVEYOR_KEY_TARGET_ONE == 0 &&
+                  CONVEYOR_KEY_TARGET_EVERY == 1,
+              "the SQL below spells the key-setting field bits and targets out");
+
 namespace sql {
 
 // ---- Transactions and the schema version -----------------------------------
@@ -284,6 +290,39 @@ inline constexpr Sql kBumpMarker{
 
 inline constexpr Sql kGetMarker{"SELECT value FROM meta WHERE key = 'change_marker'"};
 
+// ---- Key settings (ABI 1.5) ------------------------------------------------
+
+// Stores the fields ?4 (CONVEYOR_KEY_FIELD_*) of (queue ?1, target ?2, key
+// ?3): rate ?5, burst ?6, scope ?7 (field 1), weight ?8 (field 2); the
+// fields not in ?4 keep what is stored (0 in a new row).
+inline constexpr Sql kUpsertKeySetting{
+    "INSERT INTO key_settings (queue, target, key, fields, rate, burst, scope, weight, updated_at)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+    " ON CONFLICT (queue, target, key) DO UPDATE SET fields = fields | excluded.fields,"
+    " rate = CASE WHEN (excluded.fields & 1) <> 0 THEN excluded.rate ELSE rate END,"
+    " burst = CASE WHEN (excluded.fields & 1) <> 0 THEN excluded.burst ELSE burst END,"
+    " scope = CASE WHEN (excluded.fields & 1) <> 0 THEN excluded.scope ELSE scope END,"
+    " weight = CASE WHEN (excluded.fields & 2) <> 0 THEN excluded.weight ELSE weight END,"
+    " updated_at = excluded.updated_at"};
+
+// Clears the fields ?4 of (?1, ?2, ?3) when any of them is stored, returning
+// the fields left (0: the row is to be deleted); no row when none was stored.
+inline constexpr Sql kClearKeySetting{
+    "UPDATE key_settings SET fields = fields & ~?4,"
+    " rate = CASE WHEN (?4 & 1) <> 0 THEN 0 ELSE rate END,"
+    " burst = CASE WHEN (?4 & 1) <> 0 THEN 0 ELSE burst END,"
+    " scope = CASE WHEN (?4 & 1) <> 0 THEN 0 ELSE scope END,"
+    " weight = CASE WHEN (?4 & 2) <> 0 THEN 0 ELSE weight END"
+    " WHERE queue = ?1 AND target = ?2 AND key = ?3 AND (fields & ?4) <> 0 RETURNING fields"};
+
+inline constexpr Sql kDeleteEmptyKeySetting{
+    "DELETE FROM key_settings WHERE queue = ?1 AND target = ?2 AND key = ?3 AND fields = 0"};
+
+// The primary key's order: queue, target (ONE before EVERY), key bytewise.
+inline constexpr Sql kListKeySettings{
+    "SELECT queue, target, key, fields, rate, burst, scope, weight, updated_at"
+    " FROM key_settings ORDER BY queue, target, key"};
+
 // ---- Shared state ----------------------------------------------------------
 
 inline constexpr Sql kSharedGet{"SELECT version, value FROM shared_state WHERE key = ?1"};
@@ -291,6 +330,14 @@ inline constexpr Sql kSharedGet{"SELECT version, value FROM shared_state WHERE k
 inline constexpr Sql kSharedPut{
     "INSERT INTO shared_state (key, version, value) VALUES (?1, ?2, ?3)"
     " ON CONFLICT (key) DO UPDATE SET version = excluded.version, value = excluded.value"};
+
+// Deletes up to ?4 records with key in [?1, ?2) (a primary-key range: the
+// keys that start with the prefix ?1, ?2 being its successor) and value
+// below ?3. A range, not LIKE: LIKE takes % and _ in the prefix as
+// wildcards and ignores ASCII case.
+inline constexpr Sql kDeleteSharedStates{
+    "DELETE FROM shared_state WHERE key IN (SELECT key FROM shared_state"
+    " WHERE key >= ?1 AND key < ?2 AND value < ?3 ORDER BY key LIMIT ?4)"};
 
 // ---- Notifications: what other connections changed -------------------------
 
@@ -356,8 +403,13 @@ inline constexpr const Sql* kCatalogue[] = {
     &sql::kListRateLimits,
     &sql::kBumpMarker,
     &sql::kGetMarker,
+    &sql::kUpsertKeySetting,
+    &sql::kClearKeySetting,
+    &sql::kDeleteEmptyKeySetting,
+    &sql::kListKeySettings,
     &sql::kSharedGet,
     &sql::kSharedPut,
+    &sql::kDeleteSharedStates,
     &sql::kDataVersion,
     &sql::kLastJobId,
     &sql::kQueuesOfJobsAfter,
