@@ -11,12 +11,24 @@
 //       [--processes 3] [--rate 50] [--burst 10] [--scope fleet|process]
 //       [--seconds 20] [--cost 1] [--kill-switch-at S --kill-switch-for S]
 //       [--conveyor PATH]
+//   conveyor-fleet-bench --plugin ... --keys 100 [--key-rate 5] [--key-burst 1]
+//       [--processes 3] [--seconds 20]
+//
+// Keyed mode (--keys N): no queue limit; the queue's key_rate_limit (scope
+// fleet, in the config the processes load) gives each of N keys its own
+// bucket shared by the fleet, and every key has jobs for the whole run
+// (enqueued round-robin). It reports each key's steady rate (min, median,
+// max over the keys and the worst deviation from the key's rate), the worst
+// window of any key (k - (burst + rate * t) over any k consecutive starts of
+// one key), the aggregate rate, and the storage calls per claim (the claim
+// itself plus fleet_swaps: one add_shared_state per key served).
 //
 // The limit is stored as an override (conveyor ratelimit set), so the kill
 // switch run also shows that overrides survive it. --kill-switch-at flips
 // `conveyor ratelimit disable` (the real CLI) S seconds in and `enable`
 // --kill-switch-for seconds later, and reports how long each process took
 // to follow each flip and the rate while disabled.
+#include "key_accuracy.hpp"
 #include "postgres_probe.hpp"
 #include "rate_accuracy.hpp"
 #include "spawned_process.hpp"
@@ -32,6 +44,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
@@ -48,7 +61,8 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-using conveyor::bench::analyze_rate;
+using conveyor::bench::analyze_keys;
+using conveyor::bench::KeyStart;
 using conveyor::bench::worst_window_excess;
 using conveyor::bench_tools::spawn;
 using conveyor::bench_tools::wait_for;
@@ -79,6 +93,10 @@ struct Options {
   double kill_at = 0;  // 0: no kill-switch flip
   double kill_for = 5;
   std::string conveyor;
+  // Keyed mode (keys > 0): every key's own fleet bucket, no queue limit.
+  uint32_t keys = 0;
+  double key_rate = 5;
+  uint32_t key_burst = 1;
   // Child only.
   std::string config, out;
   int64_t start_ns = 0, stop_ns = 0;
@@ -98,9 +116,13 @@ std::string config_text(const Options& o, const fs::path& dir) {
         o.dsn, run_schema());
   }
   // Enough workers and batch that only the limit throttles.
-  return storage +
-         "[engine]\npoll_interval_ms = 200\nclaim_batch_max = 100\nworker_threads = 64\n"
-         "retention_s = 3600\n[queues.fleet]\nmax_workers = 500\n";
+  std::string text = storage +
+                     "[engine]\npoll_interval_ms = 200\nclaim_batch_max = 100\nworker_threads = "
+                     "64\nretention_s = 3600\n[queues.fleet]\nmax_workers = 500\n";
+  if (o.keys > 0)
+    text += fmt::format("key_rate_limit = {{ rate = {}, burst = {}, scope = \"fleet\" }}\n",
+                        o.key_rate, o.key_burst);
+  return text;
 }
 
 // ---- child: one engine, recording when each job started ----
@@ -111,11 +133,15 @@ int run_child(const Options& o) {
   conveyor::Engine engine(config);
   std::mutex mu;
   std::vector<int64_t> starts;
+  std::vector<uint32_t> keys;  // keyed mode: each start's key (an index)
   starts.reserve(1 << 20);
-  engine.register_handler(kKind, [&](const conveyor::Job&) {
+  if (o.keys > 0) keys.reserve(1 << 20);
+  engine.register_handler(kKind, [&](const conveyor::Job& job) {
     const int64_t t = realtime_ns();
+    const auto key = o.keys > 0 ? static_cast<uint32_t>(std::stoul(job.key)) : 0;
     std::lock_guard lock(mu);
     starts.push_back(t);
+    if (o.keys > 0) keys.push_back(key);
   });
   // When this engine saw the kill switch change (its follower's view).
   std::vector<std::pair<int64_t, bool>> flips;
@@ -138,12 +164,15 @@ int run_child(const Options& o) {
   conveyor::Metrics& m = conveyor::EngineInternals::metrics(engine);
   conveyor::QueueCounters& c = m.queue(kQueue);
   std::ofstream out(o.out);
-  out << fmt::format("claims {} swaps {} conflicts {} throttled {}\n", c.claims.load(),
-                     c.fleet_swaps.load(), c.fleet_conflicts.load(), c.throttled.load());
+  out << fmt::format("claims {} swaps {} conflicts {} throttled {} key_throttled {}\n",
+                     c.claims.load(), c.fleet_swaps.load(), c.fleet_conflicts.load(),
+                     c.throttled.load(), c.key_throttled.load());
   out << "flips";
   for (const auto& [t, enabled] : flips) out << ' ' << t << ' ' << (enabled ? 1 : 0);
   out << "\nstarts";
   for (int64_t t : starts) out << ' ' << t;
+  out << "\nkeys";
+  for (uint32_t k : keys) out << ' ' << k;
   out << '\n';
   return 0;
 }
@@ -151,16 +180,18 @@ int run_child(const Options& o) {
 // ---- parent ----
 
 struct ChildResult {
-  uint64_t claims = 0, swaps = 0, conflicts = 0, throttled = 0;
+  uint64_t claims = 0, swaps = 0, conflicts = 0, throttled = 0, key_throttled = 0;
   std::vector<std::pair<int64_t, bool>> flips;
   std::vector<int64_t> starts;
+  std::vector<uint32_t> keys;  // keyed mode: starts[i]'s key
 };
 
 ChildResult read_child(const fs::path& file) {
   std::ifstream in(file);
   ChildResult r;
   std::string word;
-  in >> word >> r.claims >> word >> r.swaps >> word >> r.conflicts >> word >> r.throttled;
+  in >> word >> r.claims >> word >> r.swaps >> word >> r.conflicts >> word >> r.throttled >> word >>
+      r.key_throttled;
   std::string line;
   std::getline(in, line);
   std::getline(in, line);
@@ -173,6 +204,13 @@ ChildResult read_child(const fs::path& file) {
   std::istringstream starts(line);
   starts >> word;
   while (starts >> t) r.starts.push_back(t);
+  std::getline(in, line);
+  std::istringstream keys(line);
+  keys >> word;
+  uint32_t k = 0;
+  while (keys >> k) r.keys.push_back(k);
+  if (!r.keys.empty() && r.keys.size() != r.starts.size())
+    throw std::runtime_error("a child's keys do not match its starts: " + file.string());
   return r;
 }
 
@@ -185,6 +223,86 @@ double rate_between(const std::vector<int64_t>& s, int64_t from, int64_t to) {
 
 std::vector<int64_t> slice(const std::vector<int64_t>& s, int64_t from, int64_t to) {
   return {std::lower_bound(s.begin(), s.end(), from), std::lower_bound(s.begin(), s.end(), to)};
+}
+
+// Keyed mode's report: each key's starts against its own fleet bucket.
+void report_keys(const Options& o, const std::vector<ChildResult>& results, int64_t start,
+                 int64_t stop, size_t backlog) {
+  const conveyor::RateLimit per_key =
+      conveyor::make_rate_limit(o.key_rate, o.key_burst, conveyor::LimitScope::kFleet);
+  std::vector<KeyStart> starts;  // ns since the run's start
+  std::vector<std::vector<int64_t>> by_key(o.keys);
+  uint64_t claims = 0, swaps = 0, conflicts = 0, key_throttled = 0;
+  std::string per;
+  for (const ChildResult& r : results) {
+    for (size_t i = 0; i < r.starts.size(); ++i) {
+      starts.push_back(KeyStart{r.keys[i], r.starts[i] - start});
+      if (r.keys[i] < o.keys) by_key[r.keys[i]].push_back(r.starts[i]);
+    }
+    claims += r.claims;
+    swaps += r.swaps;
+    conflicts += r.conflicts;
+    key_throttled += r.key_throttled;
+    per += fmt::format(" {} ({} claims, {} key bucket calls)", r.starts.size(), r.claims, r.swaps);
+  }
+  std::cout << fmt::format(
+      "{} processes on {} ({}), {} keys, key_rate_limit {}/s burst {} scope fleet each (no "
+      "queue limit), {} s; backlog {} jobs ({} per key)\n",
+      o.processes, o.plugin, o.plugin == "sqlite" ? "one file" : "one database", o.keys,
+      per_key.rate_per_sec, per_key.burst, o.seconds, backlog, backlog / o.keys);
+  std::cout << fmt::format("started: {} in all; per process:{}\n", starts.size(), per);
+  // The steady window leaves out the first second (each key's burst).
+  const int64_t from = 1'000'000'000, to = stop - start;
+  const double window_s = static_cast<double>(to - from) / 1e9;
+  const conveyor::bench::KeyAccuracy a = analyze_keys(starts, o.keys, per_key, from, to - 1);
+  const double target = per_key.rate_per_sec;
+  const auto pct = [&](double rate) { return (rate - target) / target * 100; };
+  const double lo = a.count_min / window_s, mid = a.count_median / window_s,
+               hi = a.count_max / window_s;
+  std::cout << fmt::format(
+      "per key, steady ({:.0f} s from 1 s in): min {:.2f}/s ({:+.2f}%), median {:.2f}/s "
+      "({:+.2f}%), max {:.2f}/s ({:+.2f}%) of {:.2f}/s; worst deviation {:.2f}%\n",
+      window_s, lo, pct(lo), mid, pct(mid), hi, pct(hi), target,
+      std::max(std::abs(pct(lo)), std::abs(pct(hi))));
+  // Every window of each key (the processes' clocks are one clock).
+  conveyor::bench::WindowExcess worst;
+  uint32_t worst_key = 0;
+  std::vector<std::pair<double, uint32_t>> off;  // keys over 10% off, by deviation
+  for (uint32_t k = 0; k < o.keys; ++k) {
+    std::vector<int64_t>& t = by_key[k];
+    std::sort(t.begin(), t.end());
+    const auto w = worst_window_excess(t, per_key);
+    if (w.excess > worst.excess) {
+      worst = w;
+      worst_key = k;
+    }
+    const double dev = pct(rate_between(t, start + from, stop));
+    if (std::abs(dev) > 10) off.emplace_back(dev, k);
+  }
+  std::cout << fmt::format(
+      "worst window of any key: {:.2f} starts over burst + rate*t (= {:.1f} ms of the key's "
+      "rate; key {}, the window {:.3f} s long, ending {:.3f} s into the run); from the run's "
+      "start: {:.2f}\n",
+      worst.excess, worst.excess / target * 1000, worst_key, worst.length_s,
+      worst.excess > 0 ? worst.at_s - static_cast<double>(start) / 1e9 : 0.0,
+      a.worst_excess_from_start);
+  std::sort(off.begin(), off.end(),
+            [](const auto& x, const auto& y) { return std::abs(x.first) > std::abs(y.first); });
+  std::string list;
+  for (size_t i = 0; i < off.size() && i < 10; ++i)
+    list += fmt::format(" key {} {:+.1f}%", off[i].second, off[i].first);
+  std::cout << fmt::format("keys over 10% off their rate: {}{}\n", off.size(), list);
+  const double expected = target * o.keys;
+  std::cout << fmt::format("aggregate: {:.2f}/s ({:+.2f}% of {:.2f}/s)\n", a.jobs_per_sec,
+                           (a.jobs_per_sec - expected) / expected * 100, expected);
+  const double per_claim = claims ? static_cast<double>(swaps) / claims : 0.0;
+  std::cout << fmt::format(
+      "claims: {} ({:.1f} jobs each); key bucket calls (add_shared_state): {} ({:.2f} per claim, "
+      "{:.2f} per job), of which {} lost a race; storage calls per claim: {:.2f} (the claim + "
+      "bucket calls; key listings not counted); key turns throttled: {}\n",
+      claims, claims ? static_cast<double>(starts.size()) / claims : 0.0, swaps, per_claim,
+      starts.empty() ? 0.0 : static_cast<double>(swaps) / starts.size(), conflicts,
+      claims ? 1 + per_claim : 0.0, key_throttled);
 }
 
 int run_parent(const Options& o, const std::string& self) {
@@ -201,12 +319,17 @@ int run_parent(const Options& o, const std::string& self) {
   const double per_cost_rate = o.rate / o.cost;
   const double fleet_rate =
       scope == conveyor::LimitScope::kFleet ? per_cost_rate : per_cost_rate * o.processes;
-  const auto backlog = static_cast<size_t>(fleet_rate * (o.seconds + 5) * 1.3 + o.burst * 4 +
-                                           (kill ? 50000 * o.kill_for : 0));
+  const bool keyed = o.keys > 0;
+  // Keyed: as many per key, from its own limit, enqueued round-robin so
+  // every key has jobs to the end.
+  const auto per_key = static_cast<size_t>(o.key_rate * (o.seconds + 5) * 1.3 + o.key_burst * 4.0);
+  const auto backlog = keyed ? per_key * o.keys
+                             : static_cast<size_t>(fleet_rate * (o.seconds + 5) * 1.3 +
+                                                   o.burst * 4 + (kill ? 50000 * o.kill_for : 0));
   {
     spdlog::set_level(spdlog::level::warn);
     conveyor::Engine producer(conveyor::load_config_file(config_path));
-    producer.set_rate_limit(kQueue, limit);
+    if (!keyed) producer.set_rate_limit(kQueue, limit);
     std::vector<conveyor::NewJob> batch;
     for (size_t done = 0; done < backlog;) {
       batch.clear();
@@ -215,6 +338,7 @@ int run_parent(const Options& o, const std::string& self) {
         j.queue = kQueue;
         j.kind = kKind;
         j.cost = o.cost;
+        if (keyed) j.key = std::to_string(done % o.keys);
         batch.push_back(std::move(j));
       }
       producer.enqueue_batch(batch);
@@ -225,10 +349,11 @@ int run_parent(const Options& o, const std::string& self) {
   std::vector<pid_t> children;
   const std::string log = (dir / "children.log").string();
   for (int i = 0; i < o.processes; ++i)
-    children.push_back(spawn({self, "--child", "--config", config_path, "--out",
-                              (dir / fmt::format("child-{}.txt", i)).string(), "--start-ns",
-                              std::to_string(start), "--stop-ns", std::to_string(stop)},
-                             log));
+    children.push_back(
+        spawn({self, "--child", "--config", config_path, "--out",
+               (dir / fmt::format("child-{}.txt", i)).string(), "--start-ns", std::to_string(start),
+               "--stop-ns", std::to_string(stop), "--keys", std::to_string(o.keys)},
+              log));
   int64_t disabled_at = 0, enabled_at = 0;
   if (kill) {
     const std::string cli = o.conveyor;
@@ -256,6 +381,17 @@ int run_parent(const Options& o, const std::string& self) {
     conflicts += r.conflicts;
   }
   std::sort(all.begin(), all.end());
+  // The undrained backlog goes too: left behind, autovacuum of old runs'
+  // schemas would load the server during the next run.
+  const auto clean_up = [&] {
+    if (o.plugin != "sqlite") conveyor::bench::PostgresProbe(o.dsn).drop_schema(run_schema());
+    fs::remove_all(dir);
+  };
+  if (keyed) {
+    report_keys(o, results, start, stop, backlog);
+    clean_up();
+    return 0;
+  }
   std::cout << fmt::format(
       "{} processes on {} ({}), limit {}/s burst {} scope {}, job cost {}, {} s; backlog {} "
       "jobs\n",
@@ -309,17 +445,16 @@ int run_parent(const Options& o, const std::string& self) {
       "lost a race\n",
       claims, claims ? static_cast<double>(all.size()) / claims : 0.0, swaps,
       claims ? static_cast<double>(swaps) / claims : 0.0, conflicts);
-  // The undrained backlog goes too: left behind, autovacuum of old runs'
-  // schemas would load the server during the next run.
-  if (o.plugin != "sqlite") conveyor::bench::PostgresProbe(o.dsn).drop_schema(run_schema());
-  fs::remove_all(dir);
+  clean_up();
   return 0;
 }
 
 int usage() {
   std::cerr << "usage: conveyor-fleet-bench --plugin sqlite|postgres|postgres-queue [--dsn DSN] "
                "[--processes 3] [--rate 50] [--burst 10] [--scope fleet|process] [--seconds 20] "
-               "[--cost 1] [--kill-switch-at S --kill-switch-for S] [--conveyor PATH]\n";
+               "[--cost 1] [--kill-switch-at S --kill-switch-for S] [--conveyor PATH]\n"
+               "       keyed: --keys N [--key-rate 5] [--key-burst 1] (no --rate/--burst/--scope/"
+               "--cost/--kill-switch-at)\n";
   return 2;
 }
 
@@ -358,6 +493,12 @@ int main(int argc, char** argv) {
         o.kill_at = std::stod(value());
       else if (a == "--kill-switch-for")
         o.kill_for = std::stod(value());
+      else if (a == "--keys")
+        o.keys = static_cast<uint32_t>(std::stoul(value()));
+      else if (a == "--key-rate")
+        o.key_rate = std::stod(value());
+      else if (a == "--key-burst")
+        o.key_burst = static_cast<uint32_t>(std::stoul(value()));
       else if (a == "--conveyor")
         o.conveyor = value();
       else if (a == "--config")
@@ -377,6 +518,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (o.processes < 1 || o.cost < 1 || o.burst < 1) return usage();
+    if (o.keys > 0 && (o.key_rate <= 0 || o.key_burst < 1 || o.cost != 1 || o.kill_at > 0))
+      return usage();
     return run_parent(o, fs::canonical("/proc/self/exe").string());
   } catch (const std::exception& e) {
     std::cerr << "conveyor-fleet-bench: " << e.what() << "\n";

@@ -12,7 +12,11 @@
 #include <array>
 #include <climits>
 #include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace conveyor::postgres {
 namespace {
@@ -26,10 +30,18 @@ constexpr const char* kSetRateLimit = "conveyor_set_rate_limit";
 constexpr const char* kDeleteRateLimit = "conveyor_delete_rate_limit";
 constexpr const char* kListRateLimits = "conveyor_list_rate_limits";
 constexpr const char* kChangeMarker = "conveyor_change_marker";
-constexpr const char* kSharedRead = "conveyor_shared_read";
 constexpr const char* kSharedSwap = "conveyor_shared_swap";
 constexpr const char* kSharedAdd = "conveyor_shared_add";
+constexpr const char* kSetKeySetting = "conveyor_set_key_setting";
+constexpr const char* kDeleteKeySetting = "conveyor_delete_key_setting";
+constexpr const char* kListKeySettings = "conveyor_list_key_settings";
+constexpr const char* kSharedDelete = "conveyor_shared_delete";
 }  // namespace stmt
+
+// The most shared records one delete_shared_states statement reads (see
+// kKeySettings' function): each read keeps its sequence locked until the
+// commit, and the server's lock table is shared by every session.
+constexpr int32_t kSharedDeletePage = 256;
 
 constexpr std::array kStatements = {
     // Pause/resume, the change marker and the notification in one statement:
@@ -87,7 +99,81 @@ SELECT version, value, applied FROM {s}.swap_shared_state($1::text, $2::bigint, 
 SELECT version, value, added FROM {s}.add_shared_state($1::text, $2::bigint, $3::bigint,
                                                        $4::bigint, $5::bigint, $6::bigint,
                                                        $7::bigint))sql"},
+
+    // set_key_setting (ABI 1.5) as set_rate_limit: the upsert, the change
+    // marker and the notification in one statement. $4 is the fields
+    // (CONVEYOR_KEY_FIELD_*): a field not named goes in as NULL, so a new
+    // row does not have it and an existing row keeps what it has.
+    Statement{stmt::kSetKeySetting, R"sql(
+WITH upserted AS (
+  INSERT INTO {s}.key_settings AS ks (queue, target, key, rate, burst, scope, weight, updated_at)
+  VALUES ($1::text, $2::integer, $3::text,
+          CASE WHEN $4::integer & 1 <> 0 THEN $5::double precision END,
+          CASE WHEN $4::integer & 1 <> 0 THEN $6::bigint END,
+          CASE WHEN $4::integer & 1 <> 0 THEN $7::integer END,
+          CASE WHEN $4::integer & 2 <> 0 THEN $8::integer END,
+          $9::bigint)
+  ON CONFLICT (queue, target, key) DO UPDATE
+    SET rate = coalesce(excluded.rate, ks.rate), burst = coalesce(excluded.burst, ks.burst),
+        scope = coalesce(excluded.scope, ks.scope), weight = coalesce(excluded.weight, ks.weight),
+        updated_at = excluded.updated_at
+  RETURNING queue
+), bumped AS (
+  UPDATE {s}.meta SET value = value + 1 WHERE key = 'change_marker' RETURNING value
+)
+SELECT pg_notify($10::text, $11::text) FROM upserted CROSS JOIN bumped)sql"},
+
+    // delete_key_setting in one round trip: kKeySettings' function (true
+    // when a field was cleared; the marker and the notification with it).
+    Statement{stmt::kDeleteKeySetting, R"sql(
+SELECT {s}.delete_key_setting($1::text, $2::integer, $3::text, $4::integer, $5::text, $6::text))sql"},
+
+    // COLLATE "C" columns: queue and key in byte order; target ONE (0)
+    // before EVERY (1).
+    Statement{stmt::kListKeySettings, R"sql(
+SELECT queue, target, key, rate, burst, scope, weight, updated_at
+FROM {s}.key_settings ORDER BY queue, target, key)sql"},
+
+    // One page of delete_shared_states: kKeySettings' function.
+    Statement{stmt::kSharedDelete, R"sql(
+SELECT deleted, resume_after FROM {s}.delete_shared_states($1::text, $2::text, $3::bytea,
+                                                           $4::bigint, $5::bigint, $6::integer))sql"},
 };
+
+// Throws CONVEYOR_E_INVALID unless key can be stored in a text column (the
+// adapter has checked its length).
+void require_storable_key(std::string_view key, const char* op) {
+  if (!is_storable_text(key))
+    throw Error(CONVEYOR_E_INVALID,
+                std::string(op) + ": key must be valid UTF-8 without NUL bytes");
+}
+
+// Throws CONVEYOR_E_INVALID for a fields mask or target the statements do
+// not know (the adapter refuses them first).
+void require_fields_and_target(uint32_t fields, int32_t target, std::string_view key,
+                               const char* op) {
+  if (fields == 0 || (fields & ~CONVEYOR_KEY_FIELDS_ALL) != 0)
+    throw Error(CONVEYOR_E_INVALID, std::string(op) + ": fields is " + std::to_string(fields) +
+                                        ", not a non-empty mask of CONVEYOR_KEY_FIELD_*");
+  if (target != CONVEYOR_KEY_TARGET_ONE && target != CONVEYOR_KEY_TARGET_EVERY)
+    throw Error(CONVEYOR_E_INVALID, std::string(op) + ": unknown target " + std::to_string(target));
+  if (target == CONVEYOR_KEY_TARGET_EVERY && !key.empty())
+    throw Error(CONVEYOR_E_INVALID,
+                std::string(op) + ": target CONVEYOR_KEY_TARGET_EVERY takes an empty key");
+}
+
+// "\x" and the bytes of s in hex: a bytea parameter in text form.
+std::string bytea_hex(std::string_view s) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out = "\\x";
+  out.reserve(2 + 2 * s.size());
+  for (const char ch : s) {
+    const auto b = static_cast<unsigned char>(ch);
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -252,6 +338,122 @@ END
 $fn$;
 )sql";
 
+// ABI 1.5. key_settings: set_key_setting's rows, one per (queue, target,
+// key): a key's own settings (target 0, CONVEYOR_KEY_TARGET_ONE; the empty
+// key is a key like any other) and every key's (target 1, _EVERY; the key
+// empty). A field not stored is NULL: rate, burst and scope together
+// (CONVEYOR_KEY_FIELD_RATE), weight (_WEIGHT); a row keeps one at least.
+// COLLATE "C": listed in byte order.
+//
+// delete_key_setting: under the row's lock, so a set or delete of the same
+// row running at once is wholly before or after it.
+//
+// delete_shared_states: a record (kSharedStateInPlace: a shared_keys row
+// and its two sequences) is deleted under its key's exclusive lock, as a
+// swap or an add changes it, its value read again under the lock: a swap or
+// add before it left the value it is judged by, one after it waits for the
+// commit and finds no row ((0, 0), as never written). The key's lock is
+// only tried: a key being swapped or read is in use, and is left. Deletes
+// run one at a time per schema (lock class "Swee", 0x53776565): only a
+// delete drops sequences, so the one running may read a value before taking
+// the key's lock (to pass over records in use without locking them) and
+// never finds a sequence dropped under it. Each sequence read stays locked
+// until the commit; p_page bounds how many one call reads (the caller goes
+// on from resume_after).
+const char* const kKeySettings = R"sql(
+CREATE TABLE {s}.key_settings (
+  queue      text             COLLATE "C" NOT NULL,
+  target     integer          NOT NULL CHECK (target IN (0, 1)),
+  key        text             COLLATE "C" NOT NULL,
+  rate       double precision,
+  burst      bigint,
+  scope      integer,
+  weight     integer,
+  updated_at bigint           NOT NULL,
+  PRIMARY KEY (queue, target, key),
+  CHECK (target = 0 OR key = ''),
+  CHECK ((rate IS NULL) = (burst IS NULL) AND (rate IS NULL) = (scope IS NULL)),
+  CHECK (rate IS NOT NULL OR weight IS NOT NULL)
+);
+
+-- delete_key_setting (storage_plugin.h): clears the fields p_fields names
+-- (CONVEYOR_KEY_FIELD_*), removing a row left with none. True when one of
+-- them was stored: then the change marker advances and p_payload goes out
+-- on p_channel, as set_rate_limit; false, nothing changed, otherwise.
+CREATE FUNCTION {s}.delete_key_setting(p_queue text, p_target integer, p_key text,
+                                       p_fields integer, p_channel text, p_payload text)
+RETURNS boolean LANGUAGE plpgsql AS $fn$
+DECLARE
+  r {s}.key_settings;
+  clear_rate boolean := p_fields & 1 <> 0;
+  clear_weight boolean := p_fields & 2 <> 0;
+BEGIN
+  SELECT * INTO r FROM {s}.key_settings AS ks
+  WHERE ks.queue = p_queue AND ks.target = p_target AND ks.key = p_key
+  FOR UPDATE;
+  IF NOT FOUND OR NOT ((clear_rate AND r.rate IS NOT NULL) OR
+                       (clear_weight AND r.weight IS NOT NULL)) THEN
+    RETURN false;
+  END IF;
+  IF (clear_rate OR r.rate IS NULL) AND (clear_weight OR r.weight IS NULL) THEN
+    DELETE FROM {s}.key_settings AS ks
+    WHERE ks.queue = p_queue AND ks.target = p_target AND ks.key = p_key;
+  ELSE
+    UPDATE {s}.key_settings AS ks
+    SET rate = CASE WHEN clear_rate THEN NULL ELSE ks.rate END,
+        burst = CASE WHEN clear_rate THEN NULL ELSE ks.burst END,
+        scope = CASE WHEN clear_rate THEN NULL ELSE ks.scope END,
+        weight = CASE WHEN clear_weight THEN NULL ELSE ks.weight END
+    WHERE ks.queue = p_queue AND ks.target = p_target AND ks.key = p_key;
+  END IF;
+  UPDATE {s}.meta SET value = value + 1 WHERE key = 'change_marker';
+  PERFORM pg_notify(p_channel, p_payload);
+  RETURN true;
+END
+$fn$;
+
+-- delete_shared_states (storage_plugin.h), one page: reads the keys from
+-- p_start (the prefix, or its longest leading part that is text) on, after
+-- p_after, in key order while they start with p_start, p_page at most.
+-- Deletes those whose UTF-8 starts with p_prefix and whose value is below
+-- p_below, p_limit at most. resume_after: the last key read when it
+-- stopped before the end of the range, else NULL.
+CREATE FUNCTION {s}.delete_shared_states(p_start text, p_after text, p_prefix bytea,
+                                         p_below bigint, p_limit bigint, p_page integer,
+                                         OUT deleted bigint, OUT resume_after text)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  k {s}.shared_keys;
+  n_read integer := 0;
+  last_read text;
+BEGIN
+  deleted := 0;
+  PERFORM pg_advisory_xact_lock(1400333669, hashtext('{s}'));
+  -- A new snapshot after the lock: what the delete before this one
+  -- deleted is gone.
+  FOR k IN SELECT * FROM {s}.shared_keys AS sk
+           WHERE sk.key >= p_start AND sk.key > p_after ORDER BY sk.key LOOP
+    EXIT WHEN left(k.key, length(p_start)) <> p_start;
+    IF deleted >= p_limit OR n_read >= p_page THEN
+      resume_after := last_read;
+      RETURN;
+    END IF;
+    n_read := n_read + 1;
+    last_read := k.key;
+    CONTINUE WHEN substring(convert_to(k.key, 'UTF8') FROM 1 FOR octet_length(p_prefix))
+                  <> p_prefix;
+    CONTINUE WHEN pg_sequence_last_value(k.value_seq) >= p_below;
+    CONTINUE WHEN NOT pg_try_advisory_xact_lock(1399349618, hashtext('{s}' || k.key));
+    -- Under the key's lock: no swap or add is halfway.
+    CONTINUE WHEN pg_sequence_last_value(k.value_seq) >= p_below;
+    DELETE FROM {s}.shared_keys AS sk WHERE sk.key = k.key;
+    EXECUTE format('DROP SEQUENCE %s, %s', k.version_seq, k.value_seq);
+    deleted := deleted + 1;
+  END LOOP;
+END
+$fn$;
+)sql";
+
 const std::span<const Statement> kControlStatements = kStatements;
 
 ControlStore::ControlStore(ConnectionPool& pool, const PgOptions& options)
@@ -385,6 +587,121 @@ int64_t ControlStore::change_marker() {
     marker = r.empty() ? 0 : int_at(r[0], 0);
   });
   return marker;
+}
+
+void ControlStore::set_key_setting(const sdk::KeySetting& setting, int64_t now_us) {
+  require_queue(setting.queue, "set_key_setting");
+  require_storable_key(setting.key, "set_key_setting");
+  require_fields_and_target(setting.fields, setting.target, setting.key, "set_key_setting");
+  const std::string payload = std::string(kLimitsPrefix) + setting.queue;
+  // Repeated after a lost connection: the same fields again, the same row.
+  run_on_pool(pool_, "set_key_setting", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    tx.exec_prepared(stmt::kSetKeySetting, setting.queue, setting.target, setting.key,
+                     static_cast<int32_t>(setting.fields), shortest(setting.rate_per_sec),
+                     int64_t{setting.burst}, setting.scope, static_cast<int64_t>(setting.weight),
+                     now_us, channels_.control, payload);
+  });
+}
+
+bool ControlStore::delete_key_setting(std::string_view queue, int32_t target, std::string_view key,
+                                      uint32_t fields) {
+  require_queue(queue, "delete_key_setting");
+  require_storable_key(key, "delete_key_setting");
+  require_fields_and_target(fields, target, key, "delete_key_setting");
+  const std::string q(queue), k(key), payload = std::string(kLimitsPrefix) + q;
+  bool cleared = false;
+  // Never repeated: a delete that applied before the connection was lost
+  // would then report that nothing was set.
+  run_on_pool(pool_, "delete_key_setting", Retry::kNever, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    pqxx::result r = tx.exec_prepared(stmt::kDeleteKeySetting, q, target, k,
+                                      static_cast<int32_t>(fields), channels_.control, payload);
+    if (r.size() != 1)
+      throw Error(CONVEYOR_E_INTERNAL, "delete_key_setting: the function returned " +
+                                           std::to_string(r.size()) + " rows, not 1");
+    cleared = bool_at(r[0], 0);
+  });
+  return cleared;
+}
+
+void ControlStore::list_key_settings(const sdk::KeySettingSink& sink) {
+  std::vector<sdk::KeySetting> rows;
+  run_on_pool(pool_, "list_key_settings", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    pqxx::result r = tx.exec_prepared(stmt::kListKeySettings);
+    rows.clear();
+    for (const auto& row : r) {
+      sdk::KeySetting k;
+      k.queue = text_at(row, 0);
+      k.target = int32_at(row, 1);
+      k.key = text_at(row, 2);
+      if (!row[3].is_null()) {
+        const int64_t burst = int_at(row, 4);
+        if (burst < 1 || burst > int64_t{UINT32_MAX})
+          throw Error(CONVEYOR_E_INTERNAL, "list_key_settings: stored burst " +
+                                               std::to_string(burst) + " is out of range");
+        k.fields |= CONVEYOR_KEY_FIELD_RATE;
+        k.rate_per_sec = double_at(row, 3);
+        k.burst = static_cast<uint32_t>(burst);
+        k.scope = int32_at(row, 5);
+      }
+      if (!row[6].is_null()) {
+        const int32_t weight = int32_at(row, 6);
+        if (weight < 1)
+          throw Error(CONVEYOR_E_INTERNAL, "list_key_settings: stored weight " +
+                                               std::to_string(weight) + " is out of range");
+        k.fields |= CONVEYOR_KEY_FIELD_WEIGHT;
+        k.weight = static_cast<uint32_t>(weight);
+      }
+      k.updated_at = int_at(row, 7);
+      rows.push_back(std::move(k));
+    }
+  });
+  for (const sdk::KeySetting& k : rows) sink(k.view());
+}
+
+uint32_t ControlStore::delete_shared_states(std::string_view prefix, int64_t value_below,
+                                            uint32_t limit) {
+  if (prefix.empty()) throw Error(CONVEYOR_E_INVALID, "delete_shared_states: prefix is empty");
+  if (limit == 0) return 0;
+  // Every record's key is text (swap_shared_state refuses others), so a key
+  // that starts with prefix starts with prefix's longest leading part that
+  // is text: all of it, or all but an unfinished last character (1 to 3
+  // bytes). The keys from that part on are an index range; their UTF-8 is
+  // compared with prefix byte for byte. No such part: no key starts with it.
+  std::optional<std::string_view> start;
+  for (size_t cut = 0; cut <= 3 && cut <= prefix.size() && !start; ++cut)
+    if (is_storable_text(prefix.substr(0, prefix.size() - cut)))
+      start = prefix.substr(0, prefix.size() - cut);
+  if (!start) return 0;
+  const std::string from(*start), bytes = bytea_hex(prefix);
+  uint32_t deleted = 0;
+  std::string after;  // no key is empty: every key is after ""
+  while (deleted < limit) {
+    int64_t n = 0;
+    std::optional<std::string> resume_after;
+    // Never repeated: a page that applied before the connection was lost
+    // would then report fewer deleted.
+    run_on_pool(pool_, "delete_shared_states", Retry::kNever, [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      pqxx::result r = tx.exec_prepared(stmt::kSharedDelete, from, after, bytes, value_below,
+                                        int64_t{limit - deleted}, kSharedDeletePage);
+      if (r.size() != 1)
+        throw Error(CONVEYOR_E_INTERNAL, "delete_shared_states: the function returned " +
+                                             std::to_string(r.size()) + " rows, not 1");
+      n = int_at(r[0], 0);
+      resume_after.reset();
+      if (!r[0][1].is_null()) resume_after = text_at(r[0], 1);
+    });
+    if (n < 0 || n > int64_t{limit - deleted})
+      throw Error(CONVEYOR_E_INTERNAL,
+                  "delete_shared_states: the function deleted " + std::to_string(n) + " records");
+    deleted += static_cast<uint32_t>(n);
+    if (!resume_after) break;  // the range is read to its end
+    after = std::move(*resume_after);
+  }
+  return deleted;
 }
 
 void ControlStore::wait_for_notification(int64_t timeout_us, const sdk::NotifySink& sink) {

@@ -1,6 +1,7 @@
 // What the PostgreSQL plugins share above the jobs: the queues table (known
-// queues and their paused flag), durable rate-limit overrides, the change
-// marker, and notifications (LISTEN/NOTIFY through NotificationListener).
+// queues and their paused flag), durable rate-limit overrides and key
+// settings, shared records, the change marker, and notifications
+// (LISTEN/NOTIFY through NotificationListener).
 // Both plugins create the same three tables in their schemas (kControlTables)
 // and serve these calls with the same statements (kControlStatements).
 #ifndef CONVEYOR_PLUGINS_POSTGRES_COMMON_CONTROL_STORE_HPP
@@ -43,6 +44,12 @@ extern const char* const kControlTablesV12;
 extern const char* const kSharedStateInPlace;
 // ABI 1.3, the step after: function add_shared_state on those sequences.
 extern const char* const kSharedAdd;
+// ABI 1.5, the step after that (see control_store.cc):
+//   key_settings(queue, target, key, rate, burst, scope, weight, updated_at)
+//                          set_key_setting's rows, a NULL column a field not
+//                          stored
+//   functions delete_key_setting and delete_shared_states
+extern const char* const kKeySettings;
 
 // The statements ControlStore runs; prepare them on every pooled connection.
 extern const std::span<const Statement> kControlStatements;
@@ -71,6 +78,15 @@ class ControlStore {
   void delete_rate_limit(std::string_view queue);
   void list_rate_limits(const sdk::RateLimitSink& sink);
   int64_t change_marker();
+  // ABI 1.5 (the SDK adapter has checked the ranges, the target and the
+  // key's length): set and delete are one statement each, and advance the
+  // change marker and notify as set_rate_limit does.
+  void set_key_setting(const sdk::KeySetting& setting, int64_t now_us);
+  bool delete_key_setting(std::string_view queue, int32_t target, std::string_view key,
+                          uint32_t fields);
+  void list_key_settings(const sdk::KeySettingSink& sink);
+  // One statement per kSharedDeletePage records read (see control_store.cc).
+  uint32_t delete_shared_states(std::string_view prefix, int64_t value_below, uint32_t limit);
   // Opens the LISTEN connection on first use.
   void wait_for_notification(int64_t timeout_us, const sdk::NotifySink& sink);
   // Passed to the listener (NotificationListener::LaterSeen); before the

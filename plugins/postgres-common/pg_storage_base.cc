@@ -106,6 +106,24 @@ sdk::SharedAddResult PgStorageBase::add_shared_state(std::string_view key,
   return control_->add_shared_state(key, add);
 }
 
+void PgStorageBase::set_key_setting(const sdk::KeySetting& setting, int64_t now_us) {
+  control_->set_key_setting(setting, now_us);
+}
+
+bool PgStorageBase::delete_key_setting(std::string_view queue, int32_t target, std::string_view key,
+                                       uint32_t fields) {
+  return control_->delete_key_setting(queue, target, key, fields);
+}
+
+void PgStorageBase::list_key_settings(const sdk::KeySettingSink& sink) {
+  control_->list_key_settings(sink);
+}
+
+uint32_t PgStorageBase::delete_shared_states(std::string_view prefix, int64_t value_below,
+                                             uint32_t limit) {
+  return control_->delete_shared_states(prefix, value_below, limit);
+}
+
 void PgStorageBase::delete_rate_limit(std::string_view queue) {
   control_->delete_rate_limit(queue);
 }

@@ -2,8 +2,9 @@
 // the options, the connection pool (every new connection set up by the
 // plugin), the run/retry wrapper, and the calls both PostgreSQL plugins serve
 // alike through ControlStore: pause/resume, list_queues, rate-limit
-// overrides, the change marker and notifications. A plugin class derives
-// from it and adds its job calls (the SDK's adapter calls the inherited ones).
+// overrides, key settings, shared records, the change marker and
+// notifications. A plugin class derives from it and adds its job calls (the
+// SDK's adapter calls the inherited ones).
 #ifndef CONVEYOR_PLUGINS_POSTGRES_COMMON_PG_STORAGE_BASE_HPP
 #define CONVEYOR_PLUGINS_POSTGRES_COMMON_PG_STORAGE_BASE_HPP
 
@@ -71,6 +72,12 @@ class PgStorageBase {
                                       int64_t new_value);
   // ABI 1.3
   sdk::SharedAddResult add_shared_state(std::string_view key, const sdk::SharedAdd& add);
+  // ABI 1.5 (the table and functions of kKeySettings)
+  void set_key_setting(const sdk::KeySetting& setting, int64_t now_us);
+  bool delete_key_setting(std::string_view queue, int32_t target, std::string_view key,
+                          uint32_t fields);
+  void list_key_settings(const sdk::KeySettingSink& sink);
+  uint32_t delete_shared_states(std::string_view prefix, int64_t value_below, uint32_t limit);
 
  protected:
   // setup runs on every new pooled connection (session settings, statements).

@@ -282,7 +282,9 @@ const std::vector<std::string>& migration_steps() {
       // Version 5: swap_shared_state leaves no dead tuples.
       postgres::kSharedStateInPlace,
       // Version 6: ABI 1.3 add_shared_state.
-      postgres::kSharedAdd, kQueueV7};
+      postgres::kSharedAdd, kQueueV7,
+      // Version 8: ABI 1.5 key settings and delete_shared_states.
+      postgres::kKeySettings};
   return steps;
 }
 

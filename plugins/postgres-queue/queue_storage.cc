@@ -91,6 +91,10 @@
 // pass the taken entries of the keys they read that are still in the ring
 // (at or above the hint): a key whose jobs were all claimed costs its
 // entries until their slot is truncated.
+//
+// ABI 1.5 (schema 8): key settings and delete_shared_states, as the
+// canonical plugin serves them (postgres-common/control_store.cc,
+// kKeySettings).
 #include "queue_storage.hpp"
 
 #include "hint_prober.hpp"

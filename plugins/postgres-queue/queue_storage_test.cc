@@ -3,6 +3,7 @@
 // queue, scheduled and retried jobs promoted when due, and the generic plans
 // of the hot statements.
 #include "job_keys_test_support.hpp"
+#include "key_settings_test_support.hpp"
 #include "queue_schema.hpp"
 #include "queue_test_support.hpp"
 #include "ring_rotator.hpp"
@@ -54,9 +55,18 @@ class QueueStorageTest : public postgres::test::PgTest {
                      schema_, relname_like)[0][0]
         .as<int64_t>();
   }
+  // Takes the schema back to version 7: no key settings, no
+  // delete_shared_states.
+  void undo_schema_8() {
+    const std::string s = "\"" + schema_ + "\"";
+    sql("DROP FUNCTION " + s + ".delete_shared_states; DROP FUNCTION " + s +
+        ".delete_key_setting; DROP TABLE " + s + ".key_settings; DELETE FROM " + s +
+        ".queue_schema_migrations WHERE version = 8");
+  }
   // Takes the schema back to version 6: no job keys (the entries view as
   // it was, its key column cut).
   void undo_schema_7() {
+    undo_schema_8();
     const std::string s = "\"" + schema_ + "\"";
     std::string view = sql("SELECT pg_get_viewdef('" + s + ".entries'::regclass)")[0][0].c_str();
     const std::string::size_type key = view.find("r.key");
@@ -594,6 +604,65 @@ TEST_F(QueueStorageTest, MigrateFromVersion6GivesEveryJobTheEmptyKey) {
   const std::vector<int64_t> ids = postgres::test::enqueue_keyed(api_, h, {{"q", "k"}}, now);
   EXPECT_EQ(job(h, ids.at(0), now).key, "k");
   EXPECT_EQ(job_counts(api_, h, now), queue_stats(api_, h, now));
+}
+
+// A schema of version 7 (ABI 1.4) with jobs (ready, running, in `later`),
+// an override, a paused queue and shared records is upgraded in place:
+// every one of them is as it was (the change marker included), key
+// settings start empty and work, and delete_shared_states deletes the
+// records written before the upgrade.
+TEST_F(QueueStorageTest, MigrateFromVersion7KeepsEverythingAndAddsKeySettings) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  const int64_t t = wall_us();
+  const std::vector<int64_t> ready = enqueue_many(h, "q", 3);
+  const int64_t scheduled = enqueue(h, "q", /*priority=*/0, /*run_at=*/t + kHour);
+  std::vector<JobCopy> got = claim(h, "q", 1, 1, t, t + kHour);
+  ASSERT_EQ(got.size(), 1u);
+  conveyor_error err{};
+  ASSERT_EQ(api_->set_rate_limit_v2(h, str("q"), 2.5, 3, CONVEYOR_SCOPE_FLEET, t, &err),
+            CONVEYOR_OK)
+      << err.message;
+  ASSERT_EQ(pause(h, "held", true), CONVEYOR_OK);
+  ASSERT_EQ(swap_shared(h, "ratelimit.key:q/=a", 0, 5).applied, 1);
+  ASSERT_EQ(swap_shared(h, "ratelimit.key:q/=b", 0, 500).applied, 1);
+  const int64_t m = marker(h);
+  close_store(h);
+  undo_schema_8();
+  const std::string s = "\"" + schema_ + "\"";
+  ASSERT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(), 7);
+
+  h = open_store();  // migrates
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(),
+            kSchemaVersion);
+  EXPECT_EQ(kSchemaVersion, 8);
+  EXPECT_EQ(marker(h), m);
+  const int64_t now = t + 10;
+  EXPECT_EQ(job(h, got[0].id, now).state, CONVEYOR_JOB_RUNNING);
+  EXPECT_EQ(job(h, scheduled, now).state, CONVEYOR_JOB_SCHEDULED);
+  EXPECT_EQ(job_counts(api_, h, now), queue_stats(api_, h, now));
+  std::vector<LimitCopy> l = limits(h);
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].rate, 2.5);
+  EXPECT_EQ(l[0].burst, 3u);
+  EXPECT_EQ(l[0].scope, CONVEYOR_SCOPE_FLEET);
+  EXPECT_EQ(queues(h), (std::vector<std::pair<std::string, int32_t>>{{"held", 1}, {"q", 0}}));
+  EXPECT_EQ(swap_shared(h, "ratelimit.key:q/=a", -1, 0).value, 5);
+  EXPECT_TRUE(postgres::test::settings(api_, h).empty());
+
+  postgres::test::set_setting(api_, h, postgres::test::weight_of("q", "a", 2), now);
+  EXPECT_NE(marker(h), m);
+  EXPECT_EQ(postgres::test::settings(api_, h).size(), 1u);
+  EXPECT_EQ(postgres::test::delete_shared(api_, h, "ratelimit.key:", 100, 10), 1u)
+      << "a record written before the upgrade";
+  EXPECT_EQ(swap_shared(h, "ratelimit.key:q/=a", -1, 0).version, 0);
+  EXPECT_EQ(swap_shared(h, "ratelimit.key:q/=b", -1, 0).value, 500);
+
+  std::vector<JobCopy> rest = claim(h, "q", 10, 2, now, now + kHour);
+  EXPECT_EQ(plugin_testing::ids_of(rest), (std::vector<int64_t>{ready[1], ready[2]}));
+  ASSERT_EQ(complete(h, leases_of({got[0]}), now), std::vector{CONVEYOR_OK});
 }
 
 // A schema of version 4 with shared records (a fleet bucket, the kill

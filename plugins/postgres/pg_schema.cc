@@ -108,6 +108,8 @@ ALTER TABLE {s}.jobs ADD COLUMN key text COLLATE "C" NOT NULL DEFAULT '';
 CREATE INDEX jobs_ready_key ON {s}.jobs (queue, key, priority, run_at, id) WHERE state = 1;
 )sql";
 
+// Version 7: kKeySettings (ABI 1.5: key settings, delete_shared_states).
+
 // One entry per version step: steps[i] upgrades version i to i + 1. Never
 // edit a released step; append.
 const std::vector<std::string>& migration_steps() {
@@ -116,7 +118,8 @@ const std::vector<std::string>& migration_steps() {
                                                  std::string(kJobsV3) + kControlTablesV12,
                                                  kSharedStateInPlace,
                                                  kSharedAdd,
-                                                 kJobsV6};
+                                                 kJobsV6,
+                                                 kKeySettings};
   return steps;
 }
 

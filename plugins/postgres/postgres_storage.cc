@@ -65,6 +65,10 @@
 //     keys not listed are never read. list_ready_keys is a loose index scan
 //     of it (WITH RECURSIVE: each next key is one probe) counting each key's
 //     ready jobs up to count_limit, so keys without ready rows cost nothing.
+//   * ABI 1.5 (schema 7): key settings and delete_shared_states, shared with
+//     postgres-queue (control_store.cc, kKeySettings): one upsert per
+//     set_key_setting, one function call per delete_key_setting, each
+//     moving the change marker and notifying as a rate-limit override does.
 #include "postgres_storage.hpp"
 
 #include "connection_pool.hpp"
