@@ -61,13 +61,11 @@ TEST_F(FaultInjectingStorageTest, SwapSharedStateIsFaultedThenForwarded) {
   } catch (const StorageError& e) {
     EXPECT_EQ(e.code(), CONVEYOR_E_UNAVAILABLE) << e.what();
   }
-  try {
-    storage_.swap_shared_state("ratelimit.enabled", -1, 0);
-    FAIL() << "the in-memory plugin has no swap_shared_state";
-  } catch (const StorageError& e) {
-    EXPECT_EQ(e.code(), CONVEYOR_E_UNSUPPORTED);
-    EXPECT_NE(std::string(e.what()).find("swap_shared_state"), std::string::npos) << e.what();
-  }
+  // Forwarded: a record never written reads as (0, 0).
+  const Storage::SharedRecord r = storage_.swap_shared_state("ratelimit.enabled", -1, 0);
+  EXPECT_EQ(r.version, 0);
+  EXPECT_EQ(r.value, 0);
+  EXPECT_FALSE(r.applied);
   EXPECT_EQ(storage_.calls(StorageOp::kSwapSharedState), 2u);
   EXPECT_EQ(storage_.faults(StorageOp::kSwapSharedState), 1u);
 }

@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -318,6 +320,15 @@ TEST(StorageSlots, NamesMapToSlotsAndAnUnknownNameIsLoud) {
   EXPECT_EQ(slot_minor(StorageSlot::kRescueExpiredV2), 1u);
   EXPECT_EQ(slot_minor(StorageSlot::kEnqueueV3), 2u);
   EXPECT_EQ(slot_minor(StorageSlot::kAddSharedState), 3u);
+  EXPECT_EQ(slot_minor(StorageSlot::kListReadyKeys), 4u);
+  for (StorageSlot s : {StorageSlot::kSetKeySetting, StorageSlot::kDeleteKeySetting,
+                        StorageSlot::kListKeySettings, StorageSlot::kDeleteSharedStates}) {
+    EXPECT_EQ(slot_minor(s), 5u) << slot_name(s);
+    EXPECT_FALSE(slot_info(s).required) << slot_name(s);
+  }
+  static_assert(slot_named("delete_shared_states") == StorageSlot::kDeleteSharedStates);
+  EXPECT_EQ(table_size_of_minor(4), CONVEYOR_PLUGIN_V1_4_SIZE);
+  EXPECT_EQ(table_size_of_minor(5), CONVEYOR_PLUGIN_V1_5_SIZE);
 }
 
 // has_slot follows struct_size: a table cut to each minor's size has exactly
@@ -367,6 +378,285 @@ TEST_F(PluginBindingTest, StructsWithoutTheV1_2FieldsReadAsCostOneAndProcessScop
   l = copy_limit(&limit, problems);
   EXPECT_TRUE(l.reports_scope);
   EXPECT_EQ(l.scope, CONVEYOR_SCOPE_FLEET);
+}
+
+// ---- ABI 1.5 ----
+
+// A plugin of ABI 1.4 (SQLite's table cut to its 1.4 size): each 1.5 slot is
+// UNSUPPORTED without a call, naming the plugin, its ABI, what needs the slot
+// and the slot.
+TEST_F(PluginBindingTest, AV1_4TableLacksTheV1_5SlotsByName) {
+  PluginBinding& real =
+      open_plugin(CONVEYOR_TEST_SQLITE_PLUGIN, {{"path", (dir_ / "14.db").string()}});
+  conveyor_storage_plugin v1_4 = real.table();
+  v1_4.struct_size = CONVEYOR_PLUGIN_V1_4_SIZE;
+  v1_4.abi_minor = 4;
+  PluginBinding b(v1_4, real.handle());
+  const std::string abi = "storage plugin 'sqlite' implements ABI 1.4; ";
+  sdk::KeySetting weight;
+  weight.queue = "q";
+  weight.key = "k";
+  weight.fields = CONVEYOR_KEY_FIELD_WEIGHT;
+  weight.weight = 2;
+  Status set = b.set_key_setting(weight.view(), kNow);
+  EXPECT_EQ(set.code, CONVEYOR_E_UNSUPPORTED);
+  EXPECT_THAT(set.message,
+              HasSubstr(abi + "a key's own limit or weight needs ABI 1.5 (slot set_key_setting)"));
+  Result<int32_t> cleared =
+      b.delete_key_setting("q", CONVEYOR_KEY_TARGET_ONE, "k", CONVEYOR_KEY_FIELDS_ALL);
+  EXPECT_EQ(cleared.status.code, CONVEYOR_E_UNSUPPORTED);
+  EXPECT_THAT(cleared.status.message,
+              HasSubstr(abi + "removing a key's own limit or weight needs ABI 1.5 (slot "
+                              "delete_key_setting)"));
+  Result<std::vector<KeySettingCopy>> listed = b.list_key_settings();
+  EXPECT_EQ(listed.status.code, CONVEYOR_E_UNSUPPORTED);
+  EXPECT_THAT(listed.status.message,
+              HasSubstr(abi + "listing keys' own limits and weights needs ABI 1.5 (slot "
+                              "list_key_settings)"));
+  EXPECT_TRUE(listed.value.empty());
+  ASSERT_EQ(real.swap_shared_state("p:k", 0, 1).value.applied, 1);
+  Result<uint32_t> forgot = b.delete_shared_states("p:", 10, 100);
+  EXPECT_EQ(forgot.status.code, CONVEYOR_E_UNSUPPORTED);
+  EXPECT_THAT(forgot.status.message,
+              HasSubstr(abi + "forgetting idle shared records needs ABI 1.5 (slot "
+                              "delete_shared_states)"));
+  // Nothing reached the plugin.
+  EXPECT_EQ(real.swap_shared_state("p:k", -1, 0).value.version, 1);
+  if (real.has_slot(StorageSlot::kListKeySettings)) {
+    Result<std::vector<KeySettingCopy>> stored = real.list_key_settings();
+    ASSERT_TRUE(stored.ok()) << stored.status.message;
+    EXPECT_TRUE(stored.value.empty());
+  }
+}
+
+// A plugin of ABI 1.5 that leaves the slots NULL (the C example implements
+// the 1.0 and 1.1 slots only): UNSUPPORTED naming the plugin, its ABI and
+// the slot.
+TEST_F(PluginBindingTest, AV1_5TableWithoutTheSlotsSaysSo) {
+  PluginBinding& b = open_plugin(CONVEYOR_TEST_MEMORY_C_PLUGIN, {{"name", "binding-test-15"}});
+  ASSERT_EQ(b.table().abi_minor, uint32_t{CONVEYOR_ABI_MINOR});
+  ASSERT_GE(CONVEYOR_ABI_MINOR, 5);
+  const std::string abi = "storage plugin 'memory_c' (ABI 1." + std::to_string(CONVEYOR_ABI_MINOR) +
+                          ") does not implement ";
+  sdk::KeySetting rate;
+  rate.queue = "q";
+  rate.fields = CONVEYOR_KEY_FIELD_RATE;
+  rate.rate_per_sec = 1;
+  rate.burst = 1;
+  Status set = b.set_key_setting(rate.view(), kNow);
+  EXPECT_EQ(set.code, CONVEYOR_E_UNSUPPORTED);
+  EXPECT_THAT(set.message, HasSubstr(abi + "set_key_setting, which a key's own limit or weight "
+                                           "needs"));
+  EXPECT_THAT(b.delete_key_setting("q", CONVEYOR_KEY_TARGET_EVERY, "", CONVEYOR_KEY_FIELD_RATE)
+                  .status.message,
+              HasSubstr(abi + "delete_key_setting"));
+  EXPECT_THAT(b.list_key_settings().status.message, HasSubstr(abi + "list_key_settings"));
+  EXPECT_THAT(b.delete_shared_states("p", 1, 1).status.message,
+              HasSubstr(abi + "delete_shared_states, which forgetting idle shared records needs"));
+}
+
+// copy_key_setting: a NULL setting, fields 0 or with unknown bits, a struct
+// smaller than the 1.5 struct and a string with data NULL are problems, not
+// refusals; what the struct holds is copied.
+TEST(CopyKeySetting, CopiesTheFieldsAndNamesWhatIsMalformed) {
+  std::vector<std::string> problems;
+  KeySettingCopy none = copy_key_setting(nullptr, problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(problems[0], HasSubstr("NULL setting"));
+  EXPECT_EQ(none.fields, 0u);
+
+  conveyor_key_setting k{};
+  k.struct_size = sizeof k;
+  k.fields = CONVEYOR_KEY_FIELDS_ALL;
+  k.queue = sdk::str("mail");
+  k.key = sdk::str("tenant");
+  k.target = CONVEYOR_KEY_TARGET_ONE;
+  k.scope = CONVEYOR_SCOPE_FLEET;
+  k.rate_per_sec = 2.5;
+  k.burst = 7;
+  k.weight = 9;
+  k.updated_at_us = kNow;
+  problems.clear();
+  KeySettingCopy c = copy_key_setting(&k, problems);
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  EXPECT_EQ(c.queue, "mail");
+  EXPECT_EQ(c.key, "tenant");
+  EXPECT_EQ(c.target, CONVEYOR_KEY_TARGET_ONE);
+  EXPECT_EQ(c.fields, CONVEYOR_KEY_FIELDS_ALL);
+  EXPECT_EQ(c.scope, CONVEYOR_SCOPE_FLEET);
+  EXPECT_EQ(c.rate_per_sec, 2.5);
+  EXPECT_EQ(c.burst, 7u);
+  EXPECT_EQ(c.weight, 9u);
+  EXPECT_EQ(c.updated_at, kNow);
+
+  for (uint32_t fields : {0u, 4u, CONVEYOR_KEY_FIELDS_ALL | 8u, UINT32_MAX}) {
+    conveyor_key_setting bad = k;
+    bad.fields = fields;
+    problems.clear();
+    EXPECT_EQ(copy_key_setting(&bad, problems).fields, fields) << "copied as reported";
+    ASSERT_EQ(problems.size(), 1u) << "fields " << fields;
+    EXPECT_THAT(problems[0], HasSubstr("conveyor_key_setting.fields is " + std::to_string(fields)));
+    EXPECT_THAT(problems[0], HasSubstr("\"mail\" key \"tenant\""));
+  }
+
+  conveyor_key_setting small = k;
+  small.struct_size = offsetof(conveyor_key_setting, weight);
+  problems.clear();
+  KeySettingCopy cut = copy_key_setting(&small, problems);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_THAT(problems[0], HasSubstr("conveyor_key_setting.struct_size is"));
+  EXPECT_EQ(cut.burst, 7u) << "what struct_size covers is read";
+  EXPECT_EQ(cut.weight, 0u) << "what it does not cover is not";
+  EXPECT_EQ(cut.updated_at, 0);
+
+  conveyor_key_setting null_key = k;
+  null_key.key = conveyor_str{nullptr, 3};
+  problems.clear();
+  EXPECT_EQ(copy_key_setting(&null_key, problems).key, "");
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(problems[0], HasSubstr("conveyor_key_setting.key has data NULL with len 3"));
+}
+
+// The binding's marshalling of the 1.5 slots, against a table of its own:
+// what each call passes, what it returns, an out-parameter the plugin did
+// not write, and a failure's status and message.
+struct FakeKeySlots {
+  static inline std::string queue, key, prefix;
+  static inline int32_t target = -1;
+  static inline uint32_t fields = 0, limit = 0;
+  static inline int64_t now = 0, value_below = 0;
+  static inline conveyor_key_setting seen{};
+  static inline bool write_out = true;
+  static inline bool fail = false;
+
+  static conveyor_status failed(conveyor_error* err) {
+    err->code = CONVEYOR_E_UNAVAILABLE;
+    std::snprintf(err->message, sizeof err->message, "%s", "busy, try again");
+    return CONVEYOR_E_UNAVAILABLE;
+  }
+  static conveyor_status set(conveyor_storage*, const conveyor_key_setting* s, int64_t now_us,
+                             conveyor_error* err) {
+    if (fail) return failed(err);
+    seen = *s;
+    queue.assign(s->queue.data, s->queue.len);
+    key.assign(s->key.data, s->key.len);
+    now = now_us;
+    return CONVEYOR_OK;
+  }
+  static conveyor_status del(conveyor_storage*, conveyor_str q, int32_t t, conveyor_str k,
+                             uint32_t f, int32_t* out, conveyor_error* err) {
+    if (fail) return failed(err);
+    queue.assign(q.data, q.len);
+    key.assign(k.data == nullptr ? "" : std::string(k.data, k.len));
+    target = t;
+    fields = f;
+    if (write_out) *out = 1;
+    return CONVEYOR_OK;
+  }
+  static conveyor_status list(conveyor_storage*, conveyor_key_setting_fn fn, void* ctx,
+                              conveyor_error* err) {
+    if (fail) return failed(err);
+    conveyor_key_setting a{};
+    a.struct_size = sizeof a;
+    a.fields = CONVEYOR_KEY_FIELD_WEIGHT;
+    a.queue = sdk::str("q");
+    a.key = sdk::str("a");
+    a.weight = 3;
+    a.updated_at_us = 42;
+    fn(ctx, &a);
+    conveyor_key_setting empty = a;  // a row with no field: a problem
+    empty.key = sdk::str("b");
+    empty.fields = 0;
+    empty.weight = 0;
+    fn(ctx, &empty);
+    return CONVEYOR_OK;
+  }
+  static conveyor_status forget(conveyor_storage*, conveyor_str p, int64_t below, uint32_t l,
+                                uint32_t* out, conveyor_error* err) {
+    if (fail) return failed(err);
+    prefix.assign(p.data, p.len);
+    value_below = below;
+    limit = l;
+    if (write_out) *out = 2;
+    return CONVEYOR_OK;
+  }
+  static conveyor_storage_plugin table() {
+    conveyor_storage_plugin t{};
+    t.struct_size = sizeof t;
+    t.abi_major = CONVEYOR_ABI_MAJOR;
+    t.abi_minor = CONVEYOR_ABI_MINOR;
+    t.name = "fake";
+    t.set_key_setting = &set;
+    t.delete_key_setting = &del;
+    t.list_key_settings = &list;
+    t.delete_shared_states = &forget;
+    return t;
+  }
+};
+
+TEST(KeySettingSlots, TheBindingPassesTheArgumentsAndCopiesTheResults) {
+  const conveyor_storage_plugin table = FakeKeySlots::table();
+  PluginBinding b(table, reinterpret_cast<conveyor_storage*>(0x1));
+  ASSERT_TRUE(b.has_slot(StorageSlot::kSetKeySetting));
+  FakeKeySlots::write_out = true;
+  FakeKeySlots::fail = false;
+
+  sdk::KeySetting s;
+  s.queue = "mail";
+  s.key = "tenant";
+  s.fields = CONVEYOR_KEY_FIELD_RATE;
+  s.rate_per_sec = 2.5;
+  s.burst = 7;
+  s.scope = CONVEYOR_SCOPE_FLEET;
+  ASSERT_TRUE(b.set_key_setting(s.view(), kNow).ok());
+  EXPECT_EQ(FakeKeySlots::queue, "mail");
+  EXPECT_EQ(FakeKeySlots::key, "tenant");
+  EXPECT_EQ(FakeKeySlots::now, kNow);
+  EXPECT_EQ(FakeKeySlots::seen.struct_size, sizeof(conveyor_key_setting));
+  EXPECT_EQ(FakeKeySlots::seen.fields, CONVEYOR_KEY_FIELD_RATE);
+  EXPECT_EQ(FakeKeySlots::seen.rate_per_sec, 2.5);
+  EXPECT_EQ(FakeKeySlots::seen.burst, 7u);
+  EXPECT_EQ(FakeKeySlots::seen.scope, CONVEYOR_SCOPE_FLEET);
+
+  Result<int32_t> cleared =
+      b.delete_key_setting("mail", CONVEYOR_KEY_TARGET_EVERY, "", CONVEYOR_KEY_FIELD_WEIGHT);
+  ASSERT_TRUE(cleared.ok()) << cleared.status.message;
+  EXPECT_EQ(cleared.value, 1);
+  EXPECT_EQ(FakeKeySlots::queue, "mail");
+  EXPECT_EQ(FakeKeySlots::key, "");
+  EXPECT_EQ(FakeKeySlots::target, CONVEYOR_KEY_TARGET_EVERY);
+  EXPECT_EQ(FakeKeySlots::fields, CONVEYOR_KEY_FIELD_WEIGHT);
+
+  Result<std::vector<KeySettingCopy>> listed = b.list_key_settings();
+  ASSERT_TRUE(listed.ok()) << listed.status.message;
+  ASSERT_EQ(listed.value.size(), 2u);
+  EXPECT_EQ(listed.value[0].key, "a");
+  EXPECT_EQ(listed.value[0].weight, 3u);
+  EXPECT_EQ(listed.value[0].updated_at, 42);
+  EXPECT_EQ(listed.value[1].key, "b");
+  ASSERT_EQ(listed.problems.size(), 1u) << "the row with no field";
+  EXPECT_THAT(listed.problems[0], HasSubstr("conveyor_key_setting.fields is 0"));
+
+  Result<uint32_t> forgot = b.delete_shared_states("ratelimit.key:", -5, 64);
+  ASSERT_TRUE(forgot.ok()) << forgot.status.message;
+  EXPECT_EQ(forgot.value, 2u);
+  EXPECT_EQ(FakeKeySlots::prefix, "ratelimit.key:");
+  EXPECT_EQ(FakeKeySlots::value_below, -5);
+  EXPECT_EQ(FakeKeySlots::limit, 64u);
+
+  // Out-parameters the plugin left alone read as the binding's markers.
+  FakeKeySlots::write_out = false;
+  EXPECT_EQ(b.delete_key_setting("q", CONVEYOR_KEY_TARGET_ONE, "k", 1).value, kUnwritten);
+  EXPECT_EQ(b.delete_shared_states("p", 1, 1).value, kUnwrittenCount);
+
+  // A failure carries the plugin's status and message.
+  FakeKeySlots::fail = true;
+  Status failed = b.set_key_setting(s.view(), kNow);
+  EXPECT_EQ(failed.code, CONVEYOR_E_UNAVAILABLE);
+  EXPECT_EQ(failed.message, "busy, try again");
+  EXPECT_EQ(b.delete_key_setting("q", 0, "k", 1).status.code, CONVEYOR_E_UNAVAILABLE);
+  EXPECT_EQ(b.list_key_settings().status.code, CONVEYOR_E_UNAVAILABLE);
+  EXPECT_EQ(b.delete_shared_states("p", 1, 1).status.message, "busy, try again");
 }
 
 }  // namespace

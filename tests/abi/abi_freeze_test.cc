@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace conveyor::abi_test {
 namespace {
@@ -84,9 +86,6 @@ TEST(AbiFreeze, Version1_4AppendsItsSlotsAndFieldsAtTheEnd) {
   EXPECT_EQ(offsetof(conveyor_storage_plugin, list_ready_keys),
             CONVEYOR_PLUGIN_V1_3_SIZE + 2 * kSlot);
   EXPECT_EQ(CONVEYOR_PLUGIN_V1_4_SIZE, CONVEYOR_PLUGIN_V1_3_SIZE + 3 * kSlot);
-  EXPECT_EQ(CONVEYOR_PLUGIN_V1_4_SIZE, sizeof(conveyor_storage_plugin))
-      << "a slot after list_ready_keys belongs to a new minor with a size macro of its own";
-  EXPECT_EQ(CONVEYOR_ABI_MINOR, 4);
 
   EXPECT_EQ(offsetof(conveyor_job, key), offsetof(conveyor_job, reserved1) + sizeof(int32_t));
   EXPECT_EQ(sizeof(conveyor_job), offsetof(conveyor_job, key) + sizeof(conveyor_str));
@@ -97,6 +96,76 @@ TEST(AbiFreeze, Version1_4AppendsItsSlotsAndFieldsAtTheEnd) {
   EXPECT_EQ(sizeof(conveyor_key_claim), sizeof(conveyor_str) + 2 * sizeof(uint32_t));
   EXPECT_EQ(offsetof(conveyor_ready_key, key), 2 * sizeof(uint32_t));
   EXPECT_EQ(sizeof(conveyor_ready_key), offsetof(conveyor_ready_key, ready) + sizeof(int64_t));
+}
+
+// ABI 1.5 (key settings, forgetting shared records) appends four slots
+// after list_ready_keys, with their signatures, one struct and the constants
+// it uses. Nothing older moves: conveyor_key_setting is new, no older struct
+// grows.
+TEST(AbiFreeze, Version1_5AppendsItsSlotsAtTheEnd) {
+  constexpr size_t kSlot = sizeof(void (*)());
+  EXPECT_EQ(offsetof(conveyor_storage_plugin, set_key_setting), CONVEYOR_PLUGIN_V1_4_SIZE);
+  EXPECT_EQ(offsetof(conveyor_storage_plugin, delete_key_setting),
+            CONVEYOR_PLUGIN_V1_4_SIZE + kSlot);
+  EXPECT_EQ(offsetof(conveyor_storage_plugin, list_key_settings),
+            CONVEYOR_PLUGIN_V1_4_SIZE + 2 * kSlot);
+  EXPECT_EQ(offsetof(conveyor_storage_plugin, delete_shared_states),
+            CONVEYOR_PLUGIN_V1_4_SIZE + 3 * kSlot);
+  EXPECT_EQ(CONVEYOR_PLUGIN_V1_5_SIZE, CONVEYOR_PLUGIN_V1_4_SIZE + 4 * kSlot);
+  EXPECT_EQ(CONVEYOR_PLUGIN_V1_5_SIZE, sizeof(conveyor_storage_plugin))
+      << "a slot after delete_shared_states belongs to a new minor with a size macro of its own";
+  EXPECT_EQ(CONVEYOR_ABI_MINOR, 5);
+
+  // The slots' exact signatures.
+  static_assert(std::is_same_v<decltype(conveyor_storage_plugin::set_key_setting),
+                               conveyor_status (*)(conveyor_storage*, const conveyor_key_setting*,
+                                                   int64_t, conveyor_error*)>);
+  static_assert(
+      std::is_same_v<decltype(conveyor_storage_plugin::delete_key_setting),
+                     conveyor_status (*)(conveyor_storage*, conveyor_str, int32_t, conveyor_str,
+                                         uint32_t, int32_t*, conveyor_error*)>);
+  static_assert(std::is_same_v<decltype(conveyor_storage_plugin::list_key_settings),
+                               conveyor_status (*)(conveyor_storage*, conveyor_key_setting_fn,
+                                                   void*, conveyor_error*)>);
+  static_assert(std::is_same_v<decltype(conveyor_storage_plugin::delete_shared_states),
+                               conveyor_status (*)(conveyor_storage*, conveyor_str, int64_t,
+                                                   uint32_t, uint32_t*, conveyor_error*)>);
+  static_assert(
+      std::is_same_v<conveyor_key_setting_fn, void (*)(void*, const conveyor_key_setting*)>);
+
+  // conveyor_key_setting: struct_size first (rule 5), every field where it
+  // was published, nothing after updated_at_us.
+  EXPECT_EQ(offsetof(conveyor_key_setting, struct_size), 0u);
+  EXPECT_EQ(offsetof(conveyor_key_setting, fields), 4u);
+  EXPECT_EQ(offsetof(conveyor_key_setting, queue), 8u);
+  EXPECT_EQ(offsetof(conveyor_key_setting, key), 8u + sizeof(conveyor_str));
+  EXPECT_EQ(offsetof(conveyor_key_setting, target), 8u + 2 * sizeof(conveyor_str));
+  EXPECT_EQ(offsetof(conveyor_key_setting, scope), offsetof(conveyor_key_setting, target) + 4);
+  EXPECT_EQ(offsetof(conveyor_key_setting, rate_per_sec),
+            offsetof(conveyor_key_setting, scope) + 4);
+  EXPECT_EQ(offsetof(conveyor_key_setting, burst),
+            offsetof(conveyor_key_setting, rate_per_sec) + 8);
+  EXPECT_EQ(offsetof(conveyor_key_setting, weight), offsetof(conveyor_key_setting, burst) + 4);
+  EXPECT_EQ(offsetof(conveyor_key_setting, updated_at_us),
+            offsetof(conveyor_key_setting, weight) + 4);
+  EXPECT_EQ(sizeof(conveyor_key_setting), offsetof(conveyor_key_setting, updated_at_us) + 8);
+  static_assert(std::is_same_v<decltype(conveyor_key_setting::struct_size), uint32_t>);
+  static_assert(std::is_same_v<decltype(conveyor_key_setting::fields), uint32_t>);
+  static_assert(std::is_same_v<decltype(conveyor_key_setting::queue), conveyor_str>);
+  static_assert(std::is_same_v<decltype(conveyor_key_setting::key), conveyor_str>);
+  static_assert(std::is_same_v<decltype(conveyor_key_setting::target), int32_t>);
+  static_assert(std::is_same_v<decltype(conveyor_key_setting::scope), int32_t>);
+  static_assert(std::is_same_v<decltype(conveyor_key_setting::rate_per_sec), double>);
+  static_assert(std::is_same_v<decltype(conveyor_key_setting::burst), uint32_t>);
+  static_assert(std::is_same_v<decltype(conveyor_key_setting::weight), uint32_t>);
+  static_assert(std::is_same_v<decltype(conveyor_key_setting::updated_at_us), int64_t>);
+
+  EXPECT_EQ(CONVEYOR_KEY_FIELD_RATE, 1u);
+  EXPECT_EQ(CONVEYOR_KEY_FIELD_WEIGHT, 2u);
+  EXPECT_EQ(CONVEYOR_KEY_FIELDS_ALL, 3u);
+  EXPECT_EQ(CONVEYOR_KEY_TARGET_ONE, 0);
+  EXPECT_EQ(CONVEYOR_KEY_TARGET_EVERY, 1);
+  EXPECT_EQ(CONVEYOR_KEY_WEIGHT_MAX, 1000);
 }
 
 }  // namespace

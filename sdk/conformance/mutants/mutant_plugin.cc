@@ -7,7 +7,8 @@
 // CONVEYOR_MUTANT_INNER, loaded when the entry point is first called. The
 // mutant option is removed before the inner open sees the options. Slots
 // after ABI 1.1 are wrapped only where the inner plugin has them (the ABI
-// 1.4 bugs need an inner plugin with job keys).
+// 1.4 and 1.5 bugs need an inner plugin with those slots; the 1.5 ones also
+// one whose change marker moves by one per change, as the C++ example's).
 #include <conveyor/storage_plugin.h>
 
 #include <dlfcn.h>
@@ -15,12 +16,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -38,6 +41,9 @@ struct Mutant {
   std::mutex counts_mu;
   bool counts_taken = false;
   std::vector<std::pair<std::string, conveyor_queue_stats>> counts;
+  // key_set_static_marker: the set_key_setting calls that applied, hidden
+  // from change_marker (the inner marker moves by one per change).
+  std::atomic<int64_t> key_sets{0};
 };
 
 Mutant* self(conveyor_storage* s) { return reinterpret_cast<Mutant*>(s); }
@@ -104,6 +110,20 @@ constexpr const char* kBugs[] = {
     "ready_ignores_after",        // list_ready_keys: always from the first key
     "ready_after_empty_is_null",  // list_ready_keys: an empty after_key taken as NULL
     "ready_no_max",               // list_ready_keys: a limit above the maximum is cut to it
+    // ABI 1.5
+    "key_set_replaces",           // set_key_setting: fields not named are cleared, not kept
+    "key_delete_row",             // delete_key_setting: removes the whole row, whatever fields
+    "key_delete_always_cleared",  // delete_key_setting: *out_cleared = 1 even when nothing was set
+    "key_noop_delete_marks",      // delete_key_setting: clearing nothing still moves the marker
+    "key_list_every_first",       // list_key_settings: EVERY before ONE within a queue
+    "key_set_static_marker",      // set_key_setting: the change marker does not move
+    "key_weight_clamped",         // set_key_setting: a weight above the maximum clamped to it
+    "key_updated_plugin_clock",   // set_key_setting: updated_at from the plugin's clock
+    "forget_ignores_value",       // delete_shared_states: every value counts as below
+    "forget_inclusive",           // delete_shared_states: also values equal to value_below
+    "forget_like_pattern",        // delete_shared_states: the prefix read as a LIKE pattern
+    "forget_shorter_prefix",      // delete_shared_states: the prefix less its last byte
+    "forget_ignores_limit",       // delete_shared_states: deletes all, reports at most limit
 };
 
 bool known_bug(std::string_view name) {
@@ -400,7 +420,9 @@ conveyor_status m_marker(conveyor_storage* s, int64_t* out, conveyor_error* err)
     *out = 7;
     return CONVEYOR_OK;
   }
-  return out_status(s, inner->change_marker(in(s), out, err), err);
+  conveyor_status st = inner->change_marker(in(s), out, err);
+  if (st == CONVEYOR_OK && self(s)->is("key_set_static_marker")) *out -= self(s)->key_sets.load();
+  return out_status(s, st, err);
 }
 
 // ---- ABI 1.1 ----
@@ -704,6 +726,189 @@ conveyor_status m_list_ready_keys(conveyor_storage* s, conveyor_str queue,
                     err);
 }
 
+// ---- ABI 1.2 and 1.3 (passed through; forget_like_pattern notes the keys) ----
+
+// Every shared key written through the mutant, for forget_like_pattern (the
+// ABI has no way to list them). Only that mutant records them.
+std::mutex shared_keys_mu;
+std::set<std::string> shared_keys;
+void note_shared_key(conveyor_storage* s, conveyor_str key) {
+  if (!self(s)->is("forget_like_pattern") || key.data == nullptr) return;
+  std::lock_guard lock(shared_keys_mu);
+  shared_keys.emplace(key.data, key.len);
+}
+
+conveyor_status m_swap_shared(conveyor_storage* s, conveyor_str key, int64_t expected,
+                              int64_t value, int64_t* out_version, int64_t* out_value,
+                              int32_t* out_applied, conveyor_error* err) {
+  note_shared_key(s, key);
+  return out_status(s,
+                    inner->swap_shared_state(in(s), key, expected, value, out_version, out_value,
+                                             out_applied, err),
+                    err);
+}
+conveyor_status m_add_shared(conveyor_storage* s, conveyor_str key, int64_t credit, int64_t low,
+                             int64_t high, int64_t unit, uint32_t min_count, uint32_t max_count,
+                             int64_t* out_version, int64_t* out_value, uint32_t* out_count,
+                             conveyor_error* err) {
+  note_shared_key(s, key);
+  return out_status(s,
+                    inner->add_shared_state(in(s), key, credit, low, high, unit, min_count,
+                                            max_count, out_version, out_value, out_count, err),
+                    err);
+}
+
+// ---- ABI 1.5 ----
+
+int64_t wall_clock_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+conveyor_status m_set_key_setting(conveyor_storage* s, const conveyor_key_setting* setting,
+                                  int64_t now, conveyor_error* err) {
+  Mutant& m = *self(s);
+  if (m.is("key_updated_plugin_clock")) now = wall_clock_us();
+  if (m.is("key_weight_clamped") && setting != nullptr &&
+      (setting->fields & CONVEYOR_KEY_FIELD_WEIGHT) && setting->weight > CONVEYOR_KEY_WEIGHT_MAX) {
+    conveyor_key_setting clamped = *setting;
+    clamped.weight = CONVEYOR_KEY_WEIGHT_MAX;
+    return out_status(s, inner->set_key_setting(in(s), &clamped, now, err), err);
+  }
+  if (m.is("key_set_replaces") && setting != nullptr &&
+      setting->struct_size >= sizeof(conveyor_key_setting)) {
+    const uint32_t others = CONVEYOR_KEY_FIELDS_ALL & ~setting->fields;
+    int32_t cleared = 0;
+    if (others != 0 && setting->fields != 0 && (setting->fields & ~CONVEYOR_KEY_FIELDS_ALL) == 0)
+      inner->delete_key_setting(in(s), setting->queue, setting->target, setting->key, others,
+                                &cleared, nullptr);
+  }
+  conveyor_status st = inner->set_key_setting(in(s), setting, now, err);
+  if (st == CONVEYOR_OK && m.is("key_set_static_marker")) m.key_sets++;
+  return out_status(s, st, err);
+}
+
+conveyor_status m_delete_key_setting(conveyor_storage* s, conveyor_str queue, int32_t target,
+                                     conveyor_str key, uint32_t fields, int32_t* out_cleared,
+                                     conveyor_error* err) {
+  Mutant& m = *self(s);
+  if (m.is("key_delete_row") && fields != 0 && (fields & ~CONVEYOR_KEY_FIELDS_ALL) == 0)
+    fields = CONVEYOR_KEY_FIELDS_ALL;
+  conveyor_status st =
+      inner->delete_key_setting(in(s), queue, target, key, fields, out_cleared, err);
+  if (st == CONVEYOR_OK && out_cleared != nullptr && *out_cleared == 0) {
+    if (m.is("key_delete_always_cleared")) *out_cleared = 1;
+    if (m.is("key_noop_delete_marks")) {
+      // Touches a row of its own and removes it again: nothing stays, but
+      // the marker moves.
+      static const char kScratch[] = "mutant.scratch";
+      conveyor_key_setting touch{};
+      touch.struct_size = sizeof touch;
+      touch.fields = CONVEYOR_KEY_FIELD_WEIGHT;
+      touch.queue = conveyor_str{kScratch, sizeof kScratch - 1};
+      touch.target = CONVEYOR_KEY_TARGET_EVERY;
+      touch.weight = 1;
+      int32_t ignored = 0;
+      if (inner->set_key_setting(in(s), &touch, 1, nullptr) == CONVEYOR_OK)
+        inner->delete_key_setting(in(s), touch.queue, touch.target, touch.key,
+                                  CONVEYOR_KEY_FIELDS_ALL, &ignored, nullptr);
+    }
+  }
+  return out_status(s, st, err);
+}
+
+// Settings reported by list_key_settings, copied with their strings
+// (key_list_every_first reports them again in another order).
+struct KeySettingCopy {
+  conveyor_key_setting setting;
+  std::string queue, key;
+};
+void collect_key_setting(void* ctx, const conveyor_key_setting* k) {
+  KeySettingCopy c{*k, std::string(k->queue.data, k->queue.len),
+                   std::string(k->key.data, k->key.len)};
+  static_cast<std::vector<KeySettingCopy>*>(ctx)->push_back(std::move(c));
+}
+
+conveyor_status m_list_key_settings(conveyor_storage* s, conveyor_key_setting_fn fn, void* ctx,
+                                    conveyor_error* err) {
+  if (self(s)->is("key_list_every_first") && fn != nullptr) {
+    std::vector<KeySettingCopy> got;
+    conveyor_status st = inner->list_key_settings(in(s), collect_key_setting, &got, err);
+    if (st != CONVEYOR_OK) return out_status(s, st, err);
+    // Within each queue, every key's setting first, then the keys' own.
+    std::stable_sort(got.begin(), got.end(), [](const KeySettingCopy& a, const KeySettingCopy& b) {
+      if (a.queue != b.queue) return a.queue < b.queue;
+      return a.setting.target > b.setting.target;
+    });
+    for (KeySettingCopy& c : got) {
+      c.setting.queue = conveyor_str{c.queue.data(), c.queue.size()};
+      c.setting.key = conveyor_str{c.key.data(), c.key.size()};
+      fn(ctx, &c.setting);
+    }
+    return CONVEYOR_OK;
+  }
+  return out_status(s, inner->list_key_settings(in(s), fn, ctx, err), err);
+}
+
+// SQL LIKE as SQLite has it: '%' any run of bytes, '_' any one byte, ASCII
+// letters without case, no escape character.
+bool like(std::string_view text, std::string_view pattern) {
+  if (pattern.empty()) return text.empty();
+  if (pattern[0] == '%') {
+    for (size_t i = 0; i <= text.size(); ++i)
+      if (like(text.substr(i), pattern.substr(1))) return true;
+    return false;
+  }
+  if (text.empty()) return false;
+  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
+  if (pattern[0] != '_' && lower(pattern[0]) != lower(text[0])) return false;
+  return like(text.substr(1), pattern.substr(1));
+}
+
+conveyor_status m_delete_shared_states(conveyor_storage* s, conveyor_str prefix,
+                                       int64_t value_below, uint32_t limit, uint32_t* out_deleted,
+                                       conveyor_error* err) {
+  Mutant& m = *self(s);
+  if (m.is("forget_ignores_value")) value_below = INT64_MAX;
+  if (m.is("forget_inclusive") && value_below < INT64_MAX) value_below += 1;
+  if (m.is("forget_shorter_prefix") && prefix.len > 1) prefix.len -= 1;
+  if (m.is("forget_ignores_limit") && limit > 0 && out_deleted != nullptr) {
+    conveyor_status st =
+        inner->delete_shared_states(in(s), prefix, value_below, UINT32_MAX, out_deleted, err);
+    if (st == CONVEYOR_OK) *out_deleted = std::min(*out_deleted, limit);
+    return out_status(s, st, err);
+  }
+  conveyor_status st =
+      inner->delete_shared_states(in(s), prefix, value_below, limit, out_deleted, err);
+  if (st == CONVEYOR_OK && m.is("forget_like_pattern")) {
+    // Also the keys the pattern prefix + '%' matches that do not start with
+    // the prefix.
+    const std::string_view p(prefix.data, prefix.len);
+    const std::string pattern = std::string(p) + "%";
+    std::vector<std::string> matched;
+    {
+      std::lock_guard lock(shared_keys_mu);
+      for (const std::string& k : shared_keys)
+        if (!std::string_view(k).starts_with(p) && like(k, pattern)) matched.push_back(k);
+    }
+    for (const std::string& k : matched) {
+      if (*out_deleted >= limit) break;
+      int64_t version = 0, value = 0;
+      int32_t applied = 0;
+      const conveyor_str key{k.data(), k.size()};
+      if (inner->swap_shared_state(in(s), key, -1, 0, &version, &value, &applied, nullptr) !=
+              CONVEYOR_OK ||
+          version == 0 || value >= value_below)
+        continue;
+      uint32_t n = 0;  // the record itself is the first with its own key as prefix
+      if (inner->delete_shared_states(in(s), key, value_below, 1, &n, nullptr) == CONVEYOR_OK)
+        *out_deleted += n;
+    }
+  }
+  return out_status(s, st, err);
+}
+
 conveyor_storage_plugin table;
 
 }  // namespace
@@ -733,8 +938,16 @@ extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storag
         inner->struct_size >= CONVEYOR_PLUGIN_V1_1_SIZE && inner->rescue_expired_v2 != nullptr
             ? m_rescue_v2
             : nullptr,
-        // ABI 1.2 and 1.3 slots are not wrapped: the mutant has none of them.
-        nullptr, nullptr, nullptr, nullptr,
+        // ABI 1.2 and 1.3: the shared records only where the wrapped plugin
+        // has them (delete_shared_states needs them written); the others
+        // are not wrapped.
+        inner->struct_size >= CONVEYOR_PLUGIN_V1_2_SIZE && inner->swap_shared_state != nullptr
+            ? m_swap_shared
+            : nullptr,
+        nullptr, nullptr,
+        inner->struct_size >= CONVEYOR_PLUGIN_V1_3_SIZE && inner->add_shared_state != nullptr
+            ? m_add_shared
+            : nullptr,
         // ABI 1.4: only what the wrapped plugin has.
         inner->struct_size >= CONVEYOR_PLUGIN_V1_4_SIZE && inner->enqueue_v4 != nullptr
             ? m_enqueue_v4
@@ -744,6 +957,19 @@ extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storag
             : nullptr,
         inner->struct_size >= CONVEYOR_PLUGIN_V1_4_SIZE && inner->list_ready_keys != nullptr
             ? m_list_ready_keys
+            : nullptr,
+        // ABI 1.5: only what the wrapped plugin has.
+        inner->struct_size >= CONVEYOR_PLUGIN_V1_5_SIZE && inner->set_key_setting != nullptr
+            ? m_set_key_setting
+            : nullptr,
+        inner->struct_size >= CONVEYOR_PLUGIN_V1_5_SIZE && inner->delete_key_setting != nullptr
+            ? m_delete_key_setting
+            : nullptr,
+        inner->struct_size >= CONVEYOR_PLUGIN_V1_5_SIZE && inner->list_key_settings != nullptr
+            ? m_list_key_settings
+            : nullptr,
+        inner->struct_size >= CONVEYOR_PLUGIN_V1_5_SIZE && inner->delete_shared_states != nullptr
+            ? m_delete_shared_states
             : nullptr};
   });
   return inner == nullptr ? nullptr : &table;

@@ -108,6 +108,7 @@ class CheckedBinding : public host::PluginBinding {
       for (const LimitCopy& l : reports->limits) check_limit(l, problems);
       for (const QueueCopy& q : reports->queues) check_queue(q, problems);
       for (const NotificationCopy& n : reports->notifications) check_notification(n, problems);
+      for (const KeySettingCopy& k : reports->key_settings) check_key_setting(k, problems);
       for (const std::string& p : problems) ADD_FAILURE() << op << ": " << p;
       if (reports->notifications_off_caller_thread > 0)
         ADD_FAILURE() << op << " called on_notify " << reports->notifications_off_caller_thread
@@ -461,6 +462,71 @@ std::vector<ReadyKeyCopy> Handle::ready_keys(std::string_view queue,
   std::vector<ReadyKeyCopy> keys;
   require_ok(list_ready_keys(queue, after_key, limit, count_limit, now_us, &keys));
   return keys;
+}
+
+// ---- ABI 1.5 ----
+
+Status Handle::set_key_setting(const conveyor_key_setting& setting, int64_t now_us) {
+  return outcome("set_key_setting", binding_->set_key_setting(setting, now_us));
+}
+
+Status Handle::set_key_setting(const KeySettingCopy& setting, int64_t now_us) {
+  return set_key_setting(setting.view(), now_us);
+}
+
+Status Handle::delete_key_setting(std::string_view queue, int32_t target, std::string_view key,
+                                  uint32_t fields, int32_t* cleared) {
+  auto r = binding_->delete_key_setting(queue, target, key, fields);
+  Status s = outcome("delete_key_setting", r.status);
+  if (s.ok() && r.value != 0 && r.value != 1)
+    ADD_FAILURE() << "delete_key_setting returned CONVEYOR_OK but *out_cleared is "
+                  << (r.value == kUnwritten ? std::string("not written") : std::to_string(r.value))
+                  << " (storage_plugin.h delete_key_setting: \"*out_cleared = 1 when any of those "
+                     "fields was set ..., else 0\")";
+  if (cleared != nullptr) *cleared = r.value;
+  return s;
+}
+
+Status Handle::list_key_settings(std::vector<KeySettingCopy>* settings) {
+  auto r = binding_->list_key_settings();
+  if (settings != nullptr) *settings = std::move(r.value);
+  return outcome("list_key_settings", r.status);
+}
+
+Status Handle::delete_shared_states(std::string_view prefix, int64_t value_below, uint32_t limit,
+                                    uint32_t* deleted) {
+  auto r = binding_->delete_shared_states(prefix, value_below, limit);
+  Status s = outcome("delete_shared_states", r.status);
+  if (s.ok() && r.value == host::kUnwrittenCount)
+    ADD_FAILURE() << "delete_shared_states returned CONVEYOR_OK without writing *out_deleted";
+  else if (s.ok() && r.value > limit)
+    ADD_FAILURE() << "delete_shared_states set *out_deleted = " << r.value << " with limit "
+                  << limit << " (storage_plugin.h: \"Deletes up to limit shared records\")";
+  if (deleted != nullptr) *deleted = r.value;
+  return s;
+}
+
+void Handle::set_key(const KeySettingCopy& setting, int64_t now_us) {
+  require_ok(set_key_setting(setting, now_us));
+}
+
+int32_t Handle::clear_key(std::string_view queue, int32_t target, std::string_view key,
+                          uint32_t fields) {
+  int32_t cleared = 0;
+  require_ok(delete_key_setting(queue, target, key, fields, &cleared));
+  return cleared;
+}
+
+std::vector<KeySettingCopy> Handle::key_settings() {
+  std::vector<KeySettingCopy> settings;
+  require_ok(list_key_settings(&settings));
+  return settings;
+}
+
+uint32_t Handle::forget_shared(std::string_view prefix, int64_t value_below, uint32_t limit) {
+  uint32_t deleted = 0;
+  require_ok(delete_shared_states(prefix, value_below, limit, &deleted));
+  return deleted;
 }
 
 std::vector<conveyor_status> Handle::retry(const std::vector<int64_t>& ids, int64_t now_us) {

@@ -199,6 +199,25 @@ class Handle {
   std::vector<ReadyKeyCopy> ready_keys(std::string_view queue,
                                        const std::optional<std::string>& after_key, uint32_t limit,
                                        uint32_t count_limit, int64_t now_us);
+  // ---- ABI 1.5 raw outcomes (as the 1.2 ones). delete_key_setting also
+  // checks that *out_cleared is 0 or 1, delete_shared_states that
+  // *out_deleted was written and is at most limit. ----
+  Status set_key_setting(const conveyor_key_setting& setting, int64_t now_us);
+  Status set_key_setting(const KeySettingCopy& setting, int64_t now_us);  // its view()
+  Status delete_key_setting(std::string_view queue, int32_t target, std::string_view key,
+                            uint32_t fields, int32_t* cleared);
+  Status list_key_settings(std::vector<KeySettingCopy>* settings);
+  Status delete_shared_states(std::string_view prefix, int64_t value_below, uint32_t limit,
+                              uint32_t* deleted);
+
+  // ABI 1.5, must succeed
+  void set_key(const KeySettingCopy& setting, int64_t now_us);
+  int32_t clear_key(std::string_view queue, int32_t target, std::string_view key,
+                    uint32_t fields);  // *out_cleared
+  std::vector<KeySettingCopy> key_settings();
+  uint32_t forget_shared(std::string_view prefix, int64_t value_below,
+                         uint32_t limit);  // *out_deleted
+
   // Whether the plugin's table has this slot (covered and non-NULL).
   bool has_slot(host::StorageSlot slot) const;
 

@@ -100,4 +100,42 @@ void check_notification(const NotificationCopy& c, std::vector<std::string>& pro
                        ", not a CONVEYOR_NOTIFY_* value");
 }
 
+void check_key_setting(const KeySettingCopy& c, std::vector<std::string>& problems) {
+  // (fields 0 or with unknown bits: the binding already says so while copying.)
+  const std::string who = "key setting of queue '" + c.queue + "', target " +
+                          std::to_string(c.target) + ", key \"" + c.key + "\"";
+  const std::string rule = " (storage_plugin.h conveyor_key_setting)";
+  if (c.queue.empty()) problems.push_back("list_key_settings reported a setting of an empty queue");
+  if (c.target != CONVEYOR_KEY_TARGET_ONE && c.target != CONVEYOR_KEY_TARGET_EVERY)
+    problems.push_back(who + ": target is not CONVEYOR_KEY_TARGET_ONE (0) or _EVERY (1)" + rule);
+  if (c.target == CONVEYOR_KEY_TARGET_EVERY && !c.key.empty())
+    problems.push_back(who + ": a setting of every key has a key (\"EVERY: empty\")" + rule);
+  if (c.key.size() > CONVEYOR_JOB_KEY_MAX)
+    problems.push_back(who + ": the key is " + std::to_string(c.key.size()) +
+                       " bytes, above CONVEYOR_JOB_KEY_MAX" + rule);
+  if (c.fields & CONVEYOR_KEY_FIELD_RATE) {
+    if (!(c.rate_per_sec > 0) || !std::isfinite(c.rate_per_sec))
+      problems.push_back(who + ": rate_per_sec is " + std::to_string(c.rate_per_sec) +
+                         ", not > 0 and finite" + rule);
+    if (c.burst < 1) problems.push_back(who + ": burst is 0" + rule);
+    if (c.scope != CONVEYOR_SCOPE_PROCESS && c.scope != CONVEYOR_SCOPE_FLEET)
+      problems.push_back(who + ": scope is " + std::to_string(c.scope) +
+                         ", not CONVEYOR_SCOPE_PROCESS (0) or CONVEYOR_SCOPE_FLEET (1)" + rule);
+  } else if (c.rate_per_sec != 0 || c.burst != 0 || c.scope != 0) {
+    problems.push_back(who + ": without CONVEYOR_KEY_FIELD_RATE it reports rate_per_sec " +
+                       std::to_string(c.rate_per_sec) + ", burst " + std::to_string(c.burst) +
+                       ", scope " + std::to_string(c.scope) +
+                       " (storage_plugin.h list_key_settings: \"zero for the others\")");
+  }
+  if (c.fields & CONVEYOR_KEY_FIELD_WEIGHT) {
+    if (c.weight < 1 || c.weight > CONVEYOR_KEY_WEIGHT_MAX)
+      problems.push_back(who + ": weight is " + std::to_string(c.weight) +
+                         ", not 1..CONVEYOR_KEY_WEIGHT_MAX" + rule);
+  } else if (c.weight != 0) {
+    problems.push_back(who + ": without CONVEYOR_KEY_FIELD_WEIGHT it reports weight " +
+                       std::to_string(c.weight) +
+                       " (storage_plugin.h list_key_settings: \"zero for the others\")");
+  }
+}
+
 }  // namespace conveyor::conformance

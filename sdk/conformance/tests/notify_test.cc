@@ -111,6 +111,77 @@ TEST_F(Notify, RateLimitChangeWakesAWaiter) {
       << " s of setting an override; seen: " << (seen.empty() ? "nothing" : seen);
 }
 
+// ABI 1.5: a key setting is an override one level down, and changes wake
+// waiters as an override's do (storage_plugin.h set_key_setting: "sends
+// CONVEYOR_NOTIFY_RATE_LIMITS for the queue, as set_rate_limit").
+KeySettingCopy key_weight(int weight) {
+  KeySettingCopy k;
+  k.queue = "keyed";
+  k.target = CONVEYOR_KEY_TARGET_ONE;
+  k.key = "tenant";
+  k.fields = CONVEYOR_KEY_FIELD_WEIGHT;
+  k.weight = static_cast<uint32_t>(weight);
+  return k;
+}
+bool is_keyed_rate_limits(const NotificationCopy& n) {
+  return n.kind == CONVEYOR_NOTIFY_RATE_LIMITS && (n.queue.empty() || n.queue == "keyed");
+}
+
+TEST_F(Notify, KeySettingChangeWakesAWaiter) {
+  CONFORMANCE_REQUIRE(CONVEYOR_CAP_NOTIFY);
+  auto waiter = open();
+  CONFORMANCE_REQUIRE_SLOT(waiter, set_key_setting);
+  std::unique_ptr<Handle> other = has(CONVEYOR_CAP_MULTI_PROCESS) ? open() : nullptr;
+  Handle& changer = other ? *other : *waiter;
+  std::string seen;
+  int i = 0;
+  EXPECT_TRUE(notified(
+      *waiter, is_keyed_rate_limits,
+      [&] { changer.set_key(key_weight(1 + i++ % CONVEYOR_KEY_WEIGHT_MAX), kT0); }, &seen))
+      << "no CONVEYOR_NOTIFY_RATE_LIMITS for queue 'keyed' within " << kBound.count()
+      << " s of setting a key's weight" << (other ? " on another handle" : "")
+      << "; seen: " << (seen.empty() ? "nothing" : seen);
+}
+
+TEST_F(Notify, KeySettingDeleteWakesAWaiter) {
+  CONFORMANCE_REQUIRE(CONVEYOR_CAP_NOTIFY);
+  auto waiter = open();
+  CONFORMANCE_REQUIRE_SLOT(waiter, set_key_setting);
+  CONFORMANCE_REQUIRE_SLOT(waiter, delete_key_setting);
+  std::unique_ptr<Handle> other = has(CONVEYOR_CAP_MULTI_PROCESS) ? open() : nullptr;
+  Handle& changer = other ? *other : *waiter;
+  std::string seen;
+  bool woken = false;
+  const auto deadline = Clock::now() + kBound;
+  // Set, let the set's own notification pass, then delete: only the
+  // delete's can arrive after. Repeated until it works (when a plugin starts
+  // listening is its own business).
+  while (!woken && Clock::now() < deadline) {
+    changer.set_key(key_weight(2), kT0);
+    const auto quiet_until = Clock::now() + std::chrono::seconds(1);
+    while (Clock::now() < quiet_until) {
+      std::vector<NotificationCopy> drained;
+      require_ok(waiter->wait_for_notification(kWaitUs, &drained));
+    }
+    ASSERT_EQ(
+        changer.clear_key("keyed", CONVEYOR_KEY_TARGET_ONE, "tenant", CONVEYOR_KEY_FIELD_WEIGHT),
+        1);
+    const auto until = Clock::now() + std::chrono::seconds(3);
+    while (!woken && Clock::now() < until) {
+      std::vector<NotificationCopy> notes;
+      require_ok(waiter->wait_for_notification(kWaitUs, &notes));
+      for (const NotificationCopy& n : notes) {
+        seen += "(kind " + std::to_string(n.kind) + ", queue '" + n.queue + "') ";
+        woken = woken || is_keyed_rate_limits(n);
+      }
+    }
+  }
+  EXPECT_TRUE(woken) << "no CONVEYOR_NOTIFY_RATE_LIMITS for queue 'keyed' within 3 s of "
+                        "delete_key_setting clearing a key's weight (storage_plugin.h: \"the "
+                        "notification goes out, as set_key_setting\"); seen after the deletes: "
+                     << (seen.empty() ? "nothing" : seen);
+}
+
 TEST_F(Notify, PauseWakesAWaiter) {
   CONFORMANCE_REQUIRE(CONVEYOR_CAP_NOTIFY);
   auto waiter = open();

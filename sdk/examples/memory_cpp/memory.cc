@@ -4,10 +4,12 @@
 // function table of <conveyor/storage_plugin.h> and every exception into a
 // status code, so nothing but C crosses the boundary.
 //
-// The same plugin as examples/memory_c/memory.c, in C++, plus ABI 1.4's job
-// keys (enqueue_keyed, claim_keys, list_ready_keys): not durable; handles
-// opened with the same "name" option in one process share one store, freed
-// with its last handle; one mutex per store. Read it next to
+// The same plugin as examples/memory_c/memory.c, in C++, plus every newer
+// slot: ABI 1.2's shared records, rate-limit scopes and job costs, 1.3's
+// bounded add, 1.4's job keys (enqueue_keyed, claim_keys, list_ready_keys)
+// and 1.5's key settings and forgetting of shared records. Not durable;
+// handles opened with the same "name" option in one process share one store,
+// freed with its last handle; one mutex per store. Read it next to
 // writing-a-storage-plugin.md (both in share/doc/conveyor).
 //
 // Options ([storage.options] in the Conveyor config):
@@ -35,12 +37,17 @@ namespace {
 using conveyor::sdk::Error;
 using conveyor::sdk::JobSink;
 using conveyor::sdk::KeyClaim;
+using conveyor::sdk::KeySetting;
+using conveyor::sdk::KeySettingSink;
 using conveyor::sdk::NotifySink;
 using conveyor::sdk::Options;
 using conveyor::sdk::QueueSink;
 using conveyor::sdk::QueueStatsSink;
 using conveyor::sdk::RateLimitSink;
 using conveyor::sdk::ReadyKeySink;
+using conveyor::sdk::SharedAdd;
+using conveyor::sdk::SharedAddResult;
+using conveyor::sdk::SharedRecord;
 using conveyor::sdk::str;
 using conveyor::sdk::view;
 
@@ -92,7 +99,21 @@ struct Limit {
   double rate_per_sec;
   uint32_t burst;
   int64_t updated_at_us;
+  int32_t scope;  // ABI 1.2: CONVEYOR_SCOPE_*; PROCESS when set by set_rate_limit
 };
+
+// ABI 1.2: a shared record (swap_shared_state, add_shared_state). A key
+// without one reads as version 0, value 0.
+struct Shared {
+  int64_t version = 0;
+  int64_t value = 0;
+};
+
+// ABI 1.5: a key setting's row: (queue, target, key). The map's order is the
+// order list_key_settings reports in: queue name, then target (ONE is 0,
+// before EVERY, 1), then key, bytewise (std::string compares as unsigned
+// bytes), so the empty key comes first.
+using KeySettingId = std::tuple<std::string, int32_t, std::string>;
 
 class MemoryStorage;
 
@@ -102,10 +123,12 @@ struct Store {
   std::condition_variable noted;
   int64_t next_id = 1;
   int64_t marker = 0;
-  std::map<int64_t, Job> jobs;                       // retained jobs by id
-  std::map<std::string, Queue, std::less<>> queues;  // name order
-  std::map<std::string, Limit, std::less<>> limits;  // queue-name order
-  std::vector<MemoryStorage*> handles;               // open handles, for notifications
+  std::map<int64_t, Job> jobs;                        // retained jobs by id
+  std::map<std::string, Queue, std::less<>> queues;   // name order
+  std::map<std::string, Limit, std::less<>> limits;   // queue-name order
+  std::map<std::string, Shared, std::less<>> shared;  // ABI 1.2: by key, bytewise
+  std::map<KeySettingId, KeySetting> key_settings;    // ABI 1.5: rows with a field set
+  std::vector<MemoryStorage*> handles;                // open handles, for notifications
 
   Queue& queue(std::string_view name) {
     auto it = queues.find(name);
@@ -239,6 +262,15 @@ class MemoryStorage {
                   std::span<int64_t> out_ids) {
     std::vector<conveyor_new_job_v3> keyless;
     for (const conveyor_new_job& j : jobs) keyless.push_back({{j, 1, 0}, conveyor_str{}});
+    enqueue_keyed(keyless, now_us, out_ids);
+  }
+
+  // ABI 1.2's enqueue_v3: each job with its cost (the helper has refused a
+  // cost out of range), and the empty key.
+  void enqueue_costed(std::span<const conveyor_new_job_v2> jobs, int64_t now_us,
+                      std::span<int64_t> out_ids) {
+    std::vector<conveyor_new_job_v3> keyless;
+    for (const conveyor_new_job_v2& j : jobs) keyless.push_back({j, conveyor_str{}});
     enqueue_keyed(keyless, now_us, out_ids);
   }
 
@@ -455,11 +487,16 @@ class MemoryStorage {
   }
 
   void set_rate_limit(std::string_view queue, double rate_per_sec, uint32_t burst, int64_t now_us) {
-    // The helper has already refused a rate that is not > 0 and finite, and
-    // burst 0 (CONVEYOR_E_INVALID).
+    set_rate_limit_scoped(queue, rate_per_sec, burst, CONVEYOR_SCOPE_PROCESS, now_us);
+  }
+
+  // ABI 1.2's set_rate_limit_v2. The helper has already refused a rate that
+  // is not > 0 and finite, burst 0 and an unknown scope (CONVEYOR_E_INVALID).
+  void set_rate_limit_scoped(std::string_view queue, double rate_per_sec, uint32_t burst,
+                             int32_t scope, int64_t now_us) {
     if (queue.empty()) throw Error(CONVEYOR_E_INVALID, "empty queue name");
     std::lock_guard lock(store_->mu);
-    store_->limits.insert_or_assign(std::string(queue), Limit{rate_per_sec, burst, now_us});
+    store_->limits.insert_or_assign(std::string(queue), Limit{rate_per_sec, burst, now_us, scope});
     store_->marker++;
     store_->notify(CONVEYOR_NOTIFY_RATE_LIMITS, queue);
   }
@@ -484,6 +521,7 @@ class MemoryStorage {
       out.queue = str(queue);
       out.rate_per_sec = limit.rate_per_sec;
       out.updated_at_us = limit.updated_at_us;
+      out.scope = limit.scope;
       sink(out);
     }
   }
@@ -635,6 +673,111 @@ class MemoryStorage {
       ++listed;
     }
     return listed;
+  }
+
+  // ---- ABI 1.2 and 1.3: shared records ----
+
+  // Compare-and-set of one record (the helper has checked the key's length).
+  // Under the store's mutex, so every swap is atomic against every other
+  // call on the key, from any handle of this store.
+  SharedRecord swap_shared_state(std::string_view key, int64_t expected_version,
+                                 int64_t new_value) {
+    std::lock_guard lock(store_->mu);
+    auto it = store_->shared.find(key);
+    const Shared now = it == store_->shared.end() ? Shared{} : it->second;
+    if (expected_version < 0 || expected_version != now.version)
+      return {now.version, now.value, false};  // a read, or a lost swap: nothing changes
+    const Shared after{now.version + 1, new_value};
+    store_->shared.insert_or_assign(std::string(key), after);
+    return {after.version, after.value, true};
+  }
+
+  // A bounded add in one step: the helper checked every range, and
+  // apply_shared_add is the header's arithmetic.
+  SharedAddResult add_shared_state(std::string_view key, const SharedAdd& add) {
+    std::lock_guard lock(store_->mu);
+    auto it = store_->shared.find(key);
+    const Shared now = it == store_->shared.end() ? Shared{} : it->second;
+    const conveyor::sdk::SharedAddOutcome o = conveyor::sdk::apply_shared_add(now.value, add);
+    if (o.count == 0) return {now.version, now.value, 0};  // nothing changes, no key is made
+    const Shared after{now.version + 1, o.value};
+    store_->shared.insert_or_assign(std::string(key), after);
+    return {after.version, after.value, o.count};
+  }
+
+  // ABI 1.5: deletes up to limit records whose key starts with prefix (a
+  // plain byte comparison, no pattern: '%' and '_' are bytes like others)
+  // and whose value is below value_below. The map is in key order, so the
+  // keys with the prefix are one range from lower_bound(prefix). Under the
+  // mutex, a record a concurrent swap moved to value_below or above is seen
+  // as such and kept.
+  uint32_t delete_shared_states(std::string_view prefix, int64_t value_below, uint32_t limit) {
+    std::lock_guard lock(store_->mu);
+    uint32_t deleted = 0;
+    for (auto it = store_->shared.lower_bound(prefix);
+         it != store_->shared.end() && deleted < limit && it->first.starts_with(prefix);) {
+      if (it->second.value < value_below) {
+        it = store_->shared.erase(it);  // reads as never written: (0, 0)
+        ++deleted;
+      } else {
+        ++it;
+      }
+    }
+    return deleted;
+  }
+
+  // ---- ABI 1.5: key settings ----
+
+  // Stores the named fields of the setting's row, keeping the others (the
+  // helper has checked every field, the target and the key, and filled only
+  // the named fields). A change like an override's: the marker moves and
+  // waiters hear CONVEYOR_NOTIFY_RATE_LIMITS for the queue.
+  void set_key_setting(const KeySetting& setting, int64_t now_us) {
+    std::lock_guard lock(store_->mu);
+    KeySetting& row =
+        store_->key_settings[KeySettingId{setting.queue, setting.target, setting.key}];
+    row.queue = setting.queue;
+    row.target = setting.target;
+    row.key = setting.key;
+    if (setting.fields & CONVEYOR_KEY_FIELD_RATE) {
+      row.rate_per_sec = setting.rate_per_sec;
+      row.burst = setting.burst;
+      row.scope = setting.scope;
+    }
+    if (setting.fields & CONVEYOR_KEY_FIELD_WEIGHT) row.weight = setting.weight;
+    row.fields |= setting.fields;
+    row.updated_at = now_us;
+    store_->marker++;
+    store_->notify(CONVEYOR_NOTIFY_RATE_LIMITS, setting.queue);
+  }
+
+  // Clears the named fields of the row; a row left with none is removed.
+  // Whether any of them was set: clearing what is not there changes nothing
+  // (no marker move, no notification).
+  bool delete_key_setting(std::string_view queue, int32_t target, std::string_view key,
+                          uint32_t fields) {
+    std::lock_guard lock(store_->mu);
+    auto it = store_->key_settings.find(KeySettingId{std::string(queue), target, std::string(key)});
+    if (it == store_->key_settings.end() || (it->second.fields & fields) == 0) return false;
+    KeySetting& row = it->second;
+    if (fields & CONVEYOR_KEY_FIELD_RATE) {
+      row.rate_per_sec = 0;
+      row.burst = 0;
+      row.scope = CONVEYOR_SCOPE_PROCESS;
+    }
+    if (fields & CONVEYOR_KEY_FIELD_WEIGHT) row.weight = 0;
+    row.fields &= ~fields;
+    if (row.fields == 0) store_->key_settings.erase(it);
+    store_->marker++;
+    store_->notify(CONVEYOR_NOTIFY_RATE_LIMITS, queue);
+    return true;
+  }
+
+  // Every row in the map's order (queue, target, key); view() reports the
+  // fields stored and zero for the others.
+  void list_key_settings(const KeySettingSink& sink) {
+    std::lock_guard lock(store_->mu);
+    for (const auto& [id, row] : store_->key_settings) sink(row.view());
   }
 
   // Present, so the helper sets CONVEYOR_CAP_NOTIFY and fills the optional
