@@ -130,9 +130,9 @@ struct Engine::Impl {
                    }),
         remote(
             *storage, dispatcher, served, clock, config,
-            [this](const std::string& queue, std::chrono::milliseconds delay,
-                   const std::string& why, int64_t job_id,
-                   SteadyTime granted) { backpressure(queue, {}, delay, why, job_id, granted); },
+            [this](const std::string& queue, const std::string& key,
+                   std::chrono::milliseconds delay, const std::string& why, int64_t job_id,
+                   SteadyTime granted) { backpressure(queue, key, delay, why, job_id, granted); },
             [this](const std::string& queue, SteadyTime granted) {
               backoffs.succeeded(queue, granted);
             }),

@@ -281,7 +281,7 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
 }
 
 void KeyTurns::claimed(std::span<const Storage::KeyClaim> asked, std::span<const Job> got,
-                       SteadyTime now, bool failed) {
+                       SteadyTime now, bool failed, bool filtered) {
   MutexLock lock(mu_);
   std::unordered_map<std::string_view, uint32_t> per_key;
   for (const Job& j : got) ++per_key[j.key];
@@ -294,8 +294,9 @@ void KeyTurns::claimed(std::span<const Storage::KeyClaim> asked, std::span<const
     if (failed) continue;
     const bool was_ready = k.ready > 0;
     if (n < a.max_jobs) {
-      k.ready = 0;  // it gave all it had
+      k.ready = 0;  // it gave all it had (of the kinds asked)
       k.ready_capped = false;
+      if (filtered) ++stale_count_;
     } else if (!k.ready_capped) {
       k.ready -= n;
     }

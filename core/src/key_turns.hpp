@@ -131,8 +131,12 @@ class KeyTurns {
   // far as this process knows); its unused tokens go back. On a failed
   // claim, call with got empty and failed true: every token goes back and
   // the keys are read again next time.
+  // filtered: the claim took only some kinds (a unit's local handlers, or
+  // a remote worker's): a key that gave fewer than asked may still have
+  // jobs of other kinds, so the keys are read again before the next
+  // allocation (whose claim may want other kinds).
   void claimed(std::span<const Storage::KeyClaim> asked, std::span<const Job> got, SteadyTime now,
-               bool failed = false);
+               bool failed = false, bool filtered = false);
   // The jobs the unit runs (after any were given back): each counts against
   // its key's key_max_workers until finished.
   void started(std::span<const Job> jobs);

@@ -496,5 +496,24 @@ TEST(FleetBucketKeys, AKeysRecordNamesItsQueueAndKeyOrAHashWhenLong) {
   EXPECT_NE(hashed, FleetBucket::key_for("mail", long_key + "y"));
 }
 
+TEST(KeyTurns, AKindFilteredClaimThatComesBackShortListsTheKeysAgain) {
+  // The unit's local handlers claim only their kinds: a key that gave them
+  // nothing may still have jobs for a remote worker's kinds, so it must not
+  // stay "drained" until the next relisting a second away.
+  FakeKeys storage;
+  storage.ready["a"] = 3;
+  KeyTurns turns({});
+  ManualClock clock;
+  const SteadyTime now = clock.steady_now();
+  std::vector<Storage::KeyClaim> asked = turns.allocate(5, now, storage.lister());
+  ASSERT_EQ(asked.size(), 1u);
+  turns.claimed(asked, {}, now, /*failed=*/false, /*filtered=*/true);  // none of its kinds
+  const int listings = storage.listings;
+  asked = turns.allocate(5, now, storage.lister());
+  EXPECT_EQ(storage.listings, listings + 1);
+  ASSERT_EQ(asked.size(), 1u) << "the key's jobs of other kinds were forgotten";
+  EXPECT_EQ(asked.front().key, "a");
+}
+
 }  // namespace
 }  // namespace conveyor

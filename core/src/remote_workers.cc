@@ -201,8 +201,8 @@ void RemoteWorkers::granted(const std::string& worker, QueueRunner* runner,
   const SteadyTime now = clock_.steady_now(), expires = now + lease;
   MutexLock lock(mu_);
   for (const Job& job : jobs) {
-    held_[job.id] = Held{runner, job.queue,   job.lease_token,  expires,
-                         now,    job.attempt, job.max_attempts, worker};
+    held_[job.id] = Held{runner,      job.queue,        job.lease_token, expires, now,
+                         job.attempt, job.max_attempts, worker,          job.key};
     if (auto it = workers_.find(worker); it != workers_.end()) ++it->second.held;
   }
 }
@@ -264,7 +264,7 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
                           "permanent: a backpressure fail gives the job back to run later; it "
                           "cannot also fail it for good");
   int32_t attempt = 0, max_attempts = 0;
-  std::string queue;
+  std::string queue, key;
   SteadyTime granted_at = clock_.steady_now();
   bool known = false;
   {
@@ -274,6 +274,7 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
       attempt = it->second.attempt;
       max_attempts = it->second.max_attempts;
       queue = it->second.queue;
+      key = it->second.key;
       granted_at = it->second.granted;
       known = true;
     }
@@ -286,6 +287,7 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
     attempt = job->attempt;
     max_attempts = job->max_attempts;
     queue = job->queue;
+    key = job->key;
   }
   const int64_t now = clock_.wall_now_us();
   if (backpressure) {
@@ -296,7 +298,7 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
     if (status == CONVEYOR_E_LEASE_LOST)
       throw StorageError(CONVEYOR_E_LEASE_LOST, lost_message(lease.job_id, "failure"));
     if (backpressure_)
-      backpressure_(queue, retry_after, std::string(error.substr(0, 200)), lease.job_id,
+      backpressure_(queue, key, retry_after, std::string(error.substr(0, 200)), lease.job_id,
                     granted_at);
     return FailOutcome{true, now};
   }

@@ -423,5 +423,43 @@ TEST_F(RemoteWorkersTest, AHandlersRetryAfterGivesTheJobBackAndHoldsTheQueue) {
   EXPECT_EQ(EngineInternals::metrics(*engine).queue("api").backoffs.load(), 1u);
 }
 
+TEST_F(RemoteWorkersTest, ABackpressureFailOfAKeyedJobHoldsOnlyItsKey) {
+  start();
+  std::vector<NewJob> jobs(2);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i].queue = "q";
+    jobs[i].kind = "py";
+    jobs[i].key = i == 0 ? "tenant-a" : "tenant-b";
+  }
+  engine->enqueue_batch(jobs);
+  engine->enqueue_batch({jobs[0]});  // a second job of tenant-a
+  Answer a;
+  remote().claim(request({"py"}, 1, 5s), a.sink());
+  auto got = a.wait();
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->jobs.size(), 1u);
+  const std::string held_key = got->jobs[0].key;
+  EXPECT_TRUE(remote().fail(lease_of(got->jobs[0]), "HTTP 429", 60s, false, true).will_retry);
+  // The other key goes on; the held key's jobs wait (both of tenant-a's, or
+  // tenant-b's one).
+  std::set<std::string> granted_keys;
+  for (int i = 0; i < 3; ++i) {
+    Answer b;
+    remote().claim(request({"py"}, 5, 300ms), b.sink());
+    auto more = b.wait();
+    ASSERT_TRUE(more);
+    for (const Job& j : more->jobs) {
+      granted_keys.insert(j.key);
+      EXPECT_EQ(remote().complete(leases_of({j})).at(0).status, CONVEYOR_OK);
+    }
+  }
+  EXPECT_FALSE(granted_keys.empty()) << "the other key was held too";
+  EXPECT_EQ(granted_keys.count(held_key), 0u) << "the held key " << held_key << " was granted";
+  for (const QueueReport& r : engine->queues())
+    if (r.stats.queue == "q") {
+      EXPECT_NE(r.limit.source, LimitSource::kBackoff) << "the whole queue was held";
+    }
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -110,7 +110,7 @@ std::vector<Job> UnitClaimer::claim_by_keys(const QueueRunner& r,
                              : storage_.claim_kinds(r.name, kinds, asked.front().max_jobs,
                                                     fresh_lease_token(), wall_us, expires_us))
             : storage_.claim_keys(r.name, kinds, asked, fresh_lease_token(), wall_us, expires_us);
-    keys.claimed(asked, jobs, now);
+    keys.claimed(asked, jobs, now, /*failed=*/false, /*filtered=*/!kinds.empty());
     return jobs;
   } catch (...) {
     keys.claimed(asked, {}, now, /*failed=*/true);

@@ -85,12 +85,13 @@ class RemoteWorkers {
     int64_t retry_at_us = -1;
   };
 
-  // A worker's backpressure fail: hold queue for delay (0: the engine's
-  // doubling); why is the worker's error text; granted is when the job was
-  // handed out (now for a job granted by an earlier server process).
-  using Backpressure =
-      std::function<void(const std::string& queue, std::chrono::milliseconds delay,
-                         const std::string& why, int64_t job_id, SteadyTime granted)>;
+  // A worker's backpressure fail: hold queue (or only key, the job's key,
+  // as the queue's hold setting says) for delay (0: the engine's doubling);
+  // why is the worker's error text; granted is when the job was handed out
+  // (now for a job granted by an earlier server process).
+  using Backpressure = std::function<void(const std::string& queue, const std::string& key,
+                                          std::chrono::milliseconds delay, const std::string& why,
+                                          int64_t job_id, SteadyTime granted)>;
   // A job granted at granted was completed (a success for the queue's
   // backpressure episode, backoffs.hpp).
   using Succeeded = std::function<void(const std::string& queue, SteadyTime granted)>;
@@ -150,6 +151,7 @@ class RemoteWorkers {
     SteadyTime granted{};
     int32_t attempt = 0, max_attempts = 0;
     std::string worker;
+    std::string key;  // the job's key (backpressure holds it)
   };
   struct Worker {
     std::vector<std::string> kinds;  // sorted, unique
