@@ -803,4 +803,28 @@ Result<uint32_t> PluginBinding::delete_shared_states(std::string_view prefix, in
   });
 }
 
+Result<std::vector<PluginBinding::SharedAdded>> PluginBinding::add_shared_states(
+    std::span<const KeyedAdd> adds) {
+  Result<std::vector<SharedAdded>> r;
+  if (!has_slot(StorageSlot::kAddSharedStates)) {
+    r.status = missing_slot(StorageSlot::kAddSharedStates, "many fleet takes in one call");
+    return r;
+  }
+  std::vector<conveyor_shared_add> in;
+  in.reserve(adds.size());
+  for (const KeyedAdd& a : adds)
+    in.push_back(conveyor_shared_add{cstr(a.key), a.credit, a.low, a.high, a.unit, a.min_count,
+                                     a.max_count});
+  std::vector<conveyor_shared_added> out(
+      adds.size(), conveyor_shared_added{kUnwrittenValue, kUnwrittenValue, kUnwrittenCount, 0});
+  r.status = run("add_shared_states", [&](conveyor_error* e) {
+    return table_->add_shared_states(handle_, in.empty() ? nullptr : in.data(), in.size(),
+                                     out.empty() ? nullptr : out.data(), e);
+  });
+  r.value.reserve(out.size());
+  for (const conveyor_shared_added& o : out)
+    r.value.push_back(SharedAdded{o.version, o.value, o.count});
+  return r;
+}
+
 }  // namespace conveyor::host

@@ -293,6 +293,9 @@ typedef int32_t conveyor_status;
 #define CONVEYOR_KEY_TARGET_ONE 0   /* the one key named by key (may be the empty key) */
 #define CONVEYOR_KEY_TARGET_EVERY 1 /* every key of the queue (key is empty) */
 
+/* ABI 1.5: the most adds one add_shared_states call takes. */
+#define CONVEYOR_SHARED_ADDS_MAX 1000
+
 /* ABI 1.5: the largest weight of a key (conveyor_key_setting.weight). */
 #define CONVEYOR_KEY_WEIGHT_MAX 1000
 
@@ -448,6 +451,27 @@ typedef struct conveyor_key_setting {
   uint32_t weight;      /* with FIELD_WEIGHT: 1..CONVEYOR_KEY_WEIGHT_MAX; else 0 */
   int64_t updated_at_us; /* listed: now_us of the last set_key_setting; input: ignored */
 } conveyor_key_setting;
+
+/* ABI 1.5: one add of add_shared_states: add_shared_state's arguments.
+ * Input only: owned by the caller. */
+typedef struct conveyor_shared_add {
+  conveyor_str key;
+  int64_t credit;
+  int64_t low;
+  int64_t high;
+  int64_t unit;
+  uint32_t min_count;
+  uint32_t max_count;
+} conveyor_shared_add;
+
+/* ABI 1.5: what one add of add_shared_states did: add_shared_state's
+ * out-parameters. Output only: owned by the caller, written by the plugin. */
+typedef struct conveyor_shared_added {
+  int64_t version;
+  int64_t value;
+  uint32_t count;
+  uint32_t reserved0; /* zero */
+} conveyor_shared_added;
 
 /* Callbacks. ctx is the host's, passed back untouched. A callback never
  * fails and never calls back into the same handle (see Callbacks above). */
@@ -856,8 +880,8 @@ typedef struct conveyor_storage_plugin {
                                      uint32_t count_limit, int64_t now_us,
                                      conveyor_ready_key_fn on_key, void* ctx, uint32_t* out_listed,
                                      conveyor_error* err);
-  /* ---- version 1.5 (settings of keys made at run time, and forgetting
-   * idle shared records). Every slot is optional. A host refuses a per-key
+  /* ---- version 1.5 (settings of keys made at run time, forgetting idle
+   * shared records, and many adds in one call). Every slot is optional. A host refuses a per-key
    * override or a weight on a plugin without the first three, and does not
    * forget idle fleet buckets of keys on one without delete_shared_states,
    * naming the plugin and its ABI.
@@ -919,6 +943,25 @@ typedef struct conveyor_storage_plugin {
   conveyor_status (*delete_shared_states)(conveyor_storage* storage, conveyor_str prefix,
                                           int64_t value_below, uint32_t limit,
                                           uint32_t* out_deleted, conveyor_error* err);
+
+  /* ABI 1.5. add_shared_state on many keys in one round trip: adds[i] is
+   * applied to adds[i].key exactly as add_shared_state would, and
+   * out[i] (caller-owned, n elements) receives its out-parameters. Each add
+   * is atomic and linearizable on its own key, as add_shared_state; the call
+   * as a whole need not be one transaction (an add on one key never waits
+   * for another key's). n == 0 is a no-op (OK).
+   * Failure (CONVEYOR_E_INVALID, nothing changed): n above
+   * CONVEYOR_SHARED_ADDS_MAX; adds or out NULL with n > 0; the same key
+   * twice; any add whose arguments add_shared_state refuses (its index in
+   * the message). Any other failure: which adds applied is unknown, as for
+   * a lost reply of add_shared_state (the host reads the records again).
+   * Why: a claim of a queue whose keys each have a fleet bucket takes
+   * tokens from every key it serves; one call for all of them keeps a
+   * claim at two storage round trips (this and claim_keys) however many
+   * keys it serves, and takes every key's due token at the same moment.
+   * Cost: one round trip; per add, what add_shared_state costs. */
+  conveyor_status (*add_shared_states)(conveyor_storage* storage, const conveyor_shared_add* adds,
+                                       size_t n, conveyor_shared_added* out, conveyor_error* err);
 } conveyor_storage_plugin;
 
 /* The size of a 1.0 table: the least struct_size a host accepts. */
@@ -946,9 +989,9 @@ typedef struct conveyor_storage_plugin {
    sizeof(((conveyor_storage_plugin*)0)->list_ready_keys))
 
 /* The size of a 1.5 table (every 1.5 slot covered). */
-#define CONVEYOR_PLUGIN_V1_5_SIZE                            \
-  (offsetof(conveyor_storage_plugin, delete_shared_states) + \
-   sizeof(((conveyor_storage_plugin*)0)->delete_shared_states))
+#define CONVEYOR_PLUGIN_V1_5_SIZE                         \
+  (offsetof(conveyor_storage_plugin, add_shared_states) + \
+   sizeof(((conveyor_storage_plugin*)0)->add_shared_states))
 
 /* The entry point every plugin exports under CONVEYOR_PLUGIN_ENTRY_SYMBOL.
  * Returns the plugin's table (static, never freed) or NULL when the plugin

@@ -84,6 +84,8 @@
 //                           uint32_t fields);                // any of them was set
 //   void list_key_settings(const KeySettingSink& sink);
 //   uint32_t delete_shared_states(std::string_view prefix, int64_t value_below, uint32_t limit);
+//   void add_shared_states(std::span<const KeyedAdd> adds,
+//                          std::span<SharedAddResult> out);  // each add checked, keys distinct
 //
 // Threading is as the C header says: every method but the destructor may be
 // called concurrently. The host never calls the object from inside one of its
@@ -378,6 +380,13 @@ struct SharedAddResult {
   int64_t version = 0;
   int64_t value = 0;
   uint32_t count = 0;
+};
+
+// One add of add_shared_states (storage_plugin.h, ABI 1.5), checked by the
+// adapter as add_shared_state's; key borrows the caller's.
+struct KeyedAdd {
+  std::string_view key;
+  SharedAdd add;
 };
 // add_shared_state applied to a record's value: the count (0: nothing
 // changes) and the value after. Never overflows for inputs the adapter let
@@ -675,8 +684,8 @@ struct Adapter {
 
   // ---- ABI 1.2 ----
   // A shared record's key: 1..CONVEYOR_SHARED_KEY_MAX bytes.
-  static void check_shared_key(const char* op, conveyor_str key) {
-    const std::string o(op);
+  static void check_shared_key(const std::string& op, conveyor_str key) {
+    const std::string& o = op;
     if (key.len == 0) throw Error(CONVEYOR_E_INVALID, o + ": key is empty");
     if (key.data == nullptr)
       throw Error(CONVEYOR_E_INVALID, o + ": key has data NULL with a length");
@@ -701,6 +710,28 @@ struct Adapter {
     });
   }
   // ---- ABI 1.3 ----
+  static void check_shared_add(const std::string& op, conveyor_str key, int64_t credit, int64_t low,
+                               int64_t high, int64_t unit, uint32_t min_count, uint32_t max_count) {
+    check_shared_key(op, key);
+    constexpr int64_t kMax = CONVEYOR_SHARED_ADD_MAX;
+    const auto refuse = [op](const std::string& why) {
+      throw Error(CONVEYOR_E_INVALID, std::string(op) + ": " + why);
+    };
+    if (low < -kMax || low > kMax || high < -kMax || high > kMax)
+      refuse("low and high must be within +-CONVEYOR_SHARED_ADD_MAX (2^62), got low " +
+             std::to_string(low) + ", high " + std::to_string(high));
+    if (low > high) refuse("low " + std::to_string(low) + " is above high " + std::to_string(high));
+    if (high - low > kMax)
+      refuse("high - low must be at most CONVEYOR_SHARED_ADD_MAX (2^62), got " +
+             std::to_string(high - low));
+    if (credit < 0 || credit > kMax)
+      refuse("credit must be in 0..CONVEYOR_SHARED_ADD_MAX (2^62), got " + std::to_string(credit));
+    if (unit < 1 || unit > kMax)
+      refuse("unit must be in 1..CONVEYOR_SHARED_ADD_MAX (2^62), got " + std::to_string(unit));
+    if (min_count < 1 || max_count < min_count)
+      refuse("need 1 <= min_count <= max_count, got min_count " + std::to_string(min_count) +
+             ", max_count " + std::to_string(max_count));
+  }
   static conveyor_status add_shared_state(conveyor_storage* s, conveyor_str key, int64_t credit,
                                           int64_t low, int64_t high, int64_t unit,
                                           uint32_t min_count, uint32_t max_count,
@@ -710,27 +741,7 @@ struct Adapter {
       if (out_version == nullptr || out_value == nullptr || out_count == nullptr)
         throw Error(CONVEYOR_E_INVALID,
                     "add_shared_state: out_version, out_value or out_count is NULL");
-      check_shared_key("add_shared_state", key);
-      constexpr int64_t kMax = CONVEYOR_SHARED_ADD_MAX;
-      const auto refuse = [](const std::string& why) {
-        throw Error(CONVEYOR_E_INVALID, "add_shared_state: " + why);
-      };
-      if (low < -kMax || low > kMax || high < -kMax || high > kMax)
-        refuse("low and high must be within +-CONVEYOR_SHARED_ADD_MAX (2^62), got low " +
-               std::to_string(low) + ", high " + std::to_string(high));
-      if (low > high)
-        refuse("low " + std::to_string(low) + " is above high " + std::to_string(high));
-      if (high - low > kMax)
-        refuse("high - low must be at most CONVEYOR_SHARED_ADD_MAX (2^62), got " +
-               std::to_string(high - low));
-      if (credit < 0 || credit > kMax)
-        refuse("credit must be in 0..CONVEYOR_SHARED_ADD_MAX (2^62), got " +
-               std::to_string(credit));
-      if (unit < 1 || unit > kMax)
-        refuse("unit must be in 1..CONVEYOR_SHARED_ADD_MAX (2^62), got " + std::to_string(unit));
-      if (min_count < 1 || max_count < min_count)
-        refuse("need 1 <= min_count <= max_count, got min_count " + std::to_string(min_count) +
-               ", max_count " + std::to_string(max_count));
+      check_shared_add("add_shared_state", key, credit, low, high, unit, min_count, max_count);
       const SharedAddResult r = self(s)->add_shared_state(
           view(key), SharedAdd{credit, low, high, unit, min_count, max_count});
       *out_version = r.version;
@@ -865,6 +876,40 @@ struct Adapter {
   }
 
   // ---- ABI 1.5 ----
+  static conveyor_status add_shared_states(conveyor_storage* s, const conveyor_shared_add* adds,
+                                           size_t n, conveyor_shared_added* out,
+                                           conveyor_error* err) {
+    return guarded(err, [&] {
+      if (n == 0) return;
+      if (adds == nullptr || out == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "add_shared_states: adds or out is NULL");
+      if (n > CONVEYOR_SHARED_ADDS_MAX)
+        throw Error(CONVEYOR_E_INVALID, "add_shared_states: n is " + std::to_string(n) +
+                                            ", more than CONVEYOR_SHARED_ADDS_MAX (" +
+                                            std::to_string(CONVEYOR_SHARED_ADDS_MAX) + ")");
+      std::vector<KeyedAdd> checked;
+      checked.reserve(n);
+      for (size_t i = 0; i < n; ++i) {
+        const conveyor_shared_add& a = adds[i];
+        check_shared_add("add_shared_states: adds[" + std::to_string(i) + "]", a.key, a.credit,
+                         a.low, a.high, a.unit, a.min_count, a.max_count);
+        checked.push_back(KeyedAdd{
+            view(a.key), SharedAdd{a.credit, a.low, a.high, a.unit, a.min_count, a.max_count}});
+      }
+      std::vector<std::string_view> sorted;
+      sorted.reserve(n);
+      for (const KeyedAdd& a : checked) sorted.push_back(a.key);
+      std::sort(sorted.begin(), sorted.end());
+      if (const auto d = std::adjacent_find(sorted.begin(), sorted.end()); d != sorted.end())
+        throw Error(CONVEYOR_E_INVALID,
+                    "add_shared_states: the key \"" + std::string(*d) + "\" is listed twice");
+      std::vector<SharedAddResult> results(n);
+      self(s)->add_shared_states(std::span<const KeyedAdd>(checked),
+                                 std::span<SharedAddResult>(results));
+      for (size_t i = 0; i < n; ++i)
+        out[i] = conveyor_shared_added{results[i].version, results[i].value, results[i].count, 0};
+    });
+  }
   static void check_key_target(const char* call, conveyor_str queue, int32_t target,
                                conveyor_str key, uint32_t fields) {
     const std::string c(call);
@@ -1017,6 +1062,10 @@ struct Adapter {
   static constexpr bool has_list_key_settings = requires(Impl & i, const KeySettingSink& sink) {
     i.list_key_settings(sink);
   };
+  static constexpr bool has_add_shared_states =
+      requires(Impl & i, std::span<const KeyedAdd> a, std::span<SharedAddResult> r) {
+    i.add_shared_states(a, r);
+  };
   static constexpr bool has_delete_shared_states = requires(Impl & i) {
     { i.delete_shared_states(std::string_view{}, int64_t{}, uint32_t{}) } -> std::same_as<uint32_t>;
   };
@@ -1050,6 +1099,7 @@ struct Adapter {
   CONVEYOR_SDK_OPTIONAL_SLOT(list_key_settings_slot, has_list_key_settings, list_key_settings)
   CONVEYOR_SDK_OPTIONAL_SLOT(delete_shared_states_slot, has_delete_shared_states,
                              delete_shared_states)
+  CONVEYOR_SDK_OPTIONAL_SLOT(add_shared_states_slot, has_add_shared_states, add_shared_states)
 #undef CONVEYOR_SDK_OPTIONAL_SLOT
 
   static constexpr bool has_notify = requires(Impl & i, const NotifySink& sink) {
@@ -1119,6 +1169,7 @@ struct Adapter {
         delete_key_setting_slot(),
         list_key_settings_slot(),
         delete_shared_states_slot(),
+        add_shared_states_slot(),
     };
     return &t;
   }

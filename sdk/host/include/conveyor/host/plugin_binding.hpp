@@ -325,6 +325,15 @@ class PluginBinding {
   // The value is *out_deleted as written (kUnwrittenCount where not).
   Result<uint32_t> delete_shared_states(std::string_view prefix, int64_t value_below,
                                         uint32_t limit);
+  // One add of add_shared_states: the key and add_shared_state's arguments.
+  struct KeyedAdd {
+    std::string key;
+    int64_t credit = 0, low = 0, high = 0, unit = 1;
+    uint32_t min_count = 1, max_count = 1;
+  };
+  // Per add, in order, as written (kUnwrittenValue / kUnwrittenCount where
+  // not: the binding fills out with them before the call).
+  Result<std::vector<SharedAdded>> add_shared_states(std::span<const KeyedAdd> adds);
 
   // Whether the table covers the slot (struct_size reaches its end) and it
   // is non-NULL.

@@ -65,7 +65,8 @@
   X(set_key_setting, kSetKeySetting, 5, false)             \
   X(delete_key_setting, kDeleteKeySetting, 5, false)       \
   X(list_key_settings, kListKeySettings, 5, false)         \
-  X(delete_shared_states, kDeleteSharedStates, 5, false)
+  X(delete_shared_states, kDeleteSharedStates, 5, false)   \
+  X(add_shared_states, kAddSharedStates, 5, false)
 
 namespace conveyor::host {
 
