@@ -73,19 +73,33 @@ void FleetBucket::read_once() {
   full_at_ = r.value;
 }
 
-uint32_t FleetBucket::take(uint32_t n, uint32_t at_least) {
-  if (n == 0) return 0;
-  const int64_t now = wall_ns();
+uint32_t FleetBucket::from_spare(uint32_t n, uint32_t at_least, int64_t now) {
   // A spare is never older than the last applied take (an applied take returns it).
   const int64_t spare_until =
       last_take_ns_ + std::chrono::duration_cast<std::chrono::nanoseconds>(kSpareHold).count();
-  if (spare_ > 0 && now < spare_until && std::min(n, spare_) >= std::min(n, at_least)) {
-    const uint32_t got = std::min(n, spare_);
-    spare_ -= got;
-    return got;
+  if (spare_ == 0 || now >= spare_until || std::min(n, spare_) < std::min(n, at_least)) return 0;
+  const uint32_t got = std::min(n, spare_);
+  spare_ -= got;
+  return got;
+}
+
+uint32_t FleetBucket::take(uint32_t n, uint32_t at_least) {
+  if (n == 0) return 0;
+  if (adds_) {
+    const PreparedTake p = prepare_take(n, at_least);
+    if (!p.add) return p.from_spare;
+    Storage::SharedAdded r;
+    try {
+      r = storage_.add_shared_state(key_, *p.add);
+    } catch (const StorageError&) {
+      lost_reply();
+      throw;
+    }
+    return finish_take(p, r);
   }
+  const int64_t now = wall_ns();
+  if (const uint32_t got = from_spare(n, at_least, now); got > 0) return got;
   if (now < quiet_until_) return 0;
-  if (adds_) return add(n, at_least);
   read_once();
   // The spare, fresh but too small or past its hold, goes back in this swap.
   const uint32_t back = spare_;
@@ -110,16 +124,19 @@ uint32_t FleetBucket::take(uint32_t n, uint32_t at_least) {
   return 0;
 }
 
-uint32_t FleetBucket::add(uint32_t n, uint32_t at_least) {
+FleetBucket::PreparedTake FleetBucket::prepare_take(uint32_t n, uint32_t at_least) {
+  PreparedTake p;
+  if (n == 0) return p;
   const int64_t at = wall_ns();
+  p.from_spare = from_spare(n, at_least, at);
+  if (p.from_spare > 0 || at < quiet_until_) return p;
   const uint32_t least = std::max<uint32_t>(1, at_least);
-  if (least > n) return 0;
+  if (least > n) return p;
   // A take the cached record says cannot succeed makes no call (one never
   // read promises nothing: it makes the call).
-  const bool known = version_ >= 0;
-  const bool promised =
-      bucket::take(shape_, bucket::refund(shape_, full_at_, spare_), n, at, least).got > 0;
-  if (known && !promised) return 0;
+  p.known = version_ >= 0;
+  p.promised = bucket::take(shape_, bucket::refund(shape_, full_at_, spare_), n, at, least).got > 0;
+  if (p.known && !p.promised) return p;
   // bucket::take as one add: the spare's credit back, from now at the
   // lowest, at most the burst's credit ahead of now.
   constexpr int64_t kMax = CONVEYOR_SHARED_ADD_MAX;
@@ -130,29 +147,30 @@ uint32_t FleetBucket::add(uint32_t n, uint32_t at_least) {
   a.unit = shape_.token_ns;
   a.min_count = least;
   a.max_count = n;
+  p.add = a;
+  p.at = at;
   counters_.fleet_swaps.fetch_add(1, std::memory_order_relaxed);
-  Storage::SharedAdded r;
-  try {
-    r = storage_.add_shared_state(key_, a);
-  } catch (const StorageError&) {
-    version_ = -1;  // the add may or may not have applied (a lost reply)
-    throw;
-  }
+  return p;
+}
+
+uint32_t FleetBucket::finish_take(const PreparedTake& p, const Storage::SharedAdded& r) {
   version_ = r.version;
   full_at_ = r.value;
   if (r.count == 0) {
     // The record said there were tokens and another process took them first.
-    if (known && promised) {
+    if (p.known && p.promised) {
       counters_.fleet_conflicts.fetch_add(1, std::memory_order_relaxed);
-      back_off(at);
+      back_off(p.at);
     }
     return 0;  // the spare stays, to return with the next take
   }
   spare_ = 0;
-  last_take_ns_ = at;
+  last_take_ns_ = p.at;
   back_off_ns_ = 0;
   return r.count;
 }
+
+void FleetBucket::lost_reply() { version_ = -1; }  // the add may or may not have applied
 
 void FleetBucket::back_off(int64_t at) {
   using std::chrono::nanoseconds;

@@ -51,6 +51,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -101,6 +102,27 @@ class FleetBucket {
   // off, or when the cached record already says too few; otherwise the swap
   // also returns the whole spare.
   uint32_t take(uint32_t n, uint32_t at_least = 1);
+  // take() in two steps, for takes of many buckets in one call
+  // (Storage::add_shared_states; only with add_shared_state, ABI 1.3):
+  // prepare_take serves the take from the spare (from_spare), or says it
+  // cannot succeed (no add), or gives the add to make; finish_take applies
+  // that add's result and returns the tokens taken. After a failed call,
+  // lost_reply for each prepared add (the record is read again).
+  struct PreparedTake {
+    uint32_t from_spare = 0;
+    std::optional<Storage::SharedAdd> add;
+    int64_t at = 0;         // wall ns of the take
+    bool known = false;     // the cached record was read
+    bool promised = false;  // and it said the take would succeed
+  };
+  PreparedTake prepare_take(uint32_t n, uint32_t at_least = 1);
+  uint32_t finish_take(const PreparedTake& prepared, const Storage::SharedAdded& result);
+  void lost_reply();
+  // The shared record's key.
+  const std::string& record() const { return key_; }
+  // Whether takes may be prepared (the plugin has add_shared_state).
+  bool prepares() const { return adds_; }
+
   // Gives back n tokens taken and not used: kept as the spare (at most the
   // burst), no call.
   void refund(uint32_t n);
@@ -126,8 +148,9 @@ class FleetBucket {
   void read_once();
   // One compare-and-set from the cached record; updates the cache.
   bool swap(int64_t new_full_at);
-  // take() on a plugin with add_shared_state: one call that cannot lose.
-  uint32_t add(uint32_t n, uint32_t at_least);
+  // Tokens of the spare a take of n (at least at_least) may use now, taken
+  // from it; 0 when the take must go to storage.
+  uint32_t from_spare(uint32_t n, uint32_t at_least, int64_t now);
   // After a take that lost a race and then found too few tokens at wall ns at.
   void back_off(int64_t at);
 

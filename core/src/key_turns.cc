@@ -186,6 +186,7 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
     Keys::iterator key;
     uint32_t room;
     uint32_t given;
+    uint32_t fleet_got;  // tokens its fleet bucket gave (fleet scope only)
   };
   std::vector<Turn> turns;
   // A key whose share of the round the last claim cut short (its weight
@@ -223,7 +224,7 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
     // A key of weight w takes up to w jobs a round.
     const uint32_t quantum = it == start && owed ? *owed : k.weight;
     const uint32_t first = std::min({quantum, room, left});
-    turns.push_back(Turn{it, room, first});
+    turns.push_back(Turn{it, room, first, 0});
     left -= first;
     last_served = it;
     last_share = first;
@@ -252,18 +253,46 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
     if (last_share < last_owed) resume_.emplace((*last_served)->first, last_owed - last_share);
   }
 
+  // Fleet buckets: the takes of every key served, in one storage call
+  // (add_shared_states); other processes may have taken tokens since the
+  // estimates above.
+  {
+    std::vector<FleetBucket::PreparedTake> prepared(turns.size());
+    std::vector<size_t> pending;  // turns whose take is an add
+    std::vector<Storage::KeyedAdd> adds;
+    for (size_t i = 0; i < turns.size(); ++i) {
+      FleetBucket* f = turns[i].key->second.fleet.get();
+      if (!f) continue;
+      prepared[i] = f->prepare_take(turns[i].given);
+      turns[i].fleet_got = prepared[i].from_spare;
+      if (!prepared[i].add) continue;
+      pending.push_back(i);
+      adds.push_back(Storage::KeyedAdd{f->record(), *prepared[i].add});
+    }
+    if (!adds.empty()) {
+      std::vector<Storage::SharedAdded> results;
+      try {
+        results = fleet_->storage->add_shared_states(adds);
+      } catch (...) {
+        for (size_t i : pending) turns[i].key->second.fleet->lost_reply();
+        throw;
+      }
+      for (size_t j = 0; j < pending.size(); ++j) {
+        Turn& t = turns[pending[j]];
+        t.fleet_got = t.key->second.fleet->finish_take(prepared[pending[j]], results.at(j));
+      }
+    }
+  }
+
   std::vector<Storage::KeyClaim> claims;
   claims.reserve(turns.size());
   for (Turn& t : turns) {
     KeyState& k = t.key->second;
     if (k.bucket) k.bucket->take(t.given, now, t.given);
-    // A fleet bucket's tokens are taken from storage now (one call): other
-    // processes may have taken some since the estimate.
-    if (k.fleet) {
-      const uint32_t got = k.fleet->take(t.given);
-      left += t.given - got;
-      t.given = got;
-      if (got == 0) {
+    if (k.fleet && t.fleet_got < t.given) {
+      left += t.given - t.fleet_got;
+      t.given = t.fleet_got;
+      if (t.given == 0) {
         count_throttled(k, now);
         continue;
       }

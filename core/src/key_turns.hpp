@@ -22,8 +22,9 @@
 // override (conveyor ratelimit set Q --key K), the queue's run-time limit
 // for every key (--per-key), [queues.NAME] key_rate_limit. The kill switch
 // (conveyor ratelimit disable) turns them all off. A limit of scope "fleet"
-// is a FleetBucket per key, shared by every process on the storage (one
-// add_shared_state call per key served in a claim, made in the claim path).
+// is a FleetBucket per key, shared by every process on the storage: the
+// takes of all keys a claim serves are one add_shared_states call (one per
+// key on a plugin before ABI 1.5), made in the claim path.
 //
 // Memory: a key is remembered while it has ready jobs (as far as the last
 // listing knows), running jobs, or a bucket that is not full; then it is

@@ -456,6 +456,12 @@ TEST_F(KeyTurnsFleet, ThreeProcessesHoldEachKeyToItsRateTogether) {
   }
   ASSERT_EQ(started.size(), 4u);
   for (const auto& [key, n] : started) EXPECT_GE(n, 50) << key;  // 1 + 5/s * 10 s = 51
+  // Every claim's takes, however many keys it served, were one call.
+  for (const auto& store : stores_) {
+    EXPECT_LE(store->calls(testing::StorageOp::kAddSharedStates), 1001u);
+    EXPECT_GT(store->calls(testing::StorageOp::kAddSharedStates), 0u);
+    EXPECT_EQ(store->calls(testing::StorageOp::kAddSharedState), 0u);
+  }
   // The record is the key's own, in shared storage.
   EXPECT_GT(stores_.front()->swap_shared_state(FleetBucket::key_for("q", "tenant0"), -1, 0).version,
             0);

@@ -70,6 +70,7 @@ class PluginStorage final : public Storage {
   std::vector<KeyOverride> list_key_settings() override;
   uint32_t delete_shared_states(std::string_view prefix, int64_t value_below,
                                 uint32_t limit) override;
+  std::vector<SharedAdded> add_shared_states(std::span<const KeyedAdd> adds) override;
 
  private:
   PluginStorage(std::shared_ptr<const Plugin> plugin, conveyor_storage* handle);

@@ -350,6 +350,30 @@ Storage::SharedRecord PluginStorage::swap_shared_state(std::string_view key,
   return SharedRecord{r.version, r.value, r.applied == 1};
 }
 
+namespace {
+// A plugin's answer to one add, checked against what add_shared_state
+// promises (every out-parameter written, a count in range, the value within
+// high).
+Storage::SharedAdded checked_add(const std::string& plugin, const char* op,
+                                 const Storage::SharedAdd& add, int64_t version, int64_t value,
+                                 uint32_t count) {
+  if (version == host::kUnwrittenValue || value == host::kUnwrittenValue ||
+      count == host::kUnwrittenCount)
+    throw StorageError(CONVEYOR_E_INTERNAL,
+                       fmt::format("storage plugin '{}': {} returned CONVEYOR_OK "
+                                   "without writing every out-parameter",
+                                   plugin, op));
+  if ((count != 0 && (count < add.min_count || count > add.max_count)) ||
+      (count != 0 && value > add.high))
+    throw StorageError(
+        CONVEYOR_E_INTERNAL,
+        fmt::format("storage plugin '{}': {} added {} units (asked for {}..{}) "
+                    "leaving value {} (high {})",
+                    plugin, op, count, add.min_count, add.max_count, value, add.high));
+  return Storage::SharedAdded{version, value, count};
+}
+}  // namespace
+
 Storage::SharedAdded PluginStorage::add_shared_state(std::string_view key, const SharedAdd& add) {
   host::PluginBinding b = binding(t_, handle_);
   if (!has_slot(StorageSlot::kAddSharedState))
@@ -360,21 +384,7 @@ Storage::SharedAdded PluginStorage::add_shared_state(std::string_view key, const
       value_or_throw(plugin_->info().name, "add_shared_state",
                      b.add_shared_state(key, add.credit, add.low, add.high, add.unit, add.min_count,
                                         add.max_count));
-  if (r.version == host::kUnwrittenValue || r.value == host::kUnwrittenValue ||
-      r.count == host::kUnwrittenCount)
-    throw StorageError(CONVEYOR_E_INTERNAL,
-                       fmt::format("storage plugin '{}': add_shared_state returned CONVEYOR_OK "
-                                   "without writing every out-parameter",
-                                   plugin_->info().name));
-  if ((r.count != 0 && (r.count < add.min_count || r.count > add.max_count)) ||
-      (r.count != 0 && r.value > add.high))
-    throw StorageError(
-        CONVEYOR_E_INTERNAL,
-        fmt::format("storage plugin '{}': add_shared_state added {} units (asked for {}..{}) "
-                    "leaving value {} (high {})",
-                    plugin_->info().name, r.count, add.min_count, add.max_count, r.value,
-                    add.high));
-  return SharedAdded{r.version, r.value, r.count};
+  return checked_add(plugin_->info().name, "add_shared_state", add, r.version, r.value, r.count);
 }
 
 int64_t PluginStorage::change_marker() {
@@ -667,6 +677,31 @@ uint32_t PluginStorage::delete_shared_states(std::string_view prefix, int64_t va
                                    "more than the limit {}",
                                    plugin_->info().name, deleted, limit));
   return deleted;
+}
+
+std::vector<Storage::SharedAdded> PluginStorage::add_shared_states(std::span<const KeyedAdd> adds) {
+  std::vector<SharedAdded> out;
+  out.reserve(adds.size());
+  if (!has_slot(StorageSlot::kAddSharedStates)) {
+    for (const KeyedAdd& a : adds) out.push_back(add_shared_state(a.key, a.add));
+    return out;
+  }
+  for (size_t start = 0; start < adds.size(); start += CONVEYOR_SHARED_ADDS_MAX) {
+    const size_t n = std::min<size_t>(CONVEYOR_SHARED_ADDS_MAX, adds.size() - start);
+    std::vector<host::PluginBinding::KeyedAdd> in;
+    in.reserve(n);
+    for (size_t i = start; i < start + n; ++i) {
+      const SharedAdd& a = adds[i].add;
+      in.push_back(host::PluginBinding::KeyedAdd{std::string(adds[i].key), a.credit, a.low, a.high,
+                                                 a.unit, a.min_count, a.max_count});
+    }
+    std::vector<host::PluginBinding::SharedAdded> got = value_or_throw(
+        plugin_->info().name, "add_shared_states", binding(t_, handle_).add_shared_states(in));
+    for (size_t i = 0; i < n; ++i)
+      out.push_back(checked_add(plugin_->info().name, "add_shared_states", adds[start + i].add,
+                                got[i].version, got[i].value, got[i].count));
+  }
+  return out;
 }
 
 }  // namespace conveyor

@@ -69,6 +69,8 @@ const char* to_string(StorageOp op) noexcept {
       return "list_key_settings";
     case StorageOp::kDeleteSharedStates:
       return "delete_shared_states";
+    case StorageOp::kAddSharedStates:
+      return "add_shared_states";
   }
   return "unknown";
 }
@@ -477,6 +479,14 @@ uint32_t FaultInjectingStorage::delete_shared_states(std::string_view prefix, in
   const bool drop = before(StorageOp::kDeleteSharedStates);
   const uint32_t r = inner_->delete_shared_states(prefix, value_below, limit);
   after(StorageOp::kDeleteSharedStates, drop);
+  return r;
+}
+
+std::vector<Storage::SharedAdded> FaultInjectingStorage::add_shared_states(
+    std::span<const KeyedAdd> adds) {
+  const bool drop = before(StorageOp::kAddSharedStates);
+  auto r = inner_->add_shared_states(adds);
+  after(StorageOp::kAddSharedStates, drop);
   return r;
 }
 

@@ -66,8 +66,9 @@ enum class StorageOp {
   kDeleteKeySetting,
   kListKeySettings,
   kDeleteSharedStates,
+  kAddSharedStates,
 };
-inline constexpr size_t kStorageOpCount = static_cast<size_t>(StorageOp::kDeleteSharedStates) + 1;
+inline constexpr size_t kStorageOpCount = static_cast<size_t>(StorageOp::kAddSharedStates) + 1;
 // "enqueue", "claim", "extend_leases", ...: the Storage method's name.
 const char* to_string(StorageOp op) noexcept;
 
@@ -173,6 +174,7 @@ class FaultInjectingStorage final : public Storage {
   std::vector<KeyOverride> list_key_settings() override;
   uint32_t delete_shared_states(std::string_view prefix, int64_t value_below,
                                 uint32_t limit) override;
+  std::vector<SharedAdded> add_shared_states(std::span<const KeyedAdd> adds) override;
 
  private:
   struct Failure {

@@ -230,6 +230,16 @@ class Storage {
   // whose value is below value_below; how many.
   virtual uint32_t delete_shared_states(std::string_view prefix, int64_t value_below,
                                         uint32_t limit) = 0;
+  // add_shared_state on each key, results in order: one call per
+  // CONVEYOR_SHARED_ADDS_MAX adds on a plugin with add_shared_states, else
+  // one add_shared_state call each (throws CONVEYOR_E_UNSUPPORTED without
+  // that either). Keys must be distinct. On a throw, which adds applied is
+  // unknown.
+  struct KeyedAdd {
+    std::string_view key;
+    SharedAdd add;
+  };
+  virtual std::vector<SharedAdded> add_shared_states(std::span<const KeyedAdd> adds) = 0;
 
  protected:
   Storage() = default;
