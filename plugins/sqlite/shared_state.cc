@@ -1,6 +1,8 @@
-// swap_shared_state, add_shared_state and delete_shared_states: key ->
-// (version, value) records, changed atomically across processes by the
-// file's write lock.
+// swap_shared_state, add_shared_state, add_shared_states and
+// delete_shared_states: key -> (version, value) records, changed atomically
+// across processes by the file's write lock.
+#include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -30,6 +32,16 @@ void write_shared(Connection& c, std::string_view key, int64_t version, int64_t 
   put.bind(2, static_cast<int64_t>(version));
   put.bind(3, static_cast<int64_t>(value));
   put.exec();
+}
+
+// add_shared_state's step on key's record, inside the caller's write
+// transaction: the record as it is after the add, and the count.
+sdk::SharedAddResult apply_add(Connection& c, std::string_view key, const sdk::SharedAdd& add) {
+  const sdk::SharedRecord cur = read_shared(c, key);
+  const sdk::SharedAddOutcome o = sdk::apply_shared_add(cur.value, add);
+  if (o.count == 0) return sdk::SharedAddResult{cur.version, cur.value, 0};
+  write_shared(c, key, cur.version + 1, o.value);
+  return sdk::SharedAddResult{cur.version + 1, o.value, o.count};
 }
 
 // The least string above every string that starts with prefix (bytewise):
@@ -70,15 +82,21 @@ sdk::SharedAddResult SqliteStorage::add_shared_state(std::string_view key,
                                                      const sdk::SharedAdd& add) {
   sdk::SharedAddResult r;
   // One write transaction, as a swap: atomic across processes.
-  db_.write_txn("add_shared_state", [&](Connection& c) {
-    const sdk::SharedRecord cur = read_shared(c, key);
-    const sdk::SharedAddOutcome o = sdk::apply_shared_add(cur.value, add);
-    r = sdk::SharedAddResult{cur.version, cur.value, 0};
-    if (o.count == 0) return;
-    write_shared(c, key, cur.version + 1, o.value);
-    r = sdk::SharedAddResult{cur.version + 1, o.value, o.count};
-  });
+  db_.write_txn("add_shared_state", [&](Connection& c) { r = apply_add(c, key, add); });
   return r;
+}
+
+void SqliteStorage::add_shared_states(std::span<const sdk::KeyedAdd> adds,
+                                      std::span<sdk::SharedAddResult> out) {
+  if (adds.empty()) return;
+  // Every add in one write transaction (one commit, one fsync): each is
+  // atomic on its key as add_shared_state's, and an add that gets nothing
+  // changes nothing and stops no other. The adapter checked the arguments
+  // and that the keys are distinct. On a busy retry fn runs again from the
+  // start and writes every out[i] again.
+  db_.write_txn("add_shared_states", [&](Connection& c) {
+    for (std::size_t i = 0; i < adds.size(); ++i) out[i] = apply_add(c, adds[i].key, adds[i].add);
+  });
 }
 
 uint32_t SqliteStorage::delete_shared_states(std::string_view prefix, int64_t value_below,

@@ -1,17 +1,21 @@
 // Unit tests of the sqlite plugin's ABI 1.5 slots (schema 6): settings of
 // keys made at run time (set_key_setting, delete_key_setting,
-// list_key_settings; the table key_settings) and delete_shared_states,
-// driven through its C ABI table.
+// list_key_settings; the table key_settings), delete_shared_states and
+// add_shared_states, driven through its C ABI table.
 #include <conveyor/testing/plugin_calls.hpp>
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <latch>
 #include <limits>
+#include <numeric>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <string>
@@ -78,6 +82,17 @@ Setting rate_of(std::string queue, int32_t target, std::string key, double rate,
 Setting weight_of(std::string queue, int32_t target, std::string key, uint32_t weight, int64_t at) {
   return Setting{std::move(queue), target, std::move(key), kWeight, 0, 0, 0, weight, at};
 }
+
+// One add of add_shared_states: the key and add_shared_state's arguments.
+struct Add {
+  std::string key;
+  int64_t credit = 0;
+  int64_t low = 0;
+  int64_t high = 0;
+  int64_t unit = 1;
+  uint32_t min_count = 1;
+  uint32_t max_count = 1;
+};
 
 class SqliteKeySettingsTest : public ::testing::Test, public PluginCalls {
  protected:
@@ -161,6 +176,36 @@ class SqliteKeySettingsTest : public ::testing::Test, public PluginCalls {
     return std::set<std::string>(v.begin(), v.end());
   }
 
+  // add_shared_states of adds: the status, out as written (out is filled
+  // with a marker first) and the error message in *message.
+  conveyor_status try_add_many(conveyor_storage* h, const std::vector<Add>& adds,
+                               std::vector<conveyor_shared_added>* out,
+                               std::string* message = nullptr) {
+    std::vector<conveyor_shared_add> in;
+    in.reserve(adds.size());
+    for (const Add& a : adds)
+      in.push_back(conveyor_shared_add{str(a.key), a.credit, a.low, a.high, a.unit, a.min_count,
+                                       a.max_count});
+    out->assign(adds.size(), conveyor_shared_added{-777, -777, 777, 777});
+    conveyor_error err{};
+    const conveyor_status st = api_->add_shared_states(
+        h, in.empty() ? nullptr : in.data(), in.size(), out->empty() ? nullptr : out->data(), &err);
+    if (message != nullptr) *message = err.message;
+    return st;
+  }
+  // add_shared_states of adds; expects OK and returns out.
+  std::vector<conveyor_shared_added> add_many(conveyor_storage* h, const std::vector<Add>& adds) {
+    std::vector<conveyor_shared_added> out;
+    std::string msg;
+    EXPECT_EQ(try_add_many(h, adds, &out, &msg), CONVEYOR_OK) << msg;
+    for (const conveyor_shared_added& o : out) EXPECT_EQ(o.reserved0, 0u);
+    return out;
+  }
+  // add_shared_state of a alone.
+  conveyor::host::PluginBinding::SharedAdded add_one(conveyor_storage* h, const Add& a) {
+    return add_shared(h, a.key, a.credit, a.low, a.high, a.unit, a.min_count, a.max_count);
+  }
+
   // Runs sql on db_path_ through a connection of the test's own.
   void exec(const std::string& sql) {
     sqlite3* raw = nullptr;
@@ -216,6 +261,7 @@ TEST_F(SqliteKeySettingsTest, TheTableHasEveryAbi15Slot) {
   EXPECT_NE(api_->delete_key_setting, nullptr);
   EXPECT_NE(api_->list_key_settings, nullptr);
   EXPECT_NE(api_->delete_shared_states, nullptr);
+  EXPECT_NE(api_->add_shared_states, nullptr);
 }
 
 // A set stores the fields it names and keeps the others; updated_at is the
@@ -703,6 +749,243 @@ TEST_F(SqliteKeySettingsTest, DeleteSharedStatesIsAtomicAgainstConcurrentSwaps) 
     }
   }
   EXPECT_EQ(swaps + deletions, 100);
+}
+
+// ---- add_shared_states ----------------------------------------------------
+
+// Each add of a batch does what add_shared_state does alone: the same
+// count, version and value, on records in the same states (never written,
+// value below low, above low with credit, count capped by max_count, below
+// min_count, base above high, negative values, the largest magnitudes).
+// Twice, so that the second batch starts from the records the first left.
+TEST_F(SqliteKeySettingsTest, AddSharedStatesDoesWhatEachAddDoesAlone) {
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  constexpr int64_t kAddMax = CONVEYOR_SHARED_ADD_MAX;
+  constexpr uint32_t kCountMax = std::numeric_limits<uint32_t>::max();
+  struct Case {
+    std::optional<int64_t> start;  // the record's value before (none: never written)
+    Add add;                       // key: a suffix
+  };
+  const std::vector<Case> cases = {
+      {std::nullopt, {"fresh", 0, 100, 110, 2, 1, 10}},  // 5 units from low
+      {50, {"below-low", 0, 100, 105, 1, 1, 3}},         // base low, capped at 3
+      {200, {"credit", 30, 100, 250, 10, 1, 100}},       // base 170: 8
+      {200, {"above-high", 0, 100, 150, 1, 1, 5}},       // base above high: nothing
+      {200, {"under-min", 0, 100, 215, 10, 2, 5}},       // 1 fits, min 2: nothing
+      {std::nullopt, {"fresh-none", 0, 7, 7, 1, 1, 1}},  // 0 fits: nothing, no record
+      {-50, {"negative", 5, -100, 0, 7, 1, 100}},        // base -55: 7
+      {std::nullopt, {"huge", 0, 0, kAddMax, 1, 1, kCountMax}},
+      {-kAddMax, {"huge-unit", kAddMax, -kAddMax, 0, kAddMax, 1, 1}},
+      {3, {"exact", 0, 0, 10, 7, 1, 1}},  // 3 + 7 == high
+  };
+  std::vector<Add> batch;
+  for (const Case& c : cases) {
+    for (const char* side : {"batch:", "alone:"})
+      if (c.start) put(h, side + c.add.key, *c.start);
+    Add a = c.add;
+    a.key = "batch:" + c.add.key;
+    batch.push_back(a);
+  }
+  for (int round = 0; round < 2; ++round) {
+    const std::vector<conveyor_shared_added> got = add_many(h, batch);
+    ASSERT_EQ(got.size(), cases.size());
+    for (size_t i = 0; i < cases.size(); ++i) {
+      Add a = cases[i].add;
+      a.key = "alone:" + cases[i].add.key;
+      const auto want = add_one(h, a);
+      EXPECT_EQ(got[i].count, want.count) << "round " << round << ": " << a.key;
+      EXPECT_EQ(got[i].version, want.version) << "round " << round << ": " << a.key;
+      EXPECT_EQ(got[i].value, want.value) << "round " << round << ": " << a.key;
+      const auto rec = swap_shared(h, batch[i].key, -1, 0);
+      EXPECT_EQ(rec.version, got[i].version) << "as stored: " << batch[i].key;
+      EXPECT_EQ(rec.value, got[i].value) << "as stored: " << batch[i].key;
+    }
+  }
+  // The expected ones, spelled out for the first cases of round one (the
+  // records now hold round two's results).
+  EXPECT_EQ(swap_shared(h, "batch:fresh", -1, 0).value, 110);
+  EXPECT_EQ(swap_shared(h, "batch:credit", -1, 0).value, 250);
+  EXPECT_EQ(swap_shared(h, "batch:above-high", -1, 0).version, 1) << "never moved";
+  EXPECT_EQ(swap_shared(h, "batch:under-min", -1, 0).version, 1) << "never moved";
+  EXPECT_EQ(shared_keys().count("batch:fresh-none"), 0u) << "an add that gets nothing writes none";
+  // n == 0 is a no-op.
+  EXPECT_TRUE(add_many(h, {}).empty());
+}
+
+// An add that gets nothing leaves its record as it was and does not stop
+// the adds before or after it in the batch.
+TEST_F(SqliteKeySettingsTest, AddSharedStatesAnAddThatGetsNothingStopsNoOther) {
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  put(h, "full", 100);  // version 1
+  const std::vector<Add> adds = {
+      {"first", 0, 0, 10, 1, 1, 4},
+      {"full", 0, 0, 100, 1, 1, 4},  // value 100 == high: nothing fits
+      {"wants-too-many", 0, 0, 10, 1, 11, 20},
+      {"last", 5, 0, 10, 2, 1, 2},
+  };
+  const std::vector<conveyor_shared_added> got = add_many(h, adds);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].count, 4u);
+  EXPECT_EQ(got[0].version, 1);
+  EXPECT_EQ(got[0].value, 4);
+  EXPECT_EQ(got[1].count, 0u);
+  EXPECT_EQ(got[1].version, 1) << "the record as it is: unchanged";
+  EXPECT_EQ(got[1].value, 100);
+  EXPECT_EQ(got[2].count, 0u);
+  EXPECT_EQ(got[2].version, 0) << "never written, and still not";
+  EXPECT_EQ(got[2].value, 0);
+  EXPECT_EQ(got[3].count, 2u);
+  EXPECT_EQ(got[3].version, 1);
+  EXPECT_EQ(got[3].value, 4);
+  EXPECT_EQ(shared_keys(), (std::set<std::string>{"first", "full", "last"}));
+  const auto full = swap_shared(h, "full", -1, 0);
+  EXPECT_EQ(full.version, 1);
+  EXPECT_EQ(full.value, 100);
+
+  // A batch where every add gets nothing changes nothing at all.
+  const std::vector<conveyor_shared_added> none =
+      add_many(h, {{"full", 0, 0, 100, 1, 1, 1}, {"first", 0, 0, 4, 1, 1, 1}});
+  ASSERT_EQ(none.size(), 2u);
+  EXPECT_EQ(none[0].count + none[1].count, 0u);
+  EXPECT_EQ(none[1].version, 1);
+  EXPECT_EQ(none[1].value, 4);
+  EXPECT_EQ(shared_keys(), (std::set<std::string>{"first", "full", "last"}));
+}
+
+// CONVEYOR_SHARED_ADDS_MAX keys in one call, each with its own arguments;
+// then one more than that, a repeated key and a refused add are
+// CONVEYOR_E_INVALID and change nothing.
+TEST_F(SqliteKeySettingsTest, AddSharedStatesTakesAThousandKeys) {
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  static_assert(CONVEYOR_SHARED_ADDS_MAX == 1000);
+  constexpr size_t kN = CONVEYOR_SHARED_ADDS_MAX;
+  std::vector<Add> adds;
+  for (size_t i = 0; i < kN; ++i) {
+    // Key i may take up to i % 7 + 1 units of 3 from low 1000 + i.
+    const auto n = static_cast<int64_t>(i);
+    adds.push_back(
+        Add{"bucket:" + std::to_string(i), 0, 1000 + n, 1000 + n + 3 * (n % 7 + 1), 3, 1, 100});
+  }
+  const std::vector<conveyor_shared_added> got = add_many(h, adds);
+  ASSERT_EQ(got.size(), kN);
+  for (size_t i = 0; i < kN; ++i) {
+    const auto n = static_cast<int64_t>(i);
+    EXPECT_EQ(got[i].count, static_cast<uint32_t>(i % 7 + 1)) << i;
+    EXPECT_EQ(got[i].version, 1) << i;
+    EXPECT_EQ(got[i].value, 1000 + n + 3 * (n % 7 + 1)) << i;
+  }
+  EXPECT_EQ(shared_keys().size(), kN);
+  EXPECT_EQ(swap_shared(h, "bucket:999", -1, 0).value, 1000 + 999 + 3 * (999 % 7 + 1));
+
+  // Again with 100 units of credit each: every bucket takes what the credit
+  // gave back (base = value - 100), version 2.
+  for (Add& a : adds) a.credit = 100;
+  const std::vector<conveyor_shared_added> again = add_many(h, adds);
+  ASSERT_EQ(again.size(), kN);
+  for (size_t i = 0; i < kN; ++i) {
+    const auto n = static_cast<int64_t>(i);
+    const int64_t base = std::max<int64_t>(got[i].value - 100, 1000 + n);
+    const int64_t fits = (adds[i].high - base) / 3;
+    EXPECT_EQ(again[i].count, static_cast<uint32_t>(fits)) << i;
+    EXPECT_EQ(again[i].version, fits > 0 ? 2 : 1) << i;
+    EXPECT_EQ(again[i].value, fits > 0 ? base + 3 * fits : got[i].value) << i;
+  }
+
+  // Refused batches change nothing.
+  const auto before = texts("SELECT key || ':' || version || ':' || value FROM shared_state");
+  std::vector<conveyor_shared_added> out;
+  std::vector<Add> too_many = adds;
+  too_many.push_back(Add{"bucket:extra", 0, 0, 10, 1, 1, 1});
+  EXPECT_EQ(try_add_many(h, too_many, &out), CONVEYOR_E_INVALID);
+  std::vector<Add> twice(adds.begin(), adds.begin() + 10);
+  twice.push_back(adds[3]);
+  EXPECT_EQ(try_add_many(h, twice, &out), CONVEYOR_E_INVALID);
+  std::vector<Add> bad(adds.begin(), adds.begin() + 10);
+  bad[7].unit = 0;
+  std::string msg;
+  EXPECT_EQ(try_add_many(h, bad, &out, &msg), CONVEYOR_E_INVALID);
+  EXPECT_NE(msg.find("adds[7]"), std::string::npos) << msg;
+  EXPECT_EQ(texts("SELECT key || ':' || version || ':' || value FROM shared_state"), before);
+}
+
+// Two handles on one file, each in its own thread, send batches of adds on
+// the same keys (in different orders): no key ever grants more than its
+// bound allows. With credit 0 and a fixed low, a key's value only grows
+// from low and its counts add up to (value - low) / unit exactly, at most
+// (high - low) / unit; its version is the number of adds that got
+// something. Each side alone asks for less than a key's room and both
+// together for more: every key ends used up, by adds of both sides.
+TEST_F(SqliteKeySettingsTest, AddSharedStatesConcurrentBatchesNeverOverGrant) {
+  conveyor_storage* a = open_store();
+  conveyor_storage* b = open_store();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  constexpr int kKeys = 24;
+  constexpr int kRounds = 120;
+  // Even keys: 1..3 units of 1, room for 500 (a side asks for at most
+  // 360). Odd keys: exactly 2 units of 1, room for 301, of which 300 can be
+  // granted (a side asks for 240).
+  const auto add_of = [](int k) {
+    Add x{"fleet:" + std::to_string(k), 0, 1000, 1500, 1, 1, 3};
+    if (k % 2 == 1) {
+      x.high = 1301;
+      x.min_count = 2;
+      x.max_count = 2;
+    }
+    return x;
+  };
+  struct Tally {
+    std::vector<uint64_t> granted = std::vector<uint64_t>(kKeys, 0);
+    std::vector<int64_t> applied = std::vector<int64_t>(kKeys, 0);
+  };
+  Tally ta;
+  Tally tb;
+  std::latch start(2);
+  const auto run = [&](conveyor_storage* h, Tally* t, bool reversed) {
+    start.arrive_and_wait();
+    for (int r = 0; r < kRounds; ++r) {
+      std::vector<int> order(kKeys);
+      std::iota(order.begin(), order.end(), 0);
+      // Each round a different rotation, one side reversed: the two sides'
+      // batches list the keys in different orders.
+      std::rotate(order.begin(), order.begin() + (r * 5) % kKeys, order.end());
+      if (reversed) std::reverse(order.begin(), order.end());
+      std::vector<Add> adds;
+      for (const int k : order) adds.push_back(add_of(k));
+      std::vector<conveyor_shared_added> out;
+      std::string msg;
+      const conveyor_status st = try_add_many(h, adds, &out, &msg);
+      EXPECT_EQ(st, CONVEYOR_OK) << msg;
+      if (st != CONVEYOR_OK) return;
+      for (size_t i = 0; i < order.size(); ++i) {
+        t->granted[order[i]] += out[i].count;
+        if (out[i].count > 0) ++t->applied[order[i]];
+      }
+    }
+  };
+  std::thread ta_thread(run, a, &ta, false);
+  std::thread tb_thread(run, b, &tb, true);
+  ta_thread.join();
+  tb_thread.join();
+  for (int k = 0; k < kKeys; ++k) {
+    const Add x = add_of(k);
+    const uint64_t granted = ta.granted[k] + tb.granted[k];
+    const auto room = static_cast<uint64_t>((x.high - x.low) / x.unit);
+    EXPECT_LE(granted, room) << x.key << ": over-granted";
+    // Every add before the key is used up gets a whole add's units or what
+    // is left, and the two sides ask for more than the room: used up to the
+    // last whole add.
+    EXPECT_EQ(granted, k % 2 == 0 ? 500u : 300u) << x.key;
+    const auto rec = swap_shared(a, x.key, -1, 0);
+    EXPECT_EQ(rec.value, x.low + static_cast<int64_t>(granted)) << x.key;
+    EXPECT_EQ(rec.version, ta.applied[k] + tb.applied[k]) << x.key;
+    // Neither side alone could use the key up, so the other had some too.
+    EXPECT_GT(ta.applied[k], 0) << x.key;
+    EXPECT_GT(tb.applied[k], 0) << x.key;
+  }
 }
 
 }  // namespace

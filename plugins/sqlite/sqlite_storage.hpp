@@ -20,9 +20,10 @@
 //     few table pages even when many queues' jobs arrive interleaved; the job
 //     id is a separate, increasing column (meta 'last_job_id') found through
 //     the unique index jobs_id.
-//   * Shared state: a read on a reader, a swap, an add or a deletion of
-//     records below a value in one BEGIN IMMEDIATE transaction (the file's
-//     write lock makes it atomic across processes).
+//   * Shared state: a read on a reader, a swap, an add, a batch of adds
+//     (add_shared_states: all of them) or a deletion of records below a
+//     value in one BEGIN IMMEDIATE transaction (the file's write lock makes
+//     it atomic across processes).
 //   * Key settings (key_settings, ABI 1.5): one row per (queue, target,
 //     key) with the mask of fields stored; a set or a delete that changed
 //     something moves the change marker, as a rate-limit override does.
@@ -124,6 +125,9 @@ class SqliteStorage {
                           uint32_t fields);
   void list_key_settings(const sdk::KeySettingSink& sink);
   uint32_t delete_shared_states(std::string_view prefix, int64_t value_below, uint32_t limit);
+  // add_shared_state on each of adds (keys distinct), out[i] for adds[i]; one
+  // write transaction for the whole batch (no schema change).
+  void add_shared_states(std::span<const sdk::KeyedAdd> adds, std::span<sdk::SharedAddResult> out);
   // CONVEYOR_CAP_NOTIFY (see the design notes above); from one thread at a
   // time (the host's), others wait.
   void wait_for_notification(int64_t timeout_us, const sdk::NotifySink& sink);
