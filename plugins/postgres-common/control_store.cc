@@ -14,7 +14,9 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -36,12 +38,17 @@ constexpr const char* kSetKeySetting = "conveyor_set_key_setting";
 constexpr const char* kDeleteKeySetting = "conveyor_delete_key_setting";
 constexpr const char* kListKeySettings = "conveyor_list_key_settings";
 constexpr const char* kSharedDelete = "conveyor_shared_delete";
+constexpr const char* kSharedAdds = "conveyor_shared_adds";
 }  // namespace stmt
 
 // The most shared records one delete_shared_states statement reads (see
 // kKeySettings' function): each read keeps its sequence locked until the
 // commit, and the server's lock table is shared by every session.
 constexpr int32_t kSharedDeletePage = 256;
+// The most adds one transaction of add_shared_states applies (see
+// kSharedAdds' procedure): each keeps two sequences and a key locked until
+// the commit.
+constexpr int32_t kSharedAddsPage = 128;
 
 constexpr std::array kStatements = {
     // Pause/resume, the change marker and the notification in one statement:
@@ -138,6 +145,12 @@ FROM {s}.key_settings ORDER BY queue, target, key)sql"},
     Statement{stmt::kSharedDelete, R"sql(
 SELECT deleted, resume_after FROM {s}.delete_shared_states($1::text, $2::text, $3::bytea,
                                                            $4::bigint, $5::bigint, $6::integer))sql"},
+
+    // add_shared_states in one round trip: kSharedAdds' procedure; one row
+    // of three arrays (version, value, added), in the order of the adds.
+    Statement{stmt::kSharedAdds, R"sql(
+CALL {s}.add_shared_states($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[],
+                           $6::bigint[], $7::bigint[], $8::integer))sql"},
 };
 
 // Throws CONVEYOR_E_INVALID unless key can be stored in a text column (the
@@ -160,6 +173,32 @@ void require_fields_and_target(uint32_t fields, int32_t target, std::string_view
   if (target == CONVEYOR_KEY_TARGET_EVERY && !key.empty())
     throw Error(CONVEYOR_E_INVALID,
                 std::string(op) + ": target CONVEYOR_KEY_TARGET_EVERY takes an empty key");
+}
+
+// A bigint[] column ("{1,-2,3}") as numbers. Throws CONVEYOR_E_INTERNAL
+// for NULL or anything else.
+std::vector<int64_t> bigints_at(const pqxx::row& row, int col, const char* op) {
+  const auto bad = [op](const std::string& what) {
+    return Error(CONVEYOR_E_INTERNAL, std::string(op) + ": " + what);
+  };
+  if (row[col].is_null()) throw bad("an array is NULL");
+  const std::string_view text = row[col].c_str();
+  if (text.size() < 2 || text.front() != '{' || text.back() != '}')
+    throw bad("not an array: " + std::string(text));
+  std::vector<int64_t> out;
+  std::string_view rest = text.substr(1, text.size() - 2);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string item(rest.substr(0, comma));
+    try {
+      out.push_back(parse_int64(item.c_str()));
+    } catch (const std::exception&) {
+      throw bad("not a number in the array: " + item);
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
 }
 
 // "\x" and the bytes of s in hex: a bytea parameter in text form.
@@ -454,6 +493,66 @@ END
 $fn$;
 )sql";
 
+// ABI 1.5. add_shared_states: add_shared_state (kSharedAdd's function,
+// unchanged) on each key, every add in one CALL (one round trip). Each add
+// is what add_shared_state would have done at that moment: an add that gets
+// nothing leaves its key as it was and the others go on.
+//
+// The adds run in the order of their keys' lock numbers (the hash
+// add_shared_state locks; keys whose hashes collide share a lock), not in
+// the order given, and each key's lock is held until its transaction
+// commits, as a lone add's is: two batches wanting some of the same locks
+// take them in the same order, so neither waits for a lock the other holds
+// while holding one it wants (no deadlock). A lone add, swap or read holds
+// one lock at a time, and delete_shared_states only tries them.
+//
+// p_page adds at most per transaction (COMMIT between pages: the CALL must
+// not be inside a transaction block). Every add keeps its key's lock and
+// locks its two sequences until its transaction ends (a new key's two new
+// sequences too), in the server's lock table that every session shares:
+// 1,000 new keys in one transaction would hold some 5,000 locks, and a
+// default server (max_locks_per_transaction 64) has run out of room ("out
+// of shared memory") with two or three such batches at once; a page of 128
+// holds 640 at most. A failure stops the call: the pages before it
+// stay applied (the caller reads the records again).
+const char* const kSharedAdds = R"sql(
+CREATE PROCEDURE {s}.add_shared_states(p_keys text[], p_credit bigint[], p_low bigint[],
+                                       p_high bigint[], p_unit bigint[], p_min bigint[],
+                                       p_max bigint[], p_page integer,
+                                       INOUT r_version bigint[] DEFAULT NULL,
+                                       INOUT r_value bigint[] DEFAULT NULL,
+                                       INOUT r_added bigint[] DEFAULT NULL)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  n integer := coalesce(array_length(p_keys, 1), 0);
+  ord integer[];
+  a record;
+  i integer;
+  done integer := 0;
+BEGIN
+  r_version := array_fill(0::bigint, ARRAY[n]);
+  r_value := array_fill(0::bigint, ARRAY[n]);
+  r_added := array_fill(0::bigint, ARRAY[n]);
+  SELECT array_agg(j ORDER BY hashtext('{s}' || p_keys[j]), j) INTO ord
+  FROM generate_subscripts(p_keys, 1) AS j;
+  WHILE done < n LOOP
+    IF done > 0 THEN
+      COMMIT;
+    END IF;
+    FOR m IN done + 1 .. least(done + p_page, n) LOOP
+      i := ord[m];
+      SELECT * INTO a FROM {s}.add_shared_state(p_keys[i], p_credit[i], p_low[i], p_high[i],
+                                                p_unit[i], p_min[i], p_max[i]);
+      r_version[i] := a.version;
+      r_value[i] := a.value;
+      r_added[i] := a.added;
+    END LOOP;
+    done := least(done + p_page, n);
+  END LOOP;
+END
+$fn$;
+)sql";
+
 const std::span<const Statement> kControlStatements = kStatements;
 
 ControlStore::ControlStore(ConnectionPool& pool, const PgOptions& options)
@@ -530,6 +629,65 @@ sdk::SharedAddResult ControlStore::add_shared_state(std::string_view key,
     rec = sdk::SharedAddResult{int_at(r[0], 0), int_at(r[0], 1), static_cast<uint32_t>(added)};
   });
   return rec;
+}
+
+void ControlStore::add_shared_states(std::span<const sdk::KeyedAdd> adds,
+                                     std::span<sdk::SharedAddResult> out) {
+  if (out.size() != adds.size())
+    throw Error(CONVEYOR_E_INTERNAL, "add_shared_states: " + std::to_string(adds.size()) +
+                                         " adds but room for " + std::to_string(out.size()) +
+                                         " results");
+  if (adds.empty()) return;
+  const size_t n = adds.size();
+  std::vector<std::string_view> keys;
+  std::vector<int64_t> credit, low, high, unit, min_count, max_count;
+  keys.reserve(n);
+  for (auto* v : {&credit, &low, &high, &unit, &min_count, &max_count}) v->reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const sdk::KeyedAdd& a = adds[i];
+    if (!is_storable_text(a.key))
+      throw Error(CONVEYOR_E_INVALID, "add_shared_states: adds[" + std::to_string(i) +
+                                          "]: key must be valid UTF-8 without NUL bytes");
+    keys.push_back(a.key);
+    credit.push_back(a.add.credit);
+    low.push_back(a.add.low);
+    high.push_back(a.add.high);
+    unit.push_back(a.add.unit);
+    min_count.push_back(int64_t{a.add.min_count});
+    max_count.push_back(int64_t{a.add.max_count});
+  }
+  const std::string keys_text = text_array(keys), credit_text = bigint_array(credit),
+                    low_text = bigint_array(low), high_text = bigint_array(high),
+                    unit_text = bigint_array(unit), min_text = bigint_array(min_count),
+                    max_text = bigint_array(max_count);
+  std::vector<sdk::SharedAddResult> got(n);
+  // Never repeated: adds that applied before the connection was lost would
+  // apply twice.
+  run_on_pool(pool_, "add_shared_states", Retry::kNever, [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    pqxx::result r = tx.exec_prepared(stmt::kSharedAdds, keys_text, credit_text, low_text,
+                                      high_text, unit_text, min_text, max_text, kSharedAddsPage);
+    if (r.size() != 1)
+      throw Error(CONVEYOR_E_INTERNAL, "add_shared_states: the procedure returned " +
+                                           std::to_string(r.size()) + " rows, not 1");
+    std::array<std::vector<int64_t>, 3> columns;
+    for (size_t col = 0; col < columns.size(); ++col) {
+      columns[col] = bigints_at(r[0], static_cast<int>(col), "add_shared_states");
+      if (columns[col].size() != n)
+        throw Error(CONVEYOR_E_INTERNAL, "add_shared_states: the procedure returned " +
+                                             std::to_string(columns[col].size()) + " results for " +
+                                             std::to_string(n) + " adds");
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t added = columns[2][i];
+      if (added < 0 || added > max_count[i])
+        throw Error(CONVEYOR_E_INTERNAL, "add_shared_states: adds[" + std::to_string(i) +
+                                             "]: the procedure added " + std::to_string(added) +
+                                             " units");
+      got[i] = sdk::SharedAddResult{columns[0][i], columns[1][i], static_cast<uint32_t>(added)};
+    }
+  });
+  std::copy(got.begin(), got.end(), out.begin());
 }
 
 sdk::SharedRecord ControlStore::swap_shared_state(std::string_view key, int64_t expected_version,

@@ -50,6 +50,10 @@ extern const char* const kSharedAdd;
 //                          stored
 //   functions delete_key_setting and delete_shared_states
 extern const char* const kKeySettings;
+// ABI 1.5 too, the step after that: procedure add_shared_states (many
+// add_shared_state calls in one CALL, in the order of the keys' locks, a
+// transaction per page of them; see control_store.cc).
+extern const char* const kSharedAdds;
 
 // The statements ControlStore runs; prepare them on every pooled connection.
 extern const std::span<const Statement> kControlStatements;
@@ -75,6 +79,10 @@ class ControlStore {
                                       int64_t new_value);
   // ABI 1.3: one statement per call under the key's lock, no dead tuple.
   sdk::SharedAddResult add_shared_state(std::string_view key, const sdk::SharedAdd& add);
+  // ABI 1.5 (the adapter has checked every add and that the keys are
+  // distinct): one statement for them all; out[i] is adds[i]'s result.
+  // Each add commits with its page (kSharedAddsPage adds), not alone.
+  void add_shared_states(std::span<const sdk::KeyedAdd> adds, std::span<sdk::SharedAddResult> out);
   void delete_rate_limit(std::string_view queue);
   void list_rate_limits(const sdk::RateLimitSink& sink);
   int64_t change_marker();

@@ -1,5 +1,6 @@
 // The ABI 1.5 calls (set_key_setting, delete_key_setting, list_key_settings,
-// delete_shared_states) as the PostgreSQL plugins' tests make them: one call
+// delete_shared_states, add_shared_states) as the PostgreSQL plugins' tests
+// make them: one call
 // each through the plugin's C table, what it reported copied out. Shared by
 // both plugins' tests (key_settings_test.cc runs in each plugin's test
 // binary; each plugin's migration test uses them too).
@@ -8,11 +9,13 @@
 #include "pg_test_support.hpp"
 
 #include <conveyor/storage_plugin.h>
+#include <conveyor/host/plugin_binding.hpp>
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -129,6 +132,33 @@ inline uint32_t delete_shared(const conveyor_storage_plugin* api, conveyor_stora
             CONVEYOR_OK)
       << err.message;
   return deleted;
+}
+
+// One add of add_shared_states, and what one reported.
+using KeyedAdd = host::PluginBinding::KeyedAdd;
+using SharedAdded = host::PluginBinding::SharedAdded;
+
+// add_shared_states of adds; per add, what it reported (status in *status,
+// the message in *message).
+inline std::vector<SharedAdded> try_add_many(const conveyor_storage_plugin* api,
+                                             conveyor_storage* h, std::span<const KeyedAdd> adds,
+                                             conveyor_status* status,
+                                             std::string* message = nullptr) {
+  host::PluginBinding b(*api, h);
+  host::Result<std::vector<SharedAdded>> r = b.add_shared_states(adds);
+  *status = r.status.code;
+  if (message != nullptr) *message = r.status.message;
+  return r.value;
+}
+
+// add_shared_states that expects CONVEYOR_OK.
+inline std::vector<SharedAdded> add_many(const conveyor_storage_plugin* api, conveyor_storage* h,
+                                         std::span<const KeyedAdd> adds) {
+  conveyor_status st = CONVEYOR_OK;
+  std::string message;
+  std::vector<SharedAdded> out = try_add_many(api, h, adds, &st, &message);
+  EXPECT_EQ(st, CONVEYOR_OK) << message;
+  return out;
 }
 
 }  // namespace conveyor::postgres::test

@@ -124,6 +124,11 @@ uint32_t PgStorageBase::delete_shared_states(std::string_view prefix, int64_t va
   return control_->delete_shared_states(prefix, value_below, limit);
 }
 
+void PgStorageBase::add_shared_states(std::span<const sdk::KeyedAdd> adds,
+                                      std::span<sdk::SharedAddResult> out) {
+  control_->add_shared_states(adds, out);
+}
+
 void PgStorageBase::delete_rate_limit(std::string_view queue) {
   control_->delete_rate_limit(queue);
 }

@@ -78,6 +78,8 @@ class PgStorageBase {
                           uint32_t fields);
   void list_key_settings(const sdk::KeySettingSink& sink);
   uint32_t delete_shared_states(std::string_view prefix, int64_t value_below, uint32_t limit);
+  // ABI 1.5 (the procedure of kSharedAdds)
+  void add_shared_states(std::span<const sdk::KeyedAdd> adds, std::span<sdk::SharedAddResult> out);
 
  protected:
   // setup runs on every new pooled connection (session settings, statements).

@@ -284,7 +284,9 @@ const std::vector<std::string>& migration_steps() {
       // Version 6: ABI 1.3 add_shared_state.
       postgres::kSharedAdd, kQueueV7,
       // Version 8: ABI 1.5 key settings and delete_shared_states.
-      postgres::kKeySettings};
+      postgres::kKeySettings,
+      // Version 9: ABI 1.5 add_shared_states.
+      postgres::kSharedAdds};
   return steps;
 }
 

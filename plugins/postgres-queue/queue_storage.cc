@@ -94,7 +94,8 @@
 //
 // ABI 1.5 (schema 8): key settings and delete_shared_states, as the
 // canonical plugin serves them (postgres-common/control_store.cc,
-// kKeySettings).
+// kKeySettings); schema 9: add_shared_states (kSharedAdds), one CALL for
+// every add.
 #include "queue_storage.hpp"
 
 #include "hint_prober.hpp"

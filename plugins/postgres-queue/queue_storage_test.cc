@@ -55,9 +55,16 @@ class QueueStorageTest : public postgres::test::PgTest {
                      schema_, relname_like)[0][0]
         .as<int64_t>();
   }
+  // Takes the schema back to version 8: no add_shared_states.
+  void undo_schema_9() {
+    const std::string s = "\"" + schema_ + "\"";
+    sql("DROP PROCEDURE " + s + ".add_shared_states; DELETE FROM " + s +
+        ".queue_schema_migrations WHERE version = 9");
+  }
   // Takes the schema back to version 7: no key settings, no
   // delete_shared_states.
   void undo_schema_8() {
+    undo_schema_9();
     const std::string s = "\"" + schema_ + "\"";
     sql("DROP FUNCTION " + s + ".delete_shared_states; DROP FUNCTION " + s +
         ".delete_key_setting; DROP TABLE " + s + ".key_settings; DELETE FROM " + s +
@@ -637,7 +644,6 @@ TEST_F(QueueStorageTest, MigrateFromVersion7KeepsEverythingAndAddsKeySettings) {
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(),
             kSchemaVersion);
-  EXPECT_EQ(kSchemaVersion, 8);
   EXPECT_EQ(marker(h), m);
   const int64_t now = t + 10;
   EXPECT_EQ(job(h, got[0].id, now).state, CONVEYOR_JOB_RUNNING);
@@ -659,6 +665,69 @@ TEST_F(QueueStorageTest, MigrateFromVersion7KeepsEverythingAndAddsKeySettings) {
       << "a record written before the upgrade";
   EXPECT_EQ(swap_shared(h, "ratelimit.key:q/=a", -1, 0).version, 0);
   EXPECT_EQ(swap_shared(h, "ratelimit.key:q/=b", -1, 0).value, 500);
+
+  std::vector<JobCopy> rest = claim(h, "q", 10, 2, now, now + kHour);
+  EXPECT_EQ(plugin_testing::ids_of(rest), (std::vector<int64_t>{ready[1], ready[2]}));
+  ASSERT_EQ(complete(h, leases_of({got[0]}), now), std::vector{CONVEYOR_OK});
+}
+
+// A schema of version 8 (ABI 1.5 before add_shared_states) with jobs, an
+// override, a paused queue, a key setting and shared records (one an add
+// took from) is upgraded in place: every one of them is as it was (the
+// change marker included), and add_shared_states adds to the records
+// written before the upgrade as add_shared_state would.
+TEST_F(QueueStorageTest, MigrateFromVersion8KeepsEverythingAndAddsAddSharedStates) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  const int64_t t = wall_us();
+  const std::vector<int64_t> ready = enqueue_many(h, "q", 3);
+  std::vector<JobCopy> got = claim(h, "q", 1, 1, t, t + kHour);
+  ASSERT_EQ(got.size(), 1u);
+  conveyor_error err{};
+  ASSERT_EQ(api_->set_rate_limit_v2(h, str("q"), 2.5, 3, CONVEYOR_SCOPE_FLEET, t, &err),
+            CONVEYOR_OK)
+      << err.message;
+  ASSERT_EQ(pause(h, "held", true), CONVEYOR_OK);
+  postgres::test::set_setting(api_, h, postgres::test::weight_of("q", "a", 2), t);
+  ASSERT_EQ(add_shared(h, "ratelimit.key:q/=a", 0, 0, 100, 10, 1, 3).count, 3u);
+  ASSERT_EQ(swap_shared(h, "ratelimit.bucket:q", 0, 7).applied, 1);
+  const int64_t m = marker(h);
+  close_store(h);
+  undo_schema_9();
+  const std::string s = "\"" + schema_ + "\"";
+  ASSERT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(), 8);
+
+  h = open_store();  // migrates
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(),
+            kSchemaVersion);
+  EXPECT_EQ(kSchemaVersion, 9);
+  EXPECT_EQ(marker(h), m);
+  const int64_t now = t + 10;
+  EXPECT_EQ(job(h, got[0].id, now).state, CONVEYOR_JOB_RUNNING);
+  EXPECT_EQ(job_counts(api_, h, now), queue_stats(api_, h, now));
+  std::vector<LimitCopy> l = limits(h);
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].scope, CONVEYOR_SCOPE_FLEET);
+  EXPECT_EQ(queues(h), (std::vector<std::pair<std::string, int32_t>>{{"held", 1}, {"q", 0}}));
+  EXPECT_EQ(postgres::test::settings(api_, h).size(), 1u);
+  EXPECT_EQ(swap_shared(h, "ratelimit.key:q/=a", -1, 0).value, 30);
+
+  const std::vector<postgres::test::KeyedAdd> adds = {
+      {"ratelimit.key:q/=a", 0, 0, 100, 10, 1, 2},
+      {"ratelimit.bucket:q", 0, 0, 100, 1, 1, 1},
+      {"ratelimit.key:q/=new", 0, 0, 100, 50, 1, 5}};
+  std::vector<postgres::test::SharedAdded> added = postgres::test::add_many(api_, h, adds);
+  ASSERT_EQ(added.size(), 3u);
+  EXPECT_EQ(added[0].version, 2);
+  EXPECT_EQ(added[0].value, 50);
+  EXPECT_EQ(added[0].count, 2u);
+  EXPECT_EQ(added[1].version, 2);
+  EXPECT_EQ(added[1].value, 8);
+  EXPECT_EQ(added[2].version, 1);
+  EXPECT_EQ(added[2].value, 100);
+  EXPECT_EQ(added[2].count, 2u);
 
   std::vector<JobCopy> rest = claim(h, "q", 10, 2, now, now + kHour);
   EXPECT_EQ(plugin_testing::ids_of(rest), (std::vector<int64_t>{ready[1], ready[2]}));

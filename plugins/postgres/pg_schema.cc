@@ -109,6 +109,7 @@ CREATE INDEX jobs_ready_key ON {s}.jobs (queue, key, priority, run_at, id) WHERE
 )sql";
 
 // Version 7: kKeySettings (ABI 1.5: key settings, delete_shared_states).
+// Version 8: kSharedAdds (ABI 1.5 add_shared_states).
 
 // One entry per version step: steps[i] upgrades version i to i + 1. Never
 // edit a released step; append.
@@ -119,7 +120,8 @@ const std::vector<std::string>& migration_steps() {
                                                  kSharedStateInPlace,
                                                  kSharedAdd,
                                                  kJobsV6,
-                                                 kKeySettings};
+                                                 kKeySettings,
+                                                 kSharedAdds};
   return steps;
 }
 

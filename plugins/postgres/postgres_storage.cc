@@ -69,6 +69,9 @@
 //     postgres-queue (control_store.cc, kKeySettings): one upsert per
 //     set_key_setting, one function call per delete_key_setting, each
 //     moving the change marker and notifying as a rate-limit override does.
+//   * ABI 1.5 (schema 8): add_shared_states, shared with postgres-queue
+//     (control_store.cc, kSharedAdds): one CALL for every add, the adds in
+//     the order of their keys' locks (no deadlock), a transaction per 128.
 #include "postgres_storage.hpp"
 
 #include "connection_pool.hpp"

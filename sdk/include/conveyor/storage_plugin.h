@@ -948,8 +948,9 @@ typedef struct conveyor_storage_plugin {
    * applied to adds[i].key exactly as add_shared_state would, and
    * out[i] (caller-owned, n elements) receives its out-parameters. Each add
    * is atomic and linearizable on its own key, as add_shared_state; the call
-   * as a whole need not be one transaction (an add on one key never waits
-   * for another key's). n == 0 is a no-op (OK).
+   * as a whole need not be one transaction (a plugin may commit it in
+   * parts, in any order; concurrent calls must not deadlock). n == 0 is a
+   * no-op (OK).
    * Failure (CONVEYOR_E_INVALID, nothing changed): n above
    * CONVEYOR_SHARED_ADDS_MAX; adds or out NULL with n > 0; the same key
    * twice; any add whose arguments add_shared_state refuses (its index in
