@@ -20,8 +20,9 @@
 // (enqueued round-robin). It reports each key's steady rate (min, median,
 // max over the keys and the worst deviation from the key's rate), the worst
 // window of any key (k - (burst + rate * t) over any k consecutive starts of
-// one key), the aggregate rate, and the storage calls per claim (the claim
-// itself plus fleet_swaps: one add_shared_state per key served).
+// one key), the aggregate rate, and the storage calls per claim (the claim,
+// one add_shared_states call for the buckets of every key it serves, and
+// the key listings).
 //
 // The limit is stored as an override (conveyor ratelimit set), so the kill
 // switch run also shows that overrides survive it. --kill-switch-at flips
@@ -164,9 +165,10 @@ int run_child(const Options& o) {
   conveyor::Metrics& m = conveyor::EngineInternals::metrics(engine);
   conveyor::QueueCounters& c = m.queue(kQueue);
   std::ofstream out(o.out);
-  out << fmt::format("claims {} swaps {} conflicts {} throttled {} key_throttled {}\n",
-                     c.claims.load(), c.fleet_swaps.load(), c.fleet_conflicts.load(),
-                     c.throttled.load(), c.key_throttled.load());
+  out << fmt::format(
+      "claims {} swaps {} conflicts {} throttled {} key_throttled {} key_calls {} listings {}\n",
+      c.claims.load(), c.fleet_swaps.load(), c.fleet_conflicts.load(), c.throttled.load(),
+      c.key_throttled.load(), c.key_bucket_calls.load(), c.key_listings.load());
   out << "flips";
   for (const auto& [t, enabled] : flips) out << ' ' << t << ' ' << (enabled ? 1 : 0);
   out << "\nstarts";
@@ -181,6 +183,7 @@ int run_child(const Options& o) {
 
 struct ChildResult {
   uint64_t claims = 0, swaps = 0, conflicts = 0, throttled = 0, key_throttled = 0;
+  uint64_t key_calls = 0, listings = 0;  // keyed mode: storage calls for the keys
   std::vector<std::pair<int64_t, bool>> flips;
   std::vector<int64_t> starts;
   std::vector<uint32_t> keys;  // keyed mode: starts[i]'s key
@@ -191,7 +194,7 @@ ChildResult read_child(const fs::path& file) {
   ChildResult r;
   std::string word;
   in >> word >> r.claims >> word >> r.swaps >> word >> r.conflicts >> word >> r.throttled >> word >>
-      r.key_throttled;
+      r.key_throttled >> word >> r.key_calls >> word >> r.listings;
   std::string line;
   std::getline(in, line);
   std::getline(in, line);
@@ -232,9 +235,11 @@ void report_keys(const Options& o, const std::vector<ChildResult>& results, int6
       conveyor::make_rate_limit(o.key_rate, o.key_burst, conveyor::LimitScope::kFleet);
   std::vector<KeyStart> starts;  // ns since the run's start
   std::vector<std::vector<int64_t>> by_key(o.keys);
-  uint64_t claims = 0, swaps = 0, conflicts = 0, key_throttled = 0;
+  uint64_t claims = 0, swaps = 0, conflicts = 0, key_throttled = 0, key_calls = 0, listings = 0;
   std::string per;
   for (const ChildResult& r : results) {
+    key_calls += r.key_calls;
+    listings += r.listings;
     for (size_t i = 0; i < r.starts.size(); ++i) {
       starts.push_back(KeyStart{r.keys[i], r.starts[i] - start});
       if (r.keys[i] < o.keys) by_key[r.keys[i]].push_back(r.starts[i]);
@@ -243,7 +248,8 @@ void report_keys(const Options& o, const std::vector<ChildResult>& results, int6
     swaps += r.swaps;
     conflicts += r.conflicts;
     key_throttled += r.key_throttled;
-    per += fmt::format(" {} ({} claims, {} key bucket calls)", r.starts.size(), r.claims, r.swaps);
+    per += fmt::format(" {} ({} claims, {} bucket takes in {} calls)", r.starts.size(), r.claims,
+                       r.swaps, r.key_calls);
   }
   std::cout << fmt::format(
       "{} processes on {} ({}), {} keys, key_rate_limit {}/s burst {} scope fleet each (no "
@@ -295,14 +301,15 @@ void report_keys(const Options& o, const std::vector<ChildResult>& results, int6
   const double expected = target * o.keys;
   std::cout << fmt::format("aggregate: {:.2f}/s ({:+.2f}% of {:.2f}/s)\n", a.jobs_per_sec,
                            (a.jobs_per_sec - expected) / expected * 100, expected);
-  const double per_claim = claims ? static_cast<double>(swaps) / claims : 0.0;
+  const auto ratio = [](uint64_t n, uint64_t d) { return d ? static_cast<double>(n) / d : 0.0; };
   std::cout << fmt::format(
-      "claims: {} ({:.1f} jobs each); key bucket calls (add_shared_state): {} ({:.2f} per claim, "
-      "{:.2f} per job), of which {} lost a race; storage calls per claim: {:.2f} (the claim + "
-      "bucket calls; key listings not counted); key turns throttled: {}\n",
-      claims, claims ? static_cast<double>(starts.size()) / claims : 0.0, swaps, per_claim,
-      starts.empty() ? 0.0 : static_cast<double>(swaps) / starts.size(), conflicts,
-      claims ? 1 + per_claim : 0.0, key_throttled);
+      "claims: {} ({:.1f} jobs each); key bucket takes: {} ({:.2f} per job, {} lost a race) in {} "
+      "add_shared_states calls ({:.2f} per claim); key listings: {} ({:.2f} per claim); storage "
+      "calls per claim: {:.2f} (the claim, the bucket call, the listings); key turns throttled: "
+      "{}\n",
+      claims, ratio(starts.size(), claims), swaps, ratio(swaps, starts.size()), conflicts,
+      key_calls, ratio(key_calls, claims), listings, ratio(listings, claims),
+      claims ? 1 + ratio(key_calls + listings, claims) : 0.0, key_throttled);
 }
 
 int run_parent(const Options& o, const std::string& self) {

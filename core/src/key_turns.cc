@@ -175,7 +175,12 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
     const std::optional<std::string> cursor = turn_after_;
     const uint32_t count_limit = std::max<uint32_t>(permits, 1);
     lock.unlock();
-    auto [listed, full] = read_keys(cursor, count_limit, list);
+    const ListPage counted = [&](const std::optional<std::string>& after, uint32_t limit,
+                                 uint32_t count) {
+      if (fleet_) fleet_->counters->key_listings.fetch_add(1, std::memory_order_relaxed);
+      return list(after, limit, count);
+    };
+    auto [listed, full] = read_keys(cursor, count_limit, counted);
     lock.lock();
     apply_listing(std::move(listed), full, stale_count, count_limit, now);
   }
@@ -272,6 +277,7 @@ std::vector<Storage::KeyClaim> KeyTurns::allocate(uint32_t permits, SteadyTime n
     if (!adds.empty()) {
       std::vector<Storage::SharedAdded> results;
       try {
+        fleet_->counters->key_bucket_calls.fetch_add(1, std::memory_order_relaxed);
         results = fleet_->storage->add_shared_states(adds);
       } catch (...) {
         for (size_t i : pending) turns[i].key->second.fleet->lost_reply();

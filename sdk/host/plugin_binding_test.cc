@@ -321,12 +321,14 @@ TEST(StorageSlots, NamesMapToSlotsAndAnUnknownNameIsLoud) {
   EXPECT_EQ(slot_minor(StorageSlot::kEnqueueV3), 2u);
   EXPECT_EQ(slot_minor(StorageSlot::kAddSharedState), 3u);
   EXPECT_EQ(slot_minor(StorageSlot::kListReadyKeys), 4u);
-  for (StorageSlot s : {StorageSlot::kSetKeySetting, StorageSlot::kDeleteKeySetting,
-                        StorageSlot::kListKeySettings, StorageSlot::kDeleteSharedStates}) {
+  for (StorageSlot s :
+       {StorageSlot::kSetKeySetting, StorageSlot::kDeleteKeySetting, StorageSlot::kListKeySettings,
+        StorageSlot::kDeleteSharedStates, StorageSlot::kAddSharedStates}) {
     EXPECT_EQ(slot_minor(s), 5u) << slot_name(s);
     EXPECT_FALSE(slot_info(s).required) << slot_name(s);
   }
   static_assert(slot_named("delete_shared_states") == StorageSlot::kDeleteSharedStates);
+  static_assert(slot_named("add_shared_states") == StorageSlot::kAddSharedStates);
   EXPECT_EQ(table_size_of_minor(4), CONVEYOR_PLUGIN_V1_4_SIZE);
   EXPECT_EQ(table_size_of_minor(5), CONVEYOR_PLUGIN_V1_5_SIZE);
 }
@@ -420,6 +422,13 @@ TEST_F(PluginBindingTest, AV1_4TableLacksTheV1_5SlotsByName) {
   EXPECT_THAT(forgot.status.message,
               HasSubstr(abi + "forgetting idle shared records needs ABI 1.5 (slot "
                               "delete_shared_states)"));
+  const std::vector<PluginBinding::KeyedAdd> adds = {{"p:k", 0, 0, 100, 1, 1, 1}};
+  Result<std::vector<PluginBinding::SharedAdded>> added = b.add_shared_states(adds);
+  EXPECT_EQ(added.status.code, CONVEYOR_E_UNSUPPORTED);
+  EXPECT_THAT(added.status.message,
+              HasSubstr(abi + "many fleet takes in one call needs ABI 1.5 (slot "
+                              "add_shared_states)"));
+  EXPECT_TRUE(added.value.empty());
   // Nothing reached the plugin.
   EXPECT_EQ(real.swap_shared_state("p:k", -1, 0).value.version, 1);
   if (real.has_slot(StorageSlot::kListKeySettings)) {
@@ -453,6 +462,11 @@ TEST_F(PluginBindingTest, AV1_5TableWithoutTheSlotsSaysSo) {
   EXPECT_THAT(b.list_key_settings().status.message, HasSubstr(abi + "list_key_settings"));
   EXPECT_THAT(b.delete_shared_states("p", 1, 1).status.message,
               HasSubstr(abi + "delete_shared_states, which forgetting idle shared records needs"));
+  const std::vector<PluginBinding::KeyedAdd> adds = {{"p", 0, 0, 100, 1, 1, 1}};
+  Result<std::vector<PluginBinding::SharedAdded>> added = b.add_shared_states(adds);
+  EXPECT_EQ(added.status.code, CONVEYOR_E_UNSUPPORTED);
+  EXPECT_THAT(added.status.message,
+              HasSubstr(abi + "add_shared_states, which many fleet takes in one call needs"));
 }
 
 // copy_key_setting: a NULL setting, fields 0 or with unknown bits, a struct
@@ -580,6 +594,31 @@ struct FakeKeySlots {
     if (write_out) *out = 2;
     return CONVEYOR_OK;
   }
+  // add_shared_states: what it was passed (n, whether the arrays were NULL,
+  // each add); it writes out[i] only for the indexes in written.
+  static inline size_t adds_n = 0;
+  static inline bool adds_null = false, out_null = false;
+  static inline std::vector<std::string> add_keys;
+  static inline std::vector<conveyor_shared_add> adds_seen;
+  static inline std::vector<size_t> written;
+  static conveyor_status adds(conveyor_storage*, const conveyor_shared_add* a, size_t n,
+                              conveyor_shared_added* out, conveyor_error* err) {
+    if (fail) return failed(err);
+    adds_n = n;
+    adds_null = a == nullptr;
+    out_null = out == nullptr;
+    add_keys.clear();
+    adds_seen.clear();
+    for (size_t i = 0; i < n && a != nullptr; ++i) {
+      add_keys.emplace_back(a[i].key.data, a[i].key.len);
+      adds_seen.push_back(a[i]);
+    }
+    for (size_t i : written)
+      if (i < n && out != nullptr)
+        out[i] = conveyor_shared_added{static_cast<int64_t>(10 + i), static_cast<int64_t>(100 + i),
+                                       static_cast<uint32_t>(i), 0};
+    return CONVEYOR_OK;
+  }
   static conveyor_storage_plugin table() {
     conveyor_storage_plugin t{};
     t.struct_size = sizeof t;
@@ -590,6 +629,7 @@ struct FakeKeySlots {
     t.delete_key_setting = &del;
     t.list_key_settings = &list;
     t.delete_shared_states = &forget;
+    t.add_shared_states = &adds;
     return t;
   }
 };
@@ -644,6 +684,53 @@ TEST(KeySettingSlots, TheBindingPassesTheArgumentsAndCopiesTheResults) {
   EXPECT_EQ(FakeKeySlots::value_below, -5);
   EXPECT_EQ(FakeKeySlots::limit, 64u);
 
+  // add_shared_states: each add passed in order; out[i] as written.
+  FakeKeySlots::written = {0, 1, 2};
+  const std::vector<PluginBinding::KeyedAdd> adds = {{"ratelimit.key:a", 1, -2, 30, 4, 5, 6},
+                                                     {"ratelimit.key:b", 0, 0, 100, 1, 1, 1},
+                                                     {"ratelimit.key:c", 7, 8, 90, 10, 2, 3}};
+  Result<std::vector<PluginBinding::SharedAdded>> added = b.add_shared_states(adds);
+  ASSERT_TRUE(added.ok()) << added.status.message;
+  ASSERT_EQ(FakeKeySlots::adds_n, 3u);
+  EXPECT_EQ(FakeKeySlots::add_keys,
+            (std::vector<std::string>{"ratelimit.key:a", "ratelimit.key:b", "ratelimit.key:c"}));
+  const conveyor_shared_add& a0 = FakeKeySlots::adds_seen.at(0);
+  EXPECT_EQ(a0.credit, 1);
+  EXPECT_EQ(a0.low, -2);
+  EXPECT_EQ(a0.high, 30);
+  EXPECT_EQ(a0.unit, 4);
+  EXPECT_EQ(a0.min_count, 5u);
+  EXPECT_EQ(a0.max_count, 6u);
+  EXPECT_EQ(FakeKeySlots::adds_seen.at(2).credit, 7);
+  EXPECT_EQ(FakeKeySlots::adds_seen.at(2).max_count, 3u);
+  ASSERT_EQ(added.value.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(added.value[i].version, static_cast<int64_t>(10 + i));
+    EXPECT_EQ(added.value[i].value, static_cast<int64_t>(100 + i));
+    EXPECT_EQ(added.value[i].count, i);
+  }
+  // No adds: n 0 with NULL arrays, no out.
+  Result<std::vector<PluginBinding::SharedAdded>> none = b.add_shared_states({});
+  ASSERT_TRUE(none.ok()) << none.status.message;
+  EXPECT_EQ(FakeKeySlots::adds_n, 0u);
+  EXPECT_TRUE(FakeKeySlots::adds_null);
+  EXPECT_TRUE(FakeKeySlots::out_null);
+  EXPECT_TRUE(none.value.empty());
+  // The binding fills out with the unwritten markers before the call: what
+  // the plugin leaves alone reads as them.
+  FakeKeySlots::written = {1};
+  added = b.add_shared_states(adds);
+  ASSERT_TRUE(added.ok()) << added.status.message;
+  ASSERT_EQ(added.value.size(), 3u);
+  for (size_t i : {size_t{0}, size_t{2}}) {
+    EXPECT_EQ(added.value[i].version, kUnwrittenValue) << "out[" << i << "]";
+    EXPECT_EQ(added.value[i].value, kUnwrittenValue) << "out[" << i << "]";
+    EXPECT_EQ(added.value[i].count, kUnwrittenCount) << "out[" << i << "]";
+  }
+  EXPECT_EQ(added.value[1].version, 11);
+  EXPECT_EQ(added.value[1].value, 101);
+  EXPECT_EQ(added.value[1].count, 1u);
+
   // Out-parameters the plugin left alone read as the binding's markers.
   FakeKeySlots::write_out = false;
   EXPECT_EQ(b.delete_key_setting("q", CONVEYOR_KEY_TARGET_ONE, "k", 1).value, kUnwritten);
@@ -657,6 +744,9 @@ TEST(KeySettingSlots, TheBindingPassesTheArgumentsAndCopiesTheResults) {
   EXPECT_EQ(b.delete_key_setting("q", 0, "k", 1).status.code, CONVEYOR_E_UNAVAILABLE);
   EXPECT_EQ(b.list_key_settings().status.code, CONVEYOR_E_UNAVAILABLE);
   EXPECT_EQ(b.delete_shared_states("p", 1, 1).status.message, "busy, try again");
+  Result<std::vector<PluginBinding::SharedAdded>> refused = b.add_shared_states(adds);
+  EXPECT_EQ(refused.status.code, CONVEYOR_E_UNAVAILABLE);
+  EXPECT_EQ(refused.status.message, "busy, try again");
 }
 
 }  // namespace

@@ -98,10 +98,10 @@ TEST(AbiFreeze, Version1_4AppendsItsSlotsAndFieldsAtTheEnd) {
   EXPECT_EQ(sizeof(conveyor_ready_key), offsetof(conveyor_ready_key, ready) + sizeof(int64_t));
 }
 
-// ABI 1.5 (key settings, forgetting shared records) appends four slots
-// after list_ready_keys, with their signatures, one struct and the constants
-// it uses. Nothing older moves: conveyor_key_setting is new, no older struct
-// grows.
+// ABI 1.5 (key settings, forgetting shared records, many adds in one call)
+// appends five slots after list_ready_keys, with their signatures, three
+// structs and the constants they use. Nothing older moves: the structs are
+// new, no older struct grows.
 TEST(AbiFreeze, Version1_5AppendsItsSlotsAtTheEnd) {
   constexpr size_t kSlot = sizeof(void (*)());
   EXPECT_EQ(offsetof(conveyor_storage_plugin, set_key_setting), CONVEYOR_PLUGIN_V1_4_SIZE);
@@ -111,9 +111,11 @@ TEST(AbiFreeze, Version1_5AppendsItsSlotsAtTheEnd) {
             CONVEYOR_PLUGIN_V1_4_SIZE + 2 * kSlot);
   EXPECT_EQ(offsetof(conveyor_storage_plugin, delete_shared_states),
             CONVEYOR_PLUGIN_V1_4_SIZE + 3 * kSlot);
-  EXPECT_EQ(CONVEYOR_PLUGIN_V1_5_SIZE, CONVEYOR_PLUGIN_V1_4_SIZE + 4 * kSlot);
+  EXPECT_EQ(offsetof(conveyor_storage_plugin, add_shared_states),
+            CONVEYOR_PLUGIN_V1_4_SIZE + 4 * kSlot);
+  EXPECT_EQ(CONVEYOR_PLUGIN_V1_5_SIZE, CONVEYOR_PLUGIN_V1_4_SIZE + 5 * kSlot);
   EXPECT_EQ(CONVEYOR_PLUGIN_V1_5_SIZE, sizeof(conveyor_storage_plugin))
-      << "a slot after delete_shared_states belongs to a new minor with a size macro of its own";
+      << "a slot after add_shared_states belongs to a new minor with a size macro of its own";
   EXPECT_EQ(CONVEYOR_ABI_MINOR, 5);
 
   // The slots' exact signatures.
@@ -130,6 +132,10 @@ TEST(AbiFreeze, Version1_5AppendsItsSlotsAtTheEnd) {
   static_assert(std::is_same_v<decltype(conveyor_storage_plugin::delete_shared_states),
                                conveyor_status (*)(conveyor_storage*, conveyor_str, int64_t,
                                                    uint32_t, uint32_t*, conveyor_error*)>);
+  static_assert(
+      std::is_same_v<decltype(conveyor_storage_plugin::add_shared_states),
+                     conveyor_status (*)(conveyor_storage*, const conveyor_shared_add*, size_t,
+                                         conveyor_shared_added*, conveyor_error*)>);
   static_assert(
       std::is_same_v<conveyor_key_setting_fn, void (*)(void*, const conveyor_key_setting*)>);
 
@@ -166,6 +172,34 @@ TEST(AbiFreeze, Version1_5AppendsItsSlotsAtTheEnd) {
   EXPECT_EQ(CONVEYOR_KEY_TARGET_ONE, 0);
   EXPECT_EQ(CONVEYOR_KEY_TARGET_EVERY, 1);
   EXPECT_EQ(CONVEYOR_KEY_WEIGHT_MAX, 1000);
+
+  // conveyor_shared_add: the key, then add_shared_state's arguments in its
+  // order; conveyor_shared_added: its out-parameters and a reserved word.
+  EXPECT_EQ(offsetof(conveyor_shared_add, key), 0u);
+  EXPECT_EQ(offsetof(conveyor_shared_add, credit), sizeof(conveyor_str));
+  EXPECT_EQ(offsetof(conveyor_shared_add, low), sizeof(conveyor_str) + 8);
+  EXPECT_EQ(offsetof(conveyor_shared_add, high), sizeof(conveyor_str) + 16);
+  EXPECT_EQ(offsetof(conveyor_shared_add, unit), sizeof(conveyor_str) + 24);
+  EXPECT_EQ(offsetof(conveyor_shared_add, min_count), sizeof(conveyor_str) + 32);
+  EXPECT_EQ(offsetof(conveyor_shared_add, max_count), sizeof(conveyor_str) + 36);
+  EXPECT_EQ(sizeof(conveyor_shared_add), sizeof(conveyor_str) + 40);
+  static_assert(std::is_same_v<decltype(conveyor_shared_add::key), conveyor_str>);
+  static_assert(std::is_same_v<decltype(conveyor_shared_add::credit), int64_t>);
+  static_assert(std::is_same_v<decltype(conveyor_shared_add::low), int64_t>);
+  static_assert(std::is_same_v<decltype(conveyor_shared_add::high), int64_t>);
+  static_assert(std::is_same_v<decltype(conveyor_shared_add::unit), int64_t>);
+  static_assert(std::is_same_v<decltype(conveyor_shared_add::min_count), uint32_t>);
+  static_assert(std::is_same_v<decltype(conveyor_shared_add::max_count), uint32_t>);
+  EXPECT_EQ(offsetof(conveyor_shared_added, version), 0u);
+  EXPECT_EQ(offsetof(conveyor_shared_added, value), 8u);
+  EXPECT_EQ(offsetof(conveyor_shared_added, count), 16u);
+  EXPECT_EQ(offsetof(conveyor_shared_added, reserved0), 20u);
+  EXPECT_EQ(sizeof(conveyor_shared_added), 24u);
+  static_assert(std::is_same_v<decltype(conveyor_shared_added::version), int64_t>);
+  static_assert(std::is_same_v<decltype(conveyor_shared_added::value), int64_t>);
+  static_assert(std::is_same_v<decltype(conveyor_shared_added::count), uint32_t>);
+  static_assert(std::is_same_v<decltype(conveyor_shared_added::reserved0), uint32_t>);
+  EXPECT_EQ(CONVEYOR_SHARED_ADDS_MAX, 1000);
 }
 
 }  // namespace

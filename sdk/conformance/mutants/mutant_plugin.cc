@@ -26,6 +26,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -124,6 +125,17 @@ constexpr const char* kBugs[] = {
     "forget_like_pattern",        // delete_shared_states: the prefix read as a LIKE pattern
     "forget_shorter_prefix",      // delete_shared_states: the prefix less its last byte
     "forget_ignores_limit",       // delete_shared_states: deletes all, reports at most limit
+    "adds_ignore_min_count",      // add_shared_states: every min_count taken as 1
+    "adds_first_only",            // add_shared_states: only adds[0] applied, the rest read
+    "adds_drop_last",             // add_shared_states: the last add read, not applied
+    "adds_swap_results",          // add_shared_states: out[0] and out[1] swapped
+    "adds_accept_duplicates",     // add_shared_states: a key listed twice added twice
+    "adds_partial_on_invalid",    // add_shared_states: adds before an invalid one applied
+    "adds_message_no_index",      // add_shared_states: a refusal's message names no index
+    "adds_no_max",                // add_shared_states: n above the maximum taken in parts
+    "adds_zero_invalid",          // add_shared_states: n == 0 refused
+    "adds_no_version_bump",       // add_shared_states: applied adds report the version before
+    "adds_lost_update",           // add_shared_states: read, compute, then swap from a fresh read
 };
 
 bool known_bug(std::string_view name) {
@@ -909,6 +921,129 @@ conveyor_status m_delete_shared_states(conveyor_storage* s, conveyor_str prefix,
   return out_status(s, st, err);
 }
 
+// add_shared_states: adds applied one by one through add_shared_state, in
+// order, stopping at the first failure (its status and message).
+conveyor_status adds_one_by_one(conveyor_storage* s, const conveyor_shared_add* adds, size_t n,
+                                conveyor_shared_added* out, conveyor_error* err) {
+  for (size_t i = 0; i < n; ++i) {
+    const conveyor_shared_add& a = adds[i];
+    conveyor_shared_added o{};
+    const conveyor_status st =
+        inner->add_shared_state(in(s), a.key, a.credit, a.low, a.high, a.unit, a.min_count,
+                                a.max_count, &o.version, &o.value, &o.count, err);
+    if (st != CONVEYOR_OK) return st;
+    out[i] = o;
+  }
+  return CONVEYOR_OK;
+}
+
+// A key's record, read by swap_shared_state (expected_version -1), as an add
+// of nothing reports it.
+conveyor_status read_added(conveyor_storage* s, conveyor_str key, conveyor_shared_added* out,
+                           conveyor_error* err) {
+  int32_t applied = 0;
+  *out = conveyor_shared_added{};
+  return inner->swap_shared_state(in(s), key, -1, 0, &out->version, &out->value, &applied, err);
+}
+
+// adds_lost_update: one add as a read, the header's arithmetic, then a swap
+// from the version read again just before it (a lost update when another
+// caller added in between).
+conveyor_status lost_update_add(conveyor_storage* s, const conveyor_shared_add& a,
+                                conveyor_shared_added* out, conveyor_error* err) {
+  conveyor_shared_added now;
+  if (conveyor_status st = read_added(s, a.key, &now, err); st != CONVEYOR_OK) return st;
+  const __int128 base = now.value <= a.low
+                            ? __int128{a.low}
+                            : std::max(__int128{now.value} - a.credit, __int128{a.low});
+  const __int128 fits = base > a.high ? 0 : (__int128{a.high} - base) / a.unit;
+  const uint32_t count = fits >= a.max_count ? a.max_count : static_cast<uint32_t>(fits);
+  if (count == 0 || count < a.min_count) {
+    *out = now;
+    return CONVEYOR_OK;
+  }
+  std::this_thread::yield();
+  conveyor_shared_added fresh;
+  if (conveyor_status st = read_added(s, a.key, &fresh, err); st != CONVEYOR_OK) return st;
+  int32_t applied = 0;
+  const int64_t value = static_cast<int64_t>(base + __int128{a.unit} * count);
+  conveyor_status st = inner->swap_shared_state(in(s), a.key, fresh.version, value, &out->version,
+                                                &out->value, &applied, err);
+  out->count = applied == 1 ? count : 0;
+  out->reserved0 = 0;
+  return st;
+}
+
+conveyor_status m_add_shared_states(conveyor_storage* s, const conveyor_shared_add* adds, size_t n,
+                                    conveyor_shared_added* out, conveyor_error* err) {
+  Mutant& m = *self(s);
+  if (m.is("adds_zero_invalid") && n == 0) {
+    set_error(err, CONVEYOR_E_INVALID, "add_shared_states: no adds");
+    return CONVEYOR_E_INVALID;
+  }
+  const bool valid_arrays = n > 0 && adds != nullptr && out != nullptr;
+  bool twice = false;  // a key listed twice
+  if (valid_arrays) {
+    std::set<std::string_view> seen;
+    for (size_t i = 0; i < n && adds[i].key.data != nullptr; ++i)
+      twice = !seen.emplace(adds[i].key.data, adds[i].key.len).second || twice;
+  }
+  if (valid_arrays && twice && m.is("adds_accept_duplicates"))
+    return out_status(s, adds_one_by_one(s, adds, n, out, err), err);
+  if (valid_arrays && !twice && n <= CONVEYOR_SHARED_ADDS_MAX && m.is("adds_partial_on_invalid")) {
+    // The inner call refuses the batch; the adds before the bad one apply
+    // anyway, and the refusal (its message) is returned.
+    conveyor_status st = inner->add_shared_states(in(s), adds, n, out, err);
+    if (st == CONVEYOR_E_INVALID) {
+      std::vector<conveyor_shared_added> ignored(n);
+      conveyor_error ignored_err{};
+      (void)adds_one_by_one(s, adds, n, ignored.data(), &ignored_err);
+    }
+    return out_status(s, st, err);
+  }
+  if (valid_arrays && m.is("adds_no_max") && n > CONVEYOR_SHARED_ADDS_MAX) {
+    for (size_t at = 0; at < n; at += CONVEYOR_SHARED_ADDS_MAX) {
+      const size_t part = std::min<size_t>(CONVEYOR_SHARED_ADDS_MAX, n - at);
+      if (conveyor_status st = inner->add_shared_states(in(s), adds + at, part, out + at, err);
+          st != CONVEYOR_OK)
+        return out_status(s, st, err);
+    }
+    return CONVEYOR_OK;
+  }
+  if (valid_arrays && m.is("adds_lost_update") && n <= CONVEYOR_SHARED_ADDS_MAX &&
+      std::all_of(adds, adds + n, [](const conveyor_shared_add& a) { return a.unit > 0; })) {
+    for (size_t i = 0; i < n; ++i)
+      if (conveyor_status st = lost_update_add(s, adds[i], &out[i], err); st != CONVEYOR_OK)
+        return out_status(s, st, err);
+    return CONVEYOR_OK;
+  }
+  std::vector<conveyor_shared_add> changed;
+  if (valid_arrays && m.is("adds_ignore_min_count")) {
+    changed.assign(adds, adds + n);
+    for (conveyor_shared_add& a : changed) a.min_count = std::min<uint32_t>(a.min_count, 1);
+    adds = changed.data();
+  }
+  // adds_first_only / adds_drop_last: the inner call gets fewer adds; the
+  // others are read and reported as adds of nothing.
+  size_t applied = n;
+  if (valid_arrays && m.is("adds_first_only")) applied = 1;
+  if (valid_arrays && m.is("adds_drop_last")) applied = n - 1;
+  conveyor_status st = applied == 0 && n > 0
+                           ? CONVEYOR_OK
+                           : inner->add_shared_states(in(s), adds, applied, out, err);
+  if (st == CONVEYOR_E_INVALID && m.is("adds_message_no_index") && err != nullptr)
+    set_error(err, CONVEYOR_E_INVALID, "add_shared_states: an add is invalid");
+  if (st != CONVEYOR_OK || !valid_arrays) return out_status(s, st, err);
+  for (size_t i = applied; i < n; ++i)
+    if (st = read_added(s, adds[i].key, &out[i], err); st != CONVEYOR_OK)
+      return out_status(s, st, err);
+  if (m.is("adds_swap_results") && n >= 2) std::swap(out[0], out[1]);
+  if (m.is("adds_no_version_bump"))
+    for (size_t i = 0; i < n; ++i)
+      if (out[i].count > 0) out[i].version -= 1;
+  return CONVEYOR_OK;
+}
+
 conveyor_storage_plugin table;
 
 }  // namespace
@@ -970,6 +1105,11 @@ extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storag
             : nullptr,
         inner->struct_size >= CONVEYOR_PLUGIN_V1_5_SIZE && inner->delete_shared_states != nullptr
             ? m_delete_shared_states
+            : nullptr,
+        // add_shared_states also reads records (swap_shared_state) for some bugs.
+        inner->struct_size >= CONVEYOR_PLUGIN_V1_5_SIZE && inner->add_shared_states != nullptr &&
+                inner->swap_shared_state != nullptr
+            ? m_add_shared_states
             : nullptr};
   });
   return inner == nullptr ? nullptr : &table;

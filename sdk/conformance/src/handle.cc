@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <span>
 #include <sstream>
 
 namespace conveyor::conformance {
@@ -506,6 +507,33 @@ Status Handle::delete_shared_states(std::string_view prefix, int64_t value_below
   return s;
 }
 
+Status Handle::add_shared_states(const std::vector<KeyedAdd>& adds,
+                                 std::vector<SharedAddCopy>* out) {
+  auto r = binding_->add_shared_states(std::span<const KeyedAdd>(adds));
+  Status s = outcome("add_shared_states", r.status);
+  if (s.ok()) {
+    for (size_t i = 0; i < adds.size() && i < r.value.size(); ++i) {
+      const host::PluginBinding::SharedAdded& o = r.value[i];
+      const KeyedAdd& a = adds[i];
+      if (o.version == host::kUnwrittenValue || o.value == host::kUnwrittenValue ||
+          o.count == host::kUnwrittenCount)
+        ADD_FAILURE() << "add_shared_states returned CONVEYOR_OK without writing out[" << i
+                      << "] (key \"" << a.key << "\") (storage_plugin.h: \"out[i] ... receives "
+                      << "its out-parameters\")";
+      else if (o.count != 0 && (o.count < a.min_count || o.count > a.max_count))
+        ADD_FAILURE() << "add_shared_states: out[" << i << "] (key \"" << a.key << "\") added "
+                      << o.count << " units, outside min_count " << a.min_count << " .. max_count "
+                      << a.max_count << " (and not 0)";
+    }
+  }
+  if (out != nullptr) {
+    out->clear();
+    for (const host::PluginBinding::SharedAdded& o : r.value)
+      out->push_back(SharedAddCopy{o.version, o.value, o.count});
+  }
+  return s;
+}
+
 void Handle::set_key(const KeySettingCopy& setting, int64_t now_us) {
   require_ok(set_key_setting(setting, now_us));
 }
@@ -527,6 +555,12 @@ uint32_t Handle::forget_shared(std::string_view prefix, int64_t value_below, uin
   uint32_t deleted = 0;
   require_ok(delete_shared_states(prefix, value_below, limit, &deleted));
   return deleted;
+}
+
+std::vector<SharedAddCopy> Handle::add_many(const std::vector<KeyedAdd>& adds) {
+  std::vector<SharedAddCopy> out;
+  require_ok(add_shared_states(adds, &out));
+  return out;
 }
 
 std::vector<conveyor_status> Handle::retry(const std::vector<int64_t>& ids, int64_t now_us) {

@@ -80,6 +80,10 @@ struct SharedAddCopy {
   uint32_t count = 0;
 };
 
+// One add of add_shared_states (ABI 1.5): a key and add_shared_state's
+// arguments.
+using KeyedAdd = host::PluginBinding::KeyedAdd;
+
 // A fresh non-zero lease token per call (tokens are the host's to pick).
 int64_t next_lease_token();
 
@@ -209,6 +213,10 @@ class Handle {
   Status list_key_settings(std::vector<KeySettingCopy>* settings);
   Status delete_shared_states(std::string_view prefix, int64_t value_below, uint32_t limit,
                               uint32_t* deleted);
+  // Also checks, on CONVEYOR_OK, that every out[i] was written and that each
+  // count is 0 or within its add's min_count .. max_count. *out per add, as
+  // written (host::kUnwrittenValue / kUnwrittenCount where not).
+  Status add_shared_states(const std::vector<KeyedAdd>& adds, std::vector<SharedAddCopy>* out);
 
   // ABI 1.5, must succeed
   void set_key(const KeySettingCopy& setting, int64_t now_us);
@@ -216,7 +224,8 @@ class Handle {
                     uint32_t fields);  // *out_cleared
   std::vector<KeySettingCopy> key_settings();
   uint32_t forget_shared(std::string_view prefix, int64_t value_below,
-                         uint32_t limit);  // *out_deleted
+                         uint32_t limit);                                  // *out_deleted
+  std::vector<SharedAddCopy> add_many(const std::vector<KeyedAdd>& adds);  // out, per add
 
   // Whether the plugin's table has this slot (covered and non-NULL).
   bool has_slot(host::StorageSlot slot) const;

@@ -7,10 +7,10 @@
 // The same plugin as examples/memory_c/memory.c, in C++, plus every newer
 // slot: ABI 1.2's shared records, rate-limit scopes and job costs, 1.3's
 // bounded add, 1.4's job keys (enqueue_keyed, claim_keys, list_ready_keys)
-// and 1.5's key settings and forgetting of shared records. Not durable;
-// handles opened with the same "name" option in one process share one store,
-// freed with its last handle; one mutex per store. Read it next to
-// writing-a-storage-plugin.md (both in share/doc/conveyor).
+// and 1.5's key settings, forgetting of shared records and many bounded adds
+// in one call. Not durable; handles opened with the same "name" option in one
+// process share one store, freed with its last handle; one mutex per store.
+// Read it next to writing-a-storage-plugin.md (both in share/doc/conveyor).
 //
 // Options ([storage.options] in the Conveyor config):
 //   name = "..."   which in-process store to open (default "default").
@@ -25,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -37,6 +38,7 @@ namespace {
 using conveyor::sdk::Error;
 using conveyor::sdk::JobSink;
 using conveyor::sdk::KeyClaim;
+using conveyor::sdk::KeyedAdd;
 using conveyor::sdk::KeySetting;
 using conveyor::sdk::KeySettingSink;
 using conveyor::sdk::NotifySink;
@@ -692,17 +694,18 @@ class MemoryStorage {
     return {after.version, after.value, true};
   }
 
-  // A bounded add in one step: the helper checked every range, and
-  // apply_shared_add is the header's arithmetic.
+  // A bounded add in one step (the helper checked every range).
   SharedAddResult add_shared_state(std::string_view key, const SharedAdd& add) {
     std::lock_guard lock(store_->mu);
-    auto it = store_->shared.find(key);
-    const Shared now = it == store_->shared.end() ? Shared{} : it->second;
-    const conveyor::sdk::SharedAddOutcome o = conveyor::sdk::apply_shared_add(now.value, add);
-    if (o.count == 0) return {now.version, now.value, 0};  // nothing changes, no key is made
-    const Shared after{now.version + 1, o.value};
-    store_->shared.insert_or_assign(std::string(key), after);
-    return {after.version, after.value, o.count};
+    return add_locked(key, add);
+  }
+
+  // ABI 1.5: add_shared_state on each key, in order (the helper checked every
+  // add and that no key is listed twice). One hold of the store's mutex
+  // covers the batch, so each add is atomic on its key, as add_shared_state.
+  void add_shared_states(std::span<const KeyedAdd> adds, std::span<SharedAddResult> out) {
+    std::lock_guard lock(store_->mu);
+    for (size_t i = 0; i < adds.size(); ++i) out[i] = add_locked(adds[i].key, adds[i].add);
   }
 
   // ABI 1.5: deletes up to limit records whose key starts with prefix (a
@@ -796,6 +799,18 @@ class MemoryStorage {
 
  private:
   friend struct Store;
+
+  // add_shared_state's step, with store_->mu held: apply_shared_add is the
+  // header's arithmetic; an add of nothing changes nothing and makes no key.
+  SharedAddResult add_locked(std::string_view key, const SharedAdd& add) {
+    auto it = store_->shared.find(key);
+    const Shared now = it == store_->shared.end() ? Shared{} : it->second;
+    const conveyor::sdk::SharedAddOutcome o = conveyor::sdk::apply_shared_add(now.value, add);
+    if (o.count == 0) return {now.version, now.value, 0};
+    const Shared after{now.version + 1, o.value};
+    store_->shared.insert_or_assign(std::string(key), after);
+    return {after.version, after.value, o.count};
+  }
 
   std::shared_ptr<Store> store_;
   // Pending notifications, one per (kind, queue); guarded by store_->mu.

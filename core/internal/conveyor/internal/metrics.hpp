@@ -57,6 +57,10 @@ struct QueueCounters {
   std::atomic<uint64_t> claims{0};  // claim calls to storage that succeeded (any number of jobs)
   std::atomic<uint64_t> fleet_swaps{0};
   std::atomic<uint64_t> fleet_conflicts{0};
+  // Keyed queue: storage calls for the keys (list_ready_keys pages, and the
+  // add_shared_states calls that take the fleet buckets of a claim's keys).
+  std::atomic<uint64_t> key_listings{0};
+  std::atomic<uint64_t> key_bucket_calls{0};
   Histogram pickup_latency;  // ready (run_at) -> claimed
   Histogram duration;        // handler start -> end
 };
