@@ -344,11 +344,13 @@ TEST(PluginLoader, NewerMinorLoadsWithTheHostsSlots) {
   // The plugin's table is one slot larger than the host's struct.
   EXPECT_EQ(info.struct_size, sizeof(conveyor_storage_plugin) + sizeof(void (*)()));
   EXPECT_GT(info.struct_size, sizeof(conveyor_storage_plugin));
-  // It is memory_c's table, which has no ABI 1.2, 1.3 or 1.4 slots.
+  // It is memory_c's table, which has no ABI 1.2 to 1.5 slots.
   EXPECT_EQ(info.optional_slots_missing,
             (std::vector<std::string>{"wait_for_notification", "swap_shared_state",
                                       "set_rate_limit_v2", "enqueue_v3", "add_shared_state",
-                                      "enqueue_v4", "claim_keys", "list_ready_keys"}));
+                                      "enqueue_v4", "claim_keys", "list_ready_keys",
+                                      "set_key_setting", "delete_key_setting", "list_key_settings",
+                                      "delete_shared_states", "add_shared_states"}));
 
   // The host copy is the host's size and says so.
   const conveyor_storage_plugin& t = plugin->table();
@@ -396,7 +398,9 @@ TEST(PluginLoader, ThrowingCppPluginReturnsInternal) {
       ::testing::ElementsAre("enqueue_v2", "claim_kinds", "list_jobs", "retry_jobs", "delete_jobs",
                              "job_counts", "rescue_expired_v2", "swap_shared_state",
                              "set_rate_limit_v2", "enqueue_v3", "add_shared_state", "enqueue_v4",
-                             "claim_keys", "list_ready_keys"));
+                             "claim_keys", "list_ready_keys", "set_key_setting",
+                             "delete_key_setting", "list_key_settings", "delete_shared_states",
+                             "add_shared_states"));
   EXPECT_NE(info.capabilities & CONVEYOR_CAP_NOTIFY, 0u);
 
   const conveyor_storage_plugin& t = plugin->table();
