@@ -42,11 +42,29 @@ class StorageBackend final : public Backend {
     warn_if_change_dies_with_this_process();
     return deleted;
   }
+  void set_key_rate_limit(const std::string& queue, const std::optional<std::string>& key,
+                          const RateLimit& limit) override {
+    engine_.set_key_rate_limit(queue, key, limit);
+    warn_if_change_dies_with_this_process();
+  }
+  bool delete_key_rate_limit(const std::string& queue,
+                             const std::optional<std::string>& key) override {
+    const bool deleted = engine_.delete_key_rate_limit(queue, key);
+    warn_if_change_dies_with_this_process();
+    return deleted;
+  }
+  void set_key_weight(const std::string& queue, const std::string& key, uint32_t weight) override {
+    engine_.set_key_weight(queue, key, weight);
+    warn_if_change_dies_with_this_process();
+  }
+  bool delete_key_weight(const std::string& queue, const std::string& key) override {
+    const bool deleted = engine_.delete_key_weight(queue, key);
+    warn_if_change_dies_with_this_process();
+    return deleted;
+  }
   api::RateLimitListing rate_limits() override {
-    const LimitResolver& l = EngineInternals::limits(engine_);
-    const RateLimitingState state = engine_.rate_limiting();
     warn_if_this_process_sees_its_own_storage();
-    return {state.enabled, l.default_limit(), l.overrides(), state.source};
+    return api::rate_limit_listing(engine_);
   }
   RateLimitingState set_rate_limiting_enabled(bool enabled) override {
     engine_.set_rate_limiting_enabled(enabled);
@@ -177,6 +195,20 @@ class ApiBackend final : public Backend {
   }
   bool delete_rate_limit(const std::string& queue) override {
     return client_.delete_rate_limit(queue);
+  }
+  void set_key_rate_limit(const std::string& queue, const std::optional<std::string>& key,
+                          const RateLimit& limit) override {
+    client_.set_key_rate_limit(queue, key, limit);
+  }
+  bool delete_key_rate_limit(const std::string& queue,
+                             const std::optional<std::string>& key) override {
+    return client_.delete_key_rate_limit(queue, key);
+  }
+  void set_key_weight(const std::string& queue, const std::string& key, uint32_t weight) override {
+    client_.set_key_weight(queue, key, weight);
+  }
+  bool delete_key_weight(const std::string& queue, const std::string& key) override {
+    return client_.delete_key_weight(queue, key);
   }
   api::RateLimitListing rate_limits() override { return client_.list_rate_limits(); }
   RateLimitingState set_rate_limiting_enabled(bool enabled) override {

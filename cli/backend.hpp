@@ -32,6 +32,16 @@ class Backend {
   virtual void set_rate_limit(const std::string& queue, const RateLimit& limit) = 0;
   // false when the queue had no override.
   virtual bool delete_rate_limit(const std::string& queue) = 0;
+  // Settings of a queue's keys (storage ABI 1.5), as the Engine's: a key's
+  // own limit (key) or every key's (nullopt), a key's weight. The deletes
+  // return false when there was nothing to clear.
+  virtual void set_key_rate_limit(const std::string& queue, const std::optional<std::string>& key,
+                                  const RateLimit& limit) = 0;
+  virtual bool delete_key_rate_limit(const std::string& queue,
+                                     const std::optional<std::string>& key) = 0;
+  virtual void set_key_weight(const std::string& queue, const std::string& key,
+                              uint32_t weight) = 0;
+  virtual bool delete_key_weight(const std::string& queue, const std::string& key) = 0;
   virtual api::RateLimitListing rate_limits() = 0;
   // The live kill switch, stored; returns the state now in force.
   virtual RateLimitingState set_rate_limiting_enabled(bool enabled) = 0;

@@ -128,9 +128,25 @@ int enqueue(const GlobalOptions& g, const EnqueueArgs& a) {
   return 0;
 }
 
+namespace {
+
+// --key K / --per-key as the API's target; validates the key.
+api::LimitTarget limit_target(const KeyTargetArgs& t) {
+  if (t.key && t.per_key)
+    throw UsageError(
+        "give --key K (that key's own limit) or --per-key (the limit of every key of the queue), "
+        "not both");
+  if (t.key) validate_job_key(*t.key);
+  return api::LimitTarget{t.key.has_value() || t.per_key, t.key};
+}
+
+}  // namespace
+
 int ratelimit_set(const GlobalOptions& g, const std::string& queue, double rate,
-                  std::optional<int64_t> burst, const std::string& scope_text) {
+                  std::optional<int64_t> burst, const std::string& scope_text,
+                  const KeyTargetArgs& target_args) {
   validate_queue_name(queue);
+  const api::LimitTarget target = limit_target(target_args);
   validate_rate(rate);
   if (burst) validate_burst(*burst, false);
   LimitScope scope = LimitScope::kProcess;
@@ -144,8 +160,11 @@ int ratelimit_set(const GlobalOptions& g, const std::string& queue, double rate,
                               quote_for_message(scope_text));
   }
   const RateLimit limit = make_rate_limit(rate, burst.value_or(0), scope);
-  open_backend(g)->set_rate_limit(queue, limit);
-  print_rate_limit_set(g, queue, limit);
+  if (target.keys)
+    open_backend(g)->set_key_rate_limit(queue, target.key, limit);
+  else
+    open_backend(g)->set_rate_limit(queue, limit);
+  print_rate_limit_set(g, queue, limit, target);
   return 0;
 }
 
@@ -159,12 +178,16 @@ int ratelimit_ls(const GlobalOptions& g) {
   return 0;
 }
 
-int ratelimit_rm(const GlobalOptions& g, const std::string& queue) {
+int ratelimit_rm(const GlobalOptions& g, const std::string& queue,
+                 const KeyTargetArgs& target_args) {
   validate_queue_name(queue);
-  if (!open_backend(g)->delete_rate_limit(queue))
-    throw NotFound(
-        fmt::format("queue {} has no rate-limit override (see: conveyor ratelimit ls)", queue));
-  print_rate_limit_cleared(g, queue);
+  const api::LimitTarget target = limit_target(target_args);
+  auto backend = open_backend(g);
+  const bool deleted = target.keys ? backend->delete_key_rate_limit(queue, target.key)
+                                   : backend->delete_rate_limit(queue);
+  if (!deleted)
+    throw NotFound(api::no_limit_message(queue, target) + " (see: conveyor ratelimit ls)");
+  print_rate_limit_cleared(g, queue, target);
   return 0;
 }
 
@@ -201,6 +224,33 @@ int keys(const GlobalOptions& g, const std::string& queue, int64_t limit) {
   if (!report.live && !g.json)
     std::cerr << "note: read from storage; running and throttled live in the serving process: "
                  "add --server URL to see them\n";
+  return 0;
+}
+
+int keys_weight(const GlobalOptions& g, const std::string& queue, const std::string& key,
+                std::optional<int64_t> weight, bool reset) {
+  validate_queue_name(queue);
+  validate_job_key(key);
+  if (reset && weight)
+    throw UsageError("give the key's weight W or --reset (back to the default, 1), not both");
+  if (!reset && !weight)
+    throw UsageError(fmt::format(
+        "give the key's weight, 1..{} (conveyor keys weight QUEUE KEY W), or --reset to return "
+        "it to the default, 1",
+        kKeyWeightMax));
+  if (weight && (*weight < 1 || *weight > static_cast<int64_t>(kKeyWeightMax)))
+    throw ValidationError("weight",
+                          fmt::format("weight must be 1..{}, got {}", kKeyWeightMax, *weight));
+  auto backend = open_backend(g);
+  if (reset) {
+    if (!backend->delete_key_weight(queue, key))
+      throw NotFound(api::no_key_weight_message(queue, key) + " (see: conveyor ratelimit ls)");
+    print_key_weight(g, queue, key, std::nullopt);
+    return 0;
+  }
+  const auto w = static_cast<uint32_t>(*weight);
+  backend->set_key_weight(queue, key, w);
+  print_key_weight(g, queue, key, w);
   return 0;
 }
 

@@ -27,19 +27,33 @@ struct EnqueueArgs {
   int64_t count = 1;
 };
 
+// What `ratelimit set` and `rm` act on, as typed: the queue's override, or
+// with --key K one key's own limit, or with --per-key the limit of every
+// key of the queue (both given: exit 2).
+struct KeyTargetArgs {
+  std::optional<std::string> key;  // --key ("" is the empty key)
+  bool per_key = false;            // --per-key
+};
+
 int serve(const GlobalOptions& g);
 int enqueue(const GlobalOptions& g, const EnqueueArgs& a);
 // scope: as typed ("process" or "fleet"); a bad one names --scope (exit 2).
 int ratelimit_set(const GlobalOptions& g, const std::string& queue, double rate,
-                  std::optional<int64_t> burst, const std::string& scope);
+                  std::optional<int64_t> burst, const std::string& scope,
+                  const KeyTargetArgs& target = {});
 // `ratelimit disable` / `enable`: the live kill switch, stored.
 int ratelimit_switch(const GlobalOptions& g, bool enabled);
 int ratelimit_ls(const GlobalOptions& g);
-int ratelimit_rm(const GlobalOptions& g, const std::string& queue);
+int ratelimit_rm(const GlobalOptions& g, const std::string& queue,
+                 const KeyTargetArgs& target = {});
 int queues(const GlobalOptions& g);
 int queues_pause(const GlobalOptions& g, const std::string& queue, bool paused);
 // `conveyor keys QUEUE --limit N` (1..1000).
 int keys(const GlobalOptions& g, const std::string& queue, int64_t limit);
+// `conveyor keys weight QUEUE KEY W` (1..1000) or `... KEY --reset` (back to
+// the default, 1; exit 1 when the key had no weight): exactly one of them.
+int keys_weight(const GlobalOptions& g, const std::string& queue, const std::string& key,
+                std::optional<int64_t> weight, bool reset);
 
 // `conveyor jobs ...`. Ids and cursors arrive as the user typed them, so a
 // malformed one gets an error naming the argument (exit 2).

@@ -9,6 +9,7 @@
 #include <conveyor/host/plugin_loader.hpp>
 #include <conveyor/internal/log.hpp>
 #include <conveyor/internal/storage.hpp>
+#include <conveyor/rate_limit.hpp>
 #include <conveyor/validation.hpp>
 
 #include <CLI/CLI.hpp>
@@ -41,6 +42,7 @@ std::string conversion_problem(const CLI::ConversionError& e) {
       {"--cost", "a whole number of tokens from 1 to " + std::to_string(conveyor::kMaxJobCost)},
       {"--limit", "a whole number from 1 to 1000"},
       {"--batch", "a whole number from 1 to 1000"},
+      {"weight", "a whole number from 1 to " + std::to_string(conveyor::kKeyWeightMax)},
   };
   const std::string what = e.what();
   constexpr std::string_view kPrefix = "Could not convert: ";
@@ -118,24 +120,40 @@ int main(int argc, char** argv) {
                               std::to_string(conveyor::kMaxJobKeyBytes) +
                               " bytes of UTF-8; default: the empty key)");
 
-  auto* rl = app.add_subcommand("ratelimit", "per-queue rate-limit overrides and the kill switch");
+  auto* rl = app.add_subcommand("ratelimit",
+                                "per-queue and per-key rate-limit overrides and the kill switch");
   rl->require_subcommand(1);
   std::string rl_queue;
   double rate = 0;
   std::optional<int64_t> burst;
-  auto* rl_set =
-      rl->add_subcommand("set", "set a queue's override (durable, seen by every process)");
+  KeyTargetArgs rl_target;
+  // --key / --per-key of `ratelimit set` and `rm`.
+  const auto add_key_target = [&rl_target](CLI::App* cmd, const std::string& what) {
+    cmd->add_option("--key", rl_target.key,
+                    what +
+                        " one key's own limit instead of the queue's (\"\" is the empty key; "
+                        "it wins over --per-key and key_rate_limit)");
+    cmd->add_flag("--per-key", rl_target.per_key,
+                  what +
+                      " the limit of every key of the queue instead of the queue's (it "
+                      "replaces key_rate_limit)");
+  };
+  auto* rl_set = rl->add_subcommand(
+      "set", "set a queue's override, or a key's (durable, seen by every process)");
   rl_set->add_option("queue", rl_queue, "queue name")->required();
   rl_set->add_option("--rate", rate, "jobs started per second, > 0")->required();
   rl_set->add_option("--burst", burst, "largest instantaneous spike, >= 1 (default ceil(rate))");
   std::string scope = "process";
   rl_set->add_option("--scope", scope,
                      "process (each process has its own bucket, the default) or fleet (one bucket "
-                     "per queue shared by every process on the same storage)");
-  auto* rl_ls = rl->add_subcommand("ls", "list overrides, the default and the kill switch");
-  auto* rl_rm =
-      rl->add_subcommand("rm", "remove a queue's override (back to its config or default)");
+                     "per queue, or per key, shared by every process on the same storage)");
+  add_key_target(rl_set, "set");
+  auto* rl_ls = rl->add_subcommand(
+      "ls", "list overrides, the default, the kill switch and the settings of keys");
+  auto* rl_rm = rl->add_subcommand(
+      "rm", "remove a queue's override (back to its config or default), or a key's");
   rl_rm->add_option("queue", rl_queue, "queue name")->required();
+  add_key_target(rl_rm, "remove");
   auto* rl_disable = rl->add_subcommand(
       "disable",
       "kill switch: ignore every limit in every process on this storage (stored, followed "
@@ -158,9 +176,23 @@ int main(int argc, char** argv) {
       "keys",
       "a keyed queue's keys, busiest first: ready jobs per key (storage, every process), and "
       "with --server running jobs and throttled keys (those live in the serving process: "
-      "without --server they are unknown and shown as -), and the per-key limit and its source");
-  keys_cmd->add_option("queue", keys_queue, "queue name")->required();
+      "without --server they are unknown and shown as -), each key's limit with its source and "
+      "its weight, and the per-key limit and its source");
+  // Not required here: `conveyor keys weight ...` has its own (checked below).
+  keys_cmd->add_option("queue", keys_queue, "queue name");
   keys_cmd->add_option("--limit", keys_limit, "keys shown, 1..1000 (default 20)");
+  std::string weight_queue, weight_key;
+  std::optional<int64_t> weight;
+  bool weight_reset = false;
+  auto* keys_weight_cmd = keys_cmd->add_subcommand(
+      "weight",
+      "set a key's share of its queue's turns: weight W gets W jobs a round where weight 1 (the "
+      "default) gets one (durable, seen by every process); --reset returns it to 1");
+  keys_weight_cmd->add_option("queue", weight_queue, "queue name")->required();
+  keys_weight_cmd->add_option("key", weight_key, "the key (\"\" is the empty key)")->required();
+  keys_weight_cmd->add_option("weight", weight, "1.." + std::to_string(conveyor::kKeyWeightMax));
+  keys_weight_cmd->add_flag("--reset", weight_reset,
+                            "remove the key's weight: back to the default, 1");
 
   auto* jobs_cmd = app.add_subcommand("jobs", "list, show, retry, cancel and remove jobs");
   jobs_cmd->require_subcommand(1);
@@ -241,15 +273,28 @@ int main(int argc, char** argv) {
     setup_logging(serve_cmd->parsed());
     if (serve_cmd->parsed()) return serve(g);
     if (enqueue_cmd->parsed()) return enqueue(g, ea);
-    if (rl_set->parsed()) return ratelimit_set(g, rl_queue, rate, burst, scope);
+    if (rl_set->parsed()) return ratelimit_set(g, rl_queue, rate, burst, scope, rl_target);
     if (rl_disable->parsed()) return ratelimit_switch(g, false);
     if (rl_enable->parsed()) return ratelimit_switch(g, true);
     if (rl_ls->parsed()) return ratelimit_ls(g);
-    if (rl_rm->parsed()) return ratelimit_rm(g, rl_queue);
+    if (rl_rm->parsed()) return ratelimit_rm(g, rl_queue, rl_target);
     if (queues_pause_cmd->parsed()) return queues_pause(g, pause_queue, true);
     if (queues_resume_cmd->parsed()) return queues_pause(g, pause_queue, false);
     if (queues_cmd->parsed()) return queues(g);
-    if (keys_cmd->parsed()) return keys(g, keys_queue, keys_limit);
+    if (keys_weight_cmd->parsed()) {
+      if (!keys_queue.empty() || keys_cmd->count("--limit") > 0)
+        return fail(2,
+                    "keys weight takes QUEUE KEY W (or --reset) after the word weight, and no "
+                    "--limit (see conveyor keys weight --help)");
+      return keys_weight(g, weight_queue, weight_key, weight, weight_reset);
+    }
+    if (keys_cmd->parsed()) {
+      if (keys_queue.empty())
+        return fail(2,
+                    "give a queue: conveyor keys QUEUE [--limit N], or conveyor keys weight "
+                    "QUEUE KEY W (see conveyor keys --help)");
+      return keys(g, keys_queue, keys_limit);
+    }
     if (jobs_ls_cmd->parsed()) return jobs_ls(g, ls);
     if (jobs_show_cmd->parsed()) return jobs_show(g, show_id);
     if (jobs_retry_cmd->parsed()) return jobs_retry(g, ra);

@@ -26,17 +26,70 @@ std::string iso8601(int64_t us) {
 // "50", "2.5", "0.333333"
 std::string rate_text(double rate) { return fmt::format("{}", rate); }
 
-// The line under `ratelimit set`'s: what the scope means for this rate.
-std::string scope_line(const RateLimit& l) {
+// The line under `ratelimit set`'s: what the scope means for this rate;
+// every_key: the limit of every key (a bucket per key).
+std::string scope_line(const RateLimit& l, bool every_key = false) {
+  const char* each = every_key ? " per key" : "";
   return l.scope == LimitScope::kFleet
              ? fmt::format(
-                   "scope: fleet (one bucket shared by every process on this storage: "
-                   "at most {}/s in all)",
-                   rate_text(l.rate_per_sec))
+                   "scope: fleet (one bucket{} shared by every process on this storage: "
+                   "at most {}/s{} in all)",
+                   each, rate_text(l.rate_per_sec), each)
              : fmt::format(
-                   "scope: process (each process has its own bucket: N processes start "
-                   "up to N x {}/s)",
-                   rate_text(l.rate_per_sec));
+                   "scope: process (each process has its own bucket{}: N processes start "
+                   "up to N x {}/s{})",
+                   each, rate_text(l.rate_per_sec), each);
+}
+
+// A LIMIT cell: "50/s burst 10", or "unlimited".
+std::string limit_cell(const std::optional<RateLimit>& l) {
+  return l ? fmt::format("{}/s burst {}", rate_text(l->rate_per_sec), l->burst) : "unlimited";
+}
+
+// A key in the KEY column: one line, cut to 40 characters (not bytes, and
+// never inside a UTF-8 sequence) with "...".
+std::string key_cell(const std::string& key) {
+  constexpr size_t kMax = 40;
+  std::string flat;
+  for (char c : key) flat += (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+  size_t chars = 0;
+  for (size_t i = 0; i < flat.size(); ++i) {
+    if ((static_cast<unsigned char>(flat[i]) & 0xC0) == 0x80) continue;  // a continuation byte
+    if (++chars > kMax - 3) {
+      // Is the rest longer than three characters?
+      size_t rest = 0;
+      for (size_t k = i; k < flat.size(); ++k)
+        rest += (static_cast<unsigned char>(flat[k]) & 0xC0) != 0x80;
+      if (rest > 3) return flat.substr(0, i) + "...";
+      break;
+    }
+  }
+  return flat;
+}
+
+// A key of the KEY columns: `""` for the empty key; "(every key)" for a
+// setting of every key (nullopt).
+std::string key_column(const std::optional<std::string>& key) {
+  if (!key) return "(every key)";
+  return key->empty() ? "\"\"" : key_cell(*key);
+}
+
+// Who a `ratelimit set` or `rm` changed: "queue Q", "queue Q key "K"", or
+// "every key of queue Q".
+std::string limit_subject(const std::string& queue, const api::LimitTarget& target) {
+  if (!target.keys) return "queue " + queue;
+  if (!target.key) return "every key of queue " + queue;
+  return fmt::format("queue {} key {}", queue, api::key_for_message(*target.key));
+}
+
+// The queue (and key, or per_key) of a `ratelimit set` or `rm` in --json.
+json target_json(const std::string& queue, const api::LimitTarget& target) {
+  json j{{"queue", queue}};
+  if (target.key)
+    j["key"] = *target.key;
+  else if (target.keys)
+    j["per_key"] = true;
+  return j;
 }
 
 json limit_json(const EffectiveLimit& l, int64_t backoff_until_us = 0,
@@ -112,17 +165,20 @@ void print_enqueued(const GlobalOptions& g, const std::string& queue, const std:
   }
 }
 
-void print_rate_limit_set(const GlobalOptions& g, const std::string& queue,
-                          const RateLimit& limit) {
+void print_rate_limit_set(const GlobalOptions& g, const std::string& queue, const RateLimit& limit,
+                          const api::LimitTarget& target) {
   if (g.json) {
-    print(json{{"queue", queue},
-               {"rate", limit.rate_per_sec},
-               {"burst", limit.burst},
-               {"scope", to_string(limit.scope)}});
+    json j = target_json(queue, target);
+    j["rate"] = limit.rate_per_sec;
+    j["burst"] = limit.burst;
+    j["scope"] = to_string(limit.scope);
+    print(j);
   } else {
     // The first line as before scopes existed; the scope on its own line.
-    std::cout << fmt::format("queue {} limited to {}/s (burst {})\n{}\n", queue,
-                             rate_text(limit.rate_per_sec), limit.burst, scope_line(limit));
+    const bool every_key = target.keys && !target.key;
+    std::cout << fmt::format("{} limited to {}/s (burst {}){}\n{}\n", limit_subject(queue, target),
+                             rate_text(limit.rate_per_sec), limit.burst, every_key ? " each" : "",
+                             scope_line(limit, every_key));
   }
 }
 
@@ -168,12 +224,22 @@ void print_rate_limits(const GlobalOptions& g, const api::RateLimitListing& list
                           {"burst", o.limit.burst},
                           {"scope", to_string(o.limit.scope)},
                           {"updated_at", iso8601(o.updated_at_us)}});
+    json keys = json::array();
+    for (const KeyOverride& k : listing.key_settings)
+      keys.push_back(json{{"queue", k.queue},
+                          {"key", k.key ? json(*k.key) : json(nullptr)},
+                          {"rate", k.limit ? json(k.limit->rate_per_sec) : json(nullptr)},
+                          {"burst", k.limit ? json(k.limit->burst) : json(nullptr)},
+                          {"scope", k.limit ? json(to_string(k.limit->scope)) : json(nullptr)},
+                          {"weight", k.weight ? json(*k.weight) : json(nullptr)},
+                          {"updated_at", iso8601(k.updated_at_us)}});
     print(json{{"enabled", listing.enabled},
                {"enabled_source", to_string(listing.enabled_source)},
                {"default", json{{"rate", def ? json(def->rate_per_sec) : json(nullptr)},
                                 {"burst", def ? json(def->burst) : json(nullptr)},
                                 {"scope", def ? json(to_string(def->scope)) : json(nullptr)}}},
-               {"overrides", list}});
+               {"overrides", list},
+               {"key_settings", keys}});
     return;
   }
   Table t({"QUEUE", "RATE", "BURST", "SCOPE", "UPDATED"});
@@ -184,6 +250,19 @@ void print_rate_limits(const GlobalOptions& g, const api::RateLimitListing& list
     std::cout << "no per-queue overrides\n";
   else
     std::cout << t.render();
+  // The settings of keys, only when there are some.
+  if (!listing.key_settings.empty()) {
+    Table k({"QUEUE", "KEY", "RATE", "BURST", "SCOPE", "WEIGHT", "UPDATED"});
+    k.text_column(1);
+    for (const KeyOverride& o : listing.key_settings)
+      k.add({o.queue, key_column(o.key), o.limit ? rate_text(o.limit->rate_per_sec) : "-",
+             o.limit ? std::to_string(o.limit->burst) : "-",
+             o.limit ? to_string(o.limit->scope) : "-", o.weight ? std::to_string(*o.weight) : "-",
+             iso8601(o.updated_at_us)});
+    std::cout << "key settings (a key's own limit wins over the one for every key, which wins "
+                 "over key_rate_limit):\n"
+              << k.render();
+  }
   std::cout << fmt::format(
       "default: {}\n", def ? fmt::format("{}/s (burst {}), scope {}", rate_text(def->rate_per_sec),
                                          def->burst, to_string(def->scope))
@@ -192,11 +271,33 @@ void print_rate_limits(const GlobalOptions& g, const api::RateLimitListing& list
                            switch_text(listing.enabled, listing.enabled_source));
 }
 
-void print_rate_limit_cleared(const GlobalOptions& g, const std::string& queue) {
-  if (g.json)
-    print(json{{"queue", queue}, {"cleared", true}});
-  else
-    std::cout << fmt::format("queue {} rate limit cleared\n", queue);
+void print_rate_limit_cleared(const GlobalOptions& g, const std::string& queue,
+                              const api::LimitTarget& target) {
+  if (g.json) {
+    json j = target_json(queue, target);
+    j["cleared"] = true;
+    print(j);
+  } else if (target.keys && !target.key) {
+    std::cout << fmt::format("queue {} rate limit for every key cleared\n", queue);
+  } else {
+    std::cout << fmt::format("{} rate limit cleared\n", limit_subject(queue, target));
+  }
+}
+
+void print_key_weight(const GlobalOptions& g, const std::string& queue, const std::string& key,
+                      std::optional<uint32_t> weight) {
+  if (g.json) {
+    json j{{"queue", queue}, {"key", key}, {"weight", weight.value_or(1)}};
+    if (!weight) j["reset"] = true;
+    print(j);
+  } else if (weight) {
+    std::cout << fmt::format(
+        "queue {} key {} weight {} ({} job{} a round where weight 1 gets one)\n", queue,
+        api::key_for_message(key), *weight, *weight, *weight == 1 ? "" : "s");
+  } else {
+    std::cout << fmt::format("queue {} key {} weight reset to 1\n", queue,
+                             api::key_for_message(key));
+  }
 }
 
 void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& reports) {
@@ -225,13 +326,9 @@ void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& report
            "SCOPE", "SOURCE"});
   for (const auto& r : reports) {
     const auto& s = r.stats;
-    std::string limit = r.limit.limit
-                            ? fmt::format("{}/s burst {}", rate_text(r.limit.limit->rate_per_sec),
-                                          r.limit.limit->burst)
-                            : "unlimited";
     t.add({s.queue, s.paused ? "yes" : "no", std::to_string(s.pending), std::to_string(s.scheduled),
-           std::to_string(s.running), std::to_string(s.completed), std::to_string(s.failed), limit,
-           r.limit.limit ? to_string(r.limit.limit->scope) : "-",
+           std::to_string(s.running), std::to_string(s.completed), std::to_string(s.failed),
+           limit_cell(r.limit.limit), r.limit.limit ? to_string(r.limit.limit->scope) : "-",
            r.limit.source == LimitSource::kBackoff
                ? fmt::format("backoff until {} ({})", api::rfc3339(r.backoff_until_us),
                              r.backoff_reason.substr(0, 60))
@@ -286,27 +383,6 @@ std::string one_line(const std::string& text, size_t n) {
   for (char c : text) out += (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
   if (out.size() > n) out = out.substr(0, n - 3) + "...";
   return out;
-}
-
-// A key in the KEY column: one line, cut to 40 characters (not bytes, and
-// never inside a UTF-8 sequence) with "...".
-std::string key_cell(const std::string& key) {
-  constexpr size_t kMax = 40;
-  std::string flat;
-  for (char c : key) flat += (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
-  size_t chars = 0;
-  for (size_t i = 0; i < flat.size(); ++i) {
-    if ((static_cast<unsigned char>(flat[i]) & 0xC0) == 0x80) continue;  // a continuation byte
-    if (++chars > kMax - 3) {
-      // Is the rest longer than three characters?
-      size_t rest = 0;
-      for (size_t k = i; k < flat.size(); ++k)
-        rest += (static_cast<unsigned char>(flat[k]) & 0xC0) != 0x80;
-      if (rest > 3) return flat.substr(0, i) + "...";
-      break;
-    }
-  }
-  return flat;
 }
 
 const char* outcome_text(const std::string& op, JobOutcome::Status status) {
@@ -439,11 +515,15 @@ void print_keys(const GlobalOptions& g, const KeysReport& r) {
                           {"ready", k.ready},
                           {"ready_capped", k.ready_capped},
                           {"running", r.live ? json(k.running) : json(nullptr)},
-                          {"throttled", r.live ? json(k.throttled) : json(nullptr)}});
-    json limit{{"rate", r.key_rate_limit ? json(r.key_rate_limit->rate_per_sec) : json(nullptr)},
-               {"burst", r.key_rate_limit ? json(r.key_rate_limit->burst) : json(nullptr)},
-               {"max_workers", r.key_max_workers ? json(*r.key_max_workers) : json(nullptr)},
-               {"source", to_string(r.limit_source)}};
+                          {"throttled", r.live ? json(k.throttled) : json(nullptr)},
+                          {"limit", limit_json(EffectiveLimit{k.limit, k.limit_source})},
+                          {"weight", k.weight}});
+    json limit{
+        {"rate", r.key_rate_limit ? json(r.key_rate_limit->rate_per_sec) : json(nullptr)},
+        {"burst", r.key_rate_limit ? json(r.key_rate_limit->burst) : json(nullptr)},
+        {"scope", r.key_rate_limit ? json(to_string(r.key_rate_limit->scope)) : json(nullptr)},
+        {"max_workers", r.key_max_workers ? json(*r.key_max_workers) : json(nullptr)},
+        {"source", to_string(r.limit_source)}};
     print(json{{"queue", r.queue},
                {"keys", list},
                {"total_keys", r.total_keys},
@@ -457,13 +537,14 @@ void print_keys(const GlobalOptions& g, const KeysReport& r) {
     std::cout << fmt::format("queue {}: no keys with ready{} jobs\n", r.queue,
                              r.live ? " or running" : "");
   } else {
-    Table t({"KEY", "READY", "RUNNING", "THROTTLED"});
+    Table t({"KEY", "READY", "RUNNING", "THROTTLED", "LIMIT", "SOURCE", "WEIGHT"});
     t.text_column(0);
     for (const KeyReport& k : r.keys)
-      t.add({k.key.empty() ? "\"\"" : key_cell(k.key),
-             std::to_string(k.ready) + (k.ready_capped ? "+" : ""),
-             r.live ? std::to_string(k.running) : "-",
-             r.live ? (k.throttled ? "yes" : "no") : "-"});
+      t.add({key_column(k.key), std::to_string(k.ready) + (k.ready_capped ? "+" : ""),
+             r.live ? std::to_string(k.running) : "-", r.live ? (k.throttled ? "yes" : "no") : "-",
+             limit_cell(k.limit) +
+                 (k.limit && k.limit->scope == LimitScope::kFleet ? " (fleet)" : ""),
+             to_string(k.limit_source), std::to_string(k.weight)});
     std::cout << t.render();
     std::cout << fmt::format(
         "{} of {} key(s), busiest first{}\n", r.keys.size(), r.total_keys,
@@ -471,8 +552,9 @@ void print_keys(const GlobalOptions& g, const KeysReport& r) {
   }
   std::string limit;
   if (r.key_rate_limit)
-    limit = fmt::format("{}/s burst {} per key", rate_text(r.key_rate_limit->rate_per_sec),
-                        r.key_rate_limit->burst);
+    limit = fmt::format("{}/s burst {} per key{}", rate_text(r.key_rate_limit->rate_per_sec),
+                        r.key_rate_limit->burst,
+                        r.key_rate_limit->scope == LimitScope::kFleet ? " (fleet)" : "");
   if (r.key_max_workers)
     limit +=
         fmt::format("{}at most {} running per key", limit.empty() ? "" : ", ", *r.key_max_workers);

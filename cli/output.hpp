@@ -19,15 +19,22 @@ namespace conveyor::cli {
 // ids in the order storage returned them (one per job, at least one).
 void print_enqueued(const GlobalOptions& g, const std::string& queue, const std::string& kind,
                     const std::vector<int64_t>& ids);
-void print_rate_limit_set(const GlobalOptions& g, const std::string& queue, const RateLimit& limit);
+// target: the queue's override, a key's own limit or every key's.
+void print_rate_limit_set(const GlobalOptions& g, const std::string& queue, const RateLimit& limit,
+                          const api::LimitTarget& target = {});
 void print_rate_limits(const GlobalOptions& g, const api::RateLimitListing& listing);
 // `ratelimit disable` / `enable`: the state now in force.
 void print_rate_limiting_switched(const GlobalOptions& g, const RateLimitingState& state);
-void print_rate_limit_cleared(const GlobalOptions& g, const std::string& queue);
+void print_rate_limit_cleared(const GlobalOptions& g, const std::string& queue,
+                              const api::LimitTarget& target = {});
+// `keys weight`: the weight set, or nullopt after --reset.
+void print_key_weight(const GlobalOptions& g, const std::string& queue, const std::string& key,
+                      std::optional<uint32_t> weight);
 void print_queues(const GlobalOptions& g, const std::vector<QueueReport>& reports);
 void print_queue_paused(const GlobalOptions& g, const std::string& queue, bool paused);
-// `keys`: a table KEY READY RUNNING THROTTLED (running and throttled "-"
-// when not live; null in --json), then the per-key limit and its source.
+// `keys`: a table KEY READY RUNNING THROTTLED LIMIT SOURCE WEIGHT (running
+// and throttled "-" when not live; null in --json), then the per-key limit
+// and its source.
 void print_keys(const GlobalOptions& g, const KeysReport& report);
 
 // `jobs ls`: a table (or {"jobs": [...], "next_after_id": N}); the cursor of

@@ -235,6 +235,52 @@ TEST(AdminApi, JobKeyOverHttp) {
   EXPECT_EQ(json_body(s.call("ListJobs", {{"queue", "keyed"}}))["jobs"].size(), 3u);
 }
 
+// Settings of keys on a real server: stored and answered, shown by
+// ListKeys, refusals with their HTTP status and the field.
+TEST(AdminApi, KeySettingsOverHttp) {
+  test::TempDir dir;
+  Server s(dir, std::string(kOpen) + "[queues.plain]\nfairness = \"fifo\"\n");
+  ASSERT_TRUE(s.ready()) << s.process().stderr_text();
+  ASSERT_EQ(s.call("PauseQueue", {{"queue", "tenants"}}).status, 200);
+  ASSERT_EQ(
+      s.call("Enqueue", {{"job", {{"queue", "tenants"}, {"kind", "noop"}, {"key", "a"}}}}).status,
+      200);
+  auto r = s.call("SetQueueRateLimit",
+                  {{"queue", "tenants"}, {"key", "a"}, {"ratePerSec", 2}, {"burst", 3}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json_body(r)["keySetting"]["limit"]["ratePerSec"], 2.0);
+  r = s.call("SetKeyWeight", {{"queue", "tenants"}, {"key", "a"}, {"weight", 6}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json_body(r)["keySetting"]["weight"], 6);
+  EXPECT_EQ(json_body(r)["keySetting"]["limit"]["burst"], 3);  // the limit stays
+  const json key = json_body(s.call("ListKeys", {{"queue", "tenants"}}))["keys"][0];
+  EXPECT_EQ(key["limitSource"], "override");
+  EXPECT_EQ(key["weight"], 6);
+  ASSERT_EQ(json_body(s.call("ListRateLimits", json::object()))["keySettings"].size(), 1u);
+
+  expect_error(s.call("SetKeyWeight", {{"queue", "tenants"}, {"key", "a"}, {"weight", 0}}), 400,
+               "invalid_argument", "weight: weight must be 1..1000, got 0");
+  expect_error(s.call("SetQueueRateLimit",
+                      {{"queue", "plain"}, {"perKey", true}, {"ratePerSec", 1}, {"burst", 1}}),
+               400, "invalid_argument", "queue: queue plain has fairness = \"fifo\"");
+  expect_error(
+      s.call(
+          "SetQueueRateLimit",
+          {{"queue", "tenants"}, {"key", "a"}, {"perKey", true}, {"ratePerSec", 1}, {"burst", 1}}),
+      400, "invalid_argument", "perKey: give key");
+  expect_error(s.call("SetQueueRateLimit",
+                      {{"queue", "tenants"}, {"key", 7}, {"ratePerSec", 1}, {"burst", 1}}),
+               400, "invalid_argument", "key: must be a string, got 7");
+  ASSERT_EQ(s.call("DeleteKeyWeight", {{"queue", "tenants"}, {"key", "a"}}).status, 200);
+  expect_error(s.call("DeleteKeyWeight", {{"queue", "tenants"}, {"key", "a"}}), 404, "not_found",
+               "queue tenants key \"a\" has no weight set");
+  ASSERT_EQ(s.call("DeleteQueueRateLimit", {{"queue", "tenants"}, {"key", "a"}}).status, 200);
+  expect_error(s.call("DeleteQueueRateLimit", {{"queue", "tenants"}, {"perKey", true}}), 404,
+               "not_found", "queue tenants has no rate limit for every key");
+  EXPECT_EQ(json_body(s.call("ListRateLimits", json::object())).value("keySettings", json::array()),
+            json::array());
+}
+
 // ---- validation -----------------------------------------------------------------
 
 TEST(AdminApi, EveryValidationErrorIs400NamingTheField) {
@@ -287,7 +333,7 @@ TEST(AdminApi, EveryValidationErrorIs400NamingTheField) {
       {"SetQueueRateLimit",
        {{"queue", "q"}, {"ratePerSec", 5}, {"burst", 1}, {"limit", 5}},
        "limit: unknown field of SetQueueRateLimitRequest (known: queue, ratePerSec, burst, "
-       "scope)"},
+       "scope, key, perKey)"},
       {"SetQueueRateLimit",
        {{"queue", "q"}, {"ratePerSec", 5}, {"burst", 1}, {"scope", "planet"}},
        "scope: "},
@@ -536,6 +582,9 @@ TEST(AdminApi, ReadOnlyRefusesEveryMutation) {
       {"Enqueue", {{"job", {{"queue", "q"}, {"kind", "noop"}}}}},
       {"EnqueueBatch", {{"jobs", {{{"queue", "q"}, {"kind", "noop"}}}}}},
       {"SetRateLimitingEnabled", {{"enabled", false}}},
+      {"SetQueueRateLimit", {{"queue", "q"}, {"key", "a"}, {"ratePerSec", 5}, {"burst", 1}}},
+      {"SetKeyWeight", {{"queue", "q"}, {"key", "a"}, {"weight", 2}}},
+      {"DeleteKeyWeight", {{"queue", "q"}, {"key", "a"}}},
   };
   for (const auto& [method, body] : mutations)
     expect_error(s.call(method, body), 403, "permission_denied", "read-only");

@@ -186,6 +186,13 @@ TEST_F(CliServer, ValidationHappensBeforeAnyRequestWithTheSameMessages) {
       {"enqueue", "q", "noop", "--key", std::string(201, 'k')},
       {"enqueue", "q", "noop", "--key", "bad\xff"},
       {"ratelimit", "set", "email", "--rate", "5", "--scope", "galaxy"},
+      {"ratelimit", "set", "email", "--key", "a", "--per-key", "--rate", "5"},
+      {"ratelimit", "set", "email", "--key", std::string(201, 'k'), "--rate", "5"},
+      {"ratelimit", "rm", "email", "--key", "a", "--per-key"},
+      {"keys", "weight", "email", "a", "0"},
+      {"keys", "weight", "email", "a", "many"},
+      {"keys", "weight", "email", "a"},
+      {"keys", "weight", "email", "a", "2", "--reset"},
   };
   for (const auto& args : bad) {
     const auto a = remote(args);
@@ -376,15 +383,16 @@ TEST_F(CliServer, KeysThroughTheApiShowRunningAndThrottledKeys) {
   EXPECT_EQ(j["keys"][0]["key"], "a");
   EXPECT_EQ(j["keys"][0]["ready"], 3);
   EXPECT_EQ(j["keys"][1], json::parse(R"({"key":"b","ready":0,"ready_capped":false,
-                                           "running":1,"throttled":false})"));
+      "running":1,"throttled":false,"weight":1,
+      "limit":{"rate":0.01,"burst":1,"scope":"process","source":"queue-config"}})"));
   EXPECT_EQ(j["key_limit"]["source"], "queue-config");
   EXPECT_EQ(j["key_limit"]["rate"], 0.01);
   EXPECT_EQ(j["key_limit"]["max_workers"], nullptr);
   auto r = remote({"keys", "tenants"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out.rfind("KEY  READY  RUNNING  THROTTLED\n"
-                        "a        3        1  yes\n"
-                        "b        0        1  no\n"
+  EXPECT_EQ(r.out.rfind("KEY  READY  RUNNING  THROTTLED  LIMIT           SOURCE        WEIGHT\n"
+                        "a        3        1  yes        0.01/s burst 1  queue-config       1\n"
+                        "b        0        1  no         0.01/s burst 1  queue-config       1\n"
                         "2 of 2 key(s), busiest first\n",
                         0),
             0u)
@@ -401,12 +409,126 @@ TEST_F(CliServer, KeysThroughTheApiShowRunningAndThrottledKeys) {
   EXPECT_EQ(remote({"keys", "tenants", "--limit", "1001"}).exit_code, 2);
 }
 
+// Settings of keys through the API: the same output as on storage, and the
+// serving engine follows a change another process makes on the storage:
+// its keys show it, and its dispatch holds the key to its new limit.
+TEST_F(CliServer, KeySettingsThroughTheApiAndFromAnotherProcess) {
+  start(
+      "allow_unauthenticated = true\n"
+      "[queues.tenants]\nkey_rate_limit = { rate = 100, burst = 100 }\n"
+      "[queues.plain]\nfairness = \"fifo\"\n");
+  auto r = remote({"ratelimit", "set", "tenants", "--key", "a", "--rate", "2", "--burst", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "queue tenants key \"a\" limited to 2/s (burst 3)\n"
+            "scope: process (each process has its own bucket: N processes start up to N x 2/s)\n");
+  r = remote({"--json", "ratelimit", "set", "tenants", "--per-key", "--rate", "50"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out), json::parse(R"({"queue":"tenants","per_key":true,"rate":50.0,
+                                                 "burst":50,"scope":"process"})"));
+  r = remote({"keys", "weight", "tenants", "b", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "queue tenants key \"b\" weight 4 (4 jobs a round where weight 1 gets one)\n");
+  // Stored: the storage says the same to a process that opens it.
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"ratelimit", "ls"}, {"--json", "ratelimit", "ls"}}) {
+    const auto a = remote(args);
+    const auto b = local(args);
+    EXPECT_EQ(a.exit_code, 0) << a.err;
+    EXPECT_EQ(a.out, b.out) << args.back();
+    EXPECT_NE(a.out.find("tenants"), std::string::npos) << a.out;
+  }
+  EXPECT_EQ(json::parse(local({"--json", "ratelimit", "ls"}).out)["key_settings"].size(), 3u);
+
+  // Each key shows its limit, source and weight through the server.
+  ASSERT_EQ(remote({"queues", "pause", "tenants"}).exit_code, 0);
+  for (const char* key : {"a", "b", "c"})
+    ASSERT_EQ(remote({"enqueue", "tenants", "noop", "--key", key, "--count", "3"}).exit_code, 0);
+  r = remote({"--json", "keys", "tenants"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  ASSERT_EQ(j["keys"].size(), 3u) << r.out;
+  EXPECT_EQ(j["keys"][0]["limit"],
+            json::parse(R"({"rate":2.0,"burst":3,"scope":"process","source":"override"})"));
+  EXPECT_EQ(j["keys"][1]["limit"]["source"], "per-key-override");
+  EXPECT_EQ(j["keys"][1]["weight"], 4);
+  EXPECT_EQ(j["keys"][2]["limit"]["rate"], 50.0);
+  // The same words as on storage, running and throttled apart.
+  const json here = json::parse(local({"--json", "keys", "tenants"}).out);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(here["keys"][i]["limit"], j["keys"][i]["limit"]) << i;
+    EXPECT_EQ(here["keys"][i]["weight"], j["keys"][i]["weight"]) << i;
+  }
+
+  // Another process (the CLI on the storage itself) gives key c a limit of
+  // one job now and then none for 100 s: the server follows within a second.
+  r = local({"ratelimit", "set", "tenants", "--key", "c", "--rate", "0.01", "--burst", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(test::wait_until([&] {
+    const auto k = remote({"--json", "keys", "tenants"});
+    if (k.exit_code != 0) return false;
+    j = json::parse(k.out);
+    for (const json& key : j["keys"])
+      if (key["key"] == "c") return key["limit"]["source"] == "override";
+    return false;
+  })) << j.dump()
+      << remote({"ratelimit", "ls"}).out << local({"ratelimit", "ls"}).out
+      << server_->stderr_text();
+  // Its dispatch holds c to it: a and b drain, c runs one job and waits.
+  ASSERT_EQ(remote({"queues", "resume", "tenants"}).exit_code, 0);
+  ASSERT_TRUE(test::wait_until([&] {
+    const auto k = remote({"--json", "keys", "tenants"});
+    if (k.exit_code != 0) return false;
+    j = json::parse(k.out);
+    return j["keys"].size() == 1 && j["keys"][0]["key"] == "c" && j["keys"][0]["ready"] == 2 &&
+           j["keys"][0]["throttled"] == true;
+  })) << j.dump()
+      << server_->stderr_text();
+  const auto completed = [&]() -> int64_t {
+    const auto q = remote({"--json", "queues"});
+    if (q.exit_code != 0) return -1;
+    for (const json& row : json::parse(q.out))
+      if (row["queue"] == "tenants") return row["completed"].get<int64_t>();
+    return -1;
+  };
+  EXPECT_EQ(completed(), 7);
+
+  // Removed by the other process: the server lets c go at once.
+  ASSERT_EQ(local({"ratelimit", "rm", "tenants", "--key", "c"}).exit_code, 0);
+  ASSERT_TRUE(test::wait_until([&] { return completed() == 9; })) << server_->stderr_text();
+
+  // Not found: the same message and exit code in both modes.
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"ratelimit", "rm", "tenants", "--key", "c"},
+                                             {"keys", "weight", "tenants", "c", "--reset"}}) {
+    const auto a = remote(args);
+    const auto b = local(args);
+    EXPECT_EQ(a.exit_code, 1) << a.err;
+    EXPECT_EQ(a.err, b.err);
+    EXPECT_EQ(a.exit_code, b.exit_code);
+  }
+  r = remote({"--json", "ratelimit", "rm", "tenants", "--per-key"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out),
+            json::parse(R"({"queue":"tenants","per_key":true,"cleared":true})"));
+  r = remote({"keys", "weight", "tenants", "b", "--reset"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "queue tenants key \"b\" weight reset to 1\n");
+  // A fifo queue has no turns between keys: refused by the server, exit 2.
+  r = remote({"ratelimit", "set", "plain", "--key", "a", "--rate", "1"});
+  expect_one_line_error(r, 2, "queue plain has fairness = \"fifo\"");
+  EXPECT_EQ(json::parse(local({"--json", "ratelimit", "ls"}).out)["key_settings"].size(), 1u);
+}
+
 TEST_F(CliServer, ReadOnlyServerRefusesJobChanges) {
   start("allow_unauthenticated = true\nread_only = true\n");
   expect_one_line_error(remote({"jobs", "retry", "1"}), 1, "read-only");
   expect_one_line_error(remote({"jobs", "cancel", "1"}), 1, "read-only");
   expect_one_line_error(remote({"jobs", "rm", "1"}), 1, "read-only");
   expect_one_line_error(remote({"queues", "pause", "q"}), 1, "read-only");
+  expect_one_line_error(remote({"ratelimit", "set", "q", "--key", "a", "--rate", "1"}), 1,
+                        "read-only");
+  expect_one_line_error(remote({"keys", "weight", "q", "a", "2"}), 1, "read-only");
   auto r = remote({"jobs", "ls"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "no jobs\n");

@@ -20,14 +20,22 @@ using test::expect_one_line_error;
 using test::run_conveyor;
 using test::TempDir;
 
+// The words of each line of text.
+std::vector<std::vector<std::string>> words_of_lines(const std::string& text) {
+  std::vector<std::vector<std::string>> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream in(line);
+    std::vector<std::string>& words = out.emplace_back();
+    for (std::string w; in >> w;) words.push_back(w);
+  }
+  return out;
+}
+
 // The words of the table row that starts with first; a five-word row (of
 // ratelimit ls) without its last, the UPDATED time.
 std::vector<std::string> words_of_row(const std::string& table, const std::string& first) {
-  std::istringstream lines(table);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream in(line);
-    std::vector<std::string> words;
-    for (std::string w; in >> w;) words.push_back(w);
+  for (std::vector<std::string>& words : words_of_lines(table)) {
     if (!words.empty() && words[0] == first) {
       if (words.size() == 5) words.pop_back();  // ratelimit ls: drop UPDATED
       return words;
@@ -580,11 +588,11 @@ TEST_F(Cli, KeysListsReadyKeysBusiestFirst) {
   auto r = run({"keys", "tenants"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out,
-            "KEY  READY  RUNNING  THROTTLED\n"
-            "b        5        -          -\n"
-            "a        3        -          -\n"
-            "\"\"       2        -          -\n"
-            "c        1        -          -\n"
+            "KEY  READY  RUNNING  THROTTLED  LIMIT         SOURCE        WEIGHT\n"
+            "b        5        -          -  5/s burst 10  queue-config       1\n"
+            "a        3        -          -  5/s burst 10  queue-config       1\n"
+            "\"\"       2        -          -  5/s burst 10  queue-config       1\n"
+            "c        1        -          -  5/s burst 10  queue-config       1\n"
             "4 of 4 key(s), busiest first\n"
             "key limit: 5/s burst 10 per key, at most 2 running per key (source: queue-config); "
             "fairness: fair\n");
@@ -599,13 +607,14 @@ TEST_F(Cli, KeysListsReadyKeysBusiestFirst) {
   EXPECT_EQ(j["queue"], "tenants");
   ASSERT_EQ(j["keys"].size(), 2u);
   EXPECT_EQ(j["keys"][0], json::parse(R"({"key":"b","ready":5,"ready_capped":false,
-                                           "running":null,"throttled":null})"));
+      "running":null,"throttled":null,"weight":1,
+      "limit":{"rate":5.0,"burst":10,"scope":"process","source":"queue-config"}})"));
   EXPECT_EQ(j["keys"][1]["key"], "a");
   EXPECT_EQ(j["total_keys"], 4);
   EXPECT_EQ(j["live"], false);
   EXPECT_EQ(j["complete"], true);
-  EXPECT_EQ(j["key_limit"],
-            json::parse(R"({"rate":5.0,"burst":10,"max_workers":2,"source":"queue-config"})"));
+  EXPECT_EQ(j["key_limit"], json::parse(R"({"rate":5.0,"burst":10,"scope":"process",
+                                            "max_workers":2,"source":"queue-config"})"));
 
   // A queue without per-key settings and without jobs.
   r = run({"keys", "other"});
@@ -621,6 +630,176 @@ TEST_F(Cli, KeysListsReadyKeysBusiestFirst) {
   expect_one_line_error(run({"keys", "tenants", "--limit", "many"}), 2,
                         "--limit must be a whole number from 1 to 1000");
   expect_one_line_error(run({"keys", "no way"}), 2, "invalid queue name");
+}
+
+// Run-time settings of keys on storage: a key's own limit (--key), the
+// limit of every key (--per-key) and weights, each shown by `conveyor keys`
+// with its source, listed by `ratelimit ls`, removed back to the config.
+TEST_F(Cli, KeySettingsSetShowAndRemove) {
+  config_ = test::write_sqlite_config(dir_,
+                                      "[queues.tenants]\nkey_rate_limit = { rate = 5, burst = 10 "
+                                      "}\n[queues.plain]\nfairness = \"fifo\"\n");
+  ASSERT_EQ(run({"enqueue", "tenants", "noop", "--key", "a", "--count", "3"}).exit_code, 0);
+  ASSERT_EQ(run({"enqueue", "tenants", "noop", "--key", "b", "--count", "2"}).exit_code, 0);
+  ASSERT_EQ(run({"enqueue", "tenants", "noop"}).exit_code, 0);  // the empty key
+  // KEY LIMIT... words of each key's row, after READY RUNNING THROTTLED.
+  const auto key_row = [&](const std::string& key) {
+    const auto r = run({"keys", "tenants"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<std::string> words = words_of_row(r.out, key);
+    if (words.size() > 4) words.erase(words.begin() + 1, words.begin() + 4);
+    return words;
+  };
+  using Words = std::vector<std::string>;
+  EXPECT_EQ(key_row("a"), (Words{"a", "5/s", "burst", "10", "queue-config", "1"}));
+
+  auto r = run({"ratelimit", "set", "tenants", "--key", "a", "--rate", "2", "--burst", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "queue tenants key \"a\" limited to 2/s (burst 3)\n"
+            "scope: process (each process has its own bucket: N processes start up to N x 2/s)\n");
+  EXPECT_EQ(key_row("a"), (Words{"a", "2/s", "burst", "3", "override", "1"}));
+  EXPECT_EQ(key_row("b"), (Words{"b", "5/s", "burst", "10", "queue-config", "1"}));
+
+  r = run({"ratelimit", "set", "tenants", "--per-key", "--rate", "1", "--scope", "fleet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "every key of queue tenants limited to 1/s (burst 1) each\n"
+            "scope: fleet (one bucket per key shared by every process on this storage: at most "
+            "1/s per key in all)\n");
+  // A key's own limit wins over the one for every key, which wins over
+  // key_rate_limit.
+  EXPECT_EQ(key_row("a"), (Words{"a", "2/s", "burst", "3", "override", "1"}));
+  EXPECT_EQ(key_row("b"), (Words{"b", "1/s", "burst", "1", "(fleet)", "per-key-override", "1"}));
+  EXPECT_EQ(key_row("\"\""),
+            (Words{"\"\"", "1/s", "burst", "1", "(fleet)", "per-key-override", "1"}));
+
+  r = run({"keys", "weight", "tenants", "b", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "queue tenants key \"b\" weight 3 (3 jobs a round where weight 1 gets one)\n");
+  EXPECT_EQ(key_row("b"), (Words{"b", "1/s", "burst", "1", "(fleet)", "per-key-override", "3"}));
+  r = run({"--json", "ratelimit", "set", "tenants", "--key", "", "--rate", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out),
+            json::parse(R"({"queue":"tenants","key":"","rate":4.0,"burst":4,"scope":"process"})"));
+
+  r = run({"--json", "keys", "tenants"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  ASSERT_EQ(j["keys"].size(), 3u);
+  EXPECT_EQ(j["keys"][0]["key"], "a");
+  EXPECT_EQ(j["keys"][0]["limit"],
+            json::parse(R"({"rate":2.0,"burst":3,"scope":"process","source":"override"})"));
+  EXPECT_EQ(j["keys"][1]["key"], "b");
+  EXPECT_EQ(j["keys"][1]["weight"], 3);
+  EXPECT_EQ(j["keys"][1]["limit"]["source"], "per-key-override");
+  EXPECT_EQ(j["keys"][2]["key"], "");
+  EXPECT_EQ(j["keys"][2]["limit"]["source"], "override");
+  EXPECT_EQ(j["key_limit"]["source"], "per-key-override");
+  EXPECT_EQ(j["key_limit"]["scope"], "fleet");
+
+  // ratelimit ls: the settings of keys under the queues' overrides.
+  r = run({"ratelimit", "ls"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("no per-queue overrides\nkey settings (a key's own limit wins over the one "
+                       "for every key, which wins over key_rate_limit):\n"
+                       "QUEUE    KEY          RATE  BURST  SCOPE    WEIGHT  UPDATED\n"),
+            std::string::npos)
+      << r.out;
+  // A key setting's row without its UPDATED time.
+  const auto ls_row = [&](const std::string& key) {
+    for (Words& words : words_of_lines(r.out)) {
+      if (words.size() >= 2 && words[0] == "tenants" && words[1] == key) {
+        words.pop_back();
+        return words;
+      }
+    }
+    return Words{};
+  };
+  EXPECT_EQ(ls_row("\"\""), (Words{"tenants", "\"\"", "4", "4", "process", "-"}));
+  EXPECT_EQ(ls_row("a"), (Words{"tenants", "a", "2", "3", "process", "-"}));
+  EXPECT_EQ(ls_row("b"), (Words{"tenants", "b", "-", "-", "-", "3"}));
+  EXPECT_EQ(ls_row("(every"), (Words{"tenants", "(every", "key)", "1", "1", "fleet", "-"}));
+  r = run({"--json", "ratelimit", "ls"});
+  j = json::parse(r.out);
+  ASSERT_EQ(j["key_settings"].size(), 4u) << r.out;
+  EXPECT_EQ(j["key_settings"][1]["key"], "a");
+  EXPECT_EQ(j["key_settings"][1]["rate"], 2.0);
+  EXPECT_EQ(j["key_settings"][1]["weight"], nullptr);
+  EXPECT_EQ(j["key_settings"][2]["weight"], 3);
+  EXPECT_EQ(j["key_settings"][2]["rate"], nullptr);
+  EXPECT_EQ(j["key_settings"][3]["key"], nullptr);  // every key
+  EXPECT_EQ(j["key_settings"][3]["scope"], "fleet");
+  EXPECT_TRUE(j["key_settings"][3]["updated_at"].is_string());
+  EXPECT_TRUE(j["overrides"].empty());
+
+  // The kill switch wins over every key's limit too.
+  ASSERT_EQ(run({"ratelimit", "disable"}).exit_code, 0);
+  EXPECT_EQ(key_row("a"), (Words{"a", "unlimited", "disabled", "1"}));
+  ASSERT_EQ(run({"ratelimit", "enable"}).exit_code, 0);
+
+  // Removed: back to the next layer.
+  r = run({"ratelimit", "rm", "tenants", "--key", "a"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "queue tenants key \"a\" rate limit cleared\n");
+  EXPECT_EQ(key_row("a"), (Words{"a", "1/s", "burst", "1", "(fleet)", "per-key-override", "1"}));
+  expect_one_line_error(run({"ratelimit", "rm", "tenants", "--key", "a"}), 1,
+                        "queue tenants key \"a\" has no rate limit of its own (see: conveyor "
+                        "ratelimit ls)");
+  r = run({"ratelimit", "rm", "tenants", "--per-key"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "queue tenants rate limit for every key cleared\n");
+  EXPECT_EQ(key_row("a"), (Words{"a", "5/s", "burst", "10", "queue-config", "1"}));
+  expect_one_line_error(run({"ratelimit", "rm", "tenants", "--per-key"}), 1,
+                        "queue tenants has no rate limit for every key (see: conveyor ratelimit "
+                        "ls)");
+  r = run({"--json", "keys", "weight", "tenants", "b", "--reset"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out),
+            json::parse(R"({"queue":"tenants","key":"b","weight":1,"reset":true})"));
+  EXPECT_EQ(key_row("b"), (Words{"b", "5/s", "burst", "10", "queue-config", "1"}));
+  expect_one_line_error(run({"keys", "weight", "tenants", "b", "--reset"}), 1,
+                        "queue tenants key \"b\" has no weight set: its weight is the default, 1");
+  r = run({"--json", "ratelimit", "rm", "tenants", "--key", ""});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out), json::parse(R"({"queue":"tenants","key":"","cleared":true})"));
+  EXPECT_TRUE(json::parse(run({"--json", "ratelimit", "ls"}).out)["key_settings"].empty());
+  // Without key settings, ratelimit ls reads as before them.
+  EXPECT_EQ(run({"ratelimit", "ls"}).out.find("key settings"), std::string::npos);
+
+  // Refused, exit 2, nothing stored.
+  expect_one_line_error(
+      run({"ratelimit", "set", "tenants", "--key", "a", "--per-key", "--rate", "1"}), 2,
+      "give --key K (that key's own limit) or --per-key (the limit of every key of the queue), "
+      "not both");
+  expect_one_line_error(run({"ratelimit", "rm", "tenants", "--key", "a", "--per-key"}), 2,
+                        "not both");
+  expect_one_line_error(run({"ratelimit", "set", "plain", "--key", "a", "--rate", "1"}), 2,
+                        "queue plain has fairness = \"fifo\": it claims across keys in claim "
+                        "order, so a key has no limit or weight of its own; write fairness = "
+                        "\"fair\" in [queues.plain]");
+  expect_one_line_error(run({"ratelimit", "set", "plain", "--per-key", "--rate", "1"}), 2,
+                        "fairness = \"fifo\"");
+  expect_one_line_error(run({"keys", "weight", "plain", "a", "2"}), 2, "fairness = \"fifo\"");
+  expect_one_line_error(
+      run({"ratelimit", "set", "tenants", "--key", std::string(201, 'k'), "--rate", "1"}), 2,
+      "key is 201 bytes; the longest is 200 bytes (UTF-8)");
+  expect_one_line_error(run({"ratelimit", "set", "tenants", "--per-key", "--rate", "0"}), 2,
+                        "rate");
+  expect_one_line_error(run({"keys", "weight", "tenants", "b", "0"}), 2,
+                        "weight must be 1..1000, got 0");
+  expect_one_line_error(run({"keys", "weight", "tenants", "b", "1001"}), 2,
+                        "weight must be 1..1000, got 1001");
+  expect_one_line_error(run({"keys", "weight", "tenants", "b", "heavy"}), 2,
+                        "weight must be a whole number from 1 to 1000, got \"heavy\"");
+  expect_one_line_error(run({"keys", "weight", "tenants", "b"}), 2,
+                        "give the key's weight, 1..1000 (conveyor keys weight QUEUE KEY W), or "
+                        "--reset to return it to the default, 1");
+  expect_one_line_error(run({"keys", "weight", "tenants", "b", "2", "--reset"}), 2, "not both");
+  expect_one_line_error(run({"keys", "weight", "tenants", "b", "2", "--limit", "5"}), 2,
+                        "no --limit");
+  expect_one_line_error(run({"keys"}), 2, "give a queue: conveyor keys QUEUE");
+  EXPECT_TRUE(json::parse(run({"--json", "ratelimit", "ls"}).out)["key_settings"].empty());
 }
 
 // A plugin without ABI 1.2's slots (the SDK's memory_c example) refuses
@@ -663,6 +842,18 @@ TEST(CliOnAnOlderPlugin, FleetScopeAndTheKillSwitchAreRefused) {
   EXPECT_EQ(r.out, "");
   r = cli({"ratelimit", "set", "q", "--rate", "5"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Settings of keys need ABI 1.5: refused naming the plugin, exit 1.
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"ratelimit", "set", "q", "--key", "a", "--rate", "5"},
+                                             {"ratelimit", "set", "q", "--per-key", "--rate", "5"},
+                                             {"keys", "weight", "q", "a", "2"}}) {
+    r = cli(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    const std::string last = r.err.substr(r.err.rfind("conveyor: "));
+    EXPECT_NE(last.find("memory_c"), std::string::npos) << r.err;
+    EXPECT_NE(last.find("1.5"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
   r = cli({"--json", "ratelimit", "ls"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["enabled_source"], "config");

@@ -326,7 +326,13 @@ TEST_F(EngineKeysTest, ASettingMadeByOneProcessIsFollowedByAnother) {
     a->set_key_rate_limit("q", std::string("vip"), RateLimit{50.0, 10});
     a->set_key_rate_limit("q", std::nullopt, RateLimit{1.0, 1, LimitScope::kFleet});
     a->set_key_weight("q", "vip", 4);
-    ASSERT_TRUE(eventually([&] { return b->key_overrides().size() == 2; }, 5s));
+    // All three changes (two rows: the weight joins vip's row).
+    ASSERT_TRUE(eventually(
+        [&] {
+          const std::vector<KeyOverride> o = b->key_overrides();
+          return o.size() == 2 && o[0].weight.has_value();
+        },
+        5s));
     const std::vector<KeyOverride> seen = b->key_overrides();
     EXPECT_EQ(seen[0].key, std::optional<std::string>("vip"));
     EXPECT_EQ(seen[0].limit, (std::optional<RateLimit>(RateLimit{50.0, 10})));

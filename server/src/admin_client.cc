@@ -132,28 +132,89 @@ auto read_response(const std::string& url, Fn&& fn) {
 }
 }  // namespace
 
-RateLimitOverride AdminClient::set_rate_limit(std::string_view queue, const RateLimit& limit) {
+namespace {
+v1::SetQueueRateLimitRequest set_limit_request(std::string_view queue, const RateLimit& limit) {
   v1::SetQueueRateLimitRequest request;
   request.set_queue(std::string(queue));
   request.set_rate_per_sec(limit.rate_per_sec);
   request.set_burst(limit.burst);
   request.set_scope(to_string(limit.scope));
+  return request;
+}
+
+// A request's key, or per_key for every key (nullopt).
+template <typename Request>
+void set_key_target(Request& request, const std::optional<std::string>& key) {
+  if (key)
+    request.set_key(*key);
+  else
+    request.set_per_key(true);
+}
+}  // namespace
+
+RateLimitOverride AdminClient::set_rate_limit(std::string_view queue, const RateLimit& limit) {
+  v1::SetQueueRateLimitResponse response;
+  call(std::string(kAdmin) + "SetQueueRateLimit", set_limit_request(queue, limit), response);
+  return read_response(url_, [&] { return api::from_proto(response.override(), "override."); });
+}
+
+KeyOverride AdminClient::set_key_rate_limit(std::string_view queue,
+                                            const std::optional<std::string>& key,
+                                            const RateLimit& limit) {
+  v1::SetQueueRateLimitRequest request = set_limit_request(queue, limit);
+  set_key_target(request, key);
   v1::SetQueueRateLimitResponse response;
   call(std::string(kAdmin) + "SetQueueRateLimit", request, response);
-  return read_response(url_, [&] { return api::from_proto(response.override(), "override."); });
+  return read_response(url_,
+                       [&] { return api::from_proto(response.key_setting(), "keySetting."); });
+}
+
+// Calls a Delete method: false when the server answers not_found.
+bool AdminClient::call_delete(std::string_view method, const google::protobuf::Message& request,
+                              google::protobuf::Message& response) {
+  try {
+    call(std::string(kAdmin) + std::string(method), request, response);
+    return true;
+  } catch (const ApiError& e) {
+    if (e.code() == ApiCode::kNotFound) return false;
+    throw;
+  }
 }
 
 bool AdminClient::delete_rate_limit(std::string_view queue) {
   v1::DeleteQueueRateLimitRequest request;
   request.set_queue(std::string(queue));
   v1::DeleteQueueRateLimitResponse response;
-  try {
-    call(std::string(kAdmin) + "DeleteQueueRateLimit", request, response);
-    return true;
-  } catch (const ApiError& e) {
-    if (e.code() == ApiCode::kNotFound) return false;
-    throw;
-  }
+  return call_delete("DeleteQueueRateLimit", request, response);
+}
+
+bool AdminClient::delete_key_rate_limit(std::string_view queue,
+                                        const std::optional<std::string>& key) {
+  v1::DeleteQueueRateLimitRequest request;
+  request.set_queue(std::string(queue));
+  set_key_target(request, key);
+  v1::DeleteQueueRateLimitResponse response;
+  return call_delete("DeleteQueueRateLimit", request, response);
+}
+
+KeyOverride AdminClient::set_key_weight(std::string_view queue, std::string_view key,
+                                        uint32_t weight) {
+  v1::SetKeyWeightRequest request;
+  request.set_queue(std::string(queue));
+  request.set_key(std::string(key));
+  request.set_weight(weight);
+  v1::SetKeyWeightResponse response;
+  call(std::string(kAdmin) + "SetKeyWeight", request, response);
+  return read_response(url_,
+                       [&] { return api::from_proto(response.key_setting(), "keySetting."); });
+}
+
+bool AdminClient::delete_key_weight(std::string_view queue, std::string_view key) {
+  v1::DeleteKeyWeightRequest request;
+  request.set_queue(std::string(queue));
+  request.set_key(std::string(key));
+  v1::DeleteKeyWeightResponse response;
+  return call_delete("DeleteKeyWeight", request, response);
 }
 
 api::RateLimitListing AdminClient::list_rate_limits() {

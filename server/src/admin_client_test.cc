@@ -114,6 +114,75 @@ TEST_F(AdminClientTest, EveryTypedCall) {
   EXPECT_FALSE(client.delete_rate_limit("email"));
 }
 
+// A key's own limit, every key's limit and a key's weight over HTTP: the
+// answers are what storage recorded, ListRateLimits and ListKeys show them,
+// and a delete of nothing is false.
+TEST_F(AdminClientTest, KeySettingCalls) {
+  serve("tok");
+  AdminClient client(url_, "tok");
+  const KeyOverride a = client.set_key_rate_limit("tenants", "a", RateLimit{2, 3});
+  EXPECT_EQ(a.queue, "tenants");
+  EXPECT_EQ(a.key, "a");
+  EXPECT_EQ(a.limit, (RateLimit{2, 3}));
+  EXPECT_EQ(a.weight, std::nullopt);
+  EXPECT_GT(a.updated_at_us, 0);
+  const KeyOverride every =
+      client.set_key_rate_limit("tenants", std::nullopt, RateLimit{1, 1, LimitScope::kFleet});
+  EXPECT_EQ(every.key, std::nullopt);
+  EXPECT_EQ(every.limit, (RateLimit{1, 1, LimitScope::kFleet}));
+  // The weight joins a's limit in one setting.
+  const KeyOverride weighted = client.set_key_weight("tenants", "a", 5);
+  EXPECT_EQ(weighted.limit, (RateLimit{2, 3}));
+  EXPECT_EQ(weighted.weight, 5u);
+  EXPECT_EQ(client.set_key_weight("tenants", "", 2).key, "");  // the empty key
+
+  const api::RateLimitListing l = client.list_rate_limits();
+  ASSERT_EQ(l.key_settings.size(), 3u);
+  EXPECT_EQ(l.key_settings[0].key, "");
+  EXPECT_EQ(l.key_settings[1].key, "a");
+  EXPECT_EQ(l.key_settings[1].weight, 5u);
+  EXPECT_EQ(l.key_settings[2].key, std::nullopt);
+  EXPECT_TRUE(l.overrides.empty());
+
+  JobRequest job;
+  job.queue = "tenants";
+  job.kind = "noop";
+  job.delay_s = 0;
+  job.key = "a";
+  JobRequest other = job;
+  other.key = "b";
+  client.set_queue_paused("tenants", true);
+  client.enqueue_batch({job, other});
+  const KeysReport keys = client.list_keys("tenants", 0);
+  ASSERT_EQ(keys.keys.size(), 2u);
+  EXPECT_EQ(keys.keys[0].key, "a");
+  EXPECT_EQ(keys.keys[0].limit, (RateLimit{2, 3}));
+  EXPECT_EQ(keys.keys[0].limit_source, LimitSource::kOverride);
+  EXPECT_EQ(keys.keys[0].weight, 5u);
+  EXPECT_EQ(keys.keys[1].limit, (RateLimit{1, 1, LimitScope::kFleet}));
+  EXPECT_EQ(keys.keys[1].limit_source, LimitSource::kEveryKeyOverride);
+  EXPECT_EQ(keys.keys[1].weight, 1u);
+  EXPECT_EQ(keys.limit_source, LimitSource::kEveryKeyOverride);
+
+  EXPECT_TRUE(client.delete_key_rate_limit("tenants", "a"));
+  EXPECT_FALSE(client.delete_key_rate_limit("tenants", "a"));
+  EXPECT_TRUE(client.delete_key_rate_limit("tenants", std::nullopt));
+  EXPECT_FALSE(client.delete_key_rate_limit("tenants", std::nullopt));
+  EXPECT_TRUE(client.delete_key_weight("tenants", "a"));
+  EXPECT_FALSE(client.delete_key_weight("tenants", "a"));
+  const KeysReport after = client.list_keys("tenants", 0);
+  EXPECT_EQ(after.keys[0].limit, std::nullopt);
+  EXPECT_EQ(after.keys[0].limit_source, LimitSource::kNone);
+  EXPECT_EQ(after.keys[0].weight, 1u);
+  try {
+    client.set_key_weight("tenants", "a", 1001);
+    ADD_FAILURE() << "weight 1001 was taken";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code(), ApiCode::kInvalidArgument);
+    EXPECT_STREQ(e.what(), "weight: weight must be 1..1000, got 1001");
+  }
+}
+
 TEST_F(AdminClientTest, ServerErrorsKeepTheirCodeAndMessage) {
   serve("tok");
   AdminClient client(url_, "tok");

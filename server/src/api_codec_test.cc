@@ -66,7 +66,7 @@ TEST(ApiCodec, JsonErrorsNameTheFieldAsTheApiSpellsIt) {
   using v1::SetQueueRateLimitRequest;
   EXPECT_EQ(json_error<SetQueueRateLimitRequest>(R"({"queue":"q","nope":1})"),
             "nope: unknown field of SetQueueRateLimitRequest (known: queue, ratePerSec, burst, "
-            "scope)");
+            "scope, key, perKey)");
   EXPECT_EQ(json_error<EnqueueBatchRequest>(R"({"jobs":[{"queue":"q"},{"kind":"k","prio":1}]})"),
             "jobs[1].prio: unknown field of NewJob (known: queue, kind, payload, priority, "
             "maxAttempts, delaySeconds, cost, key)");

@@ -1,6 +1,8 @@
 // The engine's types to and from the conveyor.v1 messages (api_messages.hpp).
 #include <conveyor/api_messages.hpp>
+#include <conveyor/engine.hpp>
 #include <conveyor/http_call.hpp>
+#include <conveyor/internal/engine_internals.hpp>
 #include <conveyor/validation.hpp>
 
 #include <fmt/format.h>
@@ -19,16 +21,22 @@ namespace {
 
 LimitSource parse_source(const std::string& text, const std::string& path) {
   for (auto s : {LimitSource::kDisabled, LimitSource::kOverride, LimitSource::kQueueConfig,
-                 LimitSource::kDefault, LimitSource::kNone, LimitSource::kBackoff})
+                 LimitSource::kDefault, LimitSource::kNone, LimitSource::kBackoff,
+                 LimitSource::kEveryKeyOverride})
     if (text == to_string(s)) return s;
   fail(path, "unknown limit source " + quote_for_message(text) +
-                 " (known: override, queue-config, default, none, disabled, backoff)");
+                 " (known: override, queue-config, default, none, disabled, backoff, "
+                 "per-key-override)");
 }
 
 void set_limit(const RateLimit& l, v1::RateLimit& out) {
   out.set_rate_per_sec(l.rate_per_sec);
   out.set_burst(l.burst);
   out.set_scope(to_string(l.scope));
+}
+
+RateLimit read_limit(const v1::RateLimit& m, const std::string& path) {
+  return RateLimit{m.rate_per_sec(), m.burst(), parse_scope(m.scope(), path + "scope")};
 }
 
 // Reads exactly n digits at text[pos...]; advances pos.
@@ -152,11 +160,59 @@ RateLimitOverride from_proto(const v1::RateLimitOverride& m, const std::string& 
   return o;
 }
 
+std::string key_for_message(std::string_view key) {
+  return quote_for_message(key, kMaxJobKeyBytes);
+}
+
+std::string no_limit_message(std::string_view queue, const LimitTarget& target) {
+  if (!target.keys) return fmt::format("queue {} has no rate-limit override", queue);
+  if (!target.key) return fmt::format("queue {} has no rate limit for every key", queue);
+  return fmt::format("queue {} key {} has no rate limit of its own", queue,
+                     key_for_message(*target.key));
+}
+
+std::string no_key_weight_message(std::string_view queue, std::string_view key) {
+  return fmt::format("queue {} key {} has no weight set: its weight is the default, 1", queue,
+                     key_for_message(key));
+}
+
+void to_proto(const KeyOverride& o, v1::KeySetting& out) {
+  out.set_queue(o.queue);
+  if (o.key) out.set_key(*o.key);
+  if (o.limit) set_limit(*o.limit, *out.mutable_limit());
+  if (o.weight) out.set_weight(*o.weight);
+  out.set_updated_at(rfc3339(o.updated_at_us));
+}
+
+KeyOverride from_proto(const v1::KeySetting& m, const std::string& path) {
+  KeyOverride o;
+  o.queue = m.queue();
+  if (m.has_key()) o.key = m.key();
+  if (m.has_limit()) o.limit = read_limit(m.limit(), path + "limit.");
+  if (m.has_weight()) o.weight = m.weight();
+  o.updated_at_us = parse_rfc3339(m.updated_at(), path + "updatedAt");
+  return o;
+}
+
 void to_proto(const RateLimitListing& l, v1::ListRateLimitsResponse& out) {
   for (const auto& o : l.overrides) to_proto(o, *out.add_overrides());
   out.set_enabled(l.enabled);
   out.set_enabled_source(to_string(l.enabled_source));
   if (l.default_limit) set_limit(*l.default_limit, *out.mutable_default_limit());
+  for (const auto& k : l.key_settings) to_proto(k, *out.add_key_settings());
+}
+
+RateLimitListing rate_limit_listing(const Engine& engine) {
+  const LimitResolver& limits = EngineInternals::limits(engine);
+  const RateLimitingState state = engine.rate_limiting();
+  return RateLimitListing{state.enabled, limits.default_limit(), limits.overrides(), state.source,
+                          engine.key_overrides()};
+}
+
+KeyOverride followed_key_setting(const Engine& engine, const KeyOverride& fallback) {
+  for (KeyOverride& o : engine.key_overrides())
+    if (o.queue == fallback.queue && o.key == fallback.key) return std::move(o);
+  return fallback;
 }
 
 RateLimitListing from_proto(const v1::ListRateLimitsResponse& m) {
@@ -168,9 +224,9 @@ RateLimitListing from_proto(const v1::ListRateLimitsResponse& m) {
                          : parse_switch_source(m.enabled_source(), "enabledSource");
   for (int i = 0; i < m.overrides_size(); ++i)
     l.overrides.push_back(from_proto(m.overrides(i), fmt::format("overrides[{}].", i)));
-  if (m.has_default_limit())
-    l.default_limit = RateLimit{m.default_limit().rate_per_sec(), m.default_limit().burst(),
-                                parse_scope(m.default_limit().scope(), "defaultLimit.scope")};
+  if (m.has_default_limit()) l.default_limit = read_limit(m.default_limit(), "defaultLimit.");
+  for (int i = 0; i < m.key_settings_size(); ++i)
+    l.key_settings.push_back(from_proto(m.key_settings(i), fmt::format("keySettings[{}].", i)));
   return l;
 }
 
@@ -248,6 +304,9 @@ void to_proto(const KeysReport& r, v1::ListKeysResponse& out) {
     m.set_ready_capped(k.ready_capped);
     m.set_running(k.running);
     m.set_throttled(k.throttled);
+    if (k.limit) set_limit(*k.limit, *m.mutable_limit());
+    m.set_limit_source(to_string(k.limit_source));
+    m.set_weight(k.weight);
   }
   out.set_total_keys(static_cast<int64_t>(r.total_keys));
   out.set_complete(r.complete);
@@ -255,6 +314,7 @@ void to_proto(const KeysReport& r, v1::ListKeysResponse& out) {
   if (r.key_rate_limit) {
     limit.set_rate_per_sec(r.key_rate_limit->rate_per_sec);
     limit.set_burst(r.key_rate_limit->burst);
+    limit.set_scope(to_string(r.key_rate_limit->scope));
   }
   if (r.key_max_workers) limit.set_max_workers(*r.key_max_workers);
   limit.set_source(to_string(r.limit_source));
@@ -265,21 +325,30 @@ void to_proto(const KeysReport& r, v1::ListKeysResponse& out) {
 KeysReport from_proto(const v1::ListKeysResponse& m, std::string queue) {
   KeysReport r;
   r.queue = std::move(queue);
-  for (const v1::KeyInfo& k : m.keys())
-    r.keys.push_back(KeyReport{.key = k.key(),
-                               .ready = k.ready(),
-                               .ready_capped = k.ready_capped(),
-                               .running = static_cast<uint32_t>(std::clamp<int64_t>(
-                                   k.running(), 0, std::numeric_limits<uint32_t>::max())),
-                               .throttled = k.throttled(),
-                               .limit = std::nullopt,
-                               .limit_source = LimitSource::kNone,
-                               .weight = 1});
+  for (int i = 0; i < m.keys_size(); ++i) {
+    const v1::KeyInfo& k = m.keys(i);
+    const std::string path = fmt::format("keys[{}].", i);
+    r.keys.push_back(
+        KeyReport{.key = k.key(),
+                  .ready = k.ready(),
+                  .ready_capped = k.ready_capped(),
+                  .running = static_cast<uint32_t>(
+                      std::clamp<int64_t>(k.running(), 0, std::numeric_limits<uint32_t>::max())),
+                  .throttled = k.throttled(),
+                  .limit = k.has_limit() ? std::optional(read_limit(k.limit(), path + "limit."))
+                                         : std::nullopt,
+                  // "" and 0: a server that predates them.
+                  .limit_source = k.limit_source().empty()
+                                      ? LimitSource::kNone
+                                      : parse_source(k.limit_source(), path + "limitSource"),
+                  .weight = k.weight() == 0 ? 1 : k.weight()});
+  }
   r.total_keys = static_cast<uint64_t>(std::max<int64_t>(m.total_keys(), 0));
   r.complete = m.complete();
   r.live = m.live();
   if (m.limit().has_rate_per_sec())
-    r.key_rate_limit = RateLimit{m.limit().rate_per_sec(), m.limit().burst()};
+    r.key_rate_limit = RateLimit{m.limit().rate_per_sec(), m.limit().burst(),
+                                 parse_scope(m.limit().scope(), "limit.scope")};
   if (m.limit().has_max_workers()) r.key_max_workers = m.limit().max_workers();
   r.limit_source = parse_source(m.limit().source(), "limit.source");
   if (m.fairness() != "fair" && m.fairness() != "fifo")

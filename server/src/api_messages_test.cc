@@ -104,7 +104,7 @@ TEST(ApiMessages, OverrideRoundTripsInLowerCamelCase) {
 }
 
 TEST(ApiMessages, ListingOmitsAnUnsetDefault) {
-  RateLimitListing l{false, std::nullopt, {{"a", {1, 1}, 0}}};
+  RateLimitListing l{false, std::nullopt, {{"a", {1, 1}, 0}}, SwitchSource::kConfig, {}};
   v1::ListRateLimitsResponse m;
   to_proto(l, m);
   json j = as_json(m);
@@ -183,7 +183,88 @@ TEST(ApiMessages, QueueInfoWritesInt64AsStringsAndOmitsAnUnlimitedRate) {
   m.mutable_limit()->set_source("sideways");
   EXPECT_EQ(error_of([&] { from_proto(m, "queues[0]."); }),
             "queues[0].limit.source: unknown limit source \"sideways\" (known: override, "
-            "queue-config, default, none, disabled, backoff)");
+            "queue-config, default, none, disabled, backoff, per-key-override)");
+}
+
+// Settings of keys: one key's limit and weight, every key's limit (no key),
+// the empty key (present, ""), in ListRateLimitsResponse both ways.
+TEST(ApiMessages, KeySettingsRoundTripInTheListing) {
+  RateLimitListing l;
+  l.key_settings = {KeyOverride{"tenants", "a", RateLimit{2, 3}, 4, 1'700'000'000'000'000},
+                    KeyOverride{"tenants", "", std::nullopt, 2, 1'700'000'000'000'000},
+                    KeyOverride{"tenants", std::nullopt, RateLimit{1, 1, LimitScope::kFleet},
+                                std::nullopt, 1'700'000'000'000'000}};
+  v1::ListRateLimitsResponse m;
+  to_proto(l, m);
+  EXPECT_EQ(as_json(m)["keySettings"], json::parse(R"([
+      {"queue":"tenants","key":"a","limit":{"ratePerSec":2.0,"burst":3,"scope":"process"},
+       "weight":4,"updatedAt":"2023-11-14T22:13:20Z"},
+      {"queue":"tenants","key":"","weight":2,"updatedAt":"2023-11-14T22:13:20Z"},
+      {"queue":"tenants","limit":{"ratePerSec":1.0,"burst":1,"scope":"fleet"},
+       "updatedAt":"2023-11-14T22:13:20Z"}])"));
+  EXPECT_EQ(from_proto(via_binary(m)).key_settings, l.key_settings);
+  // A server that predates key settings: none.
+  EXPECT_TRUE(from_proto(v1::ListRateLimitsResponse()).key_settings.empty());
+  m.mutable_key_settings(2)->mutable_limit()->set_scope("galaxy");
+  EXPECT_EQ(error_of([&] { from_proto(m); }).rfind("keySettings[2].limit.scope: ", 0), 0u);
+}
+
+// ListKeys: each key's limit, its source and its weight; the per-key limit's
+// scope; a server that predates them reads as unlimited, "none", weight 1.
+TEST(ApiMessages, KeyInfoCarriesTheKeysLimitSourceAndWeight) {
+  KeysReport r;
+  r.queue = "tenants";
+  r.keys = {
+      KeyReport{.key = "a",
+                .ready = 3,
+                .limit = RateLimit{2, 3},
+                .limit_source = LimitSource::kOverride,
+                .weight = 4},
+      KeyReport{.key = "b",
+                .ready = 1,
+                .limit = RateLimit{1, 1, LimitScope::kFleet},
+                .limit_source = LimitSource::kEveryKeyOverride,
+                .weight = 1},
+      KeyReport{
+          .key = "c", .limit = std::nullopt, .limit_source = LimitSource::kDisabled, .weight = 1}};
+  r.total_keys = 3;
+  r.key_rate_limit = RateLimit{1, 1, LimitScope::kFleet};
+  r.limit_source = LimitSource::kEveryKeyOverride;
+  v1::ListKeysResponse m;
+  to_proto(r, m);
+  const json j = as_json(m);
+  EXPECT_EQ(j["keys"][0]["limit"],
+            json::parse(R"({"ratePerSec":2.0,"burst":3,"scope":"process"})"));
+  EXPECT_EQ(j["keys"][0]["limitSource"], "override");
+  EXPECT_EQ(j["keys"][0]["weight"], 4);
+  EXPECT_EQ(j["keys"][1]["limitSource"], "per-key-override");
+  EXPECT_FALSE(j["keys"][2].contains("limit"));
+  EXPECT_EQ(j["keys"][2]["limitSource"], "disabled");
+  EXPECT_EQ(j["limit"], json::parse(R"({"ratePerSec":1.0,"burst":1,"scope":"fleet",
+                                         "source":"per-key-override"})"));
+  const KeysReport back = from_proto(via_binary(m), "tenants");
+  ASSERT_EQ(back.keys.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(back.keys[i].limit, r.keys[i].limit) << i;
+    EXPECT_EQ(back.keys[i].limit_source, r.keys[i].limit_source) << i;
+    EXPECT_EQ(back.keys[i].weight, r.keys[i].weight) << i;
+  }
+  EXPECT_EQ(back.key_rate_limit, r.key_rate_limit);
+  EXPECT_EQ(back.limit_source, LimitSource::kEveryKeyOverride);
+
+  const KeysReport old = from_proto(
+      from_json<v1::ListKeysResponse>(
+          R"({"keys":[{"key":"a","ready":"1"}],"limit":{"source":"none"},"fairness":"fair"})"),
+      "tenants");
+  ASSERT_EQ(old.keys.size(), 1u);
+  EXPECT_EQ(old.keys[0].limit, std::nullopt);
+  EXPECT_EQ(old.keys[0].limit_source, LimitSource::kNone);
+  EXPECT_EQ(old.keys[0].weight, 1u);
+  m.mutable_keys(1)->set_limit_source("sideways");
+  EXPECT_EQ(error_of([&] {
+              from_proto(m, "tenants");
+            }).rfind("keys[1].limitSource: unknown limit source \"sideways\"", 0),
+            0u);
 }
 
 TEST(ApiMessages, JobRoundTrips) {

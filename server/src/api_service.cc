@@ -34,6 +34,22 @@ const std::string& checked_queue(const std::string& queue) {
   return queue;
 }
 
+const std::string& checked_key(const std::string& key) {
+  validate_field("key", [&] { validate_job_key(key); });
+  return key;
+}
+
+// The key or perKey of a SetQueueRateLimit / DeleteQueueRateLimit request.
+template <typename Request>
+api::LimitTarget limit_target(const Request& request) {
+  if (request.has_key() && request.per_key())
+    throw ValidationError("perKey",
+                          "perKey: give key (one key's own limit) or perKey (the limit of every "
+                          "key of the queue), not both");
+  if (request.has_key()) return {true, checked_key(request.key())};
+  return {request.per_key(), std::nullopt};
+}
+
 // A job id field: 1 or more.
 int64_t checked_id(int64_t id, const std::string& field) {
   if (id <= 0)
@@ -106,11 +122,21 @@ ApiService::ApiService(Engine& engine) : engine_(engine) {
   add<v1::SetQueueRateLimitRequest, v1::SetQueueRateLimitResponse>(
       kAdmin, "SetQueueRateLimit", true, [&e](const auto& request, auto& response) {
         const std::string& queue = checked_queue(request.queue());
+        const api::LimitTarget target = limit_target(request);
         const double rate = request.rate_per_sec();
         validate_field("ratePerSec", [&] { validate_rate(rate); });
         const uint32_t burst = request.burst();
         validate_field("burst", [&] { validate_burst(burst, /*zero_means_auto=*/false); });
         const RateLimit limit{rate, burst, api::parse_scope(request.scope(), "scope")};
+        if (target.keys) {
+          // Refused (ValidationError) on a fifo queue, or fleet without ABI
+          // 1.3; StorageError UNSUPPORTED before ABI 1.5.
+          e.set_key_rate_limit(queue, target.key, limit);
+          api::to_proto(
+              api::followed_key_setting(e, KeyOverride{queue, target.key, limit, std::nullopt, 0}),
+              *response.mutable_key_setting());
+          return;
+        }
         // A fleet limit on a plugin without ABI 1.2: ValidationError("scope").
         e.set_rate_limit(queue, limit);
         // The engine re-read its overrides; show what storage recorded.
@@ -122,18 +148,14 @@ ApiService::ApiService(Engine& engine) : engine_(engine) {
   add<v1::DeleteQueueRateLimitRequest, v1::DeleteQueueRateLimitResponse>(
       kAdmin, "DeleteQueueRateLimit", true, [&e](const auto& request, auto&) {
         const std::string& queue = checked_queue(request.queue());
-        if (!e.delete_rate_limit(queue))
-          throw ApiError(ApiCode::kNotFound,
-                         fmt::format("queue {} has no rate-limit override", queue));
+        const api::LimitTarget target = limit_target(request);
+        const bool deleted =
+            target.keys ? e.delete_key_rate_limit(queue, target.key) : e.delete_rate_limit(queue);
+        if (!deleted) throw ApiError(ApiCode::kNotFound, api::no_limit_message(queue, target));
       });
   add<v1::ListRateLimitsRequest, v1::ListRateLimitsResponse>(
-      kAdmin, "ListRateLimits", false, [&e](const auto&, auto& response) {
-        const LimitResolver& limits = EngineInternals::limits(e);
-        const RateLimitingState state = e.rate_limiting();
-        api::to_proto(api::RateLimitListing{state.enabled, limits.default_limit(),
-                                            limits.overrides(), state.source},
-                      response);
-      });
+      kAdmin, "ListRateLimits", false,
+      [&e](const auto&, auto& response) { api::to_proto(api::rate_limit_listing(e), response); });
   add<v1::SetRateLimitingEnabledRequest, v1::SetRateLimitingEnabledResponse>(
       kAdmin, "SetRateLimitingEnabled", true, [&e](const auto& request, auto& response) {
         // Stored, followed by this engine at once (StorageError UNSUPPORTED
@@ -243,6 +265,24 @@ ApiService::ApiService(Engine& engine) : engine_(engine) {
       kAdmin, "DeleteJobs", true, [&e](const auto& request, auto& response) {
         const std::vector<int64_t> ids = checked_ids(request.ids());
         response.set_deleted(add_outcomes(e.delete_jobs(ids), response));
+      });
+  add<v1::SetKeyWeightRequest, v1::SetKeyWeightResponse>(
+      kAdmin, "SetKeyWeight", true, [&e](const auto& request, auto& response) {
+        const std::string& queue = checked_queue(request.queue());
+        const std::string& key = checked_key(request.key());
+        const uint32_t weight = request.weight();
+        // Validated by the engine (ValidationError "weight": 1..1000).
+        e.set_key_weight(queue, key, weight);
+        api::to_proto(
+            api::followed_key_setting(e, KeyOverride{queue, key, std::nullopt, weight, 0}),
+            *response.mutable_key_setting());
+      });
+  add<v1::DeleteKeyWeightRequest, v1::DeleteKeyWeightResponse>(
+      kAdmin, "DeleteKeyWeight", true, [&e](const auto& request, auto&) {
+        const std::string& queue = checked_queue(request.queue());
+        const std::string& key = checked_key(request.key());
+        if (!e.delete_key_weight(queue, key))
+          throw ApiError(ApiCode::kNotFound, api::no_key_weight_message(queue, key));
       });
   add<v1::EnqueueRequest, v1::EnqueueResponse>(
       kTask, "Enqueue", true, [&e](const auto& request, auto& response) {

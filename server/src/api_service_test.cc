@@ -75,6 +75,8 @@ class ApiServiceTest : public ::testing::Test {
   static constexpr const char* kRetry = "/conveyor.v1.AdminService/RetryJobs";
   static constexpr const char* kCancel = "/conveyor.v1.AdminService/CancelJob";
   static constexpr const char* kDeleteJobs = "/conveyor.v1.AdminService/DeleteJobs";
+  static constexpr const char* kWeight = "/conveyor.v1.AdminService/SetKeyWeight";
+  static constexpr const char* kDeleteWeight = "/conveyor.v1.AdminService/DeleteKeyWeight";
 
   int64_t enqueue(const std::string& queue, const std::string& kind, double delay_s = 0) {
     json r =
@@ -110,15 +112,15 @@ class ApiServiceTest : public ::testing::Test {
 };
 
 TEST_F(ApiServiceTest, MethodsAndWhichOnesMutate) {
-  EXPECT_EQ(api_->paths().size(), 20u);
+  EXPECT_EQ(api_->paths().size(), 22u);
   for (const char* m : {"Claim", "Complete", "Fail", "Heartbeat", "Release"}) {
     const std::string path = std::string("/conveyor.v1.WorkerService/") + m;
     ASSERT_NE(api_->find(path), nullptr) << path;
     EXPECT_TRUE(api_->find(path)->mutates) << path;  // refused by a read-only server
   }
   EXPECT_TRUE(api_->find("/conveyor.v1.WorkerService/Claim")->call_async);
-  for (const char* m :
-       {kSet, kDelete, kPause, kResume, kEnqueue, kBatch, kRetry, kCancel, kDeleteJobs, kSwitch})
+  for (const char* m : {kSet, kDelete, kPause, kResume, kEnqueue, kBatch, kRetry, kCancel,
+                        kDeleteJobs, kSwitch, kWeight, kDeleteWeight})
     EXPECT_TRUE(api_->find(m)->mutates) << m;
   for (const char* m : {kList, kQueues, kGet, kListJobs, kListKeys})
     EXPECT_FALSE(api_->find(m)->mutates) << m;
@@ -307,9 +309,11 @@ TEST_F(ApiServiceTest, ListKeysShowsReadyAndRunningKeysBusiestFirst) {
   EXPECT_EQ(r["totalKeys"], "3");
   EXPECT_EQ(r["complete"], true);
   EXPECT_EQ(r["fairness"], "fair");
-  EXPECT_EQ(
-      r["limit"],
-      json({{"ratePerSec", 50.0}, {"burst", 10}, {"maxWorkers", 1}, {"source", "queue-config"}}));
+  EXPECT_EQ(r["limit"], json({{"ratePerSec", 50.0},
+                              {"burst", 10},
+                              {"scope", "process"},
+                              {"maxWorkers", 1},
+                              {"source", "queue-config"}}));
 
   // Running: one job of a and of b (key_max_workers 1); c has no handler here.
   engine.start();
@@ -319,11 +323,16 @@ TEST_F(ApiServiceTest, ListKeysShowsReadyAndRunningKeysBusiestFirst) {
            r["keys"][2]["running"] == "1";
   })) << r;
   EXPECT_EQ(r["live"], true);
+  // Each key's limit (key_rate_limit here), its source and its weight.
+  const json limit = {{"ratePerSec", 50.0}, {"burst", 10}, {"scope", "process"}};
   EXPECT_EQ(r["keys"][0], json({{"key", "a"},
                                 {"ready", "2"},
                                 {"readyCapped", false},
                                 {"running", "1"},
-                                {"throttled", false}}));
+                                {"throttled", false},
+                                {"limit", limit},
+                                {"limitSource", "queue-config"},
+                                {"weight", 1}}));
   EXPECT_EQ(r["keys"][1]["key"], "c");
   EXPECT_EQ(r["keys"][1]["ready"], "2");
   // None ready, one running.
@@ -331,7 +340,10 @@ TEST_F(ApiServiceTest, ListKeysShowsReadyAndRunningKeysBusiestFirst) {
                                 {"ready", "0"},
                                 {"readyCapped", false},
                                 {"running", "1"},
-                                {"throttled", false}}));
+                                {"throttled", false},
+                                {"limit", limit},
+                                {"limitSource", "queue-config"},
+                                {"weight", 1}}));
   // limit: the busiest only; totalKeys still counts them all.
   r = list({{"queue", "keyed"}, {"limit", 1}});
   ASSERT_EQ(r["keys"].size(), 1u);
@@ -393,7 +405,7 @@ TEST_F(ApiServiceTest, RateLimitValidationNamesTheField) {
       {{{"queue", "q"}, {"ratePerSec", 5}, {"burst", 1}, {"scope", "Fleet"}}, "scope: "},
       {{{"queue", "q"}, {"ratePerSec", 5}, {"burst", 1}, {"bursts", 2}},
        "bursts: unknown field of SetQueueRateLimitRequest (known: queue, ratePerSec, burst, "
-       "scope)"},
+       "scope, key, perKey)"},
   };
   for (const Case& c : cases) {
     ApiError e = error(kSet, c.request);
@@ -704,6 +716,120 @@ TEST_F(ApiServiceTest, RunningJobShowsItsLeaseAndCanBeCancelled) {
   engine_->stop();
 }
 
+// SetQueueRateLimit and DeleteQueueRateLimit with key or perKey, and the
+// weights: stored, answered as stored, listed, shown by ListKeys with their
+// source; the engine follows them at once.
+TEST_F(ApiServiceTest, KeySettingsThroughTheRateLimitMethodsAndTheWeights) {
+  json r = call(kSet, {{"queue", "tenants"}, {"key", "a"}, {"ratePerSec", 2}, {"burst", 3}});
+  EXPECT_FALSE(r.contains("override"));
+  EXPECT_EQ(r["keySetting"]["queue"], "tenants");
+  EXPECT_EQ(r["keySetting"]["key"], "a");
+  EXPECT_EQ(r["keySetting"]["limit"],
+            json::parse(R"({"ratePerSec":2.0,"burst":3,"scope":"process"})"));
+  EXPECT_FALSE(r["keySetting"]["updatedAt"].get<std::string>().empty());
+  r = call(kSet, {{"queue", "tenants"}, {"perKey", true}, {"ratePerSec", 1}, {"burst", 1}});
+  EXPECT_FALSE(r["keySetting"].contains("key"));  // every key
+  EXPECT_EQ(r["keySetting"]["limit"]["ratePerSec"], 1.0);
+  r = call(kWeight, {{"queue", "tenants"}, {"key", "b"}, {"weight", 3}});
+  EXPECT_EQ(r["keySetting"]["weight"], 3);
+  EXPECT_FALSE(r["keySetting"].contains("limit"));
+  // The queue's own override is apart from them.
+  EXPECT_TRUE(EngineInternals::limits(*engine_).overrides().empty());
+
+  r = call(kList, json::object());
+  ASSERT_EQ(r["keySettings"].size(), 3u) << r.dump();
+  EXPECT_EQ(r["keySettings"][0]["key"], "a");
+  EXPECT_EQ(r["keySettings"][1]["key"], "b");
+  EXPECT_FALSE(r["keySettings"][2].contains("key"));
+
+  call(kPause, {{"queue", "tenants"}});
+  for (const char* key : {"a", "b", "c"})
+    call(kEnqueue, {{"job", {{"queue", "tenants"}, {"kind", "noop"}, {"key", key}}}});
+  r = call(kListKeys, {{"queue", "tenants"}});
+  ASSERT_EQ(r["keys"].size(), 3u) << r.dump();
+  EXPECT_EQ(r["keys"][0]["limitSource"], "override");
+  EXPECT_EQ(r["keys"][0]["limit"]["burst"], 3);
+  EXPECT_EQ(r["keys"][0]["weight"], 1);
+  EXPECT_EQ(r["keys"][1]["limitSource"], "per-key-override");
+  EXPECT_EQ(r["keys"][1]["weight"], 3);
+  EXPECT_EQ(r["keys"][2]["limitSource"], "per-key-override");
+  EXPECT_EQ(r["limit"]["source"], "per-key-override");
+
+  call(kDelete, {{"queue", "tenants"}, {"key", "a"}});
+  ApiError e = error(kDelete, {{"queue", "tenants"}, {"key", "a"}});
+  EXPECT_EQ(e.code(), ApiCode::kNotFound);
+  EXPECT_STREQ(e.what(), "queue tenants key \"a\" has no rate limit of its own");
+  call(kDelete, {{"queue", "tenants"}, {"perKey", true}});
+  e = error(kDelete, {{"queue", "tenants"}, {"perKey", true}});
+  EXPECT_EQ(e.code(), ApiCode::kNotFound);
+  EXPECT_STREQ(e.what(), "queue tenants has no rate limit for every key");
+  call(kDeleteWeight, {{"queue", "tenants"}, {"key", "b"}});
+  e = error(kDeleteWeight, {{"queue", "tenants"}, {"key", "b"}});
+  EXPECT_EQ(e.code(), ApiCode::kNotFound);
+  EXPECT_STREQ(e.what(), "queue tenants key \"b\" has no weight set: its weight is the default, 1");
+  r = call(kListKeys, {{"queue", "tenants"}});
+  for (const json& k : r["keys"]) {
+    EXPECT_EQ(k["limitSource"], "none") << k.dump();
+    EXPECT_EQ(k["weight"], 1) << k.dump();
+  }
+  EXPECT_TRUE(call(kList, json::object())["keySettings"].empty());
+
+  // Refusals name the field.
+  EXPECT_EQ(
+      invalid(
+          kSet,
+          {{"queue", "tenants"}, {"key", "a"}, {"perKey", true}, {"ratePerSec", 1}, {"burst", 1}}),
+      "perKey: give key (one key's own limit) or perKey (the limit of every key of the "
+      "queue), not both");
+  EXPECT_EQ(
+      invalid(kDelete, {{"queue", "tenants"}, {"key", "a"}, {"perKey", true}}).rfind("perKey: ", 0),
+      0u);
+  EXPECT_EQ(
+      invalid(
+          kSet,
+          {{"queue", "tenants"}, {"key", std::string(201, 'k')}, {"ratePerSec", 1}, {"burst", 1}})
+          .rfind("key: key is 201 bytes; the longest is 200 bytes", 0),
+      0u);
+  EXPECT_EQ(invalid(kSet, {{"queue", "tenants"}, {"perKey", true}, {"ratePerSec", 0}, {"burst", 1}})
+                .rfind("ratePerSec: ", 0),
+            0u);
+  EXPECT_EQ(invalid(kWeight, {{"queue", "tenants"}, {"key", "b"}, {"weight", 0}}),
+            "weight: weight must be 1..1000, got 0");
+  EXPECT_EQ(invalid(kWeight, {{"queue", "tenants"}, {"key", "b"}, {"weight", 1001}}),
+            "weight: weight must be 1..1000, got 1001");
+  EXPECT_TRUE(engine_->key_overrides().empty());  // nothing refused was stored
+}
+
+// A queue with fairness = "fifo" has no turns between keys: a key setting
+// is refused naming the queue, nothing stored.
+TEST(ApiServiceFifo, KeySettingsOfAFifoQueueAreRefused) {
+  test::TempDir dir;
+  Config c = test::sqlite_config(dir);
+  c.queues["plain"].fairness = Fairness::kFifo;
+  Engine engine(c);
+  ApiService api(engine);
+  for (const auto& [path, body] : std::vector<std::pair<const char*, std::string>>{
+           {"/conveyor.v1.AdminService/SetQueueRateLimit",
+            R"({"queue":"plain","key":"a","ratePerSec":1,"burst":1})"},
+           {"/conveyor.v1.AdminService/SetQueueRateLimit",
+            R"({"queue":"plain","perKey":true,"ratePerSec":1,"burst":1})"},
+           {"/conveyor.v1.AdminService/SetKeyWeight",
+            R"({"queue":"plain","key":"a","weight":2})"}}) {
+    const auto* m = api.find(path);
+    const auto message = m->new_request();
+    api::decode(api::Codec::kJson, body, *message);
+    try {
+      api.call(*m, *message);
+      ADD_FAILURE() << body << " was taken";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.code(), ApiCode::kInvalidArgument) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind("queue: queue plain has fairness = \"fifo\"", 0), 0u)
+          << e.what();
+    }
+  }
+  EXPECT_TRUE(engine.key_overrides().empty());
+}
+
 TEST(ApiServiceAbi10, JobMethodsOnAnAbi10PluginSayWhatToUpgrade) {
   Config c;
   c.storage.plugin = CONVEYOR_ABI_V1_0_PLUGIN;
@@ -745,6 +871,20 @@ TEST(ApiServiceAbi10, JobMethodsOnAnAbi10PluginSayWhatToUpgrade) {
   EXPECT_EQ(off.code(), ApiCode::kUnimplemented) << off.what();
   EXPECT_NE(std::string(off.what()).find("1.0"), std::string::npos) << off.what();
   EXPECT_EQ(engine.rate_limiting(), (RateLimitingState{true, SwitchSource::kConfig}));
+  // Settings of keys need ABI 1.5: unimplemented, naming the plugin's ABI.
+  for (const auto& [path, body] : std::vector<std::pair<const char*, std::string>>{
+           {"/conveyor.v1.AdminService/SetQueueRateLimit",
+            R"({"queue":"q","key":"a","ratePerSec":1,"burst":1})"},
+           {"/conveyor.v1.AdminService/SetQueueRateLimit",
+            R"({"queue":"q","perKey":true,"ratePerSec":1,"burst":1})"},
+           {"/conveyor.v1.AdminService/DeleteQueueRateLimit", R"({"queue":"q","key":"a"})"},
+           {"/conveyor.v1.AdminService/SetKeyWeight", R"({"queue":"q","key":"a","weight":2})"},
+           {"/conveyor.v1.AdminService/DeleteKeyWeight", R"({"queue":"q","key":"a"})"}}) {
+    const ApiError e = run(path, body);
+    EXPECT_EQ(e.code(), ApiCode::kUnimplemented) << body << ": " << e.what();
+    EXPECT_NE(std::string(e.what()).find("1.0"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(engine.key_overrides().empty());
   // A job key needs ABI 1.4: a non-empty one is refused naming key; the
   // empty key (absent) is every older plugin's.
   const ApiError keyed = run("/conveyor.v1.TaskService/Enqueue",
@@ -768,8 +908,7 @@ TEST(ApiServiceAbi10, JobMethodsOnAnAbi10PluginSayWhatToUpgrade) {
 TEST_F(ApiServiceTest, WorkerClaimAndABackpressureFailShowTheHoldInListQueues) {
   engine_->start();
   const int64_t id = std::stoll(
-      call(kEnqueue, {{"job", {{"queue", "api"}, {"kind", "py"}, {"key", "tenant-7"}}}})["id"]
-          .get<std::string>());
+      call(kEnqueue, {{"job", {{"queue", "api"}, {"kind", "py"}}}})["id"].get<std::string>());
   const auto* claim = api_->find("/conveyor.v1.WorkerService/Claim");
   ASSERT_NE(claim, nullptr);
   auto request = claim->new_request();
@@ -791,8 +930,9 @@ TEST_F(ApiServiceTest, WorkerClaimAndABackpressureFailShowTheHoldInListQueues) {
   ASSERT_EQ((*answer)["jobs"].size(), 1u);
   const json lease = (*answer)["jobs"][0]["lease"];
   EXPECT_EQ(std::stoll(lease["jobId"].get<std::string>()), id);
-  // The remote worker sees the job's key.
-  EXPECT_EQ((*answer)["jobs"][0]["job"]["key"], "tenant-7");
+  // An unkeyed job: its refusal holds the queue (a keyed job's holds only
+  // its key: RemoteWorkersTest.ABackpressureFailOfAKeyedJobHoldsOnlyItsKey).
+  EXPECT_EQ((*answer)["jobs"][0]["job"].value("key", std::string()), "");
   EXPECT_EQ((*answer)["jobs"][0]["job"]["state"], "running");
   json failed = call("/conveyor.v1.WorkerService/Fail", {{"lease", lease},
                                                          {"error", "HTTP 429"},

@@ -346,6 +346,62 @@ for (const mode of [{ name: 'default transport (binary protobuf)', json: false, 
       for (const type of seen) assert.equal(type, mode.type);
     });
 
+    test('settings of keys: a key\'s own limit, every key\'s, weights; ListKeys shows them', async () => {
+      const { admin, task, seen } = clients({ json: mode.json });
+      const q = `${queue}-key-settings`;
+      await admin.pauseQueue({ queue: q });
+      await task.enqueueBatch({ jobs: ['a', 'b', ''].map((key) => ({ queue: q, kind: 'noop', key })) });
+      let set = await admin.setQueueRateLimit({ queue: q, key: 'a', ratePerSec: 2, burst: 3 });
+      assert.equal(set.override, undefined);
+      assert.equal(set.keySetting.queue, q);
+      assert.equal(set.keySetting.key, 'a');
+      assert.deepEqual([set.keySetting.limit.ratePerSec, set.keySetting.limit.burst, set.keySetting.limit.scope], [2, 3, 'process']);
+      assert.match(set.keySetting.updatedAt, /^\d{4}-\d\d-\d\dT/);
+      set = await admin.setQueueRateLimit({ queue: q, perKey: true, ratePerSec: 1, burst: 1 });
+      assert.equal(set.keySetting.key, undefined);  // every key
+      const weighted = await admin.setKeyWeight({ queue: q, key: 'b', weight: 3 });
+      assert.equal(weighted.keySetting.weight, 3);
+      assert.equal(weighted.keySetting.limit, undefined);
+      // The empty key is a key like any other ("" present, not absent).
+      set = await admin.setQueueRateLimit({ queue: q, key: '', ratePerSec: 5, burst: 5 });
+      assert.equal(set.keySetting.key, '');
+
+      const limits = await admin.listRateLimits({});
+      assert.deepEqual(limits.keySettings.filter((k) => k.queue === q).map((k) => [k.key, k.limit?.ratePerSec, k.weight]),
+        [['', 5, undefined], ['a', 2, undefined], ['b', undefined, 3], [undefined, 1, undefined]]);
+      assert.ok(!limits.overrides.some((o) => o.queue === q), 'the queue has no override of its own');
+      let keys = await admin.listKeys({ queue: q });
+      assert.deepEqual(keys.keys.map((k) => [k.key, k.limit?.ratePerSec, k.limitSource, k.weight]),
+        [['', 5, 'override', 1], ['a', 2, 'override', 1], ['b', 1, 'per-key-override', 3]]);
+      assert.equal(keys.limit.source, 'per-key-override');
+      assert.equal(keys.limit.ratePerSec, 1);
+
+      await admin.deleteQueueRateLimit({ queue: q, key: 'a' });
+      let err = await connectError(admin.deleteQueueRateLimit({ queue: q, key: 'a' }));
+      assert.equal(err.code, Code.NotFound);
+      assert.equal(err.rawMessage, `queue ${q} key "a" has no rate limit of its own`);
+      await admin.deleteQueueRateLimit({ queue: q, perKey: true });
+      await admin.deleteQueueRateLimit({ queue: q, key: '' });
+      await admin.deleteKeyWeight({ queue: q, key: 'b' });
+      err = await connectError(admin.deleteKeyWeight({ queue: q, key: 'b' }));
+      assert.equal(err.code, Code.NotFound);
+      keys = await admin.listKeys({ queue: q });
+      assert.deepEqual(keys.keys.map((k) => [k.key, k.limit, k.limitSource, k.weight]),
+        [['', undefined, 'none', 1], ['a', undefined, 'none', 1], ['b', undefined, 'none', 1]]);
+
+      err = await connectError(admin.setQueueRateLimit({ queue: q, key: 'a', perKey: true, ratePerSec: 1, burst: 1 }));
+      assert.equal(err.code, Code.InvalidArgument);
+      assert.match(err.rawMessage, /^perKey: give key \(one key's own limit\) or perKey/);
+      err = await connectError(admin.setKeyWeight({ queue: q, key: 'b', weight: 0 }));
+      assert.equal(err.code, Code.InvalidArgument);
+      assert.equal(err.rawMessage, 'weight: weight must be 1..1000, got 0');
+      err = await connectError(admin.setQueueRateLimit({ queue: q, key: 'k'.repeat(201), ratePerSec: 1, burst: 1 }));
+      assert.equal(err.code, Code.InvalidArgument);
+      assert.match(err.rawMessage, /^key: key is 201 bytes/);
+      assert.ok(!(await admin.listRateLimits({})).keySettings.some((k) => k.queue === q), 'nothing refused was stored');
+      for (const type of seen) assert.equal(type, mode.type);
+    });
+
     test('no token and a wrong token are unauthenticated', async () => {
       for (const token of [null, 'not-the-token']) {
         const { admin, task } = clients({ json: mode.json, token });
@@ -518,6 +574,47 @@ for (const client of [{ name: 'buf curl --protocol connect (binary protobuf)', c
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /invalid_argument/);
     assert.match(r.stderr, /limit: must be 1\.\.1000/);
+  });
+
+  test(`${client.name}: settings of keys`, async () => {
+    const { call } = client;
+    const queue = `${client.queue}-key-settings`;
+    const ok = async (method, body) => {
+      const r = await call(method, body);
+      assert.equal(r.code, 0, `${method} failed: ${r.stderr}`);
+      return r.stdout.trim() === '' ? {} : JSON.parse(r.stdout);
+    };
+    await ok('PauseQueue', { queue });
+    await ok('EnqueueBatch', { jobs: [{ queue, kind: 'noop', key: 'a' }, { queue, kind: 'noop', key: 'b' }] });
+    let set = await ok('SetQueueRateLimit', { queue, key: 'a', ratePerSec: 2, burst: 3, scope: 'process' });
+    assert.equal(set.keySetting.key, 'a');
+    assert.equal(set.keySetting.limit.burst, 3);
+    set = await ok('SetQueueRateLimit', { queue, perKey: true, ratePerSec: 1, burst: 1 });
+    assert.equal(set.keySetting.key, undefined);
+    const weighted = await ok('SetKeyWeight', { queue, key: 'b', weight: 7 });
+    assert.equal(weighted.keySetting.weight, 7);
+    const limits = await ok('ListRateLimits', {});
+    assert.deepEqual(limits.keySettings.filter((k) => k.queue === queue).map((k) => [k.key ?? null, k.weight ?? null]),
+      [['a', null], ['b', 7], [null, null]]);
+    const keys = await ok('ListKeys', { queue });
+    assert.deepEqual(keys.keys.map((k) => [k.key, k.limitSource, k.weight]),
+      [['a', 'override', 1], ['b', 'per-key-override', 7]]);
+    assert.equal(keys.keys[1].limit.ratePerSec, 1);
+    let r = await call('SetKeyWeight', { queue, key: 'b', weight: 1001 });
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /invalid_argument/);
+    assert.match(r.stderr, /weight: weight must be 1\.\.1000, got 1001/);
+    r = await call('DeleteQueueRateLimit', { queue, key: 'a', perKey: true });
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /invalid_argument/);
+    assert.match(r.stderr, /perKey: /);
+    await ok('DeleteQueueRateLimit', { queue, key: 'a' });
+    await ok('DeleteQueueRateLimit', { queue, perKey: true });
+    await ok('DeleteKeyWeight', { queue, key: 'b' });
+    r = await call('DeleteKeyWeight', { queue, key: 'b' });
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /not_found/);
+    assert.ok(!(await ok('ListRateLimits', {})).keySettings?.some((k) => k.queue === queue));
   });
 
   test(`${client.name}: job methods`, async () => {

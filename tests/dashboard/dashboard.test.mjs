@@ -1035,10 +1035,17 @@ describe('the Keys card of a keyed queue', () => {
     assert.deepEqual(await row('k:b'), ['b', '4', '1', 'yes']);
     assert.deepEqual(await row('k:a'), ['a', '2', '1', 'yes']);
     assert.deepEqual(await row('k:c'), ['c', '0', '1', 'no']);
+    // Each key's limit (key_rate_limit here), its source and its weight.
+    const settings = async (key) => Promise.all(['limit', 'source', 'weight'].map((f) => cell(page, 'keys', key, f)));
+    for (const key of ['k:a', 'k:b', 'k:c']) {
+      assert.deepEqual(await settings(key), ['0.01/s · burst 1 · per process', 'queue-config', '1']);
+    }
     // The same as the API says.
     const answer = await conveyor.admin('ListKeys', { queue: 'tenants' });
-    assert.deepEqual(answer.keys.map((k) => [k.key, k.ready ?? '0', k.running ?? '0', k.throttled ?? false]),
-      [['b', '4', '1', true], ['a', '2', '1', true], ['c', '0', '1', false]]);
+    assert.deepEqual(answer.keys.map((k) => [k.key, k.ready ?? '0', k.running ?? '0', k.throttled ?? false,
+      k.limitSource, k.weight]),
+    [['b', '4', '1', true, 'queue-config', 1], ['a', '2', '1', true, 'queue-config', 1],
+      ['c', '0', '1', false, 'queue-config', 1]]);
     assert.equal(await page.locator('#keys-title').textContent(), 'Keys of tenants');
     assert.match(await page.locator('#keys-limit').textContent(),
       /^Key limit: 0\.01\/s · burst 1 per key \(source: queue-config\); fairness: fair\.$/);
@@ -1047,6 +1054,38 @@ describe('the Keys card of a keyed queue', () => {
     await page.goto(`${conveyor.base}/#jobs/plain`);
     await page.locator('#jobs-table tbody tr').first().waitFor();
     await waitFor('the Keys card to hide', async () => !(await page.locator('#keys-card').isVisible()));
+  });
+
+  test('a key\'s own limit, every key\'s and a weight, set by another process, show in the card', async () => {
+    await page.goto(`${conveyor.base}/#jobs/tenants`);
+    await waitForCell(page, 'keys', 'k:a', 'source', 'queue-config');
+    // The CLI on the storage itself: the server follows within a second,
+    // the card at its next poll.
+    await conveyor.cli('ratelimit', 'set', 'tenants', '--key', 'a', '--rate', '0.02', '--burst', '1');
+    await waitForCell(page, 'keys', 'k:a', 'source', 'override', 20_000);
+    assert.equal(await cell(page, 'keys', 'k:a', 'limit'), '0.02/s · burst 1 · per process');
+    await conveyor.cli('ratelimit', 'set', 'tenants', '--per-key', '--rate', '0.05', '--burst', '1', '--scope', 'fleet');
+    await waitForCell(page, 'keys', 'k:b', 'source', 'per-key-override', 20_000);
+    assert.equal(await cell(page, 'keys', 'k:b', 'limit'), '0.05/s · burst 1 · fleet-wide');
+    assert.equal(await cell(page, 'keys', 'k:a', 'source'), 'override');  // a key's own wins
+    await waitForText(page, '#keys-limit', 'Key limit: 0.05/s · burst 1 per key · fleet-wide (source: per-key-override); fairness: fair.');
+    await conveyor.cli('keys', 'weight', 'tenants', 'b', '3');
+    await waitForCell(page, 'keys', 'k:b', 'weight', '3', 20_000);
+    assert.equal(await cell(page, 'keys', 'k:a', 'weight'), '1');
+    // The API says the same.
+    const answer = await conveyor.admin('ListKeys', { queue: 'tenants' });
+    const byKey = Object.fromEntries(answer.keys.map((k) => [k.key, [k.limitSource, k.weight, k.limit?.ratePerSec]]));
+    assert.deepEqual(byKey.a, ['override', 1, 0.02]);
+    assert.deepEqual(byKey.b, ['per-key-override', 3, 0.05]);
+    await screenshot(page, 'keys-card-settings');
+    // Removed: back to key_rate_limit and weight 1.
+    await conveyor.cli('ratelimit', 'rm', 'tenants', '--key', 'a');
+    await conveyor.cli('ratelimit', 'rm', 'tenants', '--per-key');
+    await conveyor.cli('keys', 'weight', 'tenants', 'b', '--reset');
+    await waitForCell(page, 'keys', 'k:a', 'source', 'queue-config', 20_000);
+    await waitForCell(page, 'keys', 'k:b', 'source', 'queue-config', 20_000);
+    await waitForCell(page, 'keys', 'k:b', 'weight', '1', 20_000);
+    assert.deepEqual(pageErrors, []);
   });
 
   test('a key\'s name shows its jobs (filtered in the browser); "Every key\'s jobs" shows them all', async () => {

@@ -55,6 +55,15 @@ class AdminClient {
   RateLimitOverride set_rate_limit(std::string_view queue, const RateLimit& limit);
   // false when the queue had no override (not_found).
   bool delete_rate_limit(std::string_view queue);
+  // SetQueueRateLimit / DeleteQueueRateLimit with key (nullopt: perKey): a
+  // key's own limit, or every key's; the setting as the server stored it.
+  // delete: false when there was none (not_found).
+  KeyOverride set_key_rate_limit(std::string_view queue, const std::optional<std::string>& key,
+                                 const RateLimit& limit);
+  bool delete_key_rate_limit(std::string_view queue, const std::optional<std::string>& key);
+  // SetKeyWeight / DeleteKeyWeight (false when the key had none).
+  KeyOverride set_key_weight(std::string_view queue, std::string_view key, uint32_t weight);
+  bool delete_key_weight(std::string_view queue, std::string_view key);
   api::RateLimitListing list_rate_limits();
   // SetRateLimitingEnabled: the kill switch stored; the state now in force.
   RateLimitingState set_rate_limiting_enabled(bool enabled);
@@ -81,6 +90,9 @@ class AdminClient {
   std::vector<JobOutcome> delete_jobs(std::span<const int64_t> ids);
 
  private:
+  bool call_delete(std::string_view method, const google::protobuf::Message& request,
+                   google::protobuf::Message& response);
+
   struct Impl;
   std::string url_;
   std::string token_;

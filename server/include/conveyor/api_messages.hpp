@@ -23,6 +23,10 @@
 #include <string_view>
 #include <vector>
 
+namespace conveyor {
+class Engine;
+}  // namespace conveyor
+
 namespace conveyor::api {
 
 // "2024-05-01T12:00:00Z", with ".ffffff" when there are microseconds; "" for 0.
@@ -31,13 +35,35 @@ std::string rfc3339(int64_t us);
 int64_t parse_rfc3339(std::string_view text, const std::string& field);
 
 // ListRateLimitsResponse: the overrides, the global default, the kill switch
-// and where its state comes from.
+// and where its state comes from, and the settings of keys.
 struct RateLimitListing {
   bool enabled = true;
   std::optional<RateLimit> default_limit;
   std::vector<RateLimitOverride> overrides;
   SwitchSource enabled_source = SwitchSource::kConfig;
+  std::vector<KeyOverride> key_settings;
 };
+
+// What SetQueueRateLimit and DeleteQueueRateLimit act on (`conveyor
+// ratelimit set/rm`): the queue's own override (keys false), or a setting of
+// its keys: one key's own limit (key), or the limit of every key (nullopt:
+// per_key, --per-key).
+struct LimitTarget {
+  bool keys = false;
+  std::optional<std::string> key;
+};
+
+// What DeleteQueueRateLimit and DeleteKeyWeight answer with not_found (and
+// `conveyor ratelimit rm`, `keys weight --reset`): "queue Q has no
+// rate-limit override", "queue Q key "K" has no rate limit of its own", ...
+std::string no_limit_message(std::string_view queue, const LimitTarget& target);
+std::string no_key_weight_message(std::string_view queue, std::string_view key);
+
+// What engine follows now: ListRateLimits' answer, `conveyor ratelimit ls`.
+RateLimitListing rate_limit_listing(const Engine& engine);
+// The key setting engine follows for key (nullopt: every key) of queue, or
+// fallback when it follows none (another process removed it meanwhile).
+KeyOverride followed_key_setting(const Engine& engine, const KeyOverride& fallback);
 
 // A limit's scope as the API spells it ("process", "fleet"). Reading takes
 // "" as "process" (a client or server that predates scopes); anything else
@@ -49,6 +75,13 @@ SwitchSource parse_switch_source(const std::string& text, const std::string& pat
 // RateLimitOverride
 void to_proto(const RateLimitOverride& o, v1::RateLimitOverride& out);
 RateLimitOverride from_proto(const v1::RateLimitOverride& m, const std::string& path = "");
+
+// A key in a message: quoted and escaped ("tenant-42", "" for the empty key).
+std::string key_for_message(std::string_view key);
+
+// KeySetting
+void to_proto(const KeyOverride& o, v1::KeySetting& out);
+KeyOverride from_proto(const v1::KeySetting& m, const std::string& path = "");
 
 // ListRateLimitsResponse
 void to_proto(const RateLimitListing& l, v1::ListRateLimitsResponse& out);

@@ -1,12 +1,13 @@
 // The Keys card of a queue's view (the Jobs tab): the queue's busiest keys
 // from ListKeys (ready jobs per key from storage; running and throttled from
-// this server's dispatch), and the per-key limit with its source. Clicking a
+// this server's dispatch; each key's limit with its source, and its weight),
+// and the per-key limit with its source. Clicking a
 // key shows that key's jobs: the API has no key filter, so the job list
 // filters its page in the browser (jobs_view.js).
 
 import { callAdmin } from './api.js';
 import { el, setText, syncRows } from './dom.js';
-import { formatCount, formatRate, toNumber, truncate } from './format.js';
+import { formatCount, formatLimit, formatRate, toNumber, truncate } from './format.js';
 
 const KEYS_SHOWN = 20;
 
@@ -18,7 +19,8 @@ function errorText(err) {
 function keyLimitText(limit) {
   const parts = [];
   if (limit?.ratePerSec !== undefined && limit?.ratePerSec !== null) {
-    parts.push(`${formatRate(limit.ratePerSec)} · burst ${toNumber(limit.burst)} per key`);
+    const fleet = limit.scope === 'fleet' ? ' · fleet-wide' : '';
+    parts.push(`${formatRate(limit.ratePerSec)} · burst ${toNumber(limit.burst)} per key${fleet}`);
   }
   if (limit?.maxWorkers !== undefined && limit?.maxWorkers !== null) {
     parts.push(`at most ${toNumber(limit.maxWorkers)} running per key`);
@@ -90,9 +92,13 @@ export class KeysPanel {
   render(answer) {
     const keys = answer.keys ?? [];
     const limit = answer.limit ?? {};
-    // Shown for a queue that uses keys: a job with a key, or a per-key limit
-    // (every job of another queue has the empty key).
-    const keyed = keys.some((k) => k.key) || (limit.source && limit.source !== 'none') || this.key !== null;
+    // Shown for a queue that uses keys: a job with a key, a per-key limit, or
+    // a key with a limit or weight of its own (every job of another queue has
+    // the empty key).
+    const setting = (k) => (k.limitSource && k.limitSource !== 'none' && k.limitSource !== 'disabled') ||
+      toNumber(k.weight) > 1;
+    const keyed = keys.some((k) => k.key || setting(k)) || (limit.source && limit.source !== 'none') ||
+      this.key !== null;
     this.card.hidden = !keyed;
     if (!keyed) return;
     const total = toNumber(answer.totalKeys);
@@ -112,7 +118,10 @@ export class KeysPanel {
       cell('key', 'Key', 'key-cell title-cell'),
       cell('ready', 'Ready', 'num'),
       cell('running', 'Running', 'num'),
-      cell('throttled', 'Throttled'));
+      cell('throttled', 'Throttled'),
+      cell('limit', 'Limit'),
+      cell('source', 'Source'),
+      cell('weight', 'Weight', 'num'));
     row.cells[0].append(el('button', { type: 'button', class: 'link key-link' }));
     row.addEventListener('click', () => this.select(row.item.key ?? ''));
     return row;
@@ -121,7 +130,7 @@ export class KeysPanel {
   updateRow(row, k) {
     row.item = k;
     const key = k.key ?? '';
-    const [keyCell, readyCell, runningCell, throttledCell] = row.cells;
+    const [keyCell, readyCell, runningCell, throttledCell, limitCell, sourceCell, weightCell] = row.cells;
     const button = keyCell.firstElementChild;
     setText(button, key ? truncate(key, 40) : '(empty key)');
     button.classList.toggle('muted', !key);
@@ -132,6 +141,15 @@ export class KeysPanel {
     setText(runningCell, formatCount(k.running));
     setText(throttledCell, k.throttled ? 'yes' : 'no');
     throttledCell.classList.toggle('muted', !k.throttled);
+    // A server that predates them sends no source and no weight.
+    const source = k.limitSource || 'none';
+    setText(limitCell, formatLimit(k.limit));
+    limitCell.classList.toggle('muted', !k.limit);
+    setText(sourceCell, source);
+    sourceCell.classList.toggle('muted', source === 'none');
+    const weight = toNumber(k.weight) || 1;
+    setText(weightCell, formatCount(weight));
+    weightCell.classList.toggle('muted', weight === 1);
     row.classList.toggle('selected', this.key !== null && key === this.key);
   }
 }
