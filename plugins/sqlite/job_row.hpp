@@ -20,11 +20,11 @@ inline constexpr int kRunning = CONVEYOR_JOB_RUNNING;
 // now_us is SCHEDULED, and only a running job has a lease.
 sdk::OwnedJob job_from_row(const SQLite::Statement& st, int64_t now_us);
 
-// A row kClaim or kClaimOne returns: the claimed job's stored fields (key
+// A row kClaim or kClaimPlaces returns: the claimed job's stored fields (key
 // included) into j (its queue, state and lease are the claimer's, set by the
 // caller).
 void read_claimed_row(const SQLite::Statement& st, sdk::OwnedJob& j);
-// The place (pos) of the job in a row kClaim or kClaimOne returns.
+// The place (pos) of the job in a row kClaim or kClaimPlaces returns.
 inline int64_t claimed_row_place(const SQLite::Statement& st) {
   return st.getColumn(10).getInt64();
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -379,6 +380,52 @@ TEST_F(SqliteKeysTest, ClaimKeysTakesEachKeysFirstReadyJobsInClaimOrder) {
   EXPECT_EQ(got[0].attempt, 1) << "release gave the attempt back";
 }
 
+// Keys that take one job each are read kKeySlots to a statement: a claim of
+// more keys than two statements hold takes each key's first ready job in
+// claim order, and only that, whatever statement its key falls in, next to
+// keys that take more (read alone). Keys with bytes JSON or SQL text would
+// mangle (a NUL, a quote, invalid UTF-8) are matched exactly.
+TEST_F(SqliteKeysTest, ClaimKeysOfMoreKeysThanAStatementHoldsTakesEachKeysFirst) {
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  namespace sql = conveyor::sqlite::sql;
+  const size_t n = 2 * sql::kKeySlots + 7;
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < n; ++i) keys.push_back("k" + std::to_string(1000 + i));
+  keys[3] = std::string("nul\0byte", 8);
+  keys[70] = "it's \"quoted\"";
+  keys[130] = "\xff\xfe not utf-8";
+  // Per key: a job enqueued first that claims later (priority 5), then its
+  // first in claim order (priority 1), then one not due yet (priority 0).
+  std::vector<int64_t> first(n), second(n);
+  for (size_t i = 0; i < n; ++i) {
+    const std::vector<int64_t> got = enqueue_keyed(
+        h, {{"q", keys[i], "k", 5, 10}, {"q", keys[i], "k", 1, 10}, {"q", keys[i], "k", 0, 500}});
+    second[i] = got[0];
+    first[i] = got[1];
+  }
+  const int64_t elsewhere = enqueue_one(h, {"other", keys[0], "k", -9, 0});
+  // Every key asks one job but key 5 (two) and the last (none).
+  std::vector<std::pair<std::string, uint32_t>> ask;
+  for (size_t i = 0; i < n; ++i) ask.emplace_back(keys[i], i == 5 ? 2 : i + 1 == n ? 0 : 1);
+  const std::vector<KeyedJob> got = claim_keys(h, "q", ask, {}, /*token=*/21, 100);
+  std::map<std::string, std::vector<int64_t>> per_key;
+  for (const KeyedJob& j : got) {
+    EXPECT_EQ(j.state, CONVEYOR_JOB_RUNNING);
+    EXPECT_EQ(j.lease_token, 21);
+    per_key[j.key].push_back(j.id);
+  }
+  ASSERT_EQ(per_key.size(), n - 1) << "every key that asked, and no other";
+  for (size_t i = 0; i + 1 < n; ++i) {
+    const std::vector<int64_t> want =
+        i == 5 ? std::vector<int64_t>{first[i], second[i]} : std::vector<int64_t>{first[i]};
+    EXPECT_EQ(per_key[keys[i]], want) << "key " << i;
+  }
+  EXPECT_EQ(get_keyed(h, second[0]).state, CONVEYOR_JOB_AVAILABLE) << "one job asked, one taken";
+  EXPECT_EQ(get_keyed(h, first[n - 1]).state, CONVEYOR_JOB_AVAILABLE) << "asked for none";
+  EXPECT_EQ(get_keyed(h, elsewhere).state, CONVEYOR_JOB_AVAILABLE) << "another queue's job";
+}
+
 // A kind filter restricts each key's jobs exactly as claim_kinds restricts
 // the queue's: other kinds stay AVAILABLE and do not block the key.
 TEST_F(SqliteKeysTest, ClaimKeysHonoursTheKindFilter) {
@@ -593,7 +640,8 @@ TEST_F(SqliteKeysTest, EachStatementReadsItsIndex) {
     EXPECT_NE(p.find("INDEX jobs_claim"), std::string::npos) << s->text << "\n" << p;
     EXPECT_EQ(p.find("jobs_key"), std::string::npos) << s->text << "\n" << p;
   }
-  for (const conveyor::sqlite::Sql* s : {&sql::kClaimKeyCandidates, &sql::kReadyKeys}) {
+  for (const conveyor::sqlite::Sql* s :
+       {&sql::kClaimKeyCandidates, &sql::kClaimKeyFirsts, &sql::kReadyKeys}) {
     const std::string p = plan(s->text);
     EXPECT_NE(p.find("INDEX jobs_key"), std::string::npos) << s->text << "\n" << p;
     EXPECT_EQ(p.find("TEMP B-TREE"), std::string::npos) << "no sort:\n" << p;
@@ -601,6 +649,10 @@ TEST_F(SqliteKeysTest, EachStatementReadsItsIndex) {
     EXPECT_EQ(p.find("SCAN n"), std::string::npos) << "no scan:\n" << p;
     EXPECT_EQ(p.find("SCAN r"), std::string::npos) << "no scan:\n" << p;
   }
+  // A claim's update finds each picked job by its place, not by an index.
+  const std::string update = plan(sql::kClaimPlaces.text);
+  EXPECT_NE(update.find("SEARCH jobs USING INTEGER PRIMARY KEY"), std::string::npos) << update;
+  EXPECT_EQ(update.find("SCAN jobs"), std::string::npos) << update;
   const std::string p = plan(sql::kReadyKeys.text);
   EXPECT_NE(p.find("CO-ROUTINE walk"), std::string::npos)
       << "the walk stops where the caller stops reading:\n"

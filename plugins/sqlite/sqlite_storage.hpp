@@ -146,13 +146,14 @@ class SqliteStorage {
                    std::span<const std::string_view> keys, int64_t created,
                    std::span<int64_t> out_ids);
   // Claims, in one write transaction, the ready jobs of queue that
-  // pick(conn, probe) names (ids, in the order they are reported), unless
-  // the queue is paused. A look on a reader comes first (probe true: pick may
-  // stop at its first id): with nothing to claim there, no write lock is
-  // taken. claim_kinds and claim_keys.
+  // pick(conn, probe) names (places, in the order they are reported), unless
+  // the queue is paused. With look_first, a look on a reader comes first
+  // (probe true: pick may stop at its first place): with nothing to claim
+  // there, no write lock is taken. claim_kinds and claim_keys.
   template <typename Pick>
   uint32_t claim_picked(const char* op, std::string_view queue, int64_t lease_token,
-                        int64_t lease_expires_us, const Pick& pick, const sdk::JobSink& sink);
+                        int64_t lease_expires_us, bool look_first, const Pick& pick,
+                        const sdk::JobSink& sink);
   // Runs S, a lease-guarded UPDATE taking (value, job id, lease token), once
   // per lease inside one transaction.
   template <const Sql& S>

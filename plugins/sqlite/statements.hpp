@@ -11,6 +11,7 @@
 
 #include <conveyor/storage_plugin.h>
 
+#include <array>
 #include <cstddef>
 #include <iterator>
 #include <string_view>
@@ -89,19 +90,53 @@ inline constexpr Sql kClaim{
 
 // jobs_claim, other kinds skipped.
 inline constexpr Sql kClaimKindCandidates{
-    "SELECT id, priority, run_at FROM jobs INDEXED BY jobs_claim WHERE queue = ?1 AND kind = ?2"
+    "SELECT pos, id, priority, run_at FROM jobs INDEXED BY jobs_claim WHERE queue = ?1 AND kind = "
+    "?2"
     " AND state = 1"
     " AND run_at <= ?3 ORDER BY priority, run_at, id LIMIT ?4"};
 
 // jobs_key: one key's ready jobs in claim order (?4 < 0: no limit; the
 // caller stops reading once it has what it wants).
 inline constexpr Sql kClaimKeyCandidates{
-    "SELECT id, kind FROM jobs INDEXED BY jobs_key WHERE queue = ?1 AND key = ?2 AND state = 1"
+    "SELECT pos, kind FROM jobs INDEXED BY jobs_key WHERE queue = ?1 AND key = ?2 AND state = 1"
     " AND run_at <= ?3 ORDER BY priority, run_at, id LIMIT ?4"};
 
-inline constexpr Sql kClaimOne{
+// The keys kClaimKeyFirsts takes at once.
+inline constexpr int kKeySlots = 64;
+
+// kClaimKeyFirsts' text, its key slots numbered ?3..?(kKeySlots + 2).
+constexpr std::array<char, 1024> claim_key_firsts_text() {
+  std::array<char, 1024> out{};
+  std::size_t n = 0;
+  auto put = [&](std::string_view s) {
+    for (const char c : s) out[n++] = c;
+  };
+  put("WITH k(key) AS (VALUES ");
+  for (int slot = 3; slot < kKeySlots + 3; ++slot) {
+    put(slot == 3 ? "(?" : ",(?");
+    if (slot >= 10) out[n++] = static_cast<char>('0' + slot / 10);
+    out[n++] = static_cast<char>('0' + slot % 10);
+    put(")");
+  }
+  put(") SELECT (SELECT pos FROM jobs INDEXED BY jobs_key WHERE queue = ?1 AND key = k.key"
+      " AND state = 1 AND run_at <= ?2 ORDER BY priority, run_at, id LIMIT 1) FROM k");
+  return out;
+}
+inline constexpr std::array<char, 1024> kClaimKeyFirstsText = claim_key_firsts_text();
+
+// jobs_key: the first ready job in claim order (its place, or NULL) of each
+// of up to kKeySlots keys (?3 on; a slot left NULL matches nothing), a row
+// per slot in slot order. One statement for the keys a claim takes one job
+// of (the usual turn when many keys are ready), where kClaimKeyCandidates
+// would be a statement per key. A subquery's LIMIT cannot name the outer
+// row, so keys that take more than one job use kClaimKeyCandidates.
+inline constexpr Sql kClaimKeyFirsts{kClaimKeyFirstsText.data()};
+
+// The jobs at the places (pos) of ?3, a JSON array, that are still ready:
+// one statement for a whole claim, each place a rowid seek.
+inline constexpr Sql kClaimPlaces{
     "UPDATE jobs SET state = 3, attempt = attempt + 1, lease_token = ?1, lease_expires = ?2"
-    " WHERE id = ?3 AND state = 1"
+    " WHERE pos IN (SELECT value FROM json_each(?3)) AND state = 1"
     " RETURNING id, kind, payload, priority, attempt, max_attempts, run_at,"
     " created_at, last_error, cost, pos, key"};
 
@@ -371,7 +406,8 @@ inline constexpr const Sql* kCatalogue[] = {
     &sql::kClaim,
     &sql::kClaimKindCandidates,
     &sql::kClaimKeyCandidates,
-    &sql::kClaimOne,
+    &sql::kClaimKeyFirsts,
+    &sql::kClaimPlaces,
     &sql::kReadyKeys,
     &sql::kComplete,
     &sql::kCompleteAtPlaces,
