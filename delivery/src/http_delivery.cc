@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <deque>
 #include <mutex>
 #include <stdexcept>
@@ -49,11 +50,17 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
 struct UrlParts {
   std::string scheme, host, port;
 };
 
-// The scheme and host of url, or an error saying what is wrong with it.
+// The scheme, host and port of url, or an error saying what is wrong with it.
 std::variant<UrlParts, std::string> parse_url(const std::string& url) {
   CURLU* handle = curl_url();
   if (handle == nullptr) return std::string("out of memory parsing the URL");
@@ -83,14 +90,14 @@ std::variant<UrlParts, std::string> parse_url(const std::string& url) {
   return parts;
 }
 
-bool has_line_break(std::string_view s) {
-  return s.find_first_of("\r\n") != std::string_view::npos;
+// "scheme://host:port" (the port given or the scheme's default, the host in
+// lower case): what a request's configured headers may be sent to.
+std::string origin_of(const UrlParts& parts) {
+  return parts.scheme + "://" + lower(parts.host) + ":" + parts.port;
 }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
+bool has_line_break(std::string_view s) {
+  return s.find_first_of("\r\n") != std::string_view::npos;
 }
 
 // The status of an "HTTP/1.1 200 OK" line; 0 if there is none.
@@ -115,7 +122,11 @@ struct Transfer {
   Request request;
   std::function<void(Outcome)> done;
   CURL* easy = nullptr;
+  // Sent to the request's origin: the configured headers and the signature.
   curl_slist* headers = nullptr;
+  // Sent to any other origin a redirect leads to: of the configured
+  // headers only Content-Type (the body still goes along), no signature.
+  curl_slist* foreign_headers = nullptr;
   char error_buffer[CURL_ERROR_SIZE] = {};
   // Of the latest response (a followed redirect starts a new one).
   std::string body_prefix;
@@ -130,6 +141,12 @@ struct Transfer {
   bool opened_socket = false;
   std::string scheme, host;  // of the request's URL
   std::string host_key;      // "host:port" of the request's URL: its connection slots
+  std::string origin;        // origin_of the request's URL
+  // Redirects are followed here, not by curl (each hop is a transfer of
+  // its own on the same handle), so that each hop's headers are chosen.
+  int redirects = 0;                              // followed so far
+  std::chrono::steady_clock::time_point sent_at;  // of the first hop
+  curl_off_t earlier_us = 0;                      // curl's total time of the earlier hops
 
   // GET without a body and HEAD: what a followed 303 turns a request into anyway.
   bool bodiless() const {
@@ -139,6 +156,7 @@ struct Transfer {
   ~Transfer() {
     if (easy != nullptr) curl_easy_cleanup(easy);
     curl_slist_free_all(headers);
+    curl_slist_free_all(foreign_headers);
   }
 
   static size_t on_header(char* data, size_t size, size_t count, void* self) {
@@ -268,6 +286,7 @@ struct Delivery::Impl {
     t->scheme = parts.scheme;
     t->host = parts.host;
     t->host_key = lower(parts.host) + ":" + parts.port;
+    t->origin = origin_of(parts);
     const Request& r = t->request;
     if (r.method.empty() || has_line_break(r.method) || r.method.find(' ') != std::string::npos) {
       return finish(std::move(t),
@@ -328,7 +347,11 @@ struct Delivery::Impl {
     const Request& r = t->request;
     CURL* e = t->easy;
     for (const auto& [name, value] : r.headers) {
-      t->headers = curl_slist_append(t->headers, fmt::format("{}: {}", name, value).c_str());
+      const std::string line = fmt::format("{}: {}", name, value);
+      t->headers = curl_slist_append(t->headers, line.c_str());
+      if (lower(name) == "content-type") {
+        t->foreign_headers = curl_slist_append(t->foreign_headers, line.c_str());
+      }
     }
     if (!r.secret.empty()) {
       int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
@@ -342,11 +365,10 @@ struct Delivery::Impl {
     }
     // No "Expect: 100-continue" round trip (a second's wait on servers that ignore it).
     t->headers = curl_slist_append(t->headers, "Expect:");
+    t->foreign_headers = curl_slist_append(t->foreign_headers, "Expect:");
 
     curl_easy_setopt(e, CURLOPT_URL, r.url.c_str());
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    // Once on https, a redirect may not go back to plain http.
-    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, t->scheme == "https" ? "https" : "http,https");
     curl_easy_setopt(e, CURLOPT_PROXY, "");  // the guard must see the real target
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(r.timeout.count()));
@@ -359,13 +381,11 @@ struct Delivery::Impl {
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &Transfer::on_open_socket);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, t.get());
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, r.follow_redirects ? 1L : 0L);
-    curl_easy_setopt(e, CURLOPT_MAXREDIRS, kMaxRedirects);
-    // A followed 301/302 keeps a POST a POST, with its body (curl's default
-    // turns it into a GET without one). 307/308 keep it anyway; a 303 that
-    // would drop a body is refused in on_header.
-    curl_easy_setopt(e, CURLOPT_POSTREDIR,
-                     static_cast<long>(CURL_REDIR_POST_301 | CURL_REDIR_POST_302));
+    // Redirects are followed by follow() (curl would send every configured
+    // header to any host but Authorization and Cookie). Each hop repeats
+    // these options: the same method and body after any 3xx (a 303 that
+    // would drop a body is refused in on_header).
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     if (!r.tls.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, r.tls.ca_file.c_str());
     if (!r.tls.ca_dir.empty()) curl_easy_setopt(e, CURLOPT_CAPATH, r.tls.ca_dir.c_str());
     if (!r.tls.client_cert.empty()) {
@@ -388,6 +408,85 @@ struct Delivery::Impl {
       curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
       if (r.method != "POST") curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r.method.c_str());
     }
+    CURLMcode rc = curl_multi_add_handle(multi, e);
+    if (rc != CURLM_OK) {
+      return end(std::move(t),
+                 retry(fmt::format("curl_multi_add_handle: {}", curl_multi_strerror(rc))));
+    }
+    t->sent_at = std::chrono::steady_clock::now();
+    active.emplace(e, std::move(t));
+  }
+
+  // The absolute URL of the redirect a finished hop answered, if it is to
+  // be followed: a 3xx with a Location (curl resolves a relative one), as
+  // curl's own following would take.
+  static std::optional<std::string> redirect_of(Transfer& t, CURLcode rc) {
+    if (!t.request.follow_redirects) return std::nullopt;
+    if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && t.body_cut)) return std::nullopt;
+    long status = 0;
+    curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
+    if (status < 300 || status > 399) return std::nullopt;
+    char* url = nullptr;
+    curl_easy_getinfo(t.easy, CURLINFO_REDIRECT_URL, &url);
+    if (url == nullptr) return std::nullopt;
+    return std::string(url);
+  }
+
+  // Sends the next hop of a redirect to url on the same handle (and
+  // connection slot), or ends the transfer if the hop may not be made. The
+  // configured headers and the signature go only to the request's origin:
+  // a hop to another scheme, host or port carries Content-Type alone.
+  void follow(std::unique_ptr<Transfer> t, const std::string& url) {
+    long status = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+    auto stop = [&](Outcome o) {
+      o.status = static_cast<int>(status);
+      o.response_bytes = t->body_bytes;
+      end(std::move(t), std::move(o));
+    };
+    if (t->redirects >= kMaxRedirects) {
+      // curl's CURLE_TOO_MANY_REDIRECTS text.
+      return stop(permanent(fmt::format("Maximum ({}) redirects followed", kMaxRedirects)));
+    }
+    auto parsed = parse_url(url);
+    if (auto* error = std::get_if<std::string>(&parsed)) {
+      return stop(
+          permanent(fmt::format("the downstream answered {} to {} with a redirect to {}: {}",
+                                status, t->request.url, t->location, *error)));
+    }
+    const UrlParts& next = std::get<UrlParts>(parsed);
+    if (t->scheme == "https" && next.scheme == "http") {
+      return stop(permanent(fmt::format(
+          "the downstream answered {} to {} with a redirect to {}: not followed from https to "
+          "http, which would send the request unencrypted; point the url at the final https "
+          "location",
+          status, t->request.url, t->location)));
+    }
+    // The whole transfer keeps to the request's timeout: this hop gets what
+    // is left (at least 1 ms, so that curl times it out and says where).
+    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - t->sent_at);
+    const long left = static_cast<long>(std::max<int64_t>(1, (t->request.timeout - spent).count()));
+    curl_off_t hop_us = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_TOTAL_TIME_T, &hop_us);
+    t->earlier_us += hop_us;
+    ++t->redirects;
+    // The next hop's response replaces this one's (a failure before it
+    // arrives must not be read as this 3xx).
+    t->body_prefix.clear();
+    t->body_bytes = 0;
+    t->body_cut = false;
+    t->retry_after.clear();
+    t->location.clear();
+    t->status = 0;
+    t->headers_complete = false;
+    t->error_buffer[0] = '\0';
+
+    CURL* e = t->easy;
+    curl_easy_setopt(e, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER,
+                     origin_of(next) == t->origin ? t->headers : t->foreign_headers);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, left);
     CURLMcode rc = curl_multi_add_handle(multi, e);
     if (rc != CURLM_OK) {
       return end(std::move(t),
@@ -429,7 +528,7 @@ struct Delivery::Impl {
     } else {
       phase = "reading the response from";
     }
-    return fmt::format("timed out after {} ms (timeout_ms = {}) {} {}", ms_of(total),
+    return fmt::format("timed out after {} ms (timeout_ms = {}) {} {}", ms_of(t.earlier_us + total),
                        t.request.timeout.count(), phase, current_host(t));
   }
 
@@ -536,20 +635,12 @@ struct Delivery::Impl {
       o.warning =
           fmt::format("the HTTP {} response broke off after its headers ({}); counted as delivered",
                       t.status, rc == CURLE_OPERATION_TIMEDOUT ? timeout_error(t) : curl_text);
-    } else if (rc == CURLE_UNSUPPORTED_PROTOCOL && t.scheme == "https" && !t.location.empty()) {
-      o = permanent(fmt::format(
-          "the downstream answered {} to {} with a redirect to {}: not followed from https to "
-          "http, which would send the request unencrypted; point the url at the final https "
-          "location",
-          t.status, t.request.url, t.location));
-      o.status = t.status;
     } else if (auto tls = tls_error(t, rc, curl_text)) {
       o = permanent(std::move(*tls));
     } else {
       switch (rc) {
         case CURLE_UNSUPPORTED_PROTOCOL:
         case CURLE_URL_MALFORMAT:
-        case CURLE_TOO_MANY_REDIRECTS:
           o.kind = OutcomeKind::kPermanent;
           break;
         default:
@@ -573,6 +664,10 @@ struct Delivery::Impl {
       if (it == active.end()) continue;
       std::unique_ptr<Transfer> t = std::move(it->second);
       active.erase(it);
+      if (auto next = redirect_of(*t, rc)) {
+        follow(std::move(t), *next);
+        continue;
+      }
       Outcome o = outcome_of(*t, rc);
       end(std::move(t), std::move(o));
     }

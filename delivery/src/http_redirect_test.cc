@@ -2,11 +2,16 @@
 // method and body to the new location; a 303 is not followed by a request
 // with a body (it would arrive as a GET without it), and the job fails
 // instead of completing. Against a cpp-httplib server on 127.0.0.1 that
-// records the method and body that arrive.
+// records the method and body that arrive. The configured headers (and the
+// signature) go to the request's origin only: a hop to another origin (here
+// another port of 127.0.0.1) carries none of them but Content-Type.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <atomic>
+#include <cctype>
+#include <chrono>
+#include <map>
 #include <mutex>
 #include <ostream>
 #include <string>
@@ -17,6 +22,7 @@
 
 #include "conveyor/http_delivery.hpp"
 #include "testing/delivery_helpers.hpp"
+#include "testing/raw_http_server.hpp"
 
 namespace conveyor::http_delivery {
 namespace {
@@ -24,6 +30,8 @@ namespace {
 using testing::deliver;
 using testing::eventually;
 using testing::private_allowed;
+using testing::RawHttpServer;
+using namespace std::chrono_literals;
 
 struct Arrival {
   std::string method, body;
@@ -177,6 +185,206 @@ TEST(SeeOther, NotFollowingIsPermanentAsBefore) {
   EXPECT_EQ(o.status, 303);
   EXPECT_EQ(o.error, "HTTP 303: moved");
   EXPECT_TRUE(server.arrivals().empty());
+}
+
+// Percent-encodes a query parameter value.
+std::string encoded(const std::string& value) {
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+// Headers as they arrived, by lower-cased name.
+using Headers = std::map<std::string, std::string>;
+
+struct Hit {
+  std::string path, method, body;
+  Headers headers;
+};
+
+// An origin (one port of 127.0.0.1): /hop/<code>?to=<location> answers that
+// redirect status with that Location; /end answers 200. Every request is
+// recorded with its headers.
+class Origin {
+ public:
+  Origin() {
+    auto hop = [this](const httplib::Request& req, httplib::Response& res) {
+      record(req);
+      res.status = std::stoi(req.matches[1]);
+      res.set_header("Location", req.get_param_value("to"));
+      res.set_content("moved", "text/plain");
+    };
+    auto end = [this](const httplib::Request& req, httplib::Response& res) {
+      record(req);
+      res.status = 200;
+      res.set_content("ok", "text/plain");
+    };
+    const char* hop_path = R"(/hop/(\d+))";
+    server_.Get(hop_path, hop);
+    server_.Post(hop_path, hop);
+    server_.Put(hop_path, hop);
+    server_.Get("/end", end);
+    server_.Post("/end", end);
+    server_.Put("/end", end);
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    EXPECT_TRUE(eventually([&] { return server_.is_running(); }));
+  }
+  ~Origin() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url(const std::string& path) const {
+    return fmt::format("http://127.0.0.1:{}{}", port_, path);
+  }
+  std::vector<Hit> hits() {
+    std::lock_guard lock(mu_);
+    return hits_;
+  }
+
+ private:
+  void record(const httplib::Request& req) {
+    Hit hit{req.path, req.method, req.body, {}};
+    for (const auto& [name, value] : req.headers) {
+      std::string key = name;
+      for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      hit.headers[key] = value;
+    }
+    std::lock_guard lock(mu_);
+    hits_.push_back(std::move(hit));
+  }
+
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<Hit> hits_;
+};
+
+// The configured headers of the requests below (lower-cased), and the
+// signature's.
+const std::vector<std::pair<std::string, std::string>> kConfigured = {
+    {"X-Api-Key", "key-123"}, {"Authorization", "Bearer token-456"}, {"X-Tenant", "acme"}};
+const char* const kSecretHeaders[] = {"x-api-key", "authorization", "x-tenant",
+                                      "conveyor-timestamp", "conveyor-signature"};
+
+Request configured(const Case& c, std::string url) {
+  Request r;
+  r.method = c.method;
+  r.url = std::move(url);
+  if (std::string(c.method) != "GET") r.body = fmt::format("{{\"job\":\"{}\"}}", c.status);
+  r.headers = kConfigured;
+  r.headers.emplace_back("Content-Type", "application/json");
+  r.secret = "s3cret";
+  r.follow_redirects = true;
+  return r;
+}
+
+class ConfiguredHeaders : public ::testing::TestWithParam<Case> {};
+
+// A -> B, B another origin: B gets the method, the body and Content-Type, but
+// none of the configured headers nor the signature; A got them all.
+TEST_P(ConfiguredHeaders, DoNotFollowARedirectToAnotherOrigin) {
+  const Case c = GetParam();
+  Origin a, b;
+  Delivery delivery(private_allowed());
+  Request r = configured(c, a.url(fmt::format("/hop/{}?to={}", c.status, encoded(b.url("/end")))));
+  Outcome o = deliver(delivery, r);
+  EXPECT_EQ(o.kind, OutcomeKind::kSucceeded) << o.error;
+  EXPECT_EQ(o.status, 200);
+
+  auto at_a = a.hits();
+  ASSERT_EQ(at_a.size(), 1u);
+  for (const char* name : kSecretHeaders) EXPECT_EQ(at_a[0].headers.count(name), 1u) << name;
+  EXPECT_EQ(at_a[0].headers["x-api-key"], "key-123");
+
+  auto at_b = b.hits();
+  ASSERT_EQ(at_b.size(), 1u);
+  EXPECT_EQ(at_b[0].path, "/end");
+  EXPECT_EQ(at_b[0].method, c.method);
+  EXPECT_EQ(at_b[0].body, r.body);
+  for (const char* name : kSecretHeaders) {
+    EXPECT_EQ(at_b[0].headers.count(name), 0u)
+        << name << ": " << at_b[0].headers[name] << " reached the other origin";
+  }
+  EXPECT_EQ(at_b[0].headers["content-type"], "application/json");
+}
+
+// A -> A: the same origin keeps every configured header and the signature.
+TEST_P(ConfiguredHeaders, FollowARedirectWithinTheOrigin) {
+  const Case c = GetParam();
+  Origin a;
+  Delivery delivery(private_allowed());
+  Request r = configured(c, a.url(fmt::format("/hop/{}?to=%2Fend", c.status)));
+  Outcome o = deliver(delivery, r);
+  EXPECT_EQ(o.kind, OutcomeKind::kSucceeded) << o.error;
+
+  auto hits = a.hits();
+  ASSERT_EQ(hits.size(), 2u);
+  EXPECT_EQ(hits[1].path, "/end");
+  EXPECT_EQ(hits[1].method, c.method);
+  EXPECT_EQ(hits[1].body, r.body);
+  for (const char* name : kSecretHeaders) EXPECT_EQ(hits[1].headers.count(name), 1u) << name;
+  EXPECT_EQ(hits[1].headers["x-api-key"], "key-123");
+  EXPECT_EQ(hits[1].headers["authorization"], "Bearer token-456");
+  EXPECT_EQ(hits[1].headers["x-tenant"], "acme");
+  EXPECT_EQ(hits[1].headers["content-type"], "application/json");
+}
+
+INSTANTIATE_TEST_SUITE_P(Statuses, ConfiguredHeaders,
+                         ::testing::Values(Case{301, "POST"}, Case{302, "POST"}, Case{303, "GET"},
+                                           Case{307, "POST"}, Case{308, "PUT"}),
+                         name_of);
+
+// A -> B -> A: back on the request's origin, the headers are sent again; B,
+// in between, gets none of them.
+TEST(ConfiguredHeaders, ReturnToTheOriginOnly) {
+  Origin a, b;
+  Delivery delivery(private_allowed());
+  const std::string back = a.url("/end");
+  const std::string via_b = b.url("/hop/307?to=" + encoded(back));
+  Request r = configured(Case{307, "POST"}, a.url("/hop/307?to=" + encoded(via_b)));
+  Outcome o = deliver(delivery, r);
+  EXPECT_EQ(o.kind, OutcomeKind::kSucceeded) << o.error;
+  auto at_b = b.hits();
+  ASSERT_EQ(at_b.size(), 1u);
+  for (const char* name : kSecretHeaders) EXPECT_EQ(at_b[0].headers.count(name), 0u) << name;
+  auto at_a = a.hits();
+  ASSERT_EQ(at_a.size(), 2u);
+  EXPECT_EQ(at_a[1].path, "/end");
+  EXPECT_EQ(at_a[1].body, r.body);
+  EXPECT_EQ(at_a[1].headers["x-api-key"], "key-123");
+}
+
+// The request's timeout covers every hop: a hop to a downstream that never
+// answers times out, naming it, with the time of the hops before counted.
+TEST(FollowedRedirect, TheTimeoutCoversTheNextHop) {
+  Origin a;
+  RawHttpServer silent({.never_answer = true});
+  Delivery delivery(private_allowed());
+  Request r = configured(
+      Case{307, "POST"},
+      a.url("/hop/307?to=" + encoded(fmt::format("http://127.0.0.1:{}/", silent.port()))));
+  r.timeout = 300ms;
+  auto start = std::chrono::steady_clock::now();
+  Outcome o = deliver(delivery, r);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(o.kind, OutcomeKind::kRetry);
+  EXPECT_EQ(o.status, 0);
+  EXPECT_EQ(o.error.rfind("timed out after ", 0), 0u) << o.error;
+  EXPECT_NE(o.error.find(" ms (timeout_ms = 300) waiting for the response from 127.0.0.1"),
+            std::string::npos)
+      << o.error;
+  EXPECT_GE(took, 250ms);
+  EXPECT_LT(took, 10s);
+  EXPECT_EQ(a.hits().size(), 1u);
+  EXPECT_EQ(silent.requests_seen(), 1u);
 }
 
 }  // namespace

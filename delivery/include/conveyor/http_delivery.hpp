@@ -53,7 +53,9 @@ struct Request {
   // (HMAC-SHA256 of "<timestamp>.<body>" with this secret).
   std::string secret;
   // At most 5 hops when true, each of which passes the address guard. A
-  // followed 301, 302, 307 or 308 sends the same method and body again. A
+  // followed 301, 302, 307 or 308 sends the same method and body again.
+  // The headers and the signature go only to the origin of url (scheme,
+  // host and port): a hop to another origin carries only Content-Type. A
   // 303 is followed only by GET and HEAD requests without a body: any other
   // ends in kPermanent (it would turn into a GET without the body), and so
   // does a redirect from https to http.
@@ -83,8 +85,9 @@ struct Outcome {
 };
 
 struct Policy {
-  // Off: targets on loopback, private, link-local, CGNAT, multicast or
-  // unspecified addresses are refused, checked on the address actually
+  // Off: targets on loopback, private, link-local, CGNAT, multicast,
+  // unspecified or any other special-purpose address (IPv4 carried in IPv6
+  // judged as itself) are refused, checked on the address actually
   // connected (so a DNS answer cannot redirect a request inward).
   bool allow_private = false;
   // Hosts (exact, case-insensitive, as written in the URL) exempt from the guard.
