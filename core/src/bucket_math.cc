@@ -35,12 +35,19 @@ uint32_t available(const Shape& s, int64_t full_at, int64_t now) {
 }
 
 Take take(const Shape& s, int64_t full_at, uint32_t n, int64_t now, uint32_t at_least) {
+  if (over_burst(s, at_least)) {
+    // Debt: the whole at_least from a full bucket; full_at goes beyond cap_ns of now.
+    if (n < at_least || full_at > now) return {0, full_at};
+    return {at_least, now + credit_of(s, at_least)};
+  }
   const uint32_t got = std::min(n, available(s, full_at, now));
   if (got == 0 || got < at_least) return {0, full_at};
   return {got, std::max(full_at, now) + static_cast<int64_t>(got) * s.token_ns};
 }
 
 int64_t credit_of(const Shape& s, uint32_t n) { return saturating_mul(n, s.token_ns); }
+
+bool over_burst(const Shape& s, uint32_t n) { return credit_of(s, n) > s.cap_ns; }
 
 int64_t refund(const Shape& s, int64_t full_at, uint32_t n) { return full_at - credit_of(s, n); }
 
@@ -60,6 +67,14 @@ int64_t empty_until(const Shape& s, int64_t full_at, int64_t until) {
 
 int64_t holding(const Shape& s, uint32_t held, int64_t now) {
   return now + (s.cap_ns - std::min(s.cap_ns, saturating_mul(held, s.token_ns)));
+}
+
+int64_t reshape(const Shape& from, const Shape& to, int64_t full_at, int64_t now) {
+  const int64_t owed = full_at - now - from.cap_ns;  // > 0: in debt
+  if (owed <= 0) return holding(to, available(from, full_at, now), now);
+  const int64_t tokens = owed / from.token_ns + (owed % from.token_ns != 0 ? 1 : 0);
+  // Each term below kMaxNs, now below 2^61: no overflow.
+  return now + to.cap_ns + saturating_mul(tokens, to.token_ns);
 }
 
 }  // namespace conveyor::bucket

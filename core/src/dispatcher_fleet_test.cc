@@ -170,5 +170,78 @@ TEST_F(DispatcherFleetTest, MixedCostsKeepTheTokenBoundAndGiveBackWhatDoesNotFit
   for (size_t i = 1; i < p.claimed.size(); ++i) ASSERT_LT(p.claimed[i - 1].id, p.claimed[i].id);
 }
 
+// The defect this guards against: a burst lowered below the cost of jobs
+// already enqueued (2 < 5 on a 10/s limit) made each job take a full bucket
+// (2 tokens), so jobs of cost 5 started at 5/s: 25 units/s. A job dearer than
+// the burst waits for a full bucket and takes its whole cost, leaving the
+// bucket in debt: 2 jobs/s, and units taken in any window of t seconds from
+// the change stay within max(burst, cost) + rate * t = 5 + 10 * t.
+TEST_F(DispatcherFleetTest, JobsDearerThanALoweredBurstPayTheirWholeCost) {
+  for (LimitScope scope : {LimitScope::kProcess, LimitScope::kFleet}) {
+    SCOPED_TRACE(to_string(scope));
+    TearDown();
+    SetUp();
+    Process& p = start_process(RateLimit{10, 10, scope});
+    enqueue(200, 5);  // cost 5 <= burst 10: enqueue takes them
+    p.dispatcher->run_due(clock_.steady_now());
+    const size_t before = p.claimed.size();
+    ASSERT_EQ(before, 2u) << "the full bucket of 10: two jobs of 5";
+    p.limits.set_overrides({RateLimitOverride{"q", RateLimit{10, 2, scope}, 0}});
+    p.dispatcher->wake("q");
+    const SteadyTime start = clock_.steady_now();
+    const SteadyTime end = start + 30s;
+    std::vector<int> per_second(30, 0);
+    size_t seen = before;
+    uint64_t units = 0;
+    while (clock_.steady_now() < end) {
+      const SteadyTime next = p.dispatcher->run_due(clock_.steady_now());
+      const double t = std::chrono::duration<double>(clock_.steady_now() - start).count();
+      for (; seen < p.claimed.size(); ++seen) {
+        units += static_cast<uint64_t>(p.claimed[seen].cost);
+        ++per_second.at(static_cast<size_t>(t));
+      }
+      ASSERT_LE(static_cast<double>(units), 5 + 10 * t + 1e-9) << "at t = " << t;
+      clock_.advance(std::max<std::chrono::nanoseconds>(
+          std::min<std::chrono::nanoseconds>(next - clock_.steady_now(), 50ms), 700us));
+    }
+    const size_t jobs = p.claimed.size() - before;
+    EXPECT_GE(jobs, 2u * 30 - 2) << "not starved: about rate / cost = 2 jobs a second";
+    EXPECT_LE(jobs, 1u + 2 * 30);
+    for (size_t s = 1; s < per_second.size(); ++s) {
+      EXPECT_GE(per_second[s], 1) << "second " << s;
+      EXPECT_LE(per_second[s], 3) << "second " << s;
+    }
+  }
+}
+
+// A job dearer than the burst among cheap ones (the burst lowered after it
+// was enqueued) is not starved by them: it goes back once, keeping its place,
+// the unit's next take waits for a full bucket and takes its whole cost, and
+// it starts in claim order; the units taken stay within
+// max(burst, cost) + rate * t.
+TEST_F(DispatcherFleetTest, AJobDearerThanTheBurstStartsInItsTurnAmongCheapOnes) {
+  for (LimitScope scope : {LimitScope::kProcess, LimitScope::kFleet}) {
+    SCOPED_TRACE(to_string(scope));
+    TearDown();
+    SetUp();
+    Process& p = start_process(RateLimit{10, 2, scope});
+    enqueue(30, 1);
+    enqueue(1, 7);
+    enqueue(30, 1);
+    uint64_t units = 0;
+    const SteadyTime start = clock_.steady_now();
+    size_t seen = 0;
+    while (clock_.steady_now() < start + 20s) {
+      p.dispatcher->run_due(clock_.steady_now());
+      for (; seen < p.claimed.size(); ++seen) units += static_cast<uint64_t>(p.claimed[seen].cost);
+      const double t = std::chrono::duration<double>(clock_.steady_now() - start).count();
+      ASSERT_LE(static_cast<double>(units), 7 + 10 * t + 1e-9) << "at t = " << t;
+      clock_.advance(5ms);
+    }
+    ASSERT_EQ(p.claimed.size(), 61u) << "every job ran, the costly one too";
+    for (size_t i = 1; i < p.claimed.size(); ++i) ASSERT_LT(p.claimed[i - 1].id, p.claimed[i].id);
+  }
+}
+
 }  // namespace
 }  // namespace conveyor

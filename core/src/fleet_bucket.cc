@@ -143,10 +143,20 @@ FleetBucket::PreparedTake FleetBucket::prepare_take(uint32_t n, uint32_t at_leas
   Storage::SharedAdd a;
   a.credit = std::min(kMax, bucket::credit_of(shape_, spare_));
   a.low = at;
-  a.high = at + std::min(shape_.cap_ns, kMax - at);
-  a.unit = shape_.token_ns;
-  a.min_count = least;
-  a.max_count = n;
+  if (bucket::over_burst(shape_, least)) {
+    // A debt take: one unit of all least tokens, which fits under high
+    // only from a full bucket (base = now); full_at becomes now + that credit.
+    a.unit = std::min(kMax, bucket::credit_of(shape_, least));
+    a.high = at + std::min(a.unit, kMax - at);
+    a.min_count = 1;
+    a.max_count = 1;
+    p.tokens_per_count = least;
+  } else {
+    a.high = at + std::min(shape_.cap_ns, kMax - at);
+    a.unit = shape_.token_ns;
+    a.min_count = least;
+    a.max_count = n;
+  }
   p.add = a;
   p.at = at;
   counters_.fleet_swaps.fetch_add(1, std::memory_order_relaxed);
@@ -167,7 +177,7 @@ uint32_t FleetBucket::finish_take(const PreparedTake& p, const Storage::SharedAd
   spare_ = 0;
   last_take_ns_ = p.at;
   back_off_ns_ = 0;
-  return r.count;
+  return r.count * p.tokens_per_count;
 }
 
 void FleetBucket::lost_reply() { version_ = -1; }  // the add may or may not have applied

@@ -4,7 +4,11 @@
 // storage under "ratelimit.bucket:" + queue and changes only through
 // swap_shared_state (compare-and-set), so every take and refund by any
 // process applies to the latest state exactly once, and the bound holds for
-// the fleet: tokens taken in [a, b] <= burst + rate * (b - a).
+// the fleet: tokens taken in [a, b] <= burst + rate * (b - a), or
+// max(burst, the largest cost) + rate * (b - a) with takes of a cost above
+// the burst: they wait for a full bucket and put the shared record in debt
+// (bucket_math.hpp), on either path (a debt take's add is one unit of all
+// its tokens, which fits only from a full bucket).
 //
 // Cost: the record is cached. A take the cache says cannot succeed makes no
 // call. On a plugin with add_shared_state (ABI 1.3) a take is that one call:
@@ -111,9 +115,10 @@ class FleetBucket {
   struct PreparedTake {
     uint32_t from_spare = 0;
     std::optional<Storage::SharedAdd> add;
-    int64_t at = 0;         // wall ns of the take
-    bool known = false;     // the cached record was read
-    bool promised = false;  // and it said the take would succeed
+    int64_t at = 0;                 // wall ns of the take
+    bool known = false;             // the cached record was read
+    bool promised = false;          // and it said the take would succeed
+    uint32_t tokens_per_count = 1;  // tokens per unit the add counts (a debt take: all of them)
   };
   PreparedTake prepare_take(uint32_t n, uint32_t at_least = 1);
   uint32_t finish_take(const PreparedTake& prepared, const Storage::SharedAdded& result);
@@ -128,8 +133,9 @@ class FleetBucket {
   void refund(uint32_t n);
   // Tokens in the spare (fresh or waiting to be returned).
   uint32_t spare() const { return spare_; }
-  // From the last record seen: how long until n tokens are available, or
-  // the back-off ends if that is later.
+  // From the last record seen: how long until n tokens are available (n
+  // above the burst: until the bucket is full), or the back-off ends if
+  // that is later.
   std::chrono::nanoseconds time_until(uint32_t n) const;
   // Until then no process takes a token; the bucket refills from empty
   // after (backpressure held fleet-wide); the spare is dropped. until is on

@@ -241,6 +241,41 @@ TEST_P(FleetBucketTest, StaleRecordsCostARetryOnlyWithoutTheAdd) {
   }
 }
 
+// A take above the burst (a job dearer than a burst lowered since it was
+// enqueued) through the shared record: it waits for a full bucket and takes
+// the whole cost, the record goes into debt, and every process sees it.
+// Repeated over 10 simulated seconds, burst 2 at 10/s, cost 5: 2 jobs a
+// second, and units taken in [0, t] never above max(burst, cost) + rate * t.
+TEST_P(FleetBucketTest, TakesAboveTheBurstPutTheSharedRecordInDebt) {
+  const RateLimit limit{10, 2, LimitScope::kFleet};  // a token per 100 ms
+  FleetBucket a(process(), "email", limit, clock_, counters_);
+  FleetBucket b(process(), "email", limit, clock_, counters_);
+  EXPECT_EQ(a.take(5, 5), 5u) << "a full bucket: the whole cost";
+  EXPECT_EQ(b.take(1), 0u) << "the other process sees the debt";
+  EXPECT_EQ(b.time_until(1), 400ms) << "3 tokens owed, then 1";
+  EXPECT_EQ(a.time_until(5), 500ms) << "until full";
+  clock_.advance(400ms);
+  EXPECT_EQ(a.take(5, 5), 0u) << "1 token: not full";
+  clock_.advance(100ms);
+  EXPECT_EQ(a.take(5, 5), 5u);
+
+  uint64_t units = 10;
+  uint32_t jobs = 2;
+  const auto start = clock_.steady_now() - 500ms;
+  const auto end = start + 10s;
+  while (clock_.steady_now() <= end) {
+    const uint32_t got = a.take(5, 5);
+    ASSERT_TRUE(got == 0 || got == 5) << got;
+    units += got;
+    jobs += got / 5;
+    const double t = std::chrono::duration<double>(clock_.steady_now() - start).count();
+    ASSERT_LE(static_cast<double>(units), 5 + 10 * t + 1e-9) << "at t = " << t;
+    clock_.advance(std::max<std::chrono::nanoseconds>(a.time_until(5), 1ms));
+  }
+  EXPECT_EQ(jobs, 21u) << "one every 500 ms, from 0 to 10 s";
+  EXPECT_LE(units, 2u + 5 + 10 * 10);
+}
+
 INSTANTIATE_TEST_SUITE_P(TakeBy, FleetBucketTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return std::string(info.param ? "AddSharedState" : "SwapSharedState");

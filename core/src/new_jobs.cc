@@ -33,15 +33,19 @@ void check_job_costs(std::span<const NewJob> jobs, const LimitResolver& limits,
             missing_slot_reason(storage, StorageSlot::kEnqueueV3, "a job cost other than 1");
         !missing.empty())
       throw ValidationError("cost", missing);
-    // Checked against the limit even while the kill switch is off: the job
-    // must be able to start once limits apply again.
+    // Checked against the limit even while the kill switch is off: it is
+    // the limit that applies once limits apply again. A job dearer than the
+    // burst could run (it waits for a full bucket and puts it in debt:
+    // token_settlement.cc), but one job would then take more than the burst
+    // the user set as the most at once, so a cost known to exceed it is
+    // refused here; only a limit lowered after enqueue leaves such jobs.
     const EffectiveLimit e = limits.resolve(j.queue, /*ignore_switch=*/true);
     if (e.limit && static_cast<uint32_t>(j.cost) > e.limit->burst)
       throw ValidationError(
           "cost",
           fmt::format("cost {} is more than queue '{}''s burst of {} (limit {}/s, from "
-                      "{}): such a job could never start; lower the cost or raise the "
-                      "burst",
+                      "{}): one such job would take more than the burst at once; lower "
+                      "the cost or raise the burst",
                       j.cost, j.queue, e.limit->burst, e.limit->rate_per_sec, to_string(e.source)));
   }
 }

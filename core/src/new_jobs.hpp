@@ -28,8 +28,10 @@ void prepare_new_jobs(std::vector<NewJob>& jobs, const EngineConfig& engine, int
 
 // Checks each job's cost (ValidationError("cost", ...), nothing enqueued):
 // 1..kMaxJobCost; above 1 only on a plugin with enqueue_v3 (ABI 1.2); at
-// most the burst of the queue's effective limit, since a dearer job could
-// never start. A queue without a limit takes any cost (no bucket, no cost).
+// most the burst of the queue's effective limit, since a dearer job would
+// take more than the burst at once (one already queued when the burst is
+// lowered still runs, paying its whole cost: the bucket goes into debt). A
+// queue without a limit takes any cost (no bucket, no cost).
 void check_job_costs(std::span<const NewJob> jobs, const LimitResolver& limits,
                      const Storage& storage);
 

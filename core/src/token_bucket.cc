@@ -30,11 +30,11 @@ void TokenBucket::empty_until(SteadyTime until) {
 }
 
 void TokenBucket::reconfigure(const RateLimit& limit, SteadyTime now) {
-  const uint32_t held = available(now);
   latest_ = at(now);
+  const bucket::Shape next = bucket::Shape::of(limit);
+  full_at_ = bucket::reshape(shape_, next, full_at_, latest_);
   limit_ = limit;
-  shape_ = bucket::Shape::of(limit);
-  full_at_ = bucket::holding(shape_, held, latest_);
+  shape_ = next;
 }
 
 }  // namespace conveyor

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -147,6 +148,90 @@ TEST(TokenBucket, EmptyUntilHoldsAndRefillsFromEmptyAfter) {
   EXPECT_EQ(b.available(at(2'100'000'000)), 1u);
   b.empty_until(at(1'000'000'000));  // an earlier end never shortens a hold
   EXPECT_EQ(b.available(at(2'100'000'000)), 1u);
+}
+
+// A take whose at_least is above the burst (a job dearer than a burst
+// lowered since it was enqueued) waits for a full bucket, then takes its
+// whole cost: the bucket is in debt, and nothing is available until the
+// debt is repaid.
+TEST(TokenBucket, ATakeAboveTheBurstWaitsForAFullBucketAndGoesIntoDebt) {
+  TokenBucket b(RateLimit{10, 2}, at(0));  // a token per 100 ms
+  EXPECT_EQ(b.take(4, at(0), 5), 0u) << "fewer than at_least asked: none";
+  EXPECT_EQ(b.take(5, at(0), 5), 5u) << "a full bucket: the whole cost";
+  EXPECT_EQ(b.available(at(0)), 0u);
+  EXPECT_EQ(b.available(at(299'999'999)), 0u) << "3 tokens of debt first";
+  EXPECT_EQ(b.available(at(400'000'000)), 1u);
+  EXPECT_EQ(b.time_until(5, at(0)), milliseconds(500)) << "until full again";
+  EXPECT_EQ(b.take(5, at(400'000'000), 5), 0u) << "1 token: not full";
+  EXPECT_EQ(b.take(5, at(500'000'000), 5), 5u);
+  b.refund(5);  // a claim that found no job: as if nothing was taken
+  EXPECT_EQ(b.available(at(500'000'000)), 2u);
+}
+
+// Repeated takes of cost 5 from a bucket of burst 2 at 10/s over 10
+// simulated seconds: at 2 a second (not starved), and units taken in [0, t]
+// never above max(burst, cost) + rate * t (a clamped cost would take 25
+// units' worth a second for 2 tokens each).
+TEST(TokenBucket, TakesOfACostAboveTheBurstKeepTheLongRunRate) {
+  TokenBucket b(RateLimit{10, 2}, at(0));
+  uint64_t units = 0;
+  uint32_t jobs = 0;
+  int64_t now = 0;
+  while (now <= 10'000'000'000) {
+    const uint32_t got = b.take(5, at(now), 5);
+    ASSERT_TRUE(got == 0 || got == 5) << got;
+    units += got;
+    jobs += got / 5;
+    ASSERT_LE(static_cast<double>(units), 5 + 10 * (static_cast<double>(now) / 1e9))
+        << "at " << now << " ns";
+    now += std::max<int64_t>(1'000'000, b.time_until(5, at(now)).count());
+  }
+  EXPECT_EQ(jobs, 21u) << "one every 500 ms, from 0 to 10 s";
+  EXPECT_LE(units, 2u + 5 + 10 * 10);
+}
+
+// The bound with debt, for random schedules mixing takes below and above
+// the burst, with refunds: taken in [0, t] <= max(burst, the largest
+// at_least) + rate * t.
+TEST(TokenBucket, NeverExceedsTheLargestCostPlusRateTimesT) {
+  std::mt19937_64 rng(54321);
+  const std::vector<RateLimit> limits = {{50, 10}, {0.5, 1}, {7.3, 2}, {1e6, 1}, {123.456, 7}};
+  for (const RateLimit& limit : limits) {
+    for (int trial = 0; trial < 20; ++trial) {
+      TokenBucket b(limit, at(0));
+      int64_t now = 0;
+      uint64_t taken = 0;
+      uint32_t largest = limit.burst;
+      const int64_t max_step = static_cast<int64_t>(3e9 / limit.rate_per_sec) + 1;
+      for (int i = 0; i < 5000; ++i) {
+        now += std::uniform_int_distribution<int64_t>(0, max_step)(rng);
+        const uint32_t least = std::uniform_int_distribution<uint32_t>(1, 3 * limit.burst + 2)(rng);
+        const uint32_t want = least + std::uniform_int_distribution<uint32_t>(0, 3)(rng);
+        const uint32_t got = b.take(want, at(now), least);
+        if (got > 0) largest = std::max(largest, least);
+        const uint32_t unused =
+            got == 0 ? 0 : std::uniform_int_distribution<uint32_t>(0, got)(rng) / 2;
+        b.refund(unused);
+        taken += got - unused;
+        const double bound = largest + limit.rate_per_sec * (static_cast<double>(now) / 1e9);
+        ASSERT_LE(static_cast<double>(taken), bound)
+            << "rate " << limit.rate_per_sec << " burst " << limit.burst << " at t=" << now << "ns";
+      }
+    }
+  }
+}
+
+// A limit change keeps a debt (in whole tokens, at the new rate): changing
+// the limit never forgives it.
+TEST(TokenBucket, ReconfigureKeepsADebt) {
+  TokenBucket b(RateLimit{10, 2}, at(0));
+  ASSERT_EQ(b.take(5, at(0), 5), 5u);  // 3 tokens owed, full at 500 ms
+  b.reconfigure(RateLimit{10, 4}, at(0));
+  EXPECT_EQ(b.available(at(300'000'000)), 0u) << "the 3 tokens owed first";
+  EXPECT_EQ(b.available(at(400'000'000)), 1u);
+  EXPECT_EQ(b.time_until(4, at(0)), milliseconds(700));
+  b.reconfigure(RateLimit{20, 1}, at(0));  // still 3 tokens owed, now 50 ms each
+  EXPECT_EQ(b.time_until(1, at(0)), milliseconds(200)) << "the 3 owed, then 1";
 }
 
 }  // namespace

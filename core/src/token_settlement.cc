@@ -15,11 +15,11 @@ namespace {
 // never the job rate.
 constexpr std::chrono::milliseconds kFleetTakeQuantum{10};
 
-// The tokens job takes from a bucket of burst: its cost, at most the burst
-// (a job dearer than a burst lowered since it was enqueued takes a full one).
-uint32_t token_cost(const Job& job, uint32_t burst) {
-  return std::clamp<uint32_t>(static_cast<uint32_t>(std::max(job.cost, 1)), 1, burst);
-}
+// The tokens job takes from its bucket: its whole cost, even above the
+// burst (a burst lowered since it was enqueued, or an override): such a job
+// waits for a full bucket and puts it in debt (bucket_math.hpp), so the
+// units taken stay within max(burst, cost) + rate * t.
+uint32_t token_cost(const Job& job) { return static_cast<uint32_t>(std::max(job.cost, 1)); }
 
 }  // namespace
 
@@ -41,7 +41,10 @@ Grant TokenSettlement::take(QueueRunner& r, uint32_t max_jobs, SteadyTime now) {
   }
   if (!r.bucket) return {.jobs = max_jobs};
   const RateLimit& limit = r.bucket->limit();
-  const uint32_t hint = std::max<uint32_t>(1, std::min(r.cost_hint, limit.burst));
+  // A hint above the burst (the last batch held a job dearer than it): the
+  // take waits for a full bucket and takes the hint's tokens, into debt, for
+  // one job (bucket_math.hpp).
+  const uint32_t hint = std::max<uint32_t>(1, r.cost_hint);
   const uint64_t want = std::min<uint64_t>(uint64_t{max_jobs} * hint, UINT32_MAX);
   uint32_t at_least = hint;
   if (r.bucket->fleet()) {
@@ -68,9 +71,8 @@ Grant TokenSettlement::take(QueueRunner& r, uint32_t max_jobs, SteadyTime now) {
 
 uint32_t TokenSettlement::tokens_for(const QueueRunner& r, std::span<const Job> jobs) {
   if (!r.bucket) return 0;
-  const uint32_t burst = r.bucket->limit().burst;
   uint64_t sum = 0;
-  for (const Job& job : jobs) sum += token_cost(job, burst);
+  for (const Job& job : jobs) sum += token_cost(job);
   return static_cast<uint32_t>(std::min<uint64_t>(sum, UINT32_MAX));
 }
 
@@ -87,17 +89,29 @@ void TokenSettlement::refund(QueueRunner& r, uint32_t n) {
 std::optional<SteadyTime> TokenSettlement::settle(QueueRunner& r, std::vector<Job>& jobs,
                                                   uint32_t tokens, SteadyTime now) {
   if (!r.bucket) return std::nullopt;
-  const uint32_t burst = r.bucket->limit().burst;
-  const auto cost = [burst](const Job& job) { return token_cost(job, burst); };
+  const auto cost = [](const Job& job) { return token_cost(job); };
   // The most a job of this batch cost: the next claims wait for that many
   // tokens and ask for tokens / cost_hint jobs, so jobs that cost more than
   // one rarely need giving back.
+  //
+  // A job dearer than the burst is never starved by cheap jobs of the unit:
+  // the batch that found it sets cost_hint to its cost (or more), so it goes
+  // back (keeping its place, with every job after it) at most once per
+  // claim that underestimated it; the unit's next take waits for a full
+  // bucket and takes that whole cost into debt for one job (bucket_math.hpp),
+  // and the claim finds the job first again. Only takers that never see it
+  // can keep the bucket from filling and delay it (other processes on a
+  // fleet bucket, or the queue's remote workers, that do not serve its
+  // kind), and those only while they take the whole rate.
   uint32_t most = 1;
   for (const Job& job : jobs) most = std::max(most, cost(job));
   if (!jobs.empty()) r.cost_hint = most;
   const uint32_t need = tokens_for(r, jobs);
   uint32_t have = tokens;
   if (need > have) {
+    // Never into debt (at_least 1): a job dearer than the burst starts only
+    // from a take of its whole cost (the next claim's, when cost_hint is
+    // raised above); here it goes back.
     try {
       have += r.bucket->take(need - have, now);
     } catch (const std::exception& e) {

@@ -3,8 +3,11 @@
 // limits"):
 //   tokens = bucket.take(batch * cost_hint, at least cost_hint); none: the
 //            unit waits exactly until they are due; batch = tokens / cost_hint
+//            (cost_hint above the burst: the take waits for a full bucket
+//            and takes cost_hint into debt, for one job)
 //   after the claim, jobs costing more take the tokens they lack, those that
 //   still do not fit go back (their place kept), unused tokens are refunded.
+// A job pays its whole cost, even above the burst (bucket_math.hpp).
 // After a backpressure hold the unit's ResumeRamp paces it as well.
 // A unit with no limit never touches a bucket. Dispatcher thread only.
 #pragma once
@@ -49,7 +52,7 @@ class TokenSettlement {
   // Gives n tokens back to r's bucket; a fleet bucket's failure only logs
   // (the tokens are lost: the fleet runs slower, never faster).
   void refund(QueueRunner& r, uint32_t n);
-  // The tokens jobs take from r's bucket (each at most the burst).
+  // The tokens jobs take from r's bucket (each its whole cost).
   static uint32_t tokens_for(const QueueRunner& r, std::span<const Job> jobs);
 
  private:
