@@ -281,6 +281,59 @@ TEST(AdminApi, KeySettingsOverHttp) {
             json::array());
 }
 
+// The kill switch over HTTP in both codecs: enabled must be sent, as a JSON
+// boolean (binary: the field present). Refused bodies change nothing, on the
+// server nor in storage; true and false still switch.
+TEST(AdminApi, KillSwitchNeedsAnExplicitBooleanOverHttp) {
+  test::TempDir dir;
+  Server s(dir, kOpen);
+  ASSERT_TRUE(s.ready()) << s.process().stderr_text();
+  const std::string path = Server::api_path("SetRateLimitingEnabled");
+  const std::vector<std::string> proto = {"Content-Type: application/proto"};
+  const auto state = [&] {
+    const json j = json_body(s.call("ListRateLimits", json::object()));
+    return j.value("enabled", false) ? "on from " + j.value("enabledSource", std::string())
+                                     : "off from " + j.value("enabledSource", std::string());
+  };
+  const auto expect_all_refused = [&] {
+    for (const char* body : {"{}", "", R"({"enabled":null})"}) {
+      SCOPED_TRACE(body);
+      expect_error(s.post(path, body), 400, "invalid_argument",
+                   R"(enabled: is required; send {"enabled": true} or {"enabled": false})");
+    }
+    for (const char* body : {R"({"enabled":"no"})", R"({"enabled":"false"})",
+                             R"({"enabled":"true"})", R"({"enabled":0})", R"({"enabled":1})"}) {
+      SCOPED_TRACE(body);
+      expect_error(s.post(path, body), 400, "invalid_argument",
+                   "enabled: must be true or false (a JSON boolean), got ");
+    }
+    expect_error(s.post(path, "{'enabled':'no'}"), 400, "invalid_argument",
+                 "body is not valid JSON");
+    // Binary: the empty message (false without presence), field 1 as a string.
+    expect_error(s.post(path, "", proto), 400, "invalid_argument", "enabled: is required");
+    expect_error(s.post(path, std::string("\x0a\x02no", 4), proto), 400, "invalid_argument",
+                 "enabled: is required");
+  };
+  expect_all_refused();
+  EXPECT_EQ(state(), "on from config");  // nothing stored
+
+  auto r = s.post(path, std::string("\x08\x00", 2), proto);  // binary false, present
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("content-type"), "application/proto");
+  EXPECT_EQ(state(), "off from storage");
+  expect_all_refused();
+  EXPECT_EQ(state(), "off from storage");
+  r = s.call("SetRateLimitingEnabled", {{"enabled", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(state(), "on from storage");
+  r = s.call("SetRateLimitingEnabled", {{"enabled", false}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(state(), "off from storage");
+  r = s.post(path, std::string("\x08\x01", 2), proto);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(state(), "on from storage");
+}
+
 // ---- validation -----------------------------------------------------------------
 
 TEST(AdminApi, EveryValidationErrorIs400NamingTheField) {

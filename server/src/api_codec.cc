@@ -14,6 +14,7 @@
 #include <cctype>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 namespace conveyor::api {
@@ -100,7 +101,7 @@ std::string expected(std::string_view type) {
   if (type == "TYPE_UINT64" || type == "TYPE_FIXED64")
     return "must be a whole number >= 0 (a JSON number or a decimal string)";
   if (type == "TYPE_STRING") return "must be a string";
-  if (type == "TYPE_BOOL") return "must be true or false";
+  if (type == "TYPE_BOOL") return "must be true or false (a JSON boolean)";
   if (type == "TYPE_MESSAGE") return "must be a JSON object";
   return "has the wrong type (" + std::string(type) + ")";
 }
@@ -169,26 +170,103 @@ std::string explain(std::string_view status, const pb::Descriptor* root) {
   return "invalid request message: " + std::string(status);
 }
 
-void decode_json(std::string_view body, pb::Message& out) {
-  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return;  // the empty message
-  pb::util::JsonParseOptions options;
-  options.ignore_unknown_fields = false;
-  const auto status =
-      pb::util::JsonStringToMessage(pb::StringPiece(body.data(), body.size()), &out, options);
-  if (status.ok()) return;
-  // Only on failure: say what is wrong with the document itself first.
+// The field of d that a JSON document names name: its JSON name or its name
+// in the .proto, as libprotobuf reads them.
+const pb::FieldDescriptor* field_named(const pb::Descriptor* d, std::string_view name) {
+  for (int i = 0; i < d->field_count(); ++i) {
+    const pb::FieldDescriptor* f = d->field(i);
+    if (f->json_name() == name || f->name() == name) return f;
+  }
+  return nullptr;
+}
+
+// Whether a message of type d can hold a bool field (seen: the types on the
+// way, against recursion).
+bool has_bool_field(const pb::Descriptor* d, std::vector<const pb::Descriptor*>& seen) {
+  if (std::find(seen.begin(), seen.end(), d) != seen.end()) return false;
+  seen.push_back(d);
+  for (int i = 0; i < d->field_count(); ++i) {
+    const pb::FieldDescriptor* f = d->field(i);
+    if (f->type() == pb::FieldDescriptor::TYPE_BOOL) return true;
+    if (f->message_type() && has_bool_field(f->message_type(), seen)) return true;
+  }
+  return false;
+}
+
+// libprotobuf's JSON parser (3.21) also reads a string into a bool field:
+// "true", "false", and "yes", "no", "t", "f", "y", "n", "1", "0" in any case
+// (so {"enabled": "no"} was false). The proto3 JSON mapping takes only true
+// and false (and null, the default): refuses a string in any bool field of
+// object, a message of type d at path ("jobs[1]."), naming it. Numbers, lists
+// and objects libprotobuf refuses itself (explain()).
+void check_bools(const json& object, const pb::Descriptor* d, const std::string& path) {
+  if (d->file()->package() == "google.protobuf") return;  // well-known types: their own JSON
+  for (const auto& [name, value] : object.items()) {
+    const pb::FieldDescriptor* f = field_named(d, name);
+    if (!f || f->is_map()) continue;  // unknown: libprotobuf's error; the API has no maps
+    const std::string field = path + f->json_name();
+    const bool list = f->is_repeated() && value.is_array();
+    for (size_t i = 0; i < (list ? value.size() : 1); ++i) {
+      const json& v = list ? value[i] : value;
+      const std::string at = list ? fmt::format("{}[{}]", field, i) : field;
+      if (f->type() == pb::FieldDescriptor::TYPE_BOOL && v.is_string())
+        invalid(fmt::format("{}: {}, got {}", at, expected("TYPE_BOOL"),
+                            quote_for_message(v.get_ref<const std::string&>())));
+      if (f->message_type() && v.is_object()) check_bools(v, f->message_type(), at + ".");
+    }
+  }
+}
+
+// body as a JSON document (RFC 8259), with each name once per object:
+// invalid_argument saying what is wrong. libprotobuf's parser is laxer: it
+// also reads 'single quotes', unquoted names and trailing commas, and keeps
+// the first of two values of a field when the second is null.
+json strict_document(std::string_view body) {
+  std::vector<std::set<std::string, std::less<>>> names;  // of each object open
+  std::string twice;
   json doc;
   try {
-    doc = json::parse(body);
+    doc = json::parse(body, [&](int, json::parse_event_t event, json& parsed) {
+      if (event == json::parse_event_t::object_start) names.emplace_back();
+      if (event == json::parse_event_t::object_end && !names.empty()) names.pop_back();
+      if (event == json::parse_event_t::key && !names.empty() && twice.empty() &&
+          !names.back().insert(parsed.get<std::string>()).second)
+        twice = parsed.get<std::string>();
+      return true;
+    });
   } catch (const json::exception& e) {
     // what() reads "[json.exception.parse_error.101] parse error at line 1, ...".
     std::string reason = e.what();
     if (auto end = reason.find("] "); end != std::string::npos) reason.erase(0, end + 2);
     invalid("body is not valid JSON: " + reason);
   }
+  if (!twice.empty())
+    invalid("body is not valid JSON: it names " + quote_for_message(twice) +
+            " twice in one object");
+  return doc;
+}
+
+void decode_json(std::string_view body, pb::Message& out) {
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return;  // the empty message
+  pb::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto status =
+      pb::util::JsonStringToMessage(pb::StringPiece(body.data(), body.size()), &out, options);
+  const pb::Descriptor* d = out.GetDescriptor();
+  if (status.ok()) {
+    // Read again, strictly, only where a bool can be (a second parse; the
+    // worker's hot path, Claim, Complete, Heartbeat, has no bool).
+    std::vector<const pb::Descriptor*> seen;
+    if (!has_bool_field(d, seen)) return;
+    const json doc = strict_document(body);
+    if (doc.is_object()) check_bools(doc, d, "");
+    return;
+  }
+  // Only on failure: say what is wrong with the document itself first.
+  const json doc = strict_document(body);
   if (!doc.is_object()) invalid(std::string("body must be a JSON object, got ") + type_name(doc));
-  invalid(explain(std::string_view(status.message().data(), status.message().size()),
-                  out.GetDescriptor()));
+  check_bools(doc, d, "");  // a string for a bool, named as on success
+  invalid(explain(std::string_view(status.message().data(), status.message().size()), d));
 }
 
 bool valid_utf8(std::string_view s) { return invalid_utf8_at(s) == std::string_view::npos; }

@@ -25,8 +25,11 @@ const char* content_type(Codec codec);
 
 // Reads body into out (cleared first). JSON: "" is the empty message, field
 // names in lowerCamelCase or as in the .proto, int64 as numbers or strings,
-// unknown fields rejected. Throws ApiError invalid_argument saying what is
-// wrong and where ("jobs[1].kind: must be a string, got 7").
+// unknown fields rejected, bools only true or false (not "false", "no", 0;
+// libprotobuf alone reads such strings), and for a message that can hold a
+// bool, strict JSON (no 'single quotes', unquoted names, trailing commas or
+// name given twice). Throws ApiError invalid_argument saying what is wrong
+// and where ("jobs[1].kind: must be a string, got 7").
 void decode(Codec codec, std::string_view body, google::protobuf::Message& out);
 
 // The message in codec. JSON: lowerCamelCase, every field (defaults too)

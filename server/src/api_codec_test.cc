@@ -5,7 +5,9 @@
 
 #include "conveyor/v1/admin.pb.h"
 #include "conveyor/v1/task.pb.h"
+#include "conveyor/v1/worker.pb.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -110,6 +112,75 @@ TEST(ApiCodec, JsonErrorsNameTheFieldAsTheApiSpellsIt) {
   EXPECT_EQ(json_error<v1::ListQueuesRequest>("\"x\""), "body must be a JSON object, got a string");
   EXPECT_EQ(json_error<v1::ListQueuesRequest>(R"({"queue": )").rfind("body is not valid JSON: ", 0),
             0u);
+}
+
+// libprotobuf's JSON parser (3.21) also reads the strings "true", "false",
+// "yes", "no", "1", "0", "t", "f", "y", "n" (any case) into a bool field; the
+// proto3 JSON mapping, and so the API, takes only JSON true and false, in
+// every message and at any depth.
+TEST(ApiCodec, JsonBoolsAreJsonBooleansOnly) {
+  using v1::SetQueueRateLimitRequest;
+  for (const char* text :
+       {"\"true\"", "\"false\"", "\"yes\"", "\"no\"", "\"1\"", "\"0\"", "\"T\"", "\"n\"", "\"\""}) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(
+        json_error<SetQueueRateLimitRequest>(fmt::format(R"({{"queue":"q","perKey":{}}})", text)),
+        fmt::format("perKey: must be true or false (a JSON boolean), got {}", text));
+    EXPECT_EQ(json_error<v1::DeleteQueueRateLimitRequest>(fmt::format(R"({{"per_key":{}}})", text)),
+              fmt::format("perKey: must be true or false (a JSON boolean), got {}", text));
+    EXPECT_EQ(json_error<v1::FailRequest>(fmt::format(R"({{"permanent":{}}})", text)),
+              fmt::format("permanent: must be true or false (a JSON boolean), got {}", text));
+    EXPECT_EQ(json_error<v1::FailRequest>(fmt::format(R"({{"backpressure":{}}})", text)),
+              fmt::format("backpressure: must be true or false (a JSON boolean), got {}", text));
+  }
+  for (const char* number : {"0", "1", "2.5"})
+    EXPECT_EQ(json_error<v1::FailRequest>(fmt::format(R"({{"permanent":{}}})", number)),
+              fmt::format("permanent: must be true or false (a JSON boolean), got {}", number));
+  // Below the top level (a response the API client reads), named by its path.
+  EXPECT_EQ(json_error<v1::ListKeysResponse>(R"({"keys":[{"key":"a"},{"readyCapped":"no"}]})"),
+            R"(keys[1].readyCapped: must be true or false (a JSON boolean), got "no")");
+  // Also when another field is wrong as well: the bool is named first.
+  EXPECT_EQ(json_error<v1::FailRequest>(R"({"permanent":"no","nope":1})"),
+            R"(permanent: must be true or false (a JSON boolean), got "no")");
+  // Where a bool can be, the body must be strict JSON: libprotobuf's parser
+  // alone reads 'single quotes', unquoted names and trailing commas, and
+  // keeps the first of two values when the second is null.
+  using v1::SetRateLimitingEnabledRequest;
+  EXPECT_EQ(json_error<SetRateLimitingEnabledRequest>(R"({"enabled":"no","enabled":null})"),
+            R"(body is not valid JSON: it names "enabled" twice in one object)");
+  EXPECT_EQ(json_error<SetRateLimitingEnabledRequest>(R"({"enabled":"no","enabled":true})"),
+            R"(body is not valid JSON: it names "enabled" twice in one object)");
+  EXPECT_EQ(json_error<v1::ListKeysResponse>(R"({"keys":[{"key":"a"},{"key":"a","key":"b"}]})"),
+            R"(body is not valid JSON: it names "key" twice in one object)");
+  for (const char* text : {"{'enabled':'no'}", "{'enabled':false}", R"({enabled:"no"})",
+                           R"({"enabled":"no",})", R"({"enabled":false,})"})
+    EXPECT_EQ(json_error<SetRateLimitingEnabledRequest>(text).rfind("body is not valid JSON: ", 0),
+              0u)
+        << text;
+  // The same name in two objects is not twice.
+  v1::ListKeysResponse two;
+  decode(Codec::kJson, R"({"keys":[{"key":"a"},{"key":"b"}]})", two);
+  EXPECT_EQ(two.keys(1).key(), "b");
+  // true, false, and null (the field's default, as the mapping says) still read.
+  v1::FailRequest f;
+  decode(Codec::kJson, R"({"permanent":true,"backpressure":false})", f);
+  EXPECT_TRUE(f.permanent());
+  EXPECT_FALSE(f.backpressure());
+  decode(Codec::kJson, R"({"permanent":null})", f);
+  EXPECT_FALSE(f.permanent());
+  v1::ListKeysResponse keys;
+  decode(Codec::kJson, R"({"keys":[{"readyCapped":true}],"complete":true})", keys);
+  EXPECT_TRUE(keys.keys(0).ready_capped());
+  EXPECT_TRUE(keys.complete());
+  // An optional bool keeps presence: absent and null are not false.
+  v1::SetRateLimitingEnabledRequest on;
+  decode(Codec::kJson, "{}", on);
+  EXPECT_FALSE(on.has_enabled());
+  decode(Codec::kJson, R"({"enabled":null})", on);
+  EXPECT_FALSE(on.has_enabled());
+  decode(Codec::kJson, R"({"enabled":false})", on);
+  EXPECT_TRUE(on.has_enabled());
+  EXPECT_FALSE(on.enabled());
 }
 
 TEST(ApiCodec, BinaryRoundTripsAndRefusesGarbage) {

@@ -158,6 +158,12 @@ ApiService::ApiService(Engine& engine) : engine_(engine) {
       [&e](const auto&, auto& response) { api::to_proto(api::rate_limit_listing(e), response); });
   add<v1::SetRateLimitingEnabledRequest, v1::SetRateLimitingEnabledResponse>(
       kAdmin, "SetRateLimitingEnabled", true, [&e](const auto& request, auto& response) {
+        // Turning every limit off on every process takes an explicit false:
+        // an empty message (or, in JSON, null) is not one. (The JSON codec
+        // has already refused anything but true and false.)
+        if (!request.has_enabled())
+          throw ValidationError("enabled", R"(enabled: is required; send {"enabled": true} or )"
+                                           R"({"enabled": false})");
         // Stored, followed by this engine at once (StorageError UNSUPPORTED
         // on a plugin without ABI 1.2).
         e.set_rate_limiting_enabled(request.enabled());

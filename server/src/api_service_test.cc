@@ -192,6 +192,85 @@ TEST_F(ApiServiceTest, TheKillSwitchIsStoredAndAnswersItsState) {
   EXPECT_EQ(invalid(kSwitch, {{"enabled", "off"}}).rfind("enabled: ", 0), 0u);
 }
 
+// The kill switch turns every limit off on every process: enabled must be
+// sent, and be a JSON boolean. Anything else (absent, null, a string, a
+// number) is refused, saying what to send, and changes nothing.
+TEST_F(ApiServiceTest, TheKillSwitchNeedsAnExplicitBoolean) {
+  const auto* m = api_->find(kSwitch);
+  ASSERT_NE(m, nullptr);
+  // The invalid_argument message of a call with this body in codec.
+  const auto refused = [&](api::Codec codec, const std::string& body) -> std::string {
+    try {
+      const auto request = m->new_request();
+      api::decode(codec, body, *request);
+      api_->call(*m, *request);
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.code(), ApiCode::kInvalidArgument) << body << ": " << e.what();
+      return e.what();
+    }
+    ADD_FAILURE() << "accepted: " << body;
+    return {};
+  };
+  const std::string required =
+      R"(enabled: is required; send {"enabled": true} or {"enabled": false})";
+  const auto expect_all_refused = [&] {
+    for (const char* body : {"{}", "", R"({"enabled":null})"})
+      EXPECT_EQ(refused(api::Codec::kJson, body), required) << body;
+    EXPECT_EQ(refused(api::Codec::kJson, R"({"enabled":"no"})"),
+              R"(enabled: must be true or false (a JSON boolean), got "no")");
+    EXPECT_EQ(refused(api::Codec::kJson, R"({"enabled":"false"})"),
+              R"(enabled: must be true or false (a JSON boolean), got "false")");
+    EXPECT_EQ(refused(api::Codec::kJson, R"({"enabled":"true"})"),
+              R"(enabled: must be true or false (a JSON boolean), got "true")");
+    EXPECT_EQ(refused(api::Codec::kJson, R"({"enabled":0})"),
+              "enabled: must be true or false (a JSON boolean), got 0");
+    EXPECT_EQ(refused(api::Codec::kJson, R"({"enabled":1})"),
+              "enabled: must be true or false (a JSON boolean), got 1");
+    // libprotobuf's JSON parser alone took these too ("yes", "1", "t", ...).
+    EXPECT_EQ(refused(api::Codec::kJson, R"({"enabled":"yes"})"),
+              R"(enabled: must be true or false (a JSON boolean), got "yes")");
+    // libprotobuf's parser alone also read these as false.
+    for (const char* body : {"{'enabled':'no'}", R"({enabled:"no"})", R"({"enabled":"no",})",
+                             R"({"enabled":"no","enabled":null})"})
+      EXPECT_EQ(refused(api::Codec::kJson, body).rfind("body is not valid JSON: ", 0), 0u) << body;
+    // Binary: an empty message (what a client without presence sends for
+    // false), and field 1 as a string (not a bool: kept as an unknown field).
+    EXPECT_EQ(refused(api::Codec::kProto, ""), required);
+    EXPECT_EQ(refused(api::Codec::kProto, std::string("\x0a\x02no", 4)), required);
+  };
+  // From the config's state: none of them turns rate limiting off.
+  expect_all_refused();
+  EXPECT_EQ(engine_->rate_limiting(), (RateLimitingState{true, SwitchSource::kConfig}));
+  EXPECT_EQ(call(kList, json::object())["enabledSource"], "config");
+
+  // false and true, as JSON booleans and as binary with the field present.
+  EXPECT_EQ(call(kSwitch, {{"enabled", false}}),
+            json::parse(R"({"enabled":false,"enabledSource":"storage"})"));
+  EXPECT_EQ(engine_->rate_limiting(), (RateLimitingState{false, SwitchSource::kStorage}));
+  // Stored off: none of them turns it back on.
+  expect_all_refused();
+  EXPECT_EQ(engine_->rate_limiting(), (RateLimitingState{false, SwitchSource::kStorage}));
+  EXPECT_EQ(call(kSwitch, {{"enabled", true}}),
+            json::parse(R"({"enabled":true,"enabledSource":"storage"})"));
+  EXPECT_EQ(engine_->rate_limiting(), (RateLimitingState{true, SwitchSource::kStorage}));
+
+  const auto binary = [&](const std::string& body) {
+    const auto request = m->new_request();
+    api::decode(api::Codec::kProto, body, *request);
+    v1::SetRateLimitingEnabledResponse response;
+    response.CopyFrom(*api_->call(*m, *request));
+    return response.enabled();
+  };
+  v1::SetRateLimitingEnabledRequest request;
+  request.set_enabled(false);
+  EXPECT_EQ(request.SerializeAsString(), std::string("\x08\x00", 2));  // present, though false
+  EXPECT_FALSE(binary(request.SerializeAsString()));
+  EXPECT_EQ(engine_->rate_limiting(), (RateLimitingState{false, SwitchSource::kStorage}));
+  request.set_enabled(true);
+  EXPECT_TRUE(binary(request.SerializeAsString()));
+  EXPECT_EQ(engine_->rate_limiting(), (RateLimitingState{true, SwitchSource::kStorage}));
+}
+
 TEST_F(ApiServiceTest, CostRoundTripsAndIsChecked) {
   json r =
       call(kEnqueue,

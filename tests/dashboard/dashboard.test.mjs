@@ -196,7 +196,7 @@ before(async () => {
     viewport: { width: 1280, height: 900 },
     timeout: 30_000,
   });
-  browser.on('request', (r) => requests.push({ url: r.url(), method: r.method(), headers: r.headers() }));
+  browser.on('request', (r) => requests.push({ url: r.url(), method: r.method(), headers: r.headers(), body: r.postData() }));
 });
 
 after(async () => {
@@ -573,6 +573,11 @@ describe('dashboard on a server without a token', () => {
     assert.equal(limits.enabled, true);
     assert.equal(limits.enabled_source, 'storage');
     assert.equal(flips(), sent + 2);
+    // Each flip names enabled explicitly, as a JSON boolean (the server
+    // refuses {} and "false").
+    const bodies = requests.filter((r) => r.url.endsWith('/SetRateLimitingEnabled')).slice(-2)
+      .map((r) => JSON.parse(r.body));
+    assert.deepEqual(bodies, [{ enabled: false }, { enabled: true }]);
     await showTab(page, 'Queues');
     await waitForCell(page, 'queues', 'reports', 'source', 'queue-config');
   });

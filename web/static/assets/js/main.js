@@ -140,7 +140,11 @@ function main() {
   const limitsView = new LimitsView({
     setLimit: (queue, ratePerSec, burst, scope) => callAdmin('SetQueueRateLimit', { queue, ratePerSec, burst, scope }),
     deleteLimit: (queue) => callAdmin('DeleteQueueRateLimit', { queue }),
-    setEnabled: (enabled) => callAdmin('SetRateLimitingEnabled', { enabled }),
+    // The kill switch: always an explicit JSON boolean (the server refuses a
+    // request without one, and JSON.stringify drops an undefined field).
+    setEnabled: (enabled) => (typeof enabled === 'boolean'
+      ? callAdmin('SetRateLimitingEnabled', { enabled })
+      : Promise.reject(new TypeError(`enabled must be true or false, got ${String(enabled)}`))),
   }, refresh);
   poller = new Poller(queuesView, limitsView, jobsView);
   poller.refresh();
