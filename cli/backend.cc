@@ -178,15 +178,26 @@ class ApiBackend final : public Backend {
 
   std::vector<int64_t> enqueue(const JobRequest& job, int64_t count) override {
     // One EnqueueBatch call, which the server commits in one transaction; a
-    // body over its max_body_bytes is refused whole (429), nothing enqueued.
+    // body over its max_body_bytes is refused whole (429, or the connection
+    // closed while the body is sent), nothing enqueued. Not split into
+    // smaller calls: --count is all or none, and the server does not say
+    // its limit.
     try {
       return client_.enqueue_batch(std::vector<JobRequest>(static_cast<size_t>(count), job));
     } catch (const ApiError& e) {
-      if (e.code() != ApiCode::kResourceExhausted || count == 1) throw;
+      if (e.code() != ApiCode::kResourceExhausted ||
+          std::string_view(e.what()).find("max_body_bytes") == std::string_view::npos)
+        throw;
+      if (count == 1)
+        throw ApiError(e.code(),
+                       fmt::format("{}: nothing was enqueued; use a smaller payload or raise the "
+                                   "server's [server] max_body_bytes",
+                                   e.what()));
       throw ApiError(e.code(),
-                     fmt::format("{} (--count {} is one EnqueueBatch request of all the jobs, so "
-                                 "that they are enqueued all or none): nothing was enqueued; use a "
-                                 "smaller --count or raise the server's [server] max_body_bytes",
+                     fmt::format("{}: nothing was enqueued (--count {} is one request, so that "
+                                 "the jobs are enqueued all or none); enqueue them in several "
+                                 "runs with a smaller --count, or raise the server's [server] "
+                                 "max_body_bytes",
                                  e.what(), count));
     }
   }

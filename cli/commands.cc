@@ -19,8 +19,12 @@
 
 #include <pthread.h>
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <span>
@@ -38,6 +42,48 @@ Config load(const GlobalOptions& g, LogLevel default_level = LogLevel::kWarn) {
 }
 
 void print(const json& j) { std::cout << j.dump(2) << "\n"; }
+
+// How errors name --payload-file PATH.
+std::string payload_file_name(const std::string& path) {
+  return "--payload-file " +
+         (path == "-" ? std::string("- (standard input)") : quote_for_message(path, 200));
+}
+
+// The payload of --payload-file PATH ("-": standard input), for payloads too
+// large for the command line. Read up to a bound (a larger file is refused,
+// not truncated); trailing whitespace (a file's final newline) is dropped,
+// as `--payload "$(cat PATH)"` would, which leaves the JSON the same.
+std::string read_payload_file(const std::string& path) {
+  const auto fail = [&](const std::string& why) {
+    return ValidationError("payload", payload_file_name(path) + ": " + why);
+  };
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  if (path != "-") {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) throw fail("is a directory, not a file");
+    file.open(path, std::ios::binary);
+    if (!file) throw fail(std::string("cannot open it: ") + std::strerror(errno));
+    in = &file;
+  }
+  // Room past the limit for trailing whitespace.
+  constexpr size_t kMostRead = kMaxPayloadBytes + 65536;
+  std::string payload;
+  std::vector<char> buffer(65536);
+  while (payload.size() <= kMostRead) {
+    in->read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    payload.append(buffer.data(), static_cast<size_t>(in->gcount()));
+    if (!*in) break;
+  }
+  if (in->bad()) throw fail(std::string("cannot read it: ") + std::strerror(errno));
+  const bool whole = in->eof();
+  while (!payload.empty() && std::string_view(" \t\r\n").find(payload.back()) != std::string::npos)
+    payload.pop_back();
+  if (!whole || payload.size() > kMaxPayloadBytes)
+    throw fail(fmt::format("the payload is more than {} bytes, the limit", kMaxPayloadBytes));
+  if (payload.empty()) throw fail("is empty (a payload is JSON, e.g. {})");
+  return payload;
+}
 
 }  // namespace
 
@@ -106,8 +152,22 @@ int serve(const GlobalOptions& g) {
   return 0;
 }
 
-int enqueue(const GlobalOptions& g, const EnqueueArgs& a) {
-  validate_job_request(a.job);
+int enqueue(const GlobalOptions& g, const EnqueueArgs& args) {
+  EnqueueArgs a = args;
+  if (a.payload_file) {
+    if (a.payload_given)
+      throw UsageError(
+          "give the payload with --payload JSON or with --payload-file PATH, not both (see "
+          "conveyor enqueue --help)");
+    a.job.payload = read_payload_file(*a.payload_file);
+  }
+  try {
+    validate_job_request(a.job);
+  } catch (const ValidationError& e) {
+    // The same checks as --payload; say where the payload came from.
+    if (!a.payload_file || e.field() != "payload") throw;
+    throw ValidationError("payload", payload_file_name(*a.payload_file) + ": " + e.what());
+  }
   // Through a server, the server checks it against its own config.
   if (!g.server_url) validate_http_job(load(g), a.job.queue, a.job.kind, a.job.payload);
   // Every --count is one transaction (all or none), held in memory at once:

@@ -25,6 +25,8 @@ inline constexpr uint64_t kMaxEnqueuePayloadBytes = 256ull << 20;
 struct EnqueueArgs {
   JobRequest job;
   int64_t count = 1;
+  bool payload_given = false;               // --payload (job.payload holds it)
+  std::optional<std::string> payload_file;  // --payload-file PATH ("-": stdin)
 };
 
 // What `ratelimit set` and `rm` act on, as typed: the queue's override, or

@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -77,6 +78,10 @@ void setup_logging(bool serving) {
 
 int main(int argc, char** argv) {
   using namespace conveyor::cli;
+  // A peer that closes a socket while this process writes to it (a server
+  // refusing a request body over its max_body_bytes before it is all sent)
+  // is an error to report, not a signal that kills the process silently.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"Conveyor: a durable background-job queue with per-queue rate limits", "conveyor"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "conveyor 0.1.0");
@@ -105,6 +110,10 @@ int main(int argc, char** argv) {
   enqueue_cmd->add_option("kind", ea.job.kind, "job kind (built-in: noop, sleep, http)")
       ->required();
   enqueue_cmd->add_option("--payload", ea.job.payload, "JSON payload (default {})");
+  enqueue_cmd->add_option(
+      "--payload-file", ea.payload_file,
+      "read the JSON payload from this file (- for standard input), for payloads too large "
+      "for the command line; not with --payload");
   enqueue_cmd->add_option("--count", count, "how many identical jobs (default 1)");
   enqueue_cmd->add_option("--priority", ea.job.priority, "lower runs first (default 0)");
   enqueue_cmd->add_option("--delay", ea.job.delay_s, "seconds before the jobs may run (default 0)");
@@ -268,6 +277,7 @@ int main(int argc, char** argv) {
   if (!config_path.empty()) g.config_path = config_path;
   if (!server_url.empty()) g.server_url = server_url;
   ea.count = count;
+  ea.payload_given = enqueue_cmd->count("--payload") > 0;
 
   try {
     setup_logging(serve_cmd->parsed());

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+
 namespace conveyor {
 namespace {
 
@@ -518,6 +520,71 @@ TEST_F(CliServer, KeySettingsThroughTheApiAndFromAnotherProcess) {
   r = remote({"ratelimit", "set", "plain", "--key", "a", "--rate", "1"});
   expect_one_line_error(r, 2, "queue plain has fairness = \"fifo\"");
   EXPECT_EQ(json::parse(local({"--json", "ratelimit", "ls"}).out)["key_settings"].size(), 1u);
+}
+
+// An enqueue larger than the server's max_body_bytes: the server refuses it
+// as soon as it has the header and closes the connection while the CLI is
+// still sending the body. The CLI must say so (exit 1), not die of SIGPIPE
+// (exit 141 with nothing on stderr), and nothing is enqueued.
+TEST_F(CliServer, EnqueueOverMaxBodyBytesSaysSoAndEnqueuesNothing) {
+  start("allow_unauthenticated = true\nmax_body_bytes = 1024\n");
+  const std::string payload = "\"" + std::string(100 * 1000, 'x') + "\"";
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           // Far more than the server drains before it closes (1 MiB).
+           {"enqueue", "q", "noop", "--count", "1000000"},
+           {"enqueue", "q", "noop", "--count", "100", "--payload", payload},
+           // Small enough that the whole body is sent before the answer.
+           {"enqueue", "q", "noop", "--count", "100"}}) {
+    const auto r = remote(args);
+    EXPECT_NE(r.exit_code, 141) << "killed by SIGPIPE: " << args[4];
+    expect_one_line_error(r, 1, "[server] max_body_bytes");
+    EXPECT_NE(r.err.find("nothing was enqueued (--count " + args[4] + " is one request"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("enqueue them in several runs with a smaller --count"), std::string::npos)
+        << r.err;
+  }
+  // One job over the limit: no --count advice.
+  const auto r = remote({"enqueue", "q", "noop", "--payload", payload});
+  expect_one_line_error(r, 1, "max_body_bytes");
+  EXPECT_NE(r.err.find("nothing was enqueued; use a smaller payload"), std::string::npos) << r.err;
+  // The server is still up and nothing was stored.
+  const auto ls = remote({"jobs", "ls"});
+  EXPECT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_EQ(ls.out, "no jobs\n");
+}
+
+// --payload-file through the server, from a file and from standard input:
+// payloads over the 128 KiB a command-line argument may hold.
+TEST_F(CliServer, EnqueuePayloadFileThroughTheApi) {
+  start("allow_unauthenticated = true\n");
+  const std::string payload = "{\"blob\": \"" + std::string(200 * 1024, 'x') + "\"}";
+  const auto file = dir_ / "payload.json";
+  std::ofstream(file) << payload << "\n";
+  auto r = remote({"enqueue", "blobs", "noop", "--payload-file", file.string(), "--delay", "3600"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "enqueued job 1 on queue blobs\n");
+  r = test::run_conveyor({"--server", url_, "enqueue", "blobs", "noop", "--payload-file", "-",
+                          "--count", "2", "--delay", "3600"},
+                         {}, file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "enqueued 2 jobs on queue blobs (ids 2..3)\n");
+  for (const char* id : {"1", "2", "3"}) {
+    r = remote({"--json", "jobs", "show", id});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["payload"], payload) << id;
+  }
+  // Both --payload and --payload-file: refused, nothing enqueued.
+  expect_one_line_error(
+      remote({"enqueue", "blobs", "noop", "--payload", "{}", "--payload-file", file.string()}), 2,
+      "give the payload with --payload JSON or with --payload-file PATH, not both");
+  const auto bad = dir_ / "bad.json";
+  std::ofstream(bad) << "[1,";
+  expect_one_line_error(remote({"enqueue", "blobs", "noop", "--payload-file", bad.string()}), 2,
+                        "payload is not valid JSON");
+  r = remote({"--json", "queues"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)[0]["scheduled"], 3) << r.out;
 }
 
 TEST_F(CliServer, ReadOnlyServerRefusesJobChanges) {

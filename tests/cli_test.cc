@@ -199,6 +199,64 @@ TEST_F(Cli, ValidationErrorsExitTwoAndStoreNothing) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "conveyor.db"));
 }
 
+// A JSON string payload of about n bytes, as a file holds it (final newline).
+std::string big_payload(size_t n) { return "{\"blob\": \"" + std::string(n, 'x') + "\"}\n"; }
+
+// Payloads too large for the command line (one argument is at most 128 KiB
+// on Linux) come from a file, or from standard input with "-".
+TEST_F(Cli, EnqueuePayloadFromAFileOrStandardInput) {
+  const std::string payload = big_payload(200 * 1024);
+  const auto file = dir_ / "payload.json";
+  std::ofstream(file) << payload;
+  const std::string stored = payload.substr(0, payload.size() - 1);  // without the newline
+
+  auto r = run({"enqueue", "blobs", "noop", "--payload-file", file.string(), "--delay", "3600"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "enqueued job 1 on queue blobs\n");
+  r = run_conveyor({"--config", config_.string(), "enqueue", "blobs", "noop", "--payload-file", "-",
+                    "--count", "2", "--delay", "3600"},
+                   {}, file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "enqueued 2 jobs on queue blobs (ids 2..3)\n");
+  for (const char* id : {"1", "2", "3"}) {
+    r = run({"--json", "jobs", "show", id});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["payload"], stored) << id;
+  }
+}
+
+// --payload-file gets --payload's checks, and errors that name the file;
+// with --payload as well it is refused before anything is read or stored.
+TEST_F(Cli, EnqueuePayloadFileErrorsEnqueueNothing) {
+  const auto file = dir_ / "payload.json";
+  std::ofstream(file) << big_payload(200 * 1024);
+  expect_one_line_error(
+      run({"enqueue", "q", "noop", "--payload", "{}", "--payload-file", file.string()}), 2,
+      "give the payload with --payload JSON or with --payload-file PATH, not both");
+  expect_one_line_error(run({"enqueue", "q", "noop", "--payload-file", "-", "--payload", "{}"}), 2,
+                        "not both");
+  const auto bad = dir_ / "bad.json";
+  std::ofstream(bad) << "{not json\n";
+  expect_one_line_error(run({"enqueue", "q", "noop", "--payload-file", bad.string()}), 2,
+                        "--payload-file \"" + bad.string() + "\": payload is not valid JSON");
+  const auto huge = dir_ / "huge.json";
+  std::ofstream(huge) << big_payload(1024 * 1024);
+  expect_one_line_error(run({"enqueue", "q", "noop", "--payload-file", huge.string()}), 2,
+                        "the payload is more than 1048576 bytes, the limit");
+  expect_one_line_error(
+      run({"enqueue", "q", "noop", "--payload-file", (dir_ / "missing.json").string()}), 2,
+      "cannot open it: No such file or directory");
+  expect_one_line_error(run({"enqueue", "q", "noop", "--payload-file", "-"}), 2,
+                        "--payload-file - (standard input): is empty");
+  // An http job's payload is checked as with --payload.
+  const auto not_request = dir_ / "http.json";
+  std::ofstream(not_request) << R"({"url": "ftp://x/"})";
+  expect_one_line_error(run({"enqueue", "hooks", "http", "--payload-file", not_request.string()}),
+                        2, "http job payload: url must be an http:// or https:// URL");
+  // Nothing was stored: the database was not even created.
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "conveyor.db"));
+}
+
 TEST_F(Cli, BadConfigNamesFileLineAndKey) {
   std::ofstream(config_, std::ios::app) << "[engine]\nrate_limt_enabled = true\n";
   auto r = run({"queues"});

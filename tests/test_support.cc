@@ -66,7 +66,7 @@ namespace {
 // Spawns program (build/bin/conveyor when empty; searched on PATH without a slash).
 int spawn(const std::vector<std::string>& args, const std::vector<std::string>& env,
           const std::filesystem::path& out, const std::filesystem::path& err,
-          const std::string& program = "") {
+          const std::string& program = "", const std::filesystem::path& in = "/dev/null") {
   std::vector<std::string> argv_s = {
       program.empty() ? std::string(CONVEYOR_TEST_BIN_DIR) + "/conveyor" : program};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
@@ -85,7 +85,7 @@ int spawn(const std::vector<std::string>& args, const std::vector<std::string>& 
   envp.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 0, in.c_str(), O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   pid_t pid = -1;
@@ -104,9 +104,10 @@ int decode(int status) {
 }  // namespace
 
 CommandResult run_conveyor(const std::vector<std::string>& args,
-                           const std::vector<std::string>& env) {
+                           const std::vector<std::string>& env,
+                           const std::filesystem::path& stdin_path) {
   TempDir io;
-  int pid = spawn(args, env, io / "out", io / "err");
+  int pid = spawn(args, env, io / "out", io / "err", "", stdin_path);
   int status = 0;
   waitpid(pid, &status, 0);
   return CommandResult{decode(status), read_file(io / "out"), read_file(io / "err")};

@@ -48,9 +48,11 @@ struct CommandResult {
 };
 
 // Runs build/bin/conveyor with args (and extra environment "K=V" entries),
-// waits for it, and captures its output.
+// waits for it, and captures its output. Its standard input is the file
+// stdin_path (default /dev/null).
 CommandResult run_conveyor(const std::vector<std::string>& args,
-                           const std::vector<std::string>& env = {});
+                           const std::vector<std::string>& env = {},
+                           const std::filesystem::path& stdin_path = "/dev/null");
 
 // Expects the CLI's error: exit code, and exactly one line on stderr, starting
 // with "conveyor: " and containing part.

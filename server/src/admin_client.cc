@@ -1,5 +1,6 @@
 // The API client (admin_client.hpp), on cpp-httplib.
 #include <conveyor/admin_client.hpp>
+#include <conveyor/config.hpp>
 #include <conveyor/validation.hpp>
 
 #include "api_codec.hpp"
@@ -9,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <regex>
 
 namespace conveyor {
@@ -68,12 +71,26 @@ std::string describe(httplib::Error e) {
   }
 }
 
+// The server refuses a body over its [server] max_body_bytes; the smallest
+// it may be set to, and its default. The server does not say its value.
+constexpr size_t kSmallestBodyLimit = 1024;
+const uint64_t kDefaultBodyLimit = ServerConfig{}.max_body_bytes;
+
+// How long a call waits for the server's answer.
+constexpr std::chrono::seconds kReadTimeout(60);
+
+// The server's refusal of a body over max_body_bytes (429 resource_exhausted).
+bool over_body_limit(const ApiError& e) {
+  return e.code() == ApiCode::kResourceExhausted &&
+         std::string_view(e.what()).find("max_body_bytes") != std::string_view::npos;
+}
+
 }  // namespace
 
 struct AdminClient::Impl {
   explicit Impl(const std::string& url) : http(url) {
     http.set_connection_timeout(std::chrono::seconds(5));
-    http.set_read_timeout(std::chrono::seconds(60));
+    http.set_read_timeout(kReadTimeout);
     http.set_write_timeout(std::chrono::seconds(60));
   }
   httplib::Client http;
@@ -92,10 +109,28 @@ void AdminClient::call(std::string_view method, const google::protobuf::Message&
   if (!token_.empty()) headers.emplace("Authorization", "Bearer " + token_);
   const std::string path = "/" + std::string(method);
   const api::Codec codec = api::Codec::kProto;
-  auto res = impl_->http.Post(path, headers, api::encode(codec, request), api::content_type(codec));
-  if (!res)
-    throw ApiError(ApiCode::kUnavailable, fmt::format("cannot reach conveyor server at {}: {}",
-                                                      url_, describe(res.error())));
+  const std::string sent = api::encode(codec, request);
+  const auto started = std::chrono::steady_clock::now();
+  auto res = impl_->http.Post(path, headers, sent, api::content_type(codec));
+  if (!res) {
+    // The server answers a body over its max_body_bytes as soon as it has
+    // the header, and closes the connection after draining some of the
+    // rest: a client still sending then fails to write (or, when the reset
+    // overtakes the answer, to read before the read timeout). A server that
+    // still answers did that.
+    const httplib::Error error = res.error();
+    const bool cut_short = error == httplib::Error::Write ||
+                           (error == httplib::Error::Read &&
+                            std::chrono::steady_clock::now() - started < kReadTimeout);
+    if (cut_short && sent.size() > kSmallestBodyLimit && impl_->http.Get("/"))
+      throw ApiError(ApiCode::kResourceExhausted,
+                     fmt::format("the server at {} closed the connection while the request's "
+                                 "{}-byte body was being sent, as it does for a body over its "
+                                 "[server] max_body_bytes (default {} bytes)",
+                                 url_, sent.size(), kDefaultBodyLimit));
+    throw ApiError(ApiCode::kUnavailable,
+                   fmt::format("cannot reach conveyor server at {}: {}", url_, describe(error)));
+  }
   if (res->status == 200) {
     if (api::codec_for_content_type(res->get_header_value("Content-Type")) != codec)
       unexpected(url_, res->status, res->body);
@@ -114,7 +149,12 @@ void AdminClient::call(std::string_view method, const google::protobuf::Message&
     std::string message = body.contains("message") && body["message"].is_string()
                               ? body["message"].get<std::string>()
                               : std::string("(no message)");
-    throw ApiError(code.value_or(ApiCode::kUnknown), message);
+    ApiError error(code.value_or(ApiCode::kUnknown), message);
+    // Its words do not say how large the request was.
+    if (over_body_limit(error))
+      throw ApiError(error.code(),
+                     fmt::format("{} (this request's body is {} bytes)", message, sent.size()));
+    throw error;
   }
   unexpected(url_, res->status, res->body);
 }
@@ -253,7 +293,22 @@ std::vector<int64_t> AdminClient::enqueue_batch(const std::vector<JobRequest>& j
   v1::EnqueueBatchRequest request;
   for (const auto& j : jobs) api::to_proto(j, *request.add_jobs());
   v1::EnqueueBatchResponse response;
-  call(std::string(kTask) + "EnqueueBatch", request, response);
+  try {
+    call(std::string(kTask) + "EnqueueBatch", request, response);
+  } catch (const ApiError& e) {
+    if (!over_body_limit(e) || jobs.size() < 2) throw;
+    // How many of these jobs one request under the default limit holds.
+    const uint64_t bytes = request.ByteSizeLong();
+    const uint64_t fit = kDefaultBodyLimit * jobs.size() / std::max<uint64_t>(bytes, 1);
+    throw ApiError(e.code(),
+                   fmt::format("{}; it holds {} jobs of about {} bytes each, {}", e.what(),
+                               jobs.size(), (bytes + jobs.size() - 1) / jobs.size(),
+                               fit == 0 ? fmt::format("each over the default limit of {} bytes",
+                                                      kDefaultBodyLimit)
+                                        : fmt::format("of which the default limit ({} bytes) "
+                                                      "takes about {} a request",
+                                                      kDefaultBodyLimit, fit)));
+  }
   std::vector<int64_t> ids(response.ids().begin(), response.ids().end());
   if (ids.size() != jobs.size())
     throw ApiError(ApiCode::kInternal, fmt::format("server {} returned {} ids for {} jobs", url_,
