@@ -2,6 +2,8 @@
 
 #include "fleet_bucket.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <limits>
 #include <utility>
@@ -51,8 +53,19 @@ void KeyTurns::apply_limit(const std::string& key, KeyState& k, SteadyTime now) 
   k.limit_generation = limit_generation_;
   const KeyLimit l = resolve(limits_, *overrides_, enabled_, key);
   k.weight = l.weight;
-  const bool fleet = l.limit && l.limit->scope == LimitScope::kFleet && fleet_ &&
-                     fleet_->storage->has_slot(StorageSlot::kAddSharedState);
+  const bool wants_fleet = l.limit && l.limit->scope == LimitScope::kFleet;
+  const bool fleet =
+      wants_fleet && fleet_ && fleet_->storage->has_slot(StorageSlot::kAddSharedState);
+  // The config and the API refuse such a limit on this plugin; one stored by
+  // a process whose plugin shares key buckets still reaches here: it holds
+  // per process, and the log says so once.
+  if (wants_fleet && !fleet && !warned_no_fleet_) {
+    warned_no_fleet_ = true;
+    spdlog::warn("queue {}: the limit of key '{}' has scope fleet, but {}: it holds per process",
+                 fleet_ ? fleet_->queue : std::string("?"), key,
+                 fleet_ ? "this storage plugin cannot share key buckets (ABI 1.3 add_shared_state)"
+                        : "this queue's keys have no shared storage");
+  }
   if (!l.limit) {
     k.bucket.reset();
     k.fleet.reset();

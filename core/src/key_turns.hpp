@@ -235,6 +235,7 @@ class KeyTurns {
   bool page_full_ GUARDED_BY(mu_) = false;  // the last listing ended on a full page
   std::optional<SteadyTime> listed_at_ GUARDED_BY(mu_);
   Blocked blocked_ GUARDED_BY(mu_);
+  bool warned_no_fleet_ GUARDED_BY(mu_) = false;  // apply_limit's fallback was logged
 };
 
 }  // namespace conveyor
