@@ -34,7 +34,6 @@ int fail(int code, const std::string& message) {
 // say what the option takes instead. Options not listed keep CLI11's words.
 std::string conversion_problem(const CLI::ConversionError& e) {
   static const std::map<std::string, std::string> kTakes = {
-      {"--rate", "a number of jobs per second greater than 0 (e.g. 50 or 2.5)"},
       {"--burst", "a whole number from 1 to 4294967295"},
       {"--count", "a whole number from 1 to 1000000"},
       {"--priority", "a whole number from -2147483648 to 2147483647 (lower runs first)"},
@@ -133,7 +132,9 @@ int main(int argc, char** argv) {
                                 "per-queue and per-key rate-limit overrides and the kill switch");
   rl->require_subcommand(1);
   std::string rl_queue;
-  double rate = 0;
+  // Read as text and checked by conveyor::parse_rate, as the environment's
+  // rate is: CLI11 alone would take 0x10 (16) and 1e-320.
+  std::string rate_text;
   std::optional<int64_t> burst;
   KeyTargetArgs rl_target;
   // --key / --per-key of `ratelimit set` and `rm`.
@@ -150,7 +151,11 @@ int main(int argc, char** argv) {
   auto* rl_set = rl->add_subcommand(
       "set", "set a queue's override, or a key's (durable, seen by every process)");
   rl_set->add_option("queue", rl_queue, "queue name")->required();
-  rl_set->add_option("--rate", rate, "jobs started per second, > 0")->required();
+  rl_set
+      ->add_option("--rate", rate_text,
+                   "jobs started per second: a plain decimal number from 0.001 to 1e9 (e.g. "
+                   "50, 2.5 or 1e3)")
+      ->required();
   rl_set->add_option("--burst", burst, "largest instantaneous spike, >= 1 (default ceil(rate))");
   std::string scope = "process";
   rl_set->add_option("--scope", scope,
@@ -283,7 +288,9 @@ int main(int argc, char** argv) {
     setup_logging(serve_cmd->parsed());
     if (serve_cmd->parsed()) return serve(g);
     if (enqueue_cmd->parsed()) return enqueue(g, ea);
-    if (rl_set->parsed()) return ratelimit_set(g, rl_queue, rate, burst, scope, rl_target);
+    if (rl_set->parsed())
+      return ratelimit_set(g, rl_queue, conveyor::parse_rate(rate_text, "--rate"), burst, scope,
+                           rl_target);
     if (rl_disable->parsed()) return ratelimit_switch(g, false);
     if (rl_enable->parsed()) return ratelimit_switch(g, true);
     if (rl_ls->parsed()) return ratelimit_ls(g);

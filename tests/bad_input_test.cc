@@ -108,8 +108,9 @@ struct CliRow {
   std::string config;  // the config file's text; empty: the good config
   std::vector<std::string> args;
   int exit_code;
-  std::string error;       // the whole stderr line after "conveyor: ", or...
-  bool whole_line = true;  // ...false: a part of it (system-worded details)
+  std::string error;                  // the whole stderr line after "conveyor: ", or...
+  bool whole_line = true;             // ...false: a part of it (system-worded details)
+  std::vector<std::string> env = {};  // NAME=VALUE set for the command
 };
 
 // The good config's first lines (test_support write_sqlite_config): rows that
@@ -123,6 +124,17 @@ std::vector<CliRow> cli_rows(const TempDir& dir) {
   const std::string queue_rule =
       ": use 1-128 characters from A-Z a-z 0-9 . _ : - starting with a letter or digit";
   const std::string load = "cannot load storage plugin {broken}/libconveyor-";
+  const std::string token_rule =
+      " (HTTP cannot carry it in the Authorization header, so no client could send this token): "
+      "use printable ASCII without spaces, e.g. the output of openssl rand -hex 32";
+  const std::string rate_text =
+      "a plain decimal number of jobs per second from 0.001 to 1000000000 (digits with an "
+      "optional fraction and exponent, e.g. 50, 2.5 or 1e3; no sign, hexadecimal, inf or nan)";
+  const std::string known_env =
+      "CONVEYOR_CONFIG, CONVEYOR_PLUGIN_DIR, CONVEYOR_RATE_LIMIT_ENABLED, "
+      "CONVEYOR_RATE_LIMIT_RATE_PER_SEC, CONVEYOR_RATE_LIMIT_BURST, CONVEYOR_RATE_LIMIT_SCOPE, "
+      "CONVEYOR_STORAGE_PLUGIN, CONVEYOR_SERVER_LISTEN, CONVEYOR_LOG_LEVEL, CONVEYOR_ADMIN_TOKEN, "
+      "CONVEYOR_WORKER_TOKEN)";
   return {
       // -- config files
       {"malformed TOML",
@@ -190,8 +202,86 @@ std::vector<CliRow> cli_rows(const TempDir& dir) {
        head + "[server]\nadmin_token = \" padded \"\n",
        {"queues"},
        2,
-       "{config}:7: server.admin_token: must not start or end with whitespace (HTTP strips it "
-       "from the Authorization header, so no client could send this token): remove it"},
+       "{config}:7: server.admin_token: must not contain whitespace or control characters, but "
+       "has a space at byte 0 of 8" +
+           token_rule},
+      {"admin token with a newline",
+       head + "[server]\nadmin_token = \"s3cret\\nX-Injected: 1\"\n",
+       {"queues"},
+       2,
+       "{config}:7: server.admin_token: must not contain whitespace or control characters, but "
+       "has a newline at byte 6 of 20" +
+           token_rule},
+      {"worker token with a control character",
+       head + "[server]\nworker_token = \"s3\\u0007cret\"\n",
+       {"queues"},
+       2,
+       "{config}:7: server.worker_token: must not contain whitespace or control characters, but "
+       "has a control character at byte 2 of 7" +
+           token_rule},
+      {"admin token equal to the worker token",
+       head + "[server]\nadmin_token = \"same-s3cret\"\nworker_token = \"same-s3cret\"\n",
+       {"queues"},
+       2,
+       "{config}: server.worker_token: the worker token is the same as the admin token ({config}: "
+       "server.admin_token), so every remote worker could call the whole API: give the workers "
+       "a token of their own (e.g. openssl rand -hex 32)"},
+      // -- environment variables
+      {"misspelt environment variable",
+       "",
+       {"queues"},
+       2,
+       "environment variable \"CONVEYOR_RATE_LIMT_BURST\" is not one conveyor reads; did you "
+       "mean CONVEYOR_RATE_LIMIT_BURST? (rename it, or unset it; known: " +
+           known_env,
+       true,
+       {"CONVEYOR_RATE_LIMT_BURST=5"}},
+      {"unknown environment variable that looks like a setting",
+       "",
+       {"queues"},
+       2,
+       "environment variable \"CONVEYOR_ENGINE_MAX_WORKERS\" is not one conveyor reads, so the "
+       "setting it looks like would be ignored: set it in the config file, or unset it (known: " +
+           known_env,
+       true,
+       {"CONVEYOR_ENGINE_MAX_WORKERS=5"}},
+      {"rate-limit scope in the environment misspelt",
+       "",
+       {"queues"},
+       2,
+       "environment variable CONVEYOR_RATE_LIMIT_SCOPE: must be process (a bucket per process) "
+       "or fleet (one bucket for every process on the storage), got \"fleeet\"",
+       true,
+       {"CONVEYOR_RATE_LIMIT_SCOPE=fleeet"}},
+      {"hexadecimal default rate in the environment",
+       "",
+       {"queues"},
+       2,
+       "environment variable CONVEYOR_RATE_LIMIT_RATE_PER_SEC: must be " + rate_text +
+           ", or 0 for no default limit, got \"0x10\"",
+       true,
+       {"CONVEYOR_RATE_LIMIT_RATE_PER_SEC=0x10"}},
+      {"subnormal default rate in the environment",
+       "",
+       {"queues"},
+       2,
+       "environment variable CONVEYOR_RATE_LIMIT_RATE_PER_SEC: rate must be at least 0.001 jobs "
+       "per second (one job every 1000 s; to stop a queue, pause it), got 1e-320 (or 0 for no "
+       "default limit)",
+       true,
+       {"CONVEYOR_RATE_LIMIT_RATE_PER_SEC=1e-320"}},
+      {"hexadecimal default rate in the file",
+       head + "[engine]\nrate_limit_rate_per_sec = 0x10\n",
+       {"queues"},
+       2,
+       "{config}:7: engine.rate_limit_rate_per_sec: must be written in decimal (e.g. 16 or 2.5), "
+       "not in hexadecimal, octal or binary"},
+      {"subnormal queue rate in the file",
+       head + "[queues.email]\nrate_limit = { rate = 1e-320 }\n",
+       {"queues"},
+       2,
+       "{config}:7: queues.email.rate_limit.rate: must be at least 0.001 (jobs per second: one "
+       "job every 1000 s; to stop a queue, pause it), got 1e-320"},
       {"allow_unauthenticated of the wrong type",
        head + "[server]\nallow_unauthenticated = \"yes\"\n",
        {"queues"},
@@ -250,17 +340,28 @@ std::vector<CliRow> cli_rows(const TempDir& dir) {
        "",
        {"ratelimit", "set", "email", "--rate", "-1"},
        2,
-       "rate must be a finite number greater than 0, got -1"},
+       "--rate must be " + rate_text + ", got \"-1\""},
       {"NaN rate on an override",
        "",
        {"ratelimit", "set", "email", "--rate", "nan"},
        2,
-       "rate must be a finite number greater than 0, got nan"},
+       "--rate must be " + rate_text + ", got \"nan\""},
       {"infinite rate on an override",
        "",
        {"ratelimit", "set", "email", "--rate", "inf"},
        2,
-       "rate must be a finite number greater than 0, got inf"},
+       "--rate must be " + rate_text + ", got \"inf\""},
+      {"hexadecimal rate on an override",
+       "",
+       {"ratelimit", "set", "email", "--rate", "0x10"},
+       2,
+       "--rate must be " + rate_text + ", got \"0x10\""},
+      {"subnormal rate on an override",
+       "",
+       {"ratelimit", "set", "email", "--rate", "1e-320"},
+       2,
+       "rate must be at least 0.001 jobs per second (one job every 1000 s; to stop a queue, "
+       "pause it), got 1e-320"},
       {"burst 0 on an override",
        "",
        {"ratelimit", "set", "email", "--rate", "5", "--burst", "0"},
@@ -275,7 +376,7 @@ std::vector<CliRow> cli_rows(const TempDir& dir) {
        "",
        {"ratelimit", "set", "email", "--rate", "fast"},
        2,
-       "--rate must be a number of jobs per second greater than 0 (e.g. 50 or 2.5), got \"fast\""},
+       "--rate must be " + rate_text + ", got \"fast\""},
       {"burst of the wrong type",
        "",
        {"ratelimit", "set", "email", "--rate", "5", "--burst", "2.5"},
@@ -395,8 +496,9 @@ std::vector<CliRow> cli_rows(const TempDir& dir) {
        storage("entry_null", kBrokenDir),
        {"queues"},
        1,
-       load + "entry_null.so: conveyor_storage_plugin_entry returned NULL: the plugin does not "
-              "support ABI major 1 (this conveyor speaks 1." +
+       load +
+           "entry_null.so: conveyor_storage_plugin_entry returned NULL: the plugin does not "
+           "support ABI major 1 (this conveyor speaks 1." +
            std::to_string(CONVEYOR_ABI_MINOR) +
            "); use a plugin built for this "
            "conveyor version"},
@@ -511,7 +613,7 @@ TEST_F(BadInput, CommandLineRowsFailWithTheirErrorAndKeepTheStore) {
       std::ofstream(bad_config, std::ios::trunc) << expand(row.config, v);
       args.insert(args.begin(), {"--config", bad_config.string()});
     }
-    const auto r = run_conveyor(args);
+    const auto r = run_conveyor(args, row.env);
     EXPECT_EQ(r.exit_code, row.exit_code) << r.err;
     EXPECT_EQ(r.out, "");
     const std::string expected = "conveyor: " + expand(row.error, v);
@@ -718,6 +820,14 @@ std::vector<ApiRow> api_rows() {
        400,
        "invalid_argument",
        rate_rule + "inf"},
+      {"subnormal rate",
+       "AdminService/SetQueueRateLimit",
+       R"({"queue":"kept","ratePerSec":1e-320,"burst":1})",
+       {},
+       400,
+       "invalid_argument",
+       "ratePerSec: rate must be at least 0.001 jobs per second (one job every 1000 s; to stop a "
+       "queue, pause it), got 1e-320"},
       {"rate above the maximum",
        "AdminService/SetQueueRateLimit",
        R"({"queue":"kept","ratePerSec":1e308,"burst":1})",

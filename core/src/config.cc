@@ -4,6 +4,7 @@
 #include <conveyor/config.hpp>
 #include <conveyor/validation.hpp>
 
+#include <spdlog/spdlog.h>
 #include <toml++/toml.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,8 @@
 #include <string>
 #include <system_error>
 #include <vector>
+
+extern char** environ;  // POSIX: the process environment
 
 namespace conveyor {
 namespace {
@@ -73,15 +76,26 @@ std::string listen_problem(std::string_view listen) {
          quote_for_message(listen);
 }
 
-// Why a token cannot be used, or nullopt. HTTP drops the spaces around a
-// header value, so a padded token could never be presented: everyone would be
-// locked out.
-std::optional<std::string> admin_token_problem(std::string_view token) {
-  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-  if (!token.empty() && (space(token.front()) || space(token.back())))
-    return std::string(
-        "must not start or end with whitespace (HTTP strips it from the Authorization "
-        "header, so no client could send this token): remove it");
+// Why a token (admin_token, worker_token) cannot be used, or nullopt. The
+// message says where the bad byte is, never what the token holds: it is a
+// secret. HTTP drops the spaces around a header value and cannot carry a
+// newline or another control character in one, so such a token could never
+// be presented (everyone would be locked out), and a newline in a header is
+// how requests get split.
+std::optional<std::string> token_problem(std::string_view token) {
+  for (size_t i = 0; i < token.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(token[i]);
+    if (byte > ' ' && byte != 0x7f) continue;
+    const std::string what = byte == ' '    ? "a space"
+                             : byte == '\t' ? "a tab"
+                             : byte == '\n' ? "a newline"
+                             : byte == '\r' ? "a carriage return"
+                                            : "a control character";
+    return "must not contain whitespace or control characters, but has " + what + " at byte " +
+           std::to_string(i) + " of " + std::to_string(token.size()) +
+           " (HTTP cannot carry it in the Authorization header, so no client could send this "
+           "token): use printable ASCII without spaces, e.g. the output of openssl rand -hex 32";
+  }
   return std::nullopt;
 }
 
@@ -297,10 +311,19 @@ double Reader::read_number(const Field& f, bool allow_zero) const {
   if (!value) fail_type(f, rule);
   if (!std::isfinite(*value)) fail_type(f, "a finite " + rule.substr(2));
   if (*value < 0 || (*value == 0 && !allow_zero)) fail_type(f, rule);
-  // Only rates are read as numbers; they share validate_rate's maximum.
+  // TOML also takes 0x10, 0o20 and 0b10000 as integers; a rate is written in
+  // decimal everywhere (CLI, environment, API), so here too.
+  if (const auto* i = f.node.as_integer(); i != nullptr && i->flags() != toml::value_flags::none)
+    fail(f, "must be written in decimal (e.g. 16 or 2.5), not in hexadecimal, octal or binary");
+  // Only rates are read as numbers; they share validate_rate's range (0,
+  // where allowed, means no limit).
   if (*value > kMaxRatePerSec)
     fail_type(f, "at most " + std::to_string(static_cast<int64_t>(kMaxRatePerSec)) +
                      " (jobs per second)");
+  if (*value != 0 && *value < kMinRatePerSec)
+    fail_type(f, "at least " + format_number(kMinRatePerSec) + " (jobs per second: one job every " +
+                     format_number(1 / kMinRatePerSec) + " s; to stop a queue, pause it" +
+                     (allow_zero ? ", or write 0 for no limit)" : ")"));
   return *value;
 }
 
@@ -649,12 +672,12 @@ void Reader::read_server(const Field& f, ServerConfig& server) const {
         {"admin_token",
          [&](const Field& k) {
            server.admin_token = read_string(k, false);
-           if (auto problem = admin_token_problem(server.admin_token)) fail(k, *problem);
+           if (auto problem = token_problem(server.admin_token)) fail(k, *problem);
          }},
         {"worker_token",
          [&](const Field& k) {
            server.worker_token = read_string(k, false);
-           if (auto problem = admin_token_problem(server.worker_token)) fail(k, *problem);
+           if (auto problem = token_problem(server.worker_token)) fail(k, *problem);
          }},
         {"allow_unauthenticated",
          [&](const Field& k) {
@@ -669,7 +692,10 @@ void Reader::read_server(const Field& f, ServerConfig& server) const {
          }},
         {"read_only", [&](const Field& k) { server.read_only = read_bool(k); }},
         {"max_body_bytes",
-         [&](const Field& k) { server.max_body_bytes = read_u32(k, kMinBodyBytes); }}});
+         [&](const Field& k) { server.max_body_bytes = read_u32(k, kMinBodyBytes); }},
+        // /metrics' cap on queues with series of their own (0: none).
+        {"metrics_max_queues",
+         [&](const Field& k) { server.metrics_max_queues = read_u32(k, 0); }}});
 }
 
 // ---- environment overrides --------------------------------------------------
@@ -694,18 +720,19 @@ bool parse_env_bool(const char* name, const std::string& value) {
   fail_env(name, "must be true, false, 1, 0, yes or no, got " + quote_for_message(value));
 }
 
+// 0 (no default limit) or a rate as every surface takes it (parse_rate).
 double parse_env_rate(const char* name, const std::string& value) {
-  double rate = 0;
-  const char* end = value.data() + value.size();
-  const auto [ptr, ec] = std::from_chars(value.data(), end, rate);
-  if (ec != std::errc() || ptr != end || !std::isfinite(rate) || rate < 0) {
-    fail_env(name, "must be a finite number >= 0, got " + quote_for_message(value));
+  const std::optional<double> rate = parse_plain_decimal(value);
+  if (!rate)
+    fail_env(name, "must be " + rate_text_rule() + ", or 0 for no default limit, got " +
+                       quote_for_message(value));
+  if (*rate == 0) return 0;
+  try {
+    validate_rate(*rate);
+  } catch (const ValidationError& e) {
+    fail_env(name, e.what() + std::string(" (or 0 for no default limit)"));
   }
-  if (rate > kMaxRatePerSec) {
-    fail_env(name, "must be at most " + std::to_string(static_cast<int64_t>(kMaxRatePerSec)) +
-                       " (jobs per second), got " + quote_for_message(value));
-  }
-  return rate;
+  return *rate;
 }
 
 uint32_t parse_env_u32(const char* name, const std::string& value) {
@@ -718,37 +745,117 @@ uint32_t parse_env_u32(const char* name, const std::string& value) {
   return number;
 }
 
+using EnvApply = void (*)(Config& config, const char* name, const std::string& value);
+
+// Every CONVEYOR_* variable conveyor reads: the one list, for apply_env and
+// for the check of unknown names (check_env_names). apply is null for those
+// read elsewhere (resolve_config_path, the plugin loader, the CLI).
+struct EnvVar {
+  const char* name;
+  EnvApply apply;
+};
+
+constexpr EnvVar kEnvVars[] = {
+    {"CONVEYOR_CONFIG", nullptr},      // resolve_config_path
+    {"CONVEYOR_PLUGIN_DIR", nullptr},  // the plugin loader
+    {"CONVEYOR_RATE_LIMIT_ENABLED",
+     [](Config& c, const char* n, const std::string& v) {
+       c.engine.rate_limit_enabled = parse_env_bool(n, v);
+     }},
+    {"CONVEYOR_RATE_LIMIT_RATE_PER_SEC",
+     [](Config& c, const char* n, const std::string& v) {
+       c.engine.rate_limit_rate_per_sec = parse_env_rate(n, v);
+     }},
+    {"CONVEYOR_RATE_LIMIT_BURST",
+     [](Config& c, const char* n, const std::string& v) {
+       c.engine.rate_limit_burst = parse_env_u32(n, v);
+     }},
+    {"CONVEYOR_RATE_LIMIT_SCOPE",
+     [](Config& c, const char* n, const std::string& v) {
+       // Strict, as [engine] rate_limit_scope: lower case, nothing around it.
+       try {
+         c.engine.rate_limit_scope = parse_limit_scope(v);
+       } catch (const ValidationError&) {
+         fail_env(n,
+                  "must be process (a bucket per process) or fleet (one bucket for every "
+                  "process on the storage), got " +
+                      quote_for_message(v));
+       }
+     }},
+    {"CONVEYOR_STORAGE_PLUGIN",
+     [](Config& c, const char*, const std::string& v) { c.storage.plugin = v; }},
+    {"CONVEYOR_SERVER_LISTEN",
+     [](Config& c, const char* n, const std::string& v) {
+       if (!try_parse_listen(v)) fail_env(n, listen_problem(v));
+       c.server.listen = v;
+     }},
+    {"CONVEYOR_LOG_LEVEL",
+     [](Config& c, const char* n, const std::string& v) {
+       c.log.level = parse_log_level(v);
+       if (!c.log.level)
+         fail_env(n, std::string("must be one of ") + kLogLevelNames + " (any case), got " +
+                         quote_for_message(v));
+     }},
+    {"CONVEYOR_ADMIN_TOKEN",
+     [](Config& c, const char* n, const std::string& v) {
+       if (auto problem = token_problem(v)) fail_env(n, *problem);
+       c.server.admin_token = v;
+     }},
+    {"CONVEYOR_WORKER_TOKEN",
+     [](Config& c, const char* n, const std::string& v) {
+       if (auto problem = token_problem(v)) fail_env(n, *problem);
+       c.server.worker_token = v;
+     }},
+};
+
 void apply_env(Config& config, const EnvLookup& env) {
-  if (auto v = env_value(env, "CONVEYOR_RATE_LIMIT_ENABLED")) {
-    config.engine.rate_limit_enabled = parse_env_bool("CONVEYOR_RATE_LIMIT_ENABLED", *v);
-  }
-  if (auto v = env_value(env, "CONVEYOR_RATE_LIMIT_RATE_PER_SEC")) {
-    config.engine.rate_limit_rate_per_sec = parse_env_rate("CONVEYOR_RATE_LIMIT_RATE_PER_SEC", *v);
-  }
-  if (auto v = env_value(env, "CONVEYOR_RATE_LIMIT_BURST")) {
-    config.engine.rate_limit_burst = parse_env_u32("CONVEYOR_RATE_LIMIT_BURST", *v);
-  }
-  if (auto v = env_value(env, "CONVEYOR_STORAGE_PLUGIN")) config.storage.plugin = *v;
-  if (auto v = env_value(env, "CONVEYOR_SERVER_LISTEN")) {
-    if (!try_parse_listen(*v)) fail_env("CONVEYOR_SERVER_LISTEN", listen_problem(*v));
-    config.server.listen = *v;
-  }
-  if (auto v = env_value(env, "CONVEYOR_LOG_LEVEL")) {
-    config.log.level = parse_log_level(*v);
-    if (!config.log.level)
-      fail_env("CONVEYOR_LOG_LEVEL", std::string("must be one of ") + kLogLevelNames +
-                                         " (any case), got " + quote_for_message(*v));
-  }
-  if (auto v = env_value(env, "CONVEYOR_ADMIN_TOKEN")) {
-    if (auto problem = admin_token_problem(*v)) fail_env("CONVEYOR_ADMIN_TOKEN", *problem);
-    config.server.admin_token = *v;
-  }
-  if (auto v = env_value(env, "CONVEYOR_WORKER_TOKEN")) {
-    if (auto problem = admin_token_problem(*v)) fail_env("CONVEYOR_WORKER_TOKEN", *problem);
-    config.server.worker_token = *v;
+  for (const EnvVar& var : kEnvVars) {
+    if (var.apply == nullptr) continue;
+    if (auto v = env_value(env, var.name)) var.apply(config, var.name, *v);
   }
 }
 
+// The two tokens must differ: the worker token may call only the worker
+// APIs, so one that is also the admin token would give every remote worker
+// the whole API. Which setting each came from, never the tokens themselves.
+void check_tokens(const Config& config, const EnvLookup& env) {
+  const ServerConfig& s = config.server;
+  if (s.admin_token.empty() || s.admin_token != s.worker_token) return;
+  const auto origin = [&](const char* var, const char* key) {
+    return env_value(env, var) ? std::string("environment variable ") + var
+                               : config.source + ": server." + key;
+  };
+  throw ConfigError(origin("CONVEYOR_WORKER_TOKEN", "worker_token") +
+                    ": the worker token is the same as the admin token (" +
+                    origin("CONVEYOR_ADMIN_TOKEN", "admin_token") +
+                    "), so every remote worker could call the whole API: give the workers a "
+                    "token of their own (e.g. openssl rand -hex 32)");
+}
+
+bool starts_with(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+// CONVEYOR_* names that are not conveyor's settings, set around it by its
+// own scripts, tests, benchmarks and builds: never refused, never warned about.
+constexpr std::string_view kToolPrefixes[] = {"CONVEYOR_TEST_", "CONVEYOR_BENCH_", "CONVEYOR_SOAK_",
+                                              "CONVEYOR_BUILD_"};
+constexpr std::string_view kToolNames[] = {
+    "CONVEYOR_BIN",      "CONVEYOR_BINARY", "CONVEYOR_PROTO_DIR",           "CONVEYOR_REQUIRE_PG",
+    "CONVEYOR_CHROMIUM", "CONVEYOR_CCACHE", "CONVEYOR_DASHBOARD_ARTIFACTS", "CONVEYOR_SANITIZE",
+    "CONVEYOR_WERROR",   "CONVEYOR_FUZZ",   "CONVEYOR_THREAD_SAFETY",       "CONVEYOR_SKIP_PARTS"};
+
+// The prefixes of the config file's sections (and of the rate-limit
+// variables): a name under one is meant as a setting, so an unknown one is a
+// setting that would be silently dropped.
+constexpr std::string_view kSettingPrefixes[] = {
+    "CONVEYOR_RATE_LIMIT_", "CONVEYOR_STORAGE_", "CONVEYOR_ENGINE_",
+    "CONVEYOR_QUEUES_",     "CONVEYOR_SERVER_",  "CONVEYOR_LOG_",
+    "CONVEYOR_HTTP_",       "CONVEYOR_ADMIN_",   "CONVEYOR_WORKER_"};
+
+// The most edits between a typed name and a known one that is refused as a
+// typo (a transposition, CONVEYOR_RAET_..., is two).
+constexpr size_t kTypoEdits = 2;
 // toml++ descriptions may quote the offending text, newlines included; errors
 // are printed as one line.
 std::string one_line(std::string_view text) {
@@ -848,6 +955,58 @@ std::optional<ConfigError> storage_option_error(const Config& config, std::strin
   return std::nullopt;
 }
 
+std::vector<std::string> process_env_names() {
+  std::vector<std::string> names;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    if (starts_with(name, "CONVEYOR_")) names.emplace_back(name);
+  }
+  return names;
+}
+
+std::vector<std::string> check_env_names(const std::vector<std::string>& names) {
+  std::vector<std::string> warnings;
+  std::string known;
+  for (const EnvVar& var : kEnvVars) known += (known.empty() ? "" : ", ") + std::string(var.name);
+  for (const std::string& name : names) {
+    if (!starts_with(name, "CONVEYOR_")) continue;
+    if (std::any_of(std::begin(kEnvVars), std::end(kEnvVars),
+                    [&](const EnvVar& v) { return name == v.name; }))
+      continue;
+    if (std::any_of(std::begin(kToolPrefixes), std::end(kToolPrefixes),
+                    [&](std::string_view p) { return starts_with(name, p); }) ||
+        std::any_of(std::begin(kToolNames), std::end(kToolNames),
+                    [&](std::string_view n) { return name == n; }))
+      continue;
+    const char* closest = nullptr;
+    size_t best = kTypoEdits + 1;
+    for (const EnvVar& var : kEnvVars) {
+      const size_t distance = edit_distance(name, var.name);
+      if (distance < best) {
+        best = distance;
+        closest = var.name;
+      }
+    }
+    const std::string shown = quote_for_message(name);
+    if (closest != nullptr)
+      throw ConfigError("environment variable " + shown +
+                        " is not one conveyor reads; did you mean " + closest +
+                        "? (rename it, or unset it; known: " + known + ")");
+    if (std::any_of(std::begin(kSettingPrefixes), std::end(kSettingPrefixes),
+                    [&](std::string_view p) { return starts_with(name, p); }))
+      throw ConfigError("environment variable " + shown +
+                        " is not one conveyor reads, so the setting it looks like would be "
+                        "ignored: set it in the config file, or unset it (known: " +
+                        known + ")");
+    warnings.push_back("environment variable " + shown +
+                       " starts with CONVEYOR_ but is not one conveyor reads; it is ignored "
+                       "(known: " +
+                       known + ")");
+  }
+  return warnings;
+}
+
 EnvLookup process_env() {
   return [](const char* name) -> std::optional<std::string> {
     const char* value = std::getenv(name);
@@ -856,8 +1015,14 @@ EnvLookup process_env() {
   };
 }
 
-Config parse_config(std::string_view toml_text, std::string_view source_name,
-                    const EnvLookup& env) {
+Config parse_config(std::string_view toml_text, std::string_view source_name) {
+  Config config = parse_config(toml_text, source_name, process_env(), process_env_names());
+  for (const std::string& warning : check_env_names(process_env_names())) spdlog::warn(warning);
+  return config;
+}
+
+Config parse_config(std::string_view toml_text, std::string_view source_name, const EnvLookup& env,
+                    const std::vector<std::string>& env_names) {
   const std::string source(source_name);
   toml::table root;
   try {
@@ -870,12 +1035,19 @@ Config parse_config(std::string_view toml_text, std::string_view source_name,
   Config config;
   config.source = source;
   Reader(source).read_root(root, config);
+  (void)check_env_names(env_names);  // warnings: the caller's (see the overload above)
   apply_env(config, env);
+  check_tokens(config, env);
   return config;
 }
 
-Config load_config_file(const std::filesystem::path& path, const EnvLookup& env) {
-  return parse_config(read_file(path), path.string(), env);
+Config load_config_file(const std::filesystem::path& path) {
+  return parse_config(read_file(path), path.string());
+}
+
+Config load_config_file(const std::filesystem::path& path, const EnvLookup& env,
+                        const std::vector<std::string>& env_names) {
+  return parse_config(read_file(path), path.string(), env, env_names);
 }
 
 std::filesystem::path resolve_config_path(const std::optional<std::string>& explicit_path,

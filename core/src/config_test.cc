@@ -10,6 +10,8 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -192,30 +194,74 @@ TEST(Config, AllowUnauthenticatedTakesABooleanOrLoopback) {
       ConfigError);
 }
 
-// HTTP strips the spaces around a header value: a padded token would lock
-// everyone out, so it is refused where it is configured.
-TEST(Config, APaddedAdminTokenIsRefused) {
-  for (const char* token : {" padded ", "padded ", "\\tpadded"}) {
-    try {
-      parse(std::string("[server]\nadmin_token = \"") + token + "\"\n");
-      FAIL() << token;
-    } catch (const ConfigError& e) {
-      EXPECT_STREQ(e.what(),
-                   "test.toml:2: server.admin_token: must not start or end with whitespace (HTTP "
-                   "strips it from the Authorization header, so no client could send this "
-                   "token): remove it");
+// HTTP strips the spaces around a header value and cannot carry a newline
+// or another control character in one: such a token would lock everyone out
+// (or split requests), so it is refused where it is configured, saying where
+// the bad byte is and never echoing the secret.
+TEST(Config, ATokenWithWhitespaceOrControlCharactersIsRefused) {
+  const std::string rule =
+      " (HTTP cannot carry it in the Authorization header, so no client could send this "
+      "token): use printable ASCII without spaces, e.g. the output of openssl rand -hex 32";
+  const std::pair<const char*, std::string> cases[] = {
+      {" padded ", "a space at byte 0 of 8"},
+      {"padded ", "a space at byte 6 of 7"},
+      {"\\tpadded", "a tab at byte 0 of 7"},
+      {"in side", "a space at byte 2 of 7"},
+      {"s3cret\\nX-Injected: 1", "a newline at byte 6 of 20"},
+      {"s3cret\\r", "a carriage return at byte 6 of 7"},
+      {"s3\\u0001cret", "a control character at byte 2 of 7"},
+      {"s3\\u007fcret", "a control character at byte 2 of 7"},
+  };
+  for (const auto& [token, where] : cases) {
+    for (const char* key : {"admin_token", "worker_token"}) {
+      const std::string message =
+          config_error(std::string("[server]\n") + key + " = \"" + token + "\"\n");
+      EXPECT_EQ(message, std::string("test.toml:2: server.") + key +
+                             ": must not contain whitespace or control characters, but has " +
+                             where + rule)
+          << token;
+      EXPECT_EQ(message.find("cret"), std::string::npos) << "the secret is echoed: " << message;
     }
   }
-  try {
-    parse("", {{"CONVEYOR_ADMIN_TOKEN", " s3cret"}});
-    FAIL();
-  } catch (const ConfigError& e) {
-    EXPECT_NE(
-        std::string(e.what()).find("environment variable CONVEYOR_ADMIN_TOKEN: must not start"),
-        std::string::npos)
-        << e.what();
+  for (const char* var : {"CONVEYOR_ADMIN_TOKEN", "CONVEYOR_WORKER_TOKEN"}) {
+    const std::string message = config_error("", {{var, "s3cret\nmore"}});
+    EXPECT_EQ(message, std::string("environment variable ") + var +
+                           ": must not contain whitespace or control characters, but has a "
+                           "newline at byte 6 of 11" +
+                           rule);
+    EXPECT_EQ(message.find("cret"), std::string::npos) << message;
   }
-  EXPECT_EQ(parse("[server]\nadmin_token = \"in side\"\n").server.admin_token, "in side");
+  EXPECT_EQ(parse("[server]\nadmin_token = \"a-Z_0.9~+/=!\"\n").server.admin_token, "a-Z_0.9~+/=!");
+}
+
+// A worker token equal to the admin token would give every remote worker
+// the whole API: refused, naming where each came from, not the token.
+TEST(Config, AWorkerTokenEqualToTheAdminTokenIsRefused) {
+  const std::string rule =
+      "), so every remote worker could call the whole API: give the workers a token of their "
+      "own (e.g. openssl rand -hex 32)";
+  EXPECT_EQ(config_error("[server]\nadmin_token = \"same-s3cret\"\n"
+                         "worker_token = \"same-s3cret\"\n"),
+            "test.toml: server.worker_token: the worker token is the same as the admin token "
+            "(test.toml: server.admin_token" +
+                rule);
+  EXPECT_EQ(config_error("[server]\nadmin_token = \"same-s3cret\"\n",
+                         {{"CONVEYOR_WORKER_TOKEN", "same-s3cret"}}),
+            "environment variable CONVEYOR_WORKER_TOKEN: the worker token is the same as the "
+            "admin token (test.toml: server.admin_token" +
+                rule);
+  EXPECT_EQ(config_error("[server]\nworker_token = \"same-s3cret\"\n",
+                         {{"CONVEYOR_ADMIN_TOKEN", "same-s3cret"}}),
+            "test.toml: server.worker_token: the worker token is the same as the admin token "
+            "(environment variable CONVEYOR_ADMIN_TOKEN" +
+                rule);
+  // The environment replaces the file's token: only the tokens in force count.
+  const Config c = parse("[server]\nadmin_token = \"a-s3cret\"\nworker_token = \"w-s3cret\"\n",
+                         {{"CONVEYOR_WORKER_TOKEN", "w2-s3cret"}});
+  EXPECT_EQ(c.server.worker_token, "w2-s3cret");
+  EXPECT_NO_THROW(
+      parse("[server]\nadmin_token = \"a-s3cret\"\n",
+            {{"CONVEYOR_ADMIN_TOKEN", "b-s3cret"}, {"CONVEYOR_WORKER_TOKEN", "a-s3cret"}}));
 }
 
 TEST(Config, ContractExampleParses) {
@@ -328,7 +374,7 @@ TEST(ConfigUnknownKey, InAQueueRateLimit) {
 TEST(ConfigUnknownKey, InServer) {
   EXPECT_EQ(config_error("[server]\nlisten = \"127.0.0.1:1\"\nport = 8080\n"),
             "test.toml:3: server.port: unknown key (known keys in [server]: listen, admin_token, "
-            "worker_token, allow_unauthenticated, read_only, max_body_bytes)");
+            "worker_token, allow_unauthenticated, read_only, max_body_bytes, metrics_max_queues)");
 }
 
 TEST(ConfigUnknownKey, FirstInFileOrderIsReported) {
@@ -392,6 +438,37 @@ TEST(ConfigRange, GlobalRate) {
             "test.toml:2: engine.rate_limit_rate_per_sec: must be a finite number >= 0, got nan");
   EXPECT_EQ(config_error("[engine]\nrate_limit_rate_per_sec = inf\n"),
             "test.toml:2: engine.rate_limit_rate_per_sec: must be a finite number >= 0, got inf");
+}
+
+// Rates in the file agree with the environment, the CLI and the API: from
+// 0.001/s (1e-320 used to be taken, and stalled the queue after one job) to
+// 1e9/s, written in decimal (0x10 used to be taken as 16).
+TEST(ConfigRange, RatesShareTheMinimumAndDecimalSyntax) {
+  const std::string low =
+      "must be at least 0.001 (jobs per second: one job every 1000 s; to stop a queue, pause it";
+  EXPECT_EQ(config_error("[engine]\nrate_limit_rate_per_sec = 1e-320\n"),
+            "test.toml:2: engine.rate_limit_rate_per_sec: " + low +
+                ", or write 0 for no limit), got 1e-320");
+  EXPECT_EQ(config_error("[queues.q]\nrate_limit = { rate = 0.0009 }\n"),
+            "test.toml:2: queues.q.rate_limit.rate: " + low + "), got 9e-04");
+  EXPECT_EQ(config_error("[queues.q]\nkey_rate_limit = { rate = 1e-10 }\n"),
+            "test.toml:2: queues.q.key_rate_limit.rate: " + low + "), got 1e-10");
+  for (const char* hex : {"0x10", "0o20", "0b10000"}) {
+    EXPECT_EQ(config_error(std::string("[engine]\nrate_limit_rate_per_sec = ") + hex + "\n"),
+              "test.toml:2: engine.rate_limit_rate_per_sec: must be written in decimal (e.g. 16 "
+              "or 2.5), not in hexadecimal, octal or binary")
+        << hex;
+    EXPECT_EQ(config_error(std::string("[queues.q]\nrate_limit = { rate = ") + hex + " }\n"),
+              "test.toml:2: queues.q.rate_limit.rate: must be written in decimal (e.g. 16 or "
+              "2.5), not in hexadecimal, octal or binary")
+        << hex;
+  }
+  EXPECT_EQ(parse("[engine]\nrate_limit_rate_per_sec = 0.001\n").engine.rate_limit_rate_per_sec,
+            0.001);
+  EXPECT_EQ(parse("[engine]\nrate_limit_rate_per_sec = 16\n").engine.rate_limit_rate_per_sec, 16);
+  EXPECT_EQ(parse("[engine]\nrate_limit_rate_per_sec = 0\n").engine.default_limit(), std::nullopt);
+  EXPECT_EQ(parse("[queues.q]\nrate_limit = { rate = 0.001 }\n").queues.at("q").rate_limit,
+            (RateLimit{0.001, 1}));
 }
 
 TEST(ConfigRange, IntegerBounds) {
@@ -665,10 +742,12 @@ TEST(ConfigEnv, InvalidValuesNameTheVariable) {
   EXPECT_EQ(config_error("", {{"CONVEYOR_RATE_LIMIT_ENABLED", "maybe"}}),
             "environment variable CONVEYOR_RATE_LIMIT_ENABLED: must be true, false, 1, 0, yes or "
             "no, got \"maybe\"");
-  for (const char* bad : {"-1", "abc", "nan", "inf", "1.5x", " 2"}) {
+  for (const char* bad : {"-1", "abc", "nan", "inf", "1.5x", " 2", "0x10", "+5", "1e", "."}) {
     EXPECT_EQ(config_error("", {{"CONVEYOR_RATE_LIMIT_RATE_PER_SEC", bad}}),
               std::string("environment variable CONVEYOR_RATE_LIMIT_RATE_PER_SEC: must be a "
-                          "finite number >= 0, got \"") +
+                          "plain decimal number of jobs per second from 0.001 to 1000000000 "
+                          "(digits with an optional fraction and exponent, e.g. 50, 2.5 or 1e3; "
+                          "no sign, hexadecimal, inf or nan), or 0 for no default limit, got \"") +
                   bad + "\"")
         << bad;
   }
@@ -682,6 +761,148 @@ TEST(ConfigEnv, InvalidValuesNameTheVariable) {
   EXPECT_EQ(config_error("", {{"CONVEYOR_SERVER_LISTEN", "8080"}}),
             "environment variable CONVEYOR_SERVER_LISTEN: must be \"host:port\" with a port from "
             "1 to 65535 (e.g. \"127.0.0.1:8080\"), got \"8080\"");
+}
+
+// The same rates as the file, the CLI and the API: at least 0.001/s (a
+// subnormal rate stalled the queue after one job), at most 1e9/s.
+TEST(ConfigEnv, RatesOutOfRangeAreRefused) {
+  const std::string var = "environment variable CONVEYOR_RATE_LIMIT_RATE_PER_SEC: ";
+  EXPECT_EQ(config_error("", {{"CONVEYOR_RATE_LIMIT_RATE_PER_SEC", "1e-320"}}),
+            var +
+                "rate must be at least 0.001 jobs per second (one job every 1000 s; to stop a "
+                "queue, pause it), got 1e-320 (or 0 for no default limit)");
+  EXPECT_EQ(config_error("", {{"CONVEYOR_RATE_LIMIT_RATE_PER_SEC", "0.0009"}}),
+            var +
+                "rate must be at least 0.001 jobs per second (one job every 1000 s; to stop a "
+                "queue, pause it), got 9e-04 (or 0 for no default limit)");
+  EXPECT_EQ(config_error("", {{"CONVEYOR_RATE_LIMIT_RATE_PER_SEC", "1e999"}}),
+            var +
+                "rate must be a finite number greater than 0, got inf (or 0 for no default "
+                "limit)");
+  for (const auto& [text, rate] : std::map<std::string, double>{{"0.001", 0.001},
+                                                                {"2.5", 2.5},
+                                                                {".5", 0.5},
+                                                                {"5.", 5},
+                                                                {"1e3", 1000},
+                                                                {"25E-1", 2.5},
+                                                                {"1000000000", 1e9},
+                                                                {"0.0", 0},
+                                                                {"0e5", 0}}) {
+    EXPECT_EQ(
+        parse("", {{"CONVEYOR_RATE_LIMIT_RATE_PER_SEC", text}}).engine.rate_limit_rate_per_sec,
+        rate)
+        << text;
+  }
+}
+
+TEST(ConfigEnv, RateLimitScope) {
+  EXPECT_EQ(parse("", {{"CONVEYOR_RATE_LIMIT_SCOPE", "fleet"}}).engine.rate_limit_scope,
+            LimitScope::kFleet);
+  EXPECT_EQ(
+      parse("[engine]\nrate_limit_scope = \"fleet\"\n", {{"CONVEYOR_RATE_LIMIT_SCOPE", "process"}})
+          .engine.rate_limit_scope,
+      LimitScope::kProcess);
+  const Config c =
+      parse("[engine]\nrate_limit_rate_per_sec = 5\n", {{"CONVEYOR_RATE_LIMIT_SCOPE", "fleet"}});
+  EXPECT_EQ(c.engine.default_limit(), (RateLimit{5, 5, LimitScope::kFleet}));
+  // Strict, as in the file: no other spelling, case or padding.
+  for (const char* bad : {"fleeet", "Fleet", "FLEET", " fleet", "fleet ", "global", "1"}) {
+    EXPECT_EQ(config_error("", {{"CONVEYOR_RATE_LIMIT_SCOPE", bad}}),
+              std::string("environment variable CONVEYOR_RATE_LIMIT_SCOPE: must be process (a "
+                          "bucket per process) or fleet (one bucket for every process on the "
+                          "storage), got \"") +
+                  bad + "\"")
+        << bad;
+  }
+  // "" counts as unset, as for every variable.
+  EXPECT_EQ(parse("[engine]\nrate_limit_scope = \"fleet\"\n", {{"CONVEYOR_RATE_LIMIT_SCOPE", ""}})
+                .engine.rate_limit_scope,
+            LimitScope::kFleet);
+}
+
+// The error for the names in the environment, or "".
+std::string env_names_error(std::vector<std::string> names) {
+  try {
+    parse_config("", "test.toml", fake_env(), names);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+constexpr const char* kKnownEnv =
+    "known: CONVEYOR_CONFIG, CONVEYOR_PLUGIN_DIR, CONVEYOR_RATE_LIMIT_ENABLED, "
+    "CONVEYOR_RATE_LIMIT_RATE_PER_SEC, CONVEYOR_RATE_LIMIT_BURST, CONVEYOR_RATE_LIMIT_SCOPE, "
+    "CONVEYOR_STORAGE_PLUGIN, CONVEYOR_SERVER_LISTEN, CONVEYOR_LOG_LEVEL, CONVEYOR_ADMIN_TOKEN, "
+    "CONVEYOR_WORKER_TOKEN)";
+
+// A misspelt variable used to be ignored: the setting silently not applied.
+TEST(ConfigEnv, AMisspeltNameIsRefusedNamingTheClosest) {
+  const std::pair<const char*, const char*> typos[] = {
+      {"CONVEYOR_RATE_LIMT_BURST", "CONVEYOR_RATE_LIMIT_BURST"},
+      {"CONVEYOR_RATE_LIMIT_SCOPES", "CONVEYOR_RATE_LIMIT_SCOPE"},
+      {"CONVEYOR_RAET_LIMIT_ENABLED", "CONVEYOR_RATE_LIMIT_ENABLED"},
+      {"CONVEYOR_ADMIN_TOKENS", "CONVEYOR_ADMIN_TOKEN"},
+      {"CONVEYOR_LOGLEVEL", "CONVEYOR_LOG_LEVEL"},
+      {"CONVEYOR_CONFIGS", "CONVEYOR_CONFIG"},
+      {"CONVEYOR_PLUGINS_DIR", "CONVEYOR_PLUGIN_DIR"}};
+  for (const auto& [typo, known] : typos) {
+    EXPECT_EQ(env_names_error({"CONVEYOR_TEST_PG_DSN", typo}),
+              std::string("environment variable \"") + typo +
+                  "\" is not one conveyor reads; did you mean " + known +
+                  "? (rename it, or unset it; " + kKnownEnv)
+        << typo;
+  }
+}
+
+TEST(ConfigEnv, AnUnknownNameThatLooksLikeASettingIsRefused) {
+  for (const char* name : {"CONVEYOR_RATE_LIMIT_RATE", "CONVEYOR_ENGINE_MAX_WORKERS",
+                           "CONVEYOR_SERVER_READ_ONLY", "CONVEYOR_LOG_FORMAT"}) {
+    EXPECT_EQ(env_names_error({name}),
+              std::string("environment variable \"") + name +
+                  "\" is not one conveyor reads, so the setting it looks like would be ignored: "
+                  "set it in the config file, or unset it (" +
+                  kKnownEnv)
+        << name;
+  }
+}
+
+// Conveyor's own scripts, tests, benchmarks and builds set CONVEYOR_* names
+// that are not settings, around the processes they start: never refused.
+TEST(ConfigEnv, NamesOfTheToolsPass) {
+  const std::vector<std::string> tools = {"CONVEYOR_TEST_PG_DSN",
+                                          "CONVEYOR_TEST_PG_PORT",
+                                          "CONVEYOR_TEST_PLUGIN_DIR",
+                                          "CONVEYOR_BENCH_PLUGIN_DIR",
+                                          "CONVEYOR_SOAK_PG_DSN",
+                                          "CONVEYOR_BIN",
+                                          "CONVEYOR_BINARY",
+                                          "CONVEYOR_PROTO_DIR",
+                                          "CONVEYOR_REQUIRE_PG",
+                                          "CONVEYOR_CHROMIUM",
+                                          "CONVEYOR_DASHBOARD_ARTIFACTS",
+                                          "CONVEYOR_SANITIZE",
+                                          "CONVEYOR_WERROR",
+                                          "CONVEYOR_BUILD_TESTS",
+                                          "CONVEYOR_SKIP_PARTS",
+                                          "CONVEYOR_CONFIG",
+                                          "CONVEYOR_PLUGIN_DIR",
+                                          "CONVEYOR_LOG_LEVEL",
+                                          "PATH",
+                                          "conveyor_rate_limt_burst"};
+  EXPECT_EQ(env_names_error(tools), "");
+  EXPECT_TRUE(check_env_names(tools).empty());
+}
+
+// Other unknown names may belong to someone else's tooling: a warning that
+// names the variable and the known ones, not an error.
+TEST(ConfigEnv, OtherUnknownNamesAreWarnedAbout) {
+  EXPECT_EQ(env_names_error({"CONVEYOR_DEPLOY_COLOR"}), "");
+  EXPECT_EQ(check_env_names({"CONVEYOR_DEPLOY_COLOR", "CONVEYOR_TEST_PG_DSN"}),
+            std::vector<std::string>{
+                std::string("environment variable \"CONVEYOR_DEPLOY_COLOR\" starts with "
+                            "CONVEYOR_ but is not one conveyor reads; it is ignored (") +
+                kKnownEnv});
 }
 
 TEST(ConfigEnv, ZeroRateClearsTheDefaultLimit) {

@@ -74,6 +74,14 @@ std::vector<std::pair<std::string, uint64_t>> Metrics::storage_errors_snapshot()
   return out;
 }
 
+std::set<std::string, std::less<>> Metrics::keep_series_queues(
+    const std::vector<std::string>& ranked, size_t limit) {
+  MutexLock lock(mu_);
+  for (auto it = ranked.begin(); it != ranked.end() && series_queues_.size() < limit; ++it)
+    series_queues_.insert(*it);
+  return series_queues_;
+}
+
 std::string operation_label(std::string_view text) {
   std::string out;
   for (char c : text) {

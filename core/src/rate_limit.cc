@@ -20,8 +20,8 @@ LimitScope parse_limit_scope(std::string_view text) {
   if (text == "fleet") return LimitScope::kFleet;
   throw ValidationError("scope",
                         "scope must be \"process\" (a bucket per process) or \"fleet\" "
-                        "(one bucket for every process on the storage), got \"" +
-                            std::string(text) + "\"");
+                        "(one bucket for every process on the storage), got " +
+                            quote_for_message(text));
 }
 
 const char* to_string(SwitchSource source) noexcept {

@@ -91,13 +91,69 @@ void validate_job_kind(std::string_view kind) {
 }
 
 void validate_rate(double rate_per_sec) {
-  if (rate_per_sec > 0 && rate_per_sec <= kMaxRatePerSec) return;  // false for NaN
-  if (std::isfinite(rate_per_sec) && rate_per_sec > 0)
+  if (rate_per_sec >= kMinRatePerSec && rate_per_sec <= kMaxRatePerSec) return;  // NaN: false
+  if (std::isfinite(rate_per_sec) && rate_per_sec > kMaxRatePerSec)
     throw ValidationError("rate", "rate must be at most " +
                                       std::to_string(static_cast<int64_t>(kMaxRatePerSec)) +
                                       " jobs per second, got " + format_number(rate_per_sec));
+  if (std::isfinite(rate_per_sec) && rate_per_sec > 0)
+    throw ValidationError(
+        "rate", "rate must be at least " + format_number(kMinRatePerSec) +
+                    " jobs per second (one job every " + format_number(1 / kMinRatePerSec) +
+                    " s; to stop a queue, pause it), got " + format_number(rate_per_sec));
   throw ValidationError(
       "rate", "rate must be a finite number greater than 0, got " + format_number(rate_per_sec));
+}
+
+std::optional<double> parse_plain_decimal(std::string_view text) {
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  size_t i = 0;
+  size_t mantissa_digits = 0;
+  while (i < text.size() && digit(text[i])) ++i, ++mantissa_digits;
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    while (i < text.size() && digit(text[i])) ++i, ++mantissa_digits;
+  }
+  if (mantissa_digits == 0) return std::nullopt;
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
+    size_t exponent_digits = 0;
+    while (i < text.size() && digit(text[i])) ++i, ++exponent_digits;
+    if (exponent_digits == 0) return std::nullopt;
+  }
+  if (i != text.size()) return std::nullopt;
+  // The text is plain decimal now, so from_chars reads all of it; a result
+  // out of double's range (1e999, 1e-999) is reported, not an error here:
+  // validate_rate refuses it as too high or too low.
+  double value = 0;
+  const auto [end, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), value, std::chars_format::general);
+  if (end != text.data() + text.size()) return std::nullopt;
+  if (ec == std::errc::result_out_of_range) {
+    // libstdc++ leaves value unset then; tell huge from tiny by the exponent's sign.
+    const size_t e = text.find_first_of("eE");
+    const bool tiny = e != std::string_view::npos && e + 1 < text.size() && text[e + 1] == '-';
+    return tiny ? std::numeric_limits<double>::denorm_min() : HUGE_VAL;
+  }
+  if (ec != std::errc()) return std::nullopt;
+  return value;
+}
+
+std::string rate_text_rule() {
+  return "a plain decimal number of jobs per second from " + format_number(kMinRatePerSec) +
+         " to " + std::to_string(static_cast<int64_t>(kMaxRatePerSec)) +
+         " (digits with an optional fraction and exponent, e.g. 50, 2.5 or 1e3; no sign, "
+         "hexadecimal, inf or nan)";
+}
+
+double parse_rate(std::string_view text, std::string_view name) {
+  const std::optional<double> rate = parse_plain_decimal(text);
+  if (!rate)
+    throw ValidationError("rate", std::string(name) + " must be " + rate_text_rule() + ", got " +
+                                      quote_for_message(text));
+  validate_rate(*rate);
+  return *rate;
 }
 
 void validate_burst(int64_t burst, bool zero_means_auto) {

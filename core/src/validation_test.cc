@@ -104,6 +104,50 @@ TEST(Rate, RejectsNanInfinityZeroAndNegatives) {
   EXPECT_EQ(error_of([] { validate_rate(-0.25); }), prefix + "-0.25");
 }
 
+// A subnormal rate (1e-320) used to pass and stall its queue after one job.
+TEST(Rate, RejectsRatesBelowTheMinimumNamingIt) {
+  EXPECT_NO_THROW(validate_rate(kMinRatePerSec));
+  const std::string rule =
+      "rate must be at least 0.001 jobs per second (one job every 1000 s; to stop a queue, "
+      "pause it), got ";
+  EXPECT_EQ(error_of([] { validate_rate(1e-320); }), rule + "1e-320");
+  EXPECT_EQ(error_of([] { validate_rate(0.000999); }), rule + "0.000999");
+  EXPECT_EQ(error_of([] { validate_rate(std::numeric_limits<double>::denorm_min()); }),
+            rule + "5e-324");
+}
+
+TEST(Rate, PlainDecimalText) {
+  const std::pair<const char*, double> good[] = {
+      {"0", 0},     {"16", 16},    {"2.5", 2.5},   {".5", 0.5}, {"5.", 5},
+      {"1e3", 1e3}, {"1E+3", 1e3}, {"25e-1", 2.5}, {"007", 7},  {"1000000000", 1e9}};
+  for (const auto& [text, value] : good) EXPECT_EQ(parse_plain_decimal(text), value) << text;
+  for (const char* bad : {"",    "0x10",  "0X10",  "0x1p4", "-1",       "+1",      " 1",  "1 ",
+                          "1,5", "1_000", "inf",   "nan",   "infinity", "1e",      "1e+", ".",
+                          "e5",  "1..2",  "1.2.3", "5/s",   "1e3x",     "\xd9\xa1"})
+    EXPECT_EQ(parse_plain_decimal(bad), std::nullopt) << bad;
+  // Out of double's range: huge reads as inf, tiny as the smallest
+  // subnormal, so the range check says which way it is off.
+  EXPECT_EQ(parse_plain_decimal("1e999"), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(parse_plain_decimal("1e-999"), std::numeric_limits<double>::denorm_min());
+}
+
+// The CLI's --rate and CONVEYOR_RATE_LIMIT_RATE_PER_SEC: text, then range.
+TEST(Rate, ParseRateNamesTheOptionAndSaysWhatToWrite) {
+  EXPECT_EQ(parse_rate("2.5", "--rate"), 2.5);
+  EXPECT_EQ(parse_rate("0.001", "--rate"), 0.001);
+  EXPECT_EQ(error_of([] { (void)parse_rate("0x10", "--rate"); }),
+            "--rate must be a plain decimal number of jobs per second from 0.001 to 1000000000 "
+            "(digits with an optional fraction and exponent, e.g. 50, 2.5 or 1e3; no sign, "
+            "hexadecimal, inf or nan), got \"0x10\"");
+  EXPECT_EQ(error_of([] { (void)parse_rate("1e-320", "--rate"); }),
+            "rate must be at least 0.001 jobs per second (one job every 1000 s; to stop a queue, "
+            "pause it), got 1e-320");
+  EXPECT_EQ(error_of([] { (void)parse_rate("0", "--rate"); }),
+            "rate must be a finite number greater than 0, got 0");
+  EXPECT_EQ(error_of([] { (void)parse_rate("2e9", "--rate"); }),
+            "rate must be at most 1000000000 jobs per second, got 2e+09");
+}
+
 // 1e308 used to pass here and fail later in storage with a wrong message.
 TEST(Rate, RejectsRatesAboveTheMaximumNamingIt) {
   EXPECT_NO_THROW(validate_rate(kMaxRatePerSec));

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -103,6 +104,147 @@ void process_metrics(std::string& out, const ProcessStats& p) {
     family(out, r.name, r.type, r.help);
     sample(out, r.name, "", value_text(r.value));
   }
+}
+
+// Every queue the page names.
+std::set<std::string, std::less<>> page_queues(const MetricsPage& page) {
+  std::set<std::string, std::less<>> out;
+  for (const auto& c : page.counters) out.insert(c.queue);
+  for (const auto& s : page.stats) out.insert(s.queue);
+  for (const auto& [queue, limit] : page.limits) out.insert(queue);
+  for (const auto& [queue, kinds] : page.unserved) out.insert(queue);
+  for (const auto& [queue, until] : page.backoff_until_us) out.insert(queue);
+  for (const auto& [queue, keys] : page.key_counts) out.insert(queue);
+  return out;
+}
+
+void add_histogram(Histogram::Snapshot& to, const Histogram::Snapshot& h) {
+  for (size_t i = 0; i < to.buckets.size(); ++i) to.buckets[i] += h.buckets[i];
+  to.count += h.count;
+  to.sum += h.sum;
+}
+
+// The page with the queues past its cap summed into one "_other" queue.
+struct Folded {
+  MetricsPage page;
+  size_t other_queues = 0;    // how many queues "_other" sums
+  uint64_t other_paused = 0;  // how many of them are paused
+};
+
+// nullopt: every queue keeps its own series (no cap, or not over it).
+std::optional<Folded> fold_queues(const MetricsPage& page) {
+  if (page.max_queues == 0) return std::nullopt;
+  const auto all = page_queues(page);
+  std::set<std::string, std::less<>> own;
+  if (page.own_series) {
+    own = *page.own_series;
+  } else {
+    if (all.size() <= page.max_queues) return std::nullopt;
+    std::vector<std::string> ranked = rank_metrics_queues(page);
+    ranked.resize(page.max_queues);
+    own.insert(ranked.begin(), ranked.end());
+  }
+  const auto other = [&](const std::string& queue) { return !own.contains(queue); };
+  Folded f;
+  f.other_queues = static_cast<size_t>(std::count_if(all.begin(), all.end(), other));
+  if (f.other_queues == 0) return std::nullopt;
+  const std::string other_label(kOtherQueuesLabel);
+  MetricsPage& out = f.page;
+  out.stats_age_seconds = page.stats_age_seconds;
+  out.rate_limit_enabled = page.rate_limit_enabled;
+  out.rescued_unattributed = page.rescued_unattributed;
+  out.now_us = page.now_us;
+  out.storage_errors = page.storage_errors;
+  out.build_info = page.build_info;
+  out.process = page.process;
+  out.remote_workers = page.remote_workers;
+  out.remote_jobs_held = page.remote_jobs_held;
+  out.max_queues = 0;  // folded already
+
+  // Counters and histograms: sums (so sum() over queues stays exact).
+  QueueCountersSnapshot oc;
+  oc.queue = other_label;
+  for (const auto& c : page.counters) {
+    if (!other(c.queue)) {
+      out.counters.push_back(c);
+      continue;
+    }
+    for (uint64_t QueueCountersSnapshot::*field :
+         {&QueueCountersSnapshot::enqueued, &QueueCountersSnapshot::dispatched,
+          &QueueCountersSnapshot::completed, &QueueCountersSnapshot::failed,
+          &QueueCountersSnapshot::retried, &QueueCountersSnapshot::throttled,
+          &QueueCountersSnapshot::leases_lost, &QueueCountersSnapshot::rescued,
+          &QueueCountersSnapshot::backoffs, &QueueCountersSnapshot::claims,
+          &QueueCountersSnapshot::fleet_swaps, &QueueCountersSnapshot::fleet_conflicts,
+          &QueueCountersSnapshot::key_throttled})
+      oc.*field += c.*field;
+    add_histogram(oc.pickup_latency, c.pickup_latency);
+    add_histogram(oc.duration, c.duration);
+  }
+  out.counters.push_back(std::move(oc));  // zeros when none has counters: the row is there
+
+  // Storage's counts: sums; the oldest pending job of them all.
+  QueueStats os;
+  os.queue = other_label;
+  bool any_stats = false;
+  for (const auto& s : page.stats) {
+    if (!other(s.queue)) {
+      out.stats.push_back(s);
+      continue;
+    }
+    any_stats = true;
+    if (s.paused) ++f.other_paused;
+    for (int64_t QueueStats::*field :
+         {&QueueStats::pending, &QueueStats::scheduled, &QueueStats::running,
+          &QueueStats::completed, &QueueStats::failed, &QueueStats::cancelled})
+      os.*field += s.*field;
+    if (!s.oldest_pending_known) continue;
+    os.oldest_pending_known = true;
+    if (s.oldest_pending_run_at_us > 0 &&
+        (os.oldest_pending_run_at_us == 0 ||
+         s.oldest_pending_run_at_us < os.oldest_pending_run_at_us))
+      os.oldest_pending_run_at_us = s.oldest_pending_run_at_us;
+  }
+  if (any_stats) out.stats.push_back(std::move(os));
+
+  // Limits: per queue only (a sum of limits means nothing).
+  for (const auto& [queue, limit] : page.limits)
+    if (!other(queue)) out.limits.emplace(queue, limit);
+
+  std::map<std::string, int64_t, std::less<>> unserved;  // by kind
+  for (const auto& [queue, kinds] : page.unserved) {
+    if (!other(queue)) {
+      out.unserved.emplace(queue, kinds);
+      continue;
+    }
+    for (const KindCount& k : kinds) unserved[k.kind] += k.pending;
+  }
+  if (!unserved.empty()) {
+    auto& kinds = out.unserved[other_label];
+    for (const auto& [kind, n] : unserved) kinds.push_back(KindCount{kind, n});
+  }
+
+  std::optional<int64_t> backoff;  // the last hold to end
+  for (const auto& [queue, until_us] : page.backoff_until_us) {
+    if (!other(queue))
+      out.backoff_until_us.emplace(queue, until_us);
+    else
+      backoff = std::max(backoff.value_or(until_us), until_us);
+  }
+  if (backoff) out.backoff_until_us[other_label] = *backoff;
+
+  std::optional<QueueKeyCounts> keys;
+  for (const auto& [queue, c] : page.key_counts) {
+    if (!other(queue)) {
+      out.key_counts.emplace(queue, c);
+      continue;
+    }
+    if (!keys) keys.emplace();
+    keys->ready += c.ready;
+    keys->running += c.running;
+  }
+  if (keys) out.key_counts[other_label] = *keys;
+  return f;
 }
 
 }  // namespace
@@ -231,7 +373,33 @@ MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts)
   const RemoteWorkers& remote = EngineInternals::remote_workers(engine);
   page.remote_workers = remote.connected_workers();
   page.remote_jobs_held = remote.jobs_held();
+  page.max_queues = engine.config().server.metrics_max_queues;
+  for (const auto& [name, q] : engine.config().queues) page.configured_queues.insert(name);
+  // Chosen once and kept: series neither come and go nor do "_other"'s sums drop.
+  if (page.max_queues > 0)
+    page.own_series = metrics.keep_series_queues(rank_metrics_queues(page), page.max_queues);
   return page;
+}
+
+std::vector<std::string> rank_metrics_queues(const MetricsPage& page) {
+  std::map<std::string, uint64_t, std::less<>> activity;
+  for (const std::string& queue : page_queues(page)) activity[queue] = 0;
+  for (const auto& c : page.counters) activity[c.queue] += c.enqueued + c.dispatched;
+  for (const auto& s : page.stats)
+    activity[s.queue] += static_cast<uint64_t>(std::max<int64_t>(0, s.pending)) +
+                         static_cast<uint64_t>(std::max<int64_t>(0, s.scheduled)) +
+                         static_cast<uint64_t>(std::max<int64_t>(0, s.running));
+  std::vector<std::pair<std::string, uint64_t>> rows(activity.begin(), activity.end());
+  std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
+    const bool ac = page.configured_queues.contains(a.first);
+    const bool bc = page.configured_queues.contains(b.first);
+    if (ac != bc) return ac;
+    return a.second > b.second;  // then by name: the map's order, kept by stable_sort
+  });
+  std::vector<std::string> out;
+  out.reserve(rows.size());
+  for (auto& [queue, n] : rows) out.push_back(std::move(queue));
+  return out;
 }
 
 std::string render_prometheus(const std::vector<QueueCountersSnapshot>& counters,
@@ -242,7 +410,10 @@ std::string render_prometheus(const std::vector<QueueCountersSnapshot>& counters
   return render_prometheus(page);
 }
 
-std::string render_prometheus(const MetricsPage& page) {
+std::string render_prometheus(const MetricsPage& full_page) {
+  // Past the cap, the page with the other queues summed into "_other".
+  const std::optional<Folded> folded = fold_queues(full_page);
+  const MetricsPage& page = folded ? folded->page : full_page;
   std::map<std::string, Row> rows;
   for (const auto& c : page.counters) rows[c.queue].counters = &c;
   for (const auto& s : page.stats) rows[s.queue].stats = &s;
@@ -365,7 +536,9 @@ std::string render_prometheus(const MetricsPage& page) {
   family(out, "conveyor_queue_paused", "gauge", "1 when the queue is paused.");
   for (const auto& [queue, row] : rows)
     sample(out, "conveyor_queue_paused", queue_label(queue),
-           row.stats && row.stats->paused ? "1" : "0");
+           folded && queue == kOtherQueuesLabel ? std::to_string(folded->other_paused)
+           : row.stats && row.stats->paused     ? "1"
+                                                : "0");
 
   family(out, "conveyor_queue_unserved_jobs", "gauge",
          "Pending jobs, ready longer than engine.unknown_kind_grace_s, whose kind no consumer of "
@@ -425,6 +598,12 @@ std::string render_prometheus(const MetricsPage& page) {
   histogram(out, "conveyor_job_duration_seconds", "Time a handler ran, per attempt.", rows,
             &QueueCountersSnapshot::duration);
 
+  if (folded) {
+    family(out, "conveyor_metrics_other_queues", "gauge",
+           "Queues past [server] metrics_max_queues whose series are summed into "
+           "queue=\"_other\" (their limits are left out). No series: every queue has its own.");
+    sample(out, "conveyor_metrics_other_queues", "", std::to_string(folded->other_queues));
+  }
   if (!page.build_info.empty()) {
     family(out, "conveyor_build_info", "gauge",
            "Always 1; the labels say which conveyor and storage plugin this process runs.");

@@ -1,6 +1,7 @@
 // The /metrics page: Prometheus text exposition format 0.0.4.
 #pragma once
 
+#include <conveyor/config.hpp>
 #include <conveyor/engine.hpp>
 #include <conveyor/internal/metrics.hpp>
 #include <conveyor/internal/storage.hpp>
@@ -15,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -75,6 +77,11 @@ class QueueStatsCache {
   std::optional<SteadyTime> read_at_;  // mu_: when the counts' read began
 };
 
+// The queue label of the series that sum the queues past the cap
+// (MetricsPage::max_queues). Queue names start with a letter or digit, so no
+// queue is called this.
+inline constexpr std::string_view kOtherQueuesLabel = "_other";
+
 // Everything the page shows.
 struct MetricsPage {
   std::vector<QueueCountersSnapshot> counters;   // this process's, per queue
@@ -96,7 +103,26 @@ struct MetricsPage {
   std::map<std::string, QueueKeyCounts, std::less<>> key_counts;
   // Remote workers (WorkerService) connected, and the jobs they hold.
   std::optional<uint64_t> remote_workers, remote_jobs_held;
+
+  // At most this many queues get series of their own ([server]
+  // metrics_max_queues; 0: every queue). Past it the others are summed into
+  // one series per family with queue="_other" (kOtherQueuesLabel), so a
+  // scrape stays under about 75 lines per kept queue whatever the number of
+  // queues. Up to the cap the page is as it would be without one.
+  size_t max_queues = ServerConfig{}.metrics_max_queues;
+  // The queues that keep their own series (collect_metrics_page: the
+  // engine's choice, kept for the process's life; see
+  // Metrics::keep_series_queues). Unset: the first max_queues of
+  // rank_metrics_queues(*this).
+  std::optional<std::set<std::string, std::less<>>> own_series;
+  // Queues named in the config ([queues.NAME]): ranked first.
+  std::set<std::string, std::less<>> configured_queues;
 };
+
+// Every queue the page names, best first for a series of its own: queues
+// named in the config, then the busiest (jobs this process enqueued and
+// dispatched plus storage's pending, scheduled and running), then by name.
+std::vector<std::string> rank_metrics_queues(const MetricsPage& page);
 
 // The page of a running engine: its counters and limits, stats as given
 // (the caller caches storage's counts), the build and the process.
@@ -118,6 +144,10 @@ MetricsPage collect_metrics_page(Engine& engine, QueueStatsCache::Counts counts)
 // conveyor_remote_workers and conveyor_remote_jobs_held
 // (when set); histograms conveyor_job_pickup_latency_seconds and
 // conveyor_job_duration_seconds (cumulative buckets); process_* metrics.
+// Past page.max_queues queues, the others' series are summed into
+// queue="_other" (their limits left out; paused: how many are; oldest
+// pending age and backoff end: the latest), and
+// conveyor_metrics_other_queues says how many queues that series sums.
 std::string render_prometheus(const MetricsPage& page);
 // The counters and stats alone (the rest empty or defaults).
 std::string render_prometheus(const std::vector<QueueCountersSnapshot>& counters,

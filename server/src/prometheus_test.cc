@@ -1,12 +1,20 @@
 // The /metrics text: families, label escaping, cumulative buckets.
 #include "prometheus.hpp"
+#include "test_support.hpp"
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
+#include <set>
 #include <thread>
+#include <vector>
 
 namespace conveyor {
 namespace {
@@ -184,6 +192,267 @@ TEST(Prometheus, KeyedQueuesCountTheirKeysAndThrottledKeys) {
   const std::string empty = render_prometheus(MetricsPage{});
   EXPECT_TRUE(contains(empty, "# TYPE conveyor_queue_keys gauge"));
   EXPECT_EQ(empty.find("\nconveyor_queue_keys{"), std::string::npos);
+}
+
+// A hostile deployment: n queues, each with counters and both histograms,
+// storage counts, a default rate limit; every 10th keyed, every 100th held
+// by backpressure and with an unserved kind.
+MetricsPage many_queues(int n) {
+  MetricsPage page;
+  page.now_us = 2'000'000'000'000'000;
+  page.stats_age_seconds = 0.5;
+  page.build_info = {{"version", "0.1.0"}, {"storage_plugin", "sqlite"}};
+  page.process = ProcessStats{1.5, 1024, 4096, 1.7e9, 12, 1024, 7};
+  page.remote_workers = 1;
+  page.remote_jobs_held = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::string q = fmt::format("tenant-{:05}", i);
+    QueueCountersSnapshot c;
+    c.queue = q;
+    c.enqueued = 1000 + static_cast<uint64_t>(i);
+    c.dispatched = static_cast<uint64_t>(i);
+    c.completed = static_cast<uint64_t>(i);
+    c.failed = 1;
+    c.claims = 3;
+    for (size_t b = 0; b < c.duration.buckets.size(); ++b) {
+      c.duration.buckets[b] = b;
+      c.pickup_latency.buckets[b] = 1;
+    }
+    c.duration.sum = 1.25;
+    c.pickup_latency.sum = 0.5;
+    page.counters.push_back(c);
+    page.stats.push_back(
+        QueueStats{q, i % 50 == 0, i % 7, 1, 2, 3, 4, 5, true, page.now_us - 1'000'000 * (i % 13)});
+    page.limits[q] = EffectiveLimit{RateLimit{5, 10}, LimitSource::kDefault};
+    if (i % 10 == 0) page.key_counts[q] = QueueKeyCounts{.ready = 4, .running = 1};
+    if (i % 100 == 0) {
+      page.backoff_until_us[q] = page.now_us + 30'000'000;
+      page.unserved[q] = {{"resize", 2}};
+    }
+  }
+  return page;
+}
+
+size_t line_count(const std::string& text) {
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// The value of the sample line that starts with key ("name{labels} "), or -1.
+double value_of(const std::string& text, const std::string& key) {
+  const size_t at = text.find("\n" + key + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + key.size() + 2));
+}
+
+// The sum of the values of every sample of name (with labels).
+double sum_of(const std::string& text, const std::string& name) {
+  double total = 0;
+  for (size_t at = text.find("\n" + name + "{"); at != std::string::npos;
+       at = text.find("\n" + name + "{", at + 1)) {
+    const size_t space = text.find(' ', text.find('}', at));
+    total += std::stod(text.substr(space + 1));
+  }
+  return total;
+}
+
+// The bound docs/reference.md states: per queue with series of its own, and
+// for "_other", at most 75 lines (13 counters, 6 job states, oldest pending,
+// pending, paused, 2 key states, rate, burst, backoff end, 2 histograms of 24
+// lines) plus one per unserved kind; about 100 lines besides.
+constexpr size_t kLinesPerQueue = 75;
+constexpr size_t kFixedLines = 100;
+
+TEST(Prometheus, ManyQueuesStayUnderTheBound) {
+  for (const int n : {1000, 10000}) {
+    const MetricsPage page = many_queues(n);
+    const std::string text = render_prometheus(page);
+    const size_t lines = line_count(text);
+    std::printf("[metrics size] queues=%d max_queues=%zu lines=%zu bytes=%zu\n", n, page.max_queues,
+                lines, text.size());
+    ASSERT_EQ(page.max_queues, 100u) << "the default, [server] metrics_max_queues";
+    // One unserved kind per queue at most here.
+    EXPECT_LE(lines, kFixedLines + (page.max_queues + 1) * (kLinesPerQueue + 1)) << n;
+    EXPECT_LE(text.size(), 600'000u) << n << " queues (about 5 KB per queue kept)";
+    EXPECT_EQ(value_of(text, "conveyor_metrics_other_queues"), n - 100.0);
+    // The busiest keep their series; the rest are summed, so sums over the
+    // queue label are exact.
+    EXPECT_NE(
+        text.find(fmt::format("conveyor_jobs_completed_total{{queue=\"tenant-{:05}\"}}", n - 1)),
+        std::string::npos);
+    EXPECT_EQ(text.find("conveyor_jobs_completed_total{queue=\"tenant-00000\"}"),
+              std::string::npos);
+    double completed = 0, pending = 0, duration_count = 0;
+    for (const auto& c : page.counters) {
+      completed += static_cast<double>(c.completed);
+      for (uint64_t b : c.duration.buckets) duration_count += static_cast<double>(b);
+    }
+    for (const auto& st : page.stats) pending += static_cast<double>(st.pending);
+    EXPECT_EQ(sum_of(text, "conveyor_jobs_completed_total"), completed);
+    EXPECT_EQ(sum_of(text, "conveyor_queue_pending"), pending);
+    EXPECT_EQ(sum_of(text, "conveyor_job_duration_seconds_count"), duration_count);
+    EXPECT_EQ(value_of(text, "conveyor_queue_paused{queue=\"_other\"}"),
+              std::ceil((n - 100) / 50.0))
+        << "how many of the summed queues are paused";
+  }
+}
+
+TEST(Prometheus, ACappedPageStillPassesPromtool) {
+  FILE* which = ::popen("command -v promtool 2>/dev/null", "r");
+  ASSERT_NE(which, nullptr);
+  char buf[4096];
+  std::string promtool;
+  while (size_t n = std::fread(buf, 1, sizeof buf, which)) promtool.append(buf, n);
+  ::pclose(which);
+  while (!promtool.empty() && promtool.back() == '\n') promtool.pop_back();
+  if (promtool.empty()) GTEST_SKIP() << "promtool not found (apt-get install prometheus)";
+  const std::string path = ::testing::TempDir() + "capped_metrics.txt";
+  {
+    const std::string text = render_prometheus(many_queues(10000));
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+  FILE* p = ::popen((promtool + " check metrics < " + path + " 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  EXPECT_EQ(::pclose(p), 0) << out;
+  EXPECT_EQ(out, "") << "lint problems";
+  std::remove(path.c_str());
+}
+
+// Up to the cap the page is what it was before there was one.
+TEST(Prometheus, ASmallDeploymentIsAsWithoutACap) {
+  for (const int n : {5, 100}) {
+    MetricsPage page = many_queues(n);
+    const std::string capped = render_prometheus(page);
+    page.max_queues = 0;
+    EXPECT_EQ(capped, render_prometheus(page)) << n;
+    EXPECT_EQ(capped.find("_other"), std::string::npos);
+    EXPECT_EQ(capped.find("conveyor_metrics_other_queues"), std::string::npos);
+    EXPECT_EQ(line_count(capped),
+              86u + 72u * static_cast<size_t>(n) + 2u * ((n + 9) / 10) + 2u * ((n + 99) / 100))
+        << "as before the cap: 72 lines a queue here";
+  }
+}
+
+TEST(Prometheus, OtherSumsCountsAndKeepsTheLatestTimes) {
+  MetricsPage page;
+  page.max_queues = 1;
+  page.now_us = 100'000'000;
+  QueueCountersSnapshot a, b, c;
+  a.queue = "a";
+  a.dispatched = 50;  // the busiest: kept
+  b.queue = "b";
+  b.completed = 2;
+  b.duration.buckets[0] = 1;
+  b.duration.sum = 0.25;
+  c.queue = "c";
+  c.completed = 3;
+  c.duration.buckets[2] = 2;
+  c.duration.sum = 1;
+  page.counters = {a, b, c};
+  page.stats = {QueueStats{"b", true, 1, 0, 0, 0, 0, 0, true, 90'000'000},
+                QueueStats{"c", true, 2, 0, 0, 0, 0, 0, true, 40'000'000}};
+  page.limits["b"] = EffectiveLimit{RateLimit{2.5, 5}, LimitSource::kOverride};
+  page.limits["d"] = EffectiveLimit{std::nullopt, LimitSource::kNone};
+  page.unserved["b"] = {{"resize", 2}};
+  page.unserved["c"] = {{"resize", 1}, {"zip", 4}};
+  page.backoff_until_us["b"] = 2'000'000;
+  page.backoff_until_us["c"] = 3'500'000;
+  page.key_counts["b"] = QueueKeyCounts{.ready = 3, .running = 1};
+  page.key_counts["c"] = QueueKeyCounts{.ready = 4, .running = 0};
+  const std::string text = render_prometheus(page);
+  EXPECT_TRUE(contains(text, "conveyor_metrics_other_queues 3")) << text;
+  EXPECT_TRUE(contains(text, "conveyor_jobs_dispatched_total{queue=\"a\"} 50"));
+  EXPECT_TRUE(contains(text, "conveyor_jobs_completed_total{queue=\"_other\"} 5"));
+  EXPECT_EQ(text.find("{queue=\"b\""), std::string::npos);
+  EXPECT_EQ(text.find("{queue=\"d\""), std::string::npos);
+  EXPECT_TRUE(contains(text, "conveyor_queue_pending{queue=\"_other\"} 3"));
+  EXPECT_TRUE(contains(text, "conveyor_queue_jobs{queue=\"_other\",state=\"pending\"} 3"));
+  EXPECT_TRUE(contains(text, "conveyor_queue_paused{queue=\"_other\"} 2"));
+  EXPECT_TRUE(contains(text, "conveyor_queue_oldest_pending_age_seconds{queue=\"_other\"} 60"));
+  EXPECT_TRUE(contains(text, "conveyor_queue_unserved_jobs{queue=\"_other\",kind=\"resize\"} 3"));
+  EXPECT_TRUE(contains(text, "conveyor_queue_unserved_jobs{queue=\"_other\",kind=\"zip\"} 4"));
+  EXPECT_TRUE(contains(text, "conveyor_ratelimit_backoff_until_seconds{queue=\"_other\"} 3.5"));
+  EXPECT_TRUE(contains(text, "conveyor_queue_keys{queue=\"_other\",state=\"ready\"} 7"));
+  EXPECT_TRUE(contains(text, "conveyor_queue_keys{queue=\"_other\",state=\"running\"} 1"));
+  EXPECT_EQ(text.find("conveyor_ratelimit_rate{queue=\"_other\""), std::string::npos)
+      << "a sum of limits means nothing";
+  EXPECT_TRUE(
+      contains(text, "conveyor_job_duration_seconds_bucket{queue=\"_other\",le=\"0.0005\"} 1"));
+  EXPECT_TRUE(
+      contains(text, "conveyor_job_duration_seconds_bucket{queue=\"_other\",le=\"0.002\"} 3"));
+  EXPECT_TRUE(contains(text, "conveyor_job_duration_seconds_sum{queue=\"_other\"} 1.25"));
+  EXPECT_TRUE(contains(text, "conveyor_job_duration_seconds_count{queue=\"_other\"} 3"));
+
+  // The kept set given (the engine's choice) wins over this page's ranking.
+  page.own_series = std::set<std::string, std::less<>>{"c"};
+  const std::string chosen = render_prometheus(page);
+  EXPECT_TRUE(contains(chosen, "conveyor_jobs_completed_total{queue=\"c\"} 3"));
+  EXPECT_TRUE(contains(chosen, "conveyor_jobs_completed_total{queue=\"_other\"} 2"));
+  EXPECT_TRUE(contains(chosen, "conveyor_jobs_dispatched_total{queue=\"_other\"} 50"));
+}
+
+TEST(Prometheus, RankingPutsConfiguredQueuesThenTheBusiestFirst) {
+  MetricsPage page;
+  QueueCountersSnapshot busy;
+  busy.queue = "busy";
+  busy.enqueued = 10;
+  page.counters = {busy};
+  page.stats = {QueueStats{"backlog", false, 30, 0, 0, 0, 0, 0},
+                QueueStats{"quiet", false, 0, 0, 0, 0, 0, 0}};
+  page.limits["configured"] = EffectiveLimit{};
+  page.limits["also_quiet"] = EffectiveLimit{};
+  page.configured_queues = {"configured"};
+  EXPECT_EQ(rank_metrics_queues(page),
+            (std::vector<std::string>{"configured", "backlog", "busy", "also_quiet", "quiet"}));
+}
+
+TEST(Prometheus, TheKeptQueuesAreChosenOnceAndKept) {
+  Metrics metrics;
+  EXPECT_EQ(metrics.keep_series_queues({"a", "b"}, 3),
+            (std::set<std::string, std::less<>>{"a", "b"}));
+  EXPECT_EQ(metrics.keep_series_queues({"z", "y", "a", "x"}, 3),
+            (std::set<std::string, std::less<>>{"a", "b", "z"}))
+      << "room for one more: the best of the new";
+  EXPECT_EQ(metrics.keep_series_queues({"w", "v"}, 3),
+            (std::set<std::string, std::less<>>{"a", "b", "z"}))
+      << "full: a busier newcomer is summed, never swapped in (the sums would drop)";
+}
+
+// The engine's page: [server] metrics_max_queues and [queues.NAME] read from
+// its config, the choice kept across scrapes.
+TEST(Prometheus, AnEngineCapsItsPageAsConfigured) {
+  const Config parsed = parse_config("[server]\nmetrics_max_queues = 2\n", "t.toml");
+  EXPECT_EQ(parsed.server.metrics_max_queues, 2u);
+  EXPECT_EQ(parse_config("", "t.toml").server.metrics_max_queues, 100u);
+  EXPECT_THROW(parse_config("[server]\nmetrics_max_queues = -1\n", "t.toml"), ConfigError);
+
+  test::TempDir dir;
+  Config c = test::sqlite_config(dir);
+  c.server.metrics_max_queues = 2;
+  c.queues["named"] = QueueConfig{};
+  Engine engine(c);
+  for (int i = 0; i < 3; ++i) engine.enqueue("busy", "noop");
+  engine.enqueue("quiet", "noop");
+  engine.enqueue("idle", "noop");
+  const auto scrape = [&] {
+    return render_prometheus(
+        collect_metrics_page(engine, QueueStatsCache::Counts{engine.queue_stats(), 0.0}));
+  };
+  const std::string first = scrape();
+  EXPECT_TRUE(contains(first, "conveyor_jobs_enqueued_total{queue=\"named\"} 0")) << first;
+  EXPECT_TRUE(contains(first, "conveyor_jobs_enqueued_total{queue=\"busy\"} 3"));
+  EXPECT_TRUE(contains(first, "conveyor_jobs_enqueued_total{queue=\"_other\"} 2"));
+  EXPECT_TRUE(contains(first, "conveyor_metrics_other_queues 2"));
+  // A queue busier than all now arrives: it is summed; nothing kept changes.
+  for (int i = 0; i < 10; ++i) engine.enqueue("newcomer", "noop");
+  const std::string second = scrape();
+  EXPECT_TRUE(contains(second, "conveyor_jobs_enqueued_total{queue=\"busy\"} 3")) << second;
+  EXPECT_TRUE(contains(second, "conveyor_jobs_enqueued_total{queue=\"_other\"} 12"));
+  EXPECT_TRUE(contains(second, "conveyor_metrics_other_queues 3"));
 }
 
 TEST(Prometheus, ThisProcessReadsItself) {

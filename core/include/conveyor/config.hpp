@@ -152,6 +152,9 @@ struct ServerConfig {
   bool unauthenticated_loopback_only = false;
   bool read_only = false;             // refuse calls that change state
   uint32_t max_body_bytes = 1048576;  // largest request body accepted (>= 1024)
+  // /metrics: at most this many queues get series of their own; the rest are
+  // summed into queue="_other" (docs/reference.md, Metrics). 0: every queue.
+  uint32_t metrics_max_queues = 100;
 };
 
 // [log]: how much the process logs and in which format (stderr).
@@ -209,15 +212,36 @@ std::optional<ConfigError> storage_option_error(const Config& config, std::strin
 using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
 EnvLookup process_env();
 
-// Parses TOML text; source_name is used in messages. Applies env overrides
-// (CONVEYOR_RATE_LIMIT_ENABLED, _RATE_PER_SEC, _BURST, CONVEYOR_STORAGE_PLUGIN,
-// CONVEYOR_SERVER_LISTEN, CONVEYOR_ADMIN_TOKEN, CONVEYOR_LOG_LEVEL); a variable set to "" counts
-// as unset. Throws ConfigError.
-Config parse_config(std::string_view toml_text, std::string_view source_name,
-                    const EnvLookup& env = process_env());
+// The names of the process environment's variables that start with CONVEYOR_.
+std::vector<std::string> process_env_names();
 
-// Reads and parses a file. Throws ConfigError (also when it cannot be read).
-Config load_config_file(const std::filesystem::path& path, const EnvLookup& env = process_env());
+// Checks the names of CONVEYOR_* variables against the ones conveyor reads
+// (docs/reference.md, "Environment variables"). An unknown name is a setting
+// silently dropped, so it throws ConfigError naming it when it is at most two
+// edits from a known name ("did you mean ...?") or starts like a setting
+// (CONVEYOR_RATE_LIMIT_, CONVEYOR_SERVER_, CONVEYOR_ENGINE_, ... one prefix
+// per config section). Names of conveyor's own scripts, tests and builds
+// (CONVEYOR_TEST_*, CONVEYOR_BENCH_*, CONVEYOR_BIN, ...) pass. Returns a
+// warning for every other unknown name.
+std::vector<std::string> check_env_names(const std::vector<std::string>& names);
+
+// Parses TOML text; source_name is used in messages. Applies the environment
+// (CONVEYOR_RATE_LIMIT_ENABLED, _RATE_PER_SEC, _BURST, _SCOPE,
+// CONVEYOR_STORAGE_PLUGIN, CONVEYOR_SERVER_LISTEN, CONVEYOR_ADMIN_TOKEN,
+// CONVEYOR_WORKER_TOKEN, CONVEYOR_LOG_LEVEL); a variable set to "" counts as
+// unset. Refuses an admin_token equal to the worker_token. Throws ConfigError.
+// Without env, the process environment: its CONVEYOR_* names are checked
+// (check_env_names; the warnings are logged). With env, env_names are checked
+// (none by default: a lookup cannot list its names).
+Config parse_config(std::string_view toml_text, std::string_view source_name);
+Config parse_config(std::string_view toml_text, std::string_view source_name, const EnvLookup& env,
+                    const std::vector<std::string>& env_names = {});
+
+// Reads and parses a file, as parse_config. Throws ConfigError (also when it
+// cannot be read).
+Config load_config_file(const std::filesystem::path& path);
+Config load_config_file(const std::filesystem::path& path, const EnvLookup& env,
+                        const std::vector<std::string>& env_names = {});
 
 // The config file to use: explicit (from --config) if given, else
 // $CONVEYOR_CONFIG, else config/conveyor.toml.

@@ -41,8 +41,31 @@ void validate_job_key(std::string_view key);
 // bucket's resolution (a higher rate could not be told apart from it).
 inline constexpr double kMaxRatePerSec = 1e9;
 
-// rate: > 0 and <= kMaxRatePerSec. Throws ValidationError("rate", ...).
+// The lowest rate accepted, jobs/s: one job every 1000 s. Anything slower is
+// a queue that is in effect stopped (pause it instead), and a rate near the
+// smallest doubles (1e-320) would wait for ever for its next token.
+inline constexpr double kMinRatePerSec = 0.001;
+
+// rate: finite, >= kMinRatePerSec and <= kMaxRatePerSec. Throws
+// ValidationError("rate", ...). Every surface (config file, environment, CLI,
+// API, embedding) checks rates with it.
 void validate_rate(double rate_per_sec);
+
+// A number written as text the one way every surface takes it: plain decimal,
+// digits with an optional fraction and exponent ("50", "2.5", ".5", "1e3",
+// "2.5E-2"). No sign, spaces, hexadecimal ("0x10"), "inf" or "nan". Returns
+// nullopt for anything else; the range is not checked.
+std::optional<double> parse_plain_decimal(std::string_view text);
+
+// "a plain decimal number of jobs per second from 0.001 to 1000000000 (...)":
+// what a rate written as text must be, for messages.
+std::string rate_text_rule();
+
+// A rate written as text (the CLI's --rate, CONVEYOR_RATE_LIMIT_RATE_PER_SEC):
+// parse_plain_decimal, then validate_rate. Throws ValidationError("rate",
+// "NAME must be <rate_text_rule()>, got \"TEXT\"") for text that is not a
+// plain decimal number, validate_rate's error for one out of range.
+double parse_rate(std::string_view text, std::string_view name);
 
 // burst as given by a user: a whole number >= 1 (or >= 0 where 0 means auto)
 // and <= UINT32_MAX. Throws ValidationError("burst", ...).

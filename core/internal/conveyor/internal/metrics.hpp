@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -98,6 +99,15 @@ class Metrics {
   // queue: a storage plugin of ABI 1.0 reports only how many.
   std::atomic<uint64_t> rescued_unattributed{0};
 
+  // The queues /metrics gives series of their own when it caps them (the
+  // rest are summed into queue="_other"): queues of ranked (best first) join
+  // while fewer than limit are kept, and a queue once kept stays kept. So the
+  // choice is stable for the process's life: no queue's series comes and
+  // goes, and the sums of the rest only gain queues (their counters never go
+  // down). Returns the kept set.
+  std::set<std::string, std::less<>> keep_series_queues(const std::vector<std::string>& ranked,
+                                                        size_t limit) EXCLUDES(mu_);
+
  private:
   // Guarded by mu_: the maps (the counters they point at are atomic, and
   // live as long as the Metrics).
@@ -105,6 +115,7 @@ class Metrics {
   std::map<std::string, std::unique_ptr<QueueCounters>, std::less<>> queues_ GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<std::atomic<uint64_t>>, std::less<>> storage_errors_
       GUARDED_BY(mu_);
+  std::set<std::string, std::less<>> series_queues_ GUARDED_BY(mu_);
 };
 
 // A text as a metric label value of our own: lower case, runs of anything
