@@ -99,7 +99,7 @@ int serve(const GlobalOptions& g) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   // A closed terminal (or a supervisor's reload) must not kill the process
-  // with leases held: SIGHUP stops it as SIGTERM does.
+  // with leases held: SIGHUP is waited for too, logged and ignored.
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
@@ -133,16 +133,18 @@ int serve(const GlobalOptions& g) {
   const timespec poll{0, 250'000'000};
   int sig = -1;
   std::optional<std::string> broken;
-  while (sig < 0 && !(broken = engine.storage_failure()))
+  while (sig < 0 && !(broken = engine.storage_failure())) {
     sig = sigtimedwait(&signals, nullptr, &poll);
+    if (sig == SIGHUP) {
+      spdlog::warn("SIGHUP: configuration reload is not supported; send SIGTERM to stop");
+      sig = -1;
+    }
+  }
   if (broken)
     spdlog::critical("stopping: storage cannot be used: {}", *broken);
   else
     spdlog::info("received {}, stopping: no new claims, waiting up to {} ms for running jobs",
-                 sig == SIGINT   ? "SIGINT"
-                 : sig == SIGHUP ? "SIGHUP"
-                                 : "SIGTERM",
-                 config.engine.shutdown_timeout_ms);
+                 sig == SIGINT ? "SIGINT" : "SIGTERM", config.engine.shutdown_timeout_ms);
   // No API calls into an engine that is stopping.
   if (server) server->stop();
   // Handlers that outlive the shutdown timeout are abandoned with their

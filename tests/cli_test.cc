@@ -950,9 +950,10 @@ TEST_F(Cli, EnqueueCountIsAllOrNothing) {
   for (int64_t n : seen) EXPECT_TRUE(n == 0 || n == kCount) << n << " jobs were visible";
 }
 
-// SIGHUP (a closed terminal, a supervisor) stops serve as SIGTERM does: the
-// running job's lease is given back, not left to expire.
-TEST_F(Cli, SighupStopsServeGracefullyAndReleasesLeases) {
+// SIGHUP (a closed terminal, a supervisor's reload) is logged and ignored;
+// SIGTERM then stops serve gracefully: the running job's lease is given back,
+// not left to expire.
+TEST_F(Cli, SighupIsIgnoredAndSigtermStopsServeGracefullyAndReleasesLeases) {
   std::ofstream(config_, std::ios::app)
       << "[engine]\npoll_interval_ms = 50\nshutdown_timeout_ms = 100\nlease_ms = 600000\n";
   ASSERT_EQ(run({"enqueue", "long", "sleep", "--payload", R"({"ms": 600000})"}).exit_code, 0);
@@ -966,8 +967,16 @@ TEST_F(Cli, SighupStopsServeGracefullyAndReleasesLeases) {
   };
   ASSERT_TRUE(test::wait_until([&] { return running() == 1; })) << serve.stderr_text();
   serve.signal(SIGHUP);
+  ASSERT_TRUE(test::wait_until([&] {
+    return serve.stderr_text().find("SIGHUP: configuration reload is not supported") !=
+               std::string::npos ||
+           serve.wait(std::chrono::milliseconds(1)) >= 0;
+  })) << serve.stderr_text();
+  ASSERT_LT(serve.wait(std::chrono::milliseconds(1)), 0) << serve.stderr_text();
+  EXPECT_EQ(running(), 1);
+  serve.signal(SIGTERM);
   EXPECT_EQ(serve.wait(), 0) << serve.stderr_text();
-  EXPECT_NE(serve.stderr_text().find("received SIGHUP, stopping"), std::string::npos)
+  EXPECT_NE(serve.stderr_text().find("received SIGTERM, stopping"), std::string::npos)
       << serve.stderr_text();
   auto r = run({"--json", "queues"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

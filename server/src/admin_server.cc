@@ -18,7 +18,10 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 namespace conveyor {
 namespace {
@@ -35,6 +38,22 @@ constexpr rlim_t kReservedDescriptors = 128;
 constexpr auto kStatsMaxAge = std::chrono::seconds(1);
 
 constexpr std::string_view kApiPrefix = "/conveyor.v1.";
+constexpr std::string_view kHealthPath = "/healthz";
+constexpr std::string_view kReadyPath = "/readyz";
+
+// On every response: no page may frame the dashboard (its kill switch and
+// pause buttons must not be clickjacked). CSP for browsers that know
+// frame-ancestors, X-Frame-Options for those that do not.
+const std::vector<std::pair<std::string, std::string>> kSecurityHeaders = {
+    {"X-Frame-Options", "DENY"},
+    {"Content-Security-Policy", "frame-ancestors 'none'"},
+};
+
+http::Response plain(int status, std::string body) {
+  // Probes must see the state now, never a cached answer.
+  return http::Response{
+      status, "text/plain; charset=utf-8", {{"Cache-Control", "no-store"}}, std::move(body)};
+}
 
 bool is_api_path(std::string_view path) { return path.rfind(kApiPrefix, 0) == 0; }
 
@@ -141,6 +160,10 @@ struct AdminServer::Impl {
   // Every complete request: API calls through handle_api_request_async
   // (a long-poll answers later), the rest at once.
   void handle_async(const http::Request& req, const http::Reply& reply) {
+    if (req.path == kHealthPath || req.path == kReadyPath) {
+      reply.send(health(req));
+      return;
+    }
     if (req.method != "POST") {
       reply.send(handle(req));
       return;
@@ -188,6 +211,56 @@ struct AdminServer::Impl {
         200, file->content_type, {{"Cache-Control", "no-cache"}}, std::string(file->body)};
   }
 
+  // GET /healthz and GET /readyz: no token, no Host check (they hold no
+  // data), never cached. /healthz answers as long as the process serves
+  // HTTP and calls nothing; /readyz also needs the engine running and one
+  // cheap storage read (a lookup of job id 0, which never exists) to work.
+  http::Response health(const http::Request& req) {
+    if (req.method != "GET" && req.method != "HEAD") {
+      http::Response res = plain(
+          405, fmt::format("{} is not allowed on {}: use GET or HEAD\n", req.method, req.path));
+      res.headers.emplace_back("Allow", "GET, HEAD");
+      return res;
+    }
+    if (req.path == kHealthPath) return plain(200, "ok\n");
+    return readiness();
+  }
+
+  http::Response readiness() {
+    std::string reason;  // empty: ready
+    std::string detail;  // for the log only: it may name files or hosts
+    if (stopping.load()) {
+      reason = "the server is stopping";
+    } else if (std::optional<std::string> broken = engine.storage_failure()) {
+      reason = "storage cannot be used";
+      detail = *broken;
+    } else if (!engine.running()) {
+      reason = "the engine is not running (not started yet, or stopping)";
+    } else {
+      try {
+        (void)engine.get_job(0);
+      } catch (const std::exception& e) {
+        reason = "storage is not answering";
+        detail = e.what();
+      }
+    }
+    note_readiness(reason, detail);
+    if (reason.empty()) return plain(200, "ready\n");
+    return plain(503, "not ready: " + reason + "\n");
+  }
+
+  // Logs a change of readiness once, not at every probe.
+  void note_readiness(const std::string& reason, const std::string& detail) {
+    std::lock_guard lock(readiness_mu);
+    if (reason == last_not_ready) return;
+    if (reason.empty())
+      spdlog::info("admin server: /readyz: ready again");
+    else
+      spdlog::warn("admin server: /readyz: not ready: {}{}{}", reason, detail.empty() ? "" : ": ",
+                   detail);
+    last_not_ready = reason;
+  }
+
   http::Response metrics(const http::Request& req) {
     if (auto error = auth.check_host(req.header("Host"))) return error_response(*error);
     if (auto error = auth.check(req.header("Authorization"))) return error_response(*error);
@@ -208,6 +281,10 @@ struct AdminServer::Impl {
   bool started = false;
   bool stopped = false;
   size_t max_connections = 0;
+  std::atomic<bool> stopping{false};  // /readyz says so from stop()'s start
+
+  std::mutex readiness_mu;
+  std::string last_not_ready;  // readiness_mu: the reason last logged, empty: ready
 
   QueueStatsCache queue_stats{[this] { return engine.queue_stats(); }, SystemClock::instance(),
                               kStatsMaxAge};
@@ -238,6 +315,7 @@ void AdminServer::start() {
         i.handle_async(req, reply);
       }),
       refusal);
+  server->set_response_headers(kSecurityHeaders);
   try {
     server->bind(i.address.host, i.address.port);
   } catch (const std::exception& e) {
@@ -247,7 +325,8 @@ void AdminServer::start() {
   i.http = std::move(server);
   i.started = true;
   spdlog::info(
-      "admin server listening on http://{} (API, /metrics, dashboard){}{}; at most {} connections",
+      "admin server listening on http://{} (API, /metrics, /healthz, /readyz, dashboard){}{}; at "
+      "most {} connections",
       i.config.listen, i.config.read_only ? ", read-only" : "",
       i.config.admin_token.empty()
           ? (i.config.allow_unauthenticated ? ", no token required"
@@ -261,6 +340,7 @@ void AdminServer::stop() {
   Impl& i = *impl_;
   if (!i.started || i.stopped) return;
   i.stopped = true;
+  i.stopping = true;
   i.api.close_long_polls();  // waiting workers get their (empty) answer now
   i.http->stop();
   spdlog::info("admin server stopped");

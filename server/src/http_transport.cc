@@ -126,6 +126,8 @@ struct Server::Impl {
   const Limits limits;
   const AsyncHandler handler;
   const RefusalResponder refuse;
+  // Set before start(); read-only afterwards.
+  std::vector<std::pair<std::string, std::string>> response_headers;
 
   // Touched on the I/O thread only (and by destructors after it is joined).
   std::unordered_set<Connection*> live;
@@ -316,6 +318,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     version_ = message.version();
     head_ = message.method() == bhttp::verb::head;
     keep_alive_ = message.keep_alive() && ++served_ < limits_.max_requests_per_connection;
+    // RFC 9112 section 3.2: a request with more than one Host field, or an
+    // HTTP/1.1 request without one, must be answered 400.
+    const auto hosts = message.count(bhttp::field::host);
+    if (hosts > 1 || (hosts == 0 && version_ >= 11)) {
+      keep_alive_ = false;
+      return refuse(Refusal::kMalformed,
+                    hosts > 1 ? "malformed HTTP request: more than one Host header"
+                              : "malformed HTTP request: an HTTP/1.1 request needs a Host header");
+    }
     auto path = target_path(view(message.target()));
     if (!path) {
       keep_alive_ = false;
@@ -412,6 +423,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     response_->result(static_cast<unsigned>(r.status));
     if (!r.content_type.empty()) response_->set(bhttp::field::content_type, r.content_type);
     for (const auto& [name, value] : r.headers) response_->insert(name, value);
+    for (const auto& [name, value] : server_.response_headers)
+      if (response_->find(name) == response_->end()) response_->insert(name, value);
     response_->keep_alive(keep_alive_);
     if (keep_alive_) {
       response_->set(bhttp::field::keep_alive,
@@ -609,6 +622,11 @@ void Server::bind(const std::string& host, uint16_t port) {
 }
 
 uint16_t Server::port() const { return impl_->bound_port; }
+
+void Server::set_response_headers(std::vector<std::pair<std::string, std::string>> headers) {
+  std::lock_guard lock(impl_->lifecycle_mu);
+  if (!impl_->started) impl_->response_headers = std::move(headers);
+}
 
 size_t Server::connections() const { return impl_->open_count; }
 

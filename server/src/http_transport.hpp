@@ -62,7 +62,8 @@ enum class Refusal {
   kTooManyConnections,  // max_connections open
   kBodyTooLarge,        // over max_body_bytes (Content-Length or chunked)
   kHeaderTooLarge,      // over max_header_bytes
-  kMalformed,           // not HTTP/1.x as it must be
+  kMalformed,           // not HTTP/1.x as it must be (also: two Host headers, or an
+                        // HTTP/1.1 request without one, RFC 9112 section 3.2)
   kTimeout,             // header or body did not arrive by its deadline
 };
 
@@ -110,6 +111,9 @@ class Server {
   // std::runtime_error saying why.
   void bind(const std::string& host, uint16_t port);
   uint16_t port() const;  // the bound port (0 before bind()), also after stop()
+  // Headers added to every response, refusals included, unless the response
+  // already has a header of that name (before start()).
+  void set_response_headers(std::vector<std::pair<std::string, std::string>> headers);
   // Starts the I/O thread and the workers (after bind()).
   void start();
   // Stops accepting, closes idle connections, lets requests in flight finish

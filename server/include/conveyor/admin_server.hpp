@@ -4,6 +4,8 @@
 //   POST /conveyor.v1.AdminService/<Method>   the admin API  } Connect protocol, unary,
 //   POST /conveyor.v1.TaskService/<Method>    the task API   } JSON (proto/conveyor/v1/*.proto)
 //   GET  /metrics                             Prometheus text format 0.0.4
+//   GET  /healthz                             liveness: 200 "ok", calls nothing
+//   GET  /readyz                              readiness: 200 "ready", or 503 "not ready: <why>"
 //   GET  /  and any other GET path            the dashboard's static files (see below)
 //
 // Protocol (what a Connect client or curl sees):
@@ -39,6 +41,14 @@
 //   403 permission_denied.
 // - The dashboard's static files are public: they hold no data; the page calls
 //   the API, which applies the rules above.
+// - /healthz and /readyz (GET or HEAD; other methods 405) are public too, with
+//   no Host check, so that orchestrators can probe them: they answer only
+//   "ok", "ready" or a fixed reason (details go to the log), with
+//   Cache-Control: no-store. /readyz is 503 while the engine is not running
+//   (before start, from the start of a stop), once storage is declared
+//   unusable, and when one cheap storage read (get_job(0)) fails now.
+// - Every response carries X-Frame-Options: DENY and Content-Security-Policy:
+//   frame-ancestors 'none': no other site may frame the dashboard.
 //
 // Connections (HTTP/1.1, Boost.Beast): one I/O thread reads every connection
 // against deadlines, so idle and slow clients cost a socket, not a thread:
@@ -50,7 +60,8 @@
 //   soft value the server raises toward the hard one, cannot hold them);
 //   above that a new connection is answered 503 unavailable
 //   (Retry-After: 1) and closed, while the open ones are served;
-// - a header over 16 KiB is 431; a malformed request is 400.
+// - a header over 16 KiB is 431; a malformed request is 400, and so are two
+//   Host headers, or an HTTP/1.1 request without one (RFC 9112 section 3.2).
 //
 // Threads: complete requests run on a small pool of HTTP threads that call
 // the Engine's thread-safe methods (storage reads and writes of their own).
