@@ -5,7 +5,8 @@
 # whole suite (CTest), then builds again under
 # AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite there too,
 # then a third time under ThreadSanitizer for the core, server and SQLite
-# tests (CTest labels core, server, sqlite), then fuzzes the parsers.
+# tests (CTest labels core, server, sqlite), then fuzzes the parsers. The
+# regular build is also packed into a .deb, installed, checked and purged.
 # A throwaway PostgreSQL cluster on 127.0.0.1 is started for the PostgreSQL
 # tests and always stopped. With CI=true, PostgreSQL tests fail instead of
 # skipping when no server is reachable.
@@ -61,6 +62,12 @@ CC=clang CXX=clang++ cmake -S . -B build-clang -G Ninja -DCONVEYOR_WERROR=ON \
 cmake --build build-clang -j "$jobs" --target conveyor_core core_tests
 stage "regular build and the whole suite"
 run_suite build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo "${line_tables[@]}"
+stage "the Debian package: packed from the regular build, installed, checked and purged"
+# cmake/Packaging.cmake; packaging/test-deb.sh runs the installed server as
+# the conveyor user (no systemd here) and purges the package on exit.
+rm -f build-test/conveyor_*.deb
+(cd build-test && cpack -G DEB >/dev/null)
+bash packaging/test-deb.sh build-test/conveyor_*_"$(dpkg --print-architecture)".deb
 stage "AddressSanitizer + UBSan build and the whole suite"
 (
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
