@@ -1083,6 +1083,19 @@ describe('the Keys card of a keyed queue', () => {
     assert.deepEqual(byKey.a, ['override', 1, 0.02]);
     assert.deepEqual(byKey.b, ['per-key-override', 3, 0.05]);
     await screenshot(page, 'keys-card-settings');
+    // The Limits tab lists every stored key setting, in the API's order.
+    await showTab(page, 'Limits');
+    await waitForCell(page, 'key-settings', 'q:tenants\nk:b', 'weight', '3', 20_000);
+    const stored = (await conveyor.admin('ListRateLimits', {})).keySettings;
+    assert.deepEqual(await rowKeys(page, 'key-settings'),
+      stored.map((k) => `q:${k.queue}\n${k.key === undefined ? '*' : `k:${k.key}`}`));
+    const setting = async (key) => Promise.all(['queue', 'key', 'limit', 'weight'].map((f) => cell(page, 'key-settings', key, f)));
+    assert.deepEqual(await setting('q:tenants\nk:a'), ['tenants', 'a', '0.02/s · burst 1 · per process', '—']);
+    assert.deepEqual(await setting('q:tenants\nk:b'), ['tenants', 'b', '—', '3']);
+    assert.deepEqual(await setting('q:tenants\n*'), ['tenants', 'every key', '0.05/s · burst 1 · fleet-wide', '—']);
+    assert.equal(await page.locator('#key-settings-empty').isVisible(), false);
+    await screenshot(page, 'limits-key-settings');
+    await page.goto(`${conveyor.base}/#jobs/tenants`);
     // Removed: back to key_rate_limit and weight 1.
     await conveyor.cli('ratelimit', 'rm', 'tenants', '--key', 'a');
     await conveyor.cli('ratelimit', 'rm', 'tenants', '--per-key');
@@ -1090,6 +1103,9 @@ describe('the Keys card of a keyed queue', () => {
     await waitForCell(page, 'keys', 'k:a', 'source', 'queue-config', 20_000);
     await waitForCell(page, 'keys', 'k:b', 'source', 'queue-config', 20_000);
     await waitForCell(page, 'keys', 'k:b', 'weight', '1', 20_000);
+    await showTab(page, 'Limits');
+    await page.locator('#key-settings-empty').waitFor({ state: 'visible', timeout: 20_000 });
+    assert.deepEqual(await rowKeys(page, 'key-settings'), []);
     assert.deepEqual(pageErrors, []);
   });
 

@@ -1,6 +1,7 @@
 // The Limits tab: the override editor (queue, rate, burst, scope) with the
-// API's validation, the table of overrides with edit and remove, the global
-// default, and the kill switch: its state, where it comes from, and a
+// API's validation, the table of overrides with edit and remove, the key
+// settings (each key's own limit, every key's, weights; read only), the
+// global default, and the kill switch: its state, where it comes from, and a
 // confirmed control that flips it.
 
 import { confirmAction } from './confirm.js';
@@ -33,6 +34,9 @@ export class LimitsView {
     this.empty = document.getElementById('overrides-empty');
     this.ignored = document.getElementById('overrides-ignored');
     this.tableError = document.getElementById('overrides-error');
+    this.keyRows = document.querySelector('#key-settings-table tbody');
+    this.keyEmpty = document.getElementById('key-settings-empty');
+    this.keyIgnored = document.getElementById('key-settings-ignored');
     this.knownQueues = document.getElementById('known-queues');
     this.enabled = document.getElementById('global-enabled');
     this.enabledSource = document.getElementById('global-enabled-source');
@@ -228,6 +232,7 @@ export class LimitsView {
 
     const enabled = limits.enabled === true;
     this.ignored.hidden = enabled || overrides.length === 0;
+    this.renderKeySettings(limits.keySettings ?? [], enabled);
     this.renderSwitch(enabled, limits.enabledSource === 'storage' ? 'storage' : 'config');
     const def = limits.defaultLimit;
     setText(this.defaultLimit, def ? formatLimit(def) : 'none');
@@ -257,6 +262,33 @@ export class LimitsView {
     remove.addEventListener('click', () => this.remove(o.queue));
     row.cells[5].append(el('div', { class: 'row-actions' }, edit, remove));
     return row;
+  }
+
+  // One row per stored key setting, in the API's order (queue, every key
+  // first, then key order). A row's key: "q:" + queue, then "*" for every
+  // key or "k:" + the key.
+  renderKeySettings(settings, enabled) {
+    this.keyEmpty.hidden = settings.length > 0;
+    this.keyRows.closest('.table-wrap').hidden = settings.length === 0;
+    this.keyIgnored.hidden = enabled || !settings.some((k) => k.limit);
+    const rowKey = (k) => `q:${k.queue}\n${k.key === undefined ? '*' : `k:${k.key}`}`;
+    const cell = (field, label, cls) => el('td', { class: cls, dataset: { field, label } });
+    syncRows(this.keyRows, settings, rowKey,
+      () => el('tr', {},
+        cell('queue', 'Queue', 'title-cell'),
+        cell('key', 'Key'),
+        cell('limit', 'Limit'),
+        cell('weight', 'Weight', 'num'),
+        cell('updated', 'Updated')),
+      (row, k) => {
+        setText(row.cells[0], k.queue);
+        row.cells[1].replaceChildren(k.key === undefined
+          ? el('em', { text: 'every key' })
+          : el('span', { class: 'key-name', text: k.key === '' ? '(empty key)' : k.key }));
+        setText(row.cells[2], k.limit ? formatLimit(k.limit) : '—');
+        setText(row.cells[3], k.weight === undefined ? '—' : String(k.weight));
+        setText(row.cells[4], formatTimestamp(k.updatedAt));
+      });
   }
 
   updateRow(row, o) {
