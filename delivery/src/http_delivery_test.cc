@@ -32,24 +32,12 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::deliver;
+using testing::encoded;
 using testing::eventually;
 using testing::hmac_hex;
 using testing::kBound;
 using testing::private_allowed;
 using testing::RawHttpServer;
-
-// Percent-encodes a query parameter value.
-std::string encoded(const std::string& value) {
-  std::string out;
-  for (unsigned char c : value) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
 
 // A cpp-httplib server: /status/<code> answers that status with body
 // "body <code>" and the Retry-After given as ?retry_after=; /redirect

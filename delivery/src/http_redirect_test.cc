@@ -28,6 +28,7 @@ namespace conveyor::http_delivery {
 namespace {
 
 using testing::deliver;
+using testing::encoded;
 using testing::eventually;
 using testing::private_allowed;
 using testing::RawHttpServer;
@@ -185,19 +186,6 @@ TEST(SeeOther, NotFollowingIsPermanentAsBefore) {
   EXPECT_EQ(o.status, 303);
   EXPECT_EQ(o.error, "HTTP 303: moved");
   EXPECT_TRUE(server.arrivals().empty());
-}
-
-// Percent-encodes a query parameter value.
-std::string encoded(const std::string& value) {
-  std::string out;
-  for (unsigned char c : value) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
 }
 
 // Headers as they arrived, by lower-cased name.

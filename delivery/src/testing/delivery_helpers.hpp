@@ -1,12 +1,17 @@
-// Helpers shared by the delivery tests: a bounded wait and a blocking deliver.
+// Helpers shared by the delivery tests: a bounded wait, a blocking deliver,
+// a policy that allows private targets, URL query encoding.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <chrono>
 #include <future>
 #include <memory>
+#include <string>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "conveyor/http_delivery.hpp"
 
@@ -41,6 +46,19 @@ inline Policy private_allowed() {
   Policy p;
   p.allow_private = true;
   return p;
+}
+
+// Percent-encodes a query parameter value.
+inline std::string encoded(const std::string& value) {
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
 }
 
 }  // namespace conveyor::http_delivery::testing
