@@ -194,5 +194,19 @@ TEST(Crash, SigtermDuringDrainFinishesRunningJobsAndLosesNothing) {
   for (const auto& [id, pids] : runs) EXPECT_EQ(pids.size(), 1u) << "job " << id;
 }
 
+// A worker stopped the instant it was started (the kill test replaces a
+// worker just as the drain ends, then stops them all) still stops
+// gracefully: the stop waits for its main instead of killing it.
+TEST(Crash, SigtermRightAfterStartIsStillAGracefulStop) {
+  test::TempDir dir;
+  const auto config = test::write_sqlite_config(dir, "[engine]\npoll_interval_ms = 100\n");
+  for (int i = 0; i < 5; ++i) {
+    CrashWorker worker(config, dir / "runs.txt");
+    worker.kill(SIGTERM);
+    EXPECT_TRUE(WIFEXITED(worker.exit_status()) && WEXITSTATUS(worker.exit_status()) == 0)
+        << "start " << i << ": wait status " << worker.exit_status();
+  }
+}
+
 }  // namespace
 }  // namespace conveyor

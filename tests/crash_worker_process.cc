@@ -26,7 +26,19 @@ CrashWorker::CrashWorker(const std::filesystem::path& config, const std::filesys
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
+  // The child starts with SIGINT and SIGTERM blocked: a stop sent before its
+  // main blocks them itself (a worker started just as the drain ends) waits
+  // for its sigwait instead of killing it by the default action.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  posix_spawnattr_setsigmask(&attr, &stop_signals);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  const int rc = posix_spawn(&pid_, argv[0], &fa, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) {
     pid_ = -1;
