@@ -38,6 +38,7 @@ case "$set_name" in
     packages+=(python3)  # the reference Python worker (clients/python) and its tests
     packages+=(nginx haproxy)  # real limiters (limit_req, stick tables) of limiter_downstream_tests
     packages+=(pgbouncer)  # the PostgreSQL tests put PgBouncer (transaction and session mode) in front
+    packages+=(ccache)  # the five builds of scripts/test.sh recompile little on a re-run
     packages+=(file)  # CPack's dpkg-shlibdeps reads binaries with file(1) (the .deb stage)
     # Node.js may come from elsewhere (NodeSource's nodejs bundles npm, and Debian's npm
     # conflicts with it): add Debian's only for a command that is missing.
