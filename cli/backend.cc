@@ -127,6 +127,24 @@ class StorageBackend final : public Backend {
     warn_if_this_process_sees_its_own_storage();
     return engine_.delete_jobs(ids);
   }
+  Engine::JobBatchResult cancel_jobs_bulk(const JobQuery& filter) override {
+    warn_if_this_process_sees_its_own_storage();
+    return engine_.cancel_jobs_batch(filter);
+  }
+  Engine::JobBatchResult delete_jobs_bulk(const JobQuery& filter) override {
+    warn_if_this_process_sees_its_own_storage();
+    return engine_.delete_jobs_batch(filter);
+  }
+  Engine::QueueRemoval remove_queue(const std::string& queue, bool force, int64_t after_id,
+                                    uint32_t limit) override {
+    warn_if_this_process_sees_its_own_storage();
+    Engine::QueueRemoval r = engine_.remove_queue(queue, force, after_id, limit);
+    // The same words as the API's not_found and failed_precondition.
+    if (r.not_found) throw NotFound(api::unknown_queue_message(queue));
+    if (r.running_refused > 0)
+      throw std::runtime_error(api::queue_running_message(queue, r.running_refused));
+    return r;
+  }
 
  private:
   // Storage that is neither durable nor shared with other processes lives in
@@ -254,6 +272,16 @@ class ApiBackend final : public Backend {
   }
   std::vector<JobOutcome> delete_jobs(std::span<const int64_t> ids) override {
     return client_.delete_jobs(ids);
+  }
+  Engine::JobBatchResult cancel_jobs_bulk(const JobQuery& filter) override {
+    return client_.cancel_jobs_bulk(filter);
+  }
+  Engine::JobBatchResult delete_jobs_bulk(const JobQuery& filter) override {
+    return client_.delete_jobs_bulk(filter);
+  }
+  Engine::QueueRemoval remove_queue(const std::string& queue, bool force, int64_t after_id,
+                                    uint32_t limit) override {
+    return client_.delete_queue(queue, force, after_id, limit);
   }
 
  private:

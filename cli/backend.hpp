@@ -66,6 +66,15 @@ class Backend {
   };
   virtual Cancelled cancel_job(int64_t id) = 0;
   virtual std::vector<JobOutcome> delete_jobs(std::span<const int64_t> ids) = 0;
+  // One batch of a bulk cancel / delete over filter.queue (Engine's
+  // cancel_jobs_batch, delete_jobs_batch; the API's CancelJobs, DeleteJobs).
+  virtual Engine::JobBatchResult cancel_jobs_bulk(const JobQuery& filter) = 0;
+  virtual Engine::JobBatchResult delete_jobs_bulk(const JobQuery& filter) = 0;
+  // One batch of a queue's removal (Engine::remove_queue; DeleteQueue):
+  // NotFound for an unknown queue, a runtime error naming the running jobs
+  // without force.
+  virtual Engine::QueueRemoval remove_queue(const std::string& queue, bool force, int64_t after_id,
+                                            uint32_t limit) = 0;
 };
 
 // An Engine on config's storage. A plugin's refusal of [storage.options]

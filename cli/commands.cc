@@ -99,7 +99,7 @@ int serve(const GlobalOptions& g) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   // A closed terminal (or a supervisor's reload) must not kill the process
-  // with leases held: SIGHUP is waited for too, logged and ignored.
+  // with leases held: SIGHUP is waited for too, and reloads the config file.
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
@@ -136,7 +136,7 @@ int serve(const GlobalOptions& g) {
   while (sig < 0 && !(broken = engine.storage_failure())) {
     sig = sigtimedwait(&signals, nullptr, &poll);
     if (sig == SIGHUP) {
-      spdlog::warn("SIGHUP: configuration reload is not supported; send SIGTERM to stop");
+      reload_config(g, config, server.get());
       sig = -1;
     }
   }
@@ -172,6 +172,16 @@ int enqueue(const GlobalOptions& g, const EnqueueArgs& args) {
   }
   // Through a server, the server checks it against its own config.
   if (!g.server_url) validate_http_job(load(g), a.job.queue, a.job.kind, a.job.payload);
+  // The built-in sleep's payload, as the server checks it (a bad one would
+  // only fail when the job runs).
+  if (a.job.kind == "sleep") {
+    try {
+      parse_sleep_payload(a.job.payload);
+    } catch (const ValidationError& e) {
+      if (!a.payload_file) throw;
+      throw ValidationError("payload", payload_file_name(*a.payload_file) + ": " + e.what());
+    }
+  }
   // Every --count is one transaction (all or none), held in memory at once:
   // these bound its size.
   if (a.count < 1 || a.count > kMaxEnqueueCount)
@@ -362,27 +372,33 @@ int exit_code_of(const std::vector<JobOutcome>& outcomes) {
   return 0;
 }
 
+// --state, repeated or comma-separated, as states without repeats; a name
+// that is no state is exit 2 naming --state.
+std::vector<JobState> parse_states(const std::vector<std::string>& lists) {
+  std::vector<JobState> states;
+  for (const std::string& list : lists) {
+    size_t start = 0;
+    while (start <= list.size()) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      JobState s;
+      try {
+        s = api::parse_job_state(list.substr(start, comma - start), "--state");
+      } catch (const ValidationError& e) {
+        throw UsageError(e.what());
+      }
+      if (std::find(states.begin(), states.end(), s) == states.end()) states.push_back(s);
+      start = comma + 1;
+    }
+  }
+  return states;
+}
+
 }  // namespace
 
 int jobs_ls(const GlobalOptions& g, const JobsLsArgs& a) {
   JobQuery query;
   if (!a.queue.empty()) validate_queue_name(a.queue);
-  for (const std::string& list : a.states) {
-    size_t start = 0;
-    while (start <= list.size()) {
-      const size_t comma = std::min(list.find(',', start), list.size());
-      const std::string name = list.substr(start, comma - start);
-      JobState s;
-      try {
-        s = api::parse_job_state(name, "--state");
-      } catch (const ValidationError& e) {
-        throw UsageError(e.what());
-      }
-      if (std::find(query.states.begin(), query.states.end(), s) == query.states.end())
-        query.states.push_back(s);
-      start = comma + 1;
-    }
-  }
+  query.states = parse_states(a.states);
   if (!a.kind.empty()) validate_job_kind(a.kind);
   query.kind = a.kind;
   query.limit = checked_page(a.limit, "--limit");
@@ -482,6 +498,120 @@ int jobs_rm(const GlobalOptions& g, const std::vector<std::string>& id_texts) {
       in_batches(ids, [&](std::span<const int64_t> b) { return backend->delete_jobs(b); });
   print_outcomes(g, "rm", outcomes);
   return exit_code_of(outcomes);
+}
+
+namespace {
+
+// --state of a bulk cancel or rm, repeated or comma-separated: each a state
+// op takes (cancel: not final; rm: final), else exit 2 naming --state.
+std::vector<JobState> bulk_states(const std::vector<std::string>& lists, bool cancel) {
+  const std::vector<JobState> states = parse_states(lists);
+  for (const JobState s : states) {
+    const std::string name = to_string(s);
+    const bool final_state =
+        s == JobState::kCompleted || s == JobState::kFailed || s == JobState::kCancelled;
+    if (cancel && final_state)
+      throw UsageError(
+          "--state of jobs cancel must be pending (= available), scheduled or running (jobs "
+          "that are not final), got " +
+          quote_for_message(name) + "; delete final jobs with conveyor jobs rm --queue Q --state " +
+          name);
+    if (!cancel && !final_state)
+      throw UsageError(
+          "--state of jobs rm must be completed, failed or cancelled (only final "
+          "jobs are deleted), got " +
+          quote_for_message(name) + "; cancel it first: conveyor jobs cancel " +
+          "--queue Q --state " + name);
+  }
+  return states;
+}
+
+// The bulk form of jobs cancel / rm: batches until the cursor ends.
+int jobs_bulk(const GlobalOptions& g, const JobsBulkArgs& a, bool cancel) {
+  const char* op = cancel ? "cancel" : "rm";
+  if (a.queue.empty())
+    throw UsageError(fmt::format(
+        "give job ids (conveyor jobs {0} ID...) or a queue (conveyor jobs {0} --queue Q {1}): "
+        "a bulk {0} acts on one queue, never on every queue",
+        op, cancel ? "[--state S]" : "--state S"));
+  validate_queue_name(a.queue);
+  std::vector<JobState> states = bulk_states(a.states, cancel);
+  if (!cancel && states.empty())
+    throw UsageError(
+        "give --state: the final states to delete (completed, failed, cancelled; repeat or "
+        "separate with commas), e.g. conveyor jobs rm --queue " +
+        a.queue + " --state completed,failed");
+  if (cancel && states.empty())
+    states = {JobState::kAvailable, JobState::kScheduled, JobState::kRunning};
+  JobQuery filter;
+  filter.queue = a.queue;
+  filter.states = states;
+  filter.limit = checked_page(a.batch, "--batch");
+  filter.after_id = parse_number(a.after, "--after", 0);
+  auto backend = open_backend(g);
+  int64_t done = 0, refused = 0, batches = 0;
+  while (true) {
+    const Engine::JobBatchResult r =
+        cancel ? backend->cancel_jobs_bulk(filter) : backend->delete_jobs_bulk(filter);
+    done += r.done;
+    refused += r.refused;
+    ++batches;
+    if (r.next_after_id == 0) break;
+    filter.after_id = r.next_after_id;
+    if (!g.json)
+      std::cerr << fmt::format("{} {} jobs of queue {} so far (resume with --after {})\n",
+                               cancel ? "cancelled" : "deleted", done, a.queue, filter.after_id);
+  }
+  print_bulk_done(g, cancel ? "cancel" : "rm", a.queue, states, done, refused, batches);
+  return 0;
+}
+
+}  // namespace
+
+int jobs_cancel_bulk(const GlobalOptions& g, const JobsBulkArgs& a) {
+  if (!a.ids.empty()) {
+    if (!a.queue.empty() || !a.states.empty())
+      throw UsageError("give job ids or --queue (with --state), not both");
+    return jobs_cancel(g, a.ids);
+  }
+  return jobs_bulk(g, a, true);
+}
+
+int jobs_rm_bulk(const GlobalOptions& g, const JobsBulkArgs& a) {
+  if (!a.ids.empty()) {
+    if (!a.queue.empty() || !a.states.empty())
+      throw UsageError("give job ids or --queue (with --state), not both");
+    return jobs_rm(g, a.ids);
+  }
+  return jobs_bulk(g, a, false);
+}
+
+int queues_rm(const GlobalOptions& g, const std::string& queue, bool force) {
+  validate_queue_name(queue);
+  auto backend = open_backend(g);
+  Engine::QueueRemoval total;
+  int64_t after = 0, batches = 0;
+  while (true) {
+    const Engine::QueueRemoval r = backend->remove_queue(queue, force, after, kListJobsMax);
+    if (batches == 0) total.was_paused = r.was_paused;
+    ++batches;
+    total.deleted += r.deleted;
+    total.cancelled += r.cancelled;
+    total.running_cancelled += r.running_cancelled;
+    total.kept += r.kept;
+    total.override_removed = r.override_removed;
+    total.key_settings_removed = r.key_settings_removed;
+    total.configured = r.configured;
+    if (r.next_after_id == 0) break;
+    after = r.next_after_id;
+    if (!g.json)
+      std::cerr << fmt::format(
+          "removing queue {}: {} jobs deleted so far (the queue is paused until the end; if "
+          "interrupted, run the command again)\n",
+          queue, total.deleted);
+  }
+  print_queue_removed(g, queue, total, batches);
+  return 0;
 }
 
 int plugin_info(const GlobalOptions& g, const std::string& plugin) {

@@ -2,6 +2,7 @@
 // for errors, which main() maps to exit codes and one-line messages.
 #pragma once
 
+#include <conveyor/config.hpp>
 #include <conveyor/job_request.hpp>
 
 #include <cstdint>
@@ -9,6 +10,10 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+namespace conveyor {
+class AdminServer;
+}  // namespace conveyor
 
 namespace conveyor::cli {
 
@@ -38,6 +43,22 @@ struct KeyTargetArgs {
 };
 
 int serve(const GlobalOptions& g);
+
+// `conveyor token new NAME --queues a,b [--methods ...] [--max-backpressure S]`:
+// a random token, printed once, and its [server.worker_tokens.NAME] block.
+struct TokenNewArgs {
+  std::string name;
+  std::vector<std::string> queues;   // each may be "a,b"
+  std::vector<std::string> methods;  // each may be "a,b"; none: the default
+  std::optional<int64_t> max_backpressure_s;
+};
+int token_new(const TokenNewArgs& a);
+// `conveyor token hash`: the SHA-256 (hex) of the token on standard input.
+int token_hash();
+// SIGHUP: re-reads the config file; applies the worker tokens (to server,
+// when there is one) and the log level, warns naming the other settings
+// that changed, keeps running as it is when the file does not load.
+void reload_config(const GlobalOptions& g, Config& running, AdminServer* server);
 int enqueue(const GlobalOptions& g, const EnqueueArgs& a);
 // scope: as typed ("process" or "fleet"); a bad one names --scope (exit 2).
 int ratelimit_set(const GlobalOptions& g, const std::string& queue, double rate,
@@ -78,6 +99,20 @@ struct JobsRetryArgs {
 int jobs_retry(const GlobalOptions& g, const JobsRetryArgs& a);
 int jobs_cancel(const GlobalOptions& g, const std::vector<std::string>& ids);
 int jobs_rm(const GlobalOptions& g, const std::vector<std::string>& ids);
+// `jobs cancel --queue Q [--state S]` and `jobs rm --queue Q --state S`: a
+// queue's jobs in bounded batches (--batch per call), resumable with
+// --after. With ids instead, the by-id forms above.
+struct JobsBulkArgs {
+  std::vector<std::string> ids;
+  std::string queue;
+  std::vector<std::string> states;  // each may be "a,b"
+  std::string after = "0";
+  int64_t batch = 1000;
+};
+int jobs_cancel_bulk(const GlobalOptions& g, const JobsBulkArgs& a);
+int jobs_rm_bulk(const GlobalOptions& g, const JobsBulkArgs& a);
+// `queues rm QUEUE [--force]`.
+int queues_rm(const GlobalOptions& g, const std::string& queue, bool force);
 int plugin_info(const GlobalOptions& g, const std::string& plugin);
 
 // A failure that is the user's to fix (exit code 2).

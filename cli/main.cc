@@ -42,6 +42,7 @@ std::string conversion_problem(const CLI::ConversionError& e) {
       {"--cost", "a whole number of tokens from 1 to " + std::to_string(conveyor::kMaxJobCost)},
       {"--limit", "a whole number from 1 to 1000"},
       {"--batch", "a whole number from 1 to 1000"},
+      {"--max-backpressure", "a whole number of seconds from 0 to 2592000"},
       {"weight", "a whole number from 1 to " + std::to_string(conveyor::kKeyWeightMax)},
   };
   const std::string what = e.what();
@@ -122,6 +123,13 @@ int main(int argc, char** argv) {
                           "tokens each job takes from its queue's rate limit, 1.." +
                               std::to_string(conveyor::kMaxJobCost) +
                               " (default 1); more than the queue's burst is refused");
+  // Read as text and checked by conveyor::parse_timeout_ms: a duration with
+  // a unit (30s, 1.5m, 500ms, 2h; no unit: seconds).
+  std::string timeout_text;
+  enqueue_cmd->add_option("--timeout", timeout_text,
+                          "how long one attempt of each job may run before it fails as timed "
+                          "out: a duration from 1ms to 7d, e.g. 30s, 1.5m, 500ms, 2h (no unit: "
+                          "seconds; default: the queue's job_timeout_s)");
   enqueue_cmd->add_option("--key", ea.job.key,
                           "the jobs' key: the queue's per-key limits and fair turns count them "
                           "under it (up to " +
@@ -183,6 +191,15 @@ int main(int argc, char** argv) {
   auto* queues_resume_cmd =
       queues_cmd->add_subcommand("resume", "let a paused queue be claimed again");
   queues_resume_cmd->add_option("queue", pause_queue, "queue name")->required();
+  bool rm_force = false;
+  auto* queues_rm_cmd = queues_cmd->add_subcommand(
+      "rm",
+      "remove a queue: its jobs, its rate-limit override, its key settings and its paused flag "
+      "(refused while jobs of it run, unless --force)");
+  queues_rm_cmd->add_option("queue", pause_queue, "queue name")->required();
+  queues_rm_cmd->add_flag("--force", rm_force,
+                          "also while jobs of it are running: they are cancelled (their "
+                          "handlers' results refused) and deleted");
 
   std::string keys_queue;
   int64_t keys_limit = 20;
@@ -233,15 +250,45 @@ int main(int argc, char** argv) {
                              "with --queue: start after this id (resume an interrupted run)");
   jobs_retry_cmd->add_option("--batch", ra.batch,
                              "with --queue: jobs per call, 1..1000 (default 1000)");
-  std::vector<std::string> job_ids;
-  auto* jobs_cancel_cmd =
-      jobs_cmd->add_subcommand("cancel",
-                               "cancel jobs that are not final (a running job's "
-                               "result is then refused)");
-  jobs_cancel_cmd->add_option("ids", job_ids, "job ids")->required();
-  auto* jobs_rm_cmd =
-      jobs_cmd->add_subcommand("rm", "delete final jobs (completed, failed, cancelled)");
-  jobs_rm_cmd->add_option("ids", job_ids, "job ids")->required();
+  JobsBulkArgs bulk;
+  // The bulk options of jobs cancel and rm (a queue's jobs, in batches).
+  const auto add_bulk = [&bulk](CLI::App* cmd, const std::string& states) {
+    cmd->add_option("ids", bulk.ids, "job ids (or --queue)");
+    cmd->add_option("--queue", bulk.queue, "instead of ids: this queue's jobs in --state");
+    cmd->add_option("--state", bulk.states, states);
+    cmd->add_option("--after", bulk.after,
+                    "with --queue: start after this id (resume an interrupted run)");
+    cmd->add_option("--batch", bulk.batch, "with --queue: jobs per call, 1..1000 (default 1000)");
+  };
+  auto* jobs_cancel_cmd = jobs_cmd->add_subcommand(
+      "cancel",
+      "cancel jobs that are not final, by id or a queue's (--queue); a running job's result is "
+      "then refused");
+  add_bulk(jobs_cancel_cmd,
+           "with --queue: pending (= available), scheduled, running; repeat or separate with "
+           "commas (default: all three)");
+  auto* jobs_rm_cmd = jobs_cmd->add_subcommand(
+      "rm", "delete final jobs (completed, failed, cancelled), by id or a queue's (--queue)");
+  add_bulk(jobs_rm_cmd,
+           "with --queue, required: completed, failed, cancelled; repeat or separate with commas");
+
+  TokenNewArgs token_args;
+  int64_t max_backpressure = -1;
+  auto* token_cmd = app.add_subcommand("token", "make worker tokens for [server.worker_tokens]");
+  token_cmd->require_subcommand(1);
+  auto* token_new_cmd = token_cmd->add_subcommand(
+      "new", "print a new random token once, and its config block (only its SHA-256)");
+  token_new_cmd->add_option("name", token_args.name, "the token's name (in refusals and logs)")
+      ->required();
+  token_new_cmd->add_option("--queues", token_args.queues,
+                            "queues it may work, comma-separated ('*': every queue); required");
+  token_new_cmd->add_option("--methods", token_args.methods,
+                            "methods it may call (default: claim,complete,fail,heartbeat,"
+                            "release; also enqueue, get_job)");
+  token_new_cmd->add_option("--max-backpressure", max_backpressure,
+                            "longest hold (s) its backpressure fails may set");
+  auto* token_hash_cmd = token_cmd->add_subcommand(
+      "hash", "print the SHA-256 (hex) of the token on standard input, for sha256 = \"...\"");
 
   std::string plugin;
   auto* plugin_cmd = app.add_subcommand("plugin", "storage plugins");
@@ -271,10 +318,9 @@ int main(int argc, char** argv) {
       if (arg.rfind("-", 0) == 0) continue;
       if (app.get_subcommands([&](CLI::App* sub) { return sub->get_name() == arg; }).empty())
         return fail(
-            2,
-            "unknown command '" + arg +
-                "' (commands: serve, enqueue, ratelimit, queues, keys, jobs, plugin; see conveyor "
-                "--help)");
+            2, "unknown command '" + arg +
+                   "' (commands: serve, enqueue, ratelimit, queues, keys, jobs, token, plugin; see "
+                   "conveyor --help)");
       break;
     }
     return fail(2, std::string(e.what()) + " (see conveyor --help)");
@@ -287,7 +333,12 @@ int main(int argc, char** argv) {
   try {
     setup_logging(serve_cmd->parsed());
     if (serve_cmd->parsed()) return serve(g);
-    if (enqueue_cmd->parsed()) return enqueue(g, ea);
+    if (enqueue_cmd->parsed()) {
+      if (enqueue_cmd->count("--timeout") > 0)
+        ea.job.timeout_s =
+            static_cast<double>(conveyor::parse_timeout_ms(timeout_text, "--timeout")) / 1e3;
+      return enqueue(g, ea);
+    }
     if (rl_set->parsed())
       return ratelimit_set(g, rl_queue, conveyor::parse_rate(rate_text, "--rate"), burst, scope,
                            rl_target);
@@ -297,6 +348,7 @@ int main(int argc, char** argv) {
     if (rl_rm->parsed()) return ratelimit_rm(g, rl_queue, rl_target);
     if (queues_pause_cmd->parsed()) return queues_pause(g, pause_queue, true);
     if (queues_resume_cmd->parsed()) return queues_pause(g, pause_queue, false);
+    if (queues_rm_cmd->parsed()) return queues_rm(g, pause_queue, rm_force);
     if (queues_cmd->parsed()) return queues(g);
     if (keys_weight_cmd->parsed()) {
       if (!keys_queue.empty() || keys_cmd->count("--limit") > 0)
@@ -315,9 +367,15 @@ int main(int argc, char** argv) {
     if (jobs_ls_cmd->parsed()) return jobs_ls(g, ls);
     if (jobs_show_cmd->parsed()) return jobs_show(g, show_id);
     if (jobs_retry_cmd->parsed()) return jobs_retry(g, ra);
-    if (jobs_cancel_cmd->parsed()) return jobs_cancel(g, job_ids);
-    if (jobs_rm_cmd->parsed()) return jobs_rm(g, job_ids);
+    if (jobs_cancel_cmd->parsed()) return jobs_cancel_bulk(g, bulk);
+    if (jobs_rm_cmd->parsed()) return jobs_rm_bulk(g, bulk);
     if (plugin_info_cmd->parsed()) return plugin_info(g, plugin);
+    if (token_new_cmd->parsed()) {
+      if (token_new_cmd->count("--max-backpressure") > 0)
+        token_args.max_backpressure_s = max_backpressure;
+      return token_new(token_args);
+    }
+    if (token_hash_cmd->parsed()) return token_hash();
     return fail(2, "no command given (see conveyor --help)");
   } catch (const conveyor::ValidationError& e) {
     return fail(2, e.what());

@@ -7,6 +7,7 @@
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -356,6 +357,16 @@ void print_queue_paused(const GlobalOptions& g, const std::string& queue, bool p
 namespace {
 
 // An RFC 3339 time, null for 0 (not set).
+// A run time as "1.234 s" (ms resolution), "250 ms" or "2 h 3 min 4 s".
+std::string format_run_time(int64_t us) {
+  const int64_t ms = us / 1000;
+  if (ms < 1000) return fmt::format("{} ms", ms);
+  if (ms < 60'000) return fmt::format("{}.{:03} s", ms / 1000, ms % 1000);
+  const int64_t s = ms / 1000;
+  if (s < 3600) return fmt::format("{} min {} s", s / 60, s % 60);
+  return fmt::format("{} h {} min {} s", s / 3600, s / 60 % 60, s % 60);
+}
+
 json time_json(int64_t us) { return us == 0 ? json(nullptr) : json(api::rfc3339(us)); }
 
 json job_json(const Job& j) {
@@ -374,6 +385,8 @@ json job_json(const Job& j) {
               {"last_error", j.last_error},
               {"cost", j.cost},
               {"key", j.key},
+              {"started_at", time_json(j.started_at_us)},
+              {"timeout_ms", j.timeout_ms},
               {"payload", j.payload}};
 }
 
@@ -409,8 +422,8 @@ void print_jobs(const GlobalOptions& g, const JobPage& page) {
   // read as before.
   const bool keys =
       std::any_of(page.jobs.begin(), page.jobs.end(), [](const Job& j) { return !j.key.empty(); });
-  std::vector<std::string> header{"ID",      "QUEUE",  "KIND",      "STATE",
-                                  "ATTEMPT", "RUN AT", "LAST ERROR"};
+  std::vector<std::string> header{"ID",      "QUEUE",  "KIND",    "STATE",
+                                  "ATTEMPT", "RUN AT", "STARTED", "LAST ERROR"};
   if (keys) header.insert(header.begin() + 2, "KEY");
   Table t(std::move(header));
   if (keys) t.text_column(2);
@@ -421,6 +434,7 @@ void print_jobs(const GlobalOptions& g, const JobPage& page) {
                                  to_string(j.state),
                                  fmt::format("{}/{}", j.attempt, j.max_attempts),
                                  api::rfc3339(j.run_at_us),
+                                 j.started_at_us == 0 ? "-" : api::rfc3339(j.started_at_us),
                                  one_line(j.last_error, 60)};
     if (keys) row.insert(row.begin() + 2, j.key.empty() ? "-" : key_cell(j.key));
     t.add(std::move(row));
@@ -448,7 +462,12 @@ void print_job(const GlobalOptions& g, const Job& j) {
   line("attempt", fmt::format("{} of {}", j.attempt, j.max_attempts));
   line("run at", api::rfc3339(j.run_at_us));
   line("created at", api::rfc3339(j.created_at_us));
+  if (j.timeout_ms != 0)
+    line("timeout", fmt::format("{} ms per attempt (the job's own)", j.timeout_ms));
+  if (j.started_at_us != 0) line("started at", api::rfc3339(j.started_at_us));
   if (j.finalized_at_us != 0) line("finalized at", api::rfc3339(j.finalized_at_us));
+  if (j.finalized_at_us != 0 && j.started_at_us != 0 && j.finalized_at_us >= j.started_at_us)
+    line("last attempt ran", format_run_time(j.finalized_at_us - j.started_at_us));
   if (j.state == JobState::kRunning && j.lease_expires_us != 0)
     line("lease expires at", api::rfc3339(j.lease_expires_us));
   if (!j.last_error.empty()) line("last error", j.last_error);
@@ -483,6 +502,67 @@ void print_bulk_retried(const GlobalOptions& g, const std::string& queue, const 
     print(json{{"queue", queue}, {"state", state}, {"retried", total}, {"batches", batches}});
   else
     std::cout << fmt::format("retried {} {} jobs of queue {}\n", total, state, queue);
+}
+
+void print_bulk_done(const GlobalOptions& g, const std::string& op, const std::string& queue,
+                     const std::vector<JobState>& states, int64_t done, int64_t refused,
+                     int64_t batches) {
+  const bool cancel = op == "cancel";
+  std::vector<std::string> names;
+  for (JobState s : states) names.emplace_back(to_string(s));
+  if (g.json) {
+    print(json{{"queue", queue},
+               {"states", names},
+               {cancel ? "cancelled" : "deleted", done},
+               {"refused", refused},
+               {"batches", batches}});
+    return;
+  }
+  std::cout << fmt::format("{} {} {} jobs of queue {}\n", cancel ? "cancelled" : "deleted", done,
+                           fmt::join(names, "/"), queue);
+  if (refused > 0)
+    std::cout << fmt::format(
+        "{} refused: listed, then {} before the {} reached them\n", refused,
+        cancel ? "already final (finished) or deleted" : "no longer final (retried) or deleted",
+        cancel ? "cancel" : "delete");
+}
+
+void print_queue_removed(const GlobalOptions& g, const std::string& queue,
+                         const Engine::QueueRemoval& t, int64_t batches) {
+  if (g.json) {
+    print(json{{"queue", queue},
+               {"deleted", t.deleted},
+               {"cancelled", t.cancelled},
+               {"running_cancelled", t.running_cancelled},
+               {"kept", t.kept},
+               {"override_removed", t.override_removed},
+               {"key_settings_removed", t.key_settings_removed},
+               {"was_paused", t.was_paused},
+               {"configured", t.configured},
+               {"batches", batches}});
+    return;
+  }
+  std::cout << fmt::format("queue {} removed: {} job(s) deleted ({} not final, cancelled first)\n",
+                           queue, t.deleted, t.cancelled);
+  std::cout << fmt::format(
+      "rate-limit override: {}; key settings removed: {}; paused flag: {}\n",
+      t.override_removed ? "removed" : "none", t.key_settings_removed,
+      t.was_paused ? "cleared (it was paused)" : "cleared (it was not paused)");
+  if (t.running_cancelled > 0)
+    std::cout << fmt::format(
+        "{} running job(s) cancelled (--force): their handlers may still be running; what they "
+        "report is refused, and they are not run again\n",
+        t.running_cancelled);
+  if (t.kept > 0)
+    std::cout << fmt::format(
+        "{} job(s) kept: they started, or changed, while the queue was removed; run conveyor "
+        "queues rm {} again once they are final\n",
+        t.kept, queue);
+  if (t.configured)
+    std::cout << fmt::format(
+        "note: [queues.{}] is in the config: the queue stays listed, empty, with its configured "
+        "settings; remove it from the config to forget it\n",
+        queue);
 }
 
 void print_cancelled(const GlobalOptions& g, const std::vector<CancelOutcome>& outcomes) {

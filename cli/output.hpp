@@ -53,5 +53,12 @@ struct CancelOutcome {
   std::optional<Job> job;  // after the cancel; the final job for WRONG_STATE
 };
 void print_cancelled(const GlobalOptions& g, const std::vector<CancelOutcome>& outcomes);
+// `jobs cancel --queue` / `jobs rm --queue`: op "cancel" or "rm".
+void print_bulk_done(const GlobalOptions& g, const std::string& op, const std::string& queue,
+                     const std::vector<JobState>& states, int64_t done, int64_t refused,
+                     int64_t batches);
+// `queues rm`: the totals of every batch.
+void print_queue_removed(const GlobalOptions& g, const std::string& queue,
+                         const Engine::QueueRemoval& total, int64_t batches);
 
 }  // namespace conveyor::cli

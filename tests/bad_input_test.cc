@@ -153,7 +153,7 @@ std::vector<CliRow> cli_rows(const TempDir& dir) {
        "retry_backoff_base_ms, "
        "retry_backoff_max_ms, max_backoff_s, backoff_base_ms, shutdown_timeout_ms, retention_s, "
        "unknown_kind_grace_s, "
-       "unknown_kind)"},
+       "unknown_kind, job_timeout_s)"},
       {"wrong type",
        head + "[engine]\npoll_interval_ms = \"fast\"\n",
        {"queues"},
@@ -722,6 +722,11 @@ std::vector<ApiRow> api_rows() {
   const std::string queue_rule =
       ": use 1-128 characters from A-Z a-z 0-9 . _ : - starting with a letter or digit";
   const std::string rate_rule = "ratePerSec: rate must be a finite number greater than 0, got ";
+  // A rate given as a JSON string is read as --rate reads its text.
+  const std::string rate_text_rule =
+      "ratePerSec: must be a plain decimal number of jobs per second from 0.001 to 1000000000 "
+      "(digits with an optional fraction and exponent, e.g. 50, 2.5 or 1e3; no sign, "
+      "hexadecimal, inf or nan), got ";
   const std::string burst_rule = "burst: burst must be a whole number from 1 to 4294967295, got ";
   // A payload one byte over the 1 MiB limit, as valid JSON.
   std::string big_payload = "\"" + std::string(1024 * 1024 - 1, 'x') + "\"";
@@ -812,14 +817,14 @@ std::vector<ApiRow> api_rows() {
        {},
        400,
        "invalid_argument",
-       rate_rule + "nan"},
+       rate_text_rule + "\"NaN\""},
       {"infinite rate",
        "AdminService/SetQueueRateLimit",
        R"({"queue":"kept","ratePerSec":"Infinity","burst":1})",
        {},
        400,
        "invalid_argument",
-       rate_rule + "inf"},
+       rate_text_rule + "\"Infinity\""},
       {"subnormal rate",
        "AdminService/SetQueueRateLimit",
        R"({"queue":"kept","ratePerSec":1e-320,"burst":1})",
@@ -848,7 +853,7 @@ std::vector<ApiRow> api_rows() {
        {},
        400,
        "invalid_argument",
-       "ratePerSec: must be a number, got \"fast\""},
+       rate_text_rule + "\"fast\""},
       {"burst 0 on an override",
        "AdminService/SetQueueRateLimit",
        R"({"queue":"kept","ratePerSec":5,"burst":0})",

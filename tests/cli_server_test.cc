@@ -280,10 +280,12 @@ TEST_F(CliServer, JobsCommandsThroughTheApi) {
   const std::vector<std::string> env = {"CONVEYOR_ADMIN_TOKEN=tok"};
   auto api = [&](std::vector<std::string> args) { return remote(std::move(args), env); };
   ASSERT_EQ(api({"enqueue", "email", "noop", "--count", "2", "--delay", "3600"}).exit_code, 0);
-  ASSERT_EQ(
-      api({"enqueue", "email", "sleep", "--payload", R"({"ms":-1})", "--count", "3"}).exit_code, 0);
+  ASSERT_EQ(api({"enqueue", "email", "http", "--payload", R"({"url":"http://127.0.0.1:9/"})",
+                 "--count", "3"})
+                .exit_code,
+            0);
   ASSERT_EQ(api({"enqueue", "other", "noop", "--delay", "3600"}).exit_code, 0);
-  // The server fails 3..5 for good (a bad sleep payload is a permanent error).
+  // The server fails 3..5 for good (an http job to loopback is refused at once).
   ASSERT_TRUE(test::wait_until([&] {
     auto r = api({"--json", "queues"});
     return r.exit_code == 0 && json::parse(r.out)[0]["failed"] == 3;
@@ -294,7 +296,7 @@ TEST_F(CliServer, JobsCommandsThroughTheApi) {
            {"--json", "jobs", "ls"},
            {"jobs", "ls", "--limit", "4"},
            {"--json", "jobs", "ls", "--limit", "4", "--after", "4"},
-           {"jobs", "ls", "--queue", "email", "--state", "failed", "--kind", "sleep"},
+           {"jobs", "ls", "--queue", "email", "--state", "failed", "--kind", "http"},
            {"jobs", "show", "3"},
            {"--json", "jobs", "show", "6"},
            {"jobs", "show", "999"},
@@ -599,6 +601,128 @@ TEST_F(CliServer, ReadOnlyServerRefusesJobChanges) {
   auto r = remote({"jobs", "ls"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "no jobs\n");
+}
+
+// Day-two operations (issue 41), through the API and on storage directly:
+// jobs cancel/rm --queue in batches with counts, bad states and a missing
+// --queue refused, a bad sleep payload refused at enqueue, and queues rm:
+// refused while a job runs, then --force removes jobs, override, key
+// settings and the paused flag; a configured queue stays listed, empty.
+TEST_F(CliServer, BulkJobOperationsAndQueueRemoval) {
+  start("allow_unauthenticated = true\n[queues.configured]\nmax_workers = 2\n");
+  auto counts = [&](const std::string& queue) {
+    const auto r = remote({"--json", "queues"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    for (const json& q : json::parse(r.out))
+      if (q["queue"] == queue) return q;
+    return json();
+  };
+  // A bad sleep payload is refused at enqueue, through the API and locally.
+  for (bool api : {true, false}) {
+    for (const char* payload : {R"({"ms":-1})", R"({"ms":"5"})", R"({"ms":4000000})", "[1]"}) {
+      std::vector<std::string> args{"enqueue", "bulk", "sleep", "--payload", payload};
+      const auto r = api ? remote(args) : local(args);
+      EXPECT_EQ(r.exit_code, 2) << payload << r.out;
+      EXPECT_NE(r.err.find("sleep job payload"), std::string::npos) << r.err;
+    }
+  }
+  const auto raw = test::http_send(
+      std::stoi(url_.substr(url_.rfind(':') + 1)),
+      test::http_request("POST", "/conveyor.v1.TaskService/Enqueue",
+                         {"Content-Type: application/json"},
+                         R"({"job":{"queue":"bulk","kind":"sleep","payload":"{\"ms\":-1}"}})"));
+  EXPECT_EQ(raw.status, 400);
+  EXPECT_NE(raw.body.find("job.payload: sleep job payload: ms must be a whole number from 0 to "
+                          "3600000 (milliseconds), got -1"),
+            std::string::npos)
+      << raw.body;
+  EXPECT_TRUE(counts("bulk").is_null());  // nothing enqueued
+
+  for (bool api : {true, false}) {
+    SCOPED_TRACE(api ? "through the API" : "on storage");
+    auto cli = [&](std::vector<std::string> args) { return api ? remote(args) : local(args); };
+    const std::string q = api ? "bulk-api" : "bulk-local";
+    ASSERT_EQ(cli({"enqueue", q, "noop", "--count", "25", "--delay", "3600"}).exit_code, 0);
+    ASSERT_EQ(cli({"enqueue", "keep", "noop", "--delay", "3600"}).exit_code, 0);
+    // Refused: no queue, a final state for cancel, no or a non-final state for rm.
+    auto r = cli({"jobs", "cancel"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("never on every queue"), std::string::npos) << r.err;
+    r = cli({"jobs", "rm", "--state", "cancelled"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("conveyor jobs rm --queue Q --state S"), std::string::npos) << r.err;
+    r = cli({"jobs", "cancel", "--queue", q, "--state", "completed"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--state of jobs cancel must be"), std::string::npos) << r.err;
+    r = cli({"jobs", "rm", "--queue", q});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("give --state"), std::string::npos) << r.err;
+    r = cli({"jobs", "rm", "--queue", q, "--state", "scheduled"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(counts(q)["scheduled"], 25);  // nothing done
+    // Cancel in batches of 10: 25 cancelled, progress with the cursor.
+    r = cli({"--json", "jobs", "cancel", "--queue", q, "--batch", "10"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    json j = json::parse(r.out);
+    EXPECT_EQ(j["cancelled"], 25);
+    EXPECT_EQ(j["refused"], 0);
+    EXPECT_EQ(j["batches"], 3);
+    EXPECT_EQ(counts(q)["cancelled"], 25);
+    EXPECT_EQ(counts("keep")["scheduled"].get<int>(), api ? 1 : 2);
+    r = cli({"jobs", "rm", "--queue", q, "--state", "failed,cancelled", "--batch", "7"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("deleted 25 failed/cancelled jobs of queue " + q), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.err.find("(resume with --after "), std::string::npos) << r.err;
+    const json left = counts(q);  // a queue with no jobs left may not be listed
+    EXPECT_TRUE(left.is_null() || left["cancelled"] == 0) << left;
+  }
+
+  // queues rm: a running job refuses it, nothing changed.
+  ASSERT_EQ(remote({"enqueue", "gone", "sleep", "--payload", R"({"ms":60000})"}).exit_code, 0);
+  ASSERT_EQ(remote({"enqueue", "gone", "noop", "--count", "3", "--delay", "3600"}).exit_code, 0);
+  ASSERT_EQ(remote({"ratelimit", "set", "gone", "--rate", "5"}).exit_code, 0);
+  ASSERT_EQ(remote({"keys", "weight", "gone", "a", "3"}).exit_code, 0);
+  ASSERT_TRUE(test::wait_until([&] { return counts("gone")["running"] == 1; }));
+  for (bool api : {true, false}) {
+    const std::vector<std::string> args{"queues", "rm", "gone"};
+    const auto r = api ? remote(args) : local(args);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("queue gone has 1 running job(s): nothing removed"), std::string::npos)
+        << r.err;
+  }
+  EXPECT_EQ(counts("gone")["scheduled"], 3);
+  EXPECT_EQ(counts("gone")["limit"]["source"], "override");
+  EXPECT_EQ(counts("gone")["paused"], false);
+  ASSERT_EQ(remote({"queues", "pause", "gone"}).exit_code, 0);
+  auto r = remote({"--json", "queues", "rm", "gone", "--force"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["deleted"], 4);
+  EXPECT_EQ(j["running_cancelled"], 1);
+  EXPECT_EQ(j["override_removed"], true);
+  EXPECT_EQ(j["key_settings_removed"], 1);
+  EXPECT_EQ(j["was_paused"], true);
+  EXPECT_EQ(j["configured"], false);
+  json gone = counts("gone");
+  if (!gone.is_null()) {  // storage still knows the name: empty, unpaused, unlimited
+    EXPECT_EQ(gone["scheduled"], 0);
+    EXPECT_EQ(gone["running"], 0);
+    EXPECT_EQ(gone["paused"], false);
+    EXPECT_NE(gone["limit"]["source"], "override");
+  }
+  r = remote({"--json", "ratelimit", "ls"});
+  EXPECT_EQ(json::parse(r.out)["key_settings"].size(), 0u) << r.out;
+  // Unknown: exit 1; configured: it stays listed, empty, and says so.
+  r = remote({"queues", "rm", "never-seen"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("queue never-seen not found"), std::string::npos) << r.err;
+  ASSERT_EQ(remote({"enqueue", "configured", "noop", "--delay", "3600"}).exit_code, 0);
+  r = local({"queues", "rm", "configured"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("queue configured removed: 1 job(s) deleted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[queues.configured] is in the config"), std::string::npos) << r.out;
+  EXPECT_EQ(counts("configured")["scheduled"], 0);
 }
 
 }  // namespace

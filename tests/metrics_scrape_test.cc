@@ -55,8 +55,9 @@ TEST(MetricsScrape, PromtoolAcceptsAScrapeWithLimitedPausedFailingAndIdleQueues)
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"enqueue", "paused", "noop", "--count", "3"},
            {"enqueue", "limited", "noop", "--count", "5"},
-           // A bad payload fails the built-in sleep at once.
-           {"enqueue", "failing", "sleep", "--payload", R"({"ms":-1})", "--count", "2"},
+           // An http job to loopback fails at once (the address guard).
+           {"enqueue", "failing", "http", "--payload", R"({"url":"http://127.0.0.1:9/"})",
+            "--count", "2"},
            // No consumer serves this kind: it waits, and is named.
            {"enqueue", "unserved", "no-such-kind", "--count", "2"},
            // A keyed queue: key a's bucket holds one job, so two wait throttled.
@@ -109,10 +110,12 @@ TEST(MetricsScrape, PromtoolAcceptsAScrapeWithLimitedPausedFailingAndIdleQueues)
   EXPECT_TRUE(has_line(text, R"(conveyor_queue_jobs{queue="paused",state="pending"} 3)"));
   EXPECT_TRUE(has_line(text, R"(conveyor_queue_jobs{queue="limited",state="pending"} 4)"));
   EXPECT_TRUE(has_line(text, R"(conveyor_queue_jobs{queue="idle",state="pending"} 0)"));
-  EXPECT_TRUE(
-      has_line(text, R"(conveyor_ratelimit_rate{queue="limited",source="queue-config",scope="process"} 0.5)"));
-  EXPECT_TRUE(
-      has_line(text, R"(conveyor_ratelimit_burst{queue="limited",source="queue-config",scope="process"} 1)"));
+  EXPECT_TRUE(has_line(
+      text,
+      R"(conveyor_ratelimit_rate{queue="limited",source="queue-config",scope="process"} 0.5)"));
+  EXPECT_TRUE(has_line(
+      text,
+      R"(conveyor_ratelimit_burst{queue="limited",source="queue-config",scope="process"} 1)"));
   EXPECT_TRUE(has_line(text, "conveyor_ratelimit_enabled 1"));
   EXPECT_EQ(text.find(R"(conveyor_ratelimit_rate{queue="idle")"), std::string::npos);
   EXPECT_TRUE(has_line(text, R"(conveyor_jobs_completed_total{queue="limited"} 1)"));

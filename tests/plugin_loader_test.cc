@@ -350,7 +350,8 @@ TEST(PluginLoader, NewerMinorLoadsWithTheHostsSlots) {
                                       "set_rate_limit_v2", "enqueue_v3", "add_shared_state",
                                       "enqueue_v4", "claim_keys", "list_ready_keys",
                                       "set_key_setting", "delete_key_setting", "list_key_settings",
-                                      "delete_shared_states", "add_shared_states"}));
+                                      "delete_shared_states", "add_shared_states",
+                                      "enqueue_v5"}));
 
   // The host copy is the host's size and says so.
   const conveyor_storage_plugin& t = plugin->table();
@@ -400,7 +401,7 @@ TEST(PluginLoader, ThrowingCppPluginReturnsInternal) {
                              "set_rate_limit_v2", "enqueue_v3", "add_shared_state", "enqueue_v4",
                              "claim_keys", "list_ready_keys", "set_key_setting",
                              "delete_key_setting", "list_key_settings", "delete_shared_states",
-                             "add_shared_states"));
+                             "add_shared_states", "enqueue_v5"));
   EXPECT_NE(info.capabilities & CONVEYOR_CAP_NOTIFY, 0u);
 
   const conveyor_storage_plugin& t = plugin->table();

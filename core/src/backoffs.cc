@@ -13,7 +13,7 @@ Backoffs::Backoffs(const EngineConfig& config, const Clock& clock)
 
 Backoffs::Answer Backoffs::hold(const std::string& queue,
                                 std::optional<std::chrono::milliseconds> delay, SteadyTime sent,
-                                std::string reason) {
+                                std::string reason, std::optional<std::chrono::milliseconds> cap) {
   const SteadyTime now = clock_.steady_now();
   const int64_t now_us = clock_.wall_now_us();
   MutexLock lock(mu_);
@@ -38,6 +38,7 @@ Backoffs::Answer Backoffs::hold(const std::string& queue,
     length = std::chrono::milliseconds(
         static_cast<int64_t>(std::min(doubled, static_cast<double>(max_unnamed_.count()))));
   }
+  if (cap) length = std::clamp(length, std::chrono::milliseconds(0), *cap);
   h.began = now;
   h.until = now + length;
   h.until_us = now_us + std::chrono::duration_cast<std::chrono::microseconds>(length).count();

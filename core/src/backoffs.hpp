@@ -66,8 +66,11 @@ class Backoffs {
 
   // A backpressure answer to a request of queue sent at sent: delay is the
   // delay the downstream named (nullopt: none), reason what it said.
+  // cap, when set, bounds the hold this answer sets (a worker token's
+  // max_backpressure_s).
   Answer hold(const std::string& queue, std::optional<std::chrono::milliseconds> delay,
-              SteadyTime sent, std::string reason) EXCLUDES(mu_);
+              SteadyTime sent, std::string reason,
+              std::optional<std::chrono::milliseconds> cap = std::nullopt) EXCLUDES(mu_);
   // A request of queue sent at sent succeeded.
   void succeeded(std::string_view queue, SteadyTime sent) EXCLUDES(mu_);
   // Ends queue's hold and its episode; whether a hold was in force.

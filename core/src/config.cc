@@ -4,6 +4,7 @@
 #include <conveyor/config.hpp>
 #include <conveyor/validation.hpp>
 
+#include <openssl/sha.h>
 #include <spdlog/spdlog.h>
 #include <toml++/toml.h>
 #include <unistd.h>
@@ -211,7 +212,7 @@ constexpr U32Key kEngineU32Keys[] = {
 
 class Reader {
  public:
-  explicit Reader(std::string_view source) : source_(source) {}
+  Reader(std::string_view source, const EnvLookup& env) : source_(source), env_(env) {}
 
   void read_root(const toml::table& root, Config& config) const;
 
@@ -235,6 +236,7 @@ class Reader {
 
   bool read_bool(const Field& f) const;
   double read_number(const Field& f, bool allow_zero) const;
+  double read_job_timeout(const Field& f) const;
   uint32_t read_u32(const Field& f, int64_t min, int64_t max = kU32Max) const;
   std::string read_string(const Field& f, bool allow_empty) const;
   const toml::table& read_table(const Field& f) const;
@@ -260,9 +262,13 @@ class Reader {
   void check_tls_pair(const TlsFields& read) const;
   std::string read_tls_path(const Field& f, bool directory) const;
   void read_server(const Field& f, ServerConfig& server) const;
+  void read_worker_tokens(const Field& f, std::vector<WorkerTokenConfig>& tokens) const;
+  WorkerTokenConfig read_worker_token(const Field& f, std::string name) const;
+  std::vector<std::string> read_string_array(const Field& f, const std::string& example) const;
   void read_log(const Field& f, LogConfig& log) const;
 
   std::string source_;
+  const EnvLookup& env_;  // token_env's variables
 };
 
 void Reader::walk(const toml::table& table, const std::string& path,
@@ -324,6 +330,21 @@ double Reader::read_number(const Field& f, bool allow_zero) const {
     fail_type(f, "at least " + format_number(kMinRatePerSec) + " (jobs per second: one job every " +
                      format_number(1 / kMinRatePerSec) + " s; to stop a queue, pause it" +
                      (allow_zero ? ", or write 0 for no limit)" : ")"));
+  return *value;
+}
+
+// job_timeout_s: 0 (no limit) or 0.001 to kMaxJobTimeoutS seconds, in decimal.
+double Reader::read_job_timeout(const Field& f) const {
+  const std::string rule = "a number of seconds, 0.001 to " + format_number(kMaxJobTimeoutS) +
+                           " (7 days), or 0 for no timeout";
+  std::optional<double> value;
+  if (const auto* d = f.node.as_floating_point()) value = d->get();
+  if (const auto* i = f.node.as_integer()) value = static_cast<double>(i->get());
+  if (!value || !std::isfinite(*value) || *value < 0 || *value > kMaxJobTimeoutS ||
+      (*value != 0 && *value < 0.001))
+    fail_type(f, rule);
+  if (const auto* i = f.node.as_integer(); i != nullptr && i->flags() != toml::value_flags::none)
+    fail(f, "must be written in decimal (e.g. 30 or 2.5), not in hexadecimal, octal or binary");
   return *value;
 }
 
@@ -427,6 +448,8 @@ void Reader::read_engine(const Field& f, EngineConfig& engine) const {
                     else
                       fail(k, "must be \"fail\" or \"retry\", got " + quote_for_message(name));
                   }});
+  keys.push_back(
+      {"job_timeout_s", [&](const Field& k) { engine.job_timeout_s = read_job_timeout(k); }});
   const toml::table& table = read_table(f);
   walk(table, f.path, keys);
   check_backoff(table, f.path, engine);
@@ -471,7 +494,8 @@ QueueConfig Reader::read_queue(const Field& f) const {
        {"key_rate_limit",
         [&](const Field& k) { queue.key_rate_limit = read_queue_rate_limit(k, "key_rate_limit"); }},
        {"key_max_workers", [&](const Field& k) { queue.key_max_workers = read_u32(k, 1); }},
-       {"fairness", [&](const Field& k) { queue.fairness = read_fairness(k); }}});
+       {"fairness", [&](const Field& k) { queue.fairness = read_fairness(k); }},
+       {"job_timeout_s", [&](const Field& k) { queue.job_timeout_s = read_job_timeout(k); }}});
   if (queue.fairness == Fairness::kFifo && (queue.key_rate_limit || queue.key_max_workers))
     fail(f,
          "fairness = \"fifo\" claims across keys in claim order, so it cannot hold "
@@ -679,6 +703,7 @@ void Reader::read_server(const Field& f, ServerConfig& server) const {
            server.worker_token = read_string(k, false);
            if (auto problem = token_problem(server.worker_token)) fail(k, *problem);
          }},
+        {"worker_tokens", [&](const Field& k) { read_worker_tokens(k, server.worker_tokens); }},
         {"allow_unauthenticated",
          [&](const Field& k) {
            if (const auto* s = k.node.as_string(); s != nullptr && s->get() == "loopback") {
@@ -696,6 +721,146 @@ void Reader::read_server(const Field& f, ServerConfig& server) const {
         // /metrics' cap on queues with series of their own (0: none).
         {"metrics_max_queues",
          [&](const Field& k) { server.metrics_max_queues = read_u32(k, 0); }}});
+}
+
+std::vector<std::string> Reader::read_string_array(const Field& f,
+                                                   const std::string& example) const {
+  const auto* array = f.node.as_array();
+  if (array == nullptr) fail_type(f, "an array of strings (" + example + ")");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < array->size(); ++i) {
+    const Field item{*array->get(i), f.path + "[" + std::to_string(i) + "]", f.key_line};
+    std::string value = read_string(item, false);
+    if (std::find(out.begin(), out.end(), value) != out.end())
+      fail(item, quote_for_message(value) + " is listed twice");
+    out.push_back(std::move(value));
+  }
+  if (out.empty()) fail(f, "must not be empty (" + example + ")");
+  return out;
+}
+
+void Reader::read_worker_tokens(const Field& f, std::vector<WorkerTokenConfig>& tokens) const {
+  tokens.clear();
+  for (const auto& [key, node] : in_file_order(read_table(f))) {
+    const Field token{*node, key_path(f.path, key->str()), key->source().begin.line};
+    const std::string_view name = key->str();
+    const bool name_ok =
+        !name.empty() && name.size() <= 64 && std::isalnum(static_cast<unsigned char>(name[0])) &&
+        std::all_of(name.begin(), name.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+        });
+    if (!name_ok)
+      fail_at(token.key_line, token.path,
+              "a worker token's name must be 1 to 64 letters, digits, '_', '-' or '.', starting "
+              "with a letter or digit (it names the token in refusals and logs), got " +
+                  quote_for_message(name));
+    tokens.push_back(read_worker_token(token, std::string(name)));
+    // The same token twice would make the scope of a call depend on file order.
+    for (size_t i = 0; i + 1 < tokens.size(); ++i)
+      if (tokens[i].sha256 == tokens.back().sha256)
+        fail_at(token.key_line, token.path,
+                "is the same token as " + key_path(f.path, tokens[i].name) +
+                    ": give every worker token a secret of its own (conveyor token new NAME)");
+  }
+}
+
+WorkerTokenConfig Reader::read_worker_token(const Field& f, std::string name) const {
+  WorkerTokenConfig token;
+  token.name = std::move(name);
+  const std::string methods_known = [] {
+    std::string known;
+    for (WorkerMethod m : kWorkerMethods)
+      known += (known.empty() ? "" : ", ") + std::string(to_string(m));
+    return known;
+  }();
+  walk(read_table(f), f.path,
+       {{"sha256",
+         [&](const Field& k) {
+           std::string hex = read_string(k, false);
+           std::transform(hex.begin(), hex.end(), hex.begin(),
+                          [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+           if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+             fail(k,
+                  "must be the 64 hex digits of the token's SHA-256 (printf %s TOKEN | "
+                  "conveyor token hash), got " +
+                      std::to_string(hex.size()) + " characters" +
+                      (hex.find_first_not_of("0123456789abcdef") != std::string::npos
+                           ? " with a non-hex one"
+                           : ""));
+           token.sha256 = std::move(hex);
+         }},
+        {"token_env",
+         [&](const Field& k) {
+           token.token_env = read_string(k, false);
+           const std::string& var = token.token_env;
+           if (std::isdigit(static_cast<unsigned char>(var.front())) ||
+               !std::all_of(var.begin(), var.end(), [](char c) {
+                 return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+               }))
+             fail(k,
+                  "must be the name of an environment variable (letters, digits and _, not "
+                  "starting with a digit), got " +
+                      quote_for_message(var));
+           const std::optional<std::string> value = env_(var.c_str());
+           if (!value || value->empty())
+             fail(k, "environment variable " + var +
+                         " is not set (or empty): set it to the token, or write sha256 = "
+                         "\"...\" instead (conveyor token hash)");
+           if (auto problem = token_problem(*value))
+             fail(k, "environment variable " + var + ": " + *problem);
+           token.sha256 = sha256_hex(*value);
+         }},
+        {"queues",
+         [&](const Field& k) {
+           token.queues = read_string_array(k, "[\"email\", \"sms\"], or [\"*\"] for every queue");
+           token.every_queue =
+               std::find(token.queues.begin(), token.queues.end(), "*") != token.queues.end();
+           if (token.every_queue && token.queues.size() > 1)
+             fail(k,
+                  "\"*\" (every queue) cannot be listed with queue names: write [\"*\"] "
+                  "alone, or only names");
+           if (token.every_queue) {
+             token.queues.clear();
+             return;
+           }
+           for (size_t i = 0; i < token.queues.size(); ++i) {
+             try {
+               validate_queue_name(token.queues[i]);
+             } catch (const ValidationError& e) {
+               fail_at(k.key_line, k.path + "[" + std::to_string(i) + "]", e.what());
+             }
+           }
+           std::sort(token.queues.begin(), token.queues.end());
+         }},
+        {"methods",
+         [&](const Field& k) {
+           token.methods = 0;
+           const std::vector<std::string> names =
+               read_string_array(k, "[\"claim\", \"complete\", ...]; known: " + methods_known);
+           for (size_t i = 0; i < names.size(); ++i) {
+             const auto* m = std::find_if(std::begin(kWorkerMethods), std::end(kWorkerMethods),
+                                          [&](WorkerMethod w) { return names[i] == to_string(w); });
+             if (m == std::end(kWorkerMethods))
+               fail_at(k.key_line, k.path + "[" + std::to_string(i) + "]",
+                       "unknown method " + quote_for_message(names[i]) +
+                           " (known: " + methods_known + ")");
+             token.methods |= method_bit(*m);
+           }
+         }},
+        {"max_backpressure_s",
+         [&](const Field& k) { token.max_backpressure_s = read_u32(k, 0, 30 * 86400); }}});
+  const bool hashed = f.node.as_table()->contains("sha256");
+  if (hashed && !token.token_env.empty()) fail(f, "give sha256 or token_env, not both");
+  if (token.sha256.empty())
+    fail(f,
+         "missing the token: write sha256 = \"<hex>\" (the token's SHA-256; conveyor token new " +
+             token.name + " makes a token and prints it) or token_env = \"VAR\"");
+  if (token.queues.empty() && !token.every_queue)
+    fail(f,
+         "missing queues: list the queues this token may work, e.g. queues = [\"email\"] "
+         "(there is no default, so a new token reaches no queue by accident; [\"*\"] is "
+         "every queue)");
+  return token;
 }
 
 // ---- environment overrides --------------------------------------------------
@@ -820,6 +985,24 @@ void apply_env(Config& config, const EnvLookup& env) {
 // the whole API. Which setting each came from, never the tokens themselves.
 void check_tokens(const Config& config, const EnvLookup& env) {
   const ServerConfig& s = config.server;
+  // A named token equal to the admin token (or the legacy worker token)
+  // would make its scope depend on which rule is checked first.
+  const std::string admin = s.admin_token.empty() ? "" : sha256_hex(s.admin_token);
+  const std::string worker = s.worker_token.empty() ? "" : sha256_hex(s.worker_token);
+  for (const WorkerTokenConfig& t : s.worker_tokens) {
+    const std::string where = config.source + ": " + key_path("server.worker_tokens", t.name);
+    if (t.sha256 == admin)
+      throw ConfigError(where +
+                        ": the token is the admin token, so this worker could call the whole "
+                        "API: give it a token of its own (conveyor token new " +
+                        t.name + ")");
+    if (t.sha256 == worker)
+      throw ConfigError(where +
+                        ": the token is [server] worker_token (or CONVEYOR_WORKER_TOKEN), which "
+                        "may call every worker method on every queue: give it a token of its "
+                        "own (conveyor token new " +
+                        t.name + ")");
+  }
   if (s.admin_token.empty() || s.admin_token != s.worker_token) return;
   const auto origin = [&](const char* var, const char* key) {
     return env_value(env, var) ? std::string("environment variable ") + var
@@ -909,6 +1092,39 @@ const char* to_string(Fairness fairness) noexcept {
   return fairness == Fairness::kFifo ? "fifo" : "fair";
 }
 
+const char* to_string(WorkerMethod method) noexcept {
+  switch (method) {
+    case WorkerMethod::kClaim:
+      return "claim";
+    case WorkerMethod::kComplete:
+      return "complete";
+    case WorkerMethod::kFail:
+      return "fail";
+    case WorkerMethod::kHeartbeat:
+      return "heartbeat";
+    case WorkerMethod::kRelease:
+      return "release";
+    case WorkerMethod::kEnqueue:
+      return "enqueue";
+    case WorkerMethod::kGetJob:
+      return "get_job";
+  }
+  return "?";
+}
+
+std::string sha256_hex(std::string_view text) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * SHA256_DIGEST_LENGTH);
+  for (unsigned char byte : digest) {
+    hex += kHex[byte >> 4];
+    hex += kHex[byte & 15];
+  }
+  return hex;
+}
+
 const char* to_string(LogLevel level) noexcept {
   switch (level) {
     case LogLevel::kTrace:
@@ -944,6 +1160,13 @@ uint32_t Config::max_workers_for(std::string_view queue) const {
   const auto it = queues.find(std::string(queue));
   if (it != queues.end() && it->second.max_workers) return *it->second.max_workers;
   return engine.max_workers;
+}
+
+int64_t Config::job_timeout_ms_for(std::string_view queue) const {
+  const auto it = queues.find(std::string(queue));
+  const double seconds = it != queues.end() && it->second.job_timeout_s ? *it->second.job_timeout_s
+                                                                        : engine.job_timeout_s;
+  return static_cast<int64_t>(std::llround(seconds * 1000));
 }
 
 std::optional<ConfigError> storage_option_error(const Config& config, std::string_view message) {
@@ -1034,7 +1257,7 @@ Config parse_config(std::string_view toml_text, std::string_view source_name, co
   }
   Config config;
   config.source = source;
-  Reader(source).read_root(root, config);
+  Reader(source, env).read_root(root, config);
   (void)check_env_names(env_names);  // warnings: the caller's (see the overload above)
   apply_env(config, env);
   check_tokens(config, env);

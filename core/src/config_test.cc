@@ -49,7 +49,7 @@ constexpr const char* kEngineKeys =
     "rescue_interval_ms, max_attempts, retry_backoff_base_ms, retry_backoff_max_ms, max_backoff_s, "
     "backoff_base_ms, "
     "shutdown_timeout_ms, "
-    "retention_s, unknown_kind_grace_s, unknown_kind";
+    "retention_s, unknown_kind_grace_s, unknown_kind, job_timeout_s";
 
 TEST(Config, ParsesEveryKey) {
   const Config c = parse(R"(
@@ -313,11 +313,11 @@ TEST(ConfigUnknownKey, InStorage) {
 }
 
 TEST(ConfigUnknownKey, InAQueue) {
-  EXPECT_EQ(
-      config_error("[queues.email]\nmax_worker = 5\n"),
-      "test.toml:2: queues.email.max_worker: unknown key (known keys in [queues.email]: "
-      "max_workers, rate_limit, http, key_from, key_rate_limit, key_max_workers, fairness); did "
-      "you mean max_workers?");
+  EXPECT_EQ(config_error("[queues.email]\nmax_worker = 5\n"),
+            "test.toml:2: queues.email.max_worker: unknown key (known keys in [queues.email]: "
+            "max_workers, rate_limit, http, key_from, key_rate_limit, key_max_workers, fairness, "
+            "job_timeout_s); did "
+            "you mean max_workers?");
 }
 
 TEST(Config, QueueKeySettings) {
@@ -374,7 +374,8 @@ TEST(ConfigUnknownKey, InAQueueRateLimit) {
 TEST(ConfigUnknownKey, InServer) {
   EXPECT_EQ(config_error("[server]\nlisten = \"127.0.0.1:1\"\nport = 8080\n"),
             "test.toml:3: server.port: unknown key (known keys in [server]: listen, admin_token, "
-            "worker_token, allow_unauthenticated, read_only, max_body_bytes, metrics_max_queues)");
+            "worker_token, worker_tokens, allow_unauthenticated, read_only, max_body_bytes, "
+            "metrics_max_queues)");
 }
 
 TEST(ConfigUnknownKey, FirstInFileOrderIsReported) {

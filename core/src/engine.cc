@@ -123,7 +123,8 @@ struct Engine::Impl {
                       backpressure(r.name, job.key, delay, why, job.id, started);
                     },
                 .succeeded = [this](const QueueRunner& r,
-                                    SteadyTime started) { backoffs.succeeded(r.name, started); }}),
+                                    SteadyTime started) { backoffs.succeeded(r.name, started); }},
+               [this](const std::string& q) { return config.job_timeout_ms_for(q); }),
         dispatcher(*storage, limits, clock, metrics, dispatch_options(),
                    [this](QueueRunner& r, std::vector<Job>&& jobs) {
                      runner.execute(r, std::move(jobs));
@@ -132,7 +133,9 @@ struct Engine::Impl {
             *storage, dispatcher, served, clock, config,
             [this](const std::string& queue, const std::string& key,
                    std::chrono::milliseconds delay, const std::string& why, int64_t job_id,
-                   SteadyTime granted) { backpressure(queue, key, delay, why, job_id, granted); },
+                   SteadyTime granted, std::optional<std::chrono::milliseconds> max_hold) {
+              return backpressure(queue, key, delay, why, job_id, granted, max_hold);
+            },
             [this](const std::string& queue, SteadyTime granted) {
               backoffs.succeeded(queue, granted);
             }),
@@ -140,7 +143,7 @@ struct Engine::Impl {
                     engine_maintenance_steps(
                         {*storage, follower, dispatcher, leases, clock, config, metrics,
                          storage->has_slot(StorageSlot::kListJobs) ? &unserved : nullptr, &remote,
-                         /*sweep_pending=*/sweeps_pending_jobs(*storage)})),
+                         /*sweep_pending=*/sweeps_pending_jobs(*storage), &runner})),
         pump(*storage, {[this](const std::string& q) {
                           dispatcher.add_or_wake(q, config.max_workers_for(q));
                         },
@@ -171,27 +174,33 @@ struct Engine::Impl {
 
   // The downstream asked queue to wait, answering a job started at sent:
   // hold its dispatch (Backoffs has the rules). delay > 0: named; 0: none
-  // named; < 0 (kRetryNow): "now".
-  void backpressure(const std::string& queue, const std::string& key,
-                    std::chrono::milliseconds delay, const std::string& why, int64_t job_id,
-                    SteadyTime sent) {
+  // named; < 0 (kRetryNow): "now". max_hold bounds the hold it sets.
+  // Returns when the hold in force ends (wall clock, us).
+  int64_t backpressure(const std::string& queue, const std::string& key,
+                       std::chrono::milliseconds delay, const std::string& why, int64_t job_id,
+                       SteadyTime sent,
+                       std::optional<std::chrono::milliseconds> max_hold = std::nullopt) {
     std::optional<std::chrono::milliseconds> named;
     if (delay.count() != 0) named = std::max(delay, std::chrono::milliseconds(0));
     if (!key.empty() && hold_scope(queue) == HttpTargetConfig::Hold::kKey) {
       // The key alone waits: the named delay, else backoff_base_ms, at most
       // max_backoff_s. (No doubling per key yet: docs/design/keys.md.)
-      const std::chrono::milliseconds length = std::min<std::chrono::milliseconds>(
+      std::chrono::milliseconds length = std::min<std::chrono::milliseconds>(
           named.value_or(std::chrono::milliseconds(config.engine.backoff_base_ms)),
           std::chrono::seconds(config.engine.max_backoff_s));
+      if (max_hold) length = std::min(length, *max_hold);
+      const int64_t until_us =
+          clock.wall_now_us() +
+          std::chrono::duration_cast<std::chrono::microseconds>(length).count();
       if (dispatcher.hold_key(queue, key, clock.steady_now() + length)) {
         metrics.queue(queue).backoffs.fetch_add(1, std::memory_order_relaxed);
         spdlog::debug("queue {}: key {} held for {} ms (job {}: {})", queue, key, length.count(),
                       job_id, reason_excerpt(why));
-        return;
+        return until_us;
       }
     }
-    const Backoffs::Answer a = backoffs.hold(queue, named, sent, reason_excerpt(why));
-    if (!a.changed) return;  // in flight when the hold in force began
+    const Backoffs::Answer a = backoffs.hold(queue, named, sent, reason_excerpt(why), max_hold);
+    if (!a.changed) return a.hold.until_us;  // in flight when the hold in force began
     dispatcher.hold(queue, a.hold.until);
     metrics.queue(queue).backoffs.fetch_add(1, std::memory_order_relaxed);
     if (a.log)
@@ -202,6 +211,7 @@ struct Engine::Impl {
                    job_id, a.hold.reason,
                    a.unlogged > 0 ? fmt::format("; {} hold(s) since the last line", a.unlogged)
                                   : std::string());
+    return a.hold.until_us;
   }
   // What a backpressure answer of queue's keyed jobs holds ([queues.NAME.http] hold).
   HttpTargetConfig::Hold hold_scope(const std::string& queue) const {
@@ -291,6 +301,7 @@ std::vector<int64_t> Engine::enqueue_batch(std::vector<NewJob> jobs) {
   prepare_new_jobs(jobs, impl_->config.engine, now);
   apply_job_keys(jobs, impl_->config.queues, *impl_->storage);
   check_job_costs(jobs, impl_->limits, *impl_->storage);
+  check_job_timeouts(jobs, *impl_->storage);
   auto ids = impl_->storage->enqueue(jobs, now);
   const ServedKinds::Snapshot local = impl_->local_kinds.snapshot();
   for (const NewJob& j : jobs) {
@@ -492,6 +503,72 @@ std::vector<JobOutcome> Engine::retry_jobs(std::span<const int64_t> ids) {
 
 std::vector<JobOutcome> Engine::delete_jobs(std::span<const int64_t> ids) {
   return checked_delete_jobs(*impl_->storage, ids);
+}
+
+Engine::JobBatchResult Engine::cancel_jobs_batch(const JobQuery& filter) {
+  return checked_cancel_batch(*impl_->storage, filter, impl_->clock.wall_now_us());
+}
+
+Engine::JobBatchResult Engine::delete_jobs_batch(const JobQuery& filter) {
+  return checked_delete_batch(*impl_->storage, filter, impl_->clock.wall_now_us());
+}
+
+Engine::QueueRemoval Engine::remove_queue(std::string_view queue, bool force, int64_t after_id,
+                                          uint32_t limit) {
+  validate_queue_name(queue);
+  if (after_id < 0)
+    throw ValidationError("after_id", "after_id must be a job id >= 0 (0: from the start), got " +
+                                          std::to_string(after_id));
+  Impl& i = *impl_;
+  Storage& storage = *i.storage;
+  const bool has_key_settings = storage.has_slot(StorageSlot::kListKeySettings) &&
+                                storage.has_slot(StorageSlot::kDeleteKeySetting);
+  QueueRemoval out;
+  out.configured = i.config.queues.count(std::string(queue)) > 0;
+  if (after_id == 0) {
+    std::optional<bool> paused;  // nullopt: storage does not know the queue
+    for (const auto& [name, p] : storage.list_queues())
+      if (name == queue) paused = p;
+    bool known = paused.has_value();
+    for (const RateLimitOverride& o : storage.list_rate_limits()) known = known || o.queue == queue;
+    if (has_key_settings)
+      for (const KeyOverride& k : storage.list_key_settings()) known = known || k.queue == queue;
+    if (!known && !out.configured) {
+      out.not_found = true;
+      return out;
+    }
+    out.was_paused = paused.value_or(false);
+    // Paused first: nothing starts while the jobs go, so a job that is not
+    // running now is not running when it is cancelled.
+    storage.set_queue_paused(queue, true, i.clock.wall_now_us());
+    if (!force) {
+      JobQuery running;
+      running.queue = std::string(queue);
+      running.states = {JobState::kRunning};
+      running.limit = kListJobsMax;
+      const auto jobs = checked_list_jobs(storage, running, i.clock.wall_now_us());
+      if (!jobs.empty()) {
+        if (!out.was_paused) storage.set_queue_paused(queue, false, i.clock.wall_now_us());
+        out.running_refused = static_cast<int64_t>(jobs.size());
+        return out;
+      }
+    }
+  }
+  remove_queue_jobs_batch(storage, queue, force, after_id, limit, i.clock.wall_now_us(), out);
+  if (out.next_after_id != 0) return out;
+  // No more jobs: the queue's settings go too.
+  out.override_removed = i.follower.remove(queue);
+  if (has_key_settings) {
+    for (const KeyOverride& k : storage.list_key_settings())
+      if (k.queue == queue) {
+        i.follower.remove_key(queue, k.key, /*limit=*/true, /*weight=*/true);
+        ++out.key_settings_removed;
+      }
+  }
+  storage.set_queue_paused(queue, false, i.clock.wall_now_us());
+  i.clear_backoff(queue);
+  i.dispatcher.wake(queue);
+  return out;
 }
 
 std::optional<Job> Engine::get_job(int64_t id) {

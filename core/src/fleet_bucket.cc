@@ -1,6 +1,6 @@
 #include "fleet_bucket.hpp"
 
-#include <openssl/sha.h>
+#include <conveyor/config.hpp>
 
 #include <algorithm>
 
@@ -34,15 +34,7 @@ std::string FleetBucket::key_for(std::string_view queue, std::string_view key) {
   std::string name = std::string(kKeyPrefix) + std::string(queue);
   if (name.size() + 2 + key.size() <= CONVEYOR_SHARED_KEY_MAX)
     return name + "/=" + std::string(key);
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), digest);
-  name += "/#";
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (int i = 0; i < 20; ++i) {
-    name += kHex[digest[i] >> 4];
-    name += kHex[digest[i] & 15];
-  }
-  return name;
+  return name + "/#" + sha256_hex(key).substr(0, 40);  // the digest's first 20 bytes
 }
 
 int64_t FleetBucket::wall_ns() const { return clock_.wall_now_us() * 1000; }

@@ -130,4 +130,6 @@ void setup_logging(LogLevel level, LogFormat format, std::ostream* out) {
   spdlog::set_default_logger(std::move(logger));
 }
 
+void set_log_level(LogLevel level) { spdlog::default_logger_raw()->set_level(to_spdlog(level)); }
+
 }  // namespace conveyor

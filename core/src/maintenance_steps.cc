@@ -63,6 +63,13 @@ std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts p) {
   if (p.storage.has_slot(StorageSlot::kDeleteSharedStates))
     steps.push_back({"forgetting idle fleet buckets of keys", kIdleKeyBucketSweep,
                      [p] { forget_idle_key_buckets(p.storage, p.clock); }});
+  if (p.runner || p.remote)
+    steps.push_back({"timing out jobs", JobRunner::kTimeoutCheckPeriod,
+                     [p] {
+                       if (p.runner) p.runner->time_out_due(p.clock.steady_now());
+                       if (p.remote) p.remote->time_out_due();  // may throw StorageError
+                     },
+                     /*proves_storage=*/false});
   if (p.remote)
     steps.push_back({"sweeping remote workers' leases", milliseconds(1000),
                      [r = p.remote] { r->sweep(); },

@@ -64,6 +64,7 @@ struct MaintainedParts {
   UnservedKinds* unserved = nullptr;  // scanned when given (the plugin has list_jobs)
   RemoteWorkers* remote = nullptr;    // swept when given
   bool sweep_pending = false;         // run wake_queues_with_pending_jobs
+  JobRunner* runner = nullptr;        // its attempts past their deadline time out
 };
 // The name of the step that follows overrides (run_soon on a notification).
 inline constexpr const char* kOverridesStep = "reading rate-limit overrides";
@@ -71,7 +72,8 @@ inline constexpr const char* kOverridesStep = "reading rate-limit overrides";
 // (poll interval), heartbeats (a third of the lease), rescue, purge, and the
 // scan for unserved kinds (UnservedKinds::period), remote workers' expired
 // leases and silent workers (every second), and the sweep for pending jobs
-// (notified_poll_interval_ms).
+// (notified_poll_interval_ms), and job timeouts (JobRunner::kTimeoutCheckPeriod:
+// the runner's attempts, then remote workers' jobs).
 std::vector<Maintenance::Step> engine_maintenance_steps(MaintainedParts parts);
 
 // Gives back to storage the leases of jobs this process will not finish

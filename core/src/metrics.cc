@@ -50,6 +50,7 @@ std::vector<QueueCountersSnapshot> Metrics::snapshot() const {
     s.rescued = c->rescued.load(std::memory_order_relaxed);
     s.backoffs = c->backoffs.load(std::memory_order_relaxed);
     s.key_throttled = c->key_throttled.load(std::memory_order_relaxed);
+    s.timed_out = c->timed_out.load(std::memory_order_relaxed);
     s.pickup_latency = c->pickup_latency.snapshot();
     s.duration = c->duration.snapshot();
     out.push_back(std::move(s));

@@ -82,6 +82,18 @@ void apply_job_keys(std::span<NewJob> jobs, const std::map<std::string, QueueCon
   }
 }
 
+void check_job_timeouts(std::span<const NewJob> jobs, const Storage& storage) {
+  bool timed = false;
+  for (const NewJob& j : jobs) {
+    validate_job_timeout_ms(j.timeout_ms);
+    timed = timed || j.timeout_ms != 0;
+  }
+  if (!timed) return;
+  if (std::string missing = missing_slot_reason(storage, StorageSlot::kEnqueueV5, "a job timeout");
+      !missing.empty())
+    throw ValidationError("timeout", missing);
+}
+
 void prepare_new_jobs(std::vector<NewJob>& jobs, const EngineConfig& engine, int64_t now_us) {
   for (NewJob& j : jobs) {
     validate_queue_name(j.queue);

@@ -42,4 +42,10 @@ void check_job_costs(std::span<const NewJob> jobs, const LimitResolver& limits,
 void apply_job_keys(std::span<NewJob> jobs, const std::map<std::string, QueueConfig>& queues,
                     const Storage& storage);
 
+// Checks each job's own timeout (ValidationError("timeout", ...), nothing
+// enqueued): 0 or 1..kMaxJobTimeoutMs (validate_job_timeout_ms), and a
+// non-zero timeout only on a plugin with enqueue_v5 (ABI 1.6), the message
+// naming the plugin and the minor it needs.
+void check_job_timeouts(std::span<const NewJob> jobs, const Storage& storage);
+
 }  // namespace conveyor

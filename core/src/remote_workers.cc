@@ -1,9 +1,11 @@
 // The engine's side of the worker API (remote_workers.hpp).
+#include <conveyor/internal/log.hpp>
 #include <conveyor/internal/remote_workers.hpp>
 #include <conveyor/validation.hpp>
 
 #include "dispatcher.hpp"
 #include "job_runner.hpp"
+#include "job_timeouts.hpp"
 #include "remote_claim.hpp"
 #include "served_kinds.hpp"
 
@@ -100,6 +102,13 @@ void check_leases(std::span<const conveyor_lease> leases) {
       throw ValidationError(
           fmt::format("leases[{}].jobId", i),
           fmt::format("leases[{}].jobId: must be a job id (>= 1), got {}", i, leases[i].job_id));
+}
+
+std::string timed_out_message(int64_t job_id, std::string_view error, std::string_view what) {
+  return fmt::format(
+      "job {}: {}: the server failed the attempt at its deadline (retried with backoff while "
+      "attempts remain); stop working on it: the {} was discarded",
+      job_id, error, what);
 }
 
 std::string lost_message(int64_t job_id, std::string_view what) {
@@ -201,8 +210,12 @@ void RemoteWorkers::granted(const std::string& worker, QueueRunner* runner,
   const SteadyTime now = clock_.steady_now(), expires = now + lease;
   MutexLock lock(mu_);
   for (const Job& job : jobs) {
-    held_[job.id] = Held{runner,      job.queue,        job.lease_token, expires, now,
-                         job.attempt, job.max_attempts, worker,          job.key};
+    Held& h = held_[job.id] = Held{runner,      job.queue,        job.lease_token, expires, now,
+                                   job.attempt, job.max_attempts, worker,          job.key};
+    if (auto t = attempt_timeout(job, config_.job_timeout_ms_for(job.queue))) {
+      h.deadline = now + t->length;
+      h.timeout_error = std::move(t->error);
+    }
     if (auto it = workers_.find(worker); it != workers_.end()) ++it->second.held;
   }
 }
@@ -232,7 +245,71 @@ std::vector<RemoteWorkers::Result> RemoteWorkers::results(
     out.push_back({leases[i].job_id, s,
                    s == CONVEYOR_OK ? std::string() : lost_message(leases[i].job_id, what)});
   }
+  MutexLock lock(mu_);
+  if (timed_out_.empty()) return out;
+  for (size_t i = 0; i < leases.size(); ++i) {
+    if (out[i].status == CONVEYOR_OK) continue;
+    if (std::optional<std::string> error = timed_out_locked(leases[i])) {
+      out[i].timed_out = true;
+      out[i].message = timed_out_message(leases[i].job_id, *error, what);
+    }
+  }
   return out;
+}
+
+std::optional<std::string> RemoteWorkers::timed_out_locked(const conveyor_lease& lease) const {
+  auto it = timed_out_.find(lease.job_id);
+  if (it == timed_out_.end() || it->second.token != lease.lease_token) return std::nullopt;
+  return it->second.error;
+}
+
+size_t RemoteWorkers::time_out_due() {
+  struct Due {
+    conveyor_lease lease;
+    std::string queue, worker, error;
+    int32_t attempt = 0, max_attempts = 0;
+  };
+  std::vector<Due> due;
+  {
+    const SteadyTime now = clock_.steady_now();
+    MutexLock lock(mu_);
+    for (const auto& [id, h] : held_)
+      if (h.deadline && *h.deadline <= now)
+        due.push_back(
+            {{id, h.token}, h.queue, h.worker, h.timeout_error, h.attempt, h.max_attempts});
+  }
+  size_t n = 0;
+  for (const Due& d : due) {
+    const int64_t now = clock_.wall_now_us();
+    // A failed attempt like any other: retried with backoff while attempts
+    // remain. Not backpressure: the queue is not held.
+    const int64_t retry_at = next_attempt_at_us(d.attempt, d.max_attempts, config_.engine, now);
+    const conveyor_status status = storage_.fail(d.lease, d.error, retry_at, now);  // may throw
+    {
+      MutexLock lock(mu_);
+      auto it = held_.find(d.lease.job_id);
+      if (it == held_.end() || it->second.token != d.lease.lease_token)
+        continue;  // settled meanwhile
+      if (status == CONVEYOR_OK) {
+        // Remembered while the worker may still call about it: as long as
+        // the lease would have lasted, and a worker's silence after that.
+        timed_out_[d.lease.job_id] =
+            TimedOut{d.lease.lease_token, d.error,
+                     std::max(it->second.expires, clock_.steady_now()) + kWorkerTimeout};
+        it->second.runner->counters.timed_out.fetch_add(1, std::memory_order_relaxed);
+      }
+      settle_locked(d.lease);
+    }
+    // LEASE_LOST: the worker's result (or a cancel, a rescue) came first.
+    if (status != CONVEYOR_OK) continue;
+    ++n;
+    LogFields fields{{"queue", d.queue}, {"job_id", d.lease.job_id}};
+    spdlog::info("queue {}: job {} {} on remote worker {}: its attempt failed{}", d.queue,
+                 d.lease.job_id, d.error, d.worker.empty() ? "(anonymous)" : d.worker,
+                 retry_at >= 0 ? ", retried with backoff" : " for good (no attempts left)");
+    if (retry_at >= 0) dispatcher_.wake_at(d.queue, retry_at);
+  }
+  return n;
 }
 
 std::vector<RemoteWorkers::Result> RemoteWorkers::complete(std::span<const conveyor_lease> leases) {
@@ -255,7 +332,8 @@ std::vector<RemoteWorkers::Result> RemoteWorkers::complete(std::span<const conve
 
 RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std::string_view error,
                                                std::chrono::milliseconds retry_after,
-                                               bool permanent, bool backpressure) {
+                                               bool permanent, bool backpressure,
+                                               std::optional<std::chrono::milliseconds> max_hold) {
   check_leases(std::span<const conveyor_lease>(&lease, 1));
   if (retry_after < std::chrono::milliseconds(0))
     throw ValidationError("retryAfterSeconds", "retryAfterSeconds: must be 0 or more");
@@ -277,6 +355,9 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
       key = it->second.key;
       granted_at = it->second.granted;
       known = true;
+    } else if (std::optional<std::string> timed_out = timed_out_locked(lease)) {
+      throw StorageError(CONVEYOR_E_LEASE_LOST,
+                         timed_out_message(lease.job_id, *timed_out, "failure"));
     }
   }
   if (!known) {
@@ -297,10 +378,13 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
     settle(std::span<const conveyor_lease>(&lease, 1));
     if (status == CONVEYOR_E_LEASE_LOST)
       throw StorageError(CONVEYOR_E_LEASE_LOST, lost_message(lease.job_id, "failure"));
+    // The answer says when the hold in force ends: the job waits for it.
+    int64_t until = now;
     if (backpressure_)
-      backpressure_(queue, key, retry_after, std::string(error.substr(0, 200)), lease.job_id,
-                    granted_at);
-    return FailOutcome{true, now};
+      until =
+          std::max(now, backpressure_(queue, key, retry_after, std::string(error.substr(0, 200)),
+                                      lease.job_id, granted_at, max_hold));
+    return FailOutcome{true, until};
   }
   int64_t retry_at = -1;
   if (!permanent && attempt < max_attempts)
@@ -317,6 +401,20 @@ RemoteWorkers::FailOutcome RemoteWorkers::fail(const conveyor_lease& lease, std:
   return FailOutcome{retry_at >= 0, retry_at};
 }
 
+std::optional<std::string> RemoteWorkers::queue_of(const conveyor_lease& lease) const {
+  {
+    MutexLock lock(mu_);
+    if (auto it = held_.find(lease.job_id);
+        it != held_.end() && it->second.token == lease.lease_token)
+      return it->second.queue;
+  }
+  // Granted by an earlier server process: storage knows the job.
+  std::optional<Job> job = storage_.get_job(lease.job_id, clock_.wall_now_us());
+  if (!job || job->state != JobState::kRunning || job->lease_token != lease.lease_token)
+    return std::nullopt;
+  return job->queue;
+}
+
 std::vector<RemoteWorkers::Result> RemoteWorkers::heartbeat(std::span<const conveyor_lease> leases,
                                                             std::chrono::milliseconds lease,
                                                             int64_t* expires_us) {
@@ -327,6 +425,7 @@ std::vector<RemoteWorkers::Result> RemoteWorkers::heartbeat(std::span<const conv
                                                       "lease) or 1..{}",
                                                       kMaxLease.count()));
   const std::chrono::milliseconds length = lease_or_default(lease);
+  time_out_due();  // a lease past its job's deadline is not extended: it times out now
   const int64_t expires = clock_.wall_now_us() + micros(length).count();
   const std::vector<conveyor_status> statuses = storage_.extend_leases(leases, expires);
   const SteadyTime steady_expires = clock_.steady_now() + length;
@@ -380,6 +479,7 @@ void RemoteWorkers::sweep() {
     ++it;
     settle_locked(lease);
   }
+  std::erase_if(timed_out_, [&](const auto& entry) { return entry.second.forget_at <= now; });
   for (auto it = workers_.begin(); it != workers_.end();) {
     if (it->second.held > 0 || now - it->second.last_seen < kWorkerTimeout) {
       ++it;

@@ -61,6 +61,8 @@ Job job_from_copy(host::JobCopy&& c) {
   j.last_error = std::move(c.last_error);
   j.cost = c.cost;
   j.key = std::move(c.key);
+  j.timeout_ms = c.timeout_ms;
+  j.started_at_us = c.started_at;
   return j;
 }
 
@@ -104,6 +106,7 @@ std::vector<conveyor_status> checked_results(const std::string& plugin, const ch
 // job.hpp writes these out rather than include the C header.
 static_assert(kListJobsMax == CONVEYOR_LIST_JOBS_MAX);
 static_assert(kMaxJobCost == CONVEYOR_JOB_COST_MAX);
+static_assert(kMaxJobTimeoutMs == CONVEYOR_JOB_TIMEOUT_MAX_MS);
 
 const char* to_string(JobState state) noexcept {
   switch (state) {
@@ -146,6 +149,17 @@ std::shared_ptr<PluginStorage> PluginStorage::open(
 
 std::vector<int64_t> PluginStorage::enqueue(std::span<const NewJob> jobs, int64_t now_us) {
   host::PluginBinding b = binding(t_, handle_);
+  const bool timed =
+      std::any_of(jobs.begin(), jobs.end(), [](const NewJob& j) { return j.timeout_ms != 0; });
+  if (timed || has_slot(StorageSlot::kEnqueueV5)) {
+    if (!has_slot(StorageSlot::kEnqueueV5))
+      throw StorageError(CONVEYOR_E_UNSUPPORTED,
+                         b.missing_slot(StorageSlot::kEnqueueV5, "a job timeout").message);
+    std::vector<conveyor_new_job_v4> c = host::new_jobs_v4(jobs);
+    for (conveyor_new_job_v4& j : c)
+      if (j.job.job.job.run_at_us == 0) j.job.job.job.run_at_us = now_us;
+    return value_or_throw(plugin_->info().name, "enqueue", b.enqueue_v5(c, now_us));
+  }
   const bool keyed =
       std::any_of(jobs.begin(), jobs.end(), [](const NewJob& j) { return !j.key.empty(); });
   if (keyed || has_slot(StorageSlot::kEnqueueV4)) {

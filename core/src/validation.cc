@@ -265,6 +265,48 @@ size_t invalid_utf8_at(std::string_view s) noexcept {
   return std::string_view::npos;
 }
 
+void validate_job_timeout_ms(int64_t timeout_ms) {
+  if (timeout_ms < 0 || timeout_ms > kMaxJobTimeoutMs)
+    throw ValidationError("timeout", "timeout must be from 1 ms to " +
+                                         std::to_string(kMaxJobTimeoutMs) +
+                                         " ms (7 days), or 0 for the queue's job_timeout_s; got " +
+                                         std::to_string(timeout_ms) + " ms");
+}
+
+int64_t parse_timeout_ms(std::string_view text, std::string_view name) {
+  struct Unit {
+    std::string_view suffix;
+    double ms;
+  };
+  // "ms" before "s" and "m": the longest suffix that matches wins.
+  static constexpr Unit kUnits[] = {
+      {"ms", 1}, {"s", 1e3}, {"m", 60e3}, {"h", 3600e3}, {"d", 86400e3}};
+  auto bad = [&] {
+    return ValidationError("timeout",
+                           std::string(name) +
+                               " must be a duration from 1ms to 7d: a plain decimal number with an "
+                               "optional unit ms, s, m, h or d (no unit: seconds), e.g. 30s, 1.5m, "
+                               "500ms; got " +
+                               quote_for_message(text));
+  };
+  std::string_view number = text;
+  double unit_ms = 1e3;
+  for (const Unit& u : kUnits) {
+    if (text.size() > u.suffix.size() && text.ends_with(u.suffix)) {
+      number = text.substr(0, text.size() - u.suffix.size());
+      unit_ms = u.ms;
+      break;
+    }
+  }
+  const std::optional<double> value = parse_plain_decimal(number);
+  if (!value) throw bad();
+  const double ms = *value * unit_ms;
+  if (!(ms >= 0.5 && ms <= static_cast<double>(kMaxJobTimeoutMs))) throw bad();
+  const auto rounded = static_cast<int64_t>(ms + 0.5);
+  validate_job_timeout_ms(rounded);
+  return rounded;
+}
+
 void validate_job_key(std::string_view key) {
   if (key.size() > kMaxJobKeyBytes)
     throw ValidationError("key", "key is " + std::to_string(key.size()) +

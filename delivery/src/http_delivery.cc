@@ -147,6 +147,7 @@ struct Transfer {
   int redirects = 0;                              // followed so far
   std::chrono::steady_clock::time_point sent_at;  // of the first hop
   curl_off_t earlier_us = 0;                      // curl's total time of the earlier hops
+  bool cut_by_deadline = false;  // the last hop's timeout was the request's deadline
 
   // GET without a body and HEAD: what a followed 303 turns a request into anyway.
   bool bodiless() const {
@@ -371,7 +372,14 @@ struct Delivery::Impl {
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_PROXY, "");  // the guard must see the real target
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(r.timeout.count()));
+    const std::optional<long> cut = deadline_cut(*t, r.timeout);
+    if (cut && *cut <= 0) {
+      Outcome o =
+          retry(fmt::format("{} waiting for a connection to {}", r.deadline_error, t->host));
+      o.deadline_cut = true;
+      return end(std::move(t), std::move(o));
+    }
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, cut.value_or(static_cast<long>(r.timeout.count())));
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error_buffer);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "conveyor");
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
@@ -466,7 +474,9 @@ struct Delivery::Impl {
     // is left (at least 1 ms, so that curl times it out and says where).
     const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - t->sent_at);
-    const long left = static_cast<long>(std::max<int64_t>(1, (t->request.timeout - spent).count()));
+    long left = static_cast<long>(std::max<int64_t>(1, (t->request.timeout - spent).count()));
+    if (const std::optional<long> cut = deadline_cut(*t, std::chrono::milliseconds(left)))
+      left = std::max(1L, *cut);
     curl_off_t hop_us = 0;
     curl_easy_getinfo(t->easy, CURLINFO_TOTAL_TIME_T, &hop_us);
     t->earlier_us += hop_us;
@@ -506,6 +516,18 @@ struct Delivery::Impl {
     return t.host;
   }
 
+  // The request's deadline, when it is nearer than timeout: what is left of
+  // it in ms (0 or less: it passed). Marks the transfer as cut by it.
+  static std::optional<long> deadline_cut(Transfer& t, std::chrono::milliseconds timeout) {
+    t.cut_by_deadline = false;
+    if (!t.request.deadline) return std::nullopt;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+        *t.request.deadline - std::chrono::steady_clock::now());
+    if (left >= timeout) return std::nullopt;
+    t.cut_by_deadline = true;
+    return static_cast<long>(left.count());
+  }
+
   // What a timeout cut short, from curl's timings of the last hop.
   std::string timeout_error(Transfer& t) {
     curl_off_t total = 0, resolved = 0, connected = 0, handshaken = 0, sent = 0, first_byte = 0;
@@ -528,6 +550,8 @@ struct Delivery::Impl {
     } else {
       phase = "reading the response from";
     }
+    if (t.cut_by_deadline)
+      return fmt::format("{} {} {}", t.request.deadline_error, phase, current_host(t));
     return fmt::format("timed out after {} ms (timeout_ms = {}) {} {}", ms_of(t.earlier_us + total),
                        t.request.timeout.count(), phase, current_host(t));
   }
@@ -648,6 +672,7 @@ struct Delivery::Impl {
       }
       o.status = static_cast<int>(status);
       o.error = rc == CURLE_OPERATION_TIMEDOUT ? timeout_error(t) : curl_text;
+      o.deadline_cut = rc == CURLE_OPERATION_TIMEDOUT && t.cut_by_deadline;
     }
     o.response_bytes = t.body_bytes;
     return o;

@@ -124,6 +124,11 @@ struct HttpJobs::Impl {
         http_request_for(job, target, s == secrets.end() ? std::string() : s->second);
     request.tls = tls_for(config.http.tls, target != nullptr ? &target->tls : nullptr,
                           std::move(request.tls.section));
+    // The job's time limit bounds the request, a wait for a connection included.
+    if (std::optional<TimeLimit> limit = result.time_limit()) {
+      request.deadline = std::chrono::steady_clock::now() + limit->left;
+      request.deadline_error = std::move(limit->error);
+    }
     delivery.submit(std::move(request),
                     [result, queue = job.queue, id = job.id](hd::Outcome o) mutable {
                       if (!o.warning.empty())
@@ -142,6 +147,8 @@ struct HttpJobs::Impl {
         if (!o.retry_after) return result.retry_after(std::chrono::milliseconds(0), o.error);
         return result.retry_after(o.retry_after->count() > 0 ? *o.retry_after : kRetryNow, o.error);
       case hd::OutcomeKind::kRetry:
+        // Cut by the job's time limit: a timed-out attempt, as the engine's deadline makes it.
+        if (o.deadline_cut) return result.fail_timed_out(o.error);
         return result.fail(o.error);
       case hd::OutcomeKind::kPermanent:
         return result.fail_permanently(o.error);

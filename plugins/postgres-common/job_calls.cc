@@ -41,9 +41,25 @@ KeyedJobs split_keyed(std::span<const conveyor_new_job_v3> jobs) {
   return out;
 }
 
+TimedJobs split_timed(std::span<const conveyor_new_job_v4> jobs) {
+  TimedJobs out;
+  out.jobs.reserve(jobs.size());
+  out.costs.reserve(jobs.size());
+  out.keys.reserve(jobs.size());
+  out.timeouts.reserve(jobs.size());
+  for (const conveyor_new_job_v4& j : jobs) {
+    out.jobs.push_back(j.job.job.job);
+    out.costs.push_back(j.job.job.cost);
+    out.keys.push_back(sdk::view(j.job.key));
+    out.timeouts.push_back(j.timeout_ms);
+  }
+  return out;
+}
+
 EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs, int64_t now_us,
                                    std::span<const int32_t> costs,
-                                   std::span<const std::string_view> keys) {
+                                   std::span<const std::string_view> keys,
+                                   std::span<const int64_t> timeouts) {
   for (size_t i = 0; i < keys.size(); ++i) {
     const std::string where = "enqueue: job " + std::to_string(i) + ": ";
     if (keys[i].size() > CONVEYOR_JOB_KEY_MAX)
@@ -102,6 +118,9 @@ EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs, int64
                             : int_array(std::vector<int32_t>(costs.begin(), costs.end()));
   out.keys =
       keys.empty() ? text_array(std::vector<std::string_view>(jobs.size())) : text_array(keys);
+  out.timeouts = timeouts.empty()
+                     ? bigint_array(std::vector<int64_t>(jobs.size(), 0))
+                     : bigint_array(std::vector<int64_t>(timeouts.begin(), timeouts.end()));
   out.distinct_queues = text_array(distinct);
   std::set<std::pair<int64_t, std::string_view>> later;
   for (size_t i = 0; i < jobs.size(); ++i)
@@ -159,6 +178,8 @@ OwnedJob claimed_job_at(const pqxx::row& row, const std::string& queue, int64_t 
   j.last_error = text_at(row, 8);
   j.cost = int32_at(row, 9);
   j.key = text_at(row, 10);
+  j.started_at = int_at(row, 11);
+  j.timeout_ms = int_at(row, 12);
   j.state = CONVEYOR_JOB_RUNNING;
   j.queue = queue;
   j.lease_token = lease_token;
@@ -197,6 +218,8 @@ OwnedJob stored_job_at(const pqxx::row& row, pqxx::row::size_type first, int64_t
   j.last_error = text_at(row, c(13));
   j.cost = int32_at(row, c(14));
   j.key = text_at(row, c(15));
+  j.started_at = int_at(row, c(16));
+  j.timeout_ms = int_at(row, c(17));
   if (j.state == CONVEYOR_JOB_AVAILABLE && j.run_at > now_us) j.state = CONVEYOR_JOB_SCHEDULED;
   if (j.state != CONVEYOR_JOB_RUNNING) {
     j.lease_token = 0;

@@ -27,6 +27,7 @@ struct EnqueueArrays {
   std::string queues, kinds, payloads_hex, priorities, max_attempts, run_ats;
   std::string costs;            // ABI 1.2: one per job (1 without a cost)
   std::string keys;             // ABI 1.4: one per job ('' without a key)
+  std::string timeouts;         // ABI 1.6: one per job (0 without a timeout)
   std::string distinct_queues;  // sorted: concurrent enqueues register queues in one order
   // The later channel's payloads (due_wakes.hpp): one per queue and
   // kLaterGrainUs of run_at among the jobs not due at now_us, the time
@@ -38,10 +39,13 @@ inline constexpr int64_t kLaterGrainUs = 10'000;
 // costs: one per job (enqueue_v3, checked by the SDK adapter), or empty for 1.
 // keys: one per job (enqueue_v4; lengths checked by the SDK adapter), or
 // empty for the empty key.
+// timeouts: one per job (enqueue_v5; ranges checked by the SDK adapter), or
+// empty for 0.
 // now_us: the enqueue's clock, which tells delayed jobs from due ones.
 EnqueueArrays encode_enqueue_batch(std::span<const conveyor_new_job> jobs, int64_t now_us,
                                    std::span<const int32_t> costs = {},
-                                   std::span<const std::string_view> keys = {});
+                                   std::span<const std::string_view> keys = {},
+                                   std::span<const int64_t> timeouts = {});
 // enqueue_v3's jobs split into the plain jobs and their costs.
 struct CostedJobs {
   std::vector<conveyor_new_job> jobs;
@@ -56,6 +60,14 @@ struct KeyedJobs {
   std::vector<std::string_view> keys;
 };
 KeyedJobs split_keyed(std::span<const conveyor_new_job_v3> jobs);
+// enqueue_v5's jobs: as split_keyed, with their timeouts.
+struct TimedJobs {
+  std::vector<conveyor_new_job> jobs;
+  std::vector<int32_t> costs;
+  std::vector<std::string_view> keys;
+  std::vector<int64_t> timeouts;
+};
+TimedJobs split_timed(std::span<const conveyor_new_job_v4> jobs);
 
 // ABI 1.4 claim_keys: the keys of a call that want jobs (max_jobs > 0), in
 // the caller's order. Throws sdk::Error(CONVEYOR_E_INVALID) for a key a text
@@ -89,7 +101,8 @@ void run_lease_batch(ConnectionPool& pool, const char* op, const char* statement
                      std::span<conveyor_status> results);
 
 // A claimed job from a row (id, kind, payload, priority, attempt,
-// max_attempts, run_at, created_at, last_error, cost, key), RUNNING in queue
+// max_attempts, run_at, created_at, last_error, cost, key, started_at,
+// timeout_ms), RUNNING in queue
 // under the lease given.
 OwnedJob claimed_job_at(const pqxx::row& row, const std::string& queue, int64_t lease_token,
                         int64_t lease_expires_us);
@@ -98,8 +111,8 @@ void report_claimed(std::vector<OwnedJob>& jobs, const sdk::JobSink& sink);
 
 // A job from a row (id, queue, kind, payload, priority, state, attempt,
 // max_attempts, run_at, created_at, finalized_at, lease_token, lease_expires,
-// last_error, cost, key) starting at column first, as get_job reports it at now_us
-// (AVAILABLE before run_at is SCHEDULED; a lease only while RUNNING).
+// last_error, cost, key, started_at, timeout_ms) starting at column first, as get_job reports it at
+// now_us (AVAILABLE before run_at is SCHEDULED; a lease only while RUNNING).
 OwnedJob stored_job_at(const pqxx::row& row, pqxx::row::size_type first, int64_t now_us);
 
 // The queue_stats statement of both plugins over SOURCE, a FROM item (SQL

@@ -275,6 +275,48 @@ LEFT JOIN {s}.marks m3 ON m3.slot = r.slot AND m3.entry_id = r.entry_id AND m3.s
 LEFT JOIN {s}.lease_ext e ON e.job_id = r.job_id AND e.lease_token = m1.lease_token;
 )sql";
 
+// Version 10 (ABI 1.6): a job's own timeout travels with each of its entries
+// and `later` rows as its key does, and so does started_at, the claim time of
+// its latest attempt: an entry's own claim mark holds it while the entry is
+// the job's newest (the view reads m1.at, written by the claim's own INSERT
+// of the mark: nothing is added to a claim), and an entry or `later` row
+// that continues a claimed one (release, fail, rescue, retry) copies that
+// mark's time into started_at. Existing rows get timeout 0 and started_at 0
+// (constant defaults rewrite no rows); running entries read theirs from
+// their claim marks. The view gains both columns at its end.
+constexpr const char* kQueueV10 = R"sql(
+ALTER TABLE {s}.ready ADD COLUMN timeout_ms bigint NOT NULL DEFAULT 0;
+ALTER TABLE {s}.ready ADD COLUMN started_at bigint NOT NULL DEFAULT 0;
+ALTER TABLE {s}.later ADD COLUMN timeout_ms bigint NOT NULL DEFAULT 0;
+ALTER TABLE {s}.later ADD COLUMN started_at bigint NOT NULL DEFAULT 0;
+CREATE OR REPLACE VIEW {s}.entries AS
+SELECT r.slot, r.entry_id, r.job_id, r.queue, r.kind, r.payload, r.priority, r.max_attempts,
+       r.run_at, r.created_at,
+       CASE WHEN m1.what IS NULL THEN 1
+            WHEN m1.what = 6 THEN 6
+            WHEN m1.what = 3 AND m2.what IS NULL THEN 3
+            WHEN m1.what = 3 AND m2.what BETWEEN 4 AND 6 THEN m2.what
+            ELSE 0 END AS state,
+       CASE WHEN m1.what = 3 THEN r.attempt + 1 ELSE r.attempt END AS attempt,
+       CASE WHEN m1.what = 6 THEN m1.at
+            WHEN m1.what = 3 AND m2.what BETWEEN 4 AND 6 THEN m2.at
+            ELSE 0 END AS finalized_at,
+       CASE WHEN m1.what = 3 AND m2.what IS NULL THEN m1.lease_token ELSE 0 END AS lease_token,
+       CASE WHEN m1.what = 3 AND m2.what IS NULL THEN coalesce(e.lease_expires, m1.lease_expires)
+            ELSE 0 END AS lease_expires,
+       coalesce(m2.error, r.last_error) AS last_error,
+       m3.entry_id IS NOT NULL AS purged,
+       r.cost,
+       r.key,
+       r.timeout_ms,
+       CASE WHEN m1.what = 3 THEN m1.at ELSE r.started_at END AS started_at
+FROM {s}.ready r
+LEFT JOIN {s}.marks m1 ON m1.slot = r.slot AND m1.entry_id = r.entry_id AND m1.stage = 1
+LEFT JOIN {s}.marks m2 ON m2.slot = r.slot AND m2.entry_id = r.entry_id AND m2.stage = 2
+LEFT JOIN {s}.marks m3 ON m3.slot = r.slot AND m3.entry_id = r.entry_id AND m3.stage = 3
+LEFT JOIN {s}.lease_ext e ON e.job_id = r.job_id AND e.lease_token = m1.lease_token;
+)sql";
+
 const std::vector<std::string>& migration_steps() {
   static const std::vector<std::string> steps = {
       std::string(kQueueV1) + postgres::kControlTables, kQueueV2, kQueueV3,
@@ -286,14 +328,23 @@ const std::vector<std::string>& migration_steps() {
       // Version 8: ABI 1.5 key settings and delete_shared_states.
       postgres::kKeySettings,
       // Version 9: ABI 1.5 add_shared_states.
-      postgres::kSharedAdds};
+      postgres::kSharedAdds,
+      // Version 10: ABI 1.6 timeout_ms and started_at.
+      kQueueV10};
   return steps;
 }
 
 // The columns an entry carries from one turn to the next.
 #define CONVEYOR_ENTRY_COLUMNS                                                          \
   "job_id, queue, priority, run_at, attempt, max_attempts, created_at, kind, payload, " \
-  "last_error, cost, key"
+  "last_error, cost, key, timeout_ms, started_at"
+
+// The claim time of entry r (its stage-1 mark's), for an entry or `later`
+// row that continues r: the started_at of the job's latest attempt. One
+// primary-key probe, only in statements that close a claim.
+#define CONVEYOR_CLAIMED_AT_OF_R      \
+  "(SELECT cm.at FROM {s}.marks cm\n" \
+  "          WHERE cm.slot = r.slot AND cm.entry_id = r.entry_id AND cm.stage = 1)"
 
 // The claim marks (m) of a batch of leases: job ids $2, tokens $3 and slots
 // $4 (lease_slots.hpp; -1 where this process does not know the slot). The
@@ -355,7 +406,7 @@ static_assert(kTallySlots == 4, "CONVEYOR_TALLY_SLOT and kQueueV3 spell the coun
 // What a claim reads of a candidate entry (r).
 #define CONVEYOR_CAND_COLUMNS                                                 \
   "r.slot, r.entry_id, r.job_id, r.kind, r.payload, r.priority, r.attempt,\n" \
-  "         r.max_attempts, r.run_at, r.created_at, r.last_error, r.cost, r.key"
+  "         r.max_attempts, r.run_at, r.created_at, r.last_error, r.cost, r.key, r.timeout_ms"
 
 // claim's candidates: the queue's entries from the hint on in claim order;
 // FILTER narrows them (claim_kinds).
@@ -435,7 +486,8 @@ static_assert(kTallySlots == 4, "CONVEYOR_TALLY_SLOT and kQueueV3 spell the coun
   "-- candidates (those not claimed were lost to a concurrent claimer) and the\n"              \
   "-- last candidate's key (how far the walk got: the claim hint moves there).\n"              \
   "SELECT c.job_id, c.kind, c.payload, c.priority, c.attempt + 1, c.max_attempts, c.run_at,\n" \
-  "       c.created_at, c.last_error, c.cost, c.key, ring.moves, c.slot,\n"                    \
+  "       c.created_at, c.last_error, c.cost, c.key,\n"                                        \
+  "       CASE WHEN c.job_id IS NOT NULL THEN $2::bigint END, c.timeout_ms, ring.moves, c.slot,\n" \
   "       (SELECT count(*) FROM cand) AS candidates,\n"                                        \
   "       walked.priority, walked.run_at, walked.job_id\n"                                     \
   "FROM ring LEFT JOIN walked ON true LEFT JOIN claimed c ON true"
@@ -498,21 +550,23 @@ WITH registered AS (
   INSERT INTO {s}.queues (name) SELECT unnest($8::text[]) ON CONFLICT (name) DO NOTHING
 ), input AS MATERIALIZED (
   SELECT nextval('{s}.job_ids') AS job_id, t.queue, t.kind, decode(t.payload, 'hex') AS payload,
-         t.priority, t.max_attempts, t.run_at, t.cost, t.key, t.ord
+         t.priority, t.max_attempts, t.run_at, t.cost, t.key, t.timeout_ms, t.ord
   FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::integer[], $6::bigint[],
-              $10::integer[], $13::text[])
-       WITH ORDINALITY AS t(queue, kind, payload, priority, max_attempts, run_at, cost, key, ord)
+              $10::integer[], $13::text[], $14::bigint[])
+       WITH ORDINALITY AS t(queue, kind, payload, priority, max_attempts, run_at, cost, key,
+                            timeout_ms, ord)
   ORDER BY t.ord
 ), now_ready AS (
   INSERT INTO {s}.ready (slot, job_id, queue, priority, run_at, attempt, max_attempts,
-                         created_at, kind, payload, cost, key)
+                         created_at, kind, payload, cost, key, timeout_ms)
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), job_id, queue, priority, run_at, 0, max_attempts, $7,
-         kind, payload, cost, key
+         kind, payload, cost, key, timeout_ms
   FROM input WHERE run_at <= $7::bigint ORDER BY ord
 ), not_yet AS (
   INSERT INTO {s}.later (job_id, queue, priority, run_at, attempt, max_attempts, created_at,
-                         kind, payload, cost, key)
-  SELECT job_id, queue, priority, run_at, 0, max_attempts, $7, kind, payload, cost, key
+                         kind, payload, cost, key, timeout_ms)
+  SELECT job_id, queue, priority, run_at, 0, max_attempts, $7, kind, payload, cost, key,
+         timeout_ms
   FROM input WHERE run_at > $7::bigint
 ), tallied AS (
 )sql" CONVEYOR_TALLY("SELECT queue, 1, 1 FROM input") R"sql(
@@ -629,7 +683,8 @@ WITH open AS (
 ), requeued AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, $1::bigint, r.attempt,
-         r.max_attempts, r.created_at, r.kind, r.payload, r.last_error, r.cost, r.key
+         r.max_attempts, r.created_at, r.kind, r.payload, r.last_error, r.cost, r.key,
+         r.timeout_ms, )sql" CONVEYOR_CLAIMED_AT_OF_R R"sql(
   FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id
 ), tallied AS (
 )sql" CONVEYOR_TALLY(
@@ -656,7 +711,8 @@ WITH open AS (
 ), requeued AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, r.run_at,
-         r.attempt, r.max_attempts, r.created_at, r.kind, r.payload, r.last_error, r.cost, r.key
+         r.attempt, r.max_attempts, r.created_at, r.kind, r.payload, r.last_error, r.cost, r.key,
+         r.timeout_ms, )sql" CONVEYOR_CLAIMED_AT_OF_R R"sql(
   FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id
 ), tallied AS (
 )sql" CONVEYOR_TALLY(
@@ -679,7 +735,8 @@ WITH open AS (
   RETURNING slot, entry_id, job_id
 ), next_turn AS (
   SELECT r.job_id, r.queue, r.priority, $1::bigint AS run_at, r.attempt + 1 AS attempt,
-         r.max_attempts, r.created_at, r.kind, r.payload, $2::text AS last_error, r.cost, r.key
+         r.max_attempts, r.created_at, r.kind, r.payload, $2::text AS last_error, r.cost, r.key,
+         r.timeout_ms, )sql" CONVEYOR_CLAIMED_AT_OF_R R"sql( AS started_at
   FROM closed c JOIN {s}.ready r ON r.slot = c.slot AND r.entry_id = c.entry_id
 ), to_ring AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
@@ -742,7 +799,7 @@ WITH expired AS (
                      WHERE c.slot = m.slot AND c.entry_id = m.entry_id AND c.stage = 2 OFFSET 0))
   LIMIT $3::bigint
 ), entry AS (
-  SELECT x.lease_token, r.*
+  SELECT x.lease_token, )sql" CONVEYOR_CLAIMED_AT_OF_R R"sql( AS claimed_at, r.*
   FROM expired x
   CROSS JOIN LATERAL (SELECT * FROM {s}.ready r
                       WHERE r.slot = x.slot AND r.entry_id = x.entry_id OFFSET 0) r
@@ -758,7 +815,8 @@ WITH expired AS (
 ), requeued AS (
   INSERT INTO {s}.ready (slot, )sql" CONVEYOR_ENTRY_COLUMNS R"sql()
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority, r.run_at,
-         r.attempt + 1, r.max_attempts, r.created_at, r.kind, r.payload, $2::text, r.cost, r.key
+         r.attempt + 1, r.max_attempts, r.created_at, r.kind, r.payload, $2::text, r.cost, r.key,
+         r.timeout_ms, r.claimed_at
   FROM rescued r
   WHERE r.what = 1
 ), tallied AS (
@@ -770,7 +828,7 @@ WITH expired AS (
 SELECT f.found, r.job_id, r.queue, r.kind, r.payload, r.priority,
        CASE WHEN r.what = 1 THEN 1 ELSE 5 END, r.attempt + 1, r.max_attempts, r.run_at,
        r.created_at, CASE WHEN r.what = 1 THEN 0 ELSE $1::bigint END, 0::bigint, 0::bigint,
-       $2::text, r.cost, r.key
+       $2::text, r.cost, r.key, r.claimed_at, r.timeout_ms
 FROM (SELECT count(*) AS found FROM expired) AS f
 LEFT JOIN rescued r ON true)sql"},
 
@@ -851,11 +909,13 @@ ORDER BY 1)sql"},
     Statement{stmt::kGetJob, R"sql(
 (SELECT 0 AS src, job_id, queue, kind, payload, priority, 1 AS state, attempt, max_attempts,
         run_at, created_at, 0::bigint AS finalized_at, 0::bigint AS lease_token,
-        0::bigint AS lease_expires, last_error, cost, key, false AS purged
+        0::bigint AS lease_expires, last_error, cost, key, started_at, timeout_ms,
+        false AS purged
  FROM {s}.later WHERE job_id = $1::bigint)
 UNION ALL
 (SELECT 1, job_id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
-        created_at, finalized_at, lease_token, lease_expires, last_error, cost, key, purged
+        created_at, finalized_at, lease_token, lease_expires, last_error, cost, key,
+        started_at, timeout_ms, purged
  FROM {s}.entries WHERE job_id = $1::bigint
  ORDER BY entry_id DESC LIMIT 1)
 ORDER BY 1)sql"},
@@ -895,7 +955,7 @@ SELECT count(*) FROM purged)sql"},
 WITH ids AS (
   SELECT DISTINCT unnest($1::bigint[]) AS id
 ), cur AS (
-  SELECT i.id, e.slot, e.entry_id, e.queue, e.state, e.purged, e.last_error
+  SELECT i.id, e.slot, e.entry_id, e.queue, e.state, e.purged, e.last_error, e.started_at
   FROM ids i
   CROSS JOIN LATERAL (SELECT * FROM {s}.entries x WHERE x.job_id = i.id
                       ORDER BY x.entry_id DESC LIMIT 1) e
@@ -907,10 +967,11 @@ WITH ids AS (
   RETURNING slot, entry_id, job_id
 ), retried AS (
   INSERT INTO {s}.ready (slot, job_id, queue, priority, run_at, attempt, max_attempts,
-                         created_at, kind, payload, last_error, cost, key)
+                         created_at, kind, payload, last_error, cost, key, timeout_ms,
+                         started_at)
   SELECT (SELECT write_slot FROM {s}.ring WHERE id = true), r.job_id, r.queue, r.priority,
          $2::bigint, 0, r.max_attempts, r.created_at, r.kind, r.payload, c.last_error, r.cost,
-         r.key
+         r.key, r.timeout_ms, c.started_at
   FROM won w
   JOIN {s}.ready r ON r.slot = w.slot AND r.entry_id = w.entry_id
   JOIN cur c ON c.slot = w.slot AND c.entry_id = w.entry_id
@@ -981,11 +1042,13 @@ WITH RECURSIVE ids(id) AS (
 SELECT j.* FROM ids CROSS JOIN LATERAL (
   (SELECT 0 AS src, job_id, queue, kind, payload, priority, 1 AS state, attempt, max_attempts,
           run_at, created_at, 0::bigint AS finalized_at, 0::bigint AS lease_token,
-          0::bigint AS lease_expires, last_error, cost, key, false AS purged
+          0::bigint AS lease_expires, last_error, cost, key, started_at, timeout_ms,
+        false AS purged
    FROM {s}.later WHERE job_id = ids.id)
   UNION ALL
   (SELECT 1, job_id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
-          created_at, finalized_at, lease_token, lease_expires, last_error, cost, key, purged
+          created_at, finalized_at, lease_token, lease_expires, last_error, cost, key,
+        started_at, timeout_ms, purged
    FROM {s}.entries WHERE job_id = ids.id
    ORDER BY entry_id DESC LIMIT 1)
   ORDER BY 1 LIMIT 1) j
@@ -1076,6 +1139,7 @@ DELETE FROM {s}.retired WHERE newest < $1::bigint)sql"},
 };
 
 #undef CONVEYOR_ENTRY_COLUMNS
+#undef CONVEYOR_CLAIMED_AT_OF_R
 #undef CONVEYOR_CLAIM_MARKS_OF_LEASES
 #undef CONVEYOR_CLAIM_SQL
 #undef CONVEYOR_CLAIM_KEYS_SQL

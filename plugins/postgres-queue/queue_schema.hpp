@@ -14,7 +14,7 @@
 namespace conveyor::pgqueue {
 
 // The schema version this build creates and understands.
-inline constexpr int kSchemaVersion = 9;
+inline constexpr int kSchemaVersion = 10;
 
 // Partitions of `tally` (schema 3), written in turn one second each.
 inline constexpr uint32_t kTallySlots = 4;

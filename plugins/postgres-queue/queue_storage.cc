@@ -203,18 +203,25 @@ void QueueStorage::enqueue_keyed(std::span<const conveyor_new_job_v3> jobs, int6
   enqueue_with(k.jobs, k.costs, k.keys, now_us, out_ids);
 }
 
+void QueueStorage::enqueue_timed(std::span<const conveyor_new_job_v4> jobs, int64_t now_us,
+                                 std::span<int64_t> out_ids) {
+  const postgres::TimedJobs t = postgres::split_timed(jobs);
+  enqueue_with(t.jobs, t.costs, t.keys, now_us, out_ids, t.timeouts);
+}
+
 void QueueStorage::enqueue_with(std::span<const conveyor_new_job> jobs,
                                 std::span<const int32_t> costs,
                                 std::span<const std::string_view> keys, int64_t wall,
-                                std::span<int64_t> out_ids) {
-  const postgres::EnqueueArrays a = postgres::encode_enqueue_batch(jobs, wall, costs, keys);
+                                std::span<int64_t> out_ids, std::span<const int64_t> timeouts) {
+  const postgres::EnqueueArrays a =
+      postgres::encode_enqueue_batch(jobs, wall, costs, keys, timeouts);
   std::vector<std::pair<int64_t, bool>> rows;  // (id, appended to the ring)
   run("enqueue", Retry::kNever, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
     pqxx::result r =
         tx.exec_prepared(stmt::kEnqueue, a.queues, a.kinds, a.payloads_hex, a.priorities,
                          a.max_attempts, a.run_ats, wall, a.distinct_queues, channels().jobs,
-                         a.costs, channels().later, a.later_payloads, a.keys);
+                         a.costs, channels().later, a.later_payloads, a.keys, a.timeouts);
     rows.clear();
     for (const auto& row : r)
       rows.emplace_back(postgres::int_at(row, 0), postgres::bool_at(row, 1));
@@ -323,17 +330,17 @@ uint32_t QueueStorage::claim_round(const char* op, const std::string& q, int64_t
       claimed.reserve(r.size());
       claimed_slots.clear();
       walked.reset();
-      // Columns: the job (claimed_job_at, 11), the ring's move generation,
+      // Columns: the job (claimed_job_at, 13), the ring's move generation,
       // the entry's slot, the candidates, the last candidate's key (3).
       for (const auto& row : r) {
-        moves = postgres::int_at(row, 11);
-        candidates = postgres::int_at(row, 13);
-        if (!row[14].is_null())
-          walked = ClaimKey{postgres::int32_at(row, 14), postgres::int_at(row, 15),
-                            postgres::int_at(row, 16)};
+        moves = postgres::int_at(row, 13);
+        candidates = postgres::int_at(row, 15);
+        if (!row[16].is_null())
+          walked = ClaimKey{postgres::int32_at(row, 16), postgres::int_at(row, 17),
+                            postgres::int_at(row, 18)};
         if (!row[0].is_null()) {
           claimed.push_back(postgres::claimed_job_at(row, q, lease_token, lease_expires_us));
-          claimed_slots.push_back(postgres::int32_at(row, 12));
+          claimed_slots.push_back(postgres::int32_at(row, 14));
         }
       }
     });
@@ -615,8 +622,8 @@ void QueueStorage::get_job(int64_t job_id, int64_t now_us, const sdk::JobSink& s
   run("get_job", Retry::kAfterConnectionLoss, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
     pqxx::result r = tx.exec_prepared(stmt::kGetJob, job_id);
-    // Columns: src, the job (16), purged. The `later` row (src 0) comes first.
-    found = !r.empty() && !postgres::bool_at(r[0], 17) && postgres::int_at(r[0], 6) != 0;
+    // Columns: src, the job (18), purged. The `later` row (src 0) comes first.
+    found = !r.empty() && !postgres::bool_at(r[0], 19) && postgres::int_at(r[0], 6) != 0;
     if (found) j = postgres::stored_job_at(r[0], 1, now_us);
   });
   postgres::report_job(found ? std::optional(j) : std::nullopt, job_id, sink);

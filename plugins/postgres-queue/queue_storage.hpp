@@ -64,6 +64,9 @@ class QueueStorage : public postgres::PgStorageBase {
   // ABI 1.4 (job keys; the adapter has checked lengths and duplicate keys)
   void enqueue_keyed(std::span<const conveyor_new_job_v3> jobs, int64_t now_us,
                      std::span<int64_t> out_ids);
+  // ABI 1.6 (schema 10: timeout_ms and started_at on entries and `later`)
+  void enqueue_timed(std::span<const conveyor_new_job_v4> jobs, int64_t now_us,
+                     std::span<int64_t> out_ids);
   uint32_t claim_keys(std::string_view queue, std::span<const std::string_view> kinds,
                       std::span<const sdk::KeyClaim> keys, int64_t lease_token, int64_t now_us,
                       int64_t lease_expires_us, const sdk::JobSink& sink);
@@ -85,8 +88,8 @@ class QueueStorage : public postgres::PgStorageBase {
   // ring) and created at `now`; costs one per job, or empty for cost 1 each;
   // keys one per job, or empty for the empty key.
   void enqueue_with(std::span<const conveyor_new_job> jobs, std::span<const int32_t> costs,
-                    std::span<const std::string_view> keys, int64_t now,
-                    std::span<int64_t> out_ids);
+                    std::span<const std::string_view> keys, int64_t now, std::span<int64_t> out_ids,
+                    std::span<const int64_t> timeouts = {});
   // claim and claim_kinds: kinds empty claims any kind.
   // Most claim statements one claim runs while it keeps losing rows to
   // concurrent claimers (the claim comment in claim_with).

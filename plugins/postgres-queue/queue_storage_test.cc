@@ -56,7 +56,27 @@ class QueueStorageTest : public postgres::test::PgTest {
         .as<int64_t>();
   }
   // Takes the schema back to version 8: no add_shared_states.
+  // Takes the schema back to version 9: no timeout_ms or started_at on
+  // entries and `later` rows (the entries view as it was, its last two
+  // columns cut).
+  void undo_schema_10() {
+    const std::string s = "\"" + schema_ + "\"";
+    std::string view = sql("SELECT pg_get_viewdef('" + s + ".entries'::regclass)")[0][0].c_str();
+    const std::string::size_type timeout = view.find("r.timeout_ms");
+    ASSERT_NE(timeout, std::string::npos) << view;
+    const std::string::size_type from = view.rfind(',', timeout);
+    const std::string::size_type to = view.find("AS started_at");
+    ASSERT_NE(from, std::string::npos) << view;
+    ASSERT_NE(to, std::string::npos) << view;
+    view.erase(from, to + std::string("AS started_at").size() - from);
+    sql("DROP VIEW " + s + ".entries; ALTER TABLE " + s + ".ready DROP COLUMN timeout_ms;" +
+        " ALTER TABLE " + s + ".ready DROP COLUMN started_at; ALTER TABLE " + s +
+        ".later DROP COLUMN timeout_ms; ALTER TABLE " + s + ".later DROP COLUMN started_at;" +
+        " CREATE VIEW " + s + ".entries AS " + view + "; DELETE FROM " + s +
+        ".queue_schema_migrations WHERE version = 10");
+  }
   void undo_schema_9() {
+    undo_schema_10();
     const std::string s = "\"" + schema_ + "\"";
     sql("DROP PROCEDURE " + s + ".add_shared_states; DELETE FROM " + s +
         ".queue_schema_migrations WHERE version = 9");
@@ -431,11 +451,12 @@ TEST_F(QueueStorageTest, AClaimThatLostItsCandidatesReportsHowFarItWalked) {
   ASSERT_TRUE(waiting) << "the claim never waited for the other claimer's mark";
   ASSERT_EQ(got.size(), 1u);
   EXPECT_TRUE(got[0][0].is_null()) << "the claim took job " << got[0][0].c_str();
-  EXPECT_EQ(got[0][13].as<int64_t>(), 1) << "candidates";
-  ASSERT_FALSE(got[0][14].is_null()) << "no walked key";
-  EXPECT_EQ(got[0][14].as<int32_t>(), entry[0][2].as<int32_t>());
-  EXPECT_EQ(got[0][15].as<int64_t>(), entry[0][3].as<int64_t>());
-  EXPECT_EQ(got[0][16].as<int64_t>(), ids[0]);
+  // Columns: the job (13), moves, slot, candidates, the walked key (3).
+  EXPECT_EQ(got[0][15].as<int64_t>(), 1) << "candidates";
+  ASSERT_FALSE(got[0][16].is_null()) << "no walked key";
+  EXPECT_EQ(got[0][16].as<int32_t>(), entry[0][2].as<int32_t>());
+  EXPECT_EQ(got[0][17].as<int64_t>(), entry[0][3].as<int64_t>());
+  EXPECT_EQ(got[0][18].as<int64_t>(), ids[0]);
 }
 
 // A schema made by the first release (version 1, no `retired` table) is
@@ -702,7 +723,7 @@ TEST_F(QueueStorageTest, MigrateFromVersion8KeepsEverythingAndAddsAddSharedState
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(),
             kSchemaVersion);
-  EXPECT_EQ(kSchemaVersion, 9);
+  EXPECT_GE(kSchemaVersion, 9);
   EXPECT_EQ(marker(h), m);
   const int64_t now = t + 10;
   EXPECT_EQ(job(h, got[0].id, now).state, CONVEYOR_JOB_RUNNING);
@@ -927,6 +948,76 @@ TEST_F(QueueStorageTest, GenericPlansDoNotScanTheHistory) {
           << plan;
     }
   }
+}
+
+// A schema of version 9 (ABI 1.5) with ready, running, completed and
+// waiting-to-retry jobs is upgraded in place: every job keeps its state, the
+// ones claimed before report the time of their claim (their claim marks)
+// as started_at, and every timeout is 0. Afterwards enqueue_v5 stores a
+// timeout that travels with the job's entries, and started_at follows each
+// claim and stays through a retry.
+TEST_F(QueueStorageTest, MigrateFromVersion9KeepsJobsAndReportsTheirStarts) {
+  CONVEYOR_REQUIRE_PG();
+  conveyor_storage* h = open_store();
+  ASSERT_NE(h, nullptr);
+  const int64_t t = wall_us();
+  const std::vector<int64_t> ready = enqueue_many(h, "q", 4);
+  std::vector<JobCopy> got = claim(h, "q", 3, 1, t, t + kHour);
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_EQ(complete(h, leases_of({got[1]}), t + 5), std::vector{CONVEYOR_OK});
+  ASSERT_EQ(fail(h, leases_of({got[2]})[0], "boom", t + kHour, t + 6), CONVEYOR_OK);
+  close_store(h);
+  undo_schema_10();
+  const std::string s = "\"" + schema_ + "\"";
+  ASSERT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(), 9);
+
+  h = open_store();  // migrates
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(sql("SELECT max(version) FROM " + s + ".queue_schema_migrations")[0][0].as<int>(),
+            kSchemaVersion);
+  const int64_t now = t + 10;
+  const JobCopy running = job(h, got[0].id, now);
+  EXPECT_EQ(running.state, CONVEYOR_JOB_RUNNING);
+  EXPECT_EQ(running.started_at, t) << "its claim mark's time";
+  EXPECT_EQ(running.timeout_ms, 0);
+  const JobCopy done = job(h, got[1].id, now);
+  EXPECT_EQ(done.state, CONVEYOR_JOB_COMPLETED);
+  EXPECT_EQ(done.started_at, t);
+  EXPECT_EQ(job(h, got[2].id, now).state, CONVEYOR_JOB_SCHEDULED);
+  EXPECT_EQ(job(h, got[2].id, now).started_at, 0)
+      << "a retry waiting in `later` from before the upgrade has no start stored";
+  const JobCopy untouched = job(h, ready[3], now);
+  EXPECT_EQ(untouched.state, CONVEYOR_JOB_AVAILABLE);
+  EXPECT_EQ(untouched.started_at, 0);
+  EXPECT_EQ(job_counts(api_, h, now), queue_stats(api_, h, now));
+
+  // enqueue_v5 on the upgraded schema: the timeout is stored with the entry
+  // and kept by a retry's new entry; started_at is each claim's now.
+  conveyor_new_job_v4 timed{
+      conveyor_new_job_v3{
+          conveyor_new_job_v2{conveyor_new_job{str("t"), str("k"), str("{}"), 0, 3, now}, 1, 0},
+          conveyor_str{}},
+      90'000};
+  int64_t id = 0;
+  conveyor_error err{};
+  ASSERT_EQ(api_->enqueue_v5(h, &timed, 1, now, &id, &err), CONVEYOR_OK) << err.message;
+  EXPECT_EQ(job(h, id, now).timeout_ms, 90'000);
+  std::vector<JobCopy> first = claim(h, "t", 1, 5, now + 100, now + kHour);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].started_at, now + 100);
+  EXPECT_EQ(first[0].timeout_ms, 90'000);
+  ASSERT_EQ(fail(h, leases_of(first)[0], "again", now + 200, now + 200), CONVEYOR_OK);
+  const JobCopy retried = job(h, id, now + 300);
+  EXPECT_EQ(retried.state, CONVEYOR_JOB_AVAILABLE);
+  EXPECT_EQ(retried.started_at, now + 100)
+      << "the failed attempt's start, carried to the new entry";
+  EXPECT_EQ(retried.timeout_ms, 90'000);
+  std::vector<JobCopy> second = claim(h, "t", 1, 6, now + 400, now + kHour);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].started_at, now + 400);
+  EXPECT_EQ(second[0].attempt, 2);
+  EXPECT_EQ(job(h, id, now + 500).started_at, now + 400);
+  EXPECT_EQ(job(h, id, now + 500).timeout_ms, 90'000);
 }
 
 }  // namespace

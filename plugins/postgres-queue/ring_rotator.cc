@@ -45,7 +45,7 @@ uint64_t copy_forward(pqxx::work& tx, const std::string& schema, uint32_t from, 
   const std::string ready = ready_partition(schema, from), marks = marks_partition(schema, from);
   const std::string cols =
       "job_id, queue, priority, run_at, attempt, max_attempts, created_at, kind, payload, "
-      "last_error, cost, key";
+      "last_error, cost, key, timeout_ms, started_at";
   pqxx::result r = tx.exec_params(
       "WITH live AS ("
       "  SELECT r.* FROM " +

@@ -111,6 +111,15 @@ CREATE INDEX jobs_ready_key ON {s}.jobs (queue, key, priority, run_at, id) WHERE
 // Version 7: kKeySettings (ABI 1.5: key settings, delete_shared_states).
 // Version 8: kSharedAdds (ABI 1.5 add_shared_states).
 
+// Version 9: ABI 1.6 (a job's own timeout). Existing jobs get timeout 0, the
+// queue's (a constant default: no row is rewritten). A job's started_at is
+// claimed_at, which every claim has written since version 1 (the claim's
+// now, in the claim's own UPDATE) and nothing else changes: so jobs kept,
+// running ones included, report when their latest attempt started.
+constexpr const char* kJobsV9 = R"sql(
+ALTER TABLE {s}.jobs ADD COLUMN timeout_ms bigint NOT NULL DEFAULT 0;
+)sql";
+
 // One entry per version step: steps[i] upgrades version i to i + 1. Never
 // edit a released step; append.
 const std::vector<std::string>& migration_steps() {
@@ -121,7 +130,8 @@ const std::vector<std::string>& migration_steps() {
                                                  kSharedAdd,
                                                  kJobsV6,
                                                  kKeySettings,
-                                                 kSharedAdds};
+                                                 kSharedAdds,
+                                                 kJobsV9};
   return steps;
 }
 
@@ -129,12 +139,12 @@ const std::vector<std::string>& migration_steps() {
 #define CONVEYOR_PG_JOB_COLUMNS                                                            \
   "j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempt, j.max_attempts, "     \
   "j.run_at, j.created_at, j.finalized_at, j.lease_token, j.lease_expires, j.last_error, " \
-  "j.cost, j.key"
+  "j.cost, j.key, j.claimed_at, j.timeout_ms"
 
 // What a claim statement returns (claimed_job_at), for the jobs aliased j.
 #define CONVEYOR_PG_CLAIMED_COLUMNS                                                       \
   "RETURNING j.id, j.kind, j.payload, j.priority, j.attempt, j.max_attempts, j.run_at,\n" \
-  "          j.created_at, j.last_error, j.cost, j.key"
+  "          j.created_at, j.last_error, j.cost, j.key, j.claimed_at, j.timeout_ms"
 
 // The claim's UPDATE of the rows picked (a CTE of ids): the lease, in the
 // statement's own commit mode (CONVEYOR_PG_LEASE_COMMIT). "id =
@@ -236,12 +246,13 @@ WITH registered AS (
   INSERT INTO {s}.queues (name) SELECT unnest($8::text[]) ON CONFLICT (name) DO NOTHING
 ), inserted AS (
   INSERT INTO {s}.jobs (queue, kind, payload, priority, state, max_attempts, run_at, created_at,
-                       cost, key)
+                       cost, key, timeout_ms)
   SELECT t.queue, t.kind, decode(t.payload, 'hex'), t.priority, 1, t.max_attempts, t.run_at, $7,
-         t.cost, t.key
+         t.cost, t.key, t.timeout_ms
   FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::integer[], $6::bigint[],
-              $10::integer[], $13::text[])
-       WITH ORDINALITY AS t(queue, kind, payload, priority, max_attempts, run_at, cost, key, ord)
+              $10::integer[], $13::text[], $14::bigint[])
+       WITH ORDINALITY AS t(queue, kind, payload, priority, max_attempts, run_at, cost, key,
+                            timeout_ms, ord)
   ORDER BY t.ord
   RETURNING id
 ), notified AS (
@@ -336,10 +347,12 @@ WITH failed AS (
 SELECT id FROM failed)sql"},
 
     Statement{stmt::kRescue, CONVEYOR_PG_RESCUE_CTES "SELECT count(*) FROM rescued"},
-    Statement{stmt::kRescueReporting, CONVEYOR_PG_RESCUE_CTES
-              "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,\n"
-              "       created_at, finalized_at, lease_token, lease_expires, last_error, cost, key\n"
-              "FROM rescued"},
+    Statement{
+        stmt::kRescueReporting, CONVEYOR_PG_RESCUE_CTES
+        "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,\n"
+        "       created_at, finalized_at, lease_token, lease_expires, last_error, cost, key,\n"
+        "       claimed_at, timeout_ms\n"
+        "FROM rescued"},
 
     Statement{stmt::kCancel, R"sql(
 WITH cancelled AS (
@@ -373,7 +386,7 @@ ORDER BY 1)sql"},
 
     Statement{stmt::kGetJob, R"sql(
 SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at, created_at,
-       finalized_at, lease_token, lease_expires, last_error, cost, key
+       finalized_at, lease_token, lease_expires, last_error, cost, key, claimed_at, timeout_ms
 FROM {s}.jobs WHERE id = $1::bigint)sql"},
 
     Statement{stmt::kPurge, R"sql(

@@ -11,7 +11,7 @@
 namespace conveyor::postgres {
 
 // The schema version this build creates and understands.
-inline constexpr int kSchemaVersion = 8;
+inline constexpr int kSchemaVersion = 9;
 
 // Creates or upgrades the schema named schema (validated) to version (1..
 // kSchemaVersion; tests build older schemas). Throws

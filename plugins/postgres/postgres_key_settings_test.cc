@@ -11,7 +11,21 @@
 namespace conveyor::postgres::test {
 namespace {
 
-class PgKeySettingsSchemaTest : public PgTest {};
+class PgKeySettingsSchemaTest : public PgTest {
+ protected:
+  // A ready job of queue at priority, written as the old schema holds it
+  // (the plugin's enqueue writes the newest schema's columns): its id.
+  int64_t insert_job(const std::string& queue, int32_t priority, int64_t now) {
+    const std::string s = "\"" + schema_ + "\"";
+    sql("INSERT INTO " + s + ".queues (name) VALUES ('" + queue + "') ON CONFLICT DO NOTHING");
+    return sql("INSERT INTO " + s +
+               ".jobs (queue, kind, payload, priority, state, max_attempts, run_at, created_at)"
+               " VALUES ('" +
+               queue + "', 'k', '\\x7b7d'::bytea, " + std::to_string(priority) + ", 1, 3, " +
+               std::to_string(now) + ", " + std::to_string(now) + ") RETURNING id")[0][0]
+        .as<int64_t>();
+  }
+};
 
 // A schema 6 database (ABI 1.4) with a job, a queue override, a paused queue
 // and shared records, written by this build before it migrates, migrates to
@@ -27,7 +41,7 @@ TEST_F(PgKeySettingsSchemaTest, MigrationFromSchema6KeepsEverythingAndAddsKeySet
   conveyor_storage* h = open_store({}, /*migrate=*/false);
   ASSERT_NE(h, nullptr);
   const int64_t t = wall_us();
-  const int64_t id = enqueue(h, "q", 3);
+  const int64_t id = insert_job("q", 3, t);
   conveyor_error err{};
   ASSERT_EQ(api_->set_rate_limit_v2(h, str("q"), 2.5, 3, CONVEYOR_SCOPE_FLEET, t, &err),
             CONVEYOR_OK)
@@ -86,7 +100,7 @@ TEST_F(PgKeySettingsSchemaTest, MigrationFromSchema7KeepsEverythingAndAddsAddSha
   conveyor_storage* h = open_store({}, /*migrate=*/false);
   ASSERT_NE(h, nullptr);
   const int64_t t = wall_us();
-  const int64_t id = enqueue(h, "q", 3);
+  const int64_t id = insert_job("q", 3, t);
   conveyor_error err{};
   ASSERT_EQ(api_->set_rate_limit_v2(h, str("q"), 2.5, 3, CONVEYOR_SCOPE_FLEET, t, &err),
             CONVEYOR_OK)
@@ -106,7 +120,7 @@ TEST_F(PgKeySettingsSchemaTest, MigrationFromSchema7KeepsEverythingAndAddsAddSha
   ASSERT_EQ(api_->migrate(h, &err), CONVEYOR_OK) << err.message;
   EXPECT_EQ(sql("SELECT max(version) FROM " + s + ".schema_migrations")[0][0].as<int>(),
             kSchemaVersion);
-  EXPECT_EQ(kSchemaVersion, 8);
+  EXPECT_GE(kSchemaVersion, 8);
   EXPECT_EQ(marker(h), m);
   EXPECT_EQ(sql("SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
                 " WHERE n.nspname = '" +

@@ -142,18 +142,24 @@ void PostgresStorage::enqueue_keyed(std::span<const conveyor_new_job_v3> jobs, i
   insert_jobs(k.jobs, k.costs, k.keys, now_us, out_ids);
 }
 
+void PostgresStorage::enqueue_timed(std::span<const conveyor_new_job_v4> jobs, int64_t now_us,
+                                    std::span<int64_t> out_ids) {
+  const TimedJobs t = split_timed(jobs);
+  insert_jobs(t.jobs, t.costs, t.keys, now_us, out_ids, t.timeouts);
+}
+
 void PostgresStorage::insert_jobs(std::span<const conveyor_new_job> jobs,
                                   std::span<const int32_t> costs,
                                   std::span<const std::string_view> keys, int64_t created,
-                                  std::span<int64_t> out_ids) {
-  const EnqueueArrays a = encode_enqueue_batch(jobs, created, costs, keys);
+                                  std::span<int64_t> out_ids, std::span<const int64_t> timeouts) {
+  const EnqueueArrays a = encode_enqueue_batch(jobs, created, costs, keys, timeouts);
   std::vector<int64_t> ids;
   run("enqueue", Retry::kNever, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
     pqxx::result r =
         tx.exec_prepared(stmt::kEnqueue, a.queues, a.kinds, a.payloads_hex, a.priorities,
                          a.max_attempts, a.run_ats, created, a.distinct_queues, channels().jobs,
-                         a.costs, channels().later, a.later_payloads, a.keys);
+                         a.costs, channels().later, a.later_payloads, a.keys, a.timeouts);
     ids.clear();
     ids.reserve(r.size());
     for (const auto& row : r) ids.push_back(int_at(row, 0));

@@ -48,6 +48,9 @@ class PostgresStorage : public PgStorageBase {
   // ABI 1.4 (job keys; the adapter has checked lengths and duplicate keys)
   void enqueue_keyed(std::span<const conveyor_new_job_v3> jobs, int64_t now_us,
                      std::span<int64_t> out_ids);
+  // ABI 1.6 (schema 9: jobs.timeout_ms; started_at is jobs.claimed_at)
+  void enqueue_timed(std::span<const conveyor_new_job_v4> jobs, int64_t now_us,
+                     std::span<int64_t> out_ids);
   uint32_t claim_keys(std::string_view queue, std::span<const std::string_view> kinds,
                       std::span<const sdk::KeyClaim> keys, int64_t lease_token, int64_t now_us,
                       int64_t lease_expires_us, const sdk::JobSink& sink);
@@ -64,7 +67,7 @@ class PostgresStorage : public PgStorageBase {
   // empty for the empty key.
   void insert_jobs(std::span<const conveyor_new_job> jobs, std::span<const int32_t> costs,
                    std::span<const std::string_view> keys, int64_t created,
-                   std::span<int64_t> out_ids);
+                   std::span<int64_t> out_ids, std::span<const int64_t> timeouts = {});
   explicit PostgresStorage(PgOptions options);
 
   // Gives back whatever a claim with this token took when its reply was lost.

@@ -83,8 +83,8 @@ std::string json_array_of(std::span<const int64_t> places) {
 
 template <typename Pick>
 uint32_t SqliteStorage::claim_picked(const char* op, std::string_view queue, int64_t lease_token,
-                                     int64_t lease_expires_us, bool look_first, const Pick& pick,
-                                     const sdk::JobSink& sink) {
+                                     int64_t now_us, int64_t lease_expires_us, bool look_first,
+                                     const Pick& pick, const sdk::JobSink& sink) {
   if (look_first) {
     bool any_ready = false;
     db_.read(op, [&](Connection& c) {
@@ -108,6 +108,7 @@ uint32_t SqliteStorage::claim_picked(const char* op, std::string_view queue, int
     st.bind(1, static_cast<int64_t>(lease_token));
     st.bind(2, static_cast<int64_t>(lease_expires_us));
     st.bind(3, json_array_of(picked));
+    st.bind(4, static_cast<int64_t>(now_us));
     claimed.reserve(picked.size());
     while (st.executeStep()) {
       OwnedJob& j = claimed.emplace_back();
@@ -201,8 +202,8 @@ uint32_t SqliteStorage::claim_kinds(std::string_view queue, std::span<const std:
     for (const Candidate& cand : out) places.push_back(cand.pos);
     return places;
   };
-  return claim_picked("claim_kinds", queue, lease_token, lease_expires_us, /*look_first=*/true,
-                      pick, sink);
+  return claim_picked("claim_kinds", queue, lease_token, now_us, lease_expires_us,
+                      /*look_first=*/true, pick, sink);
 }
 
 uint32_t SqliteStorage::claim_keys(std::string_view queue, std::span<const std::string_view> kinds,
@@ -260,8 +261,8 @@ uint32_t SqliteStorage::claim_keys(std::string_view queue, std::span<const std::
   };
   // The keys come from a listing (list_ready_keys, on a reader) that found
   // them ready: claim_keys is not idle polling, so no look first.
-  return claim_picked("claim_keys", queue, lease_token, lease_expires_us, /*look_first=*/false,
-                      pick, sink);
+  return claim_picked("claim_keys", queue, lease_token, now_us, lease_expires_us,
+                      /*look_first=*/false, pick, sink);
 }
 
 }  // namespace conveyor::sqlite

@@ -68,10 +68,29 @@ void SqliteStorage::enqueue_keyed(std::span<const conveyor_new_job_v3> jobs, int
   insert_jobs(plain, costs, keys, now_us, out_ids);
 }
 
+void SqliteStorage::enqueue_timed(std::span<const conveyor_new_job_v4> jobs, int64_t now_us,
+                                  std::span<int64_t> out_ids) {
+  std::vector<conveyor_new_job> plain;
+  std::vector<int32_t> costs;
+  std::vector<std::string_view> keys;
+  std::vector<int64_t> timeouts;
+  plain.reserve(jobs.size());
+  costs.reserve(jobs.size());
+  keys.reserve(jobs.size());
+  timeouts.reserve(jobs.size());
+  for (const conveyor_new_job_v4& j : jobs) {
+    plain.push_back(j.job.job.job);
+    costs.push_back(j.job.job.cost);
+    keys.push_back(sdk::view(j.job.key));  // lengths and ranges checked by the adapter
+    timeouts.push_back(j.timeout_ms);
+  }
+  insert_jobs(plain, costs, keys, now_us, out_ids, timeouts);
+}
+
 void SqliteStorage::insert_jobs(std::span<const conveyor_new_job> jobs,
                                 std::span<const int32_t> costs,
                                 std::span<const std::string_view> keys, int64_t created,
-                                std::span<int64_t> out_ids) {
+                                std::span<int64_t> out_ids, std::span<const int64_t> timeouts) {
   for (size_t i = 0; i < jobs.size(); ++i) {
     const conveyor_new_job& j = jobs[i];
     const std::string where = "enqueue: job " + std::to_string(i) + ": ";
@@ -142,6 +161,7 @@ void SqliteStorage::insert_jobs(std::span<const conveyor_new_job> jobs,
       st.bind(7, static_cast<int64_t>(created));
       st.bind(8, costs.empty() ? 1 : costs[i]);
       bind_text(st, 11, keys.empty() ? std::string_view{} : keys[i]);
+      st.bind(12, timeouts.empty() ? int64_t{0} : timeouts[i]);
       st.exec();
     }
     SQLite::Statement& set = c.get<sql::kSetQueueBlock>();

@@ -22,6 +22,8 @@ sdk::OwnedJob job_from_row(const SQLite::Statement& st, int64_t now_us) {
   j.last_error = column_text(st, 13);
   j.cost = st.getColumn(14).getInt();
   j.key = column_text(st, 15);
+  j.started_at = st.getColumn(16).getInt64();
+  j.timeout_ms = st.getColumn(17).getInt64();
   if (j.state == kAvailable && j.run_at > now_us) j.state = CONVEYOR_JOB_SCHEDULED;
   if (j.state != kRunning) {
     j.lease_token = 0;
@@ -42,6 +44,8 @@ void read_claimed_row(const SQLite::Statement& st, sdk::OwnedJob& j) {
   j.last_error = column_text(st, 8);
   j.cost = st.getColumn(9).getInt();
   j.key = column_text(st, 11);
+  j.started_at = st.getColumn(12).getInt64();
+  j.timeout_ms = st.getColumn(13).getInt64();
 }
 
 }  // namespace conveyor::sqlite

@@ -187,6 +187,15 @@ CREATE TABLE key_settings (
   PRIMARY KEY (queue, target, key)
 ) WITHOUT ROWID;
 )sql",
+    // 6 -> 7: ABI 1.6 (a job's own timeout, when its latest attempt
+    // started). ADD COLUMN with a constant default rewrites no rows: every
+    // job kept has timeout 0 (its queue's) and started_at 0 (a job running
+    // now started before the plugin stored it). No index: the claim writes
+    // started_at in the row it already updates.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN started_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN timeout_ms INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration step per schema version");
 

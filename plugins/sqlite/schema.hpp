@@ -11,7 +11,7 @@ namespace conveyor::sqlite {
 class Connection;
 
 // The schema version this build creates and understands (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 // A queue's rows are stored in blocks of 2^kBlockBits places (schema step
 // 3 -> 4 spells the same shift).

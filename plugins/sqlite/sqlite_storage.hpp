@@ -128,6 +128,10 @@ class SqliteStorage {
   // add_shared_state on each of adds (keys distinct), out[i] for adds[i]; one
   // write transaction for the whole batch (no schema change).
   void add_shared_states(std::span<const sdk::KeyedAdd> adds, std::span<sdk::SharedAddResult> out);
+  // ABI 1.6 (schema 7: jobs.started_at, written by the claim's own update,
+  // and jobs.timeout_ms)
+  void enqueue_timed(std::span<const conveyor_new_job_v4> jobs, int64_t now_us,
+                     std::span<int64_t> out_ids);
   // CONVEYOR_CAP_NOTIFY (see the design notes above); from one thread at a
   // time (the host's), others wait.
   void wait_for_notification(int64_t timeout_us, const sdk::NotifySink& sink);
@@ -141,17 +145,18 @@ class SqliteStorage {
 
   // rescue_expired, reporting each rescued job to sink when it is not null.
   uint32_t rescue(int64_t now_us, uint32_t max_jobs, const sdk::JobSink* sink);
-  // costs and keys: one per job, or empty for cost 1 and the empty key each.
+  // costs, keys and timeouts: one per job, or empty for cost 1, the empty
+  // key and timeout 0 each.
   void insert_jobs(std::span<const conveyor_new_job> jobs, std::span<const int32_t> costs,
                    std::span<const std::string_view> keys, int64_t created,
-                   std::span<int64_t> out_ids);
+                   std::span<int64_t> out_ids, std::span<const int64_t> timeouts = {});
   // Claims, in one write transaction, the ready jobs of queue that
   // pick(conn, probe) names (places, in the order they are reported), unless
   // the queue is paused. With look_first, a look on a reader comes first
   // (probe true: pick may stop at its first place): with nothing to claim
   // there, no write lock is taken. claim_kinds and claim_keys.
   template <typename Pick>
-  uint32_t claim_picked(const char* op, std::string_view queue, int64_t lease_token,
+  uint32_t claim_picked(const char* op, std::string_view queue, int64_t lease_token, int64_t now_us,
                         int64_t lease_expires_us, bool look_first, const Pick& pick,
                         const sdk::JobSink& sink);
   // Runs S, a lease-guarded UPDATE taking (value, job id, lease token), once

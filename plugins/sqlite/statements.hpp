@@ -64,7 +64,8 @@ inline constexpr Sql kTakeBlock{
 
 inline constexpr Sql kInsertJob{
     "INSERT INTO jobs (pos, id, queue, kind, payload, priority, state, attempt, max_attempts,"
-    " run_at, created_at, cost, key) VALUES (?9, ?10, ?1, ?2, ?3, ?4, 1, 0, ?5, ?6, ?7, ?8, ?11)"};
+    " run_at, created_at, cost, key, timeout_ms)"
+    " VALUES (?9, ?10, ?1, ?2, ?3, ?4, 1, 0, ?5, ?6, ?7, ?8, ?11, ?12)"};
 
 inline constexpr Sql kSetQueueBlock{
     "UPDATE queues SET next_pos = ?2, end_pos = ?3 WHERE name = ?1"};
@@ -82,11 +83,11 @@ inline constexpr Sql kQueuePaused{"SELECT paused FROM queues WHERE name = ?1"};
 
 inline constexpr Sql kClaim{
     "UPDATE jobs SET state = 3, attempt = attempt + 1, lease_token = ?1,"
-    " lease_expires = ?2"
+    " lease_expires = ?2, started_at = ?4"
     " WHERE pos IN (SELECT pos FROM jobs INDEXED BY jobs_claim WHERE queue = ?3 AND state = 1"
     " AND run_at <= ?4 ORDER BY priority, run_at, id LIMIT ?5)"
     " RETURNING id, kind, payload, priority, attempt, max_attempts, run_at,"
-    " created_at, last_error, cost, pos, key"};
+    " created_at, last_error, cost, pos, key, started_at, timeout_ms"};
 
 // jobs_claim, other kinds skipped.
 inline constexpr Sql kClaimKindCandidates{
@@ -133,12 +134,14 @@ inline constexpr std::array<char, 1024> kClaimKeyFirstsText = claim_key_firsts_t
 inline constexpr Sql kClaimKeyFirsts{kClaimKeyFirstsText.data()};
 
 // The jobs at the places (pos) of ?3, a JSON array, that are still ready:
-// one statement for a whole claim, each place a rowid seek.
+// one statement for a whole claim, each place a rowid seek. ?4: the claim's
+// now, the attempt's started_at.
 inline constexpr Sql kClaimPlaces{
-    "UPDATE jobs SET state = 3, attempt = attempt + 1, lease_token = ?1, lease_expires = ?2"
+    "UPDATE jobs SET state = 3, attempt = attempt + 1, lease_token = ?1, lease_expires = ?2,"
+    " started_at = ?4"
     " WHERE pos IN (SELECT value FROM json_each(?3)) AND state = 1"
     " RETURNING id, kind, payload, priority, attempt, max_attempts, run_at,"
-    " created_at, last_error, cost, pos, key"};
+    " created_at, last_error, cost, pos, key, started_at, timeout_ms"};
 
 // ---- list_ready_keys ---------------------------------------------------------
 
@@ -200,7 +203,8 @@ inline constexpr Sql kRescue{
     " WHERE pos IN (SELECT pos FROM jobs WHERE state = 3 AND lease_expires < ?1"
     " ORDER BY lease_expires, pos LIMIT ?3)"
     " RETURNING id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
-    " created_at, finalized_at, lease_token, lease_expires, last_error, cost, key"};
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost, key,"
+    " started_at, timeout_ms"};
 
 // ---- Operator commands on jobs ---------------------------------------------
 
@@ -227,7 +231,8 @@ inline constexpr Sql kPurge{
 
 inline constexpr Sql kGetJob{
     "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
-    " created_at, finalized_at, lease_token, lease_expires, last_error, cost, key"
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost, key,"
+    " started_at, timeout_ms"
     " FROM jobs WHERE id = ?1"};
 
 // The list statements name their index: the planner would otherwise walk
@@ -248,14 +253,16 @@ inline constexpr Sql kNextFinalKind{
 // jobs_claim: the queue's ready backlog, sorted by id.
 inline constexpr Sql kListAvailable{
     "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
-    " created_at, finalized_at, lease_token, lease_expires, last_error, cost, key"
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost, key,"
+    " started_at, timeout_ms"
     " FROM jobs INDEXED BY jobs_claim WHERE queue = ?1 AND state = 1 AND id > ?2"
     " AND run_at BETWEEN ?3 AND ?4 AND (?6 = '' OR kind = ?6) ORDER BY id LIMIT ?5"};
 
 // jobs_lease: every running job, sorted by id.
 inline constexpr Sql kListRunning{
     "SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,"
-    " created_at, finalized_at, lease_token, lease_expires, last_error, cost, key"
+    " created_at, finalized_at, lease_token, lease_expires, last_error, cost, key,"
+    " started_at, timeout_ms"
     " FROM jobs INDEXED BY jobs_lease WHERE state = 3 AND queue = ?1 AND id > ?2"
     " AND run_at BETWEEN ?3 AND ?4 AND (?6 = '' OR kind = ?6) ORDER BY id LIMIT ?5"};
 

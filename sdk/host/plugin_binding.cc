@@ -175,6 +175,11 @@ JobCopy copy_job(const conveyor_job* reported, std::vector<std::string>& problem
   // ABI 1.4: key only when struct_size covers it (else the empty key).
   if (j.struct_size >= offsetof(conveyor_job, key) + sizeof j.key)
     c.key = copy_str(j.key, "conveyor_job.key", problems);
+  // ABI 1.6: started_at and timeout only when struct_size covers both (else 0).
+  if (j.struct_size >= offsetof(conveyor_job, timeout_ms) + sizeof j.timeout_ms) {
+    c.started_at = j.started_at_us;
+    c.timeout_ms = j.timeout_ms;
+  }
   return c;
 }
 
@@ -701,6 +706,21 @@ Result<std::vector<int64_t>> PluginBinding::enqueue_v4(std::span<const conveyor_
   r.value.assign(jobs.size(), 0);
   r.status = run("enqueue_v4", [&](conveyor_error* e) {
     return table_->enqueue_v4(handle_, data_or_null(jobs), jobs.size(), now_us,
+                              r.value.empty() ? nullptr : r.value.data(), e);
+  });
+  return r;
+}
+
+Result<std::vector<int64_t>> PluginBinding::enqueue_v5(std::span<const conveyor_new_job_v4> jobs,
+                                                       int64_t now_us) {
+  Result<std::vector<int64_t>> r;
+  if (!has_slot(StorageSlot::kEnqueueV5)) {
+    r.status = missing_slot(StorageSlot::kEnqueueV5, "a job timeout");
+    return r;
+  }
+  r.value.assign(jobs.size(), 0);
+  r.status = run("enqueue_v5", [&](conveyor_error* e) {
+    return table_->enqueue_v5(handle_, data_or_null(jobs), jobs.size(), now_us,
                               r.value.empty() ? nullptr : r.value.data(), e);
   });
   return r;

@@ -331,6 +331,10 @@ TEST(StorageSlots, NamesMapToSlotsAndAnUnknownNameIsLoud) {
   static_assert(slot_named("add_shared_states") == StorageSlot::kAddSharedStates);
   EXPECT_EQ(table_size_of_minor(4), CONVEYOR_PLUGIN_V1_4_SIZE);
   EXPECT_EQ(table_size_of_minor(5), CONVEYOR_PLUGIN_V1_5_SIZE);
+  EXPECT_EQ(slot_minor(StorageSlot::kEnqueueV5), 6u);
+  EXPECT_FALSE(slot_info(StorageSlot::kEnqueueV5).required);
+  static_assert(slot_named("enqueue_v5") == StorageSlot::kEnqueueV5);
+  EXPECT_EQ(table_size_of_minor(6), CONVEYOR_PLUGIN_V1_6_SIZE);
 }
 
 // has_slot follows struct_size: a table cut to each minor's size has exactly
@@ -380,6 +384,52 @@ TEST_F(PluginBindingTest, StructsWithoutTheV1_2FieldsReadAsCostOneAndProcessScop
   l = copy_limit(&limit, problems);
   EXPECT_TRUE(l.reports_scope);
   EXPECT_EQ(l.scope, CONVEYOR_SCOPE_FLEET);
+}
+
+// A conveyor_job from a plugin built before 1.6 ends after key: started_at
+// and timeout read as 0, whatever lies beyond struct_size; covered, they are
+// read as written.
+TEST_F(PluginBindingTest, JobsWithoutTheV1_6FieldsReadAsZero) {
+  conveyor_job job{};
+  job.struct_size = offsetof(conveyor_job, started_at_us);
+  job.state = CONVEYOR_JOB_COMPLETED;
+  job.id = 5;
+  job.started_at_us = 1234;  // beyond struct_size: never read
+  job.timeout_ms = 99;
+  std::vector<std::string> problems;
+  JobCopy j = copy_job(&job, problems);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_EQ(j.started_at, 0);
+  EXPECT_EQ(j.timeout_ms, 0);
+  job.struct_size = offsetof(conveyor_job, timeout_ms);  // started_at alone: not the whole 1.6
+  j = copy_job(&job, problems);
+  EXPECT_EQ(j.started_at, 0);
+  EXPECT_EQ(j.timeout_ms, 0);
+  job.struct_size = sizeof(conveyor_job);
+  j = copy_job(&job, problems);
+  EXPECT_EQ(j.started_at, 1234) << "covered: read as written";
+  EXPECT_EQ(j.timeout_ms, 99);
+}
+
+// A plugin of ABI 1.5 (SQLite's table cut to its 1.5 size): enqueue_v5 is
+// UNSUPPORTED without a call, naming the plugin, its ABI and the slot.
+TEST_F(PluginBindingTest, AV1_5TableLacksEnqueueV5ByName) {
+  PluginBinding& real =
+      open_plugin(CONVEYOR_TEST_SQLITE_PLUGIN, {{"path", (dir_ / "15.db").string()}});
+  conveyor_storage_plugin v1_5 = real.table();
+  v1_5.struct_size = CONVEYOR_PLUGIN_V1_5_SIZE;
+  v1_5.abi_minor = 5;
+  PluginBinding b(v1_5, real.handle());
+  const conveyor_new_job_v4 job{
+      {{{sdk::str("q"), sdk::str("k"), sdk::str("{}"), 0, 1, kNow}, 1, 0}, conveyor_str{}}, 500};
+  Result<std::vector<int64_t>> r = b.enqueue_v5(std::span(&job, 1), kNow);
+  EXPECT_EQ(r.status.code, CONVEYOR_E_UNSUPPORTED);
+  EXPECT_THAT(r.status.message,
+              HasSubstr("storage plugin 'sqlite' implements ABI 1.5; a job timeout needs ABI 1.6 "
+                        "(slot enqueue_v5): upgrade the plugin"));
+  // Nothing reached the plugin.
+  ASSERT_TRUE(real.has_slot(StorageSlot::kListJobs));
+  EXPECT_TRUE(real.list_jobs("q", {}, "", 0, 10, kNow).value.jobs.empty());
 }
 
 // ---- ABI 1.5 ----

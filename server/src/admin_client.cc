@@ -409,4 +409,52 @@ std::vector<JobOutcome> AdminClient::delete_jobs(std::span<const int64_t> ids) {
   return outcomes_of(url_, response, ids.size());
 }
 
+namespace {
+template <typename Request>
+void set_bulk_filter(const JobQuery& filter, Request& request) {
+  request.set_queue(filter.queue);
+  for (JobState s : filter.states) request.add_states(to_string(s));
+  request.set_after_id(filter.after_id);
+  request.set_limit(filter.limit);
+}
+}  // namespace
+
+Engine::JobBatchResult AdminClient::delete_jobs_bulk(const JobQuery& filter) {
+  v1::DeleteJobsRequest request;
+  set_bulk_filter(filter, request);
+  v1::DeleteJobsResponse response;
+  call(std::string(kAdmin) + "DeleteJobs", request, response);
+  return {response.deleted(), response.refused(), response.next_after_id()};
+}
+
+Engine::JobBatchResult AdminClient::cancel_jobs_bulk(const JobQuery& filter) {
+  v1::CancelJobsRequest request;
+  set_bulk_filter(filter, request);
+  v1::CancelJobsResponse response;
+  call(std::string(kAdmin) + "CancelJobs", request, response);
+  return {response.cancelled(), response.refused(), response.next_after_id()};
+}
+
+Engine::QueueRemoval AdminClient::delete_queue(std::string_view queue, bool force, int64_t after_id,
+                                               uint32_t limit) {
+  v1::DeleteQueueRequest request;
+  request.set_queue(std::string(queue));
+  request.set_force(force);
+  request.set_after_id(after_id);
+  request.set_limit(limit);
+  v1::DeleteQueueResponse response;
+  call(std::string(kAdmin) + "DeleteQueue", request, response);
+  Engine::QueueRemoval r;
+  r.deleted = response.deleted();
+  r.cancelled = response.cancelled();
+  r.running_cancelled = response.running_cancelled();
+  r.kept = response.kept();
+  r.next_after_id = response.next_after_id();
+  r.override_removed = response.override_removed();
+  r.key_settings_removed = response.key_settings_removed();
+  r.was_paused = response.was_paused();
+  r.configured = response.configured();
+  return r;
+}
+
 }  // namespace conveyor

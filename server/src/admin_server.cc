@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -127,9 +128,16 @@ struct AdminServer::Impl {
         config(std::move(c)),
         address(parse_listen_address(config.listen)),
         api(engine),
-        auth(config),
+        live(std::make_shared<const ServerConfig>(config)),
         static_files(builtin_page) {
     check_server_security(config);
+  }
+
+  // The config calls are checked against: config with the worker tokens
+  // of the last reload. A call keeps the snapshot it started with.
+  std::shared_ptr<const ServerConfig> snapshot() const {
+    std::lock_guard lock(live_mu);
+    return live;
   }
 
   // Every complete request, on a transport worker thread.
@@ -169,8 +177,9 @@ struct AdminServer::Impl {
       return;
     }
     const ApiRequest request = api_request(req);
-    ApiService::Cancel cancel = handle_api_request_async(
-        api, config, request, [reply](ApiResponse response) { reply.send(to_http(response)); });
+    ApiService::Cancel cancel =
+        handle_api_request_async(api, *snapshot(), request,
+                                 [reply](ApiResponse response) { reply.send(to_http(response)); });
     if (cancel) reply.on_client_gone([cancel] { cancel(); });
   }
 
@@ -188,7 +197,7 @@ struct AdminServer::Impl {
 
   // The API call (api_request.hpp) over HTTP.
   http::Response rpc(const http::Request& req) {
-    return to_http(handle_api_request(api, config, api_request(req)));
+    return to_http(handle_api_request(api, *snapshot(), api_request(req)));
   }
 
   http::Response get(const http::Request& req) {
@@ -262,6 +271,7 @@ struct AdminServer::Impl {
   }
 
   http::Response metrics(const http::Request& req) {
+    const Authenticator auth(*snapshot());
     if (auto error = auth.check_host(req.header("Host"))) return error_response(*error);
     if (auto error = auth.check(req.header("Authorization"))) return error_response(*error);
     return http::Response{200,
@@ -274,7 +284,8 @@ struct AdminServer::Impl {
   ServerConfig config;
   ListenAddress address;
   ApiService api;
-  Authenticator auth;
+  mutable std::mutex live_mu;
+  std::shared_ptr<const ServerConfig> live;  // live_mu
   StaticFileProvider static_files;
 
   std::mutex lifecycle_mu;
@@ -347,5 +358,13 @@ void AdminServer::stop() {
 }
 
 uint16_t AdminServer::port() const { return impl_->http ? impl_->http->port() : 0; }
+
+void AdminServer::reload_worker_tokens(const ServerConfig& fresh) {
+  auto next = std::make_shared<ServerConfig>(*impl_->snapshot());
+  next->worker_token = fresh.worker_token;
+  next->worker_tokens = fresh.worker_tokens;
+  std::lock_guard lock(impl_->live_mu);
+  impl_->live = std::move(next);
+}
 
 }  // namespace conveyor

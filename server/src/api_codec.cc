@@ -180,17 +180,45 @@ const pb::FieldDescriptor* field_named(const pb::Descriptor* d, std::string_view
   return nullptr;
 }
 
-// Whether a message of type d can hold a bool field (seen: the types on the
-// way, against recursion).
+bool is_floating(const pb::FieldDescriptor* f) {
+  return f->type() == pb::FieldDescriptor::TYPE_DOUBLE ||
+         f->type() == pb::FieldDescriptor::TYPE_FLOAT;
+}
+
+// Whether a message of type d can hold a field check_fields looks at: a bool
+// or a floating-point number (seen: the types on the way, against recursion).
 bool has_bool_field(const pb::Descriptor* d, std::vector<const pb::Descriptor*>& seen) {
   if (std::find(seen.begin(), seen.end(), d) != seen.end()) return false;
   seen.push_back(d);
   for (int i = 0; i < d->field_count(); ++i) {
     const pb::FieldDescriptor* f = d->field(i);
-    if (f->type() == pb::FieldDescriptor::TYPE_BOOL) return true;
+    if (f->type() == pb::FieldDescriptor::TYPE_BOOL || is_floating(f)) return true;
     if (f->message_type() && has_bool_field(f->message_type(), seen)) return true;
   }
   return false;
+}
+
+// A number given as a JSON string: libprotobuf reads it with strtod, so
+// "0x10" was 16 and "+16" 16. The text must be what the config and the CLI
+// take (parse_plain_decimal): for a rate, exactly that (the message as the
+// CLI's --rate says it); for another number also a leading "-" (its range
+// check then says what it takes) or the mapping's "Infinity", "-Infinity"
+// and "NaN".
+void check_number_text(const pb::FieldDescriptor* f, const std::string& at,
+                       const std::string& text) {
+  if (f->name() == "rate_per_sec") {
+    if (!parse_plain_decimal(text))
+      invalid(fmt::format("{}: must be {}, got {}", at, rate_text_rule(), quote_for_message(text)));
+    return;
+  }
+  if (text == "Infinity" || text == "-Infinity" || text == "NaN") return;
+  const std::string_view digits =
+      !text.empty() && text.front() == '-' ? std::string_view(text).substr(1) : text;
+  if (!parse_plain_decimal(digits))
+    invalid(fmt::format(
+        "{}: must be a number: a JSON number, or a string holding one in plain decimal (digits "
+        "with an optional fraction and exponent, e.g. 2.5 or 1e3; no hexadecimal), got {}",
+        at, quote_for_message(text)));
 }
 
 // libprotobuf's JSON parser (3.21) also reads a string into a bool field:
@@ -212,6 +240,16 @@ void check_bools(const json& object, const pb::Descriptor* d, const std::string&
       if (f->type() == pb::FieldDescriptor::TYPE_BOOL && v.is_string())
         invalid(fmt::format("{}: {}, got {}", at, expected("TYPE_BOOL"),
                             quote_for_message(v.get_ref<const std::string&>())));
+      if (is_floating(f) && v.is_string())
+        check_number_text(f, at, v.get_ref<const std::string&>());
+      // A job's payload is JSON text in a string, not JSON itself: say so
+      // (libprotobuf's words were "must be a string" or "must not be a list").
+      if (f->type() == pb::FieldDescriptor::TYPE_STRING && f->name() == "payload" &&
+          !v.is_string() && !v.is_null())
+        invalid(fmt::format(
+            "{}: must be a JSON string holding the payload's JSON text (e.g. \"payload\": "
+            "\"{{\\\"ms\\\": 5}}\"), got {}",
+            at, type_name(v)));
       if (f->message_type() && v.is_object()) check_bools(v, f->message_type(), at + ".");
     }
   }

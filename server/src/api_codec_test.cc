@@ -48,10 +48,14 @@ TEST(ApiCodec, JsonAcceptsTheMappingsLenientForms) {
   EXPECT_EQ(m.queue(), "q");
   EXPECT_EQ(m.rate_per_sec(), 2.5);
   EXPECT_EQ(m.burst(), 3u);
-  decode(Codec::kJson, R"({"queue":null,"ratePerSec":"Infinity","burst":7})", m);
+  decode(Codec::kJson, R"({"queue":null,"ratePerSec":"1e3","burst":7})", m);
   EXPECT_EQ(m.queue(), "");  // null is unset; decode starts from a cleared message
-  EXPECT_TRUE(std::isinf(m.rate_per_sec()));
+  EXPECT_EQ(m.rate_per_sec(), 1000);
   EXPECT_EQ(m.burst(), 7u);
+  // Other numbers keep the mapping's special words (their range checks refuse them).
+  v1::EnqueueRequest e;
+  decode(Codec::kJson, R"({"job":{"delaySeconds":"Infinity"}})", e);
+  EXPECT_TRUE(std::isinf(e.job().delay_seconds()));
   // Whitespace only is the empty message, as an empty body.
   decode(Codec::kJson, " \n", m);
   EXPECT_EQ(m.ByteSizeLong(), 0u);
@@ -71,11 +75,13 @@ TEST(ApiCodec, JsonErrorsNameTheFieldAsTheApiSpellsIt) {
             "scope, key, perKey)");
   EXPECT_EQ(json_error<EnqueueBatchRequest>(R"({"jobs":[{"queue":"q"},{"kind":"k","prio":1}]})"),
             "jobs[1].prio: unknown field of NewJob (known: queue, kind, payload, priority, "
-            "maxAttempts, delaySeconds, cost, key)");
+            "maxAttempts, delaySeconds, cost, key, timeoutSeconds)");
   EXPECT_EQ(json_error<v1::ListQueuesRequest>(R"({"queue":"q"})"),
             "queue: unknown field of ListQueuesRequest (it has no fields)");
   EXPECT_EQ(json_error<SetQueueRateLimitRequest>(R"({"queue":"q","ratePerSec":"fast"})"),
-            "ratePerSec: must be a number, got \"fast\"");
+            "ratePerSec: must be a plain decimal number of jobs per second from 0.001 to "
+            "1000000000 (digits with an optional fraction and exponent, e.g. 50, 2.5 or 1e3; no "
+            "sign, hexadecimal, inf or nan), got \"fast\"");
   EXPECT_EQ(json_error<SetQueueRateLimitRequest>(R"({"burst":-1})"),
             "burst: must be a whole number from 0 to 4294967295, got -1");
   EXPECT_EQ(json_error<SetQueueRateLimitRequest>(R"({"burst":2.5})"),
@@ -112,6 +118,56 @@ TEST(ApiCodec, JsonErrorsNameTheFieldAsTheApiSpellsIt) {
   EXPECT_EQ(json_error<v1::ListQueuesRequest>("\"x\""), "body must be a JSON object, got a string");
   EXPECT_EQ(json_error<v1::ListQueuesRequest>(R"({"queue": )").rfind("body is not valid JSON: ", 0),
             0u);
+}
+
+// A rate given as a JSON string is read as the config and the CLI read a
+// rate (parse_rate's syntax): libprotobuf's strtod took "0x10" as 16/s.
+TEST(ApiCodec, JsonRateStringsArePlainDecimalOnly) {
+  using v1::SetQueueRateLimitRequest;
+  const std::string rule =
+      "must be a plain decimal number of jobs per second from 0.001 to 1000000000 (digits with "
+      "an optional fraction and exponent, e.g. 50, 2.5 or 1e3; no sign, hexadecimal, inf or nan)";
+  for (const char* text : {"0x10", "0X1p4", "+16", "16 ", "1_000", "inf", "Infinity", "NaN",
+                           "-Infinity", "1,5", "0x1p-1074"}) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(json_error<SetQueueRateLimitRequest>(
+                  fmt::format(R"({{"queue":"q","ratePerSec":"{}","burst":1}})", text)),
+              fmt::format("ratePerSec: {}, got \"{}\"", rule, text));
+  }
+  // The decimal forms the CLI takes are taken (range: validate_rate, later).
+  for (const char* text : {"16", "2.5", ".5", "5.", "1e3", "2.5E-2", "1e-320"}) {
+    SetQueueRateLimitRequest m;
+    decode(Codec::kJson, fmt::format(R"({{"ratePerSec":"{}"}})", text), m);
+    EXPECT_EQ(m.rate_per_sec(), std::strtod(text, nullptr)) << text;
+  }
+  // Any other number given as a string: plain decimal too.
+  EXPECT_EQ(json_error<v1::EnqueueRequest>(R"({"job":{"delaySeconds":"0x10"}})"),
+            "job.delaySeconds: must be a number: a JSON number, or a string holding one in plain "
+            "decimal (digits with an optional fraction and exponent, e.g. 2.5 or 1e3; no "
+            "hexadecimal), got \"0x10\"");
+  v1::EnqueueRequest e;
+  decode(Codec::kJson, R"({"job":{"delaySeconds":"-2.5"}})", e);
+  EXPECT_EQ(e.job().delay_seconds(), -2.5);  // refused by its range check, naming it
+}
+
+// A job's payload is JSON text in a string; JSON itself there (an object, a
+// number, a list) is refused naming the field path and saying how to send it.
+TEST(ApiCodec, JsonPayloadMustBeAString) {
+  const std::string how =
+      R"(must be a JSON string holding the payload's JSON text (e.g. "payload": "{\"ms\": 5}"), got )";
+  EXPECT_EQ(
+      json_error<v1::EnqueueRequest>(R"({"job":{"queue":"q","kind":"k","payload":{"ms":5}}})"),
+      "job.payload: " + how + "an object");
+  EXPECT_EQ(json_error<v1::EnqueueRequest>(R"({"job":{"payload":5}})"),
+            "job.payload: " + how + "a number");
+  EXPECT_EQ(json_error<v1::EnqueueRequest>(R"({"job":{"payload":[1,{"a":2}]}})"),
+            "job.payload: " + how + "an array");
+  EXPECT_EQ(json_error<v1::EnqueueBatchRequest>(
+                R"({"jobs":[{"payload":"{}"},{"queue":"q","payload":{"a":{"b":[1]}}}]})"),
+            "jobs[1].payload: " + how + "an object");
+  v1::EnqueueRequest m;
+  decode(Codec::kJson, R"({"job":{"payload":"{\"ms\": 5}"}})", m);
+  EXPECT_EQ(m.job().payload(), R"({"ms": 5})");
 }
 
 // libprotobuf's JSON parser (3.21) also reads the strings "true", "false",

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <ctime>
 #include <limits>
 
@@ -174,6 +175,21 @@ std::string no_limit_message(std::string_view queue, const LimitTarget& target) 
 std::string no_key_weight_message(std::string_view queue, std::string_view key) {
   return fmt::format("queue {} key {} has no weight set: its weight is the default, 1", queue,
                      key_for_message(key));
+}
+
+std::string unknown_queue_message(std::string_view queue) {
+  return fmt::format(
+      "queue {} not found: storage has no job, paused flag, override or key setting of it (see: "
+      "conveyor queues)",
+      queue);
+}
+
+std::string queue_running_message(std::string_view queue, int64_t running) {
+  return fmt::format(
+      "queue {} has {}{} running job(s): nothing removed; wait for them to finish, or remove it "
+      "anyway with force (conveyor queues rm {} --force): the running jobs are then cancelled, "
+      "their handlers' results refused",
+      queue, running, running >= static_cast<int64_t>(kListJobsMax) ? " or more" : "", queue);
 }
 
 void to_proto(const KeyOverride& o, v1::KeySetting& out) {
@@ -375,6 +391,8 @@ void to_proto(const Job& job, v1::Job& out) {
   out.set_lease_expires_at(job.state == JobState::kRunning ? rfc3339(job.lease_expires_us) : "");
   out.set_cost(job.cost);
   out.set_key(job.key);
+  out.set_started_at(rfc3339(job.started_at_us));
+  out.set_timeout_seconds(static_cast<double>(job.timeout_ms) / 1e3);
 }
 
 Job from_proto(const v1::Job& m, const std::string& path) {
@@ -394,6 +412,12 @@ Job from_proto(const v1::Job& m, const std::string& path) {
   job.lease_expires_us = parse_rfc3339(m.lease_expires_at(), path + "leaseExpiresAt");
   job.cost = m.cost() == 0 ? 1 : m.cost();  // 0: a server that predates costs
   job.key = m.key();                        // "": the empty key, or a server that predates keys
+  job.started_at_us = parse_rfc3339(m.started_at(), path + "startedAt");  // "": never started
+  if (!(m.timeout_seconds() >= 0 &&
+        m.timeout_seconds() * 1e3 <= static_cast<double>(kMaxJobTimeoutMs)))
+    fail(path + "timeoutSeconds",
+         "timeout must be 0 to 604800 seconds, got " + format_number(m.timeout_seconds()));
+  job.timeout_ms = std::llround(m.timeout_seconds() * 1e3);
   return job;
 }
 
@@ -464,6 +488,7 @@ void to_proto(const JobRequest& job, v1::NewJob& out) {
   out.set_delay_seconds(job.delay_s);
   out.set_cost(job.cost);
   out.set_key(job.key);
+  out.set_timeout_seconds(job.timeout_s);
 }
 
 JobRequest from_proto(const v1::NewJob& m, const std::string& path, const Config* config) {
@@ -476,9 +501,11 @@ JobRequest from_proto(const v1::NewJob& m, const std::string& path, const Config
   job.delay_s = m.delay_seconds();
   job.cost = m.cost() == 0 ? 1 : m.cost();  // proto3: absent is 0, meaning the default
   job.key = m.key();
+  job.timeout_s = m.timeout_seconds();
   try {
     validate_job_request(job);
     if (config != nullptr) validate_http_job(*config, job.queue, job.kind, job.payload);
+    if (config != nullptr && job.kind == "sleep") parse_sleep_payload(job.payload);
   } catch (const ValidationError& e) {
     fail(path + api_field_name(e.field()), e.what());
   }
@@ -489,6 +516,7 @@ std::string api_field_name(std::string_view core_field) {
   if (core_field == "rate") return "ratePerSec";
   if (core_field == "max_attempts") return "maxAttempts";
   if (core_field == "delay") return "delaySeconds";
+  if (core_field == "timeout") return "timeoutSeconds";
   return std::string(core_field);
 }
 

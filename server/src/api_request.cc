@@ -38,6 +38,8 @@ struct Prepared {
   const ApiService::Method* method = nullptr;
   api::Codec codec = api::Codec::kJson;
   std::unique_ptr<google::protobuf::Message> message;
+  std::optional<WorkerScope> scope;  // a worker token's; nullopt: the admin's call
+  const WorkerScope* caller() const { return scope ? &*scope : nullptr; }
 };
 
 ApiResponse encoded(api::Codec codec, const google::protobuf::Message& result) {
@@ -53,7 +55,8 @@ ApiResponse encoded(api::Codec codec, const google::protobuf::Message& result) {
 std::variant<ApiResponse, Prepared> prepare(const ApiService& api, const ServerConfig& config,
                                             const ApiRequest& request) {
   const Authenticator auth(config);
-  if (auto error = auth.check(request.authorization, request.path)) throw *error;
+  Authenticator::Access access = auth.authorize(request.authorization, request.path);
+  if (access.error) throw *access.error;
   if (auto error = auth.check_host(request.host)) throw *error;
   const ApiService::Method* method = api.find(request.path);
   if (!method) {
@@ -85,7 +88,7 @@ std::variant<ApiResponse, Prepared> prepare(const ApiService& api, const ServerC
   if (request.body.size() > config.max_body_bytes)
     throw ApiError(ApiCode::kResourceExhausted,
                    "request body is larger than [server] max_body_bytes");
-  Prepared prepared{method, *codec, method->new_request()};
+  Prepared prepared{method, *codec, method->new_request(), std::move(access.scope)};
   api::decode(*codec, request.body, *prepared.message);
   return prepared;
 }
@@ -97,7 +100,8 @@ ApiResponse answer(const ApiService& api, const ServerConfig& config, const ApiR
   if (p.method->call_async)
     throw ApiError(ApiCode::kUnimplemented,
                    std::string(method_name(request.path)) + " is served by the admin server only");
-  const std::unique_ptr<google::protobuf::Message> result = api.call(*p.method, *p.message);
+  const std::unique_ptr<google::protobuf::Message> result =
+      api.call(*p.method, *p.message, p.caller());
   log_call(request, *p.message, *p.method);
   return encoded(p.codec, *result);
 }
@@ -147,22 +151,25 @@ ApiService::Cancel handle_api_request_async(const ApiService& api, const ServerC
     }
     Prepared& p = std::get<Prepared>(step);
     if (!p.method->call_async) {
-      const std::unique_ptr<google::protobuf::Message> result = api.call(*p.method, *p.message);
+      const std::unique_ptr<google::protobuf::Message> result =
+          api.call(*p.method, *p.message, p.caller());
       log_call(request, *p.message, *p.method);
       reply(encoded(p.codec, *result));
       return nullptr;
     }
     log_call(request, *p.message, *p.method);
-    return api.start(*p.method, *p.message,
-                     [codec = p.codec, reply](std::unique_ptr<google::protobuf::Message> result) {
-                       ApiResponse response;
-                       try {
-                         response = encoded(codec, *result);
-                       } catch (...) {
-                         response = failure_response(std::current_exception());
-                       }
-                       reply(std::move(response));
-                     });
+    return api.start(
+        *p.method, *p.message,
+        [codec = p.codec, reply](std::unique_ptr<google::protobuf::Message> result) {
+          ApiResponse response;
+          try {
+            response = encoded(codec, *result);
+          } catch (...) {
+            response = failure_response(std::current_exception());
+          }
+          reply(std::move(response));
+        },
+        p.caller());
   } catch (...) {
     reply(failure_response(std::current_exception()));
     return nullptr;

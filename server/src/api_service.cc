@@ -1,6 +1,8 @@
 // AdminService and TaskService methods (api_service.hpp).
 #include "api_service.hpp"
 
+#include "auth.hpp"
+
 #include <conveyor/api_messages.hpp>
 #include <conveyor/engine.hpp>
 #include <conveyor/internal/engine_internals.hpp>
@@ -86,6 +88,23 @@ int64_t checked_after_id(int64_t after_id) {
                                       "nextAfterId of the previous answer), got {}",
                                       after_id));
   return after_id;
+}
+
+// The queue, states, afterId and limit of a bulk CancelJobs / DeleteJobs
+// call; op ("cancel", "delete") for the message of a missing queue. The
+// engine checks that the states are ones op takes.
+template <typename Request>
+JobQuery bulk_filter(const Request& request, const char* op) {
+  if (request.queue().empty())
+    throw ValidationError("queue", fmt::format("queue: give the queue whose jobs to {} (a bulk {} "
+                                               "acts on one queue, never on every queue)",
+                                               op, op));
+  JobQuery query;
+  query.queue = checked_queue(request.queue());
+  query.states = api::parse_job_states(request.states());
+  query.after_id = checked_after_id(request.after_id());
+  query.limit = checked_limit(request.limit(), static_cast<uint32_t>(Engine::kJobBatchMax));
+  return query;
 }
 
 template <typename Response>
@@ -269,8 +288,49 @@ ApiService::ApiService(Engine& engine) : engine_(engine) {
       });
   add<v1::DeleteJobsRequest, v1::DeleteJobsResponse>(
       kAdmin, "DeleteJobs", true, [&e](const auto& request, auto& response) {
-        const std::vector<int64_t> ids = checked_ids(request.ids());
-        response.set_deleted(add_outcomes(e.delete_jobs(ids), response));
+        const bool bulk = !request.queue().empty() || !request.states().empty() ||
+                          request.after_id() != 0 || request.limit() != 0;
+        if (!request.ids().empty() || !bulk) {
+          if (bulk)
+            throw ValidationError("ids",
+                                  "ids: give either ids or queue + states (bulk), not both; "
+                                  "afterId and limit belong to the bulk form");
+          const std::vector<int64_t> ids = checked_ids(request.ids());
+          response.set_deleted(add_outcomes(e.delete_jobs(ids), response));
+          return;
+        }
+        // One bounded batch: list a page of the final states, delete it.
+        const Engine::JobBatchResult r = e.delete_jobs_batch(bulk_filter(request, "delete"));
+        response.set_deleted(r.done);
+        response.set_refused(r.refused);
+        response.set_next_after_id(r.next_after_id);
+      });
+  add<v1::CancelJobsRequest, v1::CancelJobsResponse>(
+      kAdmin, "CancelJobs", true, [&e](const auto& request, auto& response) {
+        const Engine::JobBatchResult r = e.cancel_jobs_batch(bulk_filter(request, "cancel"));
+        response.set_cancelled(r.done);
+        response.set_refused(r.refused);
+        response.set_next_after_id(r.next_after_id);
+      });
+  add<v1::DeleteQueueRequest, v1::DeleteQueueResponse>(
+      kAdmin, "DeleteQueue", true, [&e](const auto& request, auto& response) {
+        const std::string& queue = checked_queue(request.queue());
+        const Engine::QueueRemoval r =
+            e.remove_queue(queue, request.force(), checked_after_id(request.after_id()),
+                           checked_limit(request.limit(), Engine::kJobBatchMax));
+        if (r.not_found) throw ApiError(ApiCode::kNotFound, api::unknown_queue_message(queue));
+        if (r.running_refused > 0)
+          throw ApiError(ApiCode::kFailedPrecondition,
+                         api::queue_running_message(queue, r.running_refused));
+        response.set_deleted(r.deleted);
+        response.set_cancelled(r.cancelled);
+        response.set_running_cancelled(r.running_cancelled);
+        response.set_kept(r.kept);
+        response.set_next_after_id(r.next_after_id);
+        response.set_override_removed(r.override_removed);
+        response.set_key_settings_removed(r.key_settings_removed);
+        response.set_was_paused(r.was_paused);
+        response.set_configured(r.configured);
       });
   add<v1::SetKeyWeightRequest, v1::SetKeyWeightResponse>(
       kAdmin, "SetKeyWeight", true, [&e](const auto& request, auto& response) {
@@ -290,28 +350,39 @@ ApiService::ApiService(Engine& engine) : engine_(engine) {
         if (!e.delete_key_weight(queue, key))
           throw ApiError(ApiCode::kNotFound, api::no_key_weight_message(queue, key));
       });
-  add<v1::EnqueueRequest, v1::EnqueueResponse>(
-      kTask, "Enqueue", true, [&e](const auto& request, auto& response) {
+  add_scoped<v1::EnqueueRequest, v1::EnqueueResponse>(
+      kTask, "Enqueue", true, [&e](const auto& request, auto& response, const WorkerScope* scope) {
         const JobRequest r = api::from_proto(request.job(), "job.", &e.config());
+        if (scope) scope->require_queue(r.queue, "enqueue to");
         const int64_t now = SystemClock::instance().wall_now_us();
         response.set_id(e.enqueue_batch({to_new_job(r, now)}).front());
       });
-  add<v1::EnqueueBatchRequest, v1::EnqueueBatchResponse>(
-      kTask, "EnqueueBatch", true, [&e](const auto& request, auto& response) {
+  add_scoped<v1::EnqueueBatchRequest, v1::EnqueueBatchResponse>(
+      kTask, "EnqueueBatch", true,
+      [&e](const auto& request, auto& response, const WorkerScope* scope) {
         if (request.jobs().empty()) return;
         const int64_t now = SystemClock::instance().wall_now_us();
         std::vector<NewJob> jobs;
         jobs.reserve(static_cast<size_t>(request.jobs_size()));
-        for (int i = 0; i < request.jobs_size(); ++i)
-          jobs.push_back(to_new_job(
-              api::from_proto(request.jobs(i), fmt::format("jobs[{}].", i), &e.config()), now));
+        for (int i = 0; i < request.jobs_size(); ++i) {
+          const JobRequest r =
+              api::from_proto(request.jobs(i), fmt::format("jobs[{}].", i), &e.config());
+          // Every job is checked before any is stored (the batch is all or none).
+          if (scope) scope->require_queue(r.queue, "enqueue to");
+          jobs.push_back(to_new_job(r, now));
+        }
         for (int64_t id : e.enqueue_batch(std::move(jobs))) response.add_ids(id);
       });
-  add<v1::GetJobRequest, v1::GetJobResponse>(
-      kTask, "GetJob", false, [&e](const auto& request, auto& response) {
+  add_scoped<v1::GetJobRequest, v1::GetJobResponse>(
+      kTask, "GetJob", false, [&e](const auto& request, auto& response, const WorkerScope* scope) {
         const int64_t id = checked_id(request.id(), "id");
         const auto job = e.get_job(id);
         if (!job) throw ApiError(ApiCode::kNotFound, fmt::format("job {} not found", id));
+        if (scope && !scope->covers(job->queue))
+          throw ApiError(ApiCode::kPermissionDenied,
+                         fmt::format("{} may not read job {}: it is in a queue outside the "
+                                     "token's queues ({})",
+                                     scope->who(), id, fmt::join(scope->queues, ", ")));
         api::to_proto(*job, *response.mutable_job());
       });
   add_worker_methods();
@@ -357,13 +428,14 @@ auto as_api_errors(Fn&& fn) -> decltype(fn()) {
 }  // namespace
 
 std::unique_ptr<google::protobuf::Message> ApiService::call(const Method& method,
-                                                            const Message& request) const {
-  return as_api_errors([&] { return method.call(request); });
+                                                            const Message& request,
+                                                            const WorkerScope* scope) const {
+  return as_api_errors([&] { return method.call(request, scope); });
 }
 
-ApiService::Cancel ApiService::start(const Method& method, const Message& request,
-                                     Done done) const {
-  return as_api_errors([&] { return method.call_async(request, std::move(done)); });
+ApiService::Cancel ApiService::start(const Method& method, const Message& request, Done done,
+                                     const WorkerScope* scope) const {
+  return as_api_errors([&] { return method.call_async(request, std::move(done), scope); });
 }
 
 void ApiService::close_long_polls() { EngineInternals::remote_workers(engine_).close(); }

@@ -18,6 +18,7 @@
 namespace conveyor {
 
 class Engine;
+struct WorkerScope;  // auth.hpp
 
 class ApiService {
  public:
@@ -37,8 +38,9 @@ class ApiService {
     const Message* response_prototype = nullptr;  // the answer's type, likewise
     // Exactly one of call and call_async is set. call_async answers through
     // Done, possibly later (a long-poll); a failure to start it throws.
-    std::function<std::unique_ptr<Message>(const Message& request)> call;
-    std::function<Cancel(const Message& request, Done done)> call_async;
+    // scope: the caller's worker token (null: the admin, or an open server).
+    std::function<std::unique_ptr<Message>(const Message& request, const WorkerScope* scope)> call;
+    std::function<Cancel(const Message& request, Done done, const WorkerScope* scope)> call_async;
 
     std::unique_ptr<Message> new_request() const {
       return std::unique_ptr<Message>(request_prototype->New());
@@ -53,10 +55,14 @@ class ApiService {
   // Runs a method on a request of its type: every failure comes out as
   // ApiError (validation -> invalid_argument naming the field, storage ->
   // unavailable/internal, ...).
-  std::unique_ptr<Message> call(const Method& method, const Message& request) const;
+  // scope: a worker token's (refusals are ApiError kPermissionDenied); null:
+  // the admin's calls.
+  std::unique_ptr<Message> call(const Method& method, const Message& request,
+                                const WorkerScope* scope = nullptr) const;
   // Starts an asynchronous method; errors on the way in come out as
   // ApiError, as from call().
-  Cancel start(const Method& method, const Message& request, Done done) const;
+  Cancel start(const Method& method, const Message& request, Done done,
+               const WorkerScope* scope = nullptr) const;
 
   // Answers every waiting long-poll now, and later ones at once (the server
   // stops). Thread-safe.
@@ -69,6 +75,10 @@ class ApiService {
   template <typename Request, typename Response>
   void add(std::string_view service, const char* name, bool mutates,
            std::function<void(const Request&, Response&)> fn);
+  // A method a worker token may call: fn gets the caller's scope (null: admin).
+  template <typename Request, typename Response>
+  void add_scoped(std::string_view service, const char* name, bool mutates,
+                  std::function<void(const Request&, Response&, const WorkerScope*)> fn);
   // WorkerService (worker_service.cc).
   void add_worker_methods();
 
@@ -83,9 +93,24 @@ void ApiService::add(std::string_view service, const char* name, bool mutates,
   m.mutates = mutates;
   m.request_prototype = &Request::default_instance();
   m.response_prototype = &Response::default_instance();
-  m.call = [fn = std::move(fn)](const Message& request) {
+  m.call = [fn = std::move(fn)](const Message& request, const WorkerScope*) {
     auto response = std::make_unique<Response>();
     fn(static_cast<const Request&>(request), *response);
+    return response;
+  };
+  methods_[std::string(service) + name] = std::move(m);
+}
+
+template <typename Request, typename Response>
+void ApiService::add_scoped(std::string_view service, const char* name, bool mutates,
+                            std::function<void(const Request&, Response&, const WorkerScope*)> fn) {
+  Method m;
+  m.mutates = mutates;
+  m.request_prototype = &Request::default_instance();
+  m.response_prototype = &Response::default_instance();
+  m.call = [fn = std::move(fn)](const Message& request, const WorkerScope* scope) {
+    auto response = std::make_unique<Response>();
+    fn(static_cast<const Request&>(request), *response, scope);
     return response;
   };
   methods_[std::string(service) + name] = std::move(m);

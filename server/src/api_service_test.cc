@@ -112,7 +112,12 @@ class ApiServiceTest : public ::testing::Test {
 };
 
 TEST_F(ApiServiceTest, MethodsAndWhichOnesMutate) {
-  EXPECT_EQ(api_->paths().size(), 22u);
+  EXPECT_EQ(api_->paths().size(), 24u);
+  for (const char* m :
+       {"/conveyor.v1.AdminService/CancelJobs", "/conveyor.v1.AdminService/DeleteQueue"}) {
+    ASSERT_NE(api_->find(m), nullptr) << m;
+    EXPECT_TRUE(api_->find(m)->mutates) << m;
+  }
   for (const char* m : {"Claim", "Complete", "Fail", "Heartbeat", "Release"}) {
     const std::string path = std::string("/conveyor.v1.WorkerService/") + m;
     ASSERT_NE(api_->find(path), nullptr) << path;
@@ -463,11 +468,16 @@ TEST_F(ApiServiceTest, RateLimitValidationNamesTheField) {
        "ratePerSec: rate must be a finite number greater than 0, got 0"},
       {{{"queue", "q"}, {"ratePerSec", -2}, {"burst", 1}},
        "ratePerSec: rate must be a finite number greater than 0, got -2"},
+      // A rate given as a string reads as --rate does: plain decimal only.
       {{{"queue", "q"}, {"ratePerSec", "NaN"}, {"burst", 1}},
-       "ratePerSec: rate must be a finite number greater than 0, got nan"},
+       "ratePerSec: must be a plain decimal number of jobs per second from 0.001"},
       {{{"queue", "q"}, {"ratePerSec", "Infinity"}, {"burst", 1}},
-       "ratePerSec: rate must be a finite number greater than 0, got inf"},
-      {{{"queue", "q"}, {"ratePerSec", "fast"}, {"burst", 1}}, "ratePerSec: must be a number"},
+       "ratePerSec: must be a plain decimal number of jobs per second from 0.001"},
+      {{{"queue", "q"}, {"ratePerSec", "fast"}, {"burst", 1}},
+       "ratePerSec: must be a plain decimal number of jobs per second from 0.001"},
+      {{{"queue", "q"}, {"ratePerSec", "0x10"}, {"burst", 1}},
+       "ratePerSec: must be a plain decimal number of jobs per second from 0.001"},
+      {{{"queue", "q"}, {"ratePerSec", "1e-320"}, {"burst", 1}}, "ratePerSec: rate must be"},
       // Out of uint32's range: refused by the JSON codec, naming the field.
       {{{"queue", "q"}, {"ratePerSec", 5}},
        "burst: burst must be a whole number from 1 to 4294967295, got 0"},
@@ -721,6 +731,68 @@ TEST_F(ApiServiceTest, RetryAndDeleteRefuseBadInputNamingTheField) {
   EXPECT_EQ(r["deleted"], "0");
   ASSERT_EQ(r["outcomes"].size(), 1000u);
   EXPECT_EQ(r["outcomes"][999]["outcome"], "not_found");
+}
+
+// A built-in sleep job's payload is checked at enqueue, as an http job's is:
+// a bad one is refused naming the field, nothing enqueued.
+TEST_F(ApiServiceTest, SleepPayloadIsCheckedAtEnqueue) {
+  for (const char* payload :
+       {R"({"ms":-1})", R"({"ms":"5"})", R"({"ms":3600001})", R"({"ms":1.5})", "[5]", "5"}) {
+    const std::string m =
+        invalid(kEnqueue, {{"job", {{"queue", "s"}, {"kind", "sleep"}, {"payload", payload}}}});
+    EXPECT_EQ(m.rfind("job.payload: sleep job payload: ", 0), 0u) << payload << ": " << m;
+  }
+  EXPECT_EQ(invalid(kBatch, {{"jobs",
+                              {{{"queue", "s"}, {"kind", "sleep"}},
+                               {{"queue", "s"}, {"kind", "sleep"}, {"payload", R"({"ms":-1})"}}}}}),
+            "jobs[1].payload: sleep job payload: ms must be a whole number from 0 to 3600000 "
+            "(milliseconds), got -1");
+  EXPECT_TRUE(call(kQueues, json::object())["queues"].empty());  // nothing enqueued
+  for (const char* payload : {R"({"ms":0})", R"({"ms":5.0})", "{}", R"({"ms":3600000,"x":1})"})
+    call(kEnqueue, {{"job", {{"queue", "s"}, {"kind", "sleep"}, {"payload", payload}}}});
+}
+
+// CancelJobs, DeleteJobs with a queue and DeleteQueue: one bounded batch per
+// call with the cursor; a missing queue, a wrong state and an unknown queue
+// refused naming what to fix.
+TEST_F(ApiServiceTest, BulkCancelDeleteAndDeleteQueue) {
+  static constexpr const char* kCancelJobs = "/conveyor.v1.AdminService/CancelJobs";
+  static constexpr const char* kDeleteQueue = "/conveyor.v1.AdminService/DeleteQueue";
+  for (int i = 0; i < 5; ++i) enqueue("q", "noop", 3600);
+  const int64_t other = enqueue("o", "noop", 3600);
+  EXPECT_EQ(invalid(kCancelJobs, json::object()),
+            "queue: give the queue whose jobs to cancel (a bulk cancel acts on one queue, never "
+            "on every queue)");
+  EXPECT_NE(invalid(kCancelJobs, {{"queue", "q"}, {"states", {"failed"}}}).rfind("states: ", 0),
+            std::string::npos);
+  EXPECT_EQ(invalid(kDeleteJobs, {{"queue", "q"}}).rfind("states: give the final states", 0), 0u);
+  EXPECT_EQ(invalid(kDeleteJobs, {{"queue", "q"}, {"states", {"scheduled"}}})
+                .rfind("states: a delete takes final jobs", 0),
+            0u);
+  EXPECT_EQ(invalid(kDeleteJobs, {{"ids", {1}}, {"queue", "q"}}).rfind("ids: give either", 0), 0u);
+  json r = call(kCancelJobs, {{"queue", "q"}, {"limit", 2}});
+  EXPECT_EQ(r["cancelled"], "2");
+  EXPECT_EQ(r["nextAfterId"], "2");
+  r = call(kCancelJobs, {{"queue", "q"}, {"states", {"scheduled"}}, {"afterId", 2}});
+  EXPECT_EQ(r["cancelled"], "3");
+  EXPECT_EQ(r["nextAfterId"], "0");
+  r = call(kDeleteJobs, {{"queue", "q"}, {"states", {"cancelled"}}, {"limit", 4}});
+  EXPECT_EQ(r["deleted"], "4");
+  EXPECT_EQ(r["refused"], "0");
+  EXPECT_EQ(r["nextAfterId"], "4");
+  r = call(kDeleteJobs, {{"queue", "q"}, {"states", {"cancelled"}}, {"afterId", 4}});
+  EXPECT_EQ(r["deleted"], "1");
+  EXPECT_EQ(state_of(other), "scheduled");
+  // DeleteQueue.
+  EXPECT_EQ(error(kDeleteQueue, {{"queue", "nope"}}).code(), ApiCode::kNotFound);
+  call(kSet, {{"queue", "o"}, {"ratePerSec", 2}, {"burst", 2}});
+  r = call(kDeleteQueue, {{"queue", "o"}});
+  EXPECT_EQ(r["deleted"], "1");
+  EXPECT_EQ(r["cancelled"], "1");
+  EXPECT_EQ(r["overrideRemoved"], true);
+  EXPECT_EQ(r["nextAfterId"], "0");
+  EXPECT_EQ(error(kGet, {{"id", other}}).code(), ApiCode::kNotFound);
+  EXPECT_TRUE(call(kList, json::object())["overrides"].empty());
 }
 
 TEST_F(ApiServiceTest, BulkRetryGoesInBoundedBatchesWithACursor) {

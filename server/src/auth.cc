@@ -8,6 +8,8 @@
 #include <arpa/inet.h>
 #include <spdlog/spdlog.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -81,9 +83,65 @@ std::optional<std::string> host_of(std::string_view value) {
 
 }  // namespace
 
+std::optional<WorkerMethod> worker_method_of(std::string_view path) {
+  static constexpr std::pair<std::string_view, WorkerMethod> kPaths[] = {
+      {"/conveyor.v1.WorkerService/Claim", WorkerMethod::kClaim},
+      {"/conveyor.v1.WorkerService/Complete", WorkerMethod::kComplete},
+      {"/conveyor.v1.WorkerService/Fail", WorkerMethod::kFail},
+      {"/conveyor.v1.WorkerService/Heartbeat", WorkerMethod::kHeartbeat},
+      {"/conveyor.v1.WorkerService/Release", WorkerMethod::kRelease},
+      {"/conveyor.v1.TaskService/Enqueue", WorkerMethod::kEnqueue},
+      {"/conveyor.v1.TaskService/EnqueueBatch", WorkerMethod::kEnqueue},
+      {"/conveyor.v1.TaskService/GetJob", WorkerMethod::kGetJob}};
+  for (const auto& [p, method] : kPaths)
+    if (p == path) return method;
+  return std::nullopt;
+}
+
+WorkerScope WorkerScope::of(const WorkerTokenConfig& token) {
+  WorkerScope scope;
+  scope.name = token.name;
+  scope.every_queue = token.every_queue;
+  scope.queues = token.queues;
+  scope.methods = token.methods;
+  if (token.max_backpressure_s)
+    scope.max_backpressure = std::chrono::seconds(*token.max_backpressure_s);
+  return scope;
+}
+
+std::string WorkerScope::who() const {
+  return name.empty() ? "the worker token ([server] worker_token)"
+                      : "worker token " + quote_for_message(name);
+}
+
+bool WorkerScope::covers(std::string_view queue) const {
+  return every_queue || std::binary_search(queues.begin(), queues.end(), queue);
+}
+
+void WorkerScope::require(WorkerMethod method) const {
+  if (methods & method_bit(method)) return;
+  std::vector<const char*> granted;
+  for (WorkerMethod m : kWorkerMethods)
+    if (methods & method_bit(m)) granted.push_back(to_string(m));
+  throw ApiError(
+      ApiCode::kPermissionDenied,
+      fmt::format("{} lacks the method {} (its methods: {}): add \"{}\" to methods "
+                  "in [server.worker_tokens.{}], or use another token",
+                  who(), to_string(method), fmt::join(granted, ", "), to_string(method), name));
+}
+
+void WorkerScope::require_queue(std::string_view queue, std::string_view what) const {
+  if (covers(queue)) return;
+  throw ApiError(ApiCode::kPermissionDenied,
+                 fmt::format("{} may not {} queue {} (its queues: {}): add the queue to queues in "
+                             "[server.worker_tokens.{}], or use another token",
+                             who(), what, quote_for_message(queue), fmt::join(queues, ", "), name));
+}
+
 Authenticator::Authenticator(const ServerConfig& config)
     : token_(config.admin_token),
       worker_token_(config.worker_token),
+      worker_tokens_(config.worker_tokens),
       allow_unauthenticated_(config.allow_unauthenticated) {
   try {
     listen_host_ = lower(parse_listen_address(config.listen).host);
@@ -118,15 +176,52 @@ bool Authenticator::worker_may_call(std::string_view path) {
 
 std::optional<ApiError> Authenticator::check(std::optional<std::string_view> authorization,
                                              std::string_view path) const {
-  if (auto token = bearer_token(authorization);
-      token && !worker_token_.empty() && constant_time_equal(*token, worker_token_) &&
-      !(token_.size() == worker_token_.size() && constant_time_equal(*token, token_))) {
-    if (worker_may_call(path)) return std::nullopt;
-    return ApiError(ApiCode::kPermissionDenied,
-                    "the worker token may call only WorkerService and TaskService's Enqueue, "
-                    "EnqueueBatch and GetJob, not " +
-                        std::string(path.empty() ? "this" : path) + ": use the admin token");
+  return authorize(authorization, path).error;
+}
+
+Authenticator::Access Authenticator::authorize(std::optional<std::string_view> authorization,
+                                               std::string_view path) const {
+  const std::optional<std::string_view> presented = bearer_token(authorization);
+  if (presented && !worker_token_.empty() && constant_time_equal(*presented, worker_token_) &&
+      !(token_.size() == worker_token_.size() && constant_time_equal(*presented, token_))) {
+    if (worker_may_call(path)) return {std::nullopt, WorkerScope{}};
+    return {ApiError(ApiCode::kPermissionDenied,
+                     "the worker token may call only WorkerService and TaskService's Enqueue, "
+                     "EnqueueBatch and GetJob, not " +
+                         std::string(path.empty() ? "this" : path) + ": use the admin token"),
+            std::nullopt};
   }
+  if (presented && !worker_tokens_.empty()) {
+    // Only hashes are kept: compare the presented token's, in constant
+    // time, with every named token's (no early exit).
+    const std::string hash = sha256_hex(*presented);
+    const WorkerTokenConfig* match = nullptr;
+    for (const WorkerTokenConfig& t : worker_tokens_)
+      if (constant_time_equal(hash, t.sha256) && match == nullptr) match = &t;
+    if (match != nullptr) {
+      WorkerScope scope = WorkerScope::of(*match);
+      const std::optional<WorkerMethod> method = worker_method_of(path);
+      if (!method)
+        return {ApiError(ApiCode::kPermissionDenied,
+                         scope.who() +
+                             " may call only the worker methods (WorkerService, and TaskService's "
+                             "Enqueue, EnqueueBatch and GetJob when granted), not " +
+                             std::string(path.empty() ? "this" : path) + ": use the admin token"),
+                std::nullopt};
+      try {
+        scope.require(*method);
+      } catch (const ApiError& e) {
+        return {e, std::nullopt};
+      }
+      return {std::nullopt, std::move(scope)};
+    }
+  }
+  return {check_admin(authorization, presented), std::nullopt};
+}
+
+std::optional<ApiError> Authenticator::check_admin(
+    std::optional<std::string_view> authorization,
+    std::optional<std::string_view> presented) const {
   if (token_.empty()) {
     if (allow_unauthenticated_) return std::nullopt;  // check_host still applies
     return ApiError(
@@ -140,15 +235,16 @@ std::optional<ApiError> Authenticator::check(std::optional<std::string_view> aut
   if (!authorization)
     return ApiError(ApiCode::kUnauthenticated,
                     "missing Authorization header: send \"Authorization: Bearer <admin token>\"");
-  const std::optional<std::string_view> value = bearer_token(authorization);
+  const std::optional<std::string_view> value = presented;
   if (!value)
     return ApiError(ApiCode::kUnauthenticated,
                     "Authorization header must be \"Bearer <admin token>\"");
   if (!constant_time_equal(*value, token_))
-    return ApiError(ApiCode::kUnauthenticated, worker_token_.empty()
-                                                   ? "wrong admin token"
-                                                   : "wrong token (neither the admin token nor "
-                                                     "the worker token)");
+    return ApiError(ApiCode::kUnauthenticated,
+                    worker_token_.empty() && worker_tokens_.empty() ? "wrong admin token"
+                    : worker_tokens_.empty()
+                        ? "wrong token (neither the admin token nor the worker token)"
+                        : "wrong token (neither the admin token nor a worker token)");
   return std::nullopt;
 }
 

@@ -39,9 +39,6 @@ namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-// Connections being refused (503 written, then closed) at once; past this a
-// connection over the cap is closed without an answer.
-constexpr size_t kMaxRefusing = 64;
 // After the last answer on a connection: how long its unread input is
 // drained (so the close is a FIN, not a reset that could destroy the answer
 // before the client reads it), and at most how much of it.
@@ -541,11 +538,13 @@ void Server::Impl::accept() {
       });
       return;
     }
-    if (live.size() < limits.max_connections) {
-      std::make_shared<Connection>(*this, std::move(socket), false)->start();
-    } else if (refusing < kMaxRefusing) {
-      std::make_shared<Connection>(*this, std::move(socket), true)->start();
-    }  // else the socket closes as it goes out of scope
+    // Over the cap every connection is still accepted and answered (a short
+    // 503 with Retry-After and Connection: close, then closed after its
+    // input drains): a client never gets a bare reset. Those answers are
+    // quick (1 s to write, then the linger), so they are bounded by the
+    // descriptor limit only; accept errors (EMFILE) back off above.
+    std::make_shared<Connection>(*this, std::move(socket), live.size() >= limits.max_connections)
+        ->start();
     accept();
   });
 }

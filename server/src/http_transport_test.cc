@@ -3,6 +3,7 @@
 #include "http_transport.hpp"
 #include "test_support.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -243,6 +244,49 @@ TEST(HttpTransport, AHeaderOverTheLimitIs431) {
   EXPECT_NE(r.data.find("header: request header is larger than 16384 bytes"), std::string::npos)
       << r.data.substr(0, 200);
   ::close(fd);
+}
+
+// Many clients over the cap at once (more than used to be answered at a
+// time, 64): every one is accepted and gets the 503, none a bare close or a
+// reset.
+TEST(HttpTransport, EveryConnectionOverTheCapGetsA503) {
+  Limits limits = short_limits();
+  limits.max_connections = 3;
+  limits.header_timeout = 10s;
+  Transport t(limits);
+  int held[3];
+  for (int& fd : held) {
+    fd = connect_loopback(t.port());
+    ASSERT_GE(fd, 0);
+  }
+  for (int i = 0; i < 200 && t.server().connections() < 3; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(t.server().connections(), 3u);
+  // All open before any is read: the server has them all to refuse at once.
+  constexpr int kExtra = 150;
+  std::vector<int> extra;
+  for (int i = 0; i < kExtra; ++i) {
+    extra.push_back(connect_loopback(t.port()));
+    ASSERT_GE(extra.back(), 0) << i;
+    send_all(extra.back(), kGet);
+  }
+  int answered = 0;
+  std::string missing;
+  for (int i = 0; i < kExtra; ++i) {
+    const Received r = read_from(extra[i], 5000ms);
+    if (r.data.rfind("HTTP/1.1 503 ", 0) == 0 &&
+        r.data.find("full: the admin server has 3 connections open, its limit") !=
+            std::string::npos &&
+        r.data.find("Connection: close\r\n") != std::string::npos && r.closed)
+      ++answered;
+    else if (missing.empty())
+      missing = fmt::format("connection {}: {}", i, r.data.empty() ? "(no answer)" : r.data);
+    ::close(extra[i]);
+  }
+  EXPECT_EQ(answered, kExtra) << missing;
+  // The held ones are still served.
+  send_all(held[0], kGet);
+  EXPECT_NE(read_from(held[0], 2000ms, "/a b:").data.find("200 OK"), std::string::npos);
+  for (int fd : held) ::close(fd);
 }
 
 TEST(HttpTransport, AboveTheCapAConnectionIsRefusedAndTheOthersAreServed) {

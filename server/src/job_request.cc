@@ -30,6 +30,14 @@ void validate_job_request(const JobRequest& job) {
                           fmt::format("cost must be a whole number of tokens from 1 to {}, got {}",
                                       kMaxJobCost, job.cost));
   validate_job_key(job.key);
+  if (job.timeout_s != 0) {
+    const double ms = job.timeout_s * 1e3;
+    if (!(ms >= 0.5 && ms <= static_cast<double>(kMaxJobTimeoutMs)))
+      throw ValidationError(
+          "timeout", fmt::format("timeout must be a number of seconds from 0.001 to {} (7 days), "
+                                 "or 0 for the queue's job_timeout_s; got {}",
+                                 kMaxJobTimeoutMs / 1000, format_number(job.timeout_s)));
+  }
 }
 
 NewJob to_new_job(const JobRequest& job, int64_t now_us) {
@@ -41,6 +49,7 @@ NewJob to_new_job(const JobRequest& job, int64_t now_us) {
   out.max_attempts = job.max_attempts.value_or(0);
   out.cost = job.cost;
   out.key = job.key;
+  out.timeout_ms = static_cast<int64_t>(std::llround(job.timeout_s * 1e3));
   out.run_at_us = now_us + static_cast<int64_t>(std::llround(job.delay_s * 1e6));
   return out;
 }

@@ -176,7 +176,7 @@ std::optional<Folded> fold_queues(const MetricsPage& page) {
           &QueueCountersSnapshot::leases_lost, &QueueCountersSnapshot::rescued,
           &QueueCountersSnapshot::backoffs, &QueueCountersSnapshot::claims,
           &QueueCountersSnapshot::fleet_swaps, &QueueCountersSnapshot::fleet_conflicts,
-          &QueueCountersSnapshot::key_throttled})
+          &QueueCountersSnapshot::key_throttled, &QueueCountersSnapshot::timed_out})
       oc.*field += c.*field;
     add_histogram(oc.pickup_latency, c.pickup_latency);
     add_histogram(oc.duration, c.duration);
@@ -442,6 +442,11 @@ std::string render_prometheus(const MetricsPage& full_page) {
        &QueueCountersSnapshot::failed},
       {"conveyor_jobs_retried_total", "Failed attempts scheduled for a retry by this process.",
        &QueueCountersSnapshot::retried},
+      {"conveyor_jobs_timed_out_total",
+       "Attempts this process failed because they ran past their time limit (job_timeout_s, or "
+       "the job's own timeout): its handlers' and its remote workers' jobs. Each is also a "
+       "failed attempt (conveyor_jobs_retried_total or conveyor_jobs_failed_total).",
+       &QueueCountersSnapshot::timed_out},
       {"conveyor_leases_lost_total",
        "Job outcomes storage refused because the job's lease was gone (it expired and was "
        "rescued, or the job was cancelled); the job's result was discarded.",

@@ -256,10 +256,10 @@ double sum_of(const std::string& text, const std::string& name) {
 }
 
 // The bound docs/reference.md states: per queue with series of its own, and
-// for "_other", at most 75 lines (13 counters, 6 job states, oldest pending,
+// for "_other", at most 76 lines (14 counters, 6 job states, oldest pending,
 // pending, paused, 2 key states, rate, burst, backoff end, 2 histograms of 24
 // lines) plus one per unserved kind; about 100 lines besides.
-constexpr size_t kLinesPerQueue = 75;
+constexpr size_t kLinesPerQueue = 76;
 constexpr size_t kFixedLines = 100;
 
 TEST(Prometheus, ManyQueuesStayUnderTheBound) {
@@ -332,8 +332,8 @@ TEST(Prometheus, ASmallDeploymentIsAsWithoutACap) {
     EXPECT_EQ(capped.find("_other"), std::string::npos);
     EXPECT_EQ(capped.find("conveyor_metrics_other_queues"), std::string::npos);
     EXPECT_EQ(line_count(capped),
-              86u + 72u * static_cast<size_t>(n) + 2u * ((n + 9) / 10) + 2u * ((n + 99) / 100))
-        << "as before the cap: 72 lines a queue here";
+              88u + 73u * static_cast<size_t>(n) + 2u * ((n + 9) / 10) + 2u * ((n + 99) / 100))
+        << "as before the cap: 73 lines a queue here";
   }
 }
 

@@ -88,7 +88,6 @@ TEST(AbiFreeze, Version1_4AppendsItsSlotsAndFieldsAtTheEnd) {
   EXPECT_EQ(CONVEYOR_PLUGIN_V1_4_SIZE, CONVEYOR_PLUGIN_V1_3_SIZE + 3 * kSlot);
 
   EXPECT_EQ(offsetof(conveyor_job, key), offsetof(conveyor_job, reserved1) + sizeof(int32_t));
-  EXPECT_EQ(sizeof(conveyor_job), offsetof(conveyor_job, key) + sizeof(conveyor_str));
   EXPECT_EQ(offsetof(conveyor_new_job_v3, job), 0u);
   EXPECT_EQ(offsetof(conveyor_new_job_v3, key), sizeof(conveyor_new_job_v2));
   EXPECT_EQ(sizeof(conveyor_new_job_v3), sizeof(conveyor_new_job_v2) + sizeof(conveyor_str));
@@ -114,9 +113,7 @@ TEST(AbiFreeze, Version1_5AppendsItsSlotsAtTheEnd) {
   EXPECT_EQ(offsetof(conveyor_storage_plugin, add_shared_states),
             CONVEYOR_PLUGIN_V1_4_SIZE + 4 * kSlot);
   EXPECT_EQ(CONVEYOR_PLUGIN_V1_5_SIZE, CONVEYOR_PLUGIN_V1_4_SIZE + 5 * kSlot);
-  EXPECT_EQ(CONVEYOR_PLUGIN_V1_5_SIZE, sizeof(conveyor_storage_plugin))
-      << "a slot after add_shared_states belongs to a new minor with a size macro of its own";
-  EXPECT_EQ(CONVEYOR_ABI_MINOR, 5);
+  EXPECT_GE(CONVEYOR_ABI_MINOR, 5);
 
   // The slots' exact signatures.
   static_assert(std::is_same_v<decltype(conveyor_storage_plugin::set_key_setting),
@@ -200,6 +197,33 @@ TEST(AbiFreeze, Version1_5AppendsItsSlotsAtTheEnd) {
   static_assert(std::is_same_v<decltype(conveyor_shared_added::count), uint32_t>);
   static_assert(std::is_same_v<decltype(conveyor_shared_added::reserved0), uint32_t>);
   EXPECT_EQ(CONVEYOR_SHARED_ADDS_MAX, 1000);
+}
+
+// ABI 1.6 (a job's own timeout, when its attempt started) appends one slot
+// after add_shared_states, two fields after conveyor_job's key, and a struct
+// of its own that wraps the 1.4 one.
+TEST(AbiFreeze, Version1_6AppendsItsSlotAndFieldsAtTheEnd) {
+  constexpr size_t kSlot = sizeof(void (*)());
+  EXPECT_EQ(offsetof(conveyor_storage_plugin, enqueue_v5), CONVEYOR_PLUGIN_V1_5_SIZE);
+  EXPECT_EQ(CONVEYOR_PLUGIN_V1_6_SIZE, CONVEYOR_PLUGIN_V1_5_SIZE + kSlot);
+  EXPECT_EQ(CONVEYOR_PLUGIN_V1_6_SIZE, sizeof(conveyor_storage_plugin))
+      << "a slot after enqueue_v5 belongs to a new minor with a size macro of its own";
+  EXPECT_EQ(CONVEYOR_ABI_MINOR, 6);
+  static_assert(std::is_same_v<decltype(conveyor_storage_plugin::enqueue_v5),
+                               conveyor_status (*)(conveyor_storage*, const conveyor_new_job_v4*,
+                                                   size_t, int64_t, int64_t*, conveyor_error*)>);
+
+  EXPECT_EQ(offsetof(conveyor_job, started_at_us), offsetof(conveyor_job, key) + sizeof(conveyor_str));
+  EXPECT_EQ(offsetof(conveyor_job, timeout_ms), offsetof(conveyor_job, started_at_us) + 8);
+  EXPECT_EQ(sizeof(conveyor_job), offsetof(conveyor_job, timeout_ms) + 8);
+  static_assert(std::is_same_v<decltype(conveyor_job::started_at_us), int64_t>);
+  static_assert(std::is_same_v<decltype(conveyor_job::timeout_ms), int64_t>);
+  EXPECT_EQ(offsetof(conveyor_new_job_v4, job), 0u);
+  EXPECT_EQ(offsetof(conveyor_new_job_v4, timeout_ms), sizeof(conveyor_new_job_v3));
+  EXPECT_EQ(sizeof(conveyor_new_job_v4), sizeof(conveyor_new_job_v3) + 8);
+  static_assert(std::is_same_v<decltype(conveyor_new_job_v4::job), conveyor_new_job_v3>);
+  static_assert(std::is_same_v<decltype(conveyor_new_job_v4::timeout_ms), int64_t>);
+  EXPECT_EQ(CONVEYOR_JOB_TIMEOUT_MAX_MS, int64_t{604'800'000});
 }
 
 }  // namespace

@@ -53,7 +53,8 @@ TEST(VersionHandshake, PluginBuiltAgainstTheV1_0HeaderLoads) {
           "enqueue_v2", "claim_kinds", "list_jobs", "retry_jobs", "delete_jobs", "job_counts",
           "rescue_expired_v2", "swap_shared_state", "set_rate_limit_v2", "enqueue_v3",
           "add_shared_state", "enqueue_v4", "claim_keys", "list_ready_keys", "set_key_setting",
-          "delete_key_setting", "list_key_settings", "delete_shared_states", "add_shared_states"));
+          "delete_key_setting", "list_key_settings", "delete_shared_states", "add_shared_states",
+          "enqueue_v5"));
   // The host's copy holds the plugin's 1.0 prefix; every slot a later minor
   // appended is NULL, so the host never calls what the plugin does not have.
   const conveyor_storage_plugin& table = plugin->table();

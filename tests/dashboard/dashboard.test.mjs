@@ -283,7 +283,7 @@ describe('dashboard on a server without a token', () => {
     await conveyor.cli('enqueue', 'bulk', 'noop', '--count', '50');
     await conveyor.cli('enqueue', 'email', 'sleep', '--payload', '{"ms": 60000}', '--count', '2');
     await conveyor.cli('enqueue', 'email', 'noop', '--delay', '3600', '--count', '5');
-    await conveyor.cli('enqueue', 'email', 'sleep', '--payload', '{"ms": -1}', '--max-attempts', '1');
+    await conveyor.cli('enqueue', 'email', 'http', '--payload', '{"url": "http://127.0.0.2:9/"}', '--max-attempts', '1');
     page = await openPage(`${conveyor.base}/`);
   });
 
@@ -657,8 +657,8 @@ describe('the Jobs tab on a server without a token', () => {
       server: ['allow_unauthenticated = true'],
       engine: ['unknown_kind_grace_s = 0'],
     });
-    // mail: 250 jobs that fail at once (a permanent error) and 5 that complete ...
-    await conveyor.cli('enqueue', 'mail', 'sleep', '--payload', '{"ms": -1}', '--count', '250');
+    // mail: 250 jobs that fail at once (the address guard refuses loopback) and 5 that complete ...
+    await conveyor.cli('enqueue', 'mail', 'http', '--payload', '{"url": "http://127.0.0.2:9/"}', '--count', '250');
     await conveyor.cli('enqueue', 'mail', 'noop', '--count', '5');
     await waitFor('mail: 250 failed and 5 completed', async () => {
       const q = await listQueue('mail');
@@ -713,11 +713,11 @@ describe('the Jobs tab on a server without a token', () => {
     // Each row: id, kind, state, attempt/max, run_at, last error.
     const [job] = first.jobs;
     const row = jobRow(job.id);
-    assert.equal(await row.locator('td[data-field="kind"]').textContent(), 'sleep');
+    assert.equal(await row.locator('td[data-field="kind"]').textContent(), 'http');
     assert.equal(await row.locator('td[data-field="state"]').textContent(), 'failed');
     assert.equal(await row.locator('td[data-field="attempt"]').textContent(), `1/${job.maxAttempts}`);
     assert.match(await row.locator('td[data-field="run_at"]').textContent(), ts);
-    assert.match(await row.locator('td[data-field="last_error"]').textContent(), /^sleep: ms must be between 0 and 3600000$/);
+    assert.match(await row.locator('td[data-field="last_error"]').textContent(), /^target 127\.0\.0\.2 is a loopback address; /);
 
     // Back returns to the Queues tab, forward to the jobs.
     await page.goBack();
@@ -779,14 +779,14 @@ describe('the Jobs tab on a server without a token', () => {
     await waitFor('the detail to load', async () => (await fact('state')) === 'failed');
     assert.equal(await page.locator('#job-detail-title').textContent(), `Job ${id}`);
     assert.equal(await fact('queue'), 'mail');
-    assert.equal(await fact('kind'), 'sleep');
+    assert.equal(await fact('kind'), 'http');
     assert.equal(await fact('attempts'), `1 of ${job.maxAttempts}`);
     assert.match(await fact('created'), ts);
     assert.match(await fact('run-at'), ts);
     assert.match(await fact('finalized'), ts);
     assert.equal(await fact('lease-expires'), '–');
-    assert.equal(await page.locator('#job-payload').textContent(), '{\n  "ms": -1\n}');
-    assert.equal(await page.locator('#job-last-error').textContent(), 'sleep: ms must be between 0 and 3600000');
+    assert.equal(await page.locator('#job-payload').textContent(), '{\n  "url": "http://127.0.0.2:9/"\n}');
+    assert.match(await page.locator('#job-last-error').textContent(), /^target 127\.0\.0\.2 is a loopback address; /);
     assert.ok(await page.locator('#job-retry').isVisible());
     assert.equal(await page.locator('#job-cancel').isVisible(), false, 'a failed job cannot be cancelled');
     assert.ok(await jobRow(id).evaluate((r) => r.classList.contains('selected')));
@@ -1151,7 +1151,7 @@ describe('dashboard on a read-only server with an admin token, a global default 
     await conveyor.cli('ratelimit', 'set', 'email', '--rate', '3', '--burst', '2');
     conveyor.token = TOKEN;
     // One job that fails at once, for the Jobs tab's refused retry.
-    await conveyor.cli('enqueue', 'broken', 'sleep', '--payload', '{"ms": -1}');
+    await conveyor.cli('enqueue', 'broken', 'http', '--payload', '{"url": "http://127.0.0.2:9/"}');
     await waitFor('the broken job to fail', async () =>
       Number((await conveyor.admin('ListQueues')).queues.find((q) => q.queue === 'broken')?.failed) === 1);
   });

@@ -509,7 +509,13 @@ export class Worker {
           batch.forEach((a, j) => {
             const r = results[j];
             if (this.active.get(a.lease.jobId) !== a) return; // reported meanwhile
-            if (r && r.code !== "ok") {
+            if (r && r.code === "deadline_exceeded") {
+              // The job ran past its time limit (job_timeout_s): the server failed the attempt.
+              a.lost = true;
+              this.log.warn(
+                `conveyor-worker: job ${a.job.id}: timed out: the server failed this attempt at its deadline (${r.message}); no more heartbeats, its result will not be reported`,
+              );
+            } else if (r && r.code !== "ok") {
               a.lost = true;
               this.log.warn(
                 `conveyor-worker: job ${a.job.id}: lease lost (${r.code}: ${r.message}); no more heartbeats, its result will not be reported`,

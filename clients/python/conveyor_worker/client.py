@@ -69,6 +69,11 @@ class Job:
     # The key it was enqueued with (its queue's per-key limits and fair turns
     # count it under this key); "": the empty key, as from a server before keys.
     key: str = ""
+    # Set by the Worker when the server says this attempt ran past its time
+    # limit (job_timeout_s, or the job's own timeout) and failed it: whatever
+    # the handler does from then on is discarded, so it should stop
+    # (job.timed_out.is_set(), or job.timed_out.wait(seconds) instead of a sleep).
+    timed_out: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     @classmethod
     def from_claimed(cls, claimed: Mapping[str, Any]) -> "Job":
@@ -97,12 +102,19 @@ class ClaimResult:
 @dataclass
 class LeaseResult:
     job_id: int
-    code: str  # "ok", or "failed_precondition": the lease is no longer current
+    # "ok"; "failed_precondition": the lease is no longer current;
+    # "deadline_exceeded": no longer current because the job ran past its time
+    # limit (job_timeout_s) and the server failed the attempt.
+    code: str
     message: str = ""
 
     @property
     def ok(self) -> bool:
         return self.code == "ok"
+
+    @property
+    def timed_out(self) -> bool:
+        return self.code == "deadline_exceeded"
 
 
 @dataclass

@@ -323,8 +323,19 @@ class Worker:
                     return  # jobs still ready are released by _shutdown
                 job = self._ready.popleft()
                 self._running[job.id] = job
-            result = self._execute(job)
-            if result[0] == "fail" and result[5] and self._report_backpressure(result[1:]):
+            if job.timed_out.is_set():  # timed out before it started: nothing to run
+                log.info("job %d (%s): not started: its attempt timed out while it waited", job.id, job.kind)
+                result = None
+            else:
+                result = self._execute(job)
+            if result is None:
+                pass
+            elif job.timed_out.is_set():
+                # The server failed this attempt at its deadline: nothing to report.
+                log.info("job %d (%s): the handler returned after its attempt timed out; its "
+                         "result (%s) is discarded", job.id, job.kind, result[0])
+                result = None
+            elif result[0] == "fail" and result[5] and self._report_backpressure(result[1:]):
                 result = None
             with self._cond:
                 del self._running[job.id]
@@ -499,7 +510,17 @@ class Worker:
                             if not r.ok and lease not in self._reporting and self._active.get(lease.job_id) == lease]
                     for lease in lost:
                         del self._active[lease.job_id]
+                    # The handler may watch job.timed_out to stop early.
+                    running = {job.id: job for job in (*self._running.values(), *self._ready)}
+                    for lease, r in zip(batch, answer.results):
+                        job = running.get(lease.job_id)
+                        if r.timed_out and job is not None and job.lease == lease:
+                            job.timed_out.set()
                 for lease, r in zip(batch, answer.results):
-                    if lease in lost:
+                    if lease in lost and r.timed_out:
+                        log.warning("job %d: timed out: the server failed this attempt at its deadline "
+                                    "(%s); no more heartbeats, and the handler's result will be discarded",
+                                    r.job_id, r.message or r.code)
+                    elif lease in lost:
                         log.warning("job %d: lease lost (%s): no more heartbeats; another worker may run "
                                     "it, and this run's result will be discarded", r.job_id, _why(r))

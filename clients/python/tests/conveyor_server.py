@@ -55,7 +55,7 @@ def free_port() -> int:
 class ConveyorServer:
     """Starts `conveyor serve`; stop() and start() again keep the port and the database."""
 
-    def __init__(self, engine: dict | None = None):
+    def __init__(self, engine: dict | None = None, queues: dict[str, dict] | None = None):
         binary = os.environ.get("CONVEYOR_BIN")
         if not binary:
             raise RuntimeError("set CONVEYOR_BIN=/path/to/build/bin/conveyor")
@@ -73,6 +73,9 @@ class ConveyorServer:
             lines.append(f'plugin_dir = "{plugin_dir}"')
         lines += ["[storage.options]", f'path = "{self.dir / "conveyor.db"}"', "[engine]"]
         lines += [f"{k} = {v}" for k, v in engine.items()]
+        for queue, settings in (queues or {}).items():  # [queues."NAME"]: key = value
+            lines.append(f'[queues."{queue}"]')
+            lines += [f"{k} = {v}" for k, v in settings.items()]
         lines += ["[server]", f'listen = "127.0.0.1:{self.port}"', f'admin_token = "{ADMIN_TOKEN}"',
                   f'worker_token = "{WORKER_TOKEN}"', ""]
         self.config = self.dir / "conveyor.toml"

@@ -490,6 +490,75 @@ print("run returned", flush=True)
         out.wait_line("run returned")
 
 
+class JobTimeoutProcessTest(unittest.TestCase):
+    """A worker process whose handler hangs past the queue's job_timeout_s."""
+
+    SCRIPT = """
+import logging, os, sys, time
+sys.path.insert(0, {root!r})
+from conveyor_worker import Worker
+logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
+w = Worker({base!r}, token={token!r}, queues=["py-timeout"], concurrency=1, wait_seconds=5,
+           lease_seconds=1)
+
+@w.handler("py_hang")
+def hang(job):
+    with open({started!r}, "a") as f:
+        f.write(f"{{job.id}}\\n")
+    # Hangs: only the server's "timed out" (seen by a heartbeat) ends the wait.
+    if job.timed_out.wait(60):
+        with open({saw!r}, "a") as f:
+            f.write(f"{{job.id}}\\n")
+
+w.run()
+"""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ConveyorServer(queues={"py-timeout": {"job_timeout_s": 2}})
+        try:
+            cls.server.start()
+        except BaseException:
+            cls.server.close()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.close()
+
+    def test_a_hung_handler_is_timed_out_by_the_server_and_told_so(self):
+        own = self.server
+        started, saw = own.dir / "timeout.started", own.dir / "timeout.saw"
+        [job_id] = own.enqueue("py-timeout", "py_hang", maxAttempts=1)
+        script = self.SCRIPT.format(root=str(PACKAGE_ROOT), base=own.base, token=WORKER_TOKEN,
+                                    started=str(started), saw=str(saw))
+        proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.addCleanup(proc.stdout.close)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        out = LineReader(proc.stdout)
+        wait_for(lambda: started.exists(), 30, "the job to start")
+        began = time.monotonic()
+        # The server fails the attempt at its deadline (no attempts left: for good).
+        job = own.wait_state(job_id, "failed", 30)
+        self.assertGreaterEqual(time.monotonic() - began, 1.0, "failed well before its 2 s")
+        self.assertEqual(job["lastError"], "timed out after 2 s (job_timeout_s)")
+        self.assertEqual(job["attempt"], 1)
+        # The next heartbeat tells the worker, which stops heartbeating it and
+        # lets the handler see it; the handler's late return reports nothing.
+        out.wait_line(f"job {job_id}: timed out: the server failed this attempt")
+        out.wait_line(f"job {job_id} (py_hang): the handler returned after its attempt timed out")
+        wait_for(lambda: saw.exists(), 30, "the handler to see job.timed_out")
+        self.assertEqual(saw.read_text().split(), [str(job_id)])
+        self.assertEqual(started.read_text().split(), [str(job_id)], "run once")
+        self.assertEqual(own.job(job_id)["state"], "failed")
+        self.assertEqual(own.job(job_id)["lastError"], "timed out after 2 s (job_timeout_s)")
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(proc.wait(30), 0, out.text())
+        self.assertNotIn("Complete discarded", out.text(), "a result was sent for the timed-out job")
+        self.assertNotIn("lease lost", out.text())
+
+
 class ServerRestartTest(unittest.TestCase):
     def test_the_worker_reconnects_and_finishes_the_queue(self):
         own = ConveyorServer()

@@ -26,6 +26,7 @@ struct StorageConfig {
   std::vector<std::pair<std::string, std::string>> options;
   // The line of each option in the config file, for errors about it.
   std::map<std::string, uint32_t, std::less<>> option_lines;
+  bool operator==(const StorageConfig&) const = default;
 };
 
 struct EngineConfig {
@@ -61,9 +62,14 @@ struct EngineConfig {
   // How long a ready job of a kind nobody here serves waits before queue
   // reports, /metrics and a warning name it (see docs/reference.md).
   uint32_t unknown_kind_grace_s = 60;
+  // How long one attempt of a job may run before it fails as timed out, in
+  // seconds (0.001 to kMaxJobTimeoutS), for every queue without its own
+  // [queues.NAME] job_timeout_s; 0: no limit.
+  double job_timeout_s = 0;
 
   // The global default limit, if rate_limit_rate_per_sec > 0.
   std::optional<RateLimit> default_limit() const;
+  bool operator==(const EngineConfig&) const = default;
 };
 
 // TLS settings of "http" jobs, in [http] (every job) and [queues.NAME.http]
@@ -75,6 +81,7 @@ struct HttpTlsConfig {
   std::string ca_dir;       // a directory of CA certificates hashed by c_rehash
   std::string client_cert;  // PEM client certificate (mutual TLS); with client_key
   std::string client_key;   // PEM private key of client_cert; with client_cert
+  bool operator==(const HttpTlsConfig&) const = default;
 };
 
 // [queues.NAME.http]: where the queue's "http" jobs are delivered. With it,
@@ -95,6 +102,7 @@ struct HttpTargetConfig {
   enum class Hold { kKey, kQueue };
   Hold hold = Hold::kKey;
   HttpTlsConfig tls;  // ca_file, ca_dir, client_cert, client_key
+  bool operator==(const HttpTargetConfig&) const = default;
 };
 
 // How a queue chooses between its jobs' keys (docs/design/keys.md).
@@ -118,11 +126,14 @@ struct QueueConfig {
   // At most this many jobs of one key run at once (in this process).
   std::optional<uint32_t> key_max_workers{};
   Fairness fairness = Fairness::kFair;
+  // Replaces [engine] job_timeout_s for this queue (0: no limit here).
+  std::optional<double> job_timeout_s{};
 
   // Whether any per-key setting is made (a plugin without ABI 1.4 refuses it).
   bool uses_keys() const noexcept {
     return !key_from.empty() || key_rate_limit.has_value() || key_max_workers.has_value();
   }
+  bool operator==(const QueueConfig&) const = default;
 };
 
 // [http]: what every "http" job may reach, and what it may read.
@@ -135,7 +146,49 @@ struct HttpConfig {
   uint32_t max_response_bytes = 65536;     // bytes of a response body read
   uint32_t max_connections_per_host = 64;  // 0: no limit
   HttpTlsConfig tls;                       // ca_file, ca_dir, client_cert, client_key
+  bool operator==(const HttpConfig&) const = default;
 };
+
+// What a worker token may call (config names: claim, complete, fail,
+// heartbeat, release, enqueue (Enqueue and EnqueueBatch), get_job).
+enum class WorkerMethod : uint8_t {
+  kClaim,
+  kComplete,
+  kFail,
+  kHeartbeat,
+  kRelease,
+  kEnqueue,
+  kGetJob
+};
+inline constexpr WorkerMethod kWorkerMethods[] = {
+    WorkerMethod::kClaim,   WorkerMethod::kComplete, WorkerMethod::kFail,  WorkerMethod::kHeartbeat,
+    WorkerMethod::kRelease, WorkerMethod::kEnqueue,  WorkerMethod::kGetJob};
+const char* to_string(WorkerMethod method) noexcept;
+constexpr uint32_t method_bit(WorkerMethod m) noexcept { return 1u << static_cast<unsigned>(m); }
+// The default of a named token: the methods a worker needs to run jobs.
+inline constexpr uint32_t kWorkerRunMethods =
+    method_bit(WorkerMethod::kClaim) | method_bit(WorkerMethod::kComplete) |
+    method_bit(WorkerMethod::kFail) | method_bit(WorkerMethod::kHeartbeat) |
+    method_bit(WorkerMethod::kRelease);
+inline constexpr uint32_t kAllWorkerMethods =
+    kWorkerRunMethods | method_bit(WorkerMethod::kEnqueue) | method_bit(WorkerMethod::kGetJob);
+
+// [server.worker_tokens.NAME]: a remote worker's token with its own scope.
+// Only the token's SHA-256 is kept (token_env's value is hashed when read).
+struct WorkerTokenConfig {
+  std::string name;                      // NAME: what refusals and logs say, never the token
+  std::string sha256;                    // 64 lower-case hex digits
+  std::string token_env;                 // the variable the token came from; "" with sha256
+  bool every_queue = false;              // queues = ["*"]
+  std::vector<std::string> queues;       // the queues it may touch (sorted) unless every_queue
+  uint32_t methods = kWorkerRunMethods;  // method_bit()s
+  // The longest hold a backpressure Fail may set; nullopt: [engine] max_backoff_s.
+  std::optional<uint32_t> max_backpressure_s;
+  bool operator==(const WorkerTokenConfig&) const = default;
+};
+
+// The lower-case hex SHA-256 of text (64 digits).
+std::string sha256_hex(std::string_view text);
 
 struct ServerConfig {
   std::string listen;       // "host:port"; empty: no admin server
@@ -144,6 +197,8 @@ struct ServerConfig {
   // only WorkerService and TaskService's Enqueue, EnqueueBatch and GetJob.
   // Empty: none (workers then need the admin token, or an open server).
   std::string worker_token;
+  // Named, scoped worker tokens, by name; reloaded on SIGHUP.
+  std::vector<WorkerTokenConfig> worker_tokens;
   // Serve the API without a token (only while admin_token is empty: a token
   // that is set is always required).
   bool allow_unauthenticated = false;
@@ -155,6 +210,7 @@ struct ServerConfig {
   // /metrics: at most this many queues get series of their own; the rest are
   // summed into queue="_other" (docs/reference.md, Metrics). 0: every queue.
   uint32_t metrics_max_queues = 100;
+  bool operator==(const ServerConfig&) const = default;
 };
 
 // [log]: how much the process logs and in which format (stderr).
@@ -166,6 +222,7 @@ struct LogConfig {
   // text: "TIME LEVEL message"; json: one object per line with time (UTC),
   // level, message and the line's fields (queue, job_id, kind, ...).
   LogFormat format = LogFormat::kText;
+  bool operator==(const LogConfig&) const = default;
 };
 // The level names, as the config and CONVEYOR_LOG_LEVEL take them.
 inline constexpr const char* kLogLevelNames = "trace, debug, info, warn, error, critical, off";
@@ -194,7 +251,13 @@ struct Config {
 
   // max_workers of queue: [queues.NAME] or the engine default.
   uint32_t max_workers_for(std::string_view queue) const;
+  // The attempt timeout of queue's jobs enqueued without their own, in
+  // milliseconds: [queues.NAME] job_timeout_s or the engine default; 0: none.
+  int64_t job_timeout_ms_for(std::string_view queue) const;
 };
+
+// The longest job_timeout_s (7 days, as a job's own timeout_ms).
+inline constexpr double kMaxJobTimeoutS = 7 * 86400;
 
 // A config problem: what() reads "FILE:LINE: KEY: what is wrong (what to do)",
 // or names the environment variable.

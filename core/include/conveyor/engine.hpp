@@ -169,6 +169,53 @@ class Engine {
   std::vector<JobOutcome> delete_jobs(std::span<const int64_t> ids);
   static constexpr size_t kJobBatchMax = 1000;
 
+  // ---- Bulk operations over one queue's jobs (conveyor jobs cancel/rm
+  // --queue, the API's CancelJobs and DeleteJobs with a queue), one bounded
+  // batch per call: list_jobs of up to filter.limit (1..kJobBatchMax) jobs of
+  // filter.queue in filter.states (and filter.kind, when given) with id >
+  // filter.after_id, then the operation on those ids. Follow next_after_id
+  // (0: that was the last batch) to go through the queue; nothing is atomic
+  // across batches (see docs/reference.md). Bad input is ValidationError,
+  // nothing done.
+  struct JobBatchResult {
+    int64_t done = 0;     // jobs cancelled (deleted) by this batch
+    int64_t refused = 0;  // listed, then refused: they changed state (or were deleted) meanwhile
+    int64_t next_after_id = 0;
+  };
+  // states: available, scheduled, running (empty: all three); a final state
+  // is refused. A running job's lease is lost (its result is refused).
+  JobBatchResult cancel_jobs_batch(const JobQuery& filter);
+  // states: completed, failed, cancelled; at least one (no "every job").
+  JobBatchResult delete_jobs_batch(const JobQuery& filter);
+
+  // Removes a queue (conveyor queues rm, the API's DeleteQueue), one batch
+  // of at most limit (1..kJobBatchMax) of its jobs per call, from after_id:
+  // the first call (after_id 0) pauses the queue, so nothing new starts
+  // while its jobs go; each call cancels and deletes a batch of its jobs;
+  // the call that finds no more jobs removes its stored rate-limit override,
+  // its key settings (ABI 1.5) and its paused flag. Without force, a queue
+  // with running jobs is refused at the first call (running_refused set,
+  // nothing changed); with force running jobs are cancelled (their leases
+  // lost: a handler still running finishes, its result refused) and deleted.
+  // An unknown queue (not in storage, no override, no key setting) is
+  // not_found set, nothing done.
+  struct QueueRemoval {
+    bool not_found = false;
+    int64_t running_refused = 0;    // without force: running jobs (nothing done)
+    int64_t deleted = 0;            // jobs deleted by this call
+    int64_t cancelled = 0;          // of them, jobs cancelled first (not final)
+    int64_t running_cancelled = 0;  // of those, running ones (force)
+    int64_t kept = 0;               // jobs left: running ones that started meanwhile, or changed
+    int64_t next_after_id = 0;      // 0: the queue is removed (the settings too)
+    bool override_removed = false;
+    int64_t key_settings_removed = 0;
+    bool was_paused = false;  // the paused flag cleared (first call: paused before)
+    // [queues.NAME] defines it: it stays in queues(), empty, with its config.
+    bool configured = false;
+  };
+  QueueRemoval remove_queue(std::string_view queue, bool force, int64_t after_id = 0,
+                            uint32_t limit = kJobBatchMax);
+
   // The keys of a keyed queue (`conveyor keys`, ListKeys): every key with
   // ready jobs as storage lists them (list_ready_keys, all processes; each
   // key's ready count capped at kKeyReadyCountCap, at most kKeysScanMax keys
@@ -206,6 +253,12 @@ class Engine {
 // Registers the stand-alone server's kinds: "noop" (succeeds at once) and
 // "sleep" (payload {"ms": N}, 0 <= N <= 3,600,000).
 void register_builtin_handlers(Engine& engine);
+// The milliseconds of a "sleep" job's payload: a JSON object whose "ms"
+// (absent: 0) is a whole number from 0 to 3,600,000; other members are
+// ignored. Throws ValidationError("payload", ...) saying what is wrong.
+// Enqueueing through the API or the CLI checks it, so a bad payload is
+// refused then, not failed when the job runs.
+int64_t parse_sleep_payload(std::string_view payload);
 
 // The retry delay before attempt+1 after attempt failed: base * 2^(attempt-1),
 // capped, with +-20% jitter (u in [0,1) picks the jitter; deterministic for tests).

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -44,6 +45,29 @@ class RetryAfter : public std::runtime_error {
   std::chrono::milliseconds delay_;
 };
 
+// Job timeouts ([queues.NAME] job_timeout_s, or the job's own timeout_ms):
+// an attempt still running at its deadline fails with a TimeLimit's error,
+// "timed out after 30 s (job_timeout_s)", as if the handler had thrown it
+// (retried with backoff while attempts remain; not backpressure), and its
+// lease is no longer heartbeated. What the handler does later is ignored.
+// A thread cannot be stopped from outside: a synchronous handler keeps
+// running, and keeps its queue's max_workers permit and its worker thread
+// until it returns (so max_workers still bounds the threads a queue's hung
+// handlers take); it should poll job_timed_out() in long loops and give its
+// blocking calls at most job_time_limit()->left. An asynchronous handler's
+// permit is freed at the deadline (its JobResult reports the failure).
+struct TimeLimit {
+  std::chrono::milliseconds timeout{0};  // the attempt's whole time limit
+  std::chrono::milliseconds left{0};     // what is left of it now; 0 once it passed
+  std::string error;                     // what the attempt fails with at the deadline
+};
+// On the thread of a synchronous handler, about the job it runs: its time
+// limit (nullopt: none, or not called from a handler), and whether the
+// attempt has timed out (then anything the handler does is ignored: it
+// should return). Cheap: no lock, no storage.
+std::optional<TimeLimit> job_time_limit();
+bool job_timed_out();
+
 using Handler = std::function<void(const Job& job)>;
 
 // How an asynchronous handler reports its job's outcome, at any time after it
@@ -66,8 +90,18 @@ class JobResult {
   void fail(std::string error);
   void fail_permanently(std::string error);
   void retry_after(std::chrono::milliseconds delay, std::string why);
-  // True once any copy has reported.
+  // The handler's own work ran into the attempt's time limit first (a
+  // request given time_limit()->left was cut): fails the attempt as the
+  // deadline would (counted as timed out, retried while attempts remain),
+  // with error saying where it stopped. Without a time limit: fail(error).
+  void fail_timed_out(std::string error);
+  // True once any copy has reported, or the attempt timed out.
   bool reported() const;
+  // True once the attempt's time limit passed: it failed as timed out, and
+  // any report is ignored. The work may stop.
+  bool timed_out() const;
+  // The attempt's time limit (see TimeLimit); nullopt when it has none.
+  std::optional<TimeLimit> time_limit() const;
 
   class Sink;  // internal: where the report goes
   explicit JobResult(std::shared_ptr<Sink> sink);

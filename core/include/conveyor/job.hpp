@@ -28,10 +28,19 @@ struct NewJob {
   // key like any other. A non-empty key needs a plugin with ABI 1.4's
   // enqueue_v4. A queue with key_from derives it from the payload instead.
   std::string key{};
+  // How long one attempt may run, in milliseconds, before it fails as timed
+  // out. 0: the queue's [queues.NAME] job_timeout_s (no limit when unset).
+  // A non-zero timeout needs a plugin with ABI 1.6's enqueue_v5.
+  int64_t timeout_ms = 0;
 };
 
 // The longest job key, in bytes (CONVEYOR_JOB_KEY_MAX).
 inline constexpr std::size_t kMaxJobKeyBytes = 200;
+
+// The longest timeout of one attempt (NewJob::timeout_ms), in milliseconds:
+// 7 days (CONVEYOR_JOB_TIMEOUT_MAX_MS). A job that must run longer than a
+// week in one attempt should checkpoint and re-enqueue itself instead.
+inline constexpr int64_t kMaxJobTimeoutMs = int64_t{7} * 24 * 3600 * 1000;
 
 struct Job {
   int64_t id = 0;
@@ -48,8 +57,10 @@ struct Job {
   int64_t lease_token = 0;
   int64_t lease_expires_us = 0;
   std::string last_error;
-  int32_t cost = 1;   // as enqueued; 1 from a plugin before ABI 1.2
-  std::string key{};  // as enqueued; empty from a plugin before ABI 1.4
+  int32_t cost = 1;           // as enqueued; 1 from a plugin before ABI 1.2
+  std::string key{};          // as enqueued; empty from a plugin before ABI 1.4
+  int64_t timeout_ms = 0;     // as enqueued (0: the queue's); 0 before ABI 1.6
+  int64_t started_at_us = 0;  // when the latest attempt started; 0 if none, or before ABI 1.6
 };
 
 struct QueueStats {

@@ -37,6 +37,18 @@ size_t invalid_utf8_at(std::string_view s) noexcept;
 // the empty key. Throws ValidationError("key", ...) saying what is wrong.
 void validate_job_key(std::string_view key);
 
+// A job's own timeout (NewJob::timeout_ms): 0 (the queue's job_timeout_s) or
+// 1..kMaxJobTimeoutMs milliseconds (7 days). Throws
+// ValidationError("timeout", ...) saying what is allowed.
+void validate_job_timeout_ms(int64_t timeout_ms);
+
+// A duration written as text (the CLI's --timeout): a plain decimal number
+// (parse_plain_decimal) with an optional unit, ms, s, m, h or d; no unit is
+// seconds ("90", "1.5s", "500ms", "10m", "2h"). Returns whole milliseconds
+// (rounded to the nearest), checked by validate_job_timeout_ms and > 0.
+// Throws ValidationError("timeout", "NAME must be ..., got \"TEXT\"").
+int64_t parse_timeout_ms(std::string_view text, std::string_view name);
+
 // The highest rate accepted, jobs/s: one token per nanosecond, the token
 // bucket's resolution (a higher rate could not be told apart from it).
 inline constexpr double kMaxRatePerSec = 1e9;

@@ -49,6 +49,14 @@ struct Request {
   // wait for a free connection (Policy::max_connections_per_host) before
   // that does not count. Must be positive.
   std::chrono::milliseconds timeout{30000};
+  // The job's time limit (JobResult::time_limit()), when it has one: the
+  // transfer must also end by this time (steady clock), whatever timeout
+  // says and however long it waited for a connection. Each hop's timeout is
+  // cut to what is left; a request whose deadline passed while it waited is
+  // not sent. A transfer it cut ends in kRetry with deadline_error (e.g.
+  // "timed out after 30 s (job_timeout_s)") and where it was.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  std::string deadline_error;
   // Non-empty: the request carries Conveyor-Timestamp and Conveyor-Signature
   // (HMAC-SHA256 of "<timestamp>.<body>" with this secret).
   std::string secret;
@@ -78,6 +86,8 @@ struct Outcome {
   // bytes of the body>", curl's error text, or what to set to allow a target.
   std::string error;
   size_t response_bytes = 0;  // bytes of the final response's body read
+  // A kRetry that Request::deadline ended (error begins with deadline_error).
+  bool deadline_cut = false;
   // Set on a kSucceeded whose response broke off after its 2xx status and
   // headers (a body shorter than its Content-Length, a reset): the request
   // was delivered, so it is not retried, but the break is worth a log line.

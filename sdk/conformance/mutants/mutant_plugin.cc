@@ -136,6 +136,10 @@ constexpr const char* kBugs[] = {
     "adds_zero_invalid",          // add_shared_states: n == 0 refused
     "adds_no_version_bump",       // add_shared_states: applied adds report the version before
     "adds_lost_update",           // add_shared_states: read, compute, then swap from a fresh read
+    // ABI 1.6
+    "timeout_dropped",  // enqueue_v5: every job stored with timeout 0
+    "timeout_clamped",  // enqueue_v5: a timeout above the maximum stored as the maximum
+    "started_at_zero",  // get_job: started_at_us reported as 0
 };
 
 bool known_bug(std::string_view name) {
@@ -386,6 +390,23 @@ conveyor_status m_get_job(conveyor_storage* s, int64_t id, int64_t now, conveyor
     late_fn = fn;
     late_ctx = ctx;
   }
+  if (m.is("started_at_zero") && fn != nullptr) {
+    struct Zero {
+      conveyor_job_fn fn;
+      void* ctx;
+    } z{fn, ctx};
+    return out_status(s,
+                      inner->get_job(
+                          in(s), id, now,
+                          [](void* c, const conveyor_job* j) {
+                            auto* x = static_cast<Zero*>(c);
+                            conveyor_job copy = *j;
+                            copy.started_at_us = 0;
+                            x->fn(x->ctx, &copy);
+                          },
+                          &z, err),
+                      err);
+  }
   if (m.is("small_struct") && fn != nullptr) {
     struct Shrink {
       conveyor_job_fn fn;
@@ -582,6 +603,22 @@ conveyor_status m_enqueue_v4(conveyor_storage* s, const conveyor_new_job_v3* job
     return out_status(s, inner->enqueue_v4(in(s), changed.data(), n, now, ids, err), err);
   }
   return out_status(s, inner->enqueue_v4(in(s), jobs, n, now, ids, err), err);
+}
+
+// ---- ABI 1.6 ----
+conveyor_status m_enqueue_v5(conveyor_storage* s, const conveyor_new_job_v4* jobs, size_t n,
+                             int64_t now, int64_t* ids, conveyor_error* err) {
+  Mutant& m = *self(s);
+  if ((m.is("timeout_dropped") || m.is("timeout_clamped")) && jobs != nullptr) {
+    std::vector<conveyor_new_job_v4> changed(jobs, jobs + n);
+    for (conveyor_new_job_v4& j : changed) {
+      if (m.is("timeout_dropped")) j.timeout_ms = 0;
+      if (m.is("timeout_clamped"))
+        j.timeout_ms = std::clamp<int64_t>(j.timeout_ms, 0, CONVEYOR_JOB_TIMEOUT_MAX_MS);
+    }
+    return out_status(s, inner->enqueue_v5(in(s), changed.data(), n, now, ids, err), err);
+  }
+  return out_status(s, inner->enqueue_v5(in(s), jobs, n, now, ids, err), err);
 }
 
 // A job claimed by keys_worst_first: what ordering, releasing and reporting
@@ -1110,6 +1147,10 @@ extern "C" CONVEYOR_PLUGIN_EXPORT const conveyor_storage_plugin* conveyor_storag
         inner->struct_size >= CONVEYOR_PLUGIN_V1_5_SIZE && inner->add_shared_states != nullptr &&
                 inner->swap_shared_state != nullptr
             ? m_add_shared_states
+            : nullptr,
+        // ABI 1.6: only what the wrapped plugin has.
+        inner->struct_size >= CONVEYOR_PLUGIN_V1_6_SIZE && inner->enqueue_v5 != nullptr
+            ? m_enqueue_v5
             : nullptr};
   });
   return inner == nullptr ? nullptr : &table;

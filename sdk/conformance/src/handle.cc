@@ -443,6 +443,21 @@ Status Handle::list_ready_keys(std::string_view queue, const std::optional<std::
   return s;
 }
 
+// ---- ABI 1.6 ----
+
+Status Handle::enqueue_v5(const std::vector<JobSpec>& jobs, int64_t now_us,
+                          std::vector<int64_t>* ids) {
+  auto r = binding_->enqueue_v5(host::new_jobs_v4(std::span<const JobSpec>(jobs)), now_us);
+  if (ids != nullptr) *ids = std::move(r.value);
+  return outcome("enqueue_v5", r.status);
+}
+
+std::vector<int64_t> Handle::add_timed(const std::vector<JobSpec>& jobs) {
+  std::vector<int64_t> ids;
+  require_ok(enqueue_v5(jobs, kT0, &ids));
+  return ids;
+}
+
 std::vector<int64_t> Handle::add_keyed(const std::vector<JobSpec>& jobs) {
   std::vector<int64_t> ids;
   require_ok(enqueue_v4(jobs, kT0, &ids));

@@ -61,6 +61,7 @@ struct JobSpec {
   int64_t run_at_us = kT0;
   int32_t cost = 1;      // enqueue_v3 and enqueue_v4 only (ABI 1.2)
   std::string key = "";  // enqueue_v4 only (ABI 1.4)
+  int64_t timeout_ms = 0;  // enqueue_v5 only (ABI 1.6)
 };
 
 // One key's share of a claim_keys call (ABI 1.4): its key and max_jobs.
@@ -203,6 +204,9 @@ class Handle {
   std::vector<ReadyKeyCopy> ready_keys(std::string_view queue,
                                        const std::optional<std::string>& after_key, uint32_t limit,
                                        uint32_t count_limit, int64_t now_us);
+  // ---- ABI 1.6 raw outcome (as the 1.2 ones) ----
+  Status enqueue_v5(const std::vector<JobSpec>& jobs, int64_t now_us, std::vector<int64_t>* ids);
+  std::vector<int64_t> add_timed(const std::vector<JobSpec>& jobs);  // enqueue_v5 at kT0
   // ---- ABI 1.5 raw outcomes (as the 1.2 ones). delete_key_setting also
   // checks that *out_cleared is 0 or 1, delete_shared_states that
   // *out_deleted was written and is at most limit. ----

@@ -174,6 +174,7 @@ typedef struct mem_job {
   int64_t finalized_at_us;
   int64_t lease_token;
   int64_t lease_expires_us;
+  int64_t started_at_us; /* ABI 1.6: the latest claim's now_us; 0 before the first */
   size_t available_slot; /* index in store->available while AVAILABLE */
 } mem_job;
 
@@ -345,9 +346,11 @@ static void make_available(mem_store* s, mem_job* j, int64_t run_at_us) {
   j->lease_expires_us = 0;
 }
 
-static void make_running(mem_store* s, mem_job* j, int64_t lease_token, int64_t expires_us) {
+static void make_running(mem_store* s, mem_job* j, int64_t lease_token, int64_t expires_us,
+                         int64_t now_us) {
   set_state(s, j, CONVEYOR_JOB_RUNNING);
   j->attempt += 1;
+  j->started_at_us = now_us; /* kept by every other change until the next claim */
   j->lease_token = lease_token;
   j->lease_expires_us = expires_us;
 }
@@ -394,6 +397,9 @@ static void report_job(const mem_job* j, int64_t now_us, conveyor_job_fn on_job,
   out.lease_token = j->lease_token;
   out.lease_expires_us = j->lease_expires_us;
   out.last_error = bytes_str(&j->last_error);
+  /* ABI 1.6: struct_size covers started_at_us, so it is reported; timeout_ms
+   * stays 0 (no enqueue_v5 here: every job has the queue's timeout). */
+  out.started_at_us = j->started_at_us;
   on_job(ctx, &out);
 }
 
@@ -724,7 +730,7 @@ static conveyor_status claim_of_kinds(conveyor_storage* h, conveyor_str queue,
     }
     best[at] = j;
   }
-  for (i = 0; i < found; ++i) make_running(s, best[i], lease_token, lease_expires_us);
+  for (i = 0; i < found; ++i) make_running(s, best[i], lease_token, lease_expires_us, now_us);
   /* Report once every claim is made (in memory, "durable" means done).
    * Callbacks never call back into this handle, so holding the lock is safe
    * and keeps the jobs' strings stable during each callback. */

@@ -93,6 +93,8 @@ struct Job {
   int32_t cost = 1;  // ABI 1.2's cost, as enqueue_v4 gives it; 1 otherwise
   int64_t run_at_us = 0, created_at_us = 0, finalized_at_us = 0;
   int64_t lease_token = 0, lease_expires_us = 0;
+  int64_t started_at_us = 0;  // ABI 1.6: the latest claim's now_us; 0 before the first
+  int64_t timeout_ms = 0;     // ABI 1.6: as enqueue_v5 gives it; 0 otherwise
 
   ClaimOrder claim_order() const { return {priority, run_at_us, id}; }
 };
@@ -170,9 +172,10 @@ struct Store {
     j.lease_token = j.lease_expires_us = 0;
     enter_state(j, CONVEYOR_JOB_AVAILABLE);
   }
-  void make_running(Job& j, int64_t token, int64_t expires_us) {
+  void make_running(Job& j, int64_t token, int64_t expires_us, int64_t now_us) {
     set_state(j, CONVEYOR_JOB_RUNNING);
     j.attempt += 1;
+    j.started_at_us = now_us;  // kept by every other change until the next claim
     j.lease_token = token;
     j.lease_expires_us = expires_us;
   }
@@ -216,6 +219,8 @@ void report(const Job& j, int64_t now_us, const JobSink& sink) {
   out.last_error = str(j.last_error);
   out.cost = j.cost;
   out.key = str(j.key);
+  out.started_at_us = j.started_at_us;
+  out.timeout_ms = j.timeout_ms;
   sink(out);
 }
 
@@ -276,10 +281,22 @@ class MemoryStorage {
     enqueue_keyed(keyless, now_us, out_ids);
   }
 
-  // ABI 1.4's enqueue_v4: each job with its cost and key (the helper has
-  // refused a cost out of range and a key longer than CONVEYOR_JOB_KEY_MAX).
+  // ABI 1.4's enqueue_v4: each job with its cost and key, timeout 0.
   void enqueue_keyed(std::span<const conveyor_new_job_v3> jobs, int64_t now_us,
                      std::span<int64_t> out_ids) {
+    std::vector<conveyor_new_job_v4> untimed;
+    for (const conveyor_new_job_v3& j : jobs) untimed.push_back({j, 0});
+    enqueue_timed(untimed, now_us, out_ids);
+  }
+
+  // ABI 1.6's enqueue_v5: each job with its cost, key and timeout (the
+  // helper has refused a cost or timeout out of range and a key longer than
+  // CONVEYOR_JOB_KEY_MAX).
+  void enqueue_timed(std::span<const conveyor_new_job_v4> all, int64_t now_us,
+                     std::span<int64_t> out_ids) {
+    std::vector<conveyor_new_job_v3> jobs;
+    jobs.reserve(all.size());
+    for (const conveyor_new_job_v4& j : all) jobs.push_back(j.job);
     // Check the whole batch before storing any of it: all or none.
     for (size_t i = 0; i < jobs.size(); ++i) {
       const conveyor_new_job& job = jobs[i].job.job;
@@ -301,6 +318,7 @@ class MemoryStorage {
       batch[i].priority = job.priority;
       batch[i].max_attempts = job.max_attempts;
       batch[i].cost = jobs[i].job.cost;
+      batch[i].timeout_ms = all[i].timeout_ms;
       batch[i].run_at_us = job.run_at_us;
       batch[i].created_at_us = created_at_us;
     }
@@ -328,7 +346,7 @@ class MemoryStorage {
       if (ids.size() == max_jobs) break;
       if (run_at_us <= now_us) ids.push_back(id);
     }
-    for (int64_t id : ids) store_->make_running(store_->jobs.at(id), lease_token, lease_expires_us);
+    for (int64_t id : ids) store_->make_running(store_->jobs.at(id), lease_token, lease_expires_us, now_us);
     // Report once every claim is made; callbacks never call back into this
     // handle, so holding the lock is safe.
     for (int64_t id : ids) report(store_->jobs.at(id), now_us, sink);
@@ -550,7 +568,7 @@ class MemoryStorage {
       const std::string& kind = store_->jobs.at(id).kind;
       if (std::find(kinds.begin(), kinds.end(), kind) != kinds.end()) ids.push_back(id);
     }
-    for (int64_t id : ids) store_->make_running(store_->jobs.at(id), lease_token, lease_expires_us);
+    for (int64_t id : ids) store_->make_running(store_->jobs.at(id), lease_token, lease_expires_us, now_us);
     for (int64_t id : ids) report(store_->jobs.at(id), now_us, sink);
     return static_cast<uint32_t>(ids.size());
   }
@@ -645,7 +663,7 @@ class MemoryStorage {
         ++taken;
       }
     }
-    for (int64_t id : ids) store_->make_running(store_->jobs.at(id), lease_token, lease_expires_us);
+    for (int64_t id : ids) store_->make_running(store_->jobs.at(id), lease_token, lease_expires_us, now_us);
     for (int64_t id : ids) report(store_->jobs.at(id), now_us, sink);
     return static_cast<uint32_t>(ids.size());
   }

@@ -153,7 +153,8 @@
  * The life of a job as the host drives it
  * ---------------------------------------------------------------------------
  *   enqueue ─> AVAILABLE (run_at in the future: reported as SCHEDULED)
- *   claim   ─> RUNNING, attempt += 1, lease (token, expiry) set
+ *   claim   ─> RUNNING, attempt += 1, lease (token, expiry) set,
+ *              started_at = the claim's now_us (1.6)
  *   complete(lease)              ─> COMPLETED
  *   fail(lease, retry_at >= 0)   ─> AVAILABLE at retry_at (SCHEDULED until due)
  *   fail(lease, retry_at <  0)   ─> FAILED
@@ -182,7 +183,7 @@ extern "C" {
 
 /* The ABI version this header describes. */
 #define CONVEYOR_ABI_MAJOR 1
-#define CONVEYOR_ABI_MINOR 5
+#define CONVEYOR_ABI_MINOR 6
 
 /* The one symbol a plugin exports. */
 #define CONVEYOR_PLUGIN_ENTRY_SYMBOL "conveyor_storage_plugin_entry"
@@ -296,6 +297,10 @@ typedef int32_t conveyor_status;
 /* ABI 1.5: the most adds one add_shared_states call takes. */
 #define CONVEYOR_SHARED_ADDS_MAX 1000
 
+/* ABI 1.6: the longest timeout of one attempt, in milliseconds
+ * (conveyor_new_job_v4.timeout_ms): 7 days. */
+#define CONVEYOR_JOB_TIMEOUT_MAX_MS ((int64_t)7 * 24 * 3600 * 1000)
+
 /* ABI 1.5: the largest weight of a key (conveyor_key_setting.weight). */
 #define CONVEYOR_KEY_WEIGHT_MAX 1000
 
@@ -359,6 +364,17 @@ typedef struct conveyor_job {
   /* ABI 1.4 (read only when struct_size covers it): the job's key, as
    * enqueued with enqueue_v4; empty for a job enqueued without one. */
   conveyor_str key;
+  /* ABI 1.6 (read only when struct_size covers both): when the job's latest
+   * attempt started, the now_us of the claim that moved it to RUNNING (claim,
+   * claim_kinds, claim_keys); 0 before its first claim. Kept as it is
+   * by every other call (complete, fail, release, rescue_expired, cancel,
+   * retry_jobs), so a finished job shows when its last attempt started;
+   * only the next claim changes it. */
+  int64_t started_at_us;
+  /* ABI 1.6: how long one attempt may run, in milliseconds, as enqueued with
+   * enqueue_v5; 0 (the queue's default) for a job enqueued without one. The
+   * host enforces it; the plugin only stores it. */
+  int64_t timeout_ms;
 } conveyor_job;
 
 /* Names a lease: the host passes these to mutate RUNNING jobs. */
@@ -415,6 +431,13 @@ typedef struct conveyor_new_job_v3 {
   conveyor_str key;        /* 0..CONVEYOR_JOB_KEY_MAX bytes; empty: the empty key */
 } conveyor_new_job_v3;
 
+/* ABI 1.6: a job to enqueue with its own timeout (enqueue_v5). Input only:
+ * owned by the caller. */
+typedef struct conveyor_new_job_v4 {
+  conveyor_new_job_v3 job; /* as for enqueue_v4 */
+  int64_t timeout_ms;      /* 0 (the queue's) or 1..CONVEYOR_JOB_TIMEOUT_MAX_MS */
+} conveyor_new_job_v4;
+
 /* ABI 1.4: one key's share of a claim_keys call. Input only: owned by the
  * caller. */
 typedef struct conveyor_key_claim {
@@ -440,15 +463,15 @@ typedef struct conveyor_ready_key {
  * caller. In list_key_settings: owned by the plugin, valid only during the
  * callback. */
 typedef struct conveyor_key_setting {
-  uint32_t struct_size; /* sizeof(conveyor_key_setting) as built */
-  uint32_t fields;      /* CONVEYOR_KEY_FIELD_* that are set (listed: those stored) */
-  conveyor_str queue;   /* a valid queue name (the host validates it) */
-  conveyor_str key;     /* TARGET_ONE: the key, 0..CONVEYOR_JOB_KEY_MAX bytes; EVERY: empty */
-  int32_t target;       /* CONVEYOR_KEY_TARGET_* */
-  int32_t scope;        /* with FIELD_RATE: CONVEYOR_SCOPE_*; else 0 */
-  double rate_per_sec;  /* with FIELD_RATE: > 0 and finite; else 0 */
-  uint32_t burst;       /* with FIELD_RATE: >= 1; else 0 */
-  uint32_t weight;      /* with FIELD_WEIGHT: 1..CONVEYOR_KEY_WEIGHT_MAX; else 0 */
+  uint32_t struct_size;  /* sizeof(conveyor_key_setting) as built */
+  uint32_t fields;       /* CONVEYOR_KEY_FIELD_* that are set (listed: those stored) */
+  conveyor_str queue;    /* a valid queue name (the host validates it) */
+  conveyor_str key;      /* TARGET_ONE: the key, 0..CONVEYOR_JOB_KEY_MAX bytes; EVERY: empty */
+  int32_t target;        /* CONVEYOR_KEY_TARGET_* */
+  int32_t scope;         /* with FIELD_RATE: CONVEYOR_SCOPE_*; else 0 */
+  double rate_per_sec;   /* with FIELD_RATE: > 0 and finite; else 0 */
+  uint32_t burst;        /* with FIELD_RATE: >= 1; else 0 */
+  uint32_t weight;       /* with FIELD_WEIGHT: 1..CONVEYOR_KEY_WEIGHT_MAX; else 0 */
   int64_t updated_at_us; /* listed: now_us of the last set_key_setting; input: ignored */
 } conveyor_key_setting;
 
@@ -485,7 +508,7 @@ typedef void (*conveyor_key_setting_fn)(void* ctx, const conveyor_key_setting* s
 
 /* The function table. Members up to and including wait_for_notification form
  * version 1.0; every slot of 1.0 is required except wait_for_notification.
- * The slots after it form 1.1 to 1.5 (all optional); each minor's
+ * The slots after it form 1.1 to 1.6 (all optional); each minor's
  * slots are marked below. */
 typedef struct conveyor_storage_plugin {
   uint32_t struct_size;  /* sizeof(conveyor_storage_plugin) as built */
@@ -924,8 +947,9 @@ typedef struct conveyor_storage_plugin {
    * of queue (name order), target (ONE before EVERY), key (bytewise). Each
    * reports the fields stored (fields) and zero for the others.
    * Cost: reads the settings only (they are few: set by hand). */
-  conveyor_status (*list_key_settings)(conveyor_storage* storage, conveyor_key_setting_fn on_setting,
-                                       void* ctx, conveyor_error* err);
+  conveyor_status (*list_key_settings)(conveyor_storage* storage,
+                                       conveyor_key_setting_fn on_setting, void* ctx,
+                                       conveyor_error* err);
 
   /* ABI 1.5. Deletes up to limit shared records (swap_shared_state) whose
    * key starts with prefix and whose value is below value_below; a deleted
@@ -963,6 +987,31 @@ typedef struct conveyor_storage_plugin {
    * Cost: one round trip; per add, what add_shared_state costs. */
   conveyor_status (*add_shared_states)(conveyor_storage* storage, const conveyor_shared_add* adds,
                                        size_t n, conveyor_shared_added* out, conveyor_error* err);
+
+  /* ---- version 1.6 (a job's own timeout, and when its attempt started).
+   * Optional. A host refuses a job with a timeout other than 0 on a plugin
+   * without enqueue_v5, naming the plugin and its ABI. Whatever slot
+   * enqueued a job, a 1.6 plugin reports conveyor_job.started_at_us and
+   * conveyor_job.timeout_ms (struct_size covers them) for it.
+   * Why: the host fails an attempt that runs longer than its timeout (the
+   * job's own, else its queue's job_timeout_s). For that, and for any
+   * process that looks at a running job (another server, the CLI, a remote
+   * worker's host), the timeout and the start of the attempt must live with
+   * the job, not in the memory of the process that claimed it. The start
+   * is the claim's now_us, written by the claim's own update: no statement
+   * and no clock reading are added to a claim. ---- */
+
+  /* ABI 1.6. enqueue_v4 with a timeout per job (conveyor_new_job_v4.
+   * timeout_ms), stored with the job and reported in conveyor_job.timeout_ms
+   * by every call that reports jobs (get_job, claim, claim_kinds,
+   * claim_keys, list_jobs, rescue_expired_v2). Success: as enqueue_v4
+   * (every job enqueued, out_ids[i] its id). Failure (CONVEYOR_E_INVALID,
+   * nothing enqueued): a timeout_ms below 0 or above
+   * CONVEYOR_JOB_TIMEOUT_MAX_MS, and everything enqueue_v4 refuses.
+   * Threading: as enqueue (any thread, concurrently with every other call).
+   * Jobs enqueued by any other enqueue slot have timeout_ms 0. */
+  conveyor_status (*enqueue_v5)(conveyor_storage* storage, const conveyor_new_job_v4* jobs,
+                                size_t n, int64_t now_us, int64_t* out_ids, conveyor_error* err);
 } conveyor_storage_plugin;
 
 /* The size of a 1.0 table: the least struct_size a host accepts. */
@@ -993,6 +1042,11 @@ typedef struct conveyor_storage_plugin {
 #define CONVEYOR_PLUGIN_V1_5_SIZE                         \
   (offsetof(conveyor_storage_plugin, add_shared_states) + \
    sizeof(((conveyor_storage_plugin*)0)->add_shared_states))
+
+/* The size of a 1.6 table (every 1.6 slot covered). */
+#define CONVEYOR_PLUGIN_V1_6_SIZE                  \
+  (offsetof(conveyor_storage_plugin, enqueue_v5) + \
+   sizeof(((conveyor_storage_plugin*)0)->enqueue_v5))
 
 /* The entry point every plugin exports under CONVEYOR_PLUGIN_ENTRY_SYMBOL.
  * Returns the plugin's table (static, never freed) or NULL when the plugin

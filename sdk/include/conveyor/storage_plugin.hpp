@@ -86,6 +86,12 @@
 //   uint32_t delete_shared_states(std::string_view prefix, int64_t value_below, uint32_t limit);
 //   void add_shared_states(std::span<const KeyedAdd> adds,
 //                          std::span<SharedAddResult> out);  // each add checked, keys distinct
+// and optionally the ABI 1.6 slot (a job's own timeout; the adapter checks
+// costs, keys and timeout ranges first):
+//   void enqueue_timed(std::span<const conveyor_new_job_v4> jobs, int64_t now_us,
+//                      std::span<int64_t> out_ids);          // enqueue_v5
+// (conveyor_job.started_at_us and timeout_ms are the plugin's to fill:
+// OwnedJob::started_at, OwnedJob::timeout_ms.)
 //
 // Threading is as the C header says: every method but the destructor may be
 // called concurrently. The host never calls the object from inside one of its
@@ -227,8 +233,10 @@ struct OwnedJob {
   int64_t lease_token = 0;
   int64_t lease_expires = 0;
   std::string last_error;
-  int32_t cost = 1;  // ABI 1.2; a host's copy of an older plugin's job: 1
-  std::string key;   // ABI 1.4; empty: the empty key (and an older plugin's job)
+  int32_t cost = 1;        // ABI 1.2; a host's copy of an older plugin's job: 1
+  std::string key;         // ABI 1.4; empty: the empty key (and an older plugin's job)
+  int64_t started_at = 0;  // ABI 1.6: the latest claim's now_us; 0 if never claimed
+  int64_t timeout_ms = 0;  // ABI 1.6: as enqueued with enqueue_v5; 0: the queue's
   // As a plugin reported them, in a host's copy; view() always reports
   // sizeof(conveyor_job) and 0.
   uint32_t struct_size = sizeof(conveyor_job);
@@ -255,6 +263,8 @@ struct OwnedJob {
     j.last_error = str(last_error);
     j.cost = cost;
     j.key = str(key);
+    j.started_at_us = started_at;
+    j.timeout_ms = timeout_ms;
     return j;
   }
 };
@@ -805,6 +815,28 @@ struct Adapter {
       self(s)->enqueue_keyed(std::span(jobs, n), now, std::span(ids, n));
     });
   }
+  // ---- ABI 1.6 ----
+  static conveyor_status enqueue_v5(conveyor_storage* s, const conveyor_new_job_v4* jobs, size_t n,
+                                    int64_t now, int64_t* ids, conveyor_error* err) {
+    return guarded(err, [&] {
+      if (n == 0) return;
+      if (jobs == nullptr || ids == nullptr)
+        throw Error(CONVEYOR_E_INVALID, "jobs or out_ids is NULL");
+      for (size_t i = 0; i < n; ++i) {
+        const std::string at = "jobs[" + std::to_string(i) + "]";
+        if (jobs[i].job.job.cost < 1 || jobs[i].job.job.cost > CONVEYOR_JOB_COST_MAX)
+          throw Error(CONVEYOR_E_INVALID, "enqueue_v5: " + at + ".cost is " +
+                                              std::to_string(jobs[i].job.job.cost) + ", not 1.." +
+                                              std::to_string(CONVEYOR_JOB_COST_MAX));
+        check_key("enqueue_v5", at + ".key", jobs[i].job.key);
+        if (jobs[i].timeout_ms < 0 || jobs[i].timeout_ms > CONVEYOR_JOB_TIMEOUT_MAX_MS)
+          throw Error(CONVEYOR_E_INVALID, "enqueue_v5: " + at + ".timeout_ms is " +
+                                              std::to_string(jobs[i].timeout_ms) + ", not 0.." +
+                                              std::to_string(CONVEYOR_JOB_TIMEOUT_MAX_MS));
+      }
+      self(s)->enqueue_timed(std::span(jobs, n), now, std::span(ids, n));
+    });
+  }
   static conveyor_status claim_keys(conveyor_storage* s, conveyor_str queue,
                                     const conveyor_str* kinds, size_t n_kinds,
                                     const conveyor_key_claim* keys, size_t n_keys, int64_t token,
@@ -1037,6 +1069,10 @@ struct Adapter {
       requires(Impl & i, std::span<const conveyor_new_job_v3> j, std::span<int64_t> o) {
     i.enqueue_keyed(j, int64_t{}, o);
   };
+  static constexpr bool has_enqueue_timed =
+      requires(Impl & i, std::span<const conveyor_new_job_v4> j, std::span<int64_t> o) {
+    i.enqueue_timed(j, int64_t{}, o);
+  };
   static constexpr bool has_claim_keys =
       requires(Impl & i, std::span<const std::string_view> k, std::span<const KeyClaim> c,
                const JobSink& sink) {
@@ -1100,6 +1136,7 @@ struct Adapter {
   CONVEYOR_SDK_OPTIONAL_SLOT(delete_shared_states_slot, has_delete_shared_states,
                              delete_shared_states)
   CONVEYOR_SDK_OPTIONAL_SLOT(add_shared_states_slot, has_add_shared_states, add_shared_states)
+  CONVEYOR_SDK_OPTIONAL_SLOT(enqueue_v5_slot, has_enqueue_timed, enqueue_v5)
 #undef CONVEYOR_SDK_OPTIONAL_SLOT
 
   static constexpr bool has_notify = requires(Impl & i, const NotifySink& sink) {
@@ -1170,6 +1207,7 @@ struct Adapter {
         list_key_settings_slot(),
         delete_shared_states_slot(),
         add_shared_states_slot(),
+        enqueue_v5_slot(),
     };
     return &t;
   }

@@ -6,6 +6,7 @@
 
 #include <conveyor/api_error.hpp>
 #include <conveyor/api_messages.hpp>
+#include <conveyor/engine.hpp>
 #include <conveyor/job_request.hpp>
 #include <conveyor/queue_report.hpp>
 #include <conveyor/rate_limit.hpp>
@@ -88,6 +89,14 @@ class AdminClient {
   Job cancel_job(int64_t id);
   // DeleteJobs: one outcome per id, in order.
   std::vector<JobOutcome> delete_jobs(std::span<const int64_t> ids);
+  // DeleteJobs / CancelJobs, bulk form: one batch of up to filter.limit jobs
+  // of filter.queue in filter.states with id > filter.after_id.
+  Engine::JobBatchResult delete_jobs_bulk(const JobQuery& filter);
+  Engine::JobBatchResult cancel_jobs_bulk(const JobQuery& filter);
+  // DeleteQueue: one batch (Engine::remove_queue). ApiError not_found for an
+  // unknown queue, failed_precondition while jobs run (without force).
+  Engine::QueueRemoval delete_queue(std::string_view queue, bool force, int64_t after_id,
+                                    uint32_t limit);
 
  private:
   bool call_delete(std::string_view method, const google::protobuf::Message& request,

@@ -140,6 +140,11 @@ class AdminServer {
   // The bound port (after start()).
   uint16_t port() const;
 
+  // Replaces the worker tokens (worker_token and worker_tokens) with fresh's,
+  // for the calls that start from now on (SIGHUP: a revoked token is refused
+  // at once). The other settings of fresh are not applied. Thread-safe.
+  void reload_worker_tokens(const ServerConfig& fresh);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -58,6 +58,11 @@ struct LimitTarget {
 // rate-limit override", "queue Q key "K" has no rate limit of its own", ...
 std::string no_limit_message(std::string_view queue, const LimitTarget& target);
 std::string no_key_weight_message(std::string_view queue, std::string_view key);
+// What DeleteQueue (`conveyor queues rm`) answers for a queue storage does
+// not know (not_found), and for one with running jobs without force
+// (failed_precondition); running is how many were seen (up to 1000).
+std::string unknown_queue_message(std::string_view queue);
+std::string queue_running_message(std::string_view queue, int64_t running);
 
 // What engine follows now: ListRateLimits' answer, `conveyor ratelimit ls`.
 RateLimitListing rate_limit_listing(const Engine& engine);

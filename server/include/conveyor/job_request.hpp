@@ -20,6 +20,9 @@ struct JobRequest {
   double delay_s = 0;                   // run no earlier than now + delay
   int32_t cost = 1;                     // tokens taken from the queue's limit, 1..kMaxJobCost
   std::string key;  // its key for per-key limits and fair turns; "": the empty key
+  // How long one attempt may run, in seconds (rounded to whole milliseconds):
+  // 0 (the queue's job_timeout_s) or 0.001 to kMaxJobTimeoutMs / 1000 (7 days).
+  double timeout_s = 0;
 };
 
 // The longest delay accepted: one year.
@@ -30,7 +33,8 @@ inline constexpr double kMaxDelaySeconds = 365.0 * 86400;
 // (0 to kMaxDelaySeconds), "cost" (1 to kMaxJobCost; the engine refuses a
 // cost above the queue's burst when it enqueues) or "key" (at most
 // kMaxJobKeyBytes bytes of UTF-8; the engine refuses a non-empty key on a
-// plugin without ABI 1.4).
+// plugin without ABI 1.4) or "timeout" (0, or 1 ms to 7 days; the engine
+// refuses a timeout on a plugin without ABI 1.6).
 void validate_job_request(const JobRequest& job);
 
 // What storage takes: run_at = now + delay; max_attempts 0 means the engine's

@@ -53,5 +53,8 @@ std::unique_ptr<spdlog::formatter> make_log_formatter(LogFormat format);
 // at level. Call it again to change either (a config read after the first
 // setup), but not while other threads log.
 void setup_logging(LogLevel level, LogFormat format, std::ostream* out = nullptr);
+// Changes the level of the logger setup_logging made, in place (safe while
+// other threads log: SIGHUP applies [log] level with it).
+void set_log_level(LogLevel level);
 
 }  // namespace conveyor

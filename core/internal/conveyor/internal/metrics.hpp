@@ -50,6 +50,9 @@ struct QueueCounters {
   std::atomic<uint64_t> leases_lost{0};  // an outcome refused: the lease was gone
   std::atomic<uint64_t> rescued{0};      // lease expired; made runnable again or failed
   std::atomic<uint64_t> backoffs{0};     // the downstream asked to wait (backpressure)
+  // Attempts failed by their time limit (job_timeout_s, a job's timeout_ms):
+  // in-process handlers and remote workers' jobs.
+  std::atomic<uint64_t> timed_out{0};
   // Keyed queue: times a key with ready jobs was passed over in its turn
   // because its own bucket (key_rate_limit) was empty.
   std::atomic<uint64_t> key_throttled{0};
@@ -70,7 +73,7 @@ struct QueueCountersSnapshot {
   std::string queue;
   uint64_t enqueued = 0, dispatched = 0, completed = 0, failed = 0, retried = 0, throttled = 0,
            leases_lost = 0, rescued = 0, backoffs = 0, claims = 0, fleet_swaps = 0,
-           fleet_conflicts = 0, key_throttled = 0;
+           fleet_conflicts = 0, key_throttled = 0, timed_out = 0;
   Histogram::Snapshot pickup_latency;
   Histogram::Snapshot duration;
 };

@@ -11,6 +11,11 @@
 // - A granted job holds one of its queue's max_workers permits until it is
 //   completed, failed or released here, or its lease expires (sweep()).
 //   Heartbeats extend the lease.
+// - A job with a time limit (its timeout_ms, else its queue's
+//   job_timeout_s) counted from its grant is failed here at the deadline
+//   (time_out_due(): a failed attempt, retried with backoff while attempts
+//   remain), its permit freed; the worker's next heartbeat of it answers
+//   timed_out, and its completion or failure is refused as for a lost lease.
 // - Results name the lease (job id, token). Storage refuses a lease that is
 //   no longer current (expired and rescued, cancelled): the result is
 //   discarded and reported as lost.
@@ -31,6 +36,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -79,6 +85,8 @@ class RemoteWorkers {
     int64_t job_id = 0;
     conveyor_status status = CONVEYOR_OK;  // OK or CONVEYOR_E_LEASE_LOST
     std::string message;                   // why, when not OK
+    // Not OK because the attempt ran past its time limit and was failed here.
+    bool timed_out = false;
   };
   struct FailOutcome {
     bool will_retry = false;
@@ -86,12 +94,15 @@ class RemoteWorkers {
   };
 
   // A worker's backpressure fail: hold queue (or only key, the job's key,
-  // as the queue's hold setting says) for delay (0: the engine's doubling);
-  // why is the worker's error text; granted is when the job was handed out
-  // (now for a job granted by an earlier server process).
-  using Backpressure = std::function<void(const std::string& queue, const std::string& key,
-                                          std::chrono::milliseconds delay, const std::string& why,
-                                          int64_t job_id, SteadyTime granted)>;
+  // as the queue's hold setting says) for delay (0: the engine's doubling),
+  // at most max_hold when set; why is the worker's error text; granted is
+  // when the job was handed out (now for a job granted by an earlier server
+  // process). Returns when the hold in force ends (wall clock, us): when the
+  // job can run again.
+  using Backpressure =
+      std::function<int64_t(const std::string& queue, const std::string& key,
+                            std::chrono::milliseconds delay, const std::string& why, int64_t job_id,
+                            SteadyTime granted, std::optional<std::chrono::milliseconds> max_hold)>;
   // A job granted at granted was completed (a success for the queue's
   // backpressure episode, backoffs.hpp).
   using Succeeded = std::function<void(const std::string& queue, SteadyTime granted)>;
@@ -116,18 +127,31 @@ class RemoteWorkers {
   // backpressure: the downstream asked to wait, so not a failure: the job
   // is given back (attempt not spent) and its queue held for retry_after (0:
   // the engine's doubling from [engine] backoff_base_ms); permanent is then
-  // refused (ValidationError).
+  // refused (ValidationError). max_hold bounds the hold it sets (a worker
+  // token's max_backpressure_s); retry_at_us is then when the hold in force
+  // ends, which is when the job can run again.
   // Throws StorageError(CONVEYOR_E_LEASE_LOST) naming the job when the lease
   // is not current, other StorageErrors when storage fails.
   FailOutcome fail(const conveyor_lease& lease, std::string_view error,
-                   std::chrono::milliseconds retry_after, bool permanent, bool backpressure = false)
-      EXCLUDES(mu_);
+                   std::chrono::milliseconds retry_after, bool permanent, bool backpressure = false,
+                   std::optional<std::chrono::milliseconds> max_hold = std::nullopt) EXCLUDES(mu_);
+  // The queue of the job a current lease names (held here, else as storage
+  // has it), or nullopt when the lease is not current: what a scoped worker
+  // token is checked against before anything changes.
+  std::optional<std::string> queue_of(const conveyor_lease& lease) const EXCLUDES(mu_);
   // Extends leases to now + lease (0: [engine] lease_ms). Per lease; sets
   // *expires_us to the new end.
   std::vector<Result> heartbeat(std::span<const conveyor_lease> leases,
                                 std::chrono::milliseconds lease, int64_t* expires_us) EXCLUDES(mu_);
   // Gives jobs back unrun (available now, attempt not spent). Per lease.
   std::vector<Result> release(std::span<const conveyor_lease> leases) EXCLUDES(mu_);
+
+  // Fails (in storage, as a failed attempt with the engine's backoff) every
+  // held job past its deadline, frees its permit, and remembers its lease as
+  // timed out for the worker's next calls. Returns how many. Throws
+  // StorageError when storage fails (those jobs stay held: the next call
+  // tries again). The engine's maintenance runs it often; heartbeat() too.
+  size_t time_out_due() EXCLUDES(mu_);
 
   // Answers every waiting claim empty now, and every later claim at once
   // (the server in front stops). Jobs held stay held.
@@ -151,7 +175,16 @@ class RemoteWorkers {
     SteadyTime granted{};
     int32_t attempt = 0, max_attempts = 0;
     std::string worker;
-    std::string key;  // the job's key (backpressure holds it)
+    std::string key;                       // the job's key (backpressure holds it)
+    std::optional<SteadyTime> deadline{};  // the job's time limit from its grant
+    std::string timeout_error{};           // what it fails with then
+  };
+  // A lease failed at its deadline, remembered for the worker's next calls
+  // until forget_at.
+  struct TimedOut {
+    int64_t token = 0;
+    std::string error;
+    SteadyTime forget_at{};
   };
   struct Worker {
     std::vector<std::string> kinds;  // sorted, unique
@@ -168,7 +201,9 @@ class RemoteWorkers {
       REQUIRES(mu_);
   std::vector<Result> results(std::span<const conveyor_lease> leases,
                               const std::vector<conveyor_status>& statuses,
-                              std::string_view what) const;
+                              std::string_view what) const EXCLUDES(mu_);
+  // The timed-out text of lease, if it timed out here.
+  std::optional<std::string> timed_out_locked(const conveyor_lease& lease) const REQUIRES(mu_);
   std::chrono::milliseconds lease_or_default(std::chrono::milliseconds lease) const;
 
   // Constant after construction.
@@ -184,6 +219,7 @@ class RemoteWorkers {
   mutable Mutex mu_;
   std::unordered_map<int64_t, Held> held_ GUARDED_BY(mu_);              // by job id
   std::map<std::string, Worker, std::less<>> workers_ GUARDED_BY(mu_);  // by worker key
+  std::unordered_map<int64_t, TimedOut> timed_out_ GUARDED_BY(mu_);     // by job id
   std::vector<std::weak_ptr<RemoteClaim>> waiting_ GUARDED_BY(mu_);     // for close()
   bool closed_ GUARDED_BY(mu_) = false;
 };

@@ -414,6 +414,8 @@ export class JobsView {
       ['Priority', String(toNumber(job.priority))],
       ['Created', formatTimestamp(job.createdAt)],
       ['Run at', formatTimestamp(job.runAt)],
+      // When the latest attempt started (empty before the first one).
+      ['Started', formatTimestamp(job.startedAt)],
       ['Finalized', formatTimestamp(job.finalizedAt)],
       ['Lease expires', formatTimestamp(job.leaseExpiresAt)],
     ];

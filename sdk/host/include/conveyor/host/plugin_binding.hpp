@@ -190,6 +190,16 @@ std::vector<conveyor_new_job_v3> new_jobs_v3(std::span<const Spec> jobs) {
   for (size_t i = 0; i < jobs.size(); ++i) out[i].key = sdk::str(jobs[i].key);
   return out;
 }
+// ABI 1.6: the same with each job's timeout (Spec has cost, key and
+// timeout_ms members).
+template <typename Spec>
+std::vector<conveyor_new_job_v4> new_jobs_v4(std::span<const Spec> jobs) {
+  std::vector<conveyor_new_job_v4> out;
+  out.reserve(jobs.size());
+  for (const conveyor_new_job_v3& j : new_jobs_v3(jobs)) out.push_back(conveyor_new_job_v4{j, 0});
+  for (size_t i = 0; i < jobs.size(); ++i) out[i].timeout_ms = jobs[i].timeout_ms;
+  return out;
+}
 
 class PluginBinding {
  public:
@@ -298,6 +308,9 @@ class PluginBinding {
 
   // ABI 1.4, optional ("needs ABI 1.4 (slot ...)" when missing).
   Result<std::vector<int64_t>> enqueue_v4(std::span<const conveyor_new_job_v3> jobs,
+                                          int64_t now_us);
+  // ABI 1.6, optional ("needs ABI 1.6 (slot ...)" when missing).
+  Result<std::vector<int64_t>> enqueue_v5(std::span<const conveyor_new_job_v4> jobs,
                                           int64_t now_us);
   // One key's share of a claim_keys call.
   struct KeyClaim {

@@ -66,7 +66,8 @@
   X(delete_key_setting, kDeleteKeySetting, 5, false)       \
   X(list_key_settings, kListKeySettings, 5, false)         \
   X(delete_shared_states, kDeleteSharedStates, 5, false)   \
-  X(add_shared_states, kAddSharedStates, 5, false)
+  X(add_shared_states, kAddSharedStates, 5, false)         \
+  X(enqueue_v5, kEnqueueV5, 6, false)
 
 namespace conveyor::host {
 
@@ -176,6 +177,9 @@ static_assert(table_size_of_minor(0) == CONVEYOR_PLUGIN_V1_0_SIZE, "1.0 slots di
 static_assert(table_size_of_minor(1) == CONVEYOR_PLUGIN_V1_1_SIZE, "1.1 slots differ");
 static_assert(table_size_of_minor(2) == CONVEYOR_PLUGIN_V1_2_SIZE, "1.2 slots differ");
 static_assert(table_size_of_minor(3) == CONVEYOR_PLUGIN_V1_3_SIZE, "1.3 slots differ");
+static_assert(table_size_of_minor(4) == CONVEYOR_PLUGIN_V1_4_SIZE, "1.4 slots differ");
+static_assert(table_size_of_minor(5) == CONVEYOR_PLUGIN_V1_5_SIZE, "1.5 slots differ");
+static_assert(table_size_of_minor(6) == CONVEYOR_PLUGIN_V1_6_SIZE, "1.6 slots differ");
 static_assert(table_size_of_minor(CONVEYOR_ABI_MINOR) == sizeof(conveyor_storage_plugin),
               "the newest minor's slots end the struct");
 
