@@ -201,6 +201,16 @@ TEST_F(JobTimeoutTest, AJobsOwnTimeoutWinsOverItsQueues) {
   EXPECT_EQ(engine->get_job(id)->last_error, "timed out after 1.5 s (the job's timeout_ms = 1500)");
 }
 
+TEST_F(JobTimeoutTest, EnqueueOptionsCarryTheJobsTimeout) {
+  auto engine = make();
+  EnqueueOptions options;
+  options.timeout = 2500ms;
+  const int64_t id = engine->enqueue("q", "k", "{}", options);
+  EXPECT_EQ(engine->get_job(id)->timeout_ms, 2500);
+  options.timeout = -1ms;
+  EXPECT_THROW(engine->enqueue("q", "k", "{}", options), ValidationError);
+}
+
 TEST_F(JobTimeoutTest, AQueueWithoutATimeoutIsNeverTimedOut) {
   config.engine.job_timeout_s = 5;
   config.queues["free"].job_timeout_s = 0;  // turns the [engine] default off here

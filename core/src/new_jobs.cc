@@ -18,6 +18,7 @@ NewJob make_new_job(std::string_view queue, std::string_view kind, std::string_v
   job.run_at_us = options.delay.count() > 0 ? now_us + options.delay.count() : 0;
   job.cost = options.cost;
   job.key = options.key;
+  job.timeout_ms = options.timeout.count();
   return job;
 }
 

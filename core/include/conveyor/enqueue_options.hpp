@@ -1,4 +1,5 @@
-// How Engine::enqueue places one job: its priority, attempts, delay and cost.
+// How Engine::enqueue places one job: its priority, attempts, delay, cost,
+// key and timeout.
 #pragma once
 
 #include <chrono>
@@ -17,6 +18,9 @@ struct EnqueueOptions {
   int32_t cost = 1;
   // The job's key (NewJob::key): empty, or 1..kMaxJobKeyBytes bytes of UTF-8.
   std::string key{};
+  // How long one attempt may run (NewJob::timeout_ms): 0 uses the queue's
+  // job_timeout_s; else 1 ms to kMaxJobTimeoutMs, and a plugin with ABI 1.6.
+  std::chrono::milliseconds timeout{0};
 };
 
 }  // namespace conveyor
