@@ -269,6 +269,13 @@ TEST(Prometheus, ManyQueuesStayUnderTheBound) {
     const size_t lines = line_count(text);
     std::printf("[metrics size] queues=%d max_queues=%zu lines=%zu bytes=%zu\n", n, page.max_queues,
                 lines, text.size());
+    // The same page with every queue its own series: the size the cap saves.
+    MetricsPage uncapped = page;
+    uncapped.max_queues = static_cast<size_t>(n);
+    const std::string all = render_prometheus(uncapped);
+    std::printf("[metrics size] queues=%d uncapped lines=%zu bytes=%zu\n", n, line_count(all),
+                all.size());
+    EXPECT_GT(line_count(all), static_cast<size_t>(n) * 70) << "every queue has its series";
     ASSERT_EQ(page.max_queues, 100u) << "the default, [server] metrics_max_queues";
     // One unserved kind per queue at most here.
     EXPECT_LE(lines, kFixedLines + (page.max_queues + 1) * (kLinesPerQueue + 1)) << n;
