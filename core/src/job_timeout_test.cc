@@ -292,6 +292,57 @@ TEST_F(JobTimeoutTest, ARemoteWorkersJobIsFailedAtItsDeadlineAndItsHeartbeatSays
   EXPECT_EQ(engine->get_job(id)->last_error, "timed out after 20 s (job_timeout_s)");
 }
 
+// A server restarted while a remote worker runs a job: the new process did
+// not grant the lease, so it finds the deadline in storage (when the attempt
+// started, ABI 1.6) at the worker's heartbeat. Engine "before" grants the
+// lease with no timeout configured; engine "after" has the queue's 20 s.
+TEST_F(JobTimeoutTest, ALeaseAnEarlierServerGrantedTimesOutAtAHeartbeat) {
+  config.queues["q"].max_workers = 1;
+  auto before = make();
+  before->start();
+  const int64_t id = before->enqueue("q", "remote");
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<RemoteWorkers::Claimed> claimed;
+  RemoteWorkers::ClaimRequest request;
+  request.queues = {{"q", 1}};
+  request.kinds = {"remote"};
+  request.max_jobs = 1;
+  request.wait = 10s;
+  request.worker_id = "py-1";
+  request.lease = 60s;
+  EngineInternals::remote_workers(*before).claim(request, [&](RemoteWorkers::Claimed&& c) {
+    std::lock_guard lock(mu);
+    claimed = std::move(c);
+    cv.notify_all();
+  });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return claimed.has_value(); }));
+  }
+  ASSERT_EQ(claimed->jobs.size(), 1u);
+  const conveyor_lease lease = lease_of(claimed->jobs[0]);
+
+  config.queues["q"].job_timeout_s = 20;
+  auto after = make();
+  RemoteWorkers& remote = EngineInternals::remote_workers(*after);
+  int64_t expires = 0;
+  clock.advance(19s);
+  auto beat = remote.heartbeat({&lease, 1}, 0ms, &expires);
+  EXPECT_EQ(beat.at(0).status, CONVEYOR_OK) << "not yet due";
+  EXPECT_FALSE(beat.at(0).timed_out);
+
+  clock.advance(1s);
+  beat = remote.heartbeat({&lease, 1}, 0ms, &expires);
+  EXPECT_EQ(beat.at(0).status, CONVEYOR_E_LEASE_LOST);
+  EXPECT_TRUE(beat.at(0).timed_out) << beat.at(0).message;
+  EXPECT_EQ(after->get_job(id)->state, JobState::kScheduled);
+  EXPECT_EQ(after->get_job(id)->last_error, "timed out after 20 s (job_timeout_s)");
+  const auto done = remote.complete({&lease, 1});
+  EXPECT_EQ(done.at(0).status, CONVEYOR_E_LEASE_LOST);
+  EXPECT_NE(done.at(0).message.find("timed out"), std::string::npos) << done.at(0).message;
+}
+
 TEST(JobTimeoutConfig, QueuesAndTheEngineTakeSecondsAndRefuseNonsense) {
   Config c = parse_config(
       "[engine]\njob_timeout_s = 30\n[queues.a]\njob_timeout_s = 2.5\n[queues.b]\n"

@@ -312,6 +312,46 @@ size_t RemoteWorkers::time_out_due() {
   return n;
 }
 
+void RemoteWorkers::time_out_inherited(std::span<const conveyor_lease> leases,
+                                       std::chrono::milliseconds lease_length) {
+  std::vector<conveyor_lease> inherited;
+  {
+    MutexLock lock(mu_);
+    for (const conveyor_lease& l : leases) {
+      auto it = held_.find(l.job_id);
+      if ((it == held_.end() || it->second.token != l.lease_token) && !timed_out_locked(l))
+        inherited.push_back(l);
+    }
+  }
+  for (const conveyor_lease& l : inherited) {
+    // Granted by an earlier server process, which kept the deadline: storage
+    // has when the attempt started and the job's own timeout.
+    const int64_t now = clock_.wall_now_us();
+    std::optional<Job> job = storage_.get_job(l.job_id, now);
+    if (!job || job->state != JobState::kRunning || job->lease_token != l.lease_token ||
+        job->started_at_us <= 0)
+      continue;
+    const std::optional<AttemptTimeout> limit =
+        attempt_timeout(*job, config_.job_timeout_ms_for(job->queue));
+    if (!limit || job->started_at_us + micros(limit->length).count() > now) continue;
+    const int64_t retry_at =
+        next_attempt_at_us(job->attempt, job->max_attempts, config_.engine, now);
+    if (storage_.fail(l, limit->error, retry_at, now) != CONVEYOR_OK) continue;
+    {
+      MutexLock lock(mu_);
+      timed_out_[l.job_id] = TimedOut{l.lease_token, limit->error,
+                                      clock_.steady_now() + lease_length + kWorkerTimeout};
+    }
+    LogFields fields{{"queue", job->queue}, {"job_id", l.job_id}};
+    spdlog::info(
+        "queue {}: job {} {} on a remote worker whose lease an earlier server process granted: "
+        "its attempt failed{}",
+        job->queue, l.job_id, limit->error,
+        retry_at >= 0 ? ", retried with backoff" : " for good (no attempts left)");
+    if (retry_at >= 0) dispatcher_.wake_at(job->queue, retry_at);
+  }
+}
+
 std::vector<RemoteWorkers::Result> RemoteWorkers::complete(std::span<const conveyor_lease> leases) {
   check_leases(leases);
   const std::vector<conveyor_status> statuses = storage_.complete(leases, clock_.wall_now_us());
@@ -426,6 +466,7 @@ std::vector<RemoteWorkers::Result> RemoteWorkers::heartbeat(std::span<const conv
                                                       kMaxLease.count()));
   const std::chrono::milliseconds length = lease_or_default(lease);
   time_out_due();  // a lease past its job's deadline is not extended: it times out now
+  time_out_inherited(leases, length);
   const int64_t expires = clock_.wall_now_us() + micros(length).count();
   const std::vector<conveyor_status> statuses = storage_.extend_leases(leases, expires);
   const SteadyTime steady_expires = clock_.steady_now() + length;

@@ -204,6 +204,12 @@ class RemoteWorkers {
                               std::string_view what) const EXCLUDES(mu_);
   // The timed-out text of lease, if it timed out here.
   std::optional<std::string> timed_out_locked(const conveyor_lease& lease) const REQUIRES(mu_);
+  // The leases of a heartbeat that an earlier server process granted (not
+  // in held_): those past their job's deadline, computed from storage's
+  // started_at_us (ABI 1.6) and the job's or queue's timeout, fail as timed
+  // out and are answered so. One get_job per such lease.
+  void time_out_inherited(std::span<const conveyor_lease> leases,
+                          std::chrono::milliseconds lease_length) EXCLUDES(mu_);
   std::chrono::milliseconds lease_or_default(std::chrono::milliseconds lease) const;
 
   // Constant after construction.
